@@ -1,0 +1,165 @@
+// gpuprof._core: the torch-free native core (events, Trace, analysis, collector).
+// Only translation lives here; every computation is in cpp/src.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+
+#include "gpuprof/breakdown.h"
+#include "gpuprof/collector.h"
+#include "gpuprof/trace.h"
+
+namespace py = pybind11;
+using namespace gpuprof;
+
+namespace {
+
+EventKind parse_kind(const std::string& s) {
+  static const std::pair<const char*, EventKind> kinds[] = {
+      {"host_op", EventKind::HostOp},       {"user_range", EventKind::UserRange},
+      {"step", EventKind::StepMarker},      {"python_function", EventKind::PythonFunction},
+      {"runtime", EventKind::Runtime},      {"driver", EventKind::Driver},
+      {"kernel", EventKind::Kernel},        {"memcpy", EventKind::Memcpy},
+      {"memset", EventKind::Memset},        {"sync", EventKind::Sync},
+      {"nvtx", EventKind::Nvtx},            {"gpu_user_range", EventKind::GpuUserRange},
+      {"overhead", EventKind::Overhead},    {"other", EventKind::Other}};
+  for (const auto& [name, kind] : kinds)
+    if (s == name) return kind;
+  throw py::value_error("unknown event kind '" + s +
+                        "': use one of host_op, user_range, step, python_function, runtime, driver, "
+                        "kernel, memcpy, memset, sync, nvtx, gpu_user_range, overhead, other");
+}
+
+py::dict breakdown_to_dict(const BreakdownResult& r) {
+  py::list steps;
+  for (const StepBreakdown& s : r.steps) {
+    py::dict d;
+    d["step"] = s.step;
+    d["start_ns"] = s.start_ns;
+    d["end_ns"] = s.end_ns;
+    d["host_start_ns"] = s.host_start_ns;
+    d["host_end_ns"] = s.host_end_ns;
+    d["device_activities"] = s.device_activities;
+    d["total_ns"] = s.total_ns();
+    for (int c = 0; c < kNumCategories; ++c)
+      d[py::str(std::string(category_key(static_cast<Category>(c))) + "_ns")] = s.ns[c];
+    steps.append(d);
+  }
+  py::dict out;
+  out["steps"] = steps;
+  out["had_step_markers"] = r.had_step_markers;
+  out["dropped_trailing_steps"] = r.dropped_trailing_steps;
+  out["dropped_incomplete_last"] = r.dropped_incomplete_last;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "gpuprof native core: events, traces, analysis (no torch, no CUDA needed)";
+
+  py::class_<Trace>(m, "Trace")
+      .def(py::init<>())
+      .def(
+          "add_event",
+          [](Trace& t, const std::string& kind, const std::string& name, int64_t start_ns,
+             int64_t dur_ns, uint64_t correlation, uint64_t external_id, int device, uint32_t tid) {
+            if (dur_ns < 0)
+              throw py::value_error("event '" + name + "' has a negative duration (" +
+                                    std::to_string(dur_ns) + " ns)");
+            Event& e = t.add(parse_kind(kind), name, start_ns, dur_ns);
+            e.correlation = correlation;
+            e.external_id = external_id;
+            e.device = static_cast<int16_t>(device);
+            e.tid = tid;
+          },
+          py::arg("kind"), py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"),
+          py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("device") = -1,
+          py::arg("tid") = 0)
+      .def_property_readonly("num_events", [](const Trace& t) { return t.events.size(); })
+      .def_readwrite("dropped_events", &Trace::dropped_events)
+      .def_readwrite("skipped_events", &Trace::skipped_events)
+      .def_readwrite("metadata", &Trace::metadata)
+      .def(
+          "event_names", [](const Trace& t, const std::string& kind) {
+            const EventKind k = parse_kind(kind);
+            std::vector<std::string> out;
+            for (const Event& e : t.events)
+              if (e.kind == k) out.push_back(t.name_of(e));
+            return out;
+          },
+          py::arg("kind"), "Names of the events of one kind, in recording order (for tests and tools).")
+      .def("thread_ids", [](const Trace& t) {
+        std::vector<uint32_t> tids;
+        for (const Event& e : t.events)
+          if (!e.on_device()) tids.push_back(e.tid);
+        std::sort(tids.begin(), tids.end());
+        tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+        return tids;
+      });
+
+  m.def(
+      "compute_breakdown",
+      [](const Trace& t, bool drop_incomplete_last_step) {
+        BreakdownOptions o;
+        o.drop_incomplete_last_step = drop_incomplete_last_step;
+        BreakdownResult r;
+        {
+          py::gil_scoped_release release;
+          r = compute_breakdown(t, o);
+        }
+        return breakdown_to_dict(r);
+      },
+      py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
+      "Per-step breakdown with the TensorBoard plugin's step rules and category priority.");
+
+  py::list cats;
+  for (int c = 0; c < kNumCategories; ++c)
+    cats.append(py::make_tuple(category_key(static_cast<Category>(c)),
+                               category_name(static_cast<Category>(c))));
+  m.attr("CATEGORIES") = cats;
+  m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });
+  m.def("is_communication_op_name", [](const std::string& s) { return is_communication_op_name(s); });
+
+  // The live collector.
+  m.def("now_ns", &collect::now_ns, "The profiler's clock (CLOCK_MONOTONIC, ns).");
+  m.def(
+      "collector_start",
+      [](uint64_t max_events) {
+        collect::SessionConfig c;
+        c.max_events = max_events;
+        collect::start(c);
+      },
+      py::arg("max_events"));
+  m.def("collector_stop", &collect::stop);
+  m.def("collector_active", &collect::active);
+  m.def("collector_drain", [] {
+    py::gil_scoped_release release;
+    return collect::drain();
+  });
+  m.def(
+      "collector_record",
+      [](const std::string& kind, const std::string& name, int64_t start_ns, int64_t end_ns) {
+        collect::record(parse_kind(kind), name, start_ns, end_ns);
+      },
+      py::arg("kind"), py::arg("name"), py::arg("start_ns"), py::arg("end_ns"));
+  m.def(
+      "collector_range_enter",
+      [](uint64_t key, const std::string& name) {
+        return collect::host_enter(reinterpret_cast<const void*>(key), name, EventKind::UserRange,
+                                   collect::now_ns());
+      },
+      py::arg("key"), py::arg("name"));
+  m.def(
+      "collector_range_exit",
+      [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::now_ns()); },
+      py::arg("key"));
+  m.def("collector_stats", [] {
+    const collect::Stats s = collect::stats();
+    py::dict d;
+    d["events"] = s.events;
+    d["dropped"] = s.dropped;
+    d["threads"] = s.threads;
+    return d;
+  });
+}

@@ -1,0 +1,20 @@
+// gpuprof._torchhooks: the LibTorch-linked piece. Built against the torch found at build time;
+// python/gpuprof/_native.py refuses to load it beside another torch version.
+#include <pybind11/pybind11.h>
+
+#include "../src/collect/torch_hooks.h"
+
+namespace py = pybind11;
+
+#ifndef GPUPROF_TORCH_VERSION
+#define GPUPROF_TORCH_VERSION "unknown"
+#endif
+
+PYBIND11_MODULE(_torchhooks, m) {
+  m.doc() = "gpuprof RecordFunction hooks (links LibTorch)";
+  m.attr("built_for_torch") = GPUPROF_TORCH_VERSION;
+  m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false);
+  m.def("remove", &gpuprof::collect::remove_hooks);
+  m.def("installed", &gpuprof::collect::hooks_installed);
+  m.def("aten_has_global_callbacks", &gpuprof::collect::aten_has_global_callbacks);
+}

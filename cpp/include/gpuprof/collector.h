@@ -1,0 +1,48 @@
+// The live collector: per-thread event buffers that any producer (the RecordFunction hooks, the
+// Python step markers, later CUPTI) appends to, and that a session drains into a Trace.
+//
+// Hot path (host_enter/host_exit/record): no lock, no allocation once a thread's buffer and name
+// cache are warm. Memory is bounded: past the session's event budget, events are counted as dropped.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "gpuprof/event.h"
+#include "gpuprof/trace.h"
+
+namespace gpuprof::collect {
+
+// The one clock: CLOCK_MONOTONIC in nanoseconds. Device timestamps are put on it too.
+int64_t now_ns();
+
+struct SessionConfig {
+  uint64_t max_events = 4'000'000;   // over all threads; ~48 bytes each
+};
+
+// Session control, from the thread that owns the profiling session.
+void start(const SessionConfig& config);   // begin a new epoch: earlier, undrained events are discarded
+void stop();                               // producers stop appending (in-flight ones may finish)
+bool active();
+// Moves every thread's events of the current epoch into a new Trace (names, thread events,
+// dropped count). Call after stop(); calling it while active gives a consistent prefix.
+Trace drain();
+
+// Producers, from any thread. `key` matches an exit to its enter (e.g. the RecordFunction's
+// address); the event gets a process-unique external id, returned by host_enter.
+uint64_t host_enter(const void* key, std::string_view name, EventKind kind, int64_t ts_ns,
+                    std::string_view shapes = {});
+void host_exit(const void* key, int64_t ts_ns);
+// A complete event (step markers, imported or synthesised ranges).
+void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns,
+            uint64_t external_id = 0);
+
+// Counters for tests and the report.
+struct Stats {
+  uint64_t events = 0;
+  uint64_t dropped = 0;
+  uint64_t threads = 0;
+};
+Stats stats();
+
+}  // namespace gpuprof::collect

@@ -1,0 +1,86 @@
+// The one record type for every timed thing gpuprof sees, live or imported.
+// Plain C++: no Python, no torch, no CUDA types (DESIGN.md, "The core").
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace gpuprof {
+
+// What produced an event. The category an event falls into (Kernel, DataLoader, ...) is derived
+// from its kind and its name in analysis/categories.h, never stored.
+enum class EventKind : uint8_t {
+  HostOp = 0,        // a RecordFunction operator (aten::*) or Kineto `cpu_op` / `Operator`
+  UserRange,         // user annotation: gpuprof.range, record_function, DataLoader __next__
+  StepMarker,        // ProfilerStep#N
+  PythonFunction,    // Kineto `python_function`
+  Runtime,           // CUDA/HIP runtime API call on the host (cudaLaunchKernel, ...)
+  Driver,            // CUDA driver API call (cuLaunchKernel, ...): not Runtime in the breakdown
+  Kernel,            // GPU kernel
+  Memcpy,            // GPU copy
+  Memset,            // GPU set
+  Sync,              // CUDA synchronisation activity (stream/event/device/context)
+  Nvtx,              // NVTX range
+  GpuUserRange,      // Kineto `gpu_user_annotation`: device-side view of a user range
+  Overhead,          // profiler overhead (CUPTI buffer flush, ...)
+  Other,             // anything else we keep but never put in a category
+};
+
+constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
+
+struct Event {
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  // Links a runtime call to the device activity it launched (CUPTI correlation id).
+  uint64_t correlation = 0;
+  // Links a host op to the runtime calls made inside it (RecordFunction handle / Kineto External id).
+  uint64_t external_id = 0;
+  uint32_t name = 0;         // id in Trace::strings
+  uint32_t tid = 0;          // host thread id; for device events the stream id
+  uint32_t aux = kNoIndex;   // index into Trace::kernels / Trace::copies; shapes string for host ops
+  int16_t device = -1;       // GPU index; -1 for host events
+  EventKind kind = EventKind::Other;
+  uint8_t flags = 0;
+
+  int64_t end_ns() const { return start_ns + dur_ns; }
+  bool on_device() const {
+    return kind == EventKind::Kernel || kind == EventKind::Memcpy || kind == EventKind::Memset;
+  }
+};
+
+// Launch properties of one kernel, beside its Event (Event::aux).
+struct KernelInfo {
+  int32_t grid[3] = {0, 0, 0};
+  int32_t block[3] = {0, 0, 0};
+  int32_t registers_per_thread = -1;
+  int64_t shared_mem_bytes = -1;       // static + dynamic
+  float blocks_per_sm = -1.0f;         // as written by Kineto, -1 if absent
+  float warps_per_sm = -1.0f;
+  float est_occupancy_pct = -1.0f;     // Kineto's `est. achieved occupancy %`, -1 if absent
+
+  int64_t blocks() const { return int64_t(grid[0]) * grid[1] * grid[2]; }
+  int64_t threads_per_block() const { return int64_t(block[0]) * block[1] * block[2]; }
+};
+
+enum class CopyKind : uint8_t { Unknown = 0, HtoD, DtoH, DtoD, HtoH, PtoP };
+enum class MemoryKind : uint8_t { Unknown = 0, Pageable, Pinned, Device, Managed, Array };
+
+// Properties of one copy, beside its Event (Event::aux).
+struct CopyInfo {
+  int64_t bytes = 0;
+  CopyKind kind = CopyKind::Unknown;
+  MemoryKind src = MemoryKind::Unknown;
+  MemoryKind dst = MemoryKind::Unknown;
+};
+
+// One sample of the device (or host) allocator's state (Kineto `[memory]` instant events,
+// torch's allocator statistics in a live session).
+struct MemorySample {
+  int64_t ts_ns = 0;
+  int64_t bytes_delta = 0;
+  int64_t total_allocated = 0;
+  int64_t total_reserved = 0;
+  int16_t device = -1;   // -1: host
+};
+
+}  // namespace gpuprof

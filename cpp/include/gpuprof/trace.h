@@ -1,0 +1,85 @@
+// The store every producer (live collector, trace importer) fills and every analysis reads.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gpuprof/event.h"
+
+namespace gpuprof {
+
+// Interned names: an event carries a 32-bit id, the text lives here once.
+// Storage is a deque so that references to interned text stay valid as the table grows (the
+// collector's per-thread caches key on them).
+class StringTable {
+ public:
+  StringTable();   // id 0 is the empty string
+  StringTable(const StringTable& other);
+  StringTable& operator=(const StringTable& other);
+  StringTable(StringTable&&) = default;
+  StringTable& operator=(StringTable&&) = default;
+
+  uint32_t intern(std::string_view s);
+  // kNoIndex when absent.
+  uint32_t find(std::string_view s) const;
+  const std::string& at(uint32_t id) const { return strings_[id]; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  std::deque<std::string> strings_;
+  std::unordered_map<std::string_view, uint32_t> ids_;
+};
+
+// What the CUDA occupancy rules and the GPU summary need to know of a device.
+struct DeviceProps {
+  int id = 0;
+  std::string name;
+  int64_t total_global_mem = 0;
+  int compute_major = 0;
+  int compute_minor = 0;
+  int max_threads_per_block = 0;
+  int max_threads_per_sm = 0;
+  int regs_per_block = 0;
+  int regs_per_sm = 0;
+  int warp_size = 32;
+  int64_t shared_mem_per_block = 0;
+  int64_t shared_mem_per_sm = 0;
+  int64_t shared_mem_per_block_optin = 0;
+  int num_sms = 0;
+  int max_blocks_per_sm = 0;   // 0: derive from the compute capability
+};
+
+struct Trace {
+  StringTable strings;
+  std::vector<Event> events;
+  std::vector<KernelInfo> kernels;
+  std::vector<CopyInfo> copies;
+  std::vector<MemorySample> memory;
+  std::vector<DeviceProps> devices;
+  std::map<std::string, std::string> metadata;   // distributedInfo, source file, torch version, ...
+  uint64_t dropped_events = 0;   // lost to full buffers (ours) or CUPTI's own count
+  uint64_t skipped_events = 0;   // imported records we could not use (documented reasons)
+
+  Event& add(EventKind kind, std::string_view name, int64_t start_ns, int64_t dur_ns) {
+    Event e;
+    e.kind = kind;
+    e.name = strings.intern(name);
+    e.start_ns = start_ns;
+    e.dur_ns = dur_ns;
+    events.push_back(e);
+    return events.back();
+  }
+  const std::string& name_of(const Event& e) const { return strings.at(e.name); }
+  const DeviceProps* device(int id) const {
+    for (const auto& d : devices)
+      if (d.id == id) return &d;
+    return nullptr;
+  }
+};
+
+}  // namespace gpuprof

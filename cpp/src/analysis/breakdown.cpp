@@ -1,0 +1,230 @@
+// Step segmentation and the priority sweep. The rules are those of the old TensorBoard plugin's
+// overview page (REFERENCE.md), so that users can compare numbers; each is commented with why.
+#include "gpuprof/breakdown.h"
+
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+
+#include "gpuprof/intervals.h"
+
+namespace gpuprof {
+
+const char* category_name(Category c) {
+  static const char* names[kNumCategories] = {"Kernel",  "Memcpy",     "Memset",   "Communication",
+                                              "Runtime", "DataLoader", "CPU Exec", "Other"};
+  return names[static_cast<int>(c)];
+}
+
+const char* category_key(Category c) {
+  static const char* keys[kNumCategories] = {"kernel",  "memcpy",     "memset",   "communication",
+                                             "runtime", "dataloader", "cpu_exec", "other"};
+  return keys[static_cast<int>(c)];
+}
+
+static bool starts_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+
+static bool contains_ci(std::string_view s, std::string_view needle) {
+  auto it = std::search(s.begin(), s.end(), needle.begin(), needle.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+  return it != s.end();
+}
+
+bool is_dataloader_name(std::string_view name) {
+  // torch's DataLoader opens `enumerate(DataLoader)#<IterClass>.__next__` on every next().
+  return (starts_with(name, "enumerate(DataLoader)#") && name.find(".__next__") != std::string_view::npos) ||
+         starts_with(name, "enumerate(DataPipe)#");
+}
+
+bool is_communication_op_name(std::string_view name) {
+  // The plugin's list was nccl:/gloo: collectives; torch >= 1.13 names them through c10d and
+  // record_param_comms, and functional collectives through (_)c10d_functional.
+  return starts_with(name, "nccl:") || starts_with(name, "gloo:") || starts_with(name, "c10d::") ||
+         starts_with(name, "c10d_functional::") || starts_with(name, "_c10d_functional::") ||
+         name == "record_param_comms" || starts_with(name, "mpi:") || starts_with(name, "ucc:");
+}
+
+bool is_communication_kernel_name(std::string_view name) {
+  // NCCL and RCCL kernels (ncclKernel_AllReduce_..., ncclDevKernel_...), and NVSHMEM collectives.
+  return contains_ci(name, "nccl") || contains_ci(name, "rccl") || contains_ci(name, "nvshmem");
+}
+
+bool is_step_marker_name(std::string_view name) { return starts_with(name, "ProfilerStep#"); }
+
+int64_t step_number_from_name(std::string_view name) {
+  if (!is_step_marker_name(name)) return -1;
+  int64_t n = 0;
+  size_t i = sizeof("ProfilerStep#") - 1;
+  if (i >= name.size()) return -1;
+  for (; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+bool event_category(const Trace& trace, const Event& e, Category* out) {
+  switch (e.kind) {
+    case EventKind::Kernel:
+      *out = is_communication_kernel_name(trace.name_of(e)) ? Category::Communication : Category::Kernel;
+      return true;
+    case EventKind::Memcpy: *out = Category::Memcpy; return true;
+    case EventKind::Memset: *out = Category::Memset; return true;
+    case EventKind::Runtime: *out = Category::Runtime; return true;
+    case EventKind::HostOp:
+    case EventKind::UserRange: {
+      const std::string& name = trace.name_of(e);
+      if (is_step_marker_name(name)) return false;
+      if (is_dataloader_name(name)) *out = Category::DataLoader;
+      else if (is_communication_op_name(name)) *out = Category::Communication;
+      else *out = Category::CpuExec;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+struct HostStep {
+  int64_t number;
+  int64_t start;
+  int64_t end;
+};
+
+// Per name id, the category (or -1): classifying by name once instead of once per event keeps the
+// sweep's string work proportional to the number of distinct names.
+std::vector<int8_t> categories_by_event(const Trace& trace) {
+  std::vector<int8_t> by_name_host(trace.strings.size(), -2), by_name_kernel(trace.strings.size(), -2);
+  std::vector<int8_t> out(trace.events.size(), -1);
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const Event& e = trace.events[i];
+    std::vector<int8_t>* cache = nullptr;
+    if (e.kind == EventKind::HostOp || e.kind == EventKind::UserRange) cache = &by_name_host;
+    else if (e.kind == EventKind::Kernel) cache = &by_name_kernel;
+    if (cache && (*cache)[e.name] != -2) {
+      out[i] = (*cache)[e.name];
+      continue;
+    }
+    Category c;
+    int8_t v = event_category(trace, e, &c) ? static_cast<int8_t>(c) : -1;
+    if (cache) (*cache)[e.name] = v;
+    out[i] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& opts) {
+  BreakdownResult result;
+
+  // 1. Host steps: ProfilerStep#N ranges, or the whole host span as one step.
+  std::vector<HostStep> host_steps;
+  int64_t host_lo = INT64_MAX, host_hi = INT64_MIN;
+  for (const Event& e : trace.events) {
+    if (e.kind == EventKind::StepMarker) {
+      int64_t n = step_number_from_name(trace.name_of(e));
+      host_steps.push_back({n < 0 ? int64_t(host_steps.size()) : n, e.start_ns, e.end_ns()});
+    } else if (!e.on_device() && e.kind != EventKind::GpuUserRange && e.kind != EventKind::Sync &&
+               e.kind != EventKind::Overhead && e.kind != EventKind::Other) {
+      host_lo = std::min(host_lo, e.start_ns);
+      host_hi = std::max(host_hi, e.end_ns());
+    }
+  }
+  result.had_step_markers = !host_steps.empty();
+  if (host_steps.empty()) {
+    if (host_lo > host_hi) return result;   // no host activity at all: nothing to segment
+    host_steps.push_back({0, host_lo, host_hi});
+  }
+  std::sort(host_steps.begin(), host_steps.end(),
+            [](const HostStep& a, const HostStep& b) { return a.start < b.start; });
+
+  // 2. Attribute device work to the step whose host range holds the runtime call that launched it.
+  std::unordered_map<uint64_t, int64_t> launch_ts;
+  launch_ts.reserve(trace.events.size() / 4 + 1);
+  for (const Event& e : trace.events)
+    if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && e.correlation != 0)
+      launch_ts.emplace(e.correlation, e.start_ns);
+
+  const size_t n = host_steps.size();
+  std::vector<int64_t> device_count(n, 0), device_end(n, INT64_MIN);
+  int64_t attributed = 0;
+  for (const Event& e : trace.events) {
+    if (!e.on_device() || e.correlation == 0) continue;
+    auto it = launch_ts.find(e.correlation);
+    if (it == launch_ts.end()) continue;
+    const int64_t ts = it->second;
+    auto s = std::upper_bound(host_steps.begin(), host_steps.end(), ts,
+                              [](int64_t t, const HostStep& h) { return t < h.start; });
+    if (s == host_steps.begin()) continue;
+    --s;
+    if (ts >= s->end) continue;
+    const size_t i = static_cast<size_t>(s - host_steps.begin());
+    ++device_count[i];
+    device_end[i] = std::max(device_end[i], e.end_ns());
+    ++attributed;
+  }
+
+  // 3. Drop steps the profiler did not see finish on the device. Only when there is device work at
+  //    all: a CPU-only run keeps every step.
+  size_t keep = n;
+  if (attributed > 0) {
+    while (keep > 0 && device_count[keep - 1] == 0) --keep;
+    result.dropped_trailing_steps = static_cast<int>(n - keep);
+    // The profiler likely stopped before the last step's kernels ran.
+    if (opts.drop_incomplete_last_step && keep >= 2 &&
+        double(device_count[keep - 1]) < 0.8 * double(device_count[keep - 2])) {
+      --keep;
+      result.dropped_incomplete_last = true;
+    }
+  }
+
+  // 4. Step boundaries: device work can run past the host range of its step.
+  result.steps.resize(keep);
+  int64_t prev_end = INT64_MIN;
+  for (size_t i = 0; i < keep; ++i) {
+    StepBreakdown& s = result.steps[i];
+    s.step = host_steps[i].number;
+    s.host_start_ns = host_steps[i].start;
+    s.host_end_ns = host_steps[i].end;
+    s.device_activities = device_count[i];
+    s.start_ns = std::max(prev_end, host_steps[i].start);
+    s.end_ns = std::max(host_steps[i].end, device_end[i]);
+    if (s.end_ns < s.start_ns) s.end_ns = s.start_ns;   // a step swallowed by its predecessor's kernels
+    prev_end = s.end_ns;
+  }
+  if (keep == 0) return result;
+
+  // 5. Per category, the union of its intervals over the whole trace.
+  std::array<IntervalList, kNumCategories> by_cat;
+  const std::vector<int8_t> cats = categories_by_event(trace);
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    if (cats[i] < 0) continue;
+    const Event& e = trace.events[i];
+    by_cat[cats[i]].push_back({e.start_ns, e.end_ns()});
+  }
+  for (auto& list : by_cat) merge_intervals(list);
+
+  // 6. Priority sweep inside each step: each category takes what is still free of its union.
+  for (StepBreakdown& s : result.steps) {
+    IntervalList taken;
+    int64_t assigned = 0;
+    for (int c = 0; c < kNumCategories - 1; ++c) {
+      IntervalList mine = clip(by_cat[c], s.start_ns, s.end_ns);
+      if (mine.empty()) continue;
+      const int64_t free_part = total_length(subtract(mine, taken));
+      s.ns[c] = free_part;
+      assigned += free_part;
+      taken = unite(taken, mine);
+    }
+    s.ns[static_cast<int>(Category::Other)] = s.total_ns() - assigned;
+  }
+  return result;
+}
+
+}  // namespace gpuprof

@@ -1,0 +1,263 @@
+// Per-thread, lock-free event buffers.
+//
+// Ownership: only the owning thread writes its buffer (events, name cache, open-range stack). The
+// draining thread only reads events [0, committed) of the current epoch, published with release /
+// acquire on `committed`. A new session bumps the epoch and each owner resets its own buffer the
+// next time it records, so no reset ever races a writer. Buffers of exited threads stay registered
+// (their events are still wanted) until a drain has read them.
+#include "gpuprof/collector.h"
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace gpuprof::collect {
+namespace {
+
+constexpr size_t kChunkEvents = 4096;          // 192 KiB of events per chunk
+constexpr size_t kMaxChunksPerThread = 8192;   // 32M events: the global budget binds first
+
+struct OpenRange {
+  const void* key;
+  int64_t start_ns;
+  uint64_t external_id;
+  uint32_t name;
+  uint32_t shapes;
+  EventKind kind;
+};
+
+struct ThreadBuffer {
+  uint32_t os_tid = 0;
+  uint64_t thread_index = 0;
+  uint64_t epoch = 0;                       // owner only
+  std::atomic<uint64_t> published_epoch{0};
+  std::atomic<uint64_t> committed{0};
+  std::atomic<uint64_t> dropped{0};
+  std::unique_ptr<std::atomic<Event*>[]> chunks{new std::atomic<Event*>[kMaxChunksPerThread]()};
+  std::vector<OpenRange> open;              // owner only
+  std::unordered_map<std::string_view, uint32_t> names;   // owner only: text -> global name id
+  uint64_t next_external = 0;               // owner only
+  bool orphaned = false;                    // under Registry::mutex
+
+  ~ThreadBuffer() {
+    for (size_t i = 0; i < kMaxChunksPerThread; ++i) delete[] chunks[i].load();
+  }
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<ThreadBuffer*> buffers;
+  uint64_t next_thread_index = 1;
+  StringTable names;                        // global ids; guarded by mutex
+};
+
+// Leaked on purpose: producers on other threads may outlive static destruction at process exit.
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+std::atomic<bool> g_active{false};
+std::atomic<uint64_t> g_epoch{1};
+std::atomic<uint64_t> g_chunks_used{0};
+std::atomic<uint64_t> g_chunk_limit{0};
+
+ThreadBuffer* const kDeadBuffer = reinterpret_cast<ThreadBuffer*>(uintptr_t{1});
+thread_local ThreadBuffer* tl_buffer = nullptr;
+
+struct ThreadExit {
+  ~ThreadExit() {
+    ThreadBuffer* b = tl_buffer;
+    tl_buffer = kDeadBuffer;   // a hook firing during thread teardown records nothing
+    if (b == nullptr || b == kDeadBuffer) return;
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    b->orphaned = true;
+  }
+};
+thread_local ThreadExit tl_exit;
+
+ThreadBuffer* register_thread() {
+  auto* b = new ThreadBuffer;
+  b->os_tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  b->open.reserve(256);
+  b->names.reserve(1024);
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    b->thread_index = registry().next_thread_index++;
+    registry().buffers.push_back(b);
+  }
+  (void)&tl_exit;   // odr-use so the thread's exit runs ~ThreadExit
+  tl_buffer = b;
+  return b;
+}
+
+// The calling thread's buffer, reset if a new session began since it last recorded.
+inline ThreadBuffer* buffer() {
+  ThreadBuffer* b = tl_buffer;
+  if (__builtin_expect(b == nullptr, 0)) b = register_thread();
+  if (__builtin_expect(b == kDeadBuffer, 0)) return nullptr;
+  const uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
+  if (__builtin_expect(b->epoch != epoch, 0)) {
+    b->committed.store(0, std::memory_order_relaxed);
+    b->dropped.store(0, std::memory_order_relaxed);
+    b->open.clear();
+    b->epoch = epoch;
+    b->published_epoch.store(epoch, std::memory_order_release);
+  }
+  return b;
+}
+
+// Miss path only (first time this thread sees a name): takes the registry lock.
+uint32_t intern_slow(ThreadBuffer* b, std::string_view name) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  const uint32_t id = registry().names.intern(name);
+  b->names.emplace(registry().names.at(id), id);   // keyed on the table's stable storage
+  return id;
+}
+
+inline uint32_t intern(ThreadBuffer* b, std::string_view name) {
+  auto it = b->names.find(name);
+  if (__builtin_expect(it != b->names.end(), 1)) return it->second;
+  return intern_slow(b, name);
+}
+
+inline void append(ThreadBuffer* b, const Event& e) {
+  const uint64_t n = b->committed.load(std::memory_order_relaxed);
+  const size_t chunk = n / kChunkEvents, slot = n % kChunkEvents;
+  if (slot == 0) {
+    if (chunk >= kMaxChunksPerThread ||
+        g_chunks_used.fetch_add(1, std::memory_order_relaxed) >=
+            g_chunk_limit.load(std::memory_order_relaxed)) {
+      b->dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (b->chunks[chunk].load(std::memory_order_relaxed) == nullptr)
+      b->chunks[chunk].store(new Event[kChunkEvents], std::memory_order_release);
+  }
+  b->chunks[chunk].load(std::memory_order_relaxed)[slot] = e;
+  b->committed.store(n + 1, std::memory_order_release);
+}
+
+}  // namespace
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void start(const SessionConfig& config) {
+  g_active.store(false, std::memory_order_relaxed);
+  g_chunk_limit.store((config.max_events + kChunkEvents - 1) / kChunkEvents, std::memory_order_relaxed);
+  g_chunks_used.store(0, std::memory_order_relaxed);
+  g_epoch.fetch_add(1, std::memory_order_acq_rel);
+  g_active.store(true, std::memory_order_release);
+}
+
+void stop() { g_active.store(false, std::memory_order_release); }
+
+bool active() { return g_active.load(std::memory_order_acquire); }
+
+uint64_t host_enter(const void* key, std::string_view name, EventKind kind, int64_t ts_ns,
+                    std::string_view shapes) {
+  if (!g_active.load(std::memory_order_relaxed)) return 0;
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return 0;
+  OpenRange r;
+  r.key = key;
+  r.start_ns = ts_ns;
+  r.external_id = (b->thread_index << 40) | (++b->next_external & ((uint64_t{1} << 40) - 1));
+  r.name = intern(b, name);
+  r.shapes = shapes.empty() ? kNoIndex : intern(b, shapes);
+  r.kind = kind;
+  b->open.push_back(r);
+  return r.external_id;
+}
+
+void host_exit(const void* key, int64_t ts_ns) {
+  ThreadBuffer* b = tl_buffer;
+  if (b == nullptr || b == kDeadBuffer || b->epoch != g_epoch.load(std::memory_order_relaxed)) return;
+  // Ranges close in LIFO order on a thread; an exit whose enter we never saw (the session began
+  // inside it, or it closes on another thread) finds no match and is ignored.
+  size_t i = b->open.size();
+  while (i > 0 && b->open[i - 1].key != key) --i;
+  if (i == 0) return;
+  const OpenRange r = b->open[i - 1];
+  b->open.resize(i - 1);
+  Event e;
+  e.kind = r.kind;
+  e.name = r.name;
+  e.start_ns = r.start_ns;
+  e.dur_ns = ts_ns - r.start_ns;
+  e.external_id = r.external_id;
+  e.tid = b->os_tid;
+  e.aux = r.shapes;
+  append(b, e);
+}
+
+void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns,
+            uint64_t external_id) {
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return;
+  Event e;
+  e.kind = kind;
+  e.name = intern(b, name);
+  e.start_ns = start_ns;
+  e.dur_ns = end_ns - start_ns;
+  e.external_id = external_id;
+  e.tid = b->os_tid;
+  append(b, e);
+}
+
+Trace drain() {
+  Trace trace;
+  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto& buffers = registry().buffers;
+  size_t total = 0;
+  for (ThreadBuffer* b : buffers)
+    if (b->published_epoch.load(std::memory_order_acquire) == epoch)
+      total += b->committed.load(std::memory_order_acquire);
+  trace.events.reserve(total);
+  for (ThreadBuffer* b : buffers) {
+    if (b->published_epoch.load(std::memory_order_acquire) != epoch) continue;
+    const uint64_t n = b->committed.load(std::memory_order_acquire);
+    for (uint64_t done = 0; done < n;) {
+      const Event* chunk = b->chunks[done / kChunkEvents].load(std::memory_order_acquire);
+      const uint64_t take = std::min<uint64_t>(kChunkEvents, n - done);
+      trace.events.insert(trace.events.end(), chunk, chunk + take);
+      done += take;
+    }
+    trace.dropped_events += b->dropped.load(std::memory_order_relaxed);
+  }
+  trace.strings = registry().names;
+  // Exited threads' buffers have been read: free them.
+  std::vector<ThreadBuffer*> live;
+  for (ThreadBuffer* b : buffers) {
+    if (b->orphaned) delete b;
+    else live.push_back(b);
+  }
+  buffers.swap(live);
+  return trace;
+}
+
+Stats stats() {
+  Stats s;
+  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  for (ThreadBuffer* b : registry().buffers) {
+    ++s.threads;
+    if (b->published_epoch.load(std::memory_order_acquire) != epoch) continue;
+    s.events += b->committed.load(std::memory_order_acquire);
+    s.dropped += b->dropped.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+}  // namespace gpuprof::collect

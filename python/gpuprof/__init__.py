@@ -1,0 +1,21 @@
+"""gpuprof: where each training step's time goes, and what to change.
+
+    with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=3)) as prof:
+        for batch in loader:
+            train_step(batch)
+            prof.step()
+    print(prof.report())
+"""
+
+from ._native import check_torch_version as _check_torch_version
+
+_check_torch_version()
+
+from ._build_info import GPUPROF_VERSION as __version__  # noqa: E402
+from .profiler import ProfilerError, current, profile  # noqa: E402
+from .ranges import range  # noqa: E402,A004
+from .report import Report  # noqa: E402
+from .schedule import ProfilerAction, schedule  # noqa: E402
+
+__all__ = ["profile", "schedule", "range", "Report", "ProfilerAction", "ProfilerError", "current",
+           "__version__"]

@@ -1,0 +1,47 @@
+"""The ``gpuprof`` command: one module per verb (``gpuprof.cli.<verb>``), each with
+``add_parser(subparsers)`` and ``run(args) -> int``.
+
+User mistakes (a missing file, a bad option) are one clear line on stderr and exit code 2; a failed
+check is exit code 1. Importing this package loads neither torch nor LibTorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Verb modules, in the order `gpuprof --help` lists them.
+VERBS = ["analyze"]
+
+
+class UserError(Exception):
+    """A mistake the user can fix: printed as one line, no traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpuprof", description="Profile PyTorch training loops "
+                                     "and explain where each step's time goes.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"gpuprof {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb in VERBS:
+        importlib.import_module(f"{__name__}.{verb}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "verb", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except UserError as e:
+        print(f"gpuprof {args.verb}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"gpuprof {args.verb}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,213 @@
+"""``gpuprof.profile``: a profiling session over a training loop, driven by ``prof.step()``."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+import traceback
+from typing import Callable, Optional
+
+from . import _native
+from ._native import _core
+from .dataloader import DataLoaderCapture, cpus_available
+from .report import Report
+from .schedule import ProfilerAction, always_record
+
+log = logging.getLogger("gpuprof")
+
+_RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+_HOOKED = (ProfilerAction.WARMUP,) + _RECORDING
+
+_active_session: Optional["profile"] = None
+
+
+class ProfilerError(RuntimeError):
+    pass
+
+
+class profile:
+    """Profile a training loop: per-step breakdown from LibTorch RecordFunction hooks.
+
+    Use as a context manager, calling ``prof.step()`` once per training step::
+
+        with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=3)) as prof:
+            for batch in loader:
+                train_step(batch)
+                prof.step()
+        print(prof.report())
+
+    or as a decorator on a function that runs one or more steps (``profile.step()`` is then called
+    by your code through ``gpuprof.current()``, or the whole call is one step).
+
+    Args:
+        schedule: step -> ProfilerAction (see ``gpuprof.schedule``); None records every step.
+        on_trace_ready: called with this profiler each time a span of active steps completes.
+        record_shapes: also record operator input shapes (costs a little per op).
+        max_events: event budget per span over all threads; past it, events are counted as dropped.
+    """
+
+    def __init__(self, *, schedule: Optional[Callable[[int], ProfilerAction]] = None,
+                 on_trace_ready: Optional[Callable[["profile"], None]] = None,
+                 record_shapes: bool = False, max_events: int = 4_000_000) -> None:
+        if max_events < 1:
+            raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
+        self.schedule = schedule or always_record
+        self.on_trace_ready = on_trace_ready
+        self.record_shapes = bool(record_shapes)
+        self.max_events = int(max_events)
+        self.step_num = 0
+        self.current_action = ProfilerAction.NONE
+        self._report: Optional[Report] = None
+        self._spans_completed = 0
+        self._step_start_ns = 0
+        self._hooked = False
+        self._steps_in_span = 0
+        self._capture = DataLoaderCapture()
+        self._entered_at = ""
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self) -> "profile":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.stop(_failed=exc_type is not None)
+
+    def __call__(self, fn):
+        """Decorator form: the decorated call runs inside this session."""
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def start(self) -> None:
+        global _active_session
+        if _active_session is not None:
+            raise ProfilerError(
+                "gpuprof.profile is already active (entered at "
+                f"{_active_session._entered_at}); nested sessions are not supported. Profile the "
+                "outer loop only, or mark the inner part with gpuprof.range(name) instead.")
+        frame = traceback.extract_stack(limit=4)[0]
+        self._entered_at = f"{frame.filename}:{frame.lineno}"
+        _active_session = self
+        self.step_num = 0
+        self._report = None
+        self._spans_completed = 0
+        try:
+            self._step_start_ns = _core.now_ns()
+            self._transition(ProfilerAction.NONE, self.schedule(0))
+        except BaseException:
+            self._teardown()
+            raise
+
+    def stop(self, _failed: bool = False) -> None:
+        """End the session. What the current span recorded so far becomes ``report()``."""
+        global _active_session
+        if _active_session is not self:
+            return
+        try:
+            if self.current_action in _RECORDING:
+                # The step in progress was never ended by prof.step(): it is a whole training step
+                # only when the block failed inside it (keep what ran before the error) or when
+                # nothing else was recorded (a block without prof.step() calls is one step).
+                if _failed or (self._steps_in_span == 0 and self._report is None):
+                    self._close_step(_core.now_ns())
+                if self._steps_in_span > 0:
+                    self._finish_span(partial=True, failed=_failed)
+        finally:
+            self._teardown()
+
+    def _teardown(self) -> None:
+        global _active_session
+        self._unhook()
+        _core.collector_stop()
+        self.current_action = ProfilerAction.NONE
+        _active_session = None
+
+    # ---- steps ----------------------------------------------------------------------------------
+    def step(self) -> None:
+        """Mark the end of one training step and the start of the next."""
+        if _active_session is not self:
+            raise ProfilerError("prof.step() called outside its `with gpuprof.profile(...)` block")
+        now = _core.now_ns()
+        prev = self.current_action
+        if prev in _RECORDING:
+            self._close_step(now)
+        self.step_num += 1
+        self._step_start_ns = now
+        self._transition(prev, self.schedule(self.step_num))
+
+    def _close_step(self, end_ns: int) -> None:
+        self._steps_in_span += 1
+        _core.collector_record("step", f"ProfilerStep#{self.step_num}", self._step_start_ns, end_ns)
+
+    def _transition(self, prev: ProfilerAction, new: ProfilerAction) -> None:
+        if prev == ProfilerAction.RECORD_AND_SAVE:
+            self._finish_span(partial=False)
+        starting_span = new in _HOOKED and (prev not in _HOOKED or prev == ProfilerAction.RECORD_AND_SAVE)
+        leaving_warmup = prev == ProfilerAction.WARMUP and new in _RECORDING
+        if starting_span or leaving_warmup:
+            # A fresh collector epoch: warmup events (first-call costs) are not kept.
+            _core.collector_start(self.max_events)
+            self._capture.reset()
+            self._steps_in_span = 0
+        if new in _HOOKED:
+            self._hook()
+        else:
+            self._unhook()
+            _core.collector_stop()
+        self.current_action = new
+
+    def _hook(self) -> None:
+        if self._hooked:
+            return
+        _native.hooks().install(self.record_shapes)
+        self._capture.install()
+        self._hooked = True
+
+    def _unhook(self) -> None:
+        if not self._hooked:
+            return
+        self._hooked = False
+        self._capture.remove()
+        _native.hooks().remove()
+
+    def _finish_span(self, partial: bool, failed: bool = False) -> None:
+        _core.collector_stop()
+        trace = _core.collector_drain()
+        trace.metadata = {"source": "gpuprof live session", "pid": str(os.getpid()),
+                          "torch": _native.installed_torch_version() or ""}
+        self._report = Report.from_trace(
+            trace, dataloaders=self._capture.records(),
+            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count()},
+            source={"kind": "live", "partial_span": partial, "span": self._spans_completed,
+                    "created_unix": time.time()})
+        self._spans_completed += 1
+        if self.on_trace_ready is not None:
+            try:
+                self.on_trace_ready(self)
+            except Exception:
+                if not failed:
+                    raise
+                # The block already failed: report ours without masking the user's exception.
+                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    # ---- results --------------------------------------------------------------------------------
+    def report(self) -> Report:
+        """The latest completed span, or the partial span the block ended in."""
+        if self._report is None:
+            raise ProfilerError(
+                "no recorded span yet: the schedule has not reached an active step "
+                f"(now at step {self.step_num}, action {self.current_action.name}). Call "
+                "prof.step() once per training step, or check the schedule's wait/warmup counts.")
+        return self._report
+
+
+def current() -> Optional[profile]:
+    """The active profiling session, if any."""
+    return _active_session

@@ -1,0 +1,5 @@
+"""The Report model and its renderers (one module per output format)."""
+
+from .model import SCHEMA_VERSION, Report
+
+__all__ = ["Report", "SCHEMA_VERSION"]
