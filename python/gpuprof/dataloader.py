@@ -69,8 +69,9 @@ class DataLoaderCapture:
             key = capture._iter_keys.get(it)
             if key is None:
                 key = capture._note(it)
+            batch = original(it)   # StopIteration passes through uncounted
             capture._by_key[key]["batches_seen"] += 1
-            return original(it)
+            return batch
 
         __next__.__wrapped__ = original
         __next__._gpuprof_capture = True
