@@ -131,6 +131,8 @@ PYBIND11_MODULE(_core, m) {
         collect::start(c);
       },
       py::arg("max_events"));
+  m.def("collector_ticks", &collect::ticks,
+        "The collector's timestamp (TSC ticks or ns); drained traces are converted to now_ns().");
   m.def("collector_stop", &collect::stop);
   m.def("collector_active", &collect::active);
   m.def("collector_drain", [] {
@@ -139,20 +141,21 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def(
       "collector_record",
-      [](const std::string& kind, const std::string& name, int64_t start_ns, int64_t end_ns) {
-        collect::record(parse_kind(kind), name, start_ns, end_ns);
+      [](const std::string& kind, const std::string& name, int64_t start_ticks, int64_t end_ticks) {
+        collect::record(parse_kind(kind), name, start_ticks, end_ticks);
       },
-      py::arg("kind"), py::arg("name"), py::arg("start_ns"), py::arg("end_ns"));
+      py::arg("kind"), py::arg("name"), py::arg("start_ticks"), py::arg("end_ticks"),
+      "Record a complete event; times are collector_ticks() values.");
   m.def(
       "collector_range_enter",
       [](uint64_t key, const std::string& name) {
         return collect::host_enter(reinterpret_cast<const void*>(key), name, EventKind::UserRange,
-                                   collect::now_ns());
+                                   collect::ticks());
       },
       py::arg("key"), py::arg("name"));
   m.def(
       "collector_range_exit",
-      [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::now_ns()); },
+      [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
       py::arg("key"));
   m.def("collector_stats", [] {
     const collect::Stats s = collect::stats();

@@ -61,7 +61,7 @@ class profile:
         self.current_action = ProfilerAction.NONE
         self._report: Optional[Report] = None
         self._spans_completed = 0
-        self._step_start_ns = 0
+        self._step_start_ticks = 0
         self._hooked = False
         self._steps_in_span = 0
         self._capture = DataLoaderCapture()
@@ -99,7 +99,7 @@ class profile:
         self._report = None
         self._spans_completed = 0
         try:
-            self._step_start_ns = _core.now_ns()
+            self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
         except BaseException:
             self._teardown()
@@ -116,7 +116,7 @@ class profile:
                 # only when the block failed inside it (keep what ran before the error) or when
                 # nothing else was recorded (a block without prof.step() calls is one step).
                 if _failed or (self._steps_in_span == 0 and self._report is None):
-                    self._close_step(_core.now_ns())
+                    self._close_step(_core.collector_ticks())
                 if self._steps_in_span > 0:
                     self._finish_span(partial=True, failed=_failed)
         finally:
@@ -134,17 +134,17 @@ class profile:
         """Mark the end of one training step and the start of the next."""
         if _active_session is not self:
             raise ProfilerError("prof.step() called outside its `with gpuprof.profile(...)` block")
-        now = _core.now_ns()
+        now = _core.collector_ticks()
         prev = self.current_action
         if prev in _RECORDING:
             self._close_step(now)
         self.step_num += 1
-        self._step_start_ns = now
+        self._step_start_ticks = now
         self._transition(prev, self.schedule(self.step_num))
 
-    def _close_step(self, end_ns: int) -> None:
+    def _close_step(self, end_ticks: int) -> None:
         self._steps_in_span += 1
-        _core.collector_record("step", f"ProfilerStep#{self.step_num}", self._step_start_ns, end_ns)
+        _core.collector_record("step", f"ProfilerStep#{self.step_num}", self._step_start_ticks, end_ticks)
 
     def _transition(self, prev: ProfilerAction, new: ProfilerAction) -> None:
         if prev == ProfilerAction.RECORD_AND_SAVE:

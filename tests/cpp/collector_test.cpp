@@ -2,6 +2,7 @@
 // bounded by the session's budget, with every lost event counted.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -18,23 +19,37 @@ size_t count_named(const Trace& t, const std::string& name) {
 }
 }  // namespace
 
-// Nested ranges close in LIFO order and keep their names, times and thread.
+// Nested ranges close in LIFO order and keep their names, thread, and times; drained times are on
+// the one clock (CLOCK_MONOTONIC ns) whatever the producers stamped them with.
+//   outer: [enter, +3 ms)   inner: [+1 ms, +2 ms)   (sleeps; the scheduler may add a little)
 TEST(Collector, NestedRangesOnOneThread) {
+  using namespace std::chrono_literals;
   collect::start({});
   int outer, inner;
-  collect::host_enter(&outer, "aten::linear", EventKind::HostOp, 100);
-  collect::host_enter(&inner, "aten::addmm", EventKind::HostOp, 110);
-  collect::host_exit(&inner, 150);
-  collect::host_exit(&outer, 200);
+  const int64_t before = collect::now_ns();
+  collect::host_enter(&outer, "aten::linear", EventKind::HostOp, collect::ticks());
+  std::this_thread::sleep_for(1ms);
+  collect::host_enter(&inner, "aten::addmm", EventKind::HostOp, collect::ticks());
+  std::this_thread::sleep_for(1ms);
+  collect::host_exit(&inner, collect::ticks());
+  std::this_thread::sleep_for(1ms);
+  collect::host_exit(&outer, collect::ticks());
+  const int64_t after = collect::now_ns();
   collect::stop();
   Trace t = collect::drain();
   ASSERT_EQ(t.events.size(), 2u);
   // Recorded at exit: the inner range first.
-  EXPECT_EQ(t.name_of(t.events[0]), "aten::addmm");
-  EXPECT_EQ(t.events[0].start_ns, 110);
-  EXPECT_EQ(t.events[0].dur_ns, 40);
-  EXPECT_EQ(t.name_of(t.events[1]), "aten::linear");
-  EXPECT_EQ(t.events[1].dur_ns, 100);
+  const Event& in = t.events[0];
+  const Event& out = t.events[1];
+  EXPECT_EQ(t.name_of(in), "aten::addmm");
+  EXPECT_EQ(t.name_of(out), "aten::linear");
+  EXPECT_GE(out.start_ns, before - 2000);   // conversion error well under 2 us
+  EXPECT_LE(out.end_ns(), after + 2000);
+  EXPECT_GT(in.start_ns, out.start_ns);
+  EXPECT_LT(in.end_ns(), out.end_ns());
+  EXPECT_GE(in.dur_ns, 1'000'000 - 2000);
+  EXPECT_GE(out.dur_ns, 3'000'000 - 2000);
+  EXPECT_LE(out.dur_ns, after - before + 2000);
   EXPECT_EQ(t.events[0].tid, t.events[1].tid);
   EXPECT_NE(t.events[0].external_id, t.events[1].external_id);
   EXPECT_EQ(t.dropped_events, 0u);
@@ -93,12 +108,28 @@ TEST(Collector, BudgetDropsAreCounted) {
   collect::SessionConfig c;
   c.max_events = 5000;
   collect::start(c);
-  for (int k = 0; k < 20000; ++k) collect::record(EventKind::HostOp, "aten::add", k, k + 1);
+  for (int k = 0; k < 20000; ++k) collect::record(EventKind::HostOp, "aten::add", collect::ticks(), collect::ticks());
   collect::stop();
   Trace t = collect::drain();
   EXPECT_EQ(t.events.size(), 8192u);
   EXPECT_EQ(t.dropped_events, 20000u - 8192u);
   EXPECT_EQ(t.events.size() + t.dropped_events, 20000u);
+}
+
+// ticks() and now_ns() agree after conversion: a range stamped with ticks lasts what now_ns saw.
+TEST(Collector, TicksConvertToTheOneClock) {
+  collect::start({});
+  const int64_t m0 = collect::now_ns();
+  const int64_t t0 = collect::ticks();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const int64_t t1 = collect::ticks();
+  const int64_t m1 = collect::now_ns();
+  collect::record(EventKind::UserRange, "span", t0, t1);
+  collect::stop();
+  Trace t = collect::drain();
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_NEAR(double(t.events[0].start_ns), double(m0), 20'000.0);
+  EXPECT_NEAR(double(t.events[0].dur_ns), double(m1 - m0), 20'000.0);
 }
 
 TEST(Collector, ClockIsMonotonic) {

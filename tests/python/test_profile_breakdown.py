@@ -17,9 +17,11 @@ CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", 
 def calibrated_reps(model, opt, x, y, target_s):
     """How many forward/backward passes make a step last about `target_s` on this machine."""
     train_step(model, opt, x, y)
-    t0 = time.perf_counter()
-    train_step(model, opt, x, y, reps=3)
-    per = (time.perf_counter() - t0) / 3
+    per = float("inf")
+    for _ in range(5):   # the fastest pass: what the machine does when nothing else runs
+        t0 = time.perf_counter()
+        train_step(model, opt, x, y)
+        per = min(per, time.perf_counter() - t0)
     return max(1, round(target_s / per))
 
 
@@ -43,19 +45,20 @@ def reps():
     model = make_cnn()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(8, 3, 32, 32), torch.arange(8) % 10
-    # Batches cost 8 x 8 ms = 64 ms of waiting; compute ~40 ms: more than the 32 ms two workers need
-    # per batch, so with workers the loader should (almost) never be waited for.
-    return calibrated_reps(model, opt, x, y, 0.040)
+    # Batches cost 8 x 8 ms = 64 ms of waiting; compute ~25 ms (more on a busy machine). Alone, the
+    # loop waits ~64 of ~89 ms (72%); two workers deliver a batch every 32 ms, so it waits at most
+    # ~7 of ~32 ms (22%), and not at all once compute reaches 32 ms.
+    return calibrated_reps(model, opt, x, y, 0.025)
 
 
 def test_slow_dataset_makes_dataloader_the_largest_category(reps):
     report = profile_loop(num_workers=0, reps=reps)
     avg = report.average
     assert len(report.steps) == 4
-    # 64 ms of sleeping per batch against ~40 ms of compute: ~60% in the DataLoader.
+    # 64 ms of sleeping per batch against ~25 ms of compute: ~72% in the DataLoader.
     assert avg["dataloader_pct"] > 50, report
     assert avg["dataloader_pct"] == max(avg[f"{c}_pct"] for c in CATS)
-    assert avg["cpu_exec_pct"] > 20   # the forward/backward ops
+    assert avg["cpu_exec_pct"] > 5, report   # the forward/backward ops were seen
     assert avg["kernel_us"] == 0 and avg["runtime_us"] == 0   # no GPU here
 
 

@@ -13,8 +13,15 @@
 
 namespace gpuprof::collect {
 
-// The one clock: CLOCK_MONOTONIC in nanoseconds. Device timestamps are put on it too.
+// The one clock: CLOCK_MONOTONIC in nanoseconds. Device timestamps are put on it too, and every
+// timestamp in a drained Trace is on it.
 int64_t now_ns();
+
+// What producers stamp events with: raw TSC ticks where the kernel itself keeps time with an
+// invariant TSC (clocksource "tsc"; reading it costs about half of clock_gettime), else now_ns().
+// drain() converts ticks to now_ns() nanoseconds, so callers never see ticks in a Trace.
+int64_t ticks();
+bool ticks_are_tsc();
 
 struct SessionConfig {
   uint64_t max_events = 4'000'000;   // over all threads; ~48 bytes each
@@ -28,7 +35,7 @@ bool active();
 // dropped count). Call after stop(); calling it while active gives a consistent prefix.
 Trace drain();
 
-// Producers, from any thread. `key` matches an exit to its enter (e.g. the RecordFunction's
+// Producers, from any thread; timestamps are ticks(). `key` matches an exit to its enter (e.g. the RecordFunction's
 // address); the event gets a process-unique external id, returned by host_enter.
 uint64_t host_enter(const void* key, std::string_view name, EventKind kind, int64_t ts_ns,
                     std::string_view shapes = {});

@@ -43,18 +43,18 @@ void format_shapes(const at::RecordFunction& fn, std::string& out) {
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-  host_enter(&fn, fn.name(), kind_of(fn.scope()), now_ns());
+  host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks());
   return nullptr;
 }
 
 std::unique_ptr<at::ObserverContext> on_enter_with_shapes(const at::RecordFunction& fn) {
   thread_local std::string shapes;
   format_shapes(fn, shapes);
-  host_enter(&fn, fn.name(), kind_of(fn.scope()), now_ns(), shapes);
+  host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks(), shapes);
   return nullptr;
 }
 
-void on_exit(const at::RecordFunction& fn, at::ObserverContext*) { host_exit(&fn, now_ns()); }
+void on_exit(const at::RecordFunction& fn, at::ObserverContext*) { host_exit(&fn, ticks()); }
 
 }  // namespace
 
