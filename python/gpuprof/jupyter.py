@@ -8,8 +8,21 @@ step. The report is kept in a variable (``gpuprof_report`` unless ``--name`` say
 
 from __future__ import annotations
 
+import ast
+
 from IPython.core import magic_arguments
 from IPython.core.magic import Magics, cell_magic, magics_class
+
+
+def calls_prof_step(source: str) -> bool:
+    """Whether the cell calls ``prof.step()`` itself (then the optimizer does not pace steps)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+               and isinstance(n.func.value, ast.Name) and n.func.value.id == "prof"
+               for n in ast.walk(tree))
 
 
 @magics_class
@@ -46,11 +59,14 @@ class GpuprofMagics(Magics):
         error = None
         with gpuprof.profile(schedule=sched) as prof:
             ns["prof"] = prof
-            with OptimizerSteps(prof):
-                try:
-                    exec(code, ns)
-                except Exception as e:   # the cell's own error: re-raised once the report is kept
-                    error = e
+            stepper = None if calls_prof_step(cell) else OptimizerSteps(prof).install()
+            try:
+                exec(code, ns)
+            except Exception as e:   # the cell's own error: re-raised once the report is kept
+                error = e
+            finally:
+                if stepper is not None:
+                    stepper.remove()
         try:
             report = prof.report()
         except gpuprof.ProfilerError as e:
