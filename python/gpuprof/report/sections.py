@@ -121,7 +121,7 @@ def sorted_rows(rows: list[dict]) -> list[dict]:
 def header(col: str) -> str:
     """``total_us`` -> ``total (us)``; ``utilization_pct`` -> ``utilization %``."""
     for suffix, unit in (("_us", " (us)"), ("_ns", " (ns)"), ("_ms", " (ms)"), ("_pct", " %"),
-                         ("_bytes", ""), ("_gbps", " (GB/s)")):
+                         ("_bytes", " bytes"), ("_gbps", " (GB/s)")):
         if col.endswith(suffix) and col != suffix.lstrip("_"):
             return col[: -len(suffix)].replace("_", " ") + unit
     return col.replace("_", " ")
