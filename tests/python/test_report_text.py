@@ -73,3 +73,14 @@ def test_progress_bar_is_silent_off_a_terminal_and_draws_on_one():
     with progress("importing", total=3, stream=shown, enabled=True) as advance:
         advance(3)
     assert "importing" in shown.getvalue()
+
+
+def test_a_report_without_steps_renders_everywhere():
+    from gpuprof.report.model import _average
+
+    d = cpu_report().to_dict()
+    d["steps"], d["average"] = [], _average([])
+    r = gpuprof.Report.from_dict(d)
+    assert "No complete step was recorded." in r.to_text(color=False)
+    assert "No complete step was recorded." in r.to_markdown()
+    assert "No complete step was recorded" in r.to_html() and 'id="step-chart"' not in r.to_html()

@@ -130,7 +130,10 @@ def render_text(report, *, color: Optional[bool] = None, width: int = 100) -> st
         table.add_row("mean", f"{avg['total_us']:,.0f}", *(f"{avg[f'{k}_us']:,.0f}" for k, _ in shown),
                       style="bold")
         table.add_row("%", "100", *(f"{avg[f'{k}_pct']:.1f}" for k, _ in shown), style="dim")
-    console.print(table)
+    if report.steps:
+        console.print(table)
+    else:
+        console.print("No complete step was recorded.")
 
     _gpu_summary(console, sec.devices(data))
     for key, name in sec.TABLES[:2]:
