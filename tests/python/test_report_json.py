@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from report_samples import cpu_report, gpu_report
 
 import gpuprof
@@ -38,4 +40,24 @@ def test_schema_doc_documents_every_key():
     keys = set(d) | set(d["steps"][0]) | set(d["average"]) | set(d["counts"]) | set(d["step_rules"])
     keys |= set(d["dataloaders"][0]) | set(d["host"]) | set(d["devices"][0]) | set(d["advice"][0])
     missing = sorted(k for k in keys if f"`{k}`" not in doc)
+    assert not missing, f"docs/schema.md does not document {missing}"
+
+
+def test_reports_validate_against_the_json_schema():
+    jsonschema = pytest.importorskip("jsonschema", reason="pip install jsonschema")
+    from gpuprof.report.json_schema import SCHEMA
+
+    jsonschema.validate(cpu_report().to_dict(), SCHEMA)   # a real CPU loop
+    jsonschema.validate(gpu_report().to_dict(), SCHEMA)   # with every GPU section
+    broken = cpu_report().to_dict()
+    broken["steps"][0]["total_us"] = "12 ms"
+    with pytest.raises(jsonschema.ValidationError, match="'12 ms' is not of type 'number'"):
+        jsonschema.validate(broken, SCHEMA)
+
+
+def test_json_schema_and_schema_doc_name_the_same_keys():
+    from gpuprof.report.json_schema import property_names
+
+    doc = SCHEMA_DOC.read_text()
+    missing = sorted(k for k in property_names() if f"`{k}`" not in doc)
     assert not missing, f"docs/schema.md does not document {missing}"
