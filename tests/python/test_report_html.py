@@ -72,3 +72,17 @@ def test_template_is_installed_as_package_data():
 def test_to_html_writes_the_file(tmp_path):
     path = gpu_report().to_html(tmp_path / "sub" / "report.html")
     assert (tmp_path / "sub" / "report.html").read_text() == path
+
+
+def test_long_series_are_thinned_but_keep_their_peaks():
+    d = gpu_report().to_dict()
+    # 100k memory samples 1 us apart, allocated 0 except one 4 GiB spike at sample 31,337.
+    d["memory"] = [{"device": 0, "time_us": i, "allocated_bytes": (4 * 2**30 if i == 31_337 else 0)}
+                   for i in range(100_000)]
+    html = gpuprof.Report.from_dict(d).to_html()
+    chart = html.split("Memory, GPU 0: memory")[1].split("</svg>")[0]
+    points = re.search(r'points="([^"]*)"', chart).group(1).split()
+    assert len(points) <= 2 * 760   # at most two points per pixel column
+    ys = [float(p.split(",")[1]) for p in points]
+    # The spike is the maximum: 4 GiB is the top tick (ticks 0..4 GiB), drawn at y = PAD_T = 12.
+    assert min(ys) == 12.0

@@ -117,6 +117,7 @@ def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict
     for i, k in enumerate(ykeys):
         pts = [(PAD_L + plot_w * t / tmax, _y(r[k] / scale, vmax))
                for t, r in zip(ts, rows) if isinstance(r.get(k), (int, float))]
+        pts = _thin(pts)
         if len(pts) == 1:   # one sample: a short flat segment, so that it shows
             pts.append((pts[0][0] + 4, pts[0][1]))
         lines.append({"name": sec.header(k), "color": SERIES_COLORS[i % len(SERIES_COLORS)],
@@ -125,6 +126,25 @@ def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict
     return {"w": CHART_W, "h": CHART_H, "title": title, "lines": lines, "xticks": xticks,
             "yticks": [{"y": round(_y(t, vmax), 2), "label": f"{t:g}"} for t in ticks],
             "x0": PAD_L, "x1": CHART_W - PAD_R, "ybase": CHART_H - PAD_B, "ylabel": unit}
+
+
+def _thin(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """At most the lowest and highest point per horizontal pixel, in order: the drawn line looks the
+    same (peaks included) while a 200k-sample series stays a few kilobytes."""
+    if len(pts) <= 2 * (CHART_W - PAD_L - PAD_R):
+        return pts
+    out: list[tuple[float, float]] = []
+    bucket: list[tuple[float, float]] = []
+    for p in pts:
+        if bucket and int(p[0]) != int(bucket[0][0]):
+            lo, hi = min(bucket, key=lambda q: q[1]), max(bucket, key=lambda q: q[1])
+            out.extend([lo, hi] if bucket.index(lo) <= bucket.index(hi) else [hi, lo])
+            bucket = []
+        bucket.append(p)
+    if bucket:
+        lo, hi = min(bucket, key=lambda q: q[1]), max(bucket, key=lambda q: q[1])
+        out.extend([lo, hi] if bucket.index(lo) <= bucket.index(hi) else [hi, lo])
+    return out
 
 
 def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...]]],

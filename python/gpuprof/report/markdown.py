@@ -6,6 +6,7 @@ from . import sections as sec
 from .model import CATEGORIES
 
 TOP_ROWS = 10
+MAX_STEP_ROWS = 40
 
 
 def md_escape(text: object) -> str:
@@ -49,10 +50,14 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
                      [[name, f"{avg[f'{k}_us']:,.1f}", f"{avg[f'{k}_pct']:.1f}"] for k, name in shown],
                      [":--", "--:", "--:"])
         out.append("")
+        steps = report.steps
+        if len(steps) > MAX_STEP_ROWS:   # job summaries have a size limit: first and last steps
+            half = MAX_STEP_ROWS // 2
+            steps = steps[:half] + [None] + steps[-half:]
         out += ["<details><summary>Per step</summary>", ""]
         out += table(["step", "total (us)"] + [f"{n} (us)" for _, n in shown],
                      [[str(s["step"]), f"{s['total_us']:,.0f}"] + [f"{s[f'{k}_us']:,.0f}" for k, _ in shown]
-                      for s in report.steps],
+                      if s is not None else ["…"] * (len(shown) + 2) for s in steps],
                      ["--:"] * (len(shown) + 2))
         out += ["", "</details>", ""]
 
