@@ -25,7 +25,8 @@ def test_demo_notebook_runs(tmp_path):
     assert elapsed < 90, f"the demo notebook took {elapsed:.0f} s"
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
-    html = [o["data"]["text/html"] for o in outputs if o.output_type == "display_data" and "text/html" in o.get("data", {})]
+    html = [o["data"]["text/html"] for o in outputs
+            if o.output_type == "display_data" and "text/html" in o.get("data", {})]
     assert len(html) == 2 and all('<div class="gpuprof-report">' in h for h in html)   # before and after
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "DataLoader share:" in text and "mean step time:" in text

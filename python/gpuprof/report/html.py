@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Optional
+from typing import Optional
 
 from . import sections as sec
-from .model import CATEGORIES
 
 CATEGORY_COLORS = {"kernel": "#2e9e44", "memcpy": "#17a2b8", "memset": "#3867d6",
                    "communication": "#a55eea", "runtime": "#f7b731", "dataloader": "#eb3b5a",
@@ -221,4 +220,4 @@ def write_html(report, path: str | os.PathLike) -> str:
     return os.fspath(path)
 
 
-__all__ = ["render_html", "write_html", "context", "CATEGORIES"]
+__all__ = ["render_html", "write_html", "context"]

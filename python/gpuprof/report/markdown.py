@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from . import sections as sec
-from .model import CATEGORIES
 
 TOP_ROWS = 10
 MAX_STEP_ROWS = 40
@@ -115,4 +114,4 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
     return "\n".join(out) + "\n"
 
 
-__all__ = ["render_markdown", "md_escape", "CATEGORIES"]
+__all__ = ["render_markdown", "md_escape", "table"]
