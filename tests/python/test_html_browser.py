@@ -60,6 +60,12 @@ def _chromium(*args, timeout=120):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def _console_errors(stderr: str) -> list[str]:
+    """Page errors chromium logs itself with --enable-logging (e.g. a script that fails to parse)."""
+    return [line for line in stderr.splitlines()
+            if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
+
+
 @pytest.fixture(scope="module")
 def report_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("html") / "report.html"
@@ -79,8 +85,7 @@ def test_page_loads_charts_render_tables_sort(report_file, tmp_path):
     assert match, "the measuring script did not run: " + p.stderr[-2000:]
     result = json.loads(html.unescape(match.group(1)))
     assert result["errors"] == []
-    # Console errors chromium logs itself (e.g. a script that failed to parse).
-    assert not [line for line in p.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
+    assert not _console_errors(p.stderr)
     # The injected names stayed text: their scripts and onerror handlers never ran.
     assert not PWNED.search(dom)
     charts = {c["id"] or f"chart{i}": c for i, c in enumerate(result["charts"])}
@@ -98,6 +103,7 @@ def test_untouched_page_runs_no_injected_script_and_screenshots(report_file):
     p = _chromium("--virtual-time-budget=3000", "--dump-dom", report_file.as_uri())
     assert p.returncode == 0 and "gpuprof report" in p.stdout
     assert not PWNED.search(p.stdout)
+    assert not _console_errors(p.stderr)
     shot = report_file.with_suffix(".png")
     p = _chromium("--window-size=1280,3200", f"--screenshot={shot}", report_file.as_uri())
     assert p.returncode == 0 and shot.is_file(), p.stderr[-2000:]
