@@ -86,3 +86,14 @@ def test_long_series_are_thinned_but_keep_their_peaks():
     ys = [float(p.split(",")[1]) for p in points]
     # The spike is the maximum: 4 GiB is the top tick (ticks 0..4 GiB), drawn at y = PAD_T = 12.
     assert min(ys) == 12.0
+
+
+def test_dropped_events_are_flagged_and_the_run_is_described():
+    d = cpu_report().to_dict()
+    assert 'id="dropped-warning"' not in gpuprof.Report.from_dict(d).to_html()
+    d["counts"]["dropped"] = 12_345
+    d["metadata"]["torch"] = "2.13.0+cpu<b>"
+    html = gpuprof.Report.from_dict(d).to_html()
+    assert "12,345 events were dropped" in html
+    about = html.split('id="about"')[1].split("</table>")[0]
+    assert "<td>torch</td><td>2.13.0+cpu&lt;b&gt;</td>" in about
