@@ -17,5 +17,13 @@ from .ranges import range  # noqa: E402,A004
 from .report import Report  # noqa: E402
 from .schedule import ProfilerAction, schedule  # noqa: E402
 
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext gpuprof``: the ``%%gpuprof`` cell magic (IPython is imported only here)."""
+    from .jupyter import load_ipython_extension as _load
+
+    _load(ipython)
+
+
 __all__ = ["profile", "schedule", "range", "Report", "ProfilerAction", "ProfilerError", "current",
            "__version__"]

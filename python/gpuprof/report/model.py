@@ -114,6 +114,35 @@ class Report:
 
         return render_text(self, color=color, width=width)
 
+    # ---- other formats (reports issue: renderers in markdown.py and html.py) ----------------------
+    def to_markdown(self, path: str | os.PathLike | None = None) -> str:
+        """The summary as Markdown (CI comments, job summaries); written to ``path`` if given."""
+        from .markdown import render_markdown
+
+        text = render_markdown(self)
+        if path is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        return text
+
+    def to_html(self, path: str | os.PathLike | None = None) -> str:
+        """The one-file HTML report (no network needed to view it); written to ``path`` if given."""
+        from .html import render_html
+
+        text = render_html(self, full=True)
+        if path is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        return text
+
+    def _repr_html_(self) -> str:
+        from .html import render_html
+
+        return render_html(self, full=False)
+    # ---- end of other formats --------------------------------------------------------------------
+
     def __str__(self) -> str:
         return self.to_text()
 

@@ -1,19 +1,29 @@
-"""Terminal rendering: ``print(report)``. Colour only when writing to a terminal."""
+"""Terminal rendering: ``print(report)``. Colour only when writing to a terminal.
+
+Imports rich and the report model only (no torch), so ``gpuprof report`` starts fast.
+"""
 
 from __future__ import annotations
 
 import io
 import sys
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from . import sections as sec
 from .model import CATEGORIES
 
 _COLORS = {"kernel": "green", "memcpy": "cyan", "memset": "blue", "communication": "magenta",
            "runtime": "yellow", "dataloader": "red", "cpu_exec": "bright_blue", "other": "white"}
+
+# Rows shown per table in the terminal; the HTML report has them all.
+TOP_ROWS = 5
+TOP_ADVICE = 3
+MAX_STEP_ROWS = 20
 
 
 def _bar(avg: dict, width: int) -> Text:
@@ -25,18 +35,73 @@ def _bar(avg: dict, width: int) -> Text:
     return bar
 
 
+def _table(console: Console, title: str, rows: list[dict], limit: int) -> None:
+    if not rows:
+        return
+    rows = sec.sorted_rows(rows)
+    cols = sec.columns(rows, limit=7)
+    t = Table(title=f"{title} (top {min(limit, len(rows))} of {len(rows)})", title_justify="left",
+              title_style="bold", show_edge=False, pad_edge=False, box=None, header_style="bold")
+    for c in cols:
+        t.add_column(sec.header(c), justify="left" if c in ("name", "kind") else "right",
+                     overflow="ellipsis", max_width=60 if c == "name" else None, no_wrap=True)
+    for r in rows[:limit]:
+        t.add_row(*(Text(sec.fmt(c, r.get(c))) for c in cols))   # Text: names are never markup
+    console.print(t)
+
+
+def _gpu_summary(console: Console, devices: list[dict]) -> None:
+    """One row per metric, one column per GPU: narrow enough for a terminal with 8 GPUs."""
+    if not devices:
+        return
+    t = Table(title="GPU summary", title_justify="left", title_style="bold", show_edge=False,
+              pad_edge=False, box=None, header_style="bold")
+    t.add_column("")
+    for d in devices:
+        t.add_column(Text(f"GPU {d.get('id', '?')} {d.get('name') or ''}".strip()), justify="right",
+                     overflow="ellipsis", max_width=28, no_wrap=True)
+    for key, name in sec.DEVICE_FIELDS:
+        if any(d.get(key) is not None for d in devices):
+            t.add_row(name, *(sec.fmt(key, d.get(key)) + ("%" if key.endswith("_pct") and
+                                                          d.get(key) is not None else "")
+                              for d in devices))
+    console.print(t)
+
+
+def _advice(console: Console, data: dict, limit: int) -> None:
+    items = sec.ranked_advice(data)
+    if not items:
+        return
+    console.print(Text(f"Top recommendations ({min(limit, len(items))} of {len(items)})",
+                       style="bold"))
+    for i, a in enumerate(items[:limit], 1):
+        bound = a.get("saving_bound_pct")
+        head = Text(f"{i}. ")
+        head.append(str(a.get("title") or a.get("rule") or "recommendation"), style="bold")
+        if isinstance(bound, (int, float)):
+            head.append(f"  (up to {bound:.0f}% of the step", style="dim")
+            head.append(f", confidence {a['confidence']})" if a.get("confidence") else ")",
+                        style="dim")
+        console.print(head)
+        for line in sec.evidence_lines(a.get("evidence")):
+            console.print(Text("   evidence: " + line))
+        if a.get("fix"):
+            console.print(Text("   fix: " + str(a["fix"])))
+
+
 def render_text(report, *, color: Optional[bool] = None, width: int = 100) -> str:
     if color is None:
         color = sys.stdout.isatty()
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=color, color_system="auto" if color else None,
-                      highlight=False, soft_wrap=False)
+                      highlight=False, soft_wrap=False, emoji=False, markup=False)
+    data = report._data
     avg = report.average
-    src = report._data.get("source", {})
-    title = "gpuprof step breakdown"
+    src = data.get("source", {})
+    title = Text("gpuprof step breakdown", style="bold")
     if src.get("path"):
-        title += f": {src['path']}"
-    console.print(Text(title, style="bold"))
+        title.append(f": {src['path']}")
+    console.print(title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
     if report.steps:
         console.print(_bar(avg, max(10, width - 20)))
@@ -49,23 +114,38 @@ def render_text(report, *, color: Optional[bool] = None, width: int = 100) -> st
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     table.add_column("step", justify="right")
     table.add_column("total us", justify="right")
-    shown = [(k, n) for k, n in CATEGORIES if any(s[f"{k}_us"] > 0 for s in report.steps) or k == "other"]
+    shown = sec.shown_categories(report)
     for _, name in shown:
         table.add_column(f"{name} us", justify="right")
-    for s in report.steps:
+    steps = report.steps
+    if len(steps) > MAX_STEP_ROWS:   # long spans: the first and last steps, the mean below
+        half = MAX_STEP_ROWS // 2
+        steps = steps[:half] + [None] + steps[-half:]
+    for s in steps:
+        if s is None:
+            table.add_row("…", *([""] * (len(shown) + 1)))
+            continue
         table.add_row(str(s["step"]), f"{s['total_us']:,.0f}", *(f"{s[f'{k}_us']:,.0f}" for k, _ in shown))
     if report.steps:
         table.add_row("mean", f"{avg['total_us']:,.0f}", *(f"{avg[f'{k}_us']:,.0f}" for k, _ in shown),
                       style="bold")
         table.add_row("%", "100", *(f"{avg[f'{k}_pct']:.1f}" for k, _ in shown), style="dim")
-    console.print(table)
+    if report.steps:
+        console.print(table)
+    else:
+        console.print("No complete step was recorded.")
+
+    _gpu_summary(console, sec.devices(data))
+    for key, name in sec.TABLES[:2]:
+        _table(console, name, sec.section(data, key), TOP_ROWS)
+    _advice(console, data, TOP_ADVICE)
 
     for dl in report.dataloaders:
-        console.print(
+        console.print(Text(
             f"DataLoader ({dl.get('dataset') or '?'}, {dl.get('dataset_length') or '?'} samples): "
             f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
             f"pin_memory={dl.get('pin_memory')}, prefetch_factor={dl.get('prefetch_factor')}, "
-            f"persistent_workers={dl.get('persistent_workers')}")
+            f"persistent_workers={dl.get('persistent_workers')}"))
     host = report.host
     if host.get("cpus_available"):
         console.print(f"CPUs available to the process: {host['cpus_available']} (of {host.get('cpu_count')})")
@@ -77,3 +157,26 @@ def render_text(report, *, color: Optional[bool] = None, width: int = 100) -> st
         line += f", skipped: {c['skipped']:,}"
     console.print(line, style="dim")
     return out.getvalue().rstrip("\n")
+
+
+@contextmanager
+def progress(description: str, total: Optional[float] = None, *,
+             stream=None, enabled: Optional[bool] = None) -> Iterator:
+    """A progress bar for long work (importing a large trace, analysing a folder), on stderr.
+
+    Yields ``advance(amount=1)``; shows nothing unless stderr is a terminal (logs and CI output
+    stay clean) or ``enabled=True``.
+    """
+    stream = stream or sys.stderr
+    if enabled is None:
+        enabled = hasattr(stream, "isatty") and stream.isatty()
+    if not enabled:
+        yield lambda amount=1: None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(file=stream, force_terminal=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda amount=1: bar.advance(task, amount)

@@ -1,0 +1,171 @@
+"""``gpuprof check REPORT --max NAME=VALUE --min NAME=VALUE [--baseline BASE] [--junit OUT.xml]``:
+performance budgets for CI. Exit 0 when every budget holds, 1 when one is broken, 2 on a mistake.
+
+Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us``, ``total_us``...),
+``step_time_us`` / ``step_time_ms``, ``dropped_events``, the GPU summary's per-device fields
+(``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``, and with
+``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
+step time, or of one category's mean time, as % of the baseline's mean step time).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+
+from . import UserError
+from .report import load_report
+
+
+@dataclass
+class Result:
+    metric: str
+    bound: str          # "max" or "min"
+    limit: float
+    value: float
+    where: str = ""     # e.g. "GPU 1" for per-device metrics
+
+    @property
+    def ok(self) -> bool:
+        return self.value <= self.limit if self.bound == "max" else self.value >= self.limit
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric}{f' ({self.where})' if self.where else ''}"
+
+    def line(self) -> str:
+        if self.ok:
+            return f"ok    {self.label} = {self.value:.4g} ({self.bound} {self.limit:g})"
+        verb = "above the maximum" if self.bound == "max" else "below the minimum"
+        return (f"FAIL  {self.label} = {self.value:.4g}, {abs(self.value - self.limit):.4g} {verb} "
+                f"{self.limit:g}")
+
+
+def _parse_budget(text: str, flag: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    try:
+        limit = float(value)
+    except ValueError:
+        limit = math.nan
+    if not sep or not name or math.isnan(limit):
+        raise UserError(f"{flag} {text!r}: write NAME=NUMBER, e.g. {flag} dataloader_pct=5")
+    return name, limit
+
+
+def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
+    """Every checkable metric: name -> [(where, value)] (several values for per-GPU metrics)."""
+    from ..report import sections as sec
+    from ..report.model import CATEGORIES
+
+    avg = report.average
+    out: dict[str, list[tuple[str, float]]] = {k: [("", float(v))] for k, v in avg.items()
+                                               if isinstance(v, (int, float))}
+    out["step_time_us"] = [("", float(avg["total_us"]))]
+    out["step_time_ms"] = [("", float(avg["total_us"]) / 1000.0)]
+    out["dropped_events"] = [("", float(report.counts.get("dropped", 0)))]
+    out["advice_count"] = [("", float(len(sec.advice(report._data))))]
+    for d in sec.devices(report._data):
+        for key, _ in sec.DEVICE_FIELDS:
+            if isinstance(d.get(key), (int, float)):
+                out.setdefault(key, []).append((f"GPU {d.get('id', '?')}", float(d[key])))
+    if baseline is not None:
+        base_total = float(baseline.average["total_us"])
+        if base_total > 0:
+            out["step_time_regression_pct"] = [("", 100.0 * (avg["total_us"] - base_total) / base_total)]
+            for key, _ in CATEGORIES:
+                delta = avg.get(f"{key}_us", 0.0) - baseline.average.get(f"{key}_us", 0.0)
+                out[f"{key}_regression_pct"] = [("", 100.0 * delta / base_total)]
+    return out
+
+
+def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> list[Result]:
+    known = metrics(report, baseline)
+    results = []
+    for bound, name, limit in budgets:
+        if name not in known:
+            if name.endswith("_regression_pct") and baseline is None:
+                raise UserError(f"{name} compares with a baseline: add --baseline BASE (a report.json)")
+            from ..report import sections as sec
+
+            if any(name == k for k, _ in sec.DEVICE_FIELDS):
+                raise UserError(f"{name} is a GPU metric and this report has no GPU summary "
+                                "(profiled on the CPU, or without GPU collection)")
+            raise UserError(f"unknown metric {name!r}; known here: {', '.join(sorted(known))}")
+        for where, value in known[name]:
+            results.append(Result(name, bound, limit, value, where))
+    return results
+
+
+def junit_xml(results: list[Result], report_path: str) -> str:
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="gpuprof check", tests=str(len(results)),
+                       failures=str(sum(not r.ok for r in results)), errors="0")
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname="gpuprof.check",
+                             name=f"{r.label} {r.bound} {r.limit:g}")
+        if not r.ok:
+            failure = ET.SubElement(case, "failure", message=r.line())
+            failure.text = f"{report_path}: {r.line()}"
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def markdown_summary(results: list[Result], report_path: str) -> str:
+    from ..report.markdown import md_escape, table
+
+    failed = sum(not r.ok for r in results)
+    head = (f"### gpuprof check: {failed} of {len(results)} budgets broken" if failed
+            else f"### gpuprof check: all {len(results)} budgets hold")
+    rows = [["❌" if not r.ok else "✅", md_escape(r.label), f"{r.value:.4g}", f"{r.bound} {r.limit:g}"]
+            for r in results]
+    return "\n".join([head, "", f"Report: `{report_path.replace('`', '')}`", ""]
+                     + table(["", "metric", "value", "budget"], rows, [":-:", ":--", "--:", "--:"])) + "\n\n"
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("check", help="CI budgets: exit 1 when a metric breaks its budget",
+                              description="Check a report against budgets; exit 0 when all hold, 1 when "
+                              "one is broken. Appends a Markdown summary to $GITHUB_STEP_SUMMARY when set.")
+    p.add_argument("report", metavar="REPORT", help="report.json, or a `gpuprof run` folder")
+    p.add_argument("--max", action="append", default=[], metavar="NAME=VALUE",
+                   help="fail when NAME is above VALUE (repeatable), e.g. dataloader_pct=5")
+    p.add_argument("--min", action="append", default=[], metavar="NAME=VALUE",
+                   help="fail when NAME is below VALUE (repeatable), e.g. utilization_pct=60")
+    p.add_argument("--baseline", metavar="BASE", default=None,
+                   help="baseline report for *_regression_pct metrics")
+    p.add_argument("--junit", metavar="OUT.xml", default=None, help="also write JUnit XML here")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    budgets = ([("max", *_parse_budget(t, "--max")) for t in args.max]
+               + [("min", *_parse_budget(t, "--min")) for t in args.min])
+    if not budgets:
+        raise UserError("no budget given: add --max NAME=VALUE and/or --min NAME=VALUE")
+    report = load_report(args.report)
+    baseline = load_report(args.baseline) if args.baseline else None
+    results = evaluate(report, budgets, baseline)
+    for r in results:
+        print(r.line())
+    failed = [r for r in results if not r.ok]
+    print(f"gpuprof check: {len(failed)} of {len(results)} budgets broken" if failed
+          else f"gpuprof check: all {len(results)} budgets hold")
+    if args.junit:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.junit)), exist_ok=True)
+            with open(args.junit, "w", encoding="utf-8") as f:
+                f.write(junit_xml(results, args.report))
+        except OSError as e:
+            raise UserError(f"cannot write {args.junit}: {e.strerror}") from None
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as f:
+                f.write(markdown_summary(results, args.report))
+        except OSError as e:
+            print(f"gpuprof check: could not append to $GITHUB_STEP_SUMMARY ({summary}): {e.strerror}",
+                  file=sys.stderr)
+    return 1 if failed else 0

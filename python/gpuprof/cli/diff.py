@@ -1,0 +1,115 @@
+"""``gpuprof diff BASE NEW``: what changed between two runs, per category and per kernel/operator.
+
+A comparison of numbers both reports already hold: the mean step time, each category's mean time and
+share, and each kernel's and operator's total time (matched by name).
+"""
+
+from __future__ import annotations
+
+from . import UserError
+from .report import load_report, write_output
+
+TOP_ROWS = 10
+
+
+def _pct_change(base: float, new: float) -> float | None:
+    return None if base == 0 else 100.0 * (new - base) / base
+
+
+def compare(base, new, top: int = TOP_ROWS) -> dict:
+    from ..report import sections as sec
+    from ..report.model import CATEGORIES
+
+    b_avg, n_avg = base.average, new.average
+    out = {
+        "step_time_us": {"base": b_avg["total_us"], "new": n_avg["total_us"],
+                         "delta": n_avg["total_us"] - b_avg["total_us"],
+                         "change_pct": _pct_change(b_avg["total_us"], n_avg["total_us"])},
+        "categories": [],
+        "tables": {},
+    }
+    for key, name in CATEGORIES:
+        bu, nu = b_avg.get(f"{key}_us", 0.0), n_avg.get(f"{key}_us", 0.0)
+        if bu == 0 and nu == 0:
+            continue
+        out["categories"].append({"key": key, "name": name, "base_us": bu, "new_us": nu, "delta_us": nu - bu,
+                                  "base_pct": b_avg.get(f"{key}_pct", 0.0),
+                                  "new_pct": n_avg.get(f"{key}_pct", 0.0)})
+    for key, title in sec.TABLES[:2]:
+        b_rows = {sec.name_of(r): r for r in sec.section(base._data, key)}
+        n_rows = {sec.name_of(r): r for r in sec.section(new._data, key)}
+        rows = []
+        for name in sorted(set(b_rows) | set(n_rows)):
+            bt = (b_rows.get(name) or {}).get("total_us") or 0.0
+            nt = (n_rows.get(name) or {}).get("total_us") or 0.0
+            status = "new" if name not in b_rows else "gone" if name not in n_rows else ""
+            rows.append({"name": name, "base_us": bt, "new_us": nt, "delta_us": nt - bt, "status": status})
+        rows.sort(key=lambda r: -abs(r["delta_us"]))
+        if rows:
+            out["tables"][key] = {"title": title, "rows": rows[:top], "total_rows": len(rows)}
+    return out
+
+
+def _signed(v: float, digits: int = 1) -> str:
+    return f"{v:+,.{digits}f}"
+
+
+def render_text(d: dict, base_name: str, new_name: str) -> str:
+    st = d["step_time_us"]
+    change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
+    lines = [f"gpuprof diff: {base_name} -> {new_name}",
+             f"mean step time: {st['base'] / 1000:.3f} ms -> {st['new'] / 1000:.3f} ms{change}", ""]
+    w = max([len(c["name"]) for c in d["categories"]] + [8])
+    lines.append(f"{'category':<{w}}  {'base us':>12}  {'new us':>12}  {'delta us':>12}  {'base %':>7}  {'new %':>7}")
+    for c in d["categories"]:
+        lines.append(f"{c['name']:<{w}}  {c['base_us']:>12,.1f}  {c['new_us']:>12,.1f}  "
+                     f"{_signed(c['delta_us']):>12}  {c['base_pct']:>7.1f}  {c['new_pct']:>7.1f}")
+    for t in d["tables"].values():
+        lines += ["", f"{t['title']}: largest changes in total time ({len(t['rows'])} of {t['total_rows']})"]
+        for r in t["rows"]:
+            mark = f" [{r['status']}]" if r["status"] else ""
+            lines.append(f"  {_signed(r['delta_us']):>12} us  {r['base_us']:>12,.1f} -> {r['new_us']:>12,.1f}  "
+                         f"{r['name']}{mark}")
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(d: dict, base_name: str, new_name: str) -> str:
+    from ..report.markdown import md_escape, table
+
+    st = d["step_time_us"]
+    change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
+    out = [f"## gpuprof diff: `{base_name.replace('`', '')}` → `{new_name.replace('`', '')}`", "",
+           f"**Mean step time: {st['base'] / 1000:.3f} ms → {st['new'] / 1000:.3f} ms{change}**", ""]
+    out += table(["category", "base (us)", "new (us)", "delta (us)", "base %", "new %"],
+                 [[c["name"], f"{c['base_us']:,.1f}", f"{c['new_us']:,.1f}", _signed(c["delta_us"]),
+                   f"{c['base_pct']:.1f}", f"{c['new_pct']:.1f}"] for c in d["categories"]],
+                 [":--"] + ["--:"] * 5)
+    for t in d["tables"].values():
+        out += ["", f"### {t['title']}: largest changes ({len(t['rows'])} of {t['total_rows']})", ""]
+        out += table(["name", "base (us)", "new (us)", "delta (us)", ""],
+                     [[md_escape(r["name"]), f"{r['base_us']:,.1f}", f"{r['new_us']:,.1f}",
+                       _signed(r["delta_us"]), r["status"]] for r in t["rows"]],
+                     [":--", "--:", "--:", "--:", ":--"])
+    return "\n".join(out) + "\n"
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("diff", help="compare two reports: per category and per kernel/operator",
+                              description="Compare two saved reports (report.json files or `gpuprof run` "
+                              "folders): mean step time, each category, and the kernels and operators "
+                              "whose total time changed most.")
+    p.add_argument("base", metavar="BASE", help="the baseline report (JSON or folder)")
+    p.add_argument("new", metavar="NEW", help="the report to compare with it")
+    p.add_argument("--format", "-f", choices=["text", "md"], default="text")
+    p.add_argument("--top", type=int, default=TOP_ROWS, help="kernels/operators to list (default %(default)s)")
+    p.add_argument("-o", "--output", metavar="OUT", default=None, help="write here instead of stdout")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    if args.top < 1:
+        raise UserError(f"--top must be at least 1, got {args.top}")
+    d = compare(load_report(args.base), load_report(args.new), top=args.top)
+    render = render_markdown if args.format == "md" else render_text
+    write_output(render(d, args.base, args.new), args.output)
+    return 0

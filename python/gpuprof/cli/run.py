@@ -1,0 +1,128 @@
+"""``gpuprof run [--steps 10:15] [--out DIR] script.py [args...]``: profile an unmodified script.
+
+The script runs in this process (as ``python script.py args...`` would run it), steps are counted
+from the optimizer (one step per ``optimizer.step()``), and the steps in the given range are
+recorded. The report is written as soon as the last of them ends; the script then runs on at full
+speed (interrupt it with Ctrl-C once the report is written, if you like: it is kept).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+from . import UserError
+
+DEFAULT_STEPS = "5:10"
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """``"10:15"`` -> (10, 15): steps 10 to 14 (0-based, end excluded, like a Python slice)."""
+    first, sep, last = text.partition(":")
+    try:
+        start, stop = int(first), int(last)
+    except ValueError:
+        start = stop = -1
+    if not sep or start < 0 or stop <= start:
+        raise UserError(f"--steps {text!r}: write START:STOP with 0 <= START < STOP, e.g. --steps 10:15 "
+                        "(records steps 10 to 14)")
+    return start, stop
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run", help="profile an unmodified training script",
+        description="Run a training script under gpuprof. Steps are counted from optimizer.step() "
+        "calls (or from prof.step() if the script uses gpuprof itself); the steps START:STOP "
+        "(0-based, STOP excluded) are recorded. Writes report.json and report.html into --out.")
+    p.add_argument("--steps", default=DEFAULT_STEPS, metavar="START:STOP",
+                   help="steps to record (default %(default)s: the 6th to the 10th optimizer step)")
+    p.add_argument("--out", default="gpuprof-out", metavar="DIR",
+                   help="folder for report.json, report.html (default %(default)s)")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
+    p.add_argument("script", help="the training script")
+    p.add_argument("args", nargs="...", help="the script's own arguments")
+    p.set_defaults(run=run)
+
+
+def _save(prof, out: Path) -> list[str]:
+    report = prof.report()
+    written = [str(out / "report.json"), str(out / "report.html")]
+    report.to_json(written[0])
+    report.to_html(written[1])
+    if hasattr(prof, "export_chrome_trace"):
+        written.append(str(out / "trace.json.gz"))
+        prof.export_chrome_trace(written[-1])
+    return written
+
+
+def run(args) -> int:
+    start, stop = parse_steps(args.steps)
+    script = Path(args.script)
+    if not script.is_file():
+        raise UserError(f"{args.script}: no such script")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create --out {args.out}: {e.strerror}") from None
+
+    import gpuprof
+    from gpuprof.autostep import OptimizerSteps
+
+    try:
+        import torch  # noqa: F401  (the script needs it anyway; the optimizer hook lives there)
+    except ImportError:
+        raise UserError("torch is not importable here; gpuprof run profiles PyTorch scripts") from None
+
+    # Warm up one step before the range so that first-call costs stay out of the recorded steps.
+    warmup = 1 if start >= 1 else 0
+    sched = gpuprof.schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
+    written: list[str] = []
+
+    def on_ready(prof) -> None:
+        written[:] = _save(prof, out)
+        numbers = [s["step"] for s in prof.report().steps]
+        span = f"steps {numbers[0]}..{numbers[-1]}" if numbers else "no complete step"
+        print(f"gpuprof run: recorded {span}; wrote {', '.join(written)}", file=sys.stderr)
+
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script)] + list(args.args)
+    sys.path.insert(0, str(script.resolve().parent))
+    exit_code = 0
+    failure = None
+    try:
+        with gpuprof.profile(schedule=sched, on_trace_ready=on_ready) as prof:
+            with OptimizerSteps(prof) as stepper:
+                try:
+                    runpy.run_path(str(script), run_name="__main__")
+                except SystemExit as e:
+                    exit_code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                except KeyboardInterrupt:
+                    if not written:
+                        raise
+                    exit_code = 130   # interrupted after the report was written: keep it
+                except BaseException as e:  # the script's own error: shown below, report kept
+                    failure = e
+                    traceback.print_exc()
+    finally:
+        sys.argv, sys.path = saved_argv, saved_path
+
+    steps_seen = prof.step_num
+    if not written:
+        how = ("prof.step() calls" if stepper.user_steps else "optimizer.step() calls")
+        raise UserError(f"{script} ended after {steps_seen} steps ({how}), before step {start}; "
+                        f"nothing was recorded. Use --steps with a range below {max(steps_seen, 1)}, "
+                        "or run more steps")
+    if steps_seen < stop:
+        print(f"gpuprof run: the script ended after {steps_seen} steps; the report covers steps "
+              f"{start}..{steps_seen - 1} only", file=sys.stderr)
+    if not args.quiet:
+        print(gpuprof.Report.load(os.path.join(out, "report.json")).to_text())
+    if failure is not None:
+        print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
+        return 1
+    return exit_code

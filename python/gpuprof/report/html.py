@@ -1,0 +1,223 @@
+"""One self-contained HTML report: inline CSS, server-side SVG charts, a few lines of inline JS to
+sort tables. No CDN, no network, no server: it opens from a shared filesystem and in a notebook.
+
+Every string from a trace or a model goes through Jinja2's autoescaping; the charts are geometry
+computed here and drawn by the template, so no name is ever pasted into markup by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Optional
+
+from . import sections as sec
+
+CATEGORY_COLORS = {"kernel": "#2e9e44", "memcpy": "#17a2b8", "memset": "#3867d6",
+                   "communication": "#a55eea", "runtime": "#f7b731", "dataloader": "#eb3b5a",
+                   "cpu_exec": "#4b7bec", "other": "#a5b1c2"}
+SERIES_COLORS = ["#3867d6", "#eb3b5a", "#2e9e44", "#f7b731", "#a55eea", "#17a2b8", "#fa8231", "#778ca3"]
+
+CHART_W, CHART_H = 760, 240
+PAD_L, PAD_R, PAD_T, PAD_B = 64, 30, 12, 36
+
+_env = None
+
+
+def _environment():
+    global _env
+    if _env is None:
+        import jinja2
+
+        _env = jinja2.Environment(
+            loader=jinja2.PackageLoader("gpuprof.report", "templates"),
+            autoescape=True,   # every name from a trace is data, never markup
+            trim_blocks=True, lstrip_blocks=True)
+        _env.filters["fmt"] = lambda v, col: sec.fmt(col, v)
+        _env.filters["sortval"] = sec.sort_value
+        _env.filters["header"] = sec.header
+    return _env
+
+
+def _nice_ticks(vmax: float, n: int = 4) -> list[float]:
+    """Round axis ticks from 0 to at least ``vmax`` (steps of 1, 2, 2.5 or 5 x 10^k)."""
+    if vmax <= 0:
+        return [0.0, 1.0]
+    raw = vmax / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    count = math.ceil(vmax / step - 1e-9)
+    return [round(i * step, 12) for i in range(count + 1)]
+
+
+def _y(v: float, vmax: float) -> float:
+    return PAD_T + (CHART_H - PAD_T - PAD_B) * (1.0 - (v / vmax if vmax > 0 else 0.0))
+
+
+def _step_chart(report) -> Optional[dict]:
+    """Per-step stacked bars in milliseconds, categories in priority order from the bottom."""
+    steps = report.steps
+    if not steps:
+        return None
+    shown = sec.shown_categories(report)
+    vmax_ms = max(s["total_us"] for s in steps) / 1000.0 or 1.0
+    ticks = _nice_ticks(vmax_ms)
+    vmax_ms = max(vmax_ms, ticks[-1])
+    plot_w = CHART_W - PAD_L - PAD_R
+    slot = plot_w / len(steps)
+    bar_w = max(1.0, slot * 0.7)
+    bars = []
+    for i, s in enumerate(steps):
+        x = PAD_L + i * slot + (slot - bar_w) / 2
+        base_ms = 0.0
+        rects = []
+        for key, name in shown:
+            ms = s.get(f"{key}_us", 0.0) / 1000.0
+            if ms <= 0:
+                continue
+            y_top = _y(base_ms + ms, vmax_ms)
+            y_bot = _y(base_ms, vmax_ms)
+            rects.append({"x": round(x, 2), "y": round(y_top, 2), "w": round(bar_w, 2),
+                          "h": round(max(y_bot - y_top, 0.5), 2), "color": CATEGORY_COLORS[key],
+                          "tip": f"step {s['step']}: {name} {ms:.3f} ms"})
+            base_ms += ms
+        label_every = max(1, len(steps) // 20)
+        bars.append({"rects": rects, "label": str(s["step"]) if i % label_every == 0 else "",
+                     "lx": round(x + bar_w / 2, 2)})
+    return {"w": CHART_W, "h": CHART_H, "bars": bars,
+            "yticks": [{"y": round(_y(t, vmax_ms), 2), "label": f"{t:g}"} for t in ticks],
+            "x0": PAD_L, "x1": CHART_W - PAD_R, "ybase": CHART_H - PAD_B, "ylabel": "ms",
+            "legend": [{"name": n, "color": CATEGORY_COLORS[k]} for k, n in shown]}
+
+
+def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict]:
+    """Polylines of ``ykeys`` against the rows' time column (seconds from the first sample)."""
+    tkey = sec.time_key(rows)
+    if tkey is None or len(rows) < 1 or not ykeys:
+        return None
+    rows = sorted(rows, key=lambda r: r[tkey])
+    t0 = sec.seconds(tkey, rows[0][tkey])
+    ts = [sec.seconds(tkey, r[tkey]) - t0 for r in rows]
+    tmax = max(ts) or 1.0
+    is_bytes = all(k.endswith("_bytes") for k in ykeys)
+    scale = 1.0
+    unit = ykeys[0].rsplit("_", 1)[-1] if "_" in ykeys[0] else ""
+    vals = [r.get(k) for r in rows for k in ykeys if isinstance(r.get(k), (int, float))]
+    vmax = max(vals) if vals else 0.0
+    if is_bytes:
+        scale, unit = (2 ** 30, "GiB") if vmax >= 2 ** 30 else (2 ** 20, "MiB")
+    elif unit == "pct":
+        unit, vmax = "%", max(vmax, 100.0)
+    vmax = vmax / scale or 1.0
+    ticks = _nice_ticks(vmax)
+    vmax = max(vmax, ticks[-1])
+    plot_w = CHART_W - PAD_L - PAD_R
+    lines = []
+    for i, k in enumerate(ykeys):
+        pts = [(PAD_L + plot_w * t / tmax, _y(r[k] / scale, vmax))
+               for t, r in zip(ts, rows) if isinstance(r.get(k), (int, float))]
+        pts = _thin(pts)
+        if len(pts) == 1:   # one sample: a short flat segment, so that it shows
+            pts.append((pts[0][0] + 4, pts[0][1]))
+        lines.append({"name": sec.header(k), "color": SERIES_COLORS[i % len(SERIES_COLORS)],
+                      "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)})
+    xticks = [{"x": round(PAD_L + plot_w * f, 1), "label": f"{tmax * f:.3g} s"} for f in (0, 0.25, 0.5, 0.75, 1)]
+    return {"w": CHART_W, "h": CHART_H, "title": title, "lines": lines, "xticks": xticks,
+            "yticks": [{"y": round(_y(t, vmax), 2), "label": f"{t:g}"} for t in ticks],
+            "x0": PAD_L, "x1": CHART_W - PAD_R, "ybase": CHART_H - PAD_B, "ylabel": unit}
+
+
+def _thin(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """At most the lowest and highest point per horizontal pixel, in order: the drawn line looks the
+    same (peaks included) while a 200k-sample series stays a few kilobytes."""
+    if len(pts) <= 2 * (CHART_W - PAD_L - PAD_R):
+        return pts
+    out: list[tuple[float, float]] = []
+    bucket: list[tuple[float, float]] = []
+    for p in pts:
+        if bucket and int(p[0]) != int(bucket[0][0]):
+            lo, hi = min(bucket, key=lambda q: q[1]), max(bucket, key=lambda q: q[1])
+            out.extend([lo, hi] if bucket.index(lo) <= bucket.index(hi) else [hi, lo])
+            bucket = []
+        bucket.append(p)
+    if bucket:
+        lo, hi = min(bucket, key=lambda q: q[1]), max(bucket, key=lambda q: q[1])
+        out.extend([lo, hi] if bucket.index(lo) <= bucket.index(hi) else [hi, lo])
+    return out
+
+
+def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...]]],
+                        what: str) -> list[dict]:
+    charts = []
+    for device, dev_rows in sec.by_device(rows):
+        for label, suffixes in groups:
+            keys = sec.series_keys(dev_rows, suffixes)
+            title = f"{what}, GPU {device}: {label}" if device is not None else f"{what}: {label}"
+            chart = _line_chart(dev_rows, keys, title)
+            if chart:
+                charts.append(chart)
+    return charts
+
+
+def _tables(data: dict) -> list[dict]:
+    out = []
+    for key, title in sec.TABLES:
+        rows = sec.sorted_rows(sec.section(data, key))
+        if rows:
+            out.append({"key": key, "title": title, "cols": sec.columns(rows), "rows": rows})
+    return out
+
+
+def context(report) -> dict:
+    data = report._data
+    avg = report.average
+    shown = sec.shown_categories(report) if report.steps else []
+    devices = sec.devices(data)
+    samples = sec.gpu_samples(data)
+    memory = sec.section(data, "memory")
+    memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
+    return {
+        "title": "gpuprof report" + (f": {data['source']['path']}" if data.get("source", {}).get("path") else ""),
+        "data": data,
+        "steps": report.steps,
+        "avg": avg,
+        "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k],
+                        "us": avg.get(f"{k}_us", 0.0), "pct": avg.get(f"{k}_pct", 0.0)} for k, n in shown],
+        "step_chart": _step_chart(report),
+        "devices": devices,
+        "device_fields": [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)],
+        "nvml_charts": _time_series_charts(samples, [("utilization", ("_pct",)), ("memory", ("_bytes",)),
+                                                     ("power", ("_w", "_watts")), ("temperature", ("_c",)),
+                                                     ("clocks", ("_mhz",))], "NVML"),
+        "memory_charts": memory_charts,
+        # Memory rows that are not a time series (e.g. per-device peaks) show as a table.
+        "memory_rows": memory if memory and not memory_charts else [],
+        "memory_cols": sec.columns(memory) if memory and not memory_charts else [],
+        "tables": _tables(data),
+        "advice": sec.ranked_advice(data),
+        "evidence_lines": sec.evidence_lines,
+        "dataloaders": report.dataloaders,
+        "host": report.host,
+        "counts": report.counts,
+        "gpuprof_version": data.get("gpuprof_version", ""),
+        "schema_version": data.get("schema_version"),
+    }
+
+
+def render_html(report, *, full: bool = True) -> str:
+    """The report as HTML: a whole document, or (``full=False``) a fragment for a notebook cell
+    whose styles are scoped to it."""
+    ctx = context(report)
+    ctx["full"] = full
+    return _environment().get_template("report.html.j2").render(**ctx)
+
+
+def write_html(report, path: str | os.PathLike) -> str:
+    text = render_html(report, full=True)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return os.fspath(path)
+
+
+__all__ = ["render_html", "write_html", "context"]

@@ -1,0 +1,85 @@
+"""The report's JSON layout, ``schema_version`` 1, as a JSON Schema (draft 2020-12).
+
+docs/schema.md explains every key in words; this is the same contract for tools: validate a
+``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
+keys are allowed everywhere: later gpuprof versions add keys and never remove or rename one.
+"""
+
+from __future__ import annotations
+
+from .model import CATEGORIES, SCHEMA_VERSION
+
+_NUM = {"type": "number"}
+_NUM_OR_NULL = {"type": ["number", "null"]}
+_INT = {"type": "integer"}
+_STR = {"type": "string"}
+_BOOL = {"type": "boolean"}
+
+_CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
+_CATEGORY_PCT = {f"{k}_pct": _NUM for k, _ in CATEGORIES}
+
+# A table or time series: a list of flat rows (or {"rows": [...]}).
+_ROWS = {"oneOf": [
+    {"type": "array", "items": {"type": "object"}},
+    {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object"}}},
+     "required": ["rows"]},
+]}
+
+SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": f"gpuprof-report-v{SCHEMA_VERSION}",
+    "title": f"gpuprof report, schema_version {SCHEMA_VERSION}",
+    "type": "object",
+    "required": ["schema_version", "steps", "average", "dataloaders", "counts"],
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "gpuprof_version": _STR,
+        "source": {"type": "object", "properties": {
+            "kind": _STR, "partial_span": _BOOL, "span": _INT, "created_unix": _NUM, "path": _STR}},
+        "steps": {"type": "array", "items": {
+            "type": "object",
+            "required": ["step", "total_us", *_CATEGORY_US],
+            "properties": {"step": _INT, "total_us": _NUM, **_CATEGORY_US, "start_ns": _INT, "end_ns": _INT},
+        }},
+        "average": {"type": "object", "required": ["total_us", *_CATEGORY_US, *_CATEGORY_PCT],
+                    "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT}},
+        "step_rules": {"type": "object", "properties": {
+            "had_step_markers": _BOOL, "dropped_trailing_steps": _INT, "dropped_incomplete_last": _BOOL}},
+        "dataloaders": {"type": "array", "items": {"type": "object", "properties": {
+            "iterator": _STR, "dataset": {"type": ["string", "null"]},
+            "dataset_length": {"type": ["integer", "null"]}, "batch_size": {"type": ["integer", "null"]},
+            "num_workers": _INT, "pin_memory": _BOOL, "prefetch_factor": {"type": ["integer", "null"]},
+            "persistent_workers": _BOOL, "batches_seen": _INT}}},
+        "host": {"type": "object", "properties": {"cpus_available": _INT, "cpu_count": {"type": ["integer", "null"]}}},
+        "counts": {"type": "object", "required": ["events"], "properties": {
+            "events": _INT, "dropped": _INT, "skipped": _INT, "steps": _INT}},
+        "metadata": {"type": "object", "additionalProperties": _STR},
+        "devices": {"type": "array", "items": {"type": "object", "properties": {
+            "id": _INT, "name": _STR, "utilization_pct": _NUM_OR_NULL, "sm_efficiency_pct": _NUM_OR_NULL,
+            "achieved_occupancy_pct": _NUM_OR_NULL, "tensor_core_pct": _NUM_OR_NULL,
+            "tc_eligible_pct": _NUM_OR_NULL, "memory_total_bytes": _NUM_OR_NULL,
+            "peak_allocated_bytes": _NUM_OR_NULL}}},
+        "kernels": _ROWS, "operators": _ROWS, "copies": _ROWS, "syncs": _ROWS, "memory": _ROWS,
+        "gpu_samples": _ROWS,
+        "advice": {"type": "array", "items": {
+            "type": "object", "required": ["rule", "title"],
+            "properties": {"rule": _STR, "title": _STR,
+                           "evidence": {"type": ["string", "array", "object", "null"]},
+                           "saving_bound_pct": _NUM_OR_NULL, "confidence": {"type": ["string", "null"]},
+                           "fix": {"type": ["string", "null"]}, "docs": {"type": ["string", "null"]}}}},
+    },
+}
+
+
+def property_names(schema: dict = SCHEMA) -> set[str]:
+    """Every key the schema names, at any depth (for checking the prose docs against it)."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            names.update(node.get("properties", {}).keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names - {"rows"}

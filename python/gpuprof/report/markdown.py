@@ -1,0 +1,117 @@
+"""Markdown rendering: the terminal summary for CI comments and GitHub job summaries."""
+
+from __future__ import annotations
+
+from . import sections as sec
+
+TOP_ROWS = 10
+MAX_STEP_ROWS = 40
+
+
+def md_escape(text: object) -> str:
+    """Text safe inside a Markdown table cell: no column breaks, no HTML, no stray emphasis."""
+    s = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "*_`[]":
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
+def table(headers: list[str], rows: list[list[str]], align: list[str] | None = None) -> list[str]:
+    align = align or ["---"] * len(headers)
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def _rows_table(rows: list[dict], limit: int) -> list[str]:
+    rows = sec.sorted_rows(rows)
+    cols = sec.columns(rows, limit=7)
+    return table([sec.header(c) for c in cols],
+                 [[md_escape(sec.fmt(c, r.get(c))) for c in cols] for r in rows[:limit]],
+                 [":--" if c in ("name", "kind") else "--:" for c in cols])
+
+
+def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROWS) -> str:
+    data = report._data
+    avg = report.average
+    out: list[str] = [f"## {md_escape(title)}", ""]
+    src = data.get("source", {})
+    if src.get("path"):
+        out += [f"Source: `{str(src['path']).replace('`', '')}`", ""]
+    out.append(f"**{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms**")
+    out.append("")
+    if not report.steps:
+        out += ["No complete step was recorded.", ""]
+    else:
+        shown = sec.shown_categories(report)
+        out += table(["category", "mean (us)", "% of step"],
+                     [[name, f"{avg[f'{k}_us']:,.1f}", f"{avg[f'{k}_pct']:.1f}"] for k, name in shown],
+                     [":--", "--:", "--:"])
+        out.append("")
+        steps = report.steps
+        if len(steps) > MAX_STEP_ROWS:   # job summaries have a size limit: first and last steps
+            half = MAX_STEP_ROWS // 2
+            steps = steps[:half] + [None] + steps[-half:]
+        out += ["<details><summary>Per step</summary>", ""]
+        out += table(["step", "total (us)"] + [f"{n} (us)" for _, n in shown],
+                     [[str(s["step"]), f"{s['total_us']:,.0f}"] + [f"{s[f'{k}_us']:,.0f}" for k, _ in shown]
+                      if s is not None else ["…"] * (len(shown) + 2) for s in steps],
+                     ["--:"] * (len(shown) + 2))
+        out += ["", "</details>", ""]
+
+    devices = sec.devices(data)
+    if devices:
+        fields = [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)]
+        out += ["### GPU summary", ""]
+        out += table(["GPU"] + [n for _, n in fields],
+                     [[md_escape(f"{d.get('id', '?')} {d.get('name') or ''}".strip())]
+                      + [sec.fmt(k, d.get(k)) + ("%" if k.endswith("_pct") and d.get(k) is not None else "")
+                         for k, _ in fields] for d in devices],
+                     [":--"] + ["--:"] * len(fields))
+        out.append("")
+
+    items = sec.ranked_advice(data)
+    if items:
+        out += ["### Recommendations", ""]
+        for i, a in enumerate(items, 1):
+            bound = a.get("saving_bound_pct")
+            head = f"{i}. **{md_escape(a.get('title') or a.get('rule') or 'recommendation')}**"
+            extras = []
+            if a.get("rule"):
+                extras.append(f"`{str(a['rule']).replace('`', '')}`")
+            if isinstance(bound, (int, float)):
+                extras.append(f"up to {bound:.0f}% of the step")
+            if a.get("confidence"):
+                extras.append(f"confidence {md_escape(a['confidence'])}")
+            out.append(head + (" (" + ", ".join(extras) + ")" if extras else ""))
+            for line in sec.evidence_lines(a.get("evidence")):
+                out.append(f"   - Evidence: {md_escape(line)}")
+            if a.get("fix"):
+                out.append(f"   - Fix: {md_escape(a['fix'])}")
+            if a.get("docs"):
+                out.append(f"   - Docs: {md_escape(a['docs'])}")
+        out.append("")
+
+    for key, name in sec.TABLES:
+        rows = sec.section(data, key)
+        if rows:
+            out += [f"### {name} (top {min(top, len(rows))} of {len(rows)})", ""]
+            out += _rows_table(rows, top)
+            out.append("")
+
+    for dl in report.dataloaders:
+        out.append(f"DataLoader `{str(dl.get('dataset') or '?').replace('`', '')}`: "
+                   f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
+                   f"pin_memory={dl.get('pin_memory')}, persistent_workers={dl.get('persistent_workers')}")
+        out.append("")
+    c = report.counts
+    note = f"{c.get('events', 0):,} events"
+    if c.get("dropped"):
+        note += f", {c['dropped']:,} dropped"
+    out.append(f"<sub>{note}; gpuprof {md_escape(data.get('gpuprof_version', ''))}, "
+               f"schema {data.get('schema_version')}</sub>")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["render_markdown", "md_escape", "table"]

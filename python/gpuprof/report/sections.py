@@ -1,0 +1,221 @@
+"""Reading a report's sections for the renderers, whether or not the report has them.
+
+The report dict grows as collection and analysis grow (GPU summary, kernel and operator tables,
+NVML samples, memory, advice); a report made on a CPU, or by an older gpuprof, has only some of
+them. Every renderer asks here, gets an empty list for a missing section, and shows a short note
+instead of failing. Nothing here computes a metric: it picks columns, orders rows and formats
+numbers that the analysis already produced.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Optional
+
+from .model import CATEGORIES
+
+# Tables a report may carry, in the order renderers show them: (key, title).
+TABLES: list[tuple[str, str]] = [
+    ("kernels", "GPU kernels"),
+    ("operators", "Operators"),
+    ("copies", "Memory copies"),
+    ("syncs", "Synchronisations"),
+]
+
+# Columns shown first when present, then any other scalar column in the order the rows give it.
+_LEADING = ["name", "kind", "device", "stream", "calls", "count", "total_us", "self_us", "mean_us",
+            "min_us", "max_us", "total_pct", "pct", "bytes", "total_bytes"]
+_NAME_KEYS = ("name", "op", "kernel")
+_SORT_KEYS = ("total_us", "self_us", "dur_us", "total_bytes", "bytes", "calls", "count")
+
+# GPU summary fields, with their display names.
+DEVICE_FIELDS: list[tuple[str, str]] = [
+    ("utilization_pct", "GPU utilization"),
+    ("sm_efficiency_pct", "Est. SM efficiency"),
+    ("achieved_occupancy_pct", "Est. achieved occupancy"),
+    ("tensor_core_pct", "Kernel time on tensor cores"),
+    ("tc_eligible_pct", "Tensor-core-eligible share"),
+    ("memory_total_bytes", "Device memory"),
+    ("peak_allocated_bytes", "Peak allocated"),
+]
+
+_TIME_KEYS = ("time_us", "t_us", "ts_us", "timestamp_us", "time_ns", "t_ns", "ts_ns", "timestamp_ns",
+              "time_s", "t_s")
+
+
+def _list_of_dicts(value: Any) -> list[dict]:
+    if isinstance(value, dict) and isinstance(value.get("rows"), list):
+        value = value["rows"]
+    if not isinstance(value, list):
+        return []
+    return [row for row in value if isinstance(row, dict)]
+
+
+def section(data: dict, key: str) -> list[dict]:
+    """A list-of-rows section, found at the top level or under ``tables``; [] when absent."""
+    tables = data.get("tables")
+    if isinstance(tables, dict) and key in tables:
+        return _list_of_dicts(tables[key])
+    return _list_of_dicts(data.get(key))
+
+
+def devices(data: dict) -> list[dict]:
+    return section(data, "devices")
+
+
+def advice(data: dict) -> list[dict]:
+    return section(data, "advice")
+
+
+def gpu_samples(data: dict) -> list[dict]:
+    """NVML samples (utilization, memory, power... over time), under any of the names used."""
+    for key in ("gpu_samples", "nvml", "nvml_samples"):
+        rows = section(data, key)
+        if rows:
+            return rows
+    return []
+
+
+def category_names() -> list[tuple[str, str]]:
+    return list(CATEGORIES)
+
+
+def shown_categories(report) -> list[tuple[str, str]]:
+    """Categories with time in some step (Other always: it is what the rest does not explain)."""
+    return [(k, n) for k, n in CATEGORIES
+            if k == "other" or any(s.get(f"{k}_us", 0) for s in report.steps)]
+
+
+# ---- tables ---------------------------------------------------------------------------------------
+def _is_scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def name_of(row: dict) -> str:
+    for k in _NAME_KEYS:
+        if k in row and row[k] is not None:
+            return str(row[k])
+    return ""
+
+
+def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
+    """Scalar columns present in the rows: the well-known ones first, then the rest in order."""
+    present: list[str] = []
+    for row in rows:
+        for k, v in row.items():
+            if k not in present and _is_scalar(v):
+                present.append(k)
+    ordered = [k for k in _LEADING if k in present] + [k for k in present if k not in _LEADING]
+    return ordered[:limit] if limit else ordered
+
+
+def sorted_rows(rows: list[dict]) -> list[dict]:
+    """Heaviest first by the first time (or size, or count) column the rows carry."""
+    for key in _SORT_KEYS:
+        if any(isinstance(r.get(key), (int, float)) for r in rows):
+            return sorted(rows, key=lambda r: -(r.get(key) if isinstance(r.get(key), (int, float))
+                                                else 0))
+    return list(rows)
+
+
+def header(col: str) -> str:
+    """``total_us`` -> ``total (us)``; ``utilization_pct`` -> ``utilization %``."""
+    for suffix, unit in (("_us", " (us)"), ("_ns", " (ns)"), ("_ms", " (ms)"), ("_pct", " %"),
+                         ("_bytes", " bytes"), ("_gbps", " (GB/s)")):
+        if col.endswith(suffix) and col != suffix.lstrip("_"):
+            return col[: -len(suffix)].replace("_", " ") + unit
+    return col.replace("_", " ")
+
+
+def fmt_bytes(n: float) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} TiB"
+
+
+def fmt(col: str, value: Any) -> str:
+    """One cell, formatted by the unit its column name carries."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return str(value)
+    if isinstance(value, (int, float)):
+        if col.endswith("_bytes") or col == "bytes":
+            return fmt_bytes(value)
+        if col.endswith("_pct"):
+            return f"{value:.1f}"
+        if col.endswith(("_us", "_ns")):
+            return f"{value:,.1f}" if abs(value) < 100 else f"{value:,.0f}"
+        if isinstance(value, float):
+            return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+        return f"{value:,}"
+    return str(value)
+
+
+def sort_value(value: Any) -> str:
+    """What a sortable HTML cell sorts by: the raw number, or the text."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return repr(float(value))
+    return "" if value is None else str(value)
+
+
+def evidence_lines(evidence: Any) -> list[str]:
+    """A recommendation's evidence as lines of text, whatever shape the rule gave it."""
+    if evidence is None:
+        return []
+    if isinstance(evidence, str):
+        return [evidence]
+    if isinstance(evidence, dict):
+        return [f"{k}: {fmt(k, v) if _is_scalar(v) else v}" for k, v in evidence.items()]
+    if isinstance(evidence, Iterable):
+        return [str(e) for e in evidence]
+    return [str(evidence)]
+
+
+def ranked_advice(data: dict) -> list[dict]:
+    """Advice heaviest first by its bound on the saving (the rules' order breaks ties)."""
+    items = advice(data)
+    return sorted(items, key=lambda a: -(a.get("saving_bound_pct") or 0)
+                  if isinstance(a.get("saving_bound_pct"), (int, float)) else 0)
+
+
+# ---- time series (NVML samples, memory) -------------------------------------------------------------
+def time_key(rows: list[dict]) -> Optional[str]:
+    for k in _TIME_KEYS:
+        if rows and all(isinstance(r.get(k), (int, float)) for r in rows):
+            return k
+    return None
+
+
+def series_keys(rows: list[dict], suffixes: tuple[str, ...]) -> list[str]:
+    """Numeric columns (ending in one of ``suffixes``) to plot against time."""
+    skip = set(_TIME_KEYS) | {"device", "id", "index", "pid"}
+    keys: list[str] = []
+    for row in rows:
+        for k, v in row.items():
+            if (k not in skip and k not in keys and k.endswith(suffixes)
+                    and isinstance(v, (int, float)) and not isinstance(v, bool)):
+                keys.append(k)
+    return keys
+
+
+def seconds(key: str, value: float) -> float:
+    if key.endswith("_ns"):
+        return value / 1e9
+    if key.endswith("_us"):
+        return value / 1e6
+    return float(value)
+
+
+def by_device(rows: list[dict]) -> list[tuple[Any, list[dict]]]:
+    groups: dict[Any, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r.get("device", r.get("device_id")), []).append(r)
+    return list(groups.items())

@@ -1,0 +1,88 @@
+"""`gpuprof report` and `gpuprof diff` on saved reports; errors are one line, exit 2."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from report_samples import cpu_report_dict, with_gpu_sections
+
+import gpuprof
+from gpuprof.cli import main
+
+
+def _save(tmp_path, name, data):
+    path = tmp_path / name
+    gpuprof.Report.from_dict(data).to_json(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("fmt, marker", [("text", "gpuprof step breakdown"), ("md", "## gpuprof report"),
+                                         ("html", "<!DOCTYPE html>"), ("json", '"schema_version": 1')])
+def test_report_formats(tmp_path, capsys, fmt, marker):
+    path = _save(tmp_path, "report.json", cpu_report_dict())
+    assert main(["report", str(tmp_path), "--format", fmt]) == 0   # a folder holding report.json
+    assert marker in capsys.readouterr().out
+    out = tmp_path / f"out.{fmt}"
+    assert main(["report", path, "--format", fmt, "-o", str(out)]) == 0
+    assert marker in out.read_text()
+
+
+def test_output_format_follows_the_suffix(tmp_path):
+    path = _save(tmp_path, "report.json", cpu_report_dict())
+    assert main(["report", path, "-o", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").read_text().lstrip().startswith("<!DOCTYPE html>")
+    assert main(["report", path, "-o", str(tmp_path / "r.md")]) == 0
+    assert (tmp_path / "r.md").read_text().startswith("## gpuprof report")
+
+
+def test_report_errors(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "trace.json").write_text(json.dumps({"traceEvents": []}))
+    (tmp_path / "future.json").write_text(json.dumps({"schema_version": 99, "steps": []}))
+    (tmp_path / "empty").mkdir()
+    cases = [
+        (tmp_path / "missing.json", "no such file or folder"),
+        (tmp_path / "bad.json", "is not valid JSON (line 1, column 2"),
+        (tmp_path / "trace.json", "run `gpuprof analyze` on it"),
+        (tmp_path / "future.json", "schema_version 99 is not one this gpuprof"),
+        (tmp_path / "empty", "is a folder without report.json"),
+    ]
+    for path, message in cases:
+        assert main(["report", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_diff_categories_and_kernels(tmp_path, capsys):
+    base = with_gpu_sections(cpu_report_dict())
+    new = copy.deepcopy(base)
+    # Chosen changes: the mean step goes 100 ms -> 80 ms because DataLoader falls 60 -> 40 ms;
+    # kernel_1 (600 us) doubles, kernel_6 disappears, a new kernel appears.
+    for d, total, dl in ((base, 100_000.0, 60_000.0), (new, 80_000.0, 40_000.0)):
+        d["average"].update(total_us=total, dataloader_us=dl, dataloader_pct=100 * dl / total)
+    new["kernels"] = [dict(k, total_us=1200.0) if k["name"] == "kernel_1" else k
+                      for k in new["kernels"] if k["name"] != "kernel_6"]
+    new["kernels"].append({"name": "fresh_kernel", "calls": 1, "total_us": 50.0})
+    b, n = _save(tmp_path, "base.json", base), _save(tmp_path, "new.json", new)
+    assert main(["diff", b, n]) == 0
+    out = capsys.readouterr().out
+    assert "mean step time: 100.000 ms -> 80.000 ms (-20.0%)" in out
+    assert "DataLoader      60,000.0      40,000.0     -20,000.0     60.0     50.0" in out
+    lines = out.split("GPU kernels")[1].splitlines()[1:4]
+    # Largest changes first: +600 (kernel_1), -100 (kernel_6, gone), +50 (fresh_kernel, new).
+    assert "+600.0 us" in lines[0] and "kernel_1" in lines[0]
+    assert "-100.0 us" in lines[1] and "kernel_6 [gone]" in lines[1]
+    assert "+50.0 us" in lines[2] and "fresh_kernel [new]" in lines[2]
+    assert main(["diff", b, n, "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "**Mean step time: 100.000 ms → 80.000 ms (-20.0%)**" in md
+    assert "| kernel\\_1 | 600.0 | 1,200.0 | +600.0 |  |" in md
+
+
+def test_diff_of_cpu_reports_has_no_kernel_section(tmp_path, capsys):
+    b = _save(tmp_path, "a.json", cpu_report_dict())
+    assert main(["diff", b, b]) == 0
+    out = capsys.readouterr().out
+    assert "(+0.0%)" in out and "GPU kernels" not in out
