@@ -218,7 +218,7 @@ void start_nvml(Session& s) {
   if (s.config.nvml_interval_ms <= 0) return;
   std::string why;
   if (s.nvml.start(cuda_pci_bus_ids(), s.config.nvml_interval_ms, why)) s.status.nvml = true;
-  else s.status.nvml_message = "GPU utilization/power/clock samples off: " + why;
+  else s.status.nvml_message = why;
 }
 
 }  // namespace
@@ -241,7 +241,7 @@ GpuStatus gpu_start(const GpuConfig& config) {
   const cupti::CudaDriver& drv = cupti::driver();
   if (!drv.ok) {
     s.status.message = drv.error + "; profiling host-side only";
-    s.status.nvml_message = "GPU samples off: " + drv.error;
+    s.status.nvml_message = drv.error;
     return s.status;
   }
   s.api = &cupti::cupti(config.search_dirs);
@@ -355,7 +355,7 @@ GpuCounters gpu_counters() {
 void gpu_external_push(uint64_t external_id) {
   CorrelationStack& c = tl_corr;
   const uint32_t d = c.depth++;
-  if (d < 64 && g_correlating.load(std::memory_order_relaxed)) {
+  if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_relaxed)) {
     g_push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external_id);
     c.pushed |= uint64_t(1) << d;
   }

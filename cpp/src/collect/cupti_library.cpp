@@ -73,7 +73,7 @@ const CudaDriver& driver() {
     auto* d = new CudaDriver;   // leaked on purpose: used until process exit
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
-      d->error = "no NVIDIA driver (libcuda.so.1 could not be loaded: " + std::string(dlerror()) + ")";
+      d->error = "no NVIDIA driver (" + std::string(dlerror()) + ")";
       return d;
     }
     std::string missing;
