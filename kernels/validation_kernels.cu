@@ -168,20 +168,20 @@ DeviceInfo device_info(int device) {
 
 std::vector<double> spin_ns(int64_t duration_ns, int blocks, int repeats) {
   Stream st;
-  DeviceBuffer<int64_t> sink(size_t(std::max(blocks, 1)));
+  DeviceBuffer<int64_t> sink{size_t(std::max(blocks, 1))};
   return time_runs(repeats, st.s, [&] { spin_ns_kernel<<<blocks, 32, 0, st.s>>>(duration_ns, sink.p); });
 }
 
 std::vector<double> spin_cycles(int64_t cycles, int blocks, int repeats) {
   Stream st;
-  DeviceBuffer<int64_t> sink(size_t(std::max(blocks, 1)));
+  DeviceBuffer<int64_t> sink{size_t(std::max(blocks, 1))};
   return time_runs(repeats, st.s, [&] { spin_cycles_kernel<<<blocks, 32, 0, st.s>>>(cycles, sink.p); });
 }
 
 std::vector<double> polynomial(int64_t n, int k, int repeats) {
   if (k < 1) throw std::invalid_argument("polynomial: k must be >= 1, got " + std::to_string(k));
   Stream st;
-  DeviceBuffer<float> a(size_t(n)), b(size_t(n));
+  DeviceBuffer<float> a{size_t(n)}, b{size_t(n)};
   const int block = 256, grid = grid_for(n, block);
   fill_kernel<<<grid, block, 0, st.s>>>(a.p, n, 0.999f);   // |x| < 1: the sum stays finite for any k
   return time_runs(repeats, st.s, [&] { polynomial_kernel<<<grid, block, 0, st.s>>>(a.p, b.p, n, k); });
@@ -189,7 +189,7 @@ std::vector<double> polynomial(int64_t n, int k, int repeats) {
 
 std::vector<double> host_to_device(int64_t bytes, bool pinned, int repeats) {
   Stream st;
-  DeviceBuffer<uint8_t> dst(size_t(bytes));
+  DeviceBuffer<uint8_t> dst{size_t(bytes)};
   void* host = nullptr;
   if (pinned) check(cudaMallocHost(&host, size_t(bytes)), "cudaMallocHost");
   else if ((host = std::malloc(size_t(bytes))) == nullptr) throw std::bad_alloc();
@@ -210,7 +210,7 @@ std::vector<double> host_to_device(int64_t bytes, bool pinned, int repeats) {
 std::vector<double> gemm_fp32(int n, int repeats) {
   Stream st;
   const int64_t count = int64_t(n) * n;
-  DeviceBuffer<float> A(size_t(count)), B(size_t(count)), C(size_t(count));
+  DeviceBuffer<float> A{size_t(count)}, B{size_t(count)}, C{size_t(count)};
   fill_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(A.p, count, 1.0f);
   fill_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(B.p, count, 0.5f);
   const dim3 block(kTile, kTile), grid((n + kTile - 1) / kTile, (n + kTile - 1) / kTile);
@@ -221,8 +221,8 @@ std::vector<double> gemm_tensor_core(int n, int repeats) {
   if (n % 16 != 0) throw std::invalid_argument("gemm_tensor_core: n must be a multiple of 16");
   Stream st;
   const int64_t count = int64_t(n) * n;
-  DeviceBuffer<__half> A(size_t(count)), B(size_t(count));
-  DeviceBuffer<float> C(size_t(count));
+  DeviceBuffer<__half> A{size_t(count)}, B{size_t(count)};
+  DeviceBuffer<float> C{size_t(count)};
   fill_half_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(A.p, count, 1.0f);
   fill_half_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(B.p, count, 0.5f);
   // 4 warps per block along x, each computing one 16x16 tile; 1 tile row per block along y.
@@ -234,20 +234,20 @@ std::vector<float> gemm_check(int n, bool tensor_core) {
   // Every output of A(=1) x B(=0.5) is n * 0.5: a quick correctness probe for both GEMMs.
   Stream st;
   const int64_t count = int64_t(n) * n;
-  DeviceBuffer<float> C(size_t(count));
+  DeviceBuffer<float> C{size_t(count)};
   if (tensor_core) {
-    DeviceBuffer<__half> A(size_t(count)), B(size_t(count));
+    DeviceBuffer<__half> A{size_t(count)}, B{size_t(count)};
     fill_half_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(A.p, count, 1.0f);
     fill_half_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(B.p, count, 0.5f);
     gemm_wmma_kernel<<<dim3((n / 16 + 3) / 4, n / 16), dim3(128, 1), 0, st.s>>>(A.p, B.p, C.p, n);
   } else {
-    DeviceBuffer<float> A(size_t(count)), B(size_t(count));
+    DeviceBuffer<float> A{size_t(count)}, B{size_t(count)};
     fill_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(A.p, count, 1.0f);
     fill_kernel<<<grid_for(count, 256), 256, 0, st.s>>>(B.p, count, 0.5f);
     sgemm_simt_kernel<<<dim3((n + 15) / 16, (n + 15) / 16), dim3(16, 16), 0, st.s>>>(A.p, B.p, C.p, n);
   }
   check(cudaGetLastError(), "gemm launch");
-  std::vector<float> out(size_t(count));
+  std::vector<float> out(static_cast<size_t>(count));
   check(cudaMemcpyAsync(out.data(), C.p, size_t(count) * sizeof(float), cudaMemcpyDeviceToHost, st.s), "cudaMemcpy");
   check(cudaStreamSynchronize(st.s), "cudaStreamSynchronize");
   return out;

@@ -21,13 +21,11 @@ DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
 
 def fp32_lanes_per_sm(major: int, minor: int) -> int:
     """FP32 units per SM (CUDA C Programming Guide, arithmetic instruction throughput table)."""
-    if major >= 8 and not (major == 8 and minor == 0):
-        return 128   # GA10x, Ada, Hopper, Blackwell
-    if major == 6 and minor == 0:
-        return 64
-    if major in (6,) or major == 5:
-        return 128
-    return 64        # Volta, Turing, A100
+    if (major, minor) in ((6, 0), (7, 0), (7, 2), (7, 5), (8, 0)):
+        return 64    # P100, Volta, Turing, A100
+    if major >= 5:
+        return 128   # Maxwell, other Pascal, GA10x, Ada, Hopper, Blackwell
+    return 192       # Kepler
 
 
 def peak_gflops(info: dict) -> float:

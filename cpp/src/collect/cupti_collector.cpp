@@ -358,6 +358,8 @@ void gpu_external_push(uint64_t external_id) {
   if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_relaxed)) {
     g_push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external_id);
     c.pushed |= uint64_t(1) << d;
+  } else if (d < 64) {
+    c.pushed &= ~(uint64_t(1) << d);   // a stale bit (an exit that ran on another thread) must not pop
   }
 }
 
