@@ -96,6 +96,15 @@ class GpuCollection:
 
     def flush(self) -> None:
         if self._started and self.status.get("enabled"):
+            # Work of the last step may still be queued: wait for it, so its records are complete
+            # (a forced flush hands over unfinished records with no end time). The step is already
+            # closed, so the wait is not part of any step.
+            torch = sys.modules.get("torch")
+            try:
+                if torch is not None and torch.cuda.is_initialized():
+                    torch.cuda.synchronize()
+            except Exception as e:  # a failing device must not lose the host-side report
+                log.warning("gpuprof: could not synchronize the GPU before the flush: %s", e)
             _core.gpu_flush()
 
     def drain_into(self, trace) -> None:

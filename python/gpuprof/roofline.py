@@ -11,6 +11,7 @@ GPU, clocks still ramping, thermal throttling).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import statistics
 import sys
 from dataclasses import dataclass
@@ -92,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
               "not found at build time); rebuild where nvcc is on PATH: pip install --no-build-isolation .",
               file=sys.stderr)
         return 2
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        print("gpuprof roofline: no NVIDIA driver (libcuda.so.1 not found); run it on a machine with "
+              "an NVIDIA GPU and its driver", file=sys.stderr)
+        return 1
     try:
         info = _kernels.device_info(args.device)
     except RuntimeError as e:

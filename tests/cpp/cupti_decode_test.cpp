@@ -221,7 +221,7 @@ TEST(CuptiDecode, DriverCallIsADriverEvent) {
   Trace t;
   auto names = test_names();
   decode_record(as_activity(&a), names, t);
-  a.cbid = 999'999;   // an id the resolver does not know
+  a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
   decode_record(as_activity(&a), names, t);
   ASSERT_EQ(t.events.size(), 2u);
   EXPECT_EQ(t.events[0].kind, EventKind::Driver);
@@ -229,7 +229,26 @@ TEST(CuptiDecode, DriverCallIsADriverEvent) {
   EXPECT_EQ(t.events[0].dur_ns, 30);
   EXPECT_EQ(t.events[0].tid, 9u);
   EXPECT_EQ(t.events[0].correlation, 3u);
-  EXPECT_EQ(t.name_of(t.events[1]), "cuda driver api #999999");
+  EXPECT_EQ(t.name_of(t.events[1]), "cuLaunchKernel");
+}
+
+TEST(CuptiDecode, DriverBookkeepingCallsAreLeftOut) {
+  ApiNames names([](CUpti_CallbackDomain, uint32_t cbid) -> std::string {
+    return cbid == 1 ? "cuCtxGetCurrent" : cbid == 2 ? "cuModuleGetFunction" : "";
+  });
+  auto a = zeroed<CUpti_ActivityAPI>();
+  a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  Trace t;
+  for (uint32_t cbid : {1u, 2u, 999'999u}) {   // 999999: unknown to the resolver
+    a.cbid = cbid;
+    EXPECT_EQ(decode_record(as_activity(&a), names, t).what, DecodeResult::What::Ignored);
+  }
+  EXPECT_TRUE(t.events.empty());
+  EXPECT_EQ(names.name(CUPTI_CB_DOMAIN_DRIVER_API, 999'999), "cuda driver api #999999");
+  EXPECT_TRUE(is_work_driver_api("cuLaunchKernelEx"));
+  EXPECT_TRUE(is_work_driver_api("cuMemcpyDtoHAsync"));
+  EXPECT_TRUE(is_work_driver_api("cuGraphLaunch"));
+  EXPECT_FALSE(is_work_driver_api("cuDeviceGetAttribute"));
 }
 
 TEST(CuptiDecode, SynchronizationNamesItsType) {

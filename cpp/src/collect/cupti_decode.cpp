@@ -39,6 +39,15 @@ bool is_state_query_runtime_api(std::string_view name) {
   return false;
 }
 
+bool is_work_driver_api(std::string_view name) {
+  static constexpr std::string_view kPrefixes[] = {
+      "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuStreamSynchronize",
+      "cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent"};
+  for (std::string_view p : kPrefixes)
+    if (name.substr(0, p.size()) == p) return true;
+  return false;
+}
+
 std::string demangle(const char* name) {
   if (name == nullptr) return "<unnamed kernel>";
   int status = 0;
@@ -196,7 +205,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       const bool runtime = record.kind == CUPTI_ACTIVITY_KIND_RUNTIME;
       const std::string& name =
           names.name(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a.cbid);
-      if (runtime && is_state_query_runtime_api(name)) return r;
+      if (runtime ? is_state_query_runtime_api(name) : !is_work_driver_api(name)) return r;
       Event& e = add(out, runtime ? EventKind::Runtime : EventKind::Driver, name, a.start, a.end);
       e.tid = a.threadId;
       e.correlation = a.correlationId;

@@ -43,6 +43,12 @@ std::string strip_version_suffix(std::string_view name);
 // Runtime share comparable.
 bool is_state_query_runtime_api(std::string_view name);
 
+// CUPTI's DRIVER activity also reports the many bookkeeping calls libraries make (context and
+// attribute queries, module loading, ...). Kept: calls that launch work, move or set memory, or
+// wait (cuLaunchKernel from Triton and other JIT launchers, cuMemcpy*, cuMemset*, cuGraphLaunch,
+// synchronisations); these are what a timeline needs beside the runtime calls.
+bool is_work_driver_api(std::string_view name);
+
 // "_Z10spin_kernelx" -> "spin_kernel(long long)"; names that are not mangled come back unchanged.
 std::string demangle(const char* name);
 
