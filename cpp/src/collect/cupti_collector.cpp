@@ -57,6 +57,7 @@ Session& session() {
 }
 
 std::atomic<bool> g_correlating{false};
+std::atomic<int64_t> g_outstanding_pushes{0};   // external ids pushed and not yet popped, all threads
 std::atomic<size_t> g_buffer_bytes{size_t(4) << 20};
 std::atomic<size_t> g_max_buffers{32};
 std::atomic<uint64_t> g_buffers_in_use{0};
@@ -65,9 +66,11 @@ CUptiResult (*g_pop)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
 
 // Which of this thread's open host ops pushed an external id (bit d: depth d), so an exit pops
 // exactly when its enter pushed, whatever happened to collection in between.
+// Plain data without initialisers: zero-initialised thread_local storage needs no per-access
+// initialisation guard, which keeps this on the hot path to a TLS address computation.
 struct CorrelationStack {
-  uint32_t depth = 0;
-  uint64_t pushed = 0;
+  uint32_t depth;
+  uint64_t pushed;
 };
 thread_local CorrelationStack tl_corr;
 
@@ -352,18 +355,28 @@ GpuCounters gpu_counters() {
   return c;
 }
 
+// Fast path (CUPTI off and no id pushed anywhere): two relaxed loads, no thread-local access. An op
+// entered on the fast path is not on the depth stack; its exit finds depth 0 (or takes the fast
+// path) and pops nothing, which is right since it pushed nothing.
 void gpu_external_push(uint64_t external_id) {
+  if (!g_correlating.load(std::memory_order_relaxed) &&
+      g_outstanding_pushes.load(std::memory_order_relaxed) == 0)
+    return;
   CorrelationStack& c = tl_corr;
   const uint32_t d = c.depth++;
   if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_relaxed)) {
     g_push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external_id);
     c.pushed |= uint64_t(1) << d;
+    g_outstanding_pushes.fetch_add(1, std::memory_order_relaxed);
   } else if (d < 64) {
     c.pushed &= ~(uint64_t(1) << d);   // a stale bit (an exit that ran on another thread) must not pop
   }
 }
 
 void gpu_external_pop() {
+  if (!g_correlating.load(std::memory_order_relaxed) &&
+      g_outstanding_pushes.load(std::memory_order_relaxed) == 0)
+    return;
   CorrelationStack& c = tl_corr;
   if (c.depth == 0) return;
   const uint32_t d = --c.depth;
@@ -371,6 +384,7 @@ void gpu_external_pop() {
     c.pushed &= ~(uint64_t(1) << d);
     uint64_t last = 0;
     g_pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    g_outstanding_pushes.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
