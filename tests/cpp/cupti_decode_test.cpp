@@ -106,12 +106,14 @@ TEST(CuptiDecode, PageableAndPinnedHostToDeviceCopiesAreTellable) {
   m.end = 5'000 + 3'000'000;
   m.deviceId = 0;
   m.streamId = 13;
-  m.correlationId = 900;
+  m.correlationId = 5900;          // the driver call (cuMemcpyHtoDAsync) inside ...
+  m.runtimeCorrelationId = 900;    // ... the runtime call (cudaMemcpyAsync): the one we link to
   Trace t;
   auto names = test_names();
   ASSERT_EQ(decode_record(as_activity(&m), names, t).what, DecodeResult::What::Event);
   m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-  m.correlationId = 901;
+  m.correlationId = 901;           // made through the driver API directly: no runtime call
+  m.runtimeCorrelationId = 0;
   decode_record(as_activity(&m), names, t);
 
   ASSERT_EQ(t.events.size(), 2u);
@@ -132,6 +134,7 @@ TEST(CuptiDecode, PageableAndPinnedHostToDeviceCopiesAreTellable) {
 
   EXPECT_EQ(t.name_of(t.events[1]), "Memcpy HtoD (Pinned -> Device)");
   EXPECT_EQ(t.events[1].aux, 1u);
+  EXPECT_EQ(t.events[1].correlation, 901u);
   EXPECT_EQ(t.copies[1].src, MemoryKind::Pinned);
 }
 

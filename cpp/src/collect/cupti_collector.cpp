@@ -7,6 +7,7 @@
 // request (every buffer in CUPTI's hands) makes CUPTI drop records, which it counts; we count the
 // refusals too.
 #include <dlfcn.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -74,7 +75,17 @@ struct CorrelationStack {
 };
 thread_local CorrelationStack tl_corr;
 
-uint64_t CUPTIAPI timestamp_ns() { return uint64_t(now_ns()); }
+// gpuprof's clock while a session holds CUPTI. The callback cannot be unregistered, so once the
+// session releases CUPTI it answers with CUPTI's own Linux default (CLOCK_REALTIME), and a later
+// torch.profiler in the same process sees the timestamps it would have seen without us.
+std::atomic<bool> g_session_clock{false};
+
+uint64_t CUPTIAPI timestamp_ns() {
+  if (g_session_clock.load(std::memory_order_relaxed)) return uint64_t(now_ns());
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
 
 void CUPTIAPI noop_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
@@ -169,6 +180,7 @@ bool enable(Session& s) {
     s.subscribed = true;
   }
   // Device and host timestamps on one clock: CUPTI asks us for every timestamp.
+  g_session_clock.store(true, std::memory_order_relaxed);
   CUptiResult r = api.cuptiActivityRegisterTimestampCallback(timestamp_ns);
   if (r == CUPTI_SUCCESS) r = api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   for (CUpti_ActivityKind k : kRequiredKinds)
@@ -272,6 +284,7 @@ GpuStatus gpu_start(const GpuConfig& config) {
   } else if (s.subscribed) {
     s.api->cuptiUnsubscribe(s.subscriber);   // leave CUPTI free for whoever can use it
     s.subscribed = false;
+    g_session_clock.store(false, std::memory_order_relaxed);
   }
   start_nvml(s);
   return s.status;
@@ -302,6 +315,7 @@ void gpu_release() {
     s.api->cuptiUnsubscribe(s.subscriber);
     s.subscribed = false;
   }
+  g_session_clock.store(false, std::memory_order_relaxed);
 }
 
 bool gpu_enabled() { return g_correlating.load(std::memory_order_acquire); }

@@ -178,7 +178,10 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       Event& e = add(out, EventKind::Memcpy, name, m.start, m.end);
       e.device = int16_t(m.deviceId);
       e.tid = m.streamId;
-      e.correlation = m.correlationId;
+      // A copy's correlationId is that of the driver call that made it; runtimeCorrelationId that
+      // of the runtime call (0 when the copy was made through the driver API directly). Runtime
+      // calls are what the breakdown links device work to, as for kernels.
+      e.correlation = m.runtimeCorrelationId != 0 ? m.runtimeCorrelationId : m.correlationId;
       e.aux = uint32_t(out.copies.size());
       out.copies.push_back(info);
       r.what = DecodeResult::What::Event;
