@@ -95,6 +95,17 @@ TEST(CuptiDecode, UnmangledKernelNameIsKeptAndNullNameIsNamed) {
   EXPECT_EQ(t.events[1].aux, 1u);
 }
 
+TEST(CuptiDecode, KernelNamesAreDemangledOnceAndRecheckedWhenTheAddressIsReused) {
+  auto names = test_names();
+  char buffer[32] = "_Z11spin_kernelx";
+  const std::string& first = names.kernel_name(buffer);
+  EXPECT_EQ(first, "spin_kernel(long long)");
+  EXPECT_EQ(&names.kernel_name(buffer), &first);   // cached: the same string object
+  std::strcpy(buffer, "_Z4gemmPf");                 // another kernel's name at the same address
+  EXPECT_EQ(names.kernel_name(buffer), "gemm(float*)");
+  EXPECT_EQ(names.kernel_name(nullptr), "<unnamed kernel>");
+}
+
 TEST(CuptiDecode, PageableAndPinnedHostToDeviceCopiesAreTellable) {
   auto m = zeroed<CUpti_ActivityMemcpy6>();
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;

@@ -28,6 +28,17 @@ const std::string& ApiNames::name(CUpti_CallbackDomain domain, uint32_t cbid) {
   return cache_.emplace(key, strip_version_suffix(raw)).first->second;
 }
 
+const std::string& ApiNames::kernel_name(const char* mangled) {
+  static const std::string kUnnamed = "<unnamed kernel>";
+  if (mangled == nullptr) return kUnnamed;
+  KernelName& k = kernels_[mangled];
+  if (k.demangled.empty() || k.mangled != mangled) {
+    k.mangled = mangled;
+    k.demangled = demangle(mangled);
+  }
+  return k.demangled;
+}
+
 bool is_state_query_runtime_api(std::string_view name) {
   static constexpr std::string_view kQueries[] = {
       "cudaGetDevice",       "cudaSetDevice",         "cudaGetLastError",
@@ -156,7 +167,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       info.block[0] = k.blockX, info.block[1] = k.blockY, info.block[2] = k.blockZ;
       info.registers_per_thread = k.registersPerThread;
       info.shared_mem_bytes = int64_t(k.staticSharedMemory) + int64_t(k.dynamicSharedMemory);
-      Event& e = add(out, EventKind::Kernel, demangle(k.name), k.start, k.end);
+      Event& e = add(out, EventKind::Kernel, names.kernel_name(k.name), k.start, k.end);
       e.device = int16_t(k.deviceId);
       e.tid = k.streamId;
       e.correlation = k.correlationId;
@@ -173,8 +184,9 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       info.src = memory_kind_of(m.srcKind);
       info.dst = memory_kind_of(m.dstKind);
       // Kineto's naming, so tables read the same as torch.profiler's.
-      const std::string name = std::string("Memcpy ") + memcpy_kind_name(info.kind) + " (" +
-                               memory_kind_name(info.src) + " -> " + memory_kind_name(info.dst) + ")";
+      thread_local std::string name;   // reused: no allocation per record once warm
+      name.assign("Memcpy ").append(memcpy_kind_name(info.kind)).append(" (");
+      name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
       Event& e = add(out, EventKind::Memcpy, name, m.start, m.end);
       e.device = int16_t(m.deviceId);
       e.tid = m.streamId;
@@ -192,7 +204,8 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       CopyInfo info;   // a set writes `bytes` into memory of kind `dst`
       info.bytes = int64_t(m.bytes);
       info.dst = memory_kind_of(uint8_t(m.memoryKind));
-      const std::string name = std::string("Memset (") + memory_kind_name(info.dst) + ")";
+      thread_local std::string name;
+      name.assign("Memset (").append(memory_kind_name(info.dst)).append(")");
       Event& e = add(out, EventKind::Memset, name, m.start, m.end);
       e.device = int16_t(m.deviceId);
       e.tid = m.streamId;

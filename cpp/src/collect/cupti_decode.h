@@ -29,9 +29,20 @@ class ApiNames {
   explicit ApiNames(Resolver resolver) : resolver_(std::move(resolver)) {}
   const std::string& name(CUpti_CallbackDomain domain, uint32_t cbid);
 
+  // Demangled kernel name, cached: demangling costs microseconds and a training step launches the
+  // same few hundred kernels over and over. CUPTI shares one name string among all records of a
+  // kernel, so the cache is keyed by its address, and checked against its text (a module unloaded
+  // and another loaded at the same address must not inherit a stale name).
+  const std::string& kernel_name(const char* mangled);
+
  private:
+  struct KernelName {
+    std::string mangled;
+    std::string demangled;
+  };
   Resolver resolver_;
   std::unordered_map<uint64_t, std::string> cache_;
+  std::unordered_map<const char*, KernelName> kernels_;
 };
 
 // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel"; "cuMemcpyHtoD_v2" -> "cuMemcpyHtoD".
