@@ -418,4 +418,24 @@ TEST(CuptiDecode, MergeAttributesDeviceWorkToTheHostOpThroughExternalCorrelation
   EXPECT_EQ(into.dropped_events, 3u);
 }
 
+// CUPTI's thread ids on API records become the OS thread ids host events carry; device events'
+// tid is their stream and must not be touched, nor events merged before first_event.
+TEST(CuptiDecode, ApiThreadIdsAreMappedToOsThreadIds) {
+  Trace t;
+  t.add(EventKind::HostOp, "aten::mm", 0, 10).tid = 0xBEEF;   // before first_event: untouched
+  const size_t first = t.events.size();
+  t.add(EventKind::Runtime, "cudaLaunchKernel", 1, 1).tid = 0xBEEF;
+  t.add(EventKind::Driver, "cuLaunchKernel", 2, 1).tid = 0xBEEF;
+  t.add(EventKind::Overhead, "CUPTI buffer flush", 3, 1).tid = 0xBEEF;
+  t.add(EventKind::Kernel, "k", 4, 1).tid = 0xBEEF;   // a stream that happens to equal the id
+  t.add(EventKind::Runtime, "cudaMemcpyAsync", 5, 1).tid = 77;   // a thread we never saw
+  map_api_threads(t, {{0xBEEFu, 4242u}}, first);
+  EXPECT_EQ(t.events[0].tid, 0xBEEFu);
+  EXPECT_EQ(t.events[1].tid, 4242u);
+  EXPECT_EQ(t.events[2].tid, 4242u);
+  EXPECT_EQ(t.events[3].tid, 4242u);
+  EXPECT_EQ(t.events[4].tid, 0xBEEFu);
+  EXPECT_EQ(t.events[5].tid, 77u);
+}
+
 #endif  // GPUPROF_HAVE_CUPTI

@@ -7,11 +7,16 @@
 // request (every buffer in CUPTI's hands) makes CUPTI drop records, which it counts; we count the
 // refusals too.
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <set>
 #include <vector>
 
@@ -72,8 +77,24 @@ CUptiResult (*g_pop)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
 struct CorrelationStack {
   uint32_t depth;
   uint64_t pushed;
+  bool thread_known;   // this thread's (CUPTI id -> OS id) pair is in g_threads
 };
 thread_local CorrelationStack tl_corr;
+
+// CUPTI thread id -> OS thread id of every thread that pushed an external id (so made CUDA calls
+// inside host ops), for map_api_threads at drain.
+std::mutex g_threads_mutex;
+std::unordered_map<uint32_t, uint32_t> g_threads;
+
+void note_thread(CorrelationStack& c) {
+  c.thread_known = true;
+  const pthread_t self = pthread_self();
+  uint32_t cupti_tid = 0;
+  std::memcpy(&cupti_tid, &self, sizeof(cupti_tid));   // the low 32 bits, as CUPTI reports them
+  const uint32_t os_tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  g_threads[cupti_tid] = os_tid;
+}
 
 // gpuprof's clock while a session holds CUPTI. The callback cannot be unregistered, so once the
 // session releases CUPTI it answers with CUPTI's own Linux default (CLOCK_REALTIME), and a later
@@ -281,6 +302,7 @@ GpuStatus gpu_start(const GpuConfig& config) {
     g_push = s.api->cuptiActivityPushExternalCorrelationId;
     g_pop = s.api->cuptiActivityPopExternalCorrelationId;
     g_correlating.store(true, std::memory_order_release);
+    note_thread(tl_corr);   // the session's thread makes CUDA calls outside host ops too
   } else if (s.subscribed) {
     s.api->cuptiUnsubscribe(s.subscriber);   // leave CUPTI free for whoever can use it
     s.subscribed = false;
@@ -344,7 +366,12 @@ void gpu_drain(Trace& trace) {
     s.counters.buffers_in_use = in_use;
   }
   staged.dropped_events = counters.cupti_dropped + counters.events_dropped;
+  const size_t first_gpu_event = trace.events.size();
   cupti::merge_decoded(trace, std::move(staged), external_ids);
+  {
+    std::lock_guard<std::mutex> lock(g_threads_mutex);
+    cupti::map_api_threads(trace, g_threads, first_gpu_event);
+  }
   const cupti::CudaDriver& drv = cupti::driver();
   for (int id : devices) {
     if (trace.device(id) != nullptr) continue;
@@ -381,6 +408,7 @@ void gpu_external_push(uint64_t external_id) {
   if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_relaxed)) {
     g_push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external_id);
     c.pushed |= uint64_t(1) << d;
+    if (__builtin_expect(!c.thread_known, 0)) note_thread(c);
     g_outstanding_pushes.fetch_add(1, std::memory_order_relaxed);
   } else if (d < 64) {
     c.pushed &= ~(uint64_t(1) << d);   // a stale bit (an exit that ran on another thread) must not pop

@@ -287,4 +287,15 @@ void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids)
   staged = Trace();
 }
 
+void map_api_threads(Trace& trace, const std::unordered_map<uint32_t, uint32_t>& os_tid_by_cupti_tid,
+                     size_t first_event) {
+  if (os_tid_by_cupti_tid.empty()) return;
+  for (size_t i = first_event; i < trace.events.size(); ++i) {
+    Event& e = trace.events[i];
+    if (e.kind != EventKind::Runtime && e.kind != EventKind::Driver && e.kind != EventKind::Overhead) continue;
+    auto it = os_tid_by_cupti_tid.find(e.tid);
+    if (it != os_tid_by_cupti_tid.end()) e.tid = it->second;
+  }
+}
+
 }  // namespace gpuprof::collect::cupti

@@ -96,4 +96,10 @@ using ExternalIds = std::unordered_map<uint32_t, uint64_t>;
 // device work they launched), which is how device time is attributed to operators.
 void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids);
 
+// CUPTI names the calling thread of API records by the low 32 bits of pthread_self() (Kineto
+// reads them the same way); host events carry the OS thread id (gettid). Rewrites Runtime, Driver
+// and thread-scoped Overhead events' tid through `os_tid_by_cupti_tid`; unknown ids stay as they are.
+void map_api_threads(Trace& trace, const std::unordered_map<uint32_t, uint32_t>& os_tid_by_cupti_tid,
+                     size_t first_event = 0);
+
 }  // namespace gpuprof::collect::cupti
