@@ -12,6 +12,8 @@
 namespace py = pybind11;
 using namespace gpuprof;
 
+void bind_collect(py::module_& m);   // collect_bindings.cpp (GPU collection)
+
 namespace {
 
 EventKind parse_kind(const std::string& s) {
@@ -157,6 +159,7 @@ PYBIND11_MODULE(_core, m) {
       "collector_range_exit",
       [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
       py::arg("key"));
+  bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
   m.def("collector_stats", [] {
     const collect::Stats s = collect::stats();
     py::dict d;

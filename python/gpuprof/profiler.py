@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 from . import _native
 from ._native import _core
+from ._gpu_session import GpuCollection
 from .dataloader import DataLoaderCapture, cpus_available
 from .report import Report
 from .schedule import ProfilerAction, always_record
@@ -46,11 +47,13 @@ class profile:
         on_trace_ready: called with this profiler each time a span of active steps completes.
         record_shapes: also record operator input shapes (costs a little per op).
         max_events: event budget per span over all threads; past it, events are counted as dropped.
+        gpu: also collect CUDA kernels, copies, runtime calls (CUPTI) and device samples (NVML) when
+            a GPU is usable; otherwise the span is host-only and the report says why.
     """
 
     def __init__(self, *, schedule: Optional[Callable[[int], ProfilerAction]] = None,
                  on_trace_ready: Optional[Callable[["profile"], None]] = None,
-                 record_shapes: bool = False, max_events: int = 4_000_000) -> None:
+                 record_shapes: bool = False, max_events: int = 4_000_000, gpu: bool = True) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
         self.schedule = schedule or always_record
@@ -66,6 +69,10 @@ class profile:
         self._steps_in_span = 0
         self._capture = DataLoaderCapture()
         self._entered_at = ""
+        # ---- GPU collection ----
+        self._gpu = GpuCollection(bool(gpu), self.max_events)
+        self._nvtx_step_open = False
+        # ---- end GPU collection ----
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> "profile":
@@ -101,6 +108,7 @@ class profile:
         try:
             self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
+            self._nvtx_step()
         except BaseException:
             self._teardown()
             raise
@@ -126,6 +134,12 @@ class profile:
         global _active_session
         self._unhook()
         _core.collector_stop()
+        # ---- GPU collection ----
+        self._gpu.release()
+        if self._nvtx_step_open:
+            _core.nvtx_pop()
+            self._nvtx_step_open = False
+        # ---- end GPU collection ----
         self.current_action = ProfilerAction.NONE
         _active_session = None
 
@@ -141,6 +155,16 @@ class profile:
         self.step_num += 1
         self._step_start_ticks = now
         self._transition(prev, self.schedule(self.step_num))
+        self._nvtx_step()
+
+    def _nvtx_step(self) -> None:
+        # GPU collection: each profiled step is also an NVTX range, for Nsight Systems.
+        if self._nvtx_step_open:
+            _core.nvtx_pop()
+            self._nvtx_step_open = False
+        if self.current_action in _HOOKED:
+            _core.nvtx_push(f"ProfilerStep#{self.step_num}")
+            self._nvtx_step_open = True
 
     def _close_step(self, end_ticks: int) -> None:
         self._steps_in_span += 1
@@ -154,6 +178,7 @@ class profile:
         if starting_span or leaving_warmup:
             # A fresh collector epoch: warmup events (first-call costs) are not kept.
             _core.collector_start(self.max_events)
+            self._gpu.start()   # GPU collection (a new epoch when warmup ends)
             self._capture.reset()
             self._steps_in_span = 0
         if new in _HOOKED:
@@ -161,6 +186,7 @@ class profile:
         else:
             self._unhook()
             _core.collector_stop()
+            self._gpu.stop()   # GPU collection
         self.current_action = new
 
     def _hook(self) -> None:
@@ -178,10 +204,12 @@ class profile:
         _native.hooks().remove()
 
     def _finish_span(self, partial: bool, failed: bool = False) -> None:
+        self._gpu.flush()   # GPU collection: every record of the span, before the host side stops
         _core.collector_stop()
         trace = _core.collector_drain()
         trace.metadata = {"source": "gpuprof live session", "pid": str(os.getpid()),
                           "torch": _native.installed_torch_version() or ""}
+        self._gpu.drain_into(trace)   # GPU collection
         self._report = Report.from_trace(
             trace, dataloaders=self._capture.records(),
             host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count()},

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import sys
 
+from ._native import _core
+
 
 class range:  # noqa: A001  (mirrors torch.profiler.record_function's role, under our namespace)
     """Context manager and decorator recording a user range named ``name``.
@@ -22,12 +24,11 @@ class range:  # noqa: A001  (mirrors torch.profiler.record_function's role, unde
         self._torch_handle = None
 
     def __enter__(self) -> "range":
+        _core.nvtx_push(self.name)   # the same range in Nsight Systems (no-op without an NVTX tool)
         torch = sys.modules.get("torch")
         if torch is not None:
             self._torch_handle = torch.ops.profiler._record_function_enter_new(self.name, None)
         else:
-            from ._native import _core
-
             _core.collector_range_enter(id(self), self.name)
         return self
 
@@ -36,9 +37,8 @@ class range:  # noqa: A001  (mirrors torch.profiler.record_function's role, unde
             handle, self._torch_handle = self._torch_handle, None
             sys.modules["torch"].ops.profiler._record_function_exit._RecordFunction(handle)
         else:
-            from ._native import _core
-
             _core.collector_range_exit(id(self))
+        _core.nvtx_pop()
 
     def __call__(self, fn):
         name = self.name

@@ -54,6 +54,20 @@ struct DeviceProps {
   int max_blocks_per_sm = 0;   // 0: derive from the compute capability
 };
 
+// ---- GPU samples (GPU collection) ----
+// One NVML reading of a device during active steps (what `nvidia-smi dmon` shows). -1: not reported.
+struct GpuSample {
+  int64_t ts_ns = 0;
+  int16_t device = -1;            // CUDA ordinal
+  int32_t gpu_util_pct = -1;      // % of the last sample period with a kernel running
+  int32_t mem_util_pct = -1;      // % of the period device memory was read or written
+  int64_t memory_used_bytes = -1;
+  int32_t power_mw = -1;
+  int32_t sm_clock_mhz = -1;
+  int32_t temperature_c = -1;
+};
+// ---- end GPU samples ----
+
 struct Trace {
   StringTable strings;
   std::vector<Event> events;
@@ -61,6 +75,7 @@ struct Trace {
   std::vector<CopyInfo> copies;
   std::vector<MemorySample> memory;
   std::vector<DeviceProps> devices;
+  std::vector<GpuSample> gpu_samples;   // NVML samples (GPU collection)
   std::map<std::string, std::string> metadata;   // distributedInfo, source file, torch version, ...
   uint64_t dropped_events = 0;   // lost to full buffers (ours) or CUPTI's own count
   uint64_t skipped_events = 0;   // imported records we could not use (documented reasons)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpuprof/collector.h"
+#include "gpuprof/gpu_collect.h"
 
 namespace gpuprof::collect {
 namespace {
@@ -43,18 +44,23 @@ void format_shapes(const at::RecordFunction& fn, std::string& out) {
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-  host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks());
+  const uint64_t id = host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks());
+  gpu_external_push(id);   // GPU collection: CUDA work made inside the op carries its id
   return nullptr;
 }
 
 std::unique_ptr<at::ObserverContext> on_enter_with_shapes(const at::RecordFunction& fn) {
   thread_local std::string shapes;
   format_shapes(fn, shapes);
-  host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks(), shapes);
+  const uint64_t id = host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks(), shapes);
+  gpu_external_push(id);   // GPU collection
   return nullptr;
 }
 
-void on_exit(const at::RecordFunction& fn, at::ObserverContext*) { host_exit(&fn, ticks()); }
+void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
+  gpu_external_pop();   // GPU collection: pops only what this op's enter pushed
+  host_exit(&fn, ticks());
+}
 
 }  // namespace
 

@@ -103,6 +103,9 @@ def render_text(report, *, color: Optional[bool] = None, width: int = 100) -> st
         title.append(f": {src['path']}")
     console.print(title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
+    gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
+    if gpu_note.startswith("off:"):
+        console.print(Text(f"GPU collection {gpu_note}", style="yellow"))
     if report.steps:
         console.print(_bar(avg, max(10, width - 20)))
         legend = Text()

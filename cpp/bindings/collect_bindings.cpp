@@ -1,0 +1,177 @@
+// GPU collection bindings (CUPTI session, NVML samples, NVTX) and read access to the GPU side of a
+// Trace. Translation only; the work is in cpp/src/collect.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "gpuprof/gpu_collect.h"
+#include "gpuprof/trace.h"
+
+namespace py = pybind11;
+using namespace gpuprof;
+
+namespace {
+
+py::dict status_dict(const collect::GpuStatus& s) {
+  py::dict d;
+  d["enabled"] = s.enabled;
+  d["message"] = s.message;
+  d["cupti_library"] = s.cupti_library;
+  d["cupti_version"] = s.cupti_version;
+  d["nvml"] = s.nvml;
+  d["nvml_message"] = s.nvml_message;
+  return d;
+}
+
+const char* kind_key(EventKind k) {
+  switch (k) {
+    case EventKind::Kernel: return "kernel";
+    case EventKind::Memcpy: return "memcpy";
+    case EventKind::Memset: return "memset";
+    case EventKind::Runtime: return "runtime";
+    case EventKind::Driver: return "driver";
+    case EventKind::Sync: return "sync";
+    case EventKind::Overhead: return "overhead";
+    case EventKind::HostOp: return "host_op";
+    case EventKind::UserRange: return "user_range";
+    case EventKind::StepMarker: return "step";
+    default: return "other";
+  }
+}
+
+const char* copy_kind_key(CopyKind k) {
+  static const char* names[] = {"unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
+  return names[int(k)];
+}
+
+const char* memory_kind_key(MemoryKind k) {
+  static const char* names[] = {"unknown", "pageable", "pinned", "device", "managed", "array"};
+  return names[int(k)];
+}
+
+}  // namespace
+
+void bind_collect(py::module_& m) {
+  m.def(
+      "gpu_start",
+      [](std::vector<std::string> search_dirs, size_t buffer_bytes, size_t max_buffers,
+         uint64_t max_events, bool driver_api, int64_t nvml_interval_ms) {
+        collect::GpuConfig c;
+        c.search_dirs = std::move(search_dirs);
+        c.buffer_bytes = buffer_bytes;
+        c.max_buffers = max_buffers;
+        c.max_events = max_events;
+        c.driver_api = driver_api;
+        c.nvml_interval_ms = nvml_interval_ms;
+        collect::GpuStatus s;
+        {
+          py::gil_scoped_release release;
+          s = collect::gpu_start(c);
+        }
+        return status_dict(s);
+      },
+      py::arg("search_dirs") = std::vector<std::string>{}, py::arg("buffer_bytes") = size_t(4) << 20,
+      py::arg("max_buffers") = 32, py::arg("max_events") = 4'000'000, py::arg("driver_api") = true,
+      py::arg("nvml_interval_ms") = 100,
+      "Start CUPTI activity collection and NVML sampling; returns a status dict (enabled, message, ...).");
+  m.def("gpu_flush", [] { py::gil_scoped_release r; collect::gpu_flush(); });
+  m.def("gpu_stop", [] { py::gil_scoped_release r; collect::gpu_stop(); });
+  m.def("gpu_release", [] { py::gil_scoped_release r; collect::gpu_release(); });
+  m.def("gpu_enabled", &collect::gpu_enabled);
+  m.def("gpu_status", [] { return status_dict(collect::gpu_status()); });
+  m.def(
+      "gpu_drain", [](Trace& t) { py::gil_scoped_release r; collect::gpu_drain(t); }, py::arg("trace"),
+      "Merge the GPU records staged since gpu_start into `trace` (after collector_drain()).");
+  m.def("gpu_counters", [] {
+    const collect::GpuCounters c = collect::gpu_counters();
+    py::dict d;
+    d["records"] = c.records;
+    d["events"] = c.events;
+    d["cupti_dropped"] = c.cupti_dropped;
+    d["buffers_refused"] = c.buffers_refused;
+    d["events_dropped"] = c.events_dropped;
+    d["buffers_in_use"] = c.buffers_in_use;
+    return d;
+  });
+  m.def("nvtx_push", [](const std::string& name) { collect::nvtx_push(name.c_str()); }, py::arg("name"));
+  m.def("nvtx_pop", &collect::nvtx_pop);
+
+  m.def(
+      "trace_events",
+      [](const Trace& t, const std::string& kind) {
+        py::list out;
+        for (const Event& e : t.events) {
+          if (kind != kind_key(e.kind)) continue;
+          py::dict d;
+          d["name"] = t.name_of(e);
+          d["start_ns"] = e.start_ns;
+          d["dur_ns"] = e.dur_ns;
+          d["device"] = e.device;
+          d["tid"] = e.tid;
+          d["correlation"] = e.correlation;
+          d["external_id"] = e.external_id;
+          if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
+            const KernelInfo& k = t.kernels[e.aux];
+            d["grid"] = py::make_tuple(k.grid[0], k.grid[1], k.grid[2]);
+            d["block"] = py::make_tuple(k.block[0], k.block[1], k.block[2]);
+            d["registers_per_thread"] = k.registers_per_thread;
+            d["shared_mem_bytes"] = k.shared_mem_bytes;
+          } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
+            const CopyInfo& c = t.copies[e.aux];
+            d["bytes"] = c.bytes;
+            d["copy_kind"] = copy_kind_key(c.kind);
+            d["src_kind"] = memory_kind_key(c.src);
+            d["dst_kind"] = memory_kind_key(c.dst);
+          }
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("kind"),
+      "Events of one kind (kernel, memcpy, memset, runtime, driver, sync, overhead, host_op, "
+      "user_range, step) as dicts, with launch / copy properties: for tests and tools.");
+  m.def(
+      "gpu_samples",
+      [](const Trace& t) {
+        py::list out;
+        for (const GpuSample& s : t.gpu_samples) {
+          py::dict d;
+          d["ts_ns"] = s.ts_ns;
+          d["device"] = s.device;
+          d["gpu_util_pct"] = s.gpu_util_pct;
+          d["mem_util_pct"] = s.mem_util_pct;
+          d["memory_used_bytes"] = s.memory_used_bytes;
+          d["power_mw"] = s.power_mw;
+          d["sm_clock_mhz"] = s.sm_clock_mhz;
+          d["temperature_c"] = s.temperature_c;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), "NVML samples of the span (-1: not reported by the device).");
+  m.def(
+      "trace_devices",
+      [](const Trace& t) {
+        py::list out;
+        for (const DeviceProps& p : t.devices) {
+          py::dict d;
+          d["id"] = p.id;
+          d["name"] = p.name;
+          d["total_global_mem"] = p.total_global_mem;
+          d["compute_major"] = p.compute_major;
+          d["compute_minor"] = p.compute_minor;
+          d["num_sms"] = p.num_sms;
+          d["max_threads_per_block"] = p.max_threads_per_block;
+          d["max_threads_per_sm"] = p.max_threads_per_sm;
+          d["regs_per_block"] = p.regs_per_block;
+          d["regs_per_sm"] = p.regs_per_sm;
+          d["warp_size"] = p.warp_size;
+          d["shared_mem_per_block"] = p.shared_mem_per_block;
+          d["shared_mem_per_sm"] = p.shared_mem_per_sm;
+          d["shared_mem_per_block_optin"] = p.shared_mem_per_block_optin;
+          d["max_blocks_per_sm"] = p.max_blocks_per_sm;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), "Properties of the devices in the trace.");
+}

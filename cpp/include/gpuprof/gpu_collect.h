@@ -1,0 +1,82 @@
+// GPU collection for a live session: CUPTI activity records (kernels, copies, sets, runtime and
+// driver calls, synchronisation, overhead, external correlation), NVML device samples and NVTX
+// ranges. Torch-free: CUPTI, the CUDA driver and NVML are loaded at run time with dlopen, so this
+// API exists (and says why collection is off) on machines with no GPU, no driver and no CUDA.
+//
+// Lifecycle, from the thread that owns the profiling session:
+//   gpu_start(config) at the start of an active span (again when warmup ends: staged records of
+//   the warmup are discarded), gpu_flush() + gpu_drain(trace) at the end of each span (after
+//   collector drain()), gpu_stop() outside active steps, gpu_release() when the session ends so
+//   another tool (torch.profiler, Nsight) can use CUPTI afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuprof/trace.h"
+
+namespace gpuprof::collect {
+
+struct GpuConfig {
+  size_t buffer_bytes = size_t(4) << 20;   // one CUPTI activity buffer
+  size_t max_buffers = 32;                 // in CUPTI's hands at once; past it CUPTI drops records
+  uint64_t max_events = 4'000'000;         // decoded events kept per span; past it counted as dropped
+  bool driver_api = true;                  // also record CUDA driver API calls
+  // Directories searched for libcupti before the CUDA toolkit's (Python passes torch's nvidia
+  // wheel folders: site-packages/nvidia/cuda_cupti/lib, nvidia/cu13/lib, ...).
+  std::vector<std::string> search_dirs;
+  int64_t nvml_interval_ms = 100;          // 0: no NVML sampling
+};
+
+struct GpuStatus {
+  bool enabled = false;        // CUPTI activity collection is on
+  std::string message;         // why not (one line a user can act on), or notes; "" when all is well
+  std::string cupti_library;   // the libcupti that was loaded
+  uint32_t cupti_version = 0;  // cuptiGetVersion()
+  bool nvml = false;           // NVML sampling is on
+  std::string nvml_message;    // why not
+};
+
+// Turns collection on (loading libraries and subscribing on first use). Never throws; on any
+// failure GPU collection stays off and `message` says why. Calling it while on starts a new epoch:
+// records staged so far are flushed and discarded.
+GpuStatus gpu_start(const GpuConfig& config);
+// Forces CUPTI to hand over every completed and in-flight record (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED).
+void gpu_flush();
+// Flushes, then stops collecting (activities disabled, NVML sampler stopped). CUPTI stays subscribed.
+void gpu_stop();
+// gpu_stop() and unsubscribe, so other CUPTI clients can run later in this process.
+void gpu_release();
+bool gpu_enabled();
+// The status of the last gpu_start() (also explains a later failure, e.g. a flush error).
+GpuStatus gpu_status();
+
+// Moves the staged records of the current epoch into `trace`: device and API events (with
+// KernelInfo / CopyInfo), external ids from external correlation, NVML samples, properties of the
+// devices used, and the dropped counts (ours and CUPTI's) into trace.dropped_events.
+void gpu_drain(Trace& trace);
+
+struct GpuCounters {
+  uint64_t records = 0;            // activity records read from CUPTI buffers
+  uint64_t events = 0;             // decoded into events
+  uint64_t cupti_dropped = 0;      // cuptiActivityGetNumDroppedRecords
+  uint64_t buffers_refused = 0;    // buffer requests refused (max_buffers in use)
+  uint64_t events_dropped = 0;     // decoded events over max_events
+  uint64_t buffers_in_use = 0;
+};
+GpuCounters gpu_counters();
+
+// Hot path (RecordFunction enter/exit): pushes the host op's external id as CUPTI external
+// correlation (CUSTOM0) for the calling thread, so the runtime calls it makes, and the device work
+// they launch, carry it. One relaxed atomic load when CUPTI is off. Pops match pushes per thread
+// even when collection starts or stops between an enter and its exit.
+void gpu_external_push(uint64_t external_id);
+void gpu_external_pop();
+
+// NVTX3 ranges (header-only NVTX; each call is an indirect call to a no-op when no NVTX tool such as
+// Nsight Systems is attached).
+void nvtx_push(const char* name);
+void nvtx_pop();
+
+}  // namespace gpuprof::collect

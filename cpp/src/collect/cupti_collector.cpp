@@ -1,0 +1,433 @@
+// The CUPTI activity session behind gpu_collect.h.
+//
+// Buffer lifetime: CUPTI asks for a buffer (buffer_requested), fills it, and hands it back
+// (buffer_completed) on its own worker thread or inside cuptiActivityFlushAll. Completed buffers
+// are decoded at once into a staging Trace under one mutex, then returned to a free list, so the
+// number of buffers alive is bounded by max_buffers and no record outlives its buffer. A refused
+// request (every buffer in CUPTI's hands) makes CUPTI drop records, which it counts; we count the
+// refusals too.
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <set>
+#include <vector>
+
+#include "cupti_decode.h"
+#include "cupti_library.h"
+#include "gpuprof/collector.h"
+#include "gpuprof/gpu_collect.h"
+#include "nvml_sampler.h"
+
+namespace gpuprof::collect {
+namespace {
+
+constexpr size_t kRecordAlignment = 8;   // ACTIVITY_RECORD_ALIGNMENT
+
+const CUpti_ActivityKind kRequiredKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+const CUpti_ActivityKind kOptionalKinds[] = {
+    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMSET,          CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+
+struct Session {
+  std::mutex mutex;                        // guards everything below except the atomics
+  const cupti::CuptiApi* api = nullptr;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  bool subscribed = false;
+  bool enabled = false;
+  bool driver_enabled = false;
+  GpuConfig config;
+  GpuStatus status;
+  // Staging, written by buffer_completed.
+  std::mutex stage_mutex;
+  Trace staged;
+  cupti::ExternalIds external_ids;
+  std::set<int> devices_seen;
+  std::unique_ptr<cupti::ApiNames> names;
+  GpuCounters counters;
+  std::vector<uint8_t*> free_buffers;
+  NvmlSampler nvml;
+};
+
+Session& session() {
+  static Session* s = new Session;   // leaked: CUPTI may call back during process exit
+  return *s;
+}
+
+std::atomic<bool> g_correlating{false};
+std::atomic<int64_t> g_outstanding_pushes{0};   // external ids pushed and not yet popped, all threads
+std::atomic<size_t> g_buffer_bytes{size_t(4) << 20};
+std::atomic<size_t> g_max_buffers{32};
+std::atomic<uint64_t> g_buffers_in_use{0};
+CUptiResult (*g_push)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
+CUptiResult (*g_pop)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
+
+// Which of this thread's open host ops pushed an external id (bit d: depth d), so an exit pops
+// exactly when its enter pushed, whatever happened to collection in between.
+// Plain data without initialisers: zero-initialised thread_local storage needs no per-access
+// initialisation guard, which keeps this on the hot path to a TLS address computation.
+struct CorrelationStack {
+  uint32_t depth;
+  uint64_t pushed;
+  bool thread_known;   // this thread's (CUPTI id -> OS id) pair is in g_threads
+};
+thread_local CorrelationStack tl_corr;
+
+// CUPTI thread id -> OS thread id of every thread that pushed an external id (so made CUDA calls
+// inside host ops), for map_api_threads at drain.
+std::mutex g_threads_mutex;
+std::unordered_map<uint32_t, uint32_t> g_threads;
+
+void note_thread(CorrelationStack& c) {
+  c.thread_known = true;
+  const pthread_t self = pthread_self();
+  uint32_t cupti_tid = 0;
+  std::memcpy(&cupti_tid, &self, sizeof(cupti_tid));   // the low 32 bits, as CUPTI reports them
+  const uint32_t os_tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  g_threads[cupti_tid] = os_tid;
+}
+
+// gpuprof's clock while a session holds CUPTI. The callback cannot be unregistered, so once the
+// session releases CUPTI it answers with CUPTI's own Linux default (CLOCK_REALTIME), and a later
+// torch.profiler in the same process sees the timestamps it would have seen without us.
+std::atomic<bool> g_session_clock{false};
+
+uint64_t CUPTIAPI timestamp_ns() {
+  if (g_session_clock.load(std::memory_order_relaxed)) return uint64_t(now_ns());
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+void CUPTIAPI noop_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  Session& s = session();
+  *max_records = 0;
+  const size_t bytes = g_buffer_bytes.load(std::memory_order_relaxed);
+  if (g_buffers_in_use.load(std::memory_order_relaxed) >= g_max_buffers.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(s.stage_mutex);
+    ++s.counters.buffers_refused;
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
+  uint8_t* b = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(s.stage_mutex);
+    if (!s.free_buffers.empty()) {
+      b = s.free_buffers.back();
+      s.free_buffers.pop_back();
+    }
+  }
+  if (b == nullptr) b = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlignment, bytes));
+  if (b != nullptr) g_buffers_in_use.fetch_add(1, std::memory_order_relaxed);
+  *buffer = b;
+  *size = b != nullptr ? bytes : 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                               size_t valid_bytes) {
+  Session& s = session();
+  const cupti::CuptiApi* api = s.api;
+  {
+    std::lock_guard<std::mutex> lock(s.stage_mutex);
+    CUpti_Activity* record = nullptr;
+    while (api != nullptr && valid_bytes > 0 &&
+           api->cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+      ++s.counters.records;
+      if (s.staged.events.size() >= s.config.max_events) {
+        if (record->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) ++s.counters.events_dropped;
+        continue;
+      }
+      const cupti::DecodeResult r = cupti::decode_record(*record, *s.names, s.staged);
+      if (r.what == cupti::DecodeResult::What::Event) {
+        ++s.counters.events;
+        const Event& e = s.staged.events.back();
+        if (e.device >= 0) s.devices_seen.insert(e.device);
+      } else if (r.what == cupti::DecodeResult::What::ExternalCorrelation) {
+        s.external_ids[r.correlation] = r.external_id;
+      }
+    }
+    size_t dropped = 0;
+    if (api != nullptr && api->cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS)
+      s.counters.cupti_dropped += dropped;
+    s.free_buffers.push_back(buffer);
+  }
+  g_buffers_in_use.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::vector<std::string> cuda_pci_bus_ids() {
+  std::vector<std::string> ids;
+  const cupti::CudaDriver& d = cupti::driver();
+  for (int i = 0; d.ok && i < d.device_count; ++i) ids.push_back(d.pci_bus_id(i));
+  return ids;
+}
+
+void set_kinds(Session& s, bool on) {
+  const cupti::CuptiApi& api = *s.api;
+  auto apply = on ? api.cuptiActivityEnable : api.cuptiActivityDisable;
+  for (CUpti_ActivityKind k : kOptionalKinds) apply(k);
+  if (s.config.driver_api || !on) apply(CUPTI_ACTIVITY_KIND_DRIVER);
+  for (CUpti_ActivityKind k : kRequiredKinds) apply(k);
+}
+
+// Subscribes and turns the activities on; on failure leaves everything off and says why.
+bool enable(Session& s) {
+  const cupti::CuptiApi& api = *s.api;
+  if (!s.subscribed) {
+    const CUptiResult r = api.cuptiSubscribe(&s.subscriber, noop_callback, nullptr);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      s.status.message =
+          "another CUDA profiler already holds CUPTI in this process (torch.profiler, Nsight Systems "
+          "or Nsight Compute: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); profiling host-side "
+          "only. Run gpuprof without the other profiler for GPU timings";
+      return false;
+    }
+    if (r != CUPTI_SUCCESS) {
+      s.status.message = "CUPTI could not start (cuptiSubscribe: " + api.describe(r) +
+                         "); profiling host-side only";
+      return false;
+    }
+    s.subscribed = true;
+  }
+  // Device and host timestamps on one clock: CUPTI asks us for every timestamp.
+  g_session_clock.store(true, std::memory_order_relaxed);
+  CUptiResult r = api.cuptiActivityRegisterTimestampCallback(timestamp_ns);
+  if (r == CUPTI_SUCCESS) r = api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  for (CUpti_ActivityKind k : kRequiredKinds)
+    if (r == CUPTI_SUCCESS) r = api.cuptiActivityEnable(k);
+  if (r != CUPTI_SUCCESS) {
+    if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ||
+        r == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) {
+      s.status.message =
+          "GPU profiling is restricted to admin users on this machine "
+          "(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES); profiling host-side only. Run as root, or allow "
+          "all users: `options nvidia NVreg_RestrictProfilingToAdminUsers=0` in "
+          "/etc/modprobe.d/nvidia-profiling.conf, then reboot (in a container: start it with "
+          "--cap-add=SYS_ADMIN or the host setting above)";
+    } else {
+      s.status.message = "CUPTI refused kernel tracing (" + api.describe(r) +
+                         "); profiling host-side only";
+    }
+    set_kinds(s, false);
+    return false;
+  }
+  std::string notes;
+  for (CUpti_ActivityKind k : kOptionalKinds) {
+    const CUptiResult ok = api.cuptiActivityEnable(k);
+    if (ok != CUPTI_SUCCESS) notes += (notes.empty() ? "" : "; ") + std::string("activity kind ") +
+                                      std::to_string(int(k)) + " unavailable: " + api.describe(ok);
+  }
+  if (s.config.driver_api) api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+  if (!notes.empty()) s.status.message = notes;
+  return true;
+}
+
+void flush_locked(Session& s) {
+  if (s.api != nullptr && s.api->ok && s.subscribed)
+    s.api->cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+void clear_staged(Session& s) {
+  std::lock_guard<std::mutex> lock(s.stage_mutex);
+  s.staged = Trace();
+  s.external_ids.clear();
+  s.devices_seen.clear();
+  const uint64_t in_use = s.counters.buffers_in_use;
+  s.counters = GpuCounters();
+  s.counters.buffers_in_use = in_use;
+}
+
+void start_nvml(Session& s) {
+  s.status.nvml = false;
+  s.status.nvml_message.clear();
+  if (s.config.nvml_interval_ms <= 0) return;
+  std::string why;
+  if (s.nvml.start(cuda_pci_bus_ids(), s.config.nvml_interval_ms, why)) s.status.nvml = true;
+  else s.status.nvml_message = why;
+}
+
+}  // namespace
+
+GpuStatus gpu_start(const GpuConfig& config) {
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.enabled) {
+    // New epoch (warmup -> active): whatever CUPTI holds belongs to the old one.
+    flush_locked(s);
+    clear_staged(s);
+    s.nvml.take();
+    return s.status;
+  }
+  s.config = config;
+  s.status = GpuStatus();
+  g_buffer_bytes.store(std::max<size_t>(config.buffer_bytes, 64 << 10));
+  g_max_buffers.store(std::max<size_t>(config.max_buffers, 2));
+
+  const cupti::CudaDriver& drv = cupti::driver();
+  if (!drv.ok) {
+    s.status.message = drv.error + "; profiling host-side only";
+    s.status.nvml_message = drv.error;
+    return s.status;
+  }
+  s.api = &cupti::cupti(config.search_dirs);
+  if (!s.api->ok) {
+    s.status.message = s.api->error + "; profiling host-side only";
+    start_nvml(s);
+    return s.status;
+  }
+  s.status.cupti_library = s.api->path;
+  s.status.cupti_version = s.api->version;
+  if (!s.names) {
+    const cupti::CuptiApi* api = s.api;
+    s.names = std::make_unique<cupti::ApiNames>([api](CUpti_CallbackDomain d, uint32_t cbid) {
+      const char* n = nullptr;
+      return api->cuptiGetCallbackName(d, cbid, &n) == CUPTI_SUCCESS && n ? std::string(n) : std::string();
+    });
+  }
+  clear_staged(s);
+  if (enable(s)) {
+    s.enabled = true;
+    s.status.enabled = true;
+    g_push = s.api->cuptiActivityPushExternalCorrelationId;
+    g_pop = s.api->cuptiActivityPopExternalCorrelationId;
+    g_correlating.store(true, std::memory_order_release);
+    note_thread(tl_corr);   // the session's thread makes CUDA calls outside host ops too
+  } else if (s.subscribed) {
+    s.api->cuptiUnsubscribe(s.subscriber);   // leave CUPTI free for whoever can use it
+    s.subscribed = false;
+    g_session_clock.store(false, std::memory_order_relaxed);
+  }
+  start_nvml(s);
+  return s.status;
+}
+
+void gpu_flush() {
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.enabled) flush_locked(s);
+}
+
+void gpu_stop() {
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.nvml.stop();
+  if (!s.enabled) return;
+  g_correlating.store(false, std::memory_order_release);
+  set_kinds(s, false);
+  flush_locked(s);
+  s.enabled = false;
+}
+
+void gpu_release() {
+  gpu_stop();
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.subscribed) {
+    s.api->cuptiUnsubscribe(s.subscriber);
+    s.subscribed = false;
+  }
+  g_session_clock.store(false, std::memory_order_relaxed);
+}
+
+bool gpu_enabled() { return g_correlating.load(std::memory_order_acquire); }
+
+GpuStatus gpu_status() {
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.status;
+}
+
+void gpu_drain(Trace& trace) {
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Trace staged;
+  cupti::ExternalIds external_ids;
+  std::set<int> devices;
+  GpuCounters counters;
+  {
+    std::lock_guard<std::mutex> stage(s.stage_mutex);
+    std::swap(staged, s.staged);
+    std::swap(external_ids, s.external_ids);
+    std::swap(devices, s.devices_seen);
+    counters = s.counters;
+    const uint64_t in_use = s.counters.buffers_in_use;
+    s.counters = GpuCounters();
+    s.counters.buffers_in_use = in_use;
+  }
+  staged.dropped_events = counters.cupti_dropped + counters.events_dropped;
+  const size_t first_gpu_event = trace.events.size();
+  cupti::merge_decoded(trace, std::move(staged), external_ids);
+  {
+    std::lock_guard<std::mutex> lock(g_threads_mutex);
+    cupti::map_api_threads(trace, g_threads, first_gpu_event);
+  }
+  const cupti::CudaDriver& drv = cupti::driver();
+  for (int id : devices) {
+    if (trace.device(id) != nullptr) continue;
+    DeviceProps p;
+    if (drv.properties(id, p)) trace.devices.push_back(p);
+  }
+  std::vector<GpuSample> samples = s.nvml.take();
+  trace.gpu_samples.insert(trace.gpu_samples.end(), samples.begin(), samples.end());
+  if (s.status.enabled) {
+    trace.metadata["cupti_library"] = s.status.cupti_library;
+    trace.metadata["cupti_records"] = std::to_string(counters.records);
+    trace.metadata["cupti_dropped_records"] = std::to_string(counters.cupti_dropped);
+    trace.metadata["cupti_buffers_refused"] = std::to_string(counters.buffers_refused);
+  }
+}
+
+GpuCounters gpu_counters() {
+  Session& s = session();
+  std::lock_guard<std::mutex> stage(s.stage_mutex);
+  GpuCounters c = s.counters;
+  c.buffers_in_use = g_buffers_in_use.load(std::memory_order_relaxed);
+  return c;
+}
+
+// Fast path (CUPTI off and no id pushed anywhere): two relaxed loads, no thread-local access. An op
+// entered on the fast path is not on the depth stack; its exit finds depth 0 (or takes the fast
+// path) and pops nothing, which is right since it pushed nothing.
+void gpu_external_push(uint64_t external_id) {
+  if (!g_correlating.load(std::memory_order_relaxed) &&
+      g_outstanding_pushes.load(std::memory_order_relaxed) == 0)
+    return;
+  CorrelationStack& c = tl_corr;
+  const uint32_t d = c.depth++;
+  if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_relaxed)) {
+    g_push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external_id);
+    c.pushed |= uint64_t(1) << d;
+    if (__builtin_expect(!c.thread_known, 0)) note_thread(c);
+    g_outstanding_pushes.fetch_add(1, std::memory_order_relaxed);
+  } else if (d < 64) {
+    c.pushed &= ~(uint64_t(1) << d);   // a stale bit (an exit that ran on another thread) must not pop
+  }
+}
+
+void gpu_external_pop() {
+  if (!g_correlating.load(std::memory_order_relaxed) &&
+      g_outstanding_pushes.load(std::memory_order_relaxed) == 0)
+    return;
+  CorrelationStack& c = tl_corr;
+  if (c.depth == 0) return;
+  const uint32_t d = --c.depth;
+  if (d < 64 && (c.pushed & (uint64_t(1) << d))) {
+    c.pushed &= ~(uint64_t(1) << d);
+    uint64_t last = 0;
+    g_pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    g_outstanding_pushes.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace gpuprof::collect

@@ -1,0 +1,105 @@
+// Decoding CUPTI activity records into gpuprof Events: a pure function of the record (plus the
+// API-name lookup CUPTI provides), so every field mapping is unit-tested on the CPU with records
+// built by hand from the CUPTI headers' structs.
+//
+// Record layouts are those of the CUPTI headers this file is compiled against (CUDA 13:
+// CUpti_ActivityKernel10, Memcpy6, Memset4, API, Synchronization2, Overhead3, ExternalCorrelation);
+// cupti_library.cpp refuses a libcupti of another major version for that reason.
+#pragma once
+
+#include <cupti.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gpuprof/trace.h"
+
+namespace gpuprof::collect::cupti {
+
+// Runtime/driver API names by callback id, cached (cuptiGetCallbackName is not free, and a run
+// makes millions of calls with a few dozen distinct ids). The version suffix CUPTI appends
+// ("cudaLaunchKernel_v7000") is stripped, as Kineto does, so names match torch.profiler traces.
+class ApiNames {
+ public:
+  // Returns the raw CUPTI name of (domain, cbid), or "" when unknown.
+  using Resolver = std::function<std::string(CUpti_CallbackDomain, uint32_t)>;
+  explicit ApiNames(Resolver resolver) : resolver_(std::move(resolver)) {}
+  const std::string& name(CUpti_CallbackDomain domain, uint32_t cbid);
+
+  // Demangled kernel name, cached: demangling costs microseconds and a training step launches the
+  // same few hundred kernels over and over. CUPTI shares one name string among all records of a
+  // kernel, so the cache is keyed by its address, and checked against its text (a module unloaded
+  // and another loaded at the same address must not inherit a stale name).
+  const std::string& kernel_name(const char* mangled);
+
+ private:
+  struct KernelName {
+    std::string mangled;
+    std::string demangled;
+  };
+  Resolver resolver_;
+  std::unordered_map<uint64_t, std::string> cache_;
+  std::unordered_map<const char*, KernelName> kernels_;
+};
+
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel"; "cuMemcpyHtoD_v2" -> "cuMemcpyHtoD".
+std::string strip_version_suffix(std::string_view name);
+
+// Runtime calls that torch makes around nearly every op to query state (cudaGetDevice,
+// cudaGetLastError, ...): they never launch device work, cost well under a microsecond each, and
+// Kineto leaves them out of torch.profiler traces, so they are left out here too to keep the
+// Runtime share comparable.
+bool is_state_query_runtime_api(std::string_view name);
+
+// CUPTI's DRIVER activity also reports the many bookkeeping calls libraries make (context and
+// attribute queries, module loading, ...). Kept: calls that launch work, move or set memory, or
+// wait (cuLaunchKernel from Triton and other JIT launchers, cuMemcpy*, cuMemset*, cuGraphLaunch,
+// synchronisations); these are what a timeline needs beside the runtime calls.
+bool is_work_driver_api(std::string_view name);
+
+// "_Z10spin_kernelx" -> "spin_kernel(long long)"; names that are not mangled come back unchanged.
+std::string demangle(const char* name);
+
+// Names we give activities that CUPTI does not name.
+const char* memcpy_kind_name(CopyKind kind);       // "HtoD", ...
+const char* memory_kind_name(MemoryKind kind);     // "Pageable", "Pinned", "Device", ...
+CopyKind copy_kind_of(uint8_t cupti_copy_kind);
+MemoryKind memory_kind_of(uint8_t cupti_memory_kind);
+const char* sync_type_name(CUpti_ActivitySynchronizationType type);
+const char* overhead_kind_name(CUpti_ActivityOverheadKind kind);
+
+struct DecodeResult {
+  enum class What : uint8_t {
+    Event,                 // an Event (and its KernelInfo / CopyInfo) was appended to `out`
+    ExternalCorrelation,   // `correlation` was made inside the host op `external_id`
+    Ignored,               // a kind we do not use, or a filtered state query
+  };
+  What what = What::Ignored;
+  uint32_t correlation = 0;
+  uint64_t external_id = 0;
+};
+
+// Appends the event `record` describes to `out` (names interned in out.strings, KernelInfo /
+// CopyInfo in out.kernels / out.copies referenced by Event::aux). Timestamps are used as they
+// come: the collector registers a timestamp callback so they are already on gpuprof's clock.
+DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out);
+
+// Correlation id -> the external id (host op) it was made in, from EXTERNAL_CORRELATION records.
+using ExternalIds = std::unordered_map<uint32_t, uint64_t>;
+
+// Moves the decoded events of `staged` into `into`: names re-interned into into.strings, aux
+// indices rebased onto into.kernels / into.copies, and every event whose correlation appears in
+// `external_ids` gets that host op's id as Event::external_id (runtime and driver calls and the
+// device work they launched), which is how device time is attributed to operators.
+void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids);
+
+// CUPTI names the calling thread of API records by the low 32 bits of pthread_self() (Kineto
+// reads them the same way); host events carry the OS thread id (gettid). Rewrites Runtime, Driver
+// and thread-scoped Overhead events' tid through `os_tid_by_cupti_tid`; unknown ids stay as they are.
+void map_api_threads(Trace& trace, const std::unordered_map<uint32_t, uint32_t>& os_tid_by_cupti_tid,
+                     size_t first_event = 0);
+
+}  // namespace gpuprof::collect::cupti

@@ -1,0 +1,73 @@
+// Run-time loading of libcupti and libcuda (dlopen + dlsym): gpuprof never links either, so it
+// imports on machines without a GPU. Each table is filled once; a missing library or symbol is a
+// readable reason, never a crash.
+#pragma once
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuprof/trace.h"
+
+namespace gpuprof::collect::cupti {
+
+struct CudaDriver {
+  bool ok = false;
+  std::string error;   // why not ok
+  CUresult (*cuInit)(unsigned int) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  int device_count = 0;
+
+  // DeviceProps of CUDA device `ordinal` (false when the driver cannot say).
+  bool properties(int ordinal, DeviceProps& out) const;
+  // "0000:3B:00.0", or "" when unknown.
+  std::string pci_bus_id(int ordinal) const;
+};
+
+// Loads libcuda.so.1 and calls cuInit(0) once.
+const CudaDriver& driver();
+
+struct CuptiApi {
+  bool ok = false;
+  std::string error;
+  std::string path;
+  uint32_t version = 0;
+  CUptiResult (*cuptiGetVersion)(uint32_t*) = nullptr;
+  CUptiResult (*cuptiGetResultString)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*cuptiSubscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*cuptiUnsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult (*cuptiGetCallbackName)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;
+  CUptiResult (*cuptiActivityEnable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*cuptiActivityDisable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*cuptiActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
+                                                CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*cuptiActivityRegisterTimestampCallback)(CUpti_TimestampCallbackFunc) = nullptr;
+  CUptiResult (*cuptiActivityGetNextRecord)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
+  CUptiResult (*cuptiActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t*) = nullptr;
+  CUptiResult (*cuptiActivityFlushAll)(uint32_t) = nullptr;
+  CUptiResult (*cuptiActivityPushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
+  CUptiResult (*cuptiActivityPopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
+
+  // "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (...)" for messages.
+  std::string describe(CUptiResult r) const;
+};
+
+// Candidate paths for libcupti, in search order: $GPUPROF_CUPTI (a file or a folder), an already
+// loaded libcupti (torch's), `extra_dirs`, $CUDA_HOME/extras/CUPTI/lib64, /usr/local/cuda/extras/
+// CUPTI/lib64, /usr/local/cuda/lib64, then the loader's own path. Exposed for tests.
+std::vector<std::string> cupti_candidates(const std::vector<std::string>& extra_dirs);
+
+// Loads libcupti once (later calls return the first result). Only a CUPTI of the major version
+// gpuprof was compiled against is accepted: activity record layouts change between majors.
+const CuptiApi& cupti(const std::vector<std::string>& extra_dirs);
+
+}  // namespace gpuprof::collect::cupti

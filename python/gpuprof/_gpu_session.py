@@ -1,0 +1,128 @@
+"""GPU collection for a live session: CUPTI activities, NVML samples (C++ in cpp/src/collect).
+
+``profile`` drives one ``GpuCollection``: start at each active span, flush + drain at its end, stop
+outside active steps, release when the session ends. When GPU collection cannot run (no driver, no
+CUPTI, insufficient privileges, another profiler holding CUPTI) the span is profiled host-side only
+and the report says why, in one line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+from typing import Optional
+
+from ._native import _core
+
+log = logging.getLogger("gpuprof")
+
+
+def cupti_search_dirs() -> list[str]:
+    """Folders of torch's CUDA wheels where libcupti lives, found without importing torch."""
+    dirs: list[str] = []
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        for sub in ("cuda_cupti/lib", "cu13/lib", "cu13/extras/CUPTI/lib64"):
+            d = os.path.join(root, sub)
+            if os.path.isdir(d):
+                dirs.append(d)
+    try:
+        torch_spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        torch_spec = None
+    if torch_spec is not None and torch_spec.origin:
+        d = os.path.join(os.path.dirname(torch_spec.origin), "lib")
+        if os.path.isdir(d):
+            dirs.append(d)
+    return dirs
+
+
+def other_profiler_active() -> Optional[str]:
+    """Why CUPTI is taken by another profiler in this process, or None."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch._C._autograd._profiler_enabled():
+                return ("torch.profiler is active in this process and holds CUPTI; profiling "
+                        "host-side only. Run gpuprof outside the torch.profiler block for GPU timings")
+        except AttributeError:
+            pass
+    return None
+
+
+def _cuda_expected() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_available())
+    except Exception:  # a broken CUDA setup must not break host profiling
+        return False
+
+
+class GpuCollection:
+    def __init__(self, wanted: bool, max_events: int) -> None:
+        self.wanted = wanted
+        self.max_events = max_events
+        self.status: dict = {"enabled": False, "message": "GPU collection not requested (gpu=False)"
+                             if not wanted else "not started"}
+        self._warned = False
+        self._started = False
+
+    def start(self) -> None:
+        """At the start of an active span (and when warmup ends: a new epoch)."""
+        if not self.wanted:
+            return
+        reason = other_profiler_active()
+        if reason is not None:
+            if self._started:
+                _core.gpu_stop()
+                self._started = False
+            self.status = {"enabled": False, "message": reason}
+        else:
+            self.status = _core.gpu_start(cupti_search_dirs(), max_events=self.max_events)
+            self._started = True
+        if not self.status["enabled"] and not self._warned and _cuda_expected():
+            # One line, once per session, only where the user has a GPU and expects its timings.
+            log.warning("gpuprof: GPU collection off: %s", self.status["message"])
+            self._warned = True
+
+    def stop(self) -> None:
+        if self._started:
+            _core.gpu_stop()
+
+    def flush(self) -> None:
+        if self._started and self.status.get("enabled"):
+            # Work of the last step may still be queued: wait for it, so its records are complete
+            # (a forced flush hands over unfinished records with no end time). The step is already
+            # closed, so the wait is not part of any step.
+            torch = sys.modules.get("torch")
+            try:
+                if torch is not None and torch.cuda.is_initialized():
+                    torch.cuda.synchronize()
+            except Exception as e:  # a failing device must not lose the host-side report
+                log.warning("gpuprof: could not synchronize the GPU before the flush: %s", e)
+            _core.gpu_flush()
+
+    def drain_into(self, trace) -> None:
+        md = dict(trace.metadata)
+        if self._started:
+            _core.gpu_drain(trace)
+            md.update(trace.metadata)
+        if self.status.get("enabled"):
+            md["gpu_collection"] = f"on (CUPTI {self.status['cupti_version']}: {self.status['cupti_library']})"
+            if self.status.get("message"):
+                md["gpu_collection_notes"] = self.status["message"]
+        else:
+            md["gpu_collection"] = f"off: {self.status.get('message', '')}"
+        if self.wanted and not self.status.get("nvml") and self.status.get("nvml_message"):
+            md["gpu_samples"] = f"off: {self.status['nvml_message']}"
+        trace.metadata = md
+
+    def release(self) -> None:
+        if self._started:
+            _core.gpu_release()
+            self._started = False
