@@ -12,6 +12,8 @@
 namespace py = pybind11;
 using namespace gpuprof;
 
+void bind_analysis(py::module_& m);   // cpp/bindings/analysis_bindings.cpp (GPU metrics and tables)
+
 namespace {
 
 EventKind parse_kind(const std::string& s) {
@@ -120,6 +122,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("CATEGORIES") = cats;
   m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });
   m.def("is_communication_op_name", [](const std::string& s) { return is_communication_op_name(s); });
+  bind_analysis(m);
 
   // The live collector.
   m.def("now_ns", &collect::now_ns, "The profiler's clock (CLOCK_MONOTONIC, ns).");
