@@ -87,3 +87,20 @@ def test_bad_builder_input_is_a_clear_error():
         t.set_input_shapes(0, "[[1]]")
     with pytest.raises(IndexError):
         t.set_input_shapes(5, "[[1]]")
+
+
+def test_operators_grouped_by_input_shapes_when_recorded():
+    # Two batches of 8 rows and one of 32: with record_shapes, aten::linear splits into a row per
+    # input-shape signature (2 calls and 1 call); without, it is one row of 3 calls.
+    model = torch.nn.Linear(16, 4)
+
+    def run(record_shapes: bool) -> list[dict]:
+        with gpuprof.profile(record_shapes=record_shapes) as prof:
+            for n in (8, 8, 32):
+                model(torch.randn(n, 16))
+                prof.step()
+        return [r for r in prof.report().to_dict()["operators"] if r["name"] == "aten::linear"]
+
+    by_shapes = {r["input_shapes"]: r["calls"] for r in run(True)}
+    assert by_shapes == {"[[8, 16], [4, 16], [4]]": 2, "[[32, 16], [4, 16], [4]]": 1}
+    assert [(r["input_shapes"], r["calls"]) for r in run(False)] == [("", 3)]
