@@ -12,8 +12,6 @@
 namespace py = pybind11;
 using namespace gpuprof;
 
-void bind_analysis(py::module_& m);   // cpp/bindings/analysis_bindings.cpp (GPU metrics and tables)
-
 namespace {
 
 EventKind parse_kind(const std::string& s) {
@@ -56,6 +54,8 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
 }
 
 }  // namespace
+
+void bind_analysis(py::module_& m);   // cpp/bindings/analysis_bindings.cpp (GPU metrics and tables)
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gpuprof native core: events, traces, analysis (no torch, no CUDA needed)";
@@ -122,6 +122,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("CATEGORIES") = cats;
   m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });
   m.def("is_communication_op_name", [](const std::string& s) { return is_communication_op_name(s); });
+
   bind_analysis(m);
 
   // The live collector.
