@@ -119,6 +119,13 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
     if (!inserted) it->second = std::max(it->second, m.total_allocated);
   }
 
+  // Classify each distinct kernel name once: traces repeat a few hundred names over many kernels.
+  std::vector<int8_t> tensor_core_by_name(t.strings.size(), -1);
+  auto on_tensor_cores = [&](uint32_t name) {
+    if (tensor_core_by_name[name] < 0) tensor_core_by_name[name] = is_tensor_core_kernel(t.strings.at(name)) ? 1 : 0;
+    return tensor_core_by_name[name] == 1;
+  };
+
   std::vector<DeviceSummary> out;
   for (const auto& [id, kernels] : kernels_by_device) {
     const DeviceProps* d = t.device(id);
@@ -144,7 +151,7 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
       ++s.kernels;
       s.kernel_ns += ns;
       busy.push_back({e.start_ns, e.end_ns()});
-      if (is_tensor_core_kernel(t.name_of(e))) tensor_core_ns += ns;
+      if (on_tensor_cores(e.name)) tensor_core_ns += ns;
       const uint32_t op = links.launching_op(i);
       if (op != kNoIndex && links.eligible_root[op] != kNoIndex) eligible_ns += ns;
     }

@@ -16,7 +16,8 @@ bool needs_enclosing_op(EventKind k) {
 
 // Per host thread: a sweep over ops (and the calls inside them) in start order with a stack of
 // open ops, giving each op its parent and each call its innermost enclosing op.
-void nest_thread(const Trace& t, std::vector<uint32_t>& items, LaunchLinks& links) {
+void nest_thread(const Trace& t, std::vector<uint32_t>& items, std::vector<int8_t>& eligible_by_name,
+                 LaunchLinks& links) {
   std::sort(items.begin(), items.end(), [&](uint32_t a, uint32_t b) {
     const Event& ea = t.events[a];
     const Event& eb = t.events[b];
@@ -43,7 +44,9 @@ void nest_thread(const Trace& t, std::vector<uint32_t>& items, LaunchLinks& link
     if (e.kind == EventKind::HostOp) {
       links.parent_op[i] = enclosing;
       links.top_op[i] = enclosing == kNoIndex ? i : links.top_op[enclosing];
-      const bool eligible = is_tensor_core_eligible_op(t.name_of(e));
+      if (eligible_by_name[e.name] < 0)
+        eligible_by_name[e.name] = is_tensor_core_eligible_op(t.name_of(e)) ? 1 : 0;
+      const bool eligible = eligible_by_name[e.name] == 1;
       const uint32_t inherited = enclosing == kNoIndex ? kNoIndex : links.eligible_root[enclosing];
       links.eligible_root[i] = inherited != kNoIndex ? inherited : (eligible ? i : kNoIndex);
       open.push_back(i);
@@ -90,7 +93,8 @@ LaunchLinks link_launches(const Trace& t) {
       if (it != op_by_external_id.end()) links.op_of[i] = it->second;
     }
   }
-  for (auto& [tid, items] : host_items_by_thread) nest_thread(t, items, links);
+  std::vector<int8_t> eligible_by_name(t.strings.size(), -1);   // each op name classified once
+  for (auto& [tid, items] : host_items_by_thread) nest_thread(t, items, eligible_by_name, links);
 
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
