@@ -160,6 +160,7 @@ py::dict tables_to_dict(const Trace& t) {
   for (const StepMemoryRow& r : memory) {
     py::dict d;
     d["step"] = r.step;
+    d["ts_ns"] = r.start_ns;   // a time column, so renderers can draw the peaks over the run
     d["device"] = r.device;
     d["peak_allocated_bytes"] = r.peak_allocated_bytes;
     d["peak_reserved_bytes"] = r.peak_reserved_bytes;

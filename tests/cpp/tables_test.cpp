@@ -245,6 +245,7 @@ TEST(StepMemoryTable, PeakPerStepWithTheLevelCarriedIn) {
   EXPECT_EQ(rows[0].peak_reserved_bytes, 160);
   EXPECT_EQ(rows[0].capacity_bytes, 1000);
   EXPECT_EQ(rows[1].step, 2);
+  EXPECT_EQ(rows[1].start_ns, 100);
   EXPECT_EQ(rows[1].peak_allocated_bytes, 60);
   EXPECT_EQ(rows[1].peak_reserved_bytes, 120);
 }

@@ -70,7 +70,7 @@ def test_report_from_hand_built_gpu_trace():
                                "total_us": 100.0, "gb_per_s": 10.0}]
     conv = next(r for r in data["operators"] if r["name"] == "aten::conv2d")
     assert conv["device_self_us"] == 400.0 and conv["tc_eligible"]
-    assert data["memory"] == [{"step": 0, "device": 0, "peak_allocated_bytes": 4096, "peak_reserved_bytes": 8192,
+    assert data["memory"] == [{"step": 0, "ts_ns": 0, "device": 0, "peak_allocated_bytes": 4096, "peak_reserved_bytes": 8192,
                                "capacity_bytes": 32 << 30}]
 
 

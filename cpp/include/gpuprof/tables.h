@@ -67,6 +67,7 @@ std::vector<SyncRow> sync_table(const Trace& trace, const LaunchLinks& links);
 // from the last sample before it counts too).
 struct StepMemoryRow {
   int64_t step = 0;
+  int64_t start_ns = 0;   // the step's start, on the trace's clock
   int device = 0;
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;

@@ -241,6 +241,7 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
     for (const StepBreakdown& s : steps.steps) {
       StepMemoryRow r;
       r.step = s.step;
+      r.start_ns = s.start_ns;
       r.device = device;
       r.capacity_bytes = d ? d->total_global_mem : 0;
       auto first = std::lower_bound(samples.begin(), samples.end(), s.start_ns,
