@@ -326,7 +326,8 @@ void bind_analysis(py::module_& m) {
       py::arg("shared_mem_bytes"), py::arg("blocks") = 0, py::arg("kineto_compatible") = false,
       "Active blocks per SM (and their limits) for one launch; with blocks > 0 also the theoretical "
       "occupancy in percent. kineto_compatible=True applies the default per-block shared-memory "
-      "limit even above it, as Kineto's estimate does.");
+      "limit even above it, as Kineto's estimate does. A device the rules do not cover gives "
+      "{'error': <why>} instead of numbers.");
 
   m.def("is_tensor_core_kernel", [](const std::string& s) { return is_tensor_core_kernel(s); }, py::arg("name"));
   m.def("is_tensor_core_eligible_op", [](const std::string& s) { return is_tensor_core_eligible_op(s); },
