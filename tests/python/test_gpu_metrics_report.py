@@ -104,3 +104,32 @@ def test_operators_grouped_by_input_shapes_when_recorded():
     by_shapes = {r["input_shapes"]: r["calls"] for r in run(True)}
     assert by_shapes == {"[[8, 16], [4, 16], [4]]": 2, "[[32, 16], [4, 16], [4]]": 1}
     assert [(r["input_shapes"], r["calls"]) for r in run(False)] == [("", 3)]
+
+
+def test_tables_scale_n_log_n():
+    # 30k ops inside one outer op, each launching a kernel (90k events). Linking and the tables are
+    # a sort plus hash lookups: tens of milliseconds. A pairwise containment search would be ~1e9
+    # comparisons, far past the (generous, CI-proof) bound.
+    import time
+
+    n = 30_000
+    t = _core.Trace()
+    d = _core.DeviceProps()
+    d.num_sms = 80
+    t.add_device(d)
+    t.add_event("step", "ProfilerStep#1", 0, 10 * n + 100)
+    t.add_event("host_op", "aten::linear", 0, 10 * n + 50, external_id=1)
+    for i in range(n):
+        ts = 10 * i + 1
+        t.add_event("host_op", "aten::addmm", ts, 8, external_id=i + 2)
+        t.add_event("runtime", "cudaLaunchKernel", ts + 1, 2, correlation=i + 1, external_id=i + 2)
+        t.add_kernel(f"gemm_{i % 50}", ts + 4, 5, correlation=i + 1, grid=[80, 1, 1], block=[128, 1, 1],
+                     registers_per_thread=32, shared_mem_bytes=0)
+    start = time.perf_counter()
+    tables = _core.gpu_tables(t)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 5.0
+    ops = {r["name"]: r for r in tables["operators"]}
+    assert ops["aten::addmm"]["calls"] == n and ops["aten::addmm"]["device_self_us"] == pytest.approx(n * 0.005)
+    assert ops["aten::linear"]["device_total_us"] == pytest.approx(n * 0.005)
+    assert len(tables["kernels"]) == 50 and tables["devices"][0]["tc_eligible_pct"] == pytest.approx(100.0)
