@@ -57,6 +57,8 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
 
 }  // namespace
 
+void bind_analysis(py::module_& m);   // cpp/bindings/analysis_bindings.cpp (GPU metrics and tables)
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gpuprof native core: events, traces, analysis (no torch, no CUDA needed)";
 
@@ -122,6 +124,8 @@ PYBIND11_MODULE(_core, m) {
   m.attr("CATEGORIES") = cats;
   m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });
   m.def("is_communication_op_name", [](const std::string& s) { return is_communication_op_name(s); });
+
+  bind_analysis(m);
 
   // The live collector.
   m.def("now_ns", &collect::now_ns, "The profiler's clock (CLOCK_MONOTONIC, ns).");

@@ -60,6 +60,13 @@ class Report:
                        "skipped": int(trace.skipped_events), "steps": len(steps)},
             "metadata": dict(trace.metadata),
         }
+        # ---- GPU metrics (issue 3): per-device summary and the detail tables ----------------------
+        # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
+        # numbers are None. docs/metrics.md defines every field.
+        gpu = _core.gpu_tables(trace)
+        for key in ("devices", "kernels", "operators", "copies", "syncs", "memory"):
+            data[key] = gpu[key]
+        # ---- end GPU metrics -----------------------------------------------------------------------
         return cls(data, trace)
 
     @classmethod

@@ -1,0 +1,56 @@
+// The GPU summary of the overview page, per device (REFERENCE.md, "GPU summary"); docs/metrics.md
+// states each definition.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuprof/breakdown.h"
+#include "gpuprof/launch_links.h"
+#include "gpuprof/trace.h"
+
+namespace gpuprof {
+
+struct DeviceSummary {
+  int id = 0;
+  std::string name;                 // "" when the trace has no properties for this device
+  int compute_major = 0;
+  int compute_minor = 0;
+  int64_t window_ns = 0;            // first step start to last step end
+  int64_t kernel_ns = 0;            // kernel time inside the window (overlaps counted per kernel)
+  int64_t kernel_busy_ns = 0;       // union of kernel intervals inside the window
+  int64_t kernels = 0;              // kernels that overlap the window
+  double utilization_pct = 0.0;
+  double sm_efficiency_pct = 0.0;
+  double achieved_occupancy_pct = -1.0;   // -1: no kernel with a known occupancy
+  double tensor_core_pct = 0.0;
+  double tc_eligible_pct = 0.0;
+  int64_t memory_total_bytes = 0;
+  int64_t peak_allocated_bytes = -1;      // -1: no allocator samples for this device
+};
+
+struct TimeWindow {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t length_ns() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
+};
+
+// From the first step's start to the last step's end; empty when there are no steps.
+TimeWindow steps_window(const BreakdownResult& steps);
+
+// One summary per device that ran a kernel or has allocator samples, ordered by device id.
+std::vector<DeviceSummary> summarize_devices(const Trace& trace, const TimeWindow& window,
+                                             const LaunchLinks& links);
+// Convenience: computes the breakdown's steps and the links itself.
+std::vector<DeviceSummary> summarize_devices(const Trace& trace);
+
+// The pieces, exposed for tests and for per-step use. `kernels` are indices into trace.events
+// of Kernel events of one device.
+double utilization_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const TimeWindow& w);
+double sm_efficiency_pct(const Trace& trace, const std::vector<uint32_t>& kernels,
+                         const DeviceProps* device, const TimeWindow& w);
+double achieved_occupancy_pct(const Trace& trace, const std::vector<uint32_t>& kernels,
+                              const DeviceProps* device, const TimeWindow& w);
+
+}  // namespace gpuprof

@@ -1,0 +1,78 @@
+// The detail tables behind the GPU summary: kernels, operators, copies, host-blocking
+// synchronisations and per-step device memory. Each is one pass (plus sorts) over a Trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuprof/breakdown.h"
+#include "gpuprof/launch_links.h"
+#include "gpuprof/trace.h"
+
+namespace gpuprof {
+
+// One row per kernel name, largest total time first.
+struct KernelRow {
+  std::string name;
+  int64_t calls = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  double mean_blocks_per_sm = -1.0;   // duration-weighted; -1 when no call has a block count
+  double mean_occupancy_pct = -1.0;   // duration-weighted; -1 when no call has an occupancy
+  bool tensor_cores = false;
+  double mean_ns() const { return calls > 0 ? double(total_ns) / double(calls) : 0.0; }
+};
+std::vector<KernelRow> kernel_table(const Trace& trace);
+
+// One row per host operator name (and input shapes, when recorded), largest host total first.
+// Host self = the op's time minus that of the ops directly inside it. Device self = device work
+// (kernels, copies, sets) launched by the op itself; device total adds that of the ops inside it.
+struct OperatorRow {
+  std::string name;
+  std::string input_shapes;   // "" when shapes were not recorded
+  int64_t calls = 0;
+  int64_t host_self_ns = 0;
+  int64_t host_total_ns = 0;
+  int64_t device_self_ns = 0;
+  int64_t device_total_ns = 0;
+  bool tc_eligible = false;
+};
+std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links);
+
+// One row per copy direction and host-memory kind (Memset has its own row).
+struct CopyRow {
+  std::string kind;          // "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Memset", "Unknown"
+  std::string host_memory;   // "pageable", "pinned", "" (no host side, or not recorded)
+  int64_t count = 0;
+  int64_t bytes = 0;
+  int64_t total_ns = 0;
+  double gb_per_s() const { return total_ns > 0 ? double(bytes) / double(total_ns) : 0.0; }
+};
+std::vector<CopyRow> copy_table(const Trace& trace);
+
+// Calls that make the host wait for the device, grouped by call and by the outermost host op
+// that made them (the op a user recognises, e.g. aten::item rather than _local_scalar_dense).
+struct SyncRow {
+  std::string name;
+  std::string op;   // "" when made outside any host op
+  int64_t count = 0;
+  int64_t total_ns = 0;
+};
+bool is_host_blocking_call(const Trace& trace, const Event& e);
+std::vector<SyncRow> sync_table(const Trace& trace, const LaunchLinks& links);
+
+// Peak device memory in each step, from the allocator samples (the level carried into the step
+// from the last sample before it counts too).
+struct StepMemoryRow {
+  int64_t step = 0;
+  int64_t start_ns = 0;   // the step's start, on the trace's clock
+  int device = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t capacity_bytes = 0;   // 0 when the device's properties are unknown
+};
+std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps);
+
+}  // namespace gpuprof

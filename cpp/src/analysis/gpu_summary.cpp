@@ -1,0 +1,176 @@
+#include "gpuprof/gpu_summary.h"
+
+#include <algorithm>
+#include <map>
+
+#include "gpuprof/intervals.h"
+#include "gpuprof/occupancy.h"
+#include "gpuprof/tensor_cores.h"
+
+namespace gpuprof {
+
+namespace {
+
+// The part of an event inside the window.
+int64_t clipped_ns(const Event& e, const TimeWindow& w) {
+  const int64_t lo = std::max(e.start_ns, w.start_ns);
+  const int64_t hi = std::min(e.end_ns(), w.end_ns);
+  return hi > lo ? hi - lo : 0;
+}
+
+const KernelInfo* kernel_info(const Trace& t, const Event& e) {
+  return e.aux < t.kernels.size() ? &t.kernels[e.aux] : nullptr;
+}
+
+// min(blocks / SMs, 1): the share of the SMs one kernel can keep busy. Kernels without a block
+// count (or a device without an SM count, and no recorded blocks per SM) count as 0.
+double sm_share(const KernelInfo* k, const DeviceProps* d) {
+  if (k == nullptr) return 0.0;
+  double blocks_per_sm = -1.0;
+  if (d != nullptr && d->num_sms > 0 && k->blocks() > 0)
+    blocks_per_sm = double(k->blocks()) / d->num_sms;
+  else if (k->blocks_per_sm >= 0.0f)
+    blocks_per_sm = k->blocks_per_sm;
+  if (blocks_per_sm <= 0.0) return 0.0;
+  return std::min(blocks_per_sm, 1.0);
+}
+
+}  // namespace
+
+TimeWindow steps_window(const BreakdownResult& r) {
+  TimeWindow w;
+  if (r.steps.empty()) return w;
+  w.start_ns = r.steps.front().start_ns;
+  w.end_ns = r.steps.back().end_ns;
+  return w;
+}
+
+double utilization_pct(const Trace& t, const std::vector<uint32_t>& kernels, const TimeWindow& w) {
+  if (w.length_ns() == 0) return 0.0;
+  IntervalList busy;
+  busy.reserve(kernels.size());
+  for (uint32_t i : kernels) busy.push_back({t.events[i].start_ns, t.events[i].end_ns()});
+  merge_intervals(busy);
+  return 100.0 * double(length_within(busy, w.start_ns, w.end_ns)) / double(w.length_ns());
+}
+
+double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
+                         const TimeWindow& w) {
+  if (w.length_ns() == 0) return 0.0;
+  // Sweep over kernel starts and ends: between two consecutive edges the SMs' busy share is the
+  // sum of the running kernels' shares, capped at 1.
+  struct Edge {
+    int64_t ts;
+    double delta;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(kernels.size() * 2);
+  for (uint32_t i : kernels) {
+    const Event& e = t.events[i];
+    const double share = sm_share(kernel_info(t, e), d);
+    if (share <= 0.0 || e.dur_ns <= 0) continue;
+    const int64_t lo = std::max(e.start_ns, w.start_ns), hi = std::min(e.end_ns(), w.end_ns);
+    if (hi <= lo) continue;
+    edges.push_back({lo, share});
+    edges.push_back({hi, -share});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.ts < b.ts; });
+  double running = 0.0, weighted_ns = 0.0;
+  for (size_t k = 0; k < edges.size(); ++k) {
+    running += edges[k].delta;
+    if (k + 1 < edges.size() && edges[k + 1].ts > edges[k].ts) {
+      // Float sums of added and removed shares can leave a tiny residue; never negative.
+      const double level = std::min(std::max(running, 0.0), 1.0);
+      weighted_ns += level * double(edges[k + 1].ts - edges[k].ts);
+    }
+  }
+  return 100.0 * weighted_ns / double(w.length_ns());
+}
+
+double achieved_occupancy_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
+                              const TimeWindow& w) {
+  double weighted = 0.0, weight_ns = 0.0;
+  for (uint32_t i : kernels) {
+    const Event& e = t.events[i];
+    const KernelInfo* k = kernel_info(t, e);
+    if (k == nullptr) continue;
+    const double occ = kernel_occupancy_pct(d, *k);
+    const int64_t ns = clipped_ns(e, w);
+    if (occ < 0.0 || ns == 0) continue;
+    weighted += occ * double(ns);
+    weight_ns += double(ns);
+  }
+  return weight_ns > 0.0 ? weighted / weight_ns : -1.0;
+}
+
+std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w, const LaunchLinks& links) {
+  // The devices this run used: those that ran a kernel or allocated memory (a trace lists the
+  // properties of every GPU in the machine, used or not).
+  std::map<int, std::vector<uint32_t>> kernels_by_device;
+  for (uint32_t i = 0; i < t.events.size(); ++i)
+    if (t.events[i].kind == EventKind::Kernel && t.events[i].device >= 0)
+      kernels_by_device[t.events[i].device].push_back(i);
+
+  std::map<int, int64_t> peak_allocated;
+  for (const MemorySample& m : t.memory) {
+    if (m.device < 0) continue;
+    kernels_by_device[m.device];
+    auto [it, inserted] = peak_allocated.emplace(m.device, m.total_allocated);
+    if (!inserted) it->second = std::max(it->second, m.total_allocated);
+  }
+
+  // Classify each distinct kernel name once: traces repeat a few hundred names over many kernels.
+  std::vector<int8_t> tensor_core_by_name(t.strings.size(), -1);
+  auto on_tensor_cores = [&](uint32_t name) {
+    if (tensor_core_by_name[name] < 0) tensor_core_by_name[name] = is_tensor_core_kernel(t.strings.at(name)) ? 1 : 0;
+    return tensor_core_by_name[name] == 1;
+  };
+
+  std::vector<DeviceSummary> out;
+  for (const auto& [id, kernels] : kernels_by_device) {
+    const DeviceProps* d = t.device(id);
+    DeviceSummary s;
+    s.id = id;
+    if (d != nullptr) {
+      s.name = d->name;
+      s.compute_major = d->compute_major;
+      s.compute_minor = d->compute_minor;
+      s.memory_total_bytes = d->total_global_mem;
+    }
+    s.window_ns = w.length_ns();
+    s.utilization_pct = utilization_pct(t, kernels, w);
+    s.sm_efficiency_pct = sm_efficiency_pct(t, kernels, d, w);
+    s.achieved_occupancy_pct = achieved_occupancy_pct(t, kernels, d, w);
+
+    IntervalList busy;
+    int64_t tensor_core_ns = 0, eligible_ns = 0;
+    for (uint32_t i : kernels) {
+      const Event& e = t.events[i];
+      const int64_t ns = clipped_ns(e, w);
+      if (ns == 0) continue;
+      ++s.kernels;
+      s.kernel_ns += ns;
+      busy.push_back({e.start_ns, e.end_ns()});
+      if (on_tensor_cores(e.name)) tensor_core_ns += ns;
+      const uint32_t op = links.launching_op(i);
+      if (op != kNoIndex && links.eligible_root[op] != kNoIndex) eligible_ns += ns;
+    }
+    merge_intervals(busy);
+    s.kernel_busy_ns = length_within(busy, w.start_ns, w.end_ns);
+    if (s.kernel_ns > 0) {
+      s.tensor_core_pct = 100.0 * double(tensor_core_ns) / double(s.kernel_ns);
+      s.tc_eligible_pct = 100.0 * double(eligible_ns) / double(s.kernel_ns);
+    }
+    auto peak = peak_allocated.find(id);
+    if (peak != peak_allocated.end()) s.peak_allocated_bytes = peak->second;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<DeviceSummary> summarize_devices(const Trace& t) {
+  const BreakdownResult steps = compute_breakdown(t);
+  return summarize_devices(t, steps_window(steps), link_launches(t));
+}
+
+}  // namespace gpuprof

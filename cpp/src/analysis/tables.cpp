@@ -1,0 +1,264 @@
+#include "gpuprof/tables.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "gpuprof/occupancy.h"
+#include "gpuprof/tensor_cores.h"
+
+namespace gpuprof {
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(0, p.size()) == p;
+}
+
+const char* copy_kind_name(CopyKind k) {
+  switch (k) {
+    case CopyKind::HtoD: return "HtoD";
+    case CopyKind::DtoH: return "DtoH";
+    case CopyKind::DtoD: return "DtoD";
+    case CopyKind::HtoH: return "HtoH";
+    case CopyKind::PtoP: return "PtoP";
+    default: return "Unknown";
+  }
+}
+
+// The host side of a copy decides whether it could be asynchronous: pinned, or pageable (staged
+// through a driver buffer, and synchronous with the host).
+const char* host_memory_name(const CopyInfo& c) {
+  MemoryKind host = MemoryKind::Unknown;
+  if (c.kind == CopyKind::HtoD) host = c.src;
+  else if (c.kind == CopyKind::DtoH) host = c.dst;
+  if (host == MemoryKind::Pageable) return "pageable";
+  if (host == MemoryKind::Pinned) return "pinned";
+  return "";
+}
+
+// Host ops of each thread in nesting order (outer before inner), for the bottom-up sums.
+std::vector<uint32_t> host_ops_outer_first(const Trace& t) {
+  std::vector<uint32_t> ops;
+  for (uint32_t i = 0; i < t.events.size(); ++i)
+    if (t.events[i].kind == EventKind::HostOp) ops.push_back(i);
+  std::sort(ops.begin(), ops.end(), [&](uint32_t a, uint32_t b) {
+    const Event& ea = t.events[a];
+    const Event& eb = t.events[b];
+    if (ea.start_ns != eb.start_ns) return ea.start_ns < eb.start_ns;
+    if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;
+    return a < b;
+  });
+  return ops;
+}
+
+}  // namespace
+
+std::vector<KernelRow> kernel_table(const Trace& t) {
+  struct Acc {
+    KernelRow row;
+    double blocks_weighted = 0.0, blocks_weight = 0.0;
+    double occ_weighted = 0.0, occ_weight = 0.0;
+  };
+  std::unordered_map<uint32_t, Acc> by_name;
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::Kernel) continue;
+    Acc& a = by_name[e.name];
+    KernelRow& r = a.row;
+    if (r.calls == 0) {
+      r.name = t.name_of(e);
+      r.tensor_cores = is_tensor_core_kernel(r.name);
+      r.min_ns = r.max_ns = e.dur_ns;
+    }
+    ++r.calls;
+    r.total_ns += e.dur_ns;
+    r.min_ns = std::min(r.min_ns, e.dur_ns);
+    r.max_ns = std::max(r.max_ns, e.dur_ns);
+    if (e.aux >= t.kernels.size()) continue;
+    const KernelInfo& k = t.kernels[e.aux];
+    const DeviceProps* d = t.device(e.device);
+    double blocks_per_sm = k.blocks_per_sm;
+    if (d != nullptr && d->num_sms > 0 && k.blocks() > 0) blocks_per_sm = double(k.blocks()) / d->num_sms;
+    // Weighted by duration, as the old plugin did, so a kernel's long calls count for more.
+    const double w = double(std::max<int64_t>(e.dur_ns, 0));
+    if (blocks_per_sm >= 0.0) {
+      a.blocks_weighted += blocks_per_sm * w;
+      a.blocks_weight += w;
+    }
+    const double occ = kernel_occupancy_pct(d, k);
+    if (occ >= 0.0) {
+      a.occ_weighted += occ * w;
+      a.occ_weight += w;
+    }
+  }
+  std::vector<KernelRow> rows;
+  rows.reserve(by_name.size());
+  for (auto& [id, a] : by_name) {
+    if (a.blocks_weight > 0.0) a.row.mean_blocks_per_sm = a.blocks_weighted / a.blocks_weight;
+    if (a.occ_weight > 0.0) a.row.mean_occupancy_pct = a.occ_weighted / a.occ_weight;
+    rows.push_back(std::move(a.row));
+  }
+  std::sort(rows.begin(), rows.end(), [](const KernelRow& a, const KernelRow& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  return rows;
+}
+
+std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links) {
+  const size_t n = t.events.size();
+  std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    const Event& e = t.events[i];
+    if (!e.on_device()) continue;
+    const uint32_t op = links.launching_op(i);
+    if (op != kNoIndex) device_self_ns[op] += e.dur_ns;
+  }
+  const std::vector<uint32_t> ops = host_ops_outer_first(t);
+  // Inner ops come after their parents, so a reverse walk finishes each op before its parent.
+  for (size_t k = ops.size(); k-- > 0;) {
+    const uint32_t i = ops[k];
+    device_total_ns[i] += device_self_ns[i];
+    const uint32_t parent = links.parent_op[i];
+    if (parent == kNoIndex) continue;
+    host_child_ns[parent] += t.events[i].dur_ns;
+    device_total_ns[parent] += device_total_ns[i];
+  }
+
+  std::map<std::pair<uint32_t, uint32_t>, OperatorRow> by_key;   // (name id, shapes id)
+  for (uint32_t i : ops) {
+    const Event& e = t.events[i];
+    const uint32_t shapes = e.aux < t.strings.size() ? e.aux : 0;
+    OperatorRow& r = by_key[{e.name, shapes}];
+    if (r.calls == 0) {
+      r.name = t.name_of(e);
+      r.input_shapes = t.strings.at(shapes);
+      r.tc_eligible = is_tensor_core_eligible_op(r.name);
+    }
+    ++r.calls;
+    r.host_total_ns += e.dur_ns;
+    r.host_self_ns += std::max<int64_t>(e.dur_ns - host_child_ns[i], 0);
+    r.device_self_ns += device_self_ns[i];
+    r.device_total_ns += device_total_ns[i];
+  }
+  std::vector<OperatorRow> rows;
+  rows.reserve(by_key.size());
+  for (auto& [key, r] : by_key) rows.push_back(std::move(r));
+  std::sort(rows.begin(), rows.end(), [](const OperatorRow& a, const OperatorRow& b) {
+    if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
+    return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
+  });
+  return rows;
+}
+
+std::vector<CopyRow> copy_table(const Trace& t) {
+  std::map<std::pair<std::string, std::string>, CopyRow> by_key;
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::Memcpy && e.kind != EventKind::Memset) continue;
+    const CopyInfo* c = e.aux < t.copies.size() ? &t.copies[e.aux] : nullptr;
+    std::string kind = e.kind == EventKind::Memset ? "Memset" : copy_kind_name(c ? c->kind : CopyKind::Unknown);
+    std::string host = (e.kind == EventKind::Memcpy && c) ? host_memory_name(*c) : "";
+    CopyRow& r = by_key[{kind, host}];
+    if (r.count == 0) {
+      r.kind = kind;
+      r.host_memory = host;
+    }
+    ++r.count;
+    r.bytes += c ? c->bytes : 0;
+    r.total_ns += e.dur_ns;
+  }
+  std::vector<CopyRow> rows;
+  for (auto& [key, r] : by_key) rows.push_back(std::move(r));
+  std::sort(rows.begin(), rows.end(), [](const CopyRow& a, const CopyRow& b) {
+    if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
+    return a.kind != b.kind ? a.kind < b.kind : a.host_memory < b.host_memory;
+  });
+  return rows;
+}
+
+bool is_host_blocking_call(const Trace& t, const Event& e) {
+  const std::string& name = t.name_of(e);
+  if (e.kind == EventKind::Sync) {
+    // A stream waiting on an event blocks that stream, not the host.
+    return name.find("Wait") == std::string::npos && name.find("wait") == std::string::npos;
+  }
+  if (e.kind != EventKind::Runtime && e.kind != EventKind::Driver) return false;
+  // Explicit synchronisation, and the copies that are synchronous with the host by definition
+  // (the non-Async cudaMemcpy family; the driver's cuMemcpy without Async).
+  static const std::string_view kBlocking[] = {
+      "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
+      "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+      "cudaMemcpyPeer", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+      "cuMemcpy", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2", "cuMemcpy2D_v2",
+      "cuMemcpy3D_v2", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+      "hipMemcpy", "hipMemcpyWithStream", "hipMemcpy2D", "hipMemcpyToSymbol", "hipMemcpyFromSymbol"};
+  for (std::string_view b : kBlocking) {
+    // CUPTI names carry a version suffix in some traces (cudaMemcpy_v3020).
+    if (name == b || (starts_with(name, b) && name.size() > b.size() + 2 &&
+                      name.compare(b.size(), 2, "_v") == 0))
+      return true;
+  }
+  return false;
+}
+
+std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
+  std::map<std::pair<uint32_t, uint32_t>, SyncRow> by_key;   // (call name id, op name id)
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (!is_host_blocking_call(t, e)) continue;
+    // A CUPTI sync record of a call we already count is the same wait seen twice.
+    if (e.kind == EventKind::Sync && links.runtime_of[i] != kNoIndex &&
+        is_host_blocking_call(t, t.events[links.runtime_of[i]]))
+      continue;
+    const uint32_t op = links.launching_op(i);
+    const uint32_t top = op == kNoIndex ? kNoIndex : links.top_op[op];
+    const uint32_t op_name = top == kNoIndex ? 0 : t.events[top].name;
+    SyncRow& r = by_key[{e.name, op_name}];
+    if (r.count == 0) {
+      r.name = t.name_of(e);
+      r.op = t.strings.at(op_name);
+    }
+    ++r.count;
+    r.total_ns += e.dur_ns;
+  }
+  std::vector<SyncRow> rows;
+  for (auto& [key, r] : by_key) rows.push_back(std::move(r));
+  std::sort(rows.begin(), rows.end(), [](const SyncRow& a, const SyncRow& b) {
+    if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
+    return a.name != b.name ? a.name < b.name : a.op < b.op;
+  });
+  return rows;
+}
+
+std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps) {
+  std::map<int, std::vector<const MemorySample*>> by_device;
+  for (const MemorySample& m : t.memory)
+    if (m.device >= 0) by_device[m.device].push_back(&m);
+  std::vector<StepMemoryRow> rows;
+  for (auto& [device, samples] : by_device) {
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const MemorySample* a, const MemorySample* b) { return a->ts_ns < b->ts_ns; });
+    const DeviceProps* d = t.device(device);
+    for (const StepBreakdown& s : steps.steps) {
+      StepMemoryRow r;
+      r.step = s.step;
+      r.start_ns = s.start_ns;
+      r.device = device;
+      r.capacity_bytes = d ? d->total_global_mem : 0;
+      auto first = std::lower_bound(samples.begin(), samples.end(), s.start_ns,
+                                    [](const MemorySample* m, int64_t ts) { return m->ts_ns < ts; });
+      // The level the step starts with is the last one recorded before it.
+      if (first != samples.begin()) {
+        r.peak_allocated_bytes = (*(first - 1))->total_allocated;
+        r.peak_reserved_bytes = (*(first - 1))->total_reserved;
+      }
+      for (auto it = first; it != samples.end() && (*it)->ts_ns < s.end_ns; ++it) {
+        r.peak_allocated_bytes = std::max(r.peak_allocated_bytes, (*it)->total_allocated);
+        r.peak_reserved_bytes = std::max(r.peak_reserved_bytes, (*it)->total_reserved);
+      }
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+}  // namespace gpuprof

@@ -1,0 +1,178 @@
+// Specifications of the GPU summary (REFERENCE.md, "GPU summary") on hand-built timelines.
+// Times are nanoseconds; every expected number is worked out beside it.
+#include <gtest/gtest.h>
+
+#include "gpuprof/gpu_summary.h"
+#include "gpuprof/launch_links.h"
+
+using namespace gpuprof;
+
+namespace {
+
+DeviceProps small_gpu(int id) {
+  DeviceProps d;
+  d.id = id;
+  d.name = "Test GPU";
+  d.compute_major = 7;
+  d.compute_minor = 0;
+  d.total_global_mem = 16LL << 30;
+  d.max_threads_per_block = 1024;
+  d.max_threads_per_sm = 2048;
+  d.regs_per_block = d.regs_per_sm = 65536;
+  d.shared_mem_per_block = 48 * 1024;
+  d.shared_mem_per_sm = d.shared_mem_per_block_optin = 96 * 1024;
+  d.num_sms = 10;
+  return d;
+}
+
+Event& host(Trace& t, const char* name, int64_t start, int64_t end, uint64_t external_id = 0) {
+  Event& e = t.add(EventKind::HostOp, name, start, end - start);
+  e.external_id = external_id;
+  return e;
+}
+
+void runtime(Trace& t, int64_t start, int64_t end, uint64_t correlation, uint64_t external_id) {
+  Event& e = t.add(EventKind::Runtime, "cudaLaunchKernel", start, end - start);
+  e.correlation = correlation;
+  e.external_id = external_id;
+}
+
+// A kernel of `blocks` blocks (0: launch shape unknown) with Kineto's occupancy (-1: absent).
+void kernel(Trace& t, const char* name, int64_t start, int64_t end, uint64_t correlation, int blocks,
+            float occupancy_pct, int device = 0) {
+  Event& e = t.add(EventKind::Kernel, name, start, end - start);
+  e.correlation = correlation;
+  e.device = static_cast<int16_t>(device);
+  if (blocks == 0) return;
+  KernelInfo k;
+  k.grid[0] = blocks;
+  k.grid[1] = k.grid[2] = 1;
+  k.block[0] = 128;
+  k.block[1] = k.block[2] = 1;
+  k.registers_per_thread = 32;
+  k.shared_mem_bytes = 0;
+  k.est_occupancy_pct = occupancy_pct;
+  e.aux = static_cast<uint32_t>(t.kernels.size());
+  t.kernels.push_back(k);
+}
+
+// One step [0, 1000) with three kernels on GPU 0 (10 SMs):
+//   K1 [100, 300)  5 blocks  -> SM share 0.5, occupancy 40 %, launched inside aten::addmm
+//   K2 [200, 400) 20 blocks  -> SM share 1.0, occupancy 80 %, launched inside aten::relu
+//   K3 [600, 700) no launch shape (share 0, occupancy unknown), an h884 tensor-core kernel,
+//      launched by a call without an external id, inside aten::matmul by time
+Trace three_kernel_step() {
+  Trace t;
+  t.devices = {small_gpu(0), small_gpu(1)};
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  host(t, "aten::linear", 50, 450, 1);
+  host(t, "aten::t", 55, 58, 2);
+  host(t, "aten::addmm", 60, 440, 3);
+  runtime(t, 70, 80, 11, 3);
+  host(t, "aten::relu", 460, 480, 4);
+  runtime(t, 462, 470, 12, 4);
+  host(t, "aten::matmul", 485, 499, 5);
+  runtime(t, 490, 495, 13, 0);
+  kernel(t, "volta_sgemm_128x64_nn", 100, 300, 11, 5, 40.0f);
+  kernel(t, "void at::native::vectorized_elementwise_kernel<4, relu>", 200, 400, 12, 20, 80.0f);
+  kernel(t, "volta_h884gemm_64x64_ldg8_nn", 600, 700, 13, 0, -1.0f);
+  MemorySample m;
+  m.device = 0;
+  for (auto [ts, allocated] : {std::pair<int64_t, int64_t>{10, 100}, {500, 300}, {900, 200}}) {
+    m.ts_ns = ts;
+    m.total_allocated = allocated;
+    t.memory.push_back(m);
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(GpuSummary, ThreeKernelsInOneStep) {
+  const Trace t = three_kernel_step();
+  const std::vector<DeviceSummary> s = summarize_devices(t);
+  // GPU 1 has properties but ran nothing and allocated nothing: not listed.
+  ASSERT_EQ(s.size(), 1u);
+  const DeviceSummary& d = s[0];
+  EXPECT_EQ(d.id, 0);
+  EXPECT_EQ(d.name, "Test GPU");
+  // Window: the step, [0, 1000) (its device work ends at 700, before the host range does).
+  EXPECT_EQ(d.window_ns, 1000);
+  // Utilization: union [100, 400) + [600, 700) = 400 of 1000.
+  EXPECT_DOUBLE_EQ(d.utilization_pct, 40.0);
+  // SM efficiency: [100,200) 0.5; [200,300) 0.5 + 1.0 capped at 1; [300,400) 1.0; [600,700) 0
+  // -> 50 + 100 + 100 = 250 of 1000.
+  EXPECT_DOUBLE_EQ(d.sm_efficiency_pct, 25.0);
+  // Occupancy: (40 x 200 + 80 x 200) / 400; K3 has none and does not weigh.
+  EXPECT_DOUBLE_EQ(d.achieved_occupancy_pct, 60.0);
+  // Tensor cores: K3's 100 of 500 ns of kernel time.
+  EXPECT_EQ(d.kernel_ns, 500);
+  EXPECT_DOUBLE_EQ(d.tensor_core_pct, 20.0);
+  // Eligible: K1 (addmm, inside linear) 200 + K3 (matmul, found by time) 100 of 500.
+  EXPECT_DOUBLE_EQ(d.tc_eligible_pct, 60.0);
+  EXPECT_EQ(d.memory_total_bytes, 16LL << 30);
+  EXPECT_EQ(d.peak_allocated_bytes, 300);
+}
+
+TEST(GpuSummary, OutermostEligibleOpOwnsTheKernel) {
+  const Trace t = three_kernel_step();
+  const LaunchLinks links = link_launches(t);
+  // Events in add order: 0 step, 1 linear, 2 t, 3 addmm, 4 rt, 5 relu, 6 rt, 7 matmul, 8 rt, 9-11 kernels.
+  EXPECT_EQ(links.runtime_of[9], 4u);
+  EXPECT_EQ(links.op_of[9], 3u);            // by external id: addmm
+  EXPECT_EQ(links.parent_op[3], 1u);        // addmm sits inside linear
+  EXPECT_EQ(links.eligible_root[3], 1u);    // and linear is the outermost eligible op
+  EXPECT_EQ(links.eligible_root[2], 1u);    // aten::t is not eligible itself, but inside linear
+  EXPECT_EQ(links.eligible_root[5], kNoIndex);   // relu
+  EXPECT_EQ(links.op_of[11], 7u);           // no external id: the call lies inside matmul
+  EXPECT_EQ(links.top_op[3], 1u);
+}
+
+TEST(GpuSummary, KernelsOutsideTheWindowAreClipped) {
+  // Step [0, 1000); one kernel [-100, 100) launched before profiling started (no runtime call), one
+  // [900, 1100) launched inside the step, so the step ends at 1100: window [0, 1100).
+  Trace t;
+  t.devices = {small_gpu(0)};
+  t.add(EventKind::StepMarker, "ProfilerStep#3", 0, 1000);
+  runtime(t, 10, 20, 7, 0);
+  kernel(t, "k_before", -100, 100, 0, 10, 100.0f);
+  kernel(t, "k_late", 900, 1100, 7, 10, 50.0f);
+  const DeviceSummary d = summarize_devices(t)[0];
+  EXPECT_EQ(d.window_ns, 1100);
+  // [0, 100) + [900, 1100) = 300 of 1100.
+  EXPECT_NEAR(d.utilization_pct, 100.0 * 300 / 1100, 1e-9);
+  // Both have 10 blocks on 10 SMs (share 1): the same 300 of 1100.
+  EXPECT_NEAR(d.sm_efficiency_pct, 100.0 * 300 / 1100, 1e-9);
+  // Weighted by the time inside the window: (100 x 100 + 50 x 200) / 300.
+  EXPECT_NEAR(d.achieved_occupancy_pct, 20000.0 / 300, 1e-9);
+}
+
+TEST(GpuSummary, OccupancyFromTheCalculatorWhenTheTraceHasNone) {
+  // 128 threads, 32 registers, no shared memory on cc 7.0: 16 blocks by warps (64 / 4), 16 by
+  // registers (1024 per warp: 16 warps per sub-partition, 64 / 4), so 16; the launch has 1000 / 10 =
+  // 100 blocks per SM -> 16 x 128 / 2048 = 100 %. With 40 blocks (4 per SM): 4 x 128 / 2048 = 25 %.
+  Trace t;
+  t.devices = {small_gpu(0)};
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 100);
+  runtime(t, 1, 2, 1, 0);
+  runtime(t, 3, 4, 2, 0);
+  kernel(t, "a", 10, 40, 1, 1000, -1.0f);
+  kernel(t, "b", 50, 60, 2, 40, -1.0f);
+  // (100 x 30 + 25 x 10) / 40 = 81.25
+  EXPECT_DOUBLE_EQ(summarize_devices(t)[0].achieved_occupancy_pct, 81.25);
+}
+
+TEST(GpuSummary, NoStepsNoDevices) {
+  Trace t;
+  EXPECT_TRUE(summarize_devices(t).empty());
+  // Kernels but no host activity at all: no step, so a zero window; numbers stay 0, not NaN.
+  kernel(t, "k", 0, 10, 0, 10, 50.0f);
+  const std::vector<DeviceSummary> s = summarize_devices(t);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].window_ns, 0);
+  EXPECT_EQ(s[0].utilization_pct, 0.0);
+  EXPECT_EQ(s[0].sm_efficiency_pct, 0.0);
+  EXPECT_EQ(s[0].achieved_occupancy_pct, -1.0);
+  EXPECT_EQ(s[0].tensor_core_pct, 0.0);
+  EXPECT_EQ(s[0].peak_allocated_bytes, -1);
+}

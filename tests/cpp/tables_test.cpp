@@ -1,0 +1,251 @@
+// Specifications of the kernel, operator, copy, sync and per-step memory tables on hand-built
+// timelines (nanoseconds); every expected number is worked out beside it.
+#include <gtest/gtest.h>
+
+#include "gpuprof/breakdown.h"
+#include "gpuprof/launch_links.h"
+#include "gpuprof/tables.h"
+
+using namespace gpuprof;
+
+namespace {
+
+DeviceProps gpu() {
+  DeviceProps d;
+  d.id = 0;
+  d.compute_major = 7;
+  d.max_threads_per_block = 1024;
+  d.max_threads_per_sm = 2048;
+  d.regs_per_block = d.regs_per_sm = 65536;
+  d.shared_mem_per_block = 48 * 1024;
+  d.shared_mem_per_sm = d.shared_mem_per_block_optin = 96 * 1024;
+  d.num_sms = 10;
+  d.total_global_mem = 1000;
+  return d;
+}
+
+Event& add(Trace& t, EventKind kind, const char* name, int64_t start, int64_t end, uint64_t correlation = 0,
+           uint64_t external_id = 0) {
+  Event& e = t.add(kind, name, start, end - start);
+  e.correlation = correlation;
+  e.external_id = external_id;
+  return e;
+}
+
+void kernel(Trace& t, const char* name, int64_t start, int64_t end, uint64_t correlation, int blocks,
+            float occupancy_pct) {
+  Event& e = add(t, EventKind::Kernel, name, start, end, correlation);
+  e.device = 0;
+  KernelInfo k;
+  k.grid[0] = blocks;
+  k.grid[1] = k.grid[2] = 1;
+  k.block[0] = 128;
+  k.block[1] = k.block[2] = 1;
+  k.registers_per_thread = 32;
+  k.shared_mem_bytes = 0;
+  k.est_occupancy_pct = occupancy_pct;
+  e.aux = static_cast<uint32_t>(t.kernels.size());
+  t.kernels.push_back(k);
+}
+
+void copy(Trace& t, EventKind kind, int64_t start, int64_t end, int64_t bytes, CopyKind ck, MemoryKind src,
+          MemoryKind dst) {
+  Event& e = add(t, kind, kind == EventKind::Memset ? "Memset (Device)" : "Memcpy", start, end);
+  e.device = 0;
+  CopyInfo c;
+  c.bytes = bytes;
+  c.kind = ck;
+  c.src = src;
+  c.dst = dst;
+  e.aux = static_cast<uint32_t>(t.copies.size());
+  t.copies.push_back(c);
+}
+
+}  // namespace
+
+TEST(KernelTable, CallsTimesAndDurationWeightedMeans) {
+  Trace t;
+  t.devices = {gpu()};
+  // "gemm": 3 calls of 100, 300, 200 ns; 20, 5 and 10 blocks on 10 SMs = 2, 0.5, 1 blocks per SM;
+  // occupancy 50, 10, 40 %.
+  kernel(t, "gemm", 0, 100, 0, 20, 50.0f);
+  kernel(t, "gemm", 200, 500, 0, 5, 10.0f);
+  kernel(t, "gemm", 600, 800, 0, 10, 40.0f);
+  kernel(t, "volta_h884gemm_nn", 900, 1000, 0, 10, 25.0f);
+  const std::vector<KernelRow> rows = kernel_table(t);
+  ASSERT_EQ(rows.size(), 2u);
+  const KernelRow& g = rows[0];   // largest total first
+  EXPECT_EQ(g.name, "gemm");
+  EXPECT_EQ(g.calls, 3);
+  EXPECT_EQ(g.total_ns, 600);
+  EXPECT_DOUBLE_EQ(g.mean_ns(), 200.0);
+  EXPECT_EQ(g.min_ns, 100);
+  EXPECT_EQ(g.max_ns, 300);
+  // Blocks per SM weighted by duration: (2 x 100 + 0.5 x 300 + 1 x 200) / 600 = 550 / 600.
+  EXPECT_DOUBLE_EQ(g.mean_blocks_per_sm, 550.0 / 600.0);
+  // Occupancy: (50 x 100 + 10 x 300 + 40 x 200) / 600 = 16000 / 600.
+  EXPECT_DOUBLE_EQ(g.mean_occupancy_pct, 16000.0 / 600.0);
+  EXPECT_FALSE(g.tensor_cores);
+  EXPECT_TRUE(rows[1].tensor_cores);
+}
+
+TEST(OperatorTable, SelfAndTotalOnHostAndDevice) {
+  Trace t;
+  // aten::linear [0, 1000) holds aten::t [10, 110) and aten::addmm [200, 900); addmm launches a
+  // kernel of 400 ns and a set of 50 ns; linear itself launches a 30 ns kernel (its own runtime
+  // call, outside addmm). A second, separate aten::addmm [1000, 1100) launches 100 ns.
+  add(t, EventKind::HostOp, "aten::linear", 0, 1000, 0, 1);
+  add(t, EventKind::HostOp, "aten::t", 10, 110, 0, 2);
+  add(t, EventKind::HostOp, "aten::addmm", 200, 900, 0, 3);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 300, 310, 21, 3);
+  add(t, EventKind::Runtime, "cudaMemsetAsync", 320, 330, 22, 3);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 950, 960, 23, 1);
+  add(t, EventKind::HostOp, "aten::addmm", 1000, 1100, 0, 4);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 1010, 1020, 24, 4);
+  kernel(t, "gemm", 400, 800, 21, 10, 50.0f);
+  copy(t, EventKind::Memset, 800, 850, 64, CopyKind::Unknown, MemoryKind::Device, MemoryKind::Device);
+  t.events.back().correlation = 22;
+  kernel(t, "tail", 970, 1000, 23, 10, 50.0f);
+  kernel(t, "gemm", 1100, 1200, 24, 10, 50.0f);
+
+  const std::vector<OperatorRow> rows = operator_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 3u);
+  // linear: host total 1000, self 1000 - 100 - 700 = 200; device self 30, total 30 + 450 = 480.
+  const OperatorRow& linear = rows[0];
+  EXPECT_EQ(linear.name, "aten::linear");
+  EXPECT_EQ(linear.host_total_ns, 1000);
+  EXPECT_EQ(linear.host_self_ns, 200);
+  EXPECT_EQ(linear.device_self_ns, 30);
+  EXPECT_EQ(linear.device_total_ns, 480);
+  EXPECT_TRUE(linear.tc_eligible);
+  // addmm, two calls: host 700 + 100 = 800 (no ops inside: self = total); device 450 + 100.
+  const OperatorRow& addmm = rows[1];
+  EXPECT_EQ(addmm.name, "aten::addmm");
+  EXPECT_EQ(addmm.calls, 2);
+  EXPECT_EQ(addmm.host_total_ns, 800);
+  EXPECT_EQ(addmm.host_self_ns, 800);
+  EXPECT_EQ(addmm.device_self_ns, 550);
+  EXPECT_EQ(addmm.device_total_ns, 550);
+  const OperatorRow& tr = rows[2];
+  EXPECT_EQ(tr.name, "aten::t");
+  EXPECT_EQ(tr.device_total_ns, 0);
+  EXPECT_FALSE(tr.tc_eligible);
+}
+
+TEST(OperatorTable, GroupsByInputShapesWhenRecorded) {
+  Trace t;
+  add(t, EventKind::HostOp, "aten::mm", 0, 10).aux = t.strings.intern("[[8, 16], [16, 32]]");
+  add(t, EventKind::HostOp, "aten::mm", 20, 40).aux = t.strings.intern("[[8, 16], [16, 32]]");
+  add(t, EventKind::HostOp, "aten::mm", 50, 100).aux = t.strings.intern("[[64, 64], [64, 64]]");
+  const std::vector<OperatorRow> rows = operator_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].input_shapes, "[[64, 64], [64, 64]]");   // 50 ns
+  EXPECT_EQ(rows[0].calls, 1);
+  EXPECT_EQ(rows[1].input_shapes, "[[8, 16], [16, 32]]");     // 10 + 20 = 30 ns
+  EXPECT_EQ(rows[1].calls, 2);
+  EXPECT_EQ(rows[1].host_total_ns, 30);
+}
+
+TEST(CopyTable, DirectionsHostMemoryAndBandwidth) {
+  Trace t;
+  // Pageable HtoD: 2 copies, 1000 + 3000 bytes in 100 + 300 ns -> 4000 / 400 = 10 GB/s (bytes/ns).
+  copy(t, EventKind::Memcpy, 0, 100, 1000, CopyKind::HtoD, MemoryKind::Pageable, MemoryKind::Device);
+  copy(t, EventKind::Memcpy, 200, 500, 3000, CopyKind::HtoD, MemoryKind::Pageable, MemoryKind::Device);
+  // Pinned HtoD: 2500 bytes in 100 ns -> 25 GB/s; pinned DtoH (the host side is the destination).
+  copy(t, EventKind::Memcpy, 600, 700, 2500, CopyKind::HtoD, MemoryKind::Pinned, MemoryKind::Device);
+  copy(t, EventKind::Memcpy, 700, 710, 100, CopyKind::DtoH, MemoryKind::Device, MemoryKind::Pinned);
+  // Device to device: no host side.
+  copy(t, EventKind::Memcpy, 800, 820, 4000, CopyKind::DtoD, MemoryKind::Device, MemoryKind::Device);
+  copy(t, EventKind::Memset, 900, 905, 512, CopyKind::Unknown, MemoryKind::Unknown, MemoryKind::Unknown);
+  const std::vector<CopyRow> rows = copy_table(t);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].kind, "HtoD");
+  EXPECT_EQ(rows[0].host_memory, "pageable");
+  EXPECT_EQ(rows[0].count, 2);
+  EXPECT_EQ(rows[0].bytes, 4000);
+  EXPECT_DOUBLE_EQ(rows[0].gb_per_s(), 10.0);
+  EXPECT_EQ(rows[1].host_memory, "pinned");
+  EXPECT_DOUBLE_EQ(rows[1].gb_per_s(), 25.0);
+  EXPECT_EQ(rows[2].kind, "DtoD");
+  EXPECT_EQ(rows[2].host_memory, "");
+  EXPECT_EQ(rows[3].kind, "DtoH");
+  EXPECT_EQ(rows[3].host_memory, "pinned");
+  EXPECT_EQ(rows[4].kind, "Memset");
+}
+
+TEST(SyncTable, HostBlockingCallsAttributedToTheOutermostOp) {
+  Trace t;
+  // loss.item(): aten::item [0, 500) > aten::_local_scalar_dense [10, 490) > cudaMemcpyAsync and
+  // cudaStreamSynchronize [100, 480) (380 ns of waiting). CUPTI also reports the same wait as a
+  // "Stream Sync" record with the call's correlation: counted once.
+  add(t, EventKind::HostOp, "aten::item", 0, 500, 0, 1);
+  add(t, EventKind::HostOp, "aten::_local_scalar_dense", 10, 490, 0, 2);
+  add(t, EventKind::Runtime, "cudaMemcpyAsync", 20, 90, 31, 2);
+  add(t, EventKind::Runtime, "cudaStreamSynchronize", 100, 480, 32, 2);
+  add(t, EventKind::Sync, "Stream Sync", 100, 480, 32);
+  // A second item() of 100 ns waiting.
+  add(t, EventKind::HostOp, "aten::item", 600, 800, 0, 3);
+  add(t, EventKind::Runtime, "cudaStreamSynchronize", 650, 750, 33, 3);
+  // A synchronous copy inside aten::to (pageable source), and a device-wide sync outside any op.
+  add(t, EventKind::HostOp, "aten::to", 1000, 1300, 0, 4);
+  add(t, EventKind::Runtime, "cudaMemcpy", 1010, 1290, 34, 4);
+  add(t, EventKind::Runtime, "cudaDeviceSynchronize", 2000, 2600, 35, 0);
+  // Not host-blocking: a stream waiting on an event (device side), an async launch.
+  add(t, EventKind::Sync, "Stream Wait Event", 3000, 3100, 0);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 3100, 3110, 36, 0);
+
+  const std::vector<SyncRow> rows = sync_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].name, "cudaDeviceSynchronize");   // 600 ns
+  EXPECT_EQ(rows[0].op, "");
+  EXPECT_EQ(rows[1].name, "cudaStreamSynchronize");   // 380 + 100 = 480 ns, both under aten::item
+  EXPECT_EQ(rows[1].op, "aten::item");
+  EXPECT_EQ(rows[1].count, 2);
+  EXPECT_EQ(rows[1].total_ns, 480);
+  EXPECT_EQ(rows[2].name, "cudaMemcpy");              // 280 ns
+  EXPECT_EQ(rows[2].op, "aten::to");
+}
+
+TEST(SyncTable, CuptiSyncRecordsWithoutACallStillCount) {
+  // A live session may keep only CUPTI's sync record (runtime API activity off): it still shows.
+  Trace t;
+  add(t, EventKind::HostOp, "aten::nonzero", 0, 100);
+  add(t, EventKind::Sync, "Stream Sync", 10, 90);
+  const std::vector<SyncRow> rows = sync_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].op, "aten::nonzero");
+  EXPECT_EQ(rows[0].total_ns, 80);
+  EXPECT_TRUE(is_host_blocking_call(t, t.events[1]));
+}
+
+TEST(StepMemoryTable, PeakPerStepWithTheLevelCarriedIn) {
+  Trace t;
+  t.devices = {gpu()};
+  // Two steps [0, 100) and [100, 200). Samples on GPU 0: 50 @ -10 (before), 80 @ 20, 60 @ 50,
+  // 40 @ 150. Step 1's peak: max(50 carried in, 80, 60) = 80. Step 2 starts at 60 (the last level
+  // before it) and falls to 40: peak 60. Reserved mirrors allocated x 2. A host sample is ignored.
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 100);
+  t.add(EventKind::StepMarker, "ProfilerStep#2", 100, 100);
+  for (auto [ts, bytes] : {std::pair<int64_t, int64_t>{20, 80}, {-10, 50}, {150, 40}, {50, 60}}) {
+    MemorySample m;
+    m.ts_ns = ts;
+    m.total_allocated = bytes;
+    m.total_reserved = 2 * bytes;
+    m.device = 0;
+    t.memory.push_back(m);
+  }
+  MemorySample host;
+  host.ts_ns = 30;
+  host.total_allocated = 1 << 30;
+  t.memory.push_back(host);
+  const std::vector<StepMemoryRow> rows = step_memory_table(t, compute_breakdown(t));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].step, 1);
+  EXPECT_EQ(rows[0].peak_allocated_bytes, 80);
+  EXPECT_EQ(rows[0].peak_reserved_bytes, 160);
+  EXPECT_EQ(rows[0].capacity_bytes, 1000);
+  EXPECT_EQ(rows[1].step, 2);
+  EXPECT_EQ(rows[1].start_ns, 100);
+  EXPECT_EQ(rows[1].peak_allocated_bytes, 60);
+  EXPECT_EQ(rows[1].peak_reserved_bytes, 120);
+}

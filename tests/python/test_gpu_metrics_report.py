@@ -1,0 +1,135 @@
+"""The GPU metrics in the Report: new keys beside the foundation's, never instead of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gpuprof  # noqa: E402
+from gpuprof._native import _core  # noqa: E402
+
+FOUNDATION_KEYS = {"schema_version", "steps", "average", "dataloaders", "host", "counts", "source", "metadata"}
+GPU_KEYS = {"devices", "kernels", "operators", "copies", "syncs", "memory"}
+
+
+def test_cpu_loop_report_has_operator_table_and_empty_gpu_sections():
+    # A CPU-only loop: no device ran anything, so no devices, kernels, copies or memory rows; the
+    # operator table still lists the host ops (Linear's addmm and its backward are eligible ops).
+    model = torch.nn.Linear(32, 8)
+    with gpuprof.profile() as prof:
+        for _ in range(3):
+            model(torch.randn(16, 32)).sum().backward()
+            prof.step()
+    data = prof.report().to_dict()
+    assert FOUNDATION_KEYS <= set(data) and GPU_KEYS <= set(data)
+    assert data["devices"] == [] and data["kernels"] == [] and data["copies"] == [] and data["memory"] == []
+    ops = {r["name"]: r for r in data["operators"]}
+    assert ops["aten::linear"]["calls"] == 3 and ops["aten::linear"]["tc_eligible"]
+    assert ops["aten::addmm"]["tc_eligible"]
+    assert not ops["aten::sum"]["tc_eligible"]
+    for r in data["operators"]:
+        assert 0.0 <= r["host_self_us"] <= r["host_total_us"] + 1e-6
+        assert r["device_total_us"] == 0.0
+    # linear holds addmm: its self time excludes its children's.
+    assert ops["aten::linear"]["host_self_us"] < ops["aten::linear"]["host_total_us"]
+    json.dumps(data)
+
+
+def test_report_from_hand_built_gpu_trace():
+    # One step [0, 1 ms) on GPU 0 (80 SMs): a 400 us kernel of 160 blocks (2 per SM, SM share 1)
+    # with Kineto's 50 % occupancy, launched by aten::conv2d; a 100 us pinned HtoD copy of 1 MB.
+    t = _core.Trace()
+    d = _core.DeviceProps()
+    d.id, d.name, d.compute_major, d.compute_minor, d.num_sms = 0, "Test V100", 7, 0, 80
+    d.total_global_mem = 32 << 30
+    t.add_device(d)
+    t.add_event("step", "ProfilerStep#0", 0, 1_000_000)
+    t.add_event("host_op", "aten::conv2d", 10_000, 100_000, external_id=5)
+    t.add_event("runtime", "cudaLaunchKernel", 20_000, 5_000, correlation=9, external_id=5)
+    t.add_event("runtime", "cudaMemcpyAsync", 200_000, 5_000, correlation=10)
+    t.add_kernel("void cudnn::cnn::conv_kernel", 100_000, 400_000, device=0, correlation=9,
+                 grid=[160, 1, 1], block=[256, 1, 1], registers_per_thread=64, shared_mem_bytes=0,
+                 est_occupancy_pct=50.0)
+    t.add_copy("Memcpy HtoD (Pinned -> Device)", 600_000, 100_000, bytes=1_000_000, copy_kind="HtoD",
+               src_kind="pinned", dst_kind="device", device=0, correlation=10)
+    t.add_memory_sample(50_000, 4096, 8192, device=0)
+    data = gpuprof.Report.from_trace(t).to_dict()
+    dev = data["devices"][0]
+    # Kernel 400 of 1000 us: utilization 40 %, SM efficiency 40 % (share 1), occupancy 50 %.
+    assert dev["utilization_pct"] == pytest.approx(40.0)
+    assert dev["sm_efficiency_pct"] == pytest.approx(40.0)
+    assert dev["achieved_occupancy_pct"] == pytest.approx(50.0)
+    assert dev["tensor_core_pct"] == 0.0 and dev["tc_eligible_pct"] == pytest.approx(100.0)
+    assert dev["compute_capability"] == "7.0" and dev["memory_total_bytes"] == 32 << 30
+    assert dev["peak_allocated_bytes"] == 4096
+    assert data["kernels"][0]["mean_blocks_per_sm"] == pytest.approx(2.0)
+    assert data["copies"] == [{"kind": "HtoD", "host_memory": "pinned", "count": 1, "bytes": 1_000_000,
+                               "total_us": 100.0, "gb_per_s": 10.0}]
+    conv = next(r for r in data["operators"] if r["name"] == "aten::conv2d")
+    assert conv["device_self_us"] == 400.0 and conv["tc_eligible"]
+    assert data["memory"] == [{"step": 0, "ts_ns": 0, "device": 0, "peak_allocated_bytes": 4096, "peak_reserved_bytes": 8192,
+                               "capacity_bytes": 32 << 30}]
+
+
+def test_bad_builder_input_is_a_clear_error():
+    t = _core.Trace()
+    with pytest.raises(ValueError, match="grid of kernel 'k' must have 3 numbers"):
+        t.add_kernel("k", 0, 10, grid=[1, 2])
+    with pytest.raises(ValueError, match="unknown copy kind 'sideways'"):
+        t.add_copy("c", 0, 10, copy_kind="sideways")
+    with pytest.raises(ValueError, match="negative duration"):
+        t.add_kernel("k", 0, -1)
+    t.add_event("runtime", "cudaLaunchKernel", 0, 1)
+    with pytest.raises(ValueError, match="not one"):
+        t.set_input_shapes(0, "[[1]]")
+    with pytest.raises(IndexError):
+        t.set_input_shapes(5, "[[1]]")
+
+
+def test_operators_grouped_by_input_shapes_when_recorded():
+    # Two batches of 8 rows and one of 32: with record_shapes, aten::linear splits into a row per
+    # input-shape signature (2 calls and 1 call); without, it is one row of 3 calls.
+    model = torch.nn.Linear(16, 4)
+
+    def run(record_shapes: bool) -> list[dict]:
+        with gpuprof.profile(record_shapes=record_shapes) as prof:
+            for n in (8, 8, 32):
+                model(torch.randn(n, 16))
+                prof.step()
+        return [r for r in prof.report().to_dict()["operators"] if r["name"] == "aten::linear"]
+
+    by_shapes = {r["input_shapes"]: r["calls"] for r in run(True)}
+    assert by_shapes == {"[[8, 16], [4, 16], [4]]": 2, "[[32, 16], [4, 16], [4]]": 1}
+    assert [(r["input_shapes"], r["calls"]) for r in run(False)] == [("", 3)]
+
+
+def test_tables_scale_n_log_n():
+    # 30k ops inside one outer op, each launching a kernel (90k events). Linking and the tables are
+    # a sort plus hash lookups: tens of milliseconds. A pairwise containment search would be ~1e9
+    # comparisons, far past the (generous, CI-proof) bound.
+    import time
+
+    n = 30_000
+    t = _core.Trace()
+    d = _core.DeviceProps()
+    d.num_sms = 80
+    t.add_device(d)
+    t.add_event("step", "ProfilerStep#1", 0, 10 * n + 100)
+    t.add_event("host_op", "aten::linear", 0, 10 * n + 50, external_id=1)
+    for i in range(n):
+        ts = 10 * i + 1
+        t.add_event("host_op", "aten::addmm", ts, 8, external_id=i + 2)
+        t.add_event("runtime", "cudaLaunchKernel", ts + 1, 2, correlation=i + 1, external_id=i + 2)
+        t.add_kernel(f"gemm_{i % 50}", ts + 4, 5, correlation=i + 1, grid=[80, 1, 1], block=[128, 1, 1],
+                     registers_per_thread=32, shared_mem_bytes=0)
+    start = time.perf_counter()
+    tables = _core.gpu_tables(t)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 5.0
+    ops = {r["name"]: r for r in tables["operators"]}
+    assert ops["aten::addmm"]["calls"] == n and ops["aten::addmm"]["device_self_us"] == pytest.approx(n * 0.005)
+    assert ops["aten::linear"]["device_total_us"] == pytest.approx(n * 0.005)
+    assert len(tables["kernels"]) == 50 and tables["devices"][0]["tc_eligible_pct"] == pytest.approx(100.0)
