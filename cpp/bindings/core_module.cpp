@@ -12,6 +12,8 @@
 namespace py = pybind11;
 using namespace gpuprof;
 
+void bind_io(py::module_& m);   // cpp/bindings/io_bindings.cpp (trace import/export)
+
 namespace {
 
 EventKind parse_kind(const std::string& s) {
@@ -118,6 +120,7 @@ PYBIND11_MODULE(_core, m) {
     cats.append(py::make_tuple(category_key(static_cast<Category>(c)),
                                category_name(static_cast<Category>(c))));
   m.attr("CATEGORIES") = cats;
+  bind_io(m);
   m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });
   m.def("is_communication_op_name", [](const std::string& s) { return is_communication_op_name(s); });
 
