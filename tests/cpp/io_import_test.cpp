@@ -48,6 +48,11 @@ TEST(ScaledDecimal, MicrosecondsToNanosecondsExactly) {
   EXPECT_EQ(v, 0);
   // Past int64 (9.22e18): 1e16 us = 1e19 ns does not fit; nor does a 30-digit integer.
   EXPECT_FALSE(parse_scaled_decimal("10000000000000000", 3, &v));
+  // 16 digits at the edge: 9223372036854775.807 us is INT64_MAX ns; one more does not fit.
+  ASSERT_TRUE(parse_scaled_decimal("9223372036854775.807", 3, &v));
+  EXPECT_EQ(v, INT64_MAX);
+  EXPECT_FALSE(parse_scaled_decimal("9223372036854775.808", 3, &v));
+  EXPECT_FALSE(parse_scaled_decimal("9999999999999999", 3, &v));
   EXPECT_FALSE(parse_scaled_decimal("123456789012345678901234567890", 0, &v));
   EXPECT_TRUE(parse_scaled_decimal("9223372036854775807", 0, &v));
   EXPECT_EQ(v, INT64_MAX);
