@@ -105,9 +105,9 @@ const char* cat_of(EventKind k) {
     case EventKind::Nvtx: return "nvtx";
     case EventKind::GpuUserRange: return "gpu_user_annotation";
     case EventKind::Overhead: return "overhead";
-    case EventKind::Other: return "other";
+    case EventKind::Other: return "Trace";
   }
-  return "other";
+  return "Trace";
 }
 
 bool on_device_timeline(const Event& e) {
@@ -186,7 +186,7 @@ void write_trace(const Trace& t, BlockSink& sink) {
     w.EndObject();
   };
   process_name(pid, "python");
-  for (int d : devices) process_name(d == pid ? d : d, "GPU " + std::to_string(d));
+  for (int d : devices) process_name(d, "GPU " + std::to_string(d));
 
   // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
   std::unordered_set<uint64_t> device_correlations;
@@ -200,15 +200,24 @@ void write_trace(const Trace& t, BlockSink& sink) {
     key(w, "ph"); w.String("X");
     key(w, "cat"); w.String(cat_of(e.kind));
     key(w, "name"); str(w, t.name_of(e));
-    key(w, "pid"); w.Int64(e_pid);
-    key(w, "tid"); w.Uint(e.tid);
+    if (e.kind == EventKind::Other) {
+      // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
+      // such as HTA would take them for work (and shift the trace's start).
+      key(w, "pid"); w.String("Spans");
+      key(w, "tid"); w.String("gpuprof");
+    } else {
+      key(w, "pid"); w.Int64(e_pid);
+      key(w, "tid"); w.Uint(e.tid);
+    }
     key(w, "ts"); write_us(w, e.start_ns);
     key(w, "dur"); write_us(w, e.dur_ns);
     key(w, "args");
     w.StartObject();
     if (e.external_id != 0) { key(w, "External id"); w.Uint64(e.external_id); }
     if (e.correlation != 0) { key(w, "correlation"); w.Uint64(e.correlation); }
-    if (dev) {
+    // Only activities carry a stream: HTA takes any event with one for GPU work, and the
+    // GPU-side user ranges Kineto writes have none.
+    if (e.on_device() || e.kind == EventKind::Sync) {
       key(w, "device"); w.Int(e.device < 0 ? 0 : e.device);
       key(w, "stream"); w.Uint(e.tid);
     }
