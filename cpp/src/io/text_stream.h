@@ -1,15 +1,19 @@
-// A RapidJSON input stream over a plain file, a gzip file (inflated chunk by chunk) or memory.
-// The JSON text is streamed through one fixed buffer: never held whole, never held twice, so a
-// multi-gigabyte trace costs the events we keep, not its text.
+// A RapidJSON input stream over a plain file, a gzip file or memory.
+// The JSON text is streamed through a few fixed buffers: never held whole, never held twice, so a
+// multi-gigabyte trace costs the events we keep, not its text. A gzip file is inflated on a second
+// thread, one chunk ahead of the parser, so decompression and parsing overlap.
 #pragma once
 
 #include <zlib.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <memory>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace gpuprof::io {
@@ -53,26 +57,45 @@ class TextStream {
   bool at_end() const { return eof_; }
 
  private:
+  // One inflated chunk handed from the inflating thread to the parser.
+  struct Chunk {
+    size_t slot = 0;
+    size_t bytes = 0;   // 0: the end of the text (error_ says whether it ended well)
+  };
+
   void refill();
-  size_t read_raw(char* dst, size_t n);
-  size_t inflate_some(char* dst, size_t n);
   void fail(std::string message);
   void set_eof();
+  // Inflating thread.
+  void inflate_loop();
+  size_t inflate_some(char* dst, size_t n, std::string* error);
+  size_t read_compressed(std::string* error);
 
   std::FILE* file_ = nullptr;
   bool compressed_ = false;
   bool eof_ = false;
+  std::string_view memory_;
+  bool from_memory_ = false;
+  std::vector<char> plain_buf_;   // uncompressed file: the chunk the parser reads
+
+  // gzip: the inflating thread fills slots, the parser returns them.
   z_stream z_{};
   bool z_open_ = false;
   bool z_member_done_ = false;
-  bool truncated_ = false;   // input ended inside a gzip member; reported on the next refill
   uint64_t compressed_read_ = 0;
-  std::vector<char> in_buf_;    // compressed input
-  std::vector<char> out_buf_;   // text chunk the parser reads
-  std::string_view memory_;
-  bool from_memory_ = false;
-  // Bytes handed to the parser before the current chunk.
-  uint64_t consumed_ = 0;
+  std::vector<char> in_buf_;
+  std::vector<std::vector<char>> slots_;
+  std::thread inflater_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> filled_;
+  std::deque<size_t> free_;
+  bool stop_ = false;
+  std::string inflate_error_;   // set by the inflating thread before it posts the end chunk
+  bool holding_slot_ = false;
+  size_t held_slot_ = 0;
+
+  uint64_t consumed_ = 0;   // bytes handed to the parser before the current chunk
   uint64_t max_bytes_ = 0;
   const char* chunk_begin_ = nullptr;
   const char* cur_ = nullptr;
