@@ -132,6 +132,7 @@ TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
   EXPECT_EQ(stats.ignored_records, 2u);   // the flow start and the process_name metadata
   EXPECT_EQ(t.skipped_events, 0u);
   EXPECT_EQ(t.metadata.at("schemaVersion"), "1");
+  EXPECT_EQ(t.metadata.at("pid"), "1");   // the host process, for the exporter's host rows
 }
 
 TEST(KinetoImport, NewDialectNumericTidsAndTopLevelFields) {

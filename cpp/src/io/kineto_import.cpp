@@ -391,6 +391,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   int64_t event_index() const { return in_events_ ? int64_t(stats_.records) : -1; }
   uint64_t invalid_utf8() const { return invalid_utf8_; }
   bool timestamps_ns() const { return unit_ns_ == 1; }
+  int64_t host_pid() const { return host_pid_; }
 
  private:
   enum class Scalar { Null, Bool, Number, String };
@@ -747,6 +748,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
       e.tid = static_cast<uint32_t>(p.stream >= 0 ? p.stream : (p.tid >= 0 ? p.tid : 0));
     } else {
       e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
+      if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;
     }
     if (kind == EventKind::Kernel) {
       KernelInfo k;
@@ -805,6 +807,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   int32_t* dims_ = nullptr;
   int dim_i_ = 0;
   PendingEvent ev_;
+  int64_t host_pid_ = -1;   // the profiled process (first host event's pid)
   int unit_ns_ = 0;   // ns per unit of ts/dur: 0 until known, then 1000 (us) or 1 (ns)
   std::string abort_reason_;
   uint64_t invalid_utf8_ = 0;
@@ -857,6 +860,9 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   stats.decompress_parse_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   trace.metadata["import.format"] = "kineto-chrome-trace";
+  // The same key a live session fills: the exporter writes host rows under this pid.
+  if (handler.host_pid() >= 0 && !trace.metadata.count("pid"))
+    trace.metadata["pid"] = std::to_string(handler.host_pid());
   trace.metadata["import.time_unit"] = stats.timestamps_ns ? "ns" : "us";
   trace.metadata["import.json_bytes"] = std::to_string(stats.json_bytes);
   trace.metadata["import.records"] = std::to_string(stats.records);
