@@ -1,7 +1,8 @@
 """Trace analysis speed: gpuprof vs Holistic Trace Analysis vs the TensorBoard plugin's loader.
 
-Each tool runs in its own subprocess, start-up included, on the same input; we record wall time and
-the peak resident memory (ru_maxrss of the largest process in its tree). Inputs: the 53 MB
+Each tool runs in its own subprocess, start-up included, on the same input; we record wall time,
+CPU time (user + system, all processes of the tool: robust on a shared machine) and the peak
+resident memory (ru_maxrss of the largest process in its tree). Inputs: the 53 MB
 hta_2xv100_ddp trace, the 35 MB ResNet-50 trace, and a synthetic 2-million-event trace generated
 here. Then gpuprof's own time is split into phases (decompression, JSON parsing + building the
 Trace, analysis, Python start-up) to say what bounds it.
@@ -119,6 +120,7 @@ def run_with_rss(cmd: list[str], timeout: float) -> dict:
                "wall = time.perf_counter() - t0\n"
                "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
                "print(json.dumps({'rc': p.returncode, 'wall_s': wall, 'peak_rss_kib': ru.ru_maxrss, "
+               "'cpu_s': ru.ru_utime + ru.ru_stime, "
                "'stderr_tail': p.stderr.decode(errors='replace')[-600:] if p.returncode else ''}))\n")
     try:
         proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, timeout=timeout)
@@ -207,7 +209,8 @@ def main() -> int:
                 cmd = [sys.executable, "-c", TB, str(folder)]
             res = run_with_rss(cmd, args.timeout)
             row[tool] = res
-            shown = (f"{res['wall_s']:8.2f} s  {res['peak_rss_kib'] / 1024:8.0f} MiB" if res.get("ok")
+            shown = (f"{res['wall_s']:8.2f} s wall {res['cpu_s']:8.2f} s CPU {res['peak_rss_kib'] / 1024:8.0f} MiB"
+                     if res.get("ok")
                      else f"FAILED: {res.get('error') or res.get('stderr_tail')}")
             print(f"{name:16s} {tool:8s} {shown}", flush=True)
         if "gpuprof" in tools:
@@ -217,7 +220,7 @@ def main() -> int:
 
     print()
     print(f"{'input':16s} {'JSON MB':>8s} {'gpuprof s':>10s} {'MiB':>6s} {'HTA x':>8s} {'tb x':>8s} "
-          f"{'HTA mem x':>9s} {'tb mem x':>9s} {'gpuprof RSS / JSON':>18s}")
+          f"{'HTA cpu x':>9s} {'tb cpu x':>9s} {'HTA mem x':>9s} {'tb mem x':>9s} {'gpuprof RSS / JSON':>18s}")
     for name, row in results.items():
         g = row.get("gpuprof", {})
         def ratio(tool, key):
@@ -225,6 +228,7 @@ def main() -> int:
             return f"{r[key] / g[key]:8.1f}" if r.get("ok") and g.get("ok") else "     n/a"
         print(f"{name:16s} {row['json_mb']:8.1f} {g.get('wall_s', float('nan')):10.2f} "
               f"{g.get('peak_rss_kib', 0) / 1024:6.0f} {ratio('hta', 'wall_s')} {ratio('tb', 'wall_s')} "
+              f"{ratio('hta', 'cpu_s'):>9s} {ratio('tb', 'cpu_s'):>9s} "
               f"{ratio('hta', 'peak_rss_kib'):>9s} {ratio('tb', 'peak_rss_kib'):>9s} "
               f"{g.get('peak_rss_kib', 0) * 1024 / (row['json_mb'] * 1e6):18.2f}")
     if args.out:
