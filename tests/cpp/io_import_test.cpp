@@ -81,6 +81,8 @@ TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
        "args":{"device":0,"stream":7,"correlation":43,"bytes":19267584}},
      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1001,"args":{"Device Type":1,"Device Id":0,
        "Bytes":512,"Total Allocated":4096,"Total Reserved":8192}},
+     {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1002,"args":{"Device Type":0,"Device Id":-1,
+       "Bytes":-1,"Total Allocated":0}},
      {"ph":"s","id":42,"pid":1,"tid":1,"ts":1015,"cat":"async","name":"launch"},
      {"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"python"}}
     ]})J";
@@ -117,7 +119,9 @@ TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
   EXPECT_EQ(ci.kind, CopyKind::HtoD);
   EXPECT_EQ(ci.src, MemoryKind::Pageable);
   EXPECT_EQ(ci.dst, MemoryKind::Device);
-  ASSERT_EQ(t.memory.size(), 1u);
+  ASSERT_EQ(t.memory.size(), 2u);
+  EXPECT_EQ(t.memory[1].bytes_delta, -1);   // a one-byte free on the host allocator
+  EXPECT_EQ(t.memory[1].device, -1);
   EXPECT_EQ(t.memory[0].ts_ns, 1001000);
   EXPECT_EQ(t.memory[0].bytes_delta, 512);
   EXPECT_EQ(t.memory[0].total_allocated, 4096);
@@ -128,7 +132,7 @@ TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
   EXPECT_EQ(t.devices[0].num_sms, 80);
   EXPECT_EQ(t.devices[0].max_threads_per_sm, 2048);
   EXPECT_EQ(t.devices[0].shared_mem_per_sm, 98304);
-  EXPECT_EQ(stats.records, 8u);
+  EXPECT_EQ(stats.records, 9u);
   EXPECT_EQ(stats.ignored_records, 2u);   // the flow start and the process_name metadata
   EXPECT_EQ(t.skipped_events, 0u);
   EXPECT_EQ(t.metadata.at("schemaVersion"), "1");

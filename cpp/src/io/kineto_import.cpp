@@ -278,18 +278,47 @@ Field field_of(std::string_view k) {
 }
 
 Arg arg_of(std::string_view k) {
-  static const std::pair<std::string_view, Arg> args[] = {
-      {"correlation", Arg::Correlation},     {"External id", Arg::ExternalId},
-      {"external id", Arg::ExternalId},      {"device", Arg::Device},
-      {"stream", Arg::Stream},               {"registers per thread", Arg::Registers},
-      {"shared memory", Arg::SharedMem},     {"blocks per SM", Arg::BlocksPerSm},
-      {"warps per SM", Arg::WarpsPerSm},     {"grid", Arg::Grid},
-      {"block", Arg::Block},                 {"est. achieved occupancy %", Arg::Occupancy},
-      {"bytes", Arg::Bytes},                 {"Bytes", Arg::Bytes},
-      {"Total Allocated", Arg::TotalAllocated}, {"Total Reserved", Arg::TotalReserved},
-      {"Device Type", Arg::DeviceType},      {"Device Id", Arg::DeviceId}};
-  for (const auto& [name, arg] : args)
-    if (k == name) return arg;
+  // By length first: an event has several args and most are not ours ("Ev Idx", "cbid", ...).
+  switch (k.size()) {
+    case 4:
+      if (k == "grid") return Arg::Grid;
+      break;
+    case 5:
+      if (k == "block") return Arg::Block;
+      if (k == "bytes" || k == "Bytes") return Arg::Bytes;
+      break;
+    case 6:
+      if (k == "device") return Arg::Device;
+      if (k == "stream") return Arg::Stream;
+      break;
+    case 9:
+      if (k == "Device Id") return Arg::DeviceId;
+      break;
+    case 11:
+      if (k == "correlation") return Arg::Correlation;
+      if (k == "External id" || k == "external id") return Arg::ExternalId;
+      if (k == "Device Type") return Arg::DeviceType;
+      break;
+    case 12:
+      if (k == "warps per SM") return Arg::WarpsPerSm;
+      break;
+    case 13:
+      if (k == "shared memory") return Arg::SharedMem;
+      if (k == "blocks per SM") return Arg::BlocksPerSm;
+      break;
+    case 14:
+      if (k == "Total Reserved") return Arg::TotalReserved;
+      break;
+    case 15:
+      if (k == "Total Allocated") return Arg::TotalAllocated;
+      break;
+    case 20:
+      if (k == "registers per thread") return Arg::Registers;
+      break;
+    case 25:
+      if (k == "est. achieved occupancy %") return Arg::Occupancy;
+      break;
+  }
   return Arg::Ignore;
 }
 
@@ -307,17 +336,27 @@ struct PendingEvent {
   int64_t device_type = -1, device_id = -1;
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  bool has_bytes = false;   // memory samples: a free is a negative Bytes
   bool bad_number = false;
 
   void reset() {
-    std::string keep_name = std::move(name), keep_ts = std::move(ts.text), keep_dur = std::move(dur.text);
-    *this = PendingEvent();
-    name = std::move(keep_name);   // keep the capacity: no allocation per event
+    // Field by field: the three strings keep their capacity, so no allocation per event.
+    ph = 0;
+    cat = Cat::None;
     name.clear();
-    ts.text = std::move(keep_ts);
+    has_name = false;
+    pid = tid = -1;
     ts.text.clear();
-    dur.text = std::move(keep_dur);
+    ts.present = false;
     dur.text.clear();
+    dur.present = false;
+    correlation = external_id = 0;
+    device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
+    total_allocated = total_reserved = 0;
+    blocks_per_sm = warps_per_sm = occupancy = -1;
+    for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
+    has_bytes = false;
+    bad_number = false;
   }
 };
 
@@ -621,7 +660,10 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
       case Arg::Stream: as_int(&ev_.stream); break;
       case Arg::Registers: as_int(&ev_.registers); break;
       case Arg::SharedMem: as_int(&ev_.shared_mem); break;
-      case Arg::Bytes: as_int(&ev_.bytes); break;
+      case Arg::Bytes:
+        as_int(&ev_.bytes);
+        ev_.has_bytes = true;
+        break;
       case Arg::TotalAllocated: as_int(&ev_.total_allocated); break;
       case Arg::TotalReserved: as_int(&ev_.total_reserved); break;
       case Arg::DeviceType: as_int(&ev_.device_type); break;
@@ -769,7 +811,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
       if (it == copy_by_name_.end())
         it = copy_by_name_.emplace(e.name, copy_info_from_name(trace_.strings.at(e.name))).first;
       CopyInfo c = it->second;
-      c.bytes = p.bytes > 0 ? p.bytes : 0;
+      c.bytes = p.has_bytes && p.bytes > 0 ? p.bytes : 0;
       e.aux = static_cast<uint32_t>(trace_.copies.size());
       trace_.copies.push_back(c);
     }
@@ -782,7 +824,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
     if (p.bad_number) return skip("number out of 64-bit range");
     MemorySample m;
     if (!to_ns(p.ts, &m.ts_ns)) return skip("time out of range");
-    m.bytes_delta = p.bytes > 0 || p.bytes < -1 ? p.bytes : (p.bytes == -1 ? -1 : 0);
+    m.bytes_delta = p.has_bytes ? p.bytes : 0;
     m.total_allocated = p.total_allocated;
     m.total_reserved = p.total_reserved;
     // Device Type 0 is the CPU allocator (c10::DeviceType::CPU); the rest name a device index.
