@@ -95,7 +95,6 @@ bool parse_scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
     exp10 += eneg ? -e : e;
   }
   if (i != n) return false;
-  if (round_up && !dropped) return false;
   if (round_up) ++mant;
   exp10 += scale_exp;
   const u128 limit = neg ? u128(INT64_MAX) + 1 : u128(INT64_MAX);
