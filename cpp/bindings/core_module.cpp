@@ -13,6 +13,8 @@ namespace py = pybind11;
 using namespace gpuprof;
 
 void bind_collect(py::module_& m);   // collect_bindings.cpp (GPU collection)
+void bind_io(py::module_& m);        // io_bindings.cpp (trace import/export)
+void bind_analysis(py::module_& m);  // analysis_bindings.cpp (GPU metrics and tables)
 
 namespace {
 
@@ -57,7 +59,6 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
 
 }  // namespace
 
-void bind_analysis(py::module_& m);   // cpp/bindings/analysis_bindings.cpp (GPU metrics and tables)
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gpuprof native core: events, traces, analysis (no torch, no CUDA needed)";
@@ -122,6 +123,7 @@ PYBIND11_MODULE(_core, m) {
     cats.append(py::make_tuple(category_key(static_cast<Category>(c)),
                                category_name(static_cast<Category>(c))));
   m.attr("CATEGORIES") = cats;
+  bind_io(m);
   m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });
   m.def("is_communication_op_name", [](const std::string& s) { return is_communication_op_name(s); });
 

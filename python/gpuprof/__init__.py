@@ -16,6 +16,8 @@ from .profiler import ProfilerError, current, profile  # noqa: E402
 from .ranges import range  # noqa: E402,A004
 from .report import Report  # noqa: E402
 from .schedule import ProfilerAction, schedule  # noqa: E402
+from .analyze import TraceImportError, analyze  # noqa: E402  (trace import, issue 4)
+from .export import export_chrome_trace, save  # noqa: E402  (trace export, issue 4)
 
 
 def load_ipython_extension(ipython) -> None:
@@ -27,3 +29,4 @@ def load_ipython_extension(ipython) -> None:
 
 __all__ = ["profile", "schedule", "range", "Report", "ProfilerAction", "ProfilerError", "current",
            "__version__"]
+__all__ += ["analyze", "TraceImportError", "save", "export_chrome_trace"]   # issue 4

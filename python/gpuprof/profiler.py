@@ -235,6 +235,15 @@ class profile:
                 "prof.step() once per training step, or check the schedule's wait/warmup counts.")
         return self._report
 
+    # ---- export (issue 4) -----------------------------------------------------------------------
+    def export_chrome_trace(self, path) -> str:
+        """Write the latest span (``report().trace``) as a Kineto-style Chrome trace (``.json``,
+        or gzip for ``.json.gz``) that Perfetto, chrome://tracing, Holistic Trace Analysis and
+        ``gpuprof analyze`` read."""
+        from .export import export_chrome_trace
+
+        return export_chrome_trace(self.report().trace, path)
+
 
 def current() -> Optional[profile]:
     """The active profiling session, if any."""

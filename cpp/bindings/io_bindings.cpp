@@ -1,0 +1,192 @@
+// Python face of trace import and export (cpp/src/io). Translation only.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+
+#include "gpuprof/chrome_export.h"
+#include "gpuprof/kineto_import.h"
+#include "gpuprof/trace.h"
+
+namespace py = pybind11;
+using namespace gpuprof;
+
+namespace {
+
+PYBIND11_CONSTINIT py::gil_safe_call_once_and_store<py::object> import_error_type;
+
+py::dict stats_to_dict(const ImportStats& s) {
+  py::dict d;
+  d["json_bytes"] = s.json_bytes;
+  d["records"] = s.records;
+  d["ignored_records"] = s.ignored_records;
+  d["skipped_by_reason"] = s.skipped_by_reason;
+  d["compressed"] = s.compressed;
+  d["time_unit"] = s.timestamps_ns ? "ns" : "us";
+  d["read_s"] = s.decompress_parse_s;
+  return d;
+}
+
+ImportOptions options(uint64_t max_bytes, uint64_t max_events) {
+  ImportOptions o;
+  o.max_bytes = max_bytes;
+  o.max_events = max_events;
+  return o;
+}
+
+const char* kind_name(EventKind k) {
+  static const std::array<const char*, 14> names = {
+      "host_op", "user_range", "step", "python_function", "runtime", "driver", "kernel",
+      "memcpy", "memset", "sync", "nvtx", "gpu_user_range", "overhead", "other"};
+  return names[static_cast<size_t>(k)];
+}
+
+const char* copy_kind_name(CopyKind k) {
+  static const std::array<const char*, 6> names = {"unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
+  return names[static_cast<size_t>(k)];
+}
+
+const char* memory_kind_name(MemoryKind k) {
+  static const std::array<const char*, 6> names = {"unknown", "pageable", "pinned", "device",
+                                                    "managed", "array"};
+  return names[static_cast<size_t>(k)];
+}
+
+}  // namespace
+
+void bind_io(py::module_& m) {
+  import_error_type.call_once_and_store_result([&]() {
+    return py::object(py::exception<TraceImportError>(m, "TraceImportError", PyExc_ValueError));
+  });
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const TraceImportError& e) {
+      py::object type = import_error_type.get_stored();
+      py::object err = type(py::str(e.what()));
+      err.attr("path") = e.path;
+      err.attr("byte_offset") = e.byte_offset >= 0 ? py::object(py::int_(e.byte_offset)) : py::none();
+      err.attr("event_index") = e.event_index >= 0 ? py::object(py::int_(e.event_index)) : py::none();
+      PyErr_SetObject(type.ptr(), err.ptr());
+    } catch (const TraceExportError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    }
+  });
+
+  m.def(
+      "import_trace",
+      [](const std::string& path, uint64_t max_bytes, uint64_t max_events) {
+        ImportStats stats;
+        Trace t;
+        {
+          py::gil_scoped_release release;
+          t = import_kineto_trace(path, options(max_bytes, max_events), &stats);
+        }
+        return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
+      },
+      py::arg("path"), py::arg("max_bytes") = 0, py::arg("max_events") = 0,
+      "Read a Kineto Chrome trace (.json or gzip) into a Trace; returns (trace, import stats).");
+  m.def(
+      "import_trace_json",
+      [](py::bytes data, const std::string& label, uint64_t max_bytes, uint64_t max_events) {
+        const std::string_view text = data;
+        ImportStats stats;
+        Trace t;
+        {
+          py::gil_scoped_release release;
+          t = import_kineto_json(text, label, options(max_bytes, max_events), &stats);
+        }
+        return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
+      },
+      py::arg("data"), py::arg("label") = "<memory>", py::arg("max_bytes") = 0, py::arg("max_events") = 0,
+      "Read Kineto Chrome-trace JSON text (bytes) into a Trace; returns (trace, import stats).");
+  m.def(
+      "export_chrome_trace",
+      [](const Trace& t, const std::string& path) {
+        py::gil_scoped_release release;
+        export_chrome_trace(t, path);
+      },
+      py::arg("trace"), py::arg("path"),
+      "Write a Trace as Kineto-style Chrome-trace JSON (gzip when the path ends in .gz).");
+  m.def(
+      "export_chrome_json",
+      [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
+  m.def(
+      "trace_contents",
+      [](const Trace& t) {
+        py::dict kinds;
+        std::array<uint64_t, 14> counts{};
+        for (const Event& e : t.events) ++counts[static_cast<size_t>(e.kind)];
+        for (size_t i = 0; i < counts.size(); ++i)
+          if (counts[i]) kinds[kind_name(static_cast<EventKind>(i))] = counts[i];
+        py::list devices;
+        for (const DeviceProps& d : t.devices) {
+          py::dict dd;
+          dd["id"] = d.id;
+          dd["name"] = d.name;
+          dd["total_global_mem"] = d.total_global_mem;
+          dd["compute_capability"] = py::make_tuple(d.compute_major, d.compute_minor);
+          dd["num_sms"] = d.num_sms;
+          dd["max_threads_per_sm"] = d.max_threads_per_sm;
+          dd["regs_per_sm"] = d.regs_per_sm;
+          dd["shared_mem_per_sm"] = d.shared_mem_per_sm;
+          dd["warp_size"] = d.warp_size;
+          devices.append(dd);
+        }
+        py::dict out;
+        out["kinds"] = kinds;
+        out["devices"] = devices;
+        out["kernels"] = t.kernels.size();
+        out["copies"] = t.copies.size();
+        out["memory_samples"] = t.memory.size();
+        out["strings"] = t.strings.size();
+        return out;
+      },
+      py::arg("trace"), "Counts of what a Trace holds (events per kind, devices, side tables).");
+  m.def(
+      "trace_events",
+      [](const Trace& t, size_t limit) {
+        py::list out;
+        for (size_t i = 0; i < t.events.size() && i < limit; ++i) {
+          const Event& e = t.events[i];
+          py::dict d;
+          d["kind"] = kind_name(e.kind);
+          d["name"] = t.name_of(e);
+          d["start_ns"] = e.start_ns;
+          d["dur_ns"] = e.dur_ns;
+          d["correlation"] = e.correlation;
+          d["external_id"] = e.external_id;
+          d["tid"] = e.tid;
+          d["device"] = e.device;
+          if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
+            const KernelInfo& k = t.kernels[e.aux];
+            d["grid"] = py::make_tuple(k.grid[0], k.grid[1], k.grid[2]);
+            d["block"] = py::make_tuple(k.block[0], k.block[1], k.block[2]);
+            d["registers_per_thread"] = k.registers_per_thread;
+            d["shared_mem_bytes"] = k.shared_mem_bytes;
+            d["blocks_per_sm"] = k.blocks_per_sm;
+            d["warps_per_sm"] = k.warps_per_sm;
+            d["est_occupancy_pct"] = k.est_occupancy_pct;
+          } else if (e.kind == EventKind::Memcpy && e.aux < t.copies.size()) {
+            const CopyInfo& c = t.copies[e.aux];
+            d["bytes"] = c.bytes;
+            d["copy_kind"] = copy_kind_name(c.kind);
+            d["src_kind"] = memory_kind_name(c.src);
+            d["dst_kind"] = memory_kind_name(c.dst);
+          }
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("limit") = static_cast<size_t>(-1),
+      "The first `limit` events as dicts (for tests and tools; slow on big traces).");
+  m.def(
+      "trace_memory",
+      [](const Trace& t) {
+        py::list out;
+        for (const MemorySample& s : t.memory)
+          out.append(py::make_tuple(s.ts_ns, s.bytes_delta, s.total_allocated, s.total_reserved, s.device));
+        return out;
+      },
+      py::arg("trace"), "Memory samples as (ts_ns, bytes_delta, total_allocated, total_reserved, device).");
+}

@@ -1,0 +1,59 @@
+// Reading PyTorch-profiler (Kineto) Chrome-trace files into a Trace.
+// Plain C++: no Python, no torch. docs/analyze.md documents the dialects, skips and errors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "gpuprof/trace.h"
+
+namespace gpuprof {
+
+// A file we could not read as a trace. what() names the file and where it went wrong; the fields
+// repeat it for tools.
+class TraceImportError : public std::runtime_error {
+ public:
+  TraceImportError(const std::string& path, const std::string& message, int64_t byte_offset = -1,
+                   int64_t event_index = -1);
+  std::string path;
+  int64_t byte_offset;   // in the uncompressed JSON text, -1 when not known
+  int64_t event_index;   // index in traceEvents, -1 when not inside it
+};
+
+struct ImportOptions {
+  // Refuse a file whose (uncompressed) JSON text is longer than this; 0 = no limit. The text is
+  // streamed, never held, so memory grows with the events kept, not with the file size.
+  uint64_t max_bytes = 0;
+  // Refuse a trace with more kept events than this; 0 = no limit (about 48 bytes per kept event).
+  uint64_t max_events = 0;
+};
+
+// How the import went, beyond the Trace itself.
+struct ImportStats {
+  uint64_t json_bytes = 0;        // uncompressed JSON text length
+  uint64_t records = 0;           // entries of traceEvents
+  uint64_t ignored_records = 0;   // understood and not needed: metadata, flows, counters, instants
+  std::map<std::string, uint64_t> skipped_by_reason;   // unusable records (sum = trace.skipped_events)
+  bool compressed = false;
+  bool timestamps_ns = false;     // ts/dur were nanoseconds (magnitude rule), not microseconds
+  double decompress_parse_s = 0;  // wall time of the streaming read (inflate + JSON + building)
+};
+
+// Reads a `.json` or gzip-compressed (`.json.gz`, detected by its magic bytes) Kineto trace.
+// Throws TraceImportError for what cannot be read; unusable events are skipped and counted.
+Trace import_kineto_trace(const std::string& path, const ImportOptions& options = {},
+                          ImportStats* stats = nullptr);
+
+// The same, from JSON text in memory (for tests and fuzzing); `label` names it in errors.
+Trace import_kineto_json(std::string_view json, const std::string& label,
+                         const ImportOptions& options = {}, ImportStats* stats = nullptr);
+
+// Exact decimal-to-integer conversion used for timestamps: `text` is a JSON number, the result is
+// its value times 10^scale_exp, rounded half away from zero. False when it is not a number or does
+// not fit in int64 (e.g. "1623142623460111.5", 3 -> 1623142623460111500).
+bool parse_scaled_decimal(std::string_view text, int scale_exp, int64_t* out);
+
+}  // namespace gpuprof

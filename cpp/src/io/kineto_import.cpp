@@ -1,0 +1,932 @@
+// Kineto Chrome-trace import: RapidJSON's SAX reader over a streamed text (text_stream.h), turned
+// into Trace records as each event object closes. Numbers arrive as their raw text so timestamps
+// are converted exactly (a double holds 1.6e15 us only to a quarter of a microsecond).
+#include "gpuprof/kineto_import.h"
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+#include "gpuprof/breakdown.h"
+#include "text_stream.h"
+
+namespace gpuprof {
+
+TraceImportError::TraceImportError(const std::string& path_, const std::string& message,
+                                   int64_t byte_offset_, int64_t event_index_)
+    : std::runtime_error(path_ + ": " + message), path(path_), byte_offset(byte_offset_),
+      event_index(event_index_) {}
+
+bool parse_scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
+  // Fast path for what Kineto writes: up to 16 integer digits (below 9e15, so that the scaled
+  // value stays below 9e18 < INT64_MAX) and at most scale_exp (<= 3) decimals.
+  {
+    size_t i = 0;
+    const size_t n = text.size();
+    int64_t v = 0;
+    while (i < n && i < 17 && text[i] >= '0' && text[i] <= '9') v = v * 10 + (text[i++] - '0');
+    if (i > 0 && i <= 16 && v < 9000000000000000LL) {
+      int frac = 0;
+      if (i < n && text[i] == '.') {
+        ++i;
+        while (i < n && frac < scale_exp && text[i] >= '0' && text[i] <= '9') {
+          v = v * 10 + (text[i++] - '0');
+          ++frac;
+        }
+      }
+      if (i == n && (frac > 0 || text.back() != '.')) {
+        for (int k = frac; k < scale_exp; ++k) v *= 10;   // < 1e17 * 1e3: fits in int64
+        if (scale_exp <= 3) {
+          *out = v;
+          return true;
+        }
+      }
+    }
+  }
+  using u128 = unsigned __int128;
+  size_t i = 0;
+  const size_t n = text.size();
+  bool neg = false;
+  if (i < n && (text[i] == '-' || text[i] == '+')) neg = text[i++] == '-';
+  u128 mant = 0;
+  int digits = 0;          // significant digits kept in mant
+  int exp10 = 0;           // value = mant * 10^exp10
+  bool any_digit = false;
+  bool round_up = false;   // first dropped digit >= 5
+  bool dropped = false;
+  for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i) {
+    any_digit = true;
+    if (digits < 36) {
+      mant = mant * 10 + unsigned(text[i] - '0');
+      if (mant != 0) ++digits;
+    } else {
+      ++exp10;   // integer digits past 36 only scale the value (it then overflows int64 anyway)
+    }
+  }
+  if (i < n && text[i] == '.') {
+    ++i;
+    for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i) {
+      any_digit = true;
+      if (digits < 36) {
+        mant = mant * 10 + unsigned(text[i] - '0');
+        if (mant != 0) ++digits;
+        --exp10;
+      } else if (!dropped) {
+        dropped = true;
+        round_up = text[i] >= '5';
+      }
+    }
+  }
+  if (!any_digit) return false;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    bool eneg = false;
+    if (i < n && (text[i] == '-' || text[i] == '+')) eneg = text[i++] == '-';
+    if (i >= n || text[i] < '0' || text[i] > '9') return false;
+    int e = 0;
+    for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i)
+      if (e < 100000) e = e * 10 + (text[i] - '0');
+    exp10 += eneg ? -e : e;
+  }
+  if (i != n) return false;
+  if (round_up) ++mant;
+  exp10 += scale_exp;
+  const u128 limit = neg ? u128(INT64_MAX) + 1 : u128(INT64_MAX);
+  if (mant == 0) {
+    *out = 0;
+    return true;
+  }
+  if (exp10 >= 0) {
+    for (int k = 0; k < exp10; ++k) {
+      if (mant > limit / 10) return false;
+      mant *= 10;
+    }
+  } else {
+    if (exp10 < -38) {
+      mant = 0;
+    } else {
+      u128 p = 1;
+      for (int k = 0; k < -exp10; ++k) p *= 10;
+      const u128 q = mant / p, r = mant % p;
+      mant = q + (2 * r >= p ? 1 : 0);   // half away from zero (sign applied below)
+    }
+  }
+  if (mant > limit) return false;
+  *out = neg ? static_cast<int64_t>(-static_cast<__int128>(mant)) : static_cast<int64_t>(mant);
+  return true;
+}
+
+namespace {
+
+using rapidjson::SizeType;
+
+bool eq_ci(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i];
+    if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
+    if (x != b[i]) return false;   // b is lower case
+  }
+  return true;
+}
+
+// Kineto's `cat` values, old and new spellings, compared case-insensitively.
+enum class Cat : uint8_t {
+  None, CpuOp, UserAnnotation, PythonFunction, Runtime, Driver, Kernel, Memcpy, Memset, Sync,
+  GpuUserAnnotation, Overhead, Unknown
+};
+
+Cat classify_cat(std::string_view c) {
+  struct Entry { const char* name; Cat cat; };
+  static const Entry entries[] = {
+      {"cpu_op", Cat::CpuOp},           {"operator", Cat::CpuOp},
+      {"user_annotation", Cat::UserAnnotation},
+      {"python_function", Cat::PythonFunction},
+      {"cuda_runtime", Cat::Runtime},   {"runtime", Cat::Runtime},
+      {"cuda_driver", Cat::Driver},     {"kernel", Cat::Kernel},
+      {"gpu_memcpy", Cat::Memcpy},      {"memcpy", Cat::Memcpy},
+      {"gpu_memset", Cat::Memset},      {"memset", Cat::Memset},
+      {"cuda_sync", Cat::Sync},         {"gpu_user_annotation", Cat::GpuUserAnnotation},
+      {"overhead", Cat::Overhead},      {"cuda_profiler_range", Cat::Overhead},
+  };
+  for (const auto& e : entries)
+    if (eq_ci(c, e.name)) return e.cat;
+  return Cat::Unknown;
+}
+
+EventKind kind_of(Cat c) {
+  switch (c) {
+    case Cat::CpuOp: return EventKind::HostOp;
+    case Cat::UserAnnotation: return EventKind::UserRange;
+    case Cat::PythonFunction: return EventKind::PythonFunction;
+    case Cat::Runtime: return EventKind::Runtime;
+    case Cat::Driver: return EventKind::Driver;
+    case Cat::Kernel: return EventKind::Kernel;
+    case Cat::Memcpy: return EventKind::Memcpy;
+    case Cat::Memset: return EventKind::Memset;
+    case Cat::Sync: return EventKind::Sync;
+    case Cat::GpuUserAnnotation: return EventKind::GpuUserRange;
+    case Cat::Overhead: return EventKind::Overhead;
+    default: return EventKind::Other;   // `Trace` spans, unknown categories: kept, never counted
+  }
+}
+
+bool is_device_kind(EventKind k) {
+  return k == EventKind::Kernel || k == EventKind::Memcpy || k == EventKind::Memset ||
+         k == EventKind::GpuUserRange || k == EventKind::Sync;
+}
+
+// Copy direction and memory kinds from a name like "Memcpy HtoD (Pageable -> Device)".
+CopyKind copy_kind_from(std::string_view s) {
+  static const std::pair<const char*, CopyKind> kinds[] = {
+      {"HtoD", CopyKind::HtoD}, {"DtoH", CopyKind::DtoH}, {"DtoD", CopyKind::DtoD},
+      {"HtoH", CopyKind::HtoH}, {"PtoP", CopyKind::PtoP}};
+  for (const auto& [text, kind] : kinds)
+    if (s.find(text) != std::string_view::npos) return kind;
+  return CopyKind::Unknown;
+}
+
+MemoryKind memory_kind_from(std::string_view s) {
+  static const std::pair<const char*, MemoryKind> kinds[] = {
+      {"Pageable", MemoryKind::Pageable}, {"Pinned", MemoryKind::Pinned},
+      {"Device", MemoryKind::Device},     {"Managed", MemoryKind::Managed},
+      {"Array", MemoryKind::Array}};
+  for (const auto& [text, kind] : kinds)
+    if (s.find(text) != std::string_view::npos) return kind;
+  return MemoryKind::Unknown;   // "Host" (ROCm) does not say pageable or pinned
+}
+
+CopyInfo copy_info_from_name(std::string_view name) {
+  CopyInfo c;
+  c.kind = copy_kind_from(name);
+  const size_t open = name.find('('), arrow = name.find("->"), close = name.rfind(')');
+  if (open != std::string_view::npos && arrow != std::string_view::npos && arrow > open) {
+    c.src = memory_kind_from(name.substr(open + 1, arrow - open - 1));
+    const size_t end = close != std::string_view::npos && close > arrow ? close : name.size();
+    c.dst = memory_kind_from(name.substr(arrow + 2, end - arrow - 2));
+  }
+  return c;
+}
+
+// Valid UTF-8 is kept as is; each invalid byte becomes U+FFFD so Python can always decode names.
+bool sanitize_utf8(std::string_view in, std::string* out) {
+  size_t i = 0;
+  const size_t n = in.size();
+  while (i < n && static_cast<unsigned char>(in[i]) < 0x80) ++i;
+  if (i == n) return false;
+  out->assign(in.data(), i);
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(in[i]);
+    int len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) { out->push_back(char(c)); ++i; continue; }
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    bool ok = len > 0 && i + len <= n;
+    for (int k = 1; ok && k < len; ++k) {
+      const unsigned char d = static_cast<unsigned char>(in[i + k]);
+      ok = (d & 0xC0) == 0x80;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Reject overlong forms, surrogates and values past U+10FFFF.
+    if (ok) ok = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+                   (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF);
+    if (ok) { out->append(in.data() + i, len); i += len; }
+    else { out->append("\xEF\xBF\xBD"); ++i; }
+  }
+  return true;
+}
+
+// Numbers we keep as their exact decimal value until the time unit is known.
+struct RawNum {
+  std::string text;
+  bool present = false;
+};
+
+enum class Field : uint8_t { Ignore, Ph, Cat, Name, Pid, Tid, Ts, Dur, Args };
+enum class Arg : uint8_t {
+  Ignore, Correlation, ExternalId, Device, Stream, Registers, SharedMem, BlocksPerSm, WarpsPerSm,
+  Grid, Block, Occupancy, Bytes, TotalAllocated, TotalReserved, DeviceType, DeviceId
+};
+
+Field field_of(std::string_view k) {
+  switch (k.size()) {
+    case 2:
+      if (k == "ph") return Field::Ph;
+      if (k == "ts") return Field::Ts;
+      break;
+    case 3:
+      if (k == "cat") return Field::Cat;
+      if (k == "pid") return Field::Pid;
+      if (k == "tid") return Field::Tid;
+      if (k == "dur") return Field::Dur;
+      break;
+    case 4:
+      if (k == "name") return Field::Name;
+      if (k == "args") return Field::Args;
+      break;
+  }
+  return Field::Ignore;
+}
+
+Arg arg_of(std::string_view k) {
+  // By length first: an event has several args and most are not ours ("Ev Idx", "cbid", ...).
+  switch (k.size()) {
+    case 4:
+      if (k == "grid") return Arg::Grid;
+      break;
+    case 5:
+      if (k == "block") return Arg::Block;
+      if (k == "bytes" || k == "Bytes") return Arg::Bytes;
+      break;
+    case 6:
+      if (k == "device") return Arg::Device;
+      if (k == "stream") return Arg::Stream;
+      break;
+    case 9:
+      if (k == "Device Id") return Arg::DeviceId;
+      break;
+    case 11:
+      if (k == "correlation") return Arg::Correlation;
+      if (k == "External id" || k == "external id") return Arg::ExternalId;
+      if (k == "Device Type") return Arg::DeviceType;
+      break;
+    case 12:
+      if (k == "warps per SM") return Arg::WarpsPerSm;
+      break;
+    case 13:
+      if (k == "shared memory") return Arg::SharedMem;
+      if (k == "blocks per SM") return Arg::BlocksPerSm;
+      break;
+    case 14:
+      if (k == "Total Reserved") return Arg::TotalReserved;
+      break;
+    case 15:
+      if (k == "Total Allocated") return Arg::TotalAllocated;
+      break;
+    case 20:
+      if (k == "registers per thread") return Arg::Registers;
+      break;
+    case 25:
+      if (k == "est. achieved occupancy %") return Arg::Occupancy;
+      break;
+  }
+  return Arg::Ignore;
+}
+
+// One entry of traceEvents, filled field by field.
+struct PendingEvent {
+  char ph = 0;
+  Cat cat = Cat::None;
+  std::string name;
+  bool has_name = false;
+  int64_t pid = -1;      // numeric pid, -1 when absent or a label
+  int64_t tid = -1;
+  RawNum ts, dur;
+  int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
+  int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = 0, total_reserved = 0;
+  int64_t device_type = -1, device_id = -1;
+  double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
+  int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  bool has_bytes = false;   // memory samples: a free is a negative Bytes
+  bool bad_number = false;
+
+  void reset() {
+    // Field by field: the three strings keep their capacity, so no allocation per event.
+    ph = 0;
+    cat = Cat::None;
+    name.clear();
+    has_name = false;
+    pid = tid = -1;
+    ts.text.clear();
+    ts.present = false;
+    dur.text.clear();
+    dur.present = false;
+    correlation = external_id = 0;
+    device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
+    total_allocated = total_reserved = 0;
+    blocks_per_sm = warps_per_sm = occupancy = -1;
+    for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
+    has_bytes = false;
+    bad_number = false;
+  }
+};
+
+bool parse_int(std::string_view s, int64_t* out) { return parse_scaled_decimal(s, 0, out); }
+
+bool parse_double(std::string_view s, double* out) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// Trailing digits of a tid label ("stream 7" -> 7, "25738" -> 25738); -1 when there are none.
+int64_t trailing_number(std::string_view s) {
+  size_t e = s.size();
+  while (e > 0 && (s[e - 1] == ' ')) --e;
+  size_t b = e;
+  while (b > 0 && s[b - 1] >= '0' && s[b - 1] <= '9') --b;
+  if (b == e || e - b > 18) return -1;
+  int64_t v = 0;
+  for (size_t i = b; i < e; ++i) v = v * 10 + (s[i] - '0');
+  return v;
+}
+
+class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KinetoHandler> {
+ public:
+  KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts)
+      : trace_(trace), stats_(stats), opts_(opts) {}
+
+  // ---- the SAX interface ------------------------------------------------------------------------
+  bool Null() { return scalar(Scalar::Null, {}); }
+  bool Bool(bool b) { return scalar(Scalar::Bool, b ? "true" : "false"); }
+  bool RawNumber(const char* s, SizeType n, bool) { return scalar(Scalar::Number, {s, n}); }
+  bool String(const char* s, SizeType n, bool) { return scalar(Scalar::String, {s, n}); }
+  // With kParseNumbersAsStringsFlag these are never called; they forward for safety.
+  bool Int(int i) { return num_text(std::to_string(i)); }
+  bool Uint(unsigned u) { return num_text(std::to_string(u)); }
+  bool Int64(int64_t i) { return num_text(std::to_string(i)); }
+  bool Uint64(uint64_t u) { return num_text(std::to_string(u)); }
+  bool Double(double d) { return num_text(std::to_string(d)); }
+
+  bool StartObject() { return open(true); }
+  bool EndObject(SizeType) { return close(); }
+  bool StartArray() { return open(false); }
+  bool EndArray(SizeType) { return close(); }
+
+  bool Key(const char* s, SizeType n, bool) {
+    const std::string_view k(s, n);
+    if (capture_depth_ > 0) return capture_.Key(s, n);
+    if (depth_ == 1 && top_is_object_) {
+      top_key_.assign(s, n);
+      return true;
+    }
+    if (in_events_ && depth_ == ev_depth_) {
+      field_ = field_of(k);
+      return true;
+    }
+    if (in_events_ && in_args_ && depth_ == ev_depth_ + 1) {
+      arg_ = arg_of(k);
+      return true;
+    }
+    if (in_devices_ && depth_ == 3) {
+      device_key_.assign(s, n);
+      return true;
+    }
+    return true;
+  }
+
+  // ---- results ----------------------------------------------------------------------------------
+  bool saw_events() const { return saw_events_; }
+  bool top_ok() const { return top_seen_; }
+  const std::string& abort_reason() const { return abort_reason_; }
+  int64_t event_index() const { return in_events_ ? int64_t(stats_.records) : -1; }
+  uint64_t invalid_utf8() const { return invalid_utf8_; }
+  bool timestamps_ns() const { return unit_ns_ == 1; }
+  int64_t host_pid() const { return host_pid_; }
+
+ private:
+  enum class Scalar { Null, Bool, Number, String };
+
+  bool num_text(const std::string& t) { return scalar(Scalar::Number, t); }
+
+  bool fail(std::string reason) {
+    abort_reason_ = std::move(reason);
+    return false;
+  }
+
+  bool open(bool object) {
+    if (capture_depth_ > 0) {
+      ++capture_depth_;
+      ++depth_;
+      capture_stack_.push_back(object);
+      return object ? capture_.StartObject() : capture_.StartArray();
+    }
+    ++depth_;
+    // Kineto nests at most 5 levels (args holding lists of lists); far deeper input is not a
+    // trace, and refusing it bounds the parser's stack.
+    if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
+    if (depth_ == 1) {
+      top_seen_ = true;
+      top_is_object_ = object;
+      if (!object) {
+        // The Trace Event Format's "JSON Array Format": a bare list of events.
+        in_events_ = saw_events_ = true;
+        ev_depth_ = 2;
+      }
+      return true;
+    }
+    if (depth_ == 2 && top_is_object_) {
+      if (top_key_ == "traceEvents" && !object) {
+        in_events_ = saw_events_ = true;
+        ev_depth_ = 3;
+        return true;
+      }
+      if (top_key_ == "deviceProperties" && !object) {
+        in_devices_ = true;
+        return true;
+      }
+      // Any other top-level value is kept as compact JSON in the metadata.
+      capture_buf_.Clear();
+      capture_.Reset(capture_buf_);
+      capture_depth_ = 1;
+      capture_stack_.assign(1, object);
+      return object ? capture_.StartObject() : capture_.StartArray();
+    }
+    if (in_events_) {
+      if (depth_ == ev_depth_) {
+        if (!object) {
+          ++stats_.records;
+          skip("not an object");
+          return true;
+        }
+        in_event_ = true;
+        ev_.reset();
+        field_ = Field::Ignore;
+        return true;
+      }
+      if (in_event_ && depth_ == ev_depth_ + 1 && object && field_ == Field::Args) {
+        in_args_ = true;
+        arg_ = Arg::Ignore;
+        return true;
+      }
+      if (in_args_ && depth_ == ev_depth_ + 2 && !object && (arg_ == Arg::Grid || arg_ == Arg::Block)) {
+        dims_ = arg_ == Arg::Grid ? ev_.grid : ev_.block;
+        dim_i_ = 0;
+        return true;
+      }
+      return true;
+    }
+    if (in_devices_ && depth_ == 3 && object) {
+      trace_.devices.emplace_back();
+      device_key_.clear();
+    }
+    return true;
+  }
+
+  bool close() {
+    if (capture_depth_ > 0) {
+      --depth_;
+      const bool r = capture_level_is_object() ? capture_.EndObject() : capture_.EndArray();
+      if (--capture_depth_ == 0) {
+        trace_.metadata[top_key_] = capture_buf_.GetString();
+      }
+      return r;
+    }
+    if (in_events_) {
+      if (depth_ == ev_depth_ && in_event_) {
+        in_event_ = false;
+        finish_event();
+        if (!abort_reason_.empty()) return false;
+      } else if (depth_ == ev_depth_ + 1 && in_args_) {
+        in_args_ = false;
+      } else if (depth_ == ev_depth_ + 2) {
+        dims_ = nullptr;
+      } else if (depth_ == ev_depth_ - 1) {
+        in_events_ = false;
+      }
+    } else if (in_devices_) {
+      if (depth_ == 2) in_devices_ = false;
+    }
+    --depth_;
+    return true;
+  }
+
+  // RapidJSON's Writer does not expose its nesting; we mirror it.
+  bool capture_level_is_object() {
+    const bool obj = capture_stack_.back();
+    capture_stack_.pop_back();
+    return obj;
+  }
+
+  bool scalar(Scalar type, std::string_view v) {
+    if (capture_depth_ > 0) return capture_scalar(type, v);
+    if (depth_ == 0) {
+      top_seen_ = true;
+      return fail(std::string("the top-level JSON value is a ") +
+                  (type == Scalar::String ? "string" : type == Scalar::Number ? "number" : "literal") +
+                  ", not an object with a traceEvents list: not a Chrome trace");
+    }
+    if (depth_ == 1 && top_is_object_) {
+      std::string text(v);
+      if (type == Scalar::Null) text = "null";
+      trace_.metadata[top_key_] = clean(text);
+      return true;
+    }
+    if (in_events_) {
+      if (depth_ == ev_depth_ - 1) {   // a number or string where an event object belongs
+        ++stats_.records;
+        skip("not an object");
+        return true;
+      }
+      if (in_event_ && depth_ == ev_depth_) return event_field(type, v);
+      if (in_args_ && depth_ == ev_depth_ + 1) return event_arg(type, v);
+      if (dims_ != nullptr && depth_ == ev_depth_ + 2 && type == Scalar::Number) {
+        int64_t x;
+        if (dim_i_ < 3 && parse_int(v, &x) && x >= 0 && x <= INT32_MAX) dims_[dim_i_] = int32_t(x);
+        ++dim_i_;
+      }
+      return true;
+    }
+    if (in_devices_ && depth_ == 3 && !trace_.devices.empty()) device_field(type, v);
+    return true;
+  }
+
+  bool capture_scalar(Scalar type, std::string_view v) {
+    switch (type) {
+      case Scalar::Null: return capture_.Null();
+      case Scalar::Bool: return capture_.Bool(v == "true");
+      case Scalar::Number: return capture_.RawValue(v.data(), v.size(), rapidjson::kNumberType);
+      case Scalar::String: {
+        const std::string text = clean(std::string(v));
+        return capture_.String(text.data(), SizeType(text.size()));
+      }
+    }
+    return true;
+  }
+
+  std::string clean(const std::string& s) {
+    std::string fixed;
+    if (sanitize_utf8(s, &fixed)) {
+      ++invalid_utf8_;
+      return fixed;
+    }
+    return s;
+  }
+
+  bool event_field(Scalar type, std::string_view v) {
+    switch (field_) {
+      case Field::Ph:
+        if (type == Scalar::String && !v.empty()) ev_.ph = v[0];
+        break;
+      case Field::Cat:
+        if (type == Scalar::String) ev_.cat = classify_cat(v);
+        break;
+      case Field::Name:
+        if (type == Scalar::String) {
+          ev_.name.assign(v.data(), v.size());
+          ev_.has_name = true;
+        }
+        break;
+      case Field::Pid:
+        if (type == Scalar::Number) {
+          if (!parse_int(v, &ev_.pid)) ev_.pid = -1;
+        }
+        break;
+      case Field::Tid:
+        if (type == Scalar::Number) {
+          if (!parse_int(v, &ev_.tid)) ev_.tid = -1;
+        } else if (type == Scalar::String) {
+          ev_.tid = trailing_number(v);
+        }
+        break;
+      case Field::Ts:
+        if (type == Scalar::Number) {
+          ev_.ts.text.assign(v.data(), v.size());
+          ev_.ts.present = true;
+        }
+        break;
+      case Field::Dur:
+        if (type == Scalar::Number) {
+          ev_.dur.text.assign(v.data(), v.size());
+          ev_.dur.present = true;
+        }
+        break;
+      default: break;
+    }
+    field_ = Field::Ignore;
+    return true;
+  }
+
+  bool event_arg(Scalar type, std::string_view v) {
+    if (type != Scalar::Number || arg_ == Arg::Ignore) return true;
+    auto as_int = [&](int64_t* out) {
+      if (!parse_int(v, out)) ev_.bad_number = true;
+    };
+    auto as_double = [&](double* out) {
+      if (!parse_double(v, out)) ev_.bad_number = true;
+    };
+    switch (arg_) {
+      case Arg::Correlation: as_int(&ev_.correlation); break;
+      case Arg::ExternalId: as_int(&ev_.external_id); break;
+      case Arg::Device: as_int(&ev_.device); break;
+      case Arg::Stream: as_int(&ev_.stream); break;
+      case Arg::Registers: as_int(&ev_.registers); break;
+      case Arg::SharedMem: as_int(&ev_.shared_mem); break;
+      case Arg::Bytes:
+        as_int(&ev_.bytes);
+        ev_.has_bytes = true;
+        break;
+      case Arg::TotalAllocated: as_int(&ev_.total_allocated); break;
+      case Arg::TotalReserved: as_int(&ev_.total_reserved); break;
+      case Arg::DeviceType: as_int(&ev_.device_type); break;
+      case Arg::DeviceId: as_int(&ev_.device_id); break;
+      case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
+      case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
+      case Arg::Occupancy: as_double(&ev_.occupancy); break;
+      default: break;
+    }
+    arg_ = Arg::Ignore;
+    return true;
+  }
+
+  void device_field(Scalar type, std::string_view v) {
+    DeviceProps& d = trace_.devices.back();
+    if (device_key_ == "name") {
+      if (type == Scalar::String) d.name = clean(std::string(v));
+      return;
+    }
+    int64_t x = 0;
+    if (type != Scalar::Number || !parse_int(v, &x)) return;
+    const int xi = x > INT32_MAX || x < INT32_MIN ? 0 : int(x);
+    const std::string& k = device_key_;
+    if (k == "id") d.id = xi;
+    else if (k == "totalGlobalMem") d.total_global_mem = x;
+    else if (k == "computeMajor") d.compute_major = xi;
+    else if (k == "computeMinor") d.compute_minor = xi;
+    else if (k == "maxThreadsPerBlock") d.max_threads_per_block = xi;
+    else if (k == "maxThreadsPerMultiprocessor") d.max_threads_per_sm = xi;
+    else if (k == "regsPerBlock") d.regs_per_block = xi;
+    else if (k == "regsPerMultiprocessor") d.regs_per_sm = xi;
+    else if (k == "warpSize") d.warp_size = xi;
+    else if (k == "sharedMemPerBlock") d.shared_mem_per_block = x;
+    else if (k == "sharedMemPerMultiprocessor" || k == "maxSharedMemoryPerMultiProcessor") d.shared_mem_per_sm = x;
+    else if (k == "sharedMemPerBlockOptin") d.shared_mem_per_block_optin = x;
+    else if (k == "numSms") d.num_sms = xi;
+    else if (k == "maxBlocksPerMultiprocessor") d.max_blocks_per_sm = xi;
+  }
+
+  void skip(const char* reason) {
+    ++trace_.skipped_events;
+    ++stats_.skipped_by_reason[reason];
+  }
+
+  // The time unit of the file, decided by the first nonzero timestamp (docs/analyze.md): Kineto
+  // and the Chrome format write microseconds; a value of 1e17 or more cannot be microseconds
+  // since any epoch we know (that is the year 5138), so the file is in nanoseconds.
+  bool to_ns(const RawNum& n, int64_t* out) {
+    if (unit_ns_ == 0) {
+      int64_t probe = 0;
+      if (!parse_scaled_decimal(n.text, 0, &probe)) return false;
+      if (probe == 0) return parse_scaled_decimal(n.text, 3, out);
+      unit_ns_ = (probe >= 100000000000000000LL || probe <= -100000000000000000LL) ? 1 : 1000;
+    }
+    return parse_scaled_decimal(n.text, unit_ns_ == 1 ? 0 : 3, out);
+  }
+
+  uint32_t intern_name() {
+    const uint32_t id = trace_.strings.find(ev_.name);
+    if (id != kNoIndex) return id;
+    std::string fixed;
+    if (sanitize_utf8(ev_.name, &fixed)) {
+      ++invalid_utf8_;
+      return trace_.strings.intern(fixed);
+    }
+    return trace_.strings.intern(ev_.name);
+  }
+
+  void finish_event() {
+    ++stats_.records;
+    PendingEvent& p = ev_;
+    switch (p.ph) {
+      case 'X': break;
+      case 'i':
+      case 'I':
+        if (p.name == "[memory]") {
+          add_memory_sample();
+          return;
+        }
+        ++stats_.ignored_records;
+        return;
+      case 'M': case 's': case 't': case 'f': case 'C': case 'b': case 'e': case 'n':
+      case 'N': case 'O': case 'D': case 'P': case 'R': case 'c':
+        ++stats_.ignored_records;   // metadata, flows, counters, async and object events
+        return;
+      case 'B': case 'E':
+        skip("begin/end pair (ph B/E; Kineto writes complete events)");
+        return;
+      case 0:
+        skip("missing ph");
+        return;
+      default:
+        skip("unknown ph");
+        return;
+    }
+    if (!p.ts.present) return skip("missing ts");
+    if (!p.dur.present) return skip("missing dur");
+    if (p.bad_number) return skip("number out of 64-bit range");
+    int64_t start_ns = 0, dur_ns = 0;
+    if (!to_ns(p.ts, &start_ns) || !to_ns(p.dur, &dur_ns)) return skip("time out of range");
+    if (dur_ns < 0) return skip("negative dur");
+    if (start_ns > INT64_MAX - dur_ns) return skip("time out of range");
+    if (opts_.max_events != 0 && trace_.events.size() >= opts_.max_events) {
+      abort_reason_ = "more than " + std::to_string(opts_.max_events) +
+                      " events (the max_events limit; raise it to read this trace)";
+      return;
+    }
+
+    EventKind kind = kind_of(p.cat);
+    Event e;
+    e.name = intern_name();
+    if ((kind == EventKind::HostOp || kind == EventKind::UserRange) &&
+        is_step_marker_name(trace_.strings.at(e.name)))
+      kind = EventKind::StepMarker;
+    e.kind = kind;
+    e.start_ns = start_ns;
+    e.dur_ns = dur_ns;
+    e.correlation = p.correlation > 0 ? uint64_t(p.correlation) : 0;
+    e.external_id = p.external_id > 0 ? uint64_t(p.external_id) : 0;
+    if (is_device_kind(kind)) {
+      // New Kineto: pid = device, tid = stream; old: pid 0, tid "stream 7"; args say it exactly.
+      int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
+      e.device = static_cast<int16_t>(dev <= INT16_MAX ? dev : 0);
+      e.tid = static_cast<uint32_t>(p.stream >= 0 ? p.stream : (p.tid >= 0 ? p.tid : 0));
+    } else {
+      e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
+      if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;
+    }
+    if (kind == EventKind::Kernel) {
+      KernelInfo k;
+      for (int i = 0; i < 3; ++i) {
+        k.grid[i] = p.grid[i];
+        k.block[i] = p.block[i];
+      }
+      k.registers_per_thread = p.registers > INT32_MAX ? -1 : int32_t(p.registers);
+      k.shared_mem_bytes = p.shared_mem;
+      k.blocks_per_sm = float(p.blocks_per_sm);
+      k.warps_per_sm = float(p.warps_per_sm);
+      k.est_occupancy_pct = float(p.occupancy);
+      e.aux = static_cast<uint32_t>(trace_.kernels.size());
+      trace_.kernels.push_back(k);
+    } else if (kind == EventKind::Memcpy) {
+      // Parsing the name once per distinct name: a trace has a handful of copy names.
+      auto it = copy_by_name_.find(e.name);
+      if (it == copy_by_name_.end())
+        it = copy_by_name_.emplace(e.name, copy_info_from_name(trace_.strings.at(e.name))).first;
+      CopyInfo c = it->second;
+      c.bytes = p.has_bytes && p.bytes > 0 ? p.bytes : 0;
+      e.aux = static_cast<uint32_t>(trace_.copies.size());
+      trace_.copies.push_back(c);
+    }
+    trace_.events.push_back(e);
+  }
+
+  void add_memory_sample() {
+    const PendingEvent& p = ev_;
+    if (!p.ts.present) return skip("missing ts");
+    if (p.bad_number) return skip("number out of 64-bit range");
+    MemorySample m;
+    if (!to_ns(p.ts, &m.ts_ns)) return skip("time out of range");
+    m.bytes_delta = p.has_bytes ? p.bytes : 0;
+    m.total_allocated = p.total_allocated;
+    m.total_reserved = p.total_reserved;
+    // Device Type 0 is the CPU allocator (c10::DeviceType::CPU); the rest name a device index.
+    m.device = p.device_type > 0 && p.device_id >= 0 && p.device_id <= INT16_MAX
+                   ? static_cast<int16_t>(p.device_id) : int16_t(-1);
+    trace_.memory.push_back(m);
+  }
+
+  Trace& trace_;
+  ImportStats& stats_;
+  const ImportOptions& opts_;
+  int depth_ = 0;
+  bool top_seen_ = false;
+  bool top_is_object_ = false;
+  std::string top_key_;
+  bool in_events_ = false, saw_events_ = false, in_event_ = false, in_args_ = false;
+  int ev_depth_ = 0;
+  bool in_devices_ = false;
+  std::string device_key_;
+  Field field_ = Field::Ignore;
+  Arg arg_ = Arg::Ignore;
+  int32_t* dims_ = nullptr;
+  int dim_i_ = 0;
+  PendingEvent ev_;
+  int64_t host_pid_ = -1;   // the profiled process (first host event's pid)
+  int unit_ns_ = 0;   // ns per unit of ts/dur: 0 until known, then 1000 (us) or 1 (ns)
+  std::string abort_reason_;
+  uint64_t invalid_utf8_ = 0;
+  std::unordered_map<uint32_t, CopyInfo> copy_by_name_;
+  // Capture of other top-level values as compact JSON.
+  rapidjson::StringBuffer capture_buf_;
+  rapidjson::Writer<rapidjson::StringBuffer> capture_;
+  std::vector<bool> capture_stack_;
+  int capture_depth_ = 0;
+};
+
+Trace run_import(io::TextStream& in, const std::string& label, const ImportOptions& opts,
+                 ImportStats* stats_out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ImportStats stats;
+  stats.compressed = in.compressed();
+  Trace trace;
+  if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end())
+    throw TraceImportError(label, in.error());
+  KinetoHandler handler(trace, stats, opts);
+  rapidjson::Reader reader;
+  // Recursive parsing (faster than kParseIterativeFlag) is safe: the handler stops the parse past
+  // 64 levels of nesting, so the call stack stays shallow whatever the input.
+  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag;
+  const rapidjson::ParseResult ok = reader.Parse<kFlags>(in, handler);
+  const uint64_t text_bytes = in.bytes_delivered();
+  if (!ok) {
+    const int64_t idx = handler.event_index();
+    const std::string where = idx >= 0 ? " (in traceEvents[" + std::to_string(idx) + "])" : "";
+    if (!in.error().empty())
+      throw TraceImportError(label, in.error() + " after " + std::to_string(in.error_offset()) +
+                                        " bytes of JSON text" + where, in.error_offset(), idx);
+    const int64_t at = static_cast<int64_t>(ok.Offset());
+    if (!handler.abort_reason().empty())
+      throw TraceImportError(label, handler.abort_reason() + " at byte " + std::to_string(at) + where,
+                             at, idx);
+    if (ok.Code() == rapidjson::kParseErrorDocumentEmpty)
+      throw TraceImportError(label, "the file is empty (or only white space): not a trace", 0, -1);
+    std::string msg = std::string("invalid JSON at byte ") + std::to_string(at) + where + ": " +
+                      rapidjson::GetParseError_En(ok.Code());
+    if (in.at_end() && uint64_t(at) >= text_bytes)
+      msg += " (the text ends early: was the file cut off while being written or copied?)";
+    throw TraceImportError(label, msg, at, idx);
+  }
+  if (!handler.saw_events())
+    throw TraceImportError(label, "no traceEvents list: this JSON is not a Chrome/Kineto trace", -1, -1);
+
+  stats.json_bytes = text_bytes;
+  stats.timestamps_ns = handler.timestamps_ns();
+  stats.decompress_parse_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  trace.metadata["import.format"] = "kineto-chrome-trace";
+  // The same key a live session fills: the exporter writes host rows under this pid.
+  if (handler.host_pid() >= 0 && !trace.metadata.count("pid"))
+    trace.metadata["pid"] = std::to_string(handler.host_pid());
+  trace.metadata["import.time_unit"] = stats.timestamps_ns ? "ns" : "us";
+  trace.metadata["import.json_bytes"] = std::to_string(stats.json_bytes);
+  trace.metadata["import.records"] = std::to_string(stats.records);
+  trace.metadata["import.ignored_records"] = std::to_string(stats.ignored_records);
+  if (handler.invalid_utf8() > 0)
+    trace.metadata["import.invalid_utf8_strings"] = std::to_string(handler.invalid_utf8());
+  for (const auto& [reason, count] : stats.skipped_by_reason)
+    trace.metadata["import.skipped." + reason] = std::to_string(count);
+  if (stats_out != nullptr) *stats_out = stats;
+  return trace;
+}
+
+}  // namespace
+
+Trace import_kineto_trace(const std::string& path, const ImportOptions& options, ImportStats* stats) {
+  io::TextStream in(path, options.max_bytes);
+  return run_import(in, path, options, stats);
+}
+
+Trace import_kineto_json(std::string_view json, const std::string& label, const ImportOptions& options,
+                         ImportStats* stats) {
+  io::TextStream in(json, options.max_bytes);
+  return run_import(in, label, options, stats);
+}
+
+}  // namespace gpuprof

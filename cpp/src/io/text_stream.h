@@ -1,0 +1,108 @@
+// A RapidJSON input stream over a plain file, a gzip file or memory.
+// The JSON text is streamed through a few fixed buffers: never held whole, never held twice, so a
+// multi-gigabyte trace costs the events we keep, not its text. A gzip file is inflated on a second
+// thread, one chunk ahead of the parser, so decompression and parsing overlap.
+#pragma once
+
+#include <zlib.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace gpuprof::io {
+
+class TextStream {
+ public:
+  typedef char Ch;   // RapidJSON's stream concept
+
+  // Opens `path`; gzip is recognised by its magic bytes, whatever the file is called.
+  // On failure, error() is set and the stream is empty.
+  TextStream(const std::string& path, uint64_t max_bytes);
+  // Streams the bytes of `text` (which must outlive the stream).
+  TextStream(std::string_view text, uint64_t max_bytes);
+  ~TextStream();
+  TextStream(const TextStream&) = delete;
+  TextStream& operator=(const TextStream&) = delete;
+
+  Ch Peek() const { return *cur_; }
+  Ch Take() {
+    const Ch c = *cur_;
+    if (++cur_ == end_) refill();
+    return c;
+  }
+  size_t Tell() const {
+    return eof_ ? static_cast<size_t>(consumed_) : static_cast<size_t>(consumed_ + (cur_ - chunk_begin_));
+  }
+  // Write side of the concept: never used by a reader.
+  Ch* PutBegin() { return nullptr; }
+  void Put(Ch) {}
+  void Flush() {}
+  size_t PutEnd(Ch*) { return 0; }
+
+  bool compressed() const { return compressed_; }
+  // The first read error (I/O, corrupt or truncated gzip, size limit); empty when none.
+  const std::string& error() const { return error_; }
+  int64_t error_offset() const { return error_offset_; }
+  // Bytes of JSON text delivered so far (the whole text once the parser finished).
+  uint64_t bytes_delivered() const {
+    return eof_ ? consumed_ : consumed_ + static_cast<uint64_t>(end_ - chunk_begin_);
+  }
+  bool at_end() const { return eof_; }
+
+ private:
+  // One inflated chunk handed from the inflating thread to the parser.
+  struct Chunk {
+    size_t slot = 0;
+    size_t bytes = 0;   // 0: the end of the text (error_ says whether it ended well)
+  };
+
+  void refill();
+  void fail(std::string message);
+  void set_eof();
+  // Inflating thread.
+  void inflate_loop();
+  size_t inflate_some(char* dst, size_t n, std::string* error);
+  size_t read_compressed(std::string* error);
+
+  std::FILE* file_ = nullptr;
+  bool compressed_ = false;
+  bool eof_ = false;
+  std::string_view memory_;
+  bool from_memory_ = false;
+  std::vector<char> plain_buf_;   // uncompressed file: the chunk the parser reads
+
+  // gzip: the inflating thread fills slots, the parser returns them.
+  z_stream z_{};
+  bool z_open_ = false;
+  bool z_member_done_ = false;
+  uint64_t compressed_read_ = 0;
+  std::vector<char> in_buf_;
+  std::vector<std::vector<char>> slots_;
+  std::thread inflater_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> filled_;
+  std::deque<size_t> free_;
+  bool stop_ = false;
+  std::string inflate_error_;   // set by the inflating thread before it posts the end chunk
+  bool holding_slot_ = false;
+  size_t held_slot_ = 0;
+
+  uint64_t consumed_ = 0;   // bytes handed to the parser before the current chunk
+  uint64_t max_bytes_ = 0;
+  const char* chunk_begin_ = nullptr;
+  const char* cur_ = nullptr;
+  const char* end_ = nullptr;
+  char sentinel_[1] = {'\0'};
+  std::string error_;
+  int64_t error_offset_ = -1;
+};
+
+}  // namespace gpuprof::io

@@ -1,0 +1,104 @@
+"""``gpuprof.analyze(path)``: the Report of an existing PyTorch-profiler (Kineto) trace.
+
+The C++ core reads the file (``.json`` or gzip, streamed: docs/analyze.md) into the same ``Trace``
+a live session produces, and the same analysis builds the Report. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Union
+
+from ._native import _core
+from .report import Report
+
+#: Raised for a file that cannot be read as a trace. A ``ValueError``; ``str(err)`` names the file
+#: and where it went wrong; ``err.path``, ``err.byte_offset`` (in the uncompressed JSON text) and
+#: ``err.event_index`` (in ``traceEvents``) say it for tools (``None`` when not known).
+TraceImportError = _core.TraceImportError
+
+# Files in a folder that are not traces although they end in .json: gpuprof's own saved reports.
+_NOT_TRACES = {"report.json"}
+_SNIFF_BYTES = 1 << 16
+
+
+def _looks_like_trace(path: Path) -> bool:
+    """Folder scan rule: every ``*.json.gz``, and a ``*.json`` whose first 64 KiB mention
+    ``"traceEvents"`` or that starts with ``[`` (the Chrome "JSON Array Format")."""
+    name = path.name
+    if name in _NOT_TRACES:
+        return False
+    if name.endswith(".json.gz"):
+        return True
+    if not name.endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    return b'"traceEvents"' in head or head.lstrip().startswith(b"[")
+
+
+def trace_files(folder: Union[str, os.PathLike]) -> List[Path]:
+    """The trace files under ``folder`` (recursively, sorted by path), by the rule above."""
+    root = Path(folder)
+    return sorted(p for p in root.rglob("*") if p.is_file() and _looks_like_trace(p))
+
+
+def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0):
+    """Read one trace file into a native ``Trace``; returns ``(trace, stats)``.
+
+    ``stats`` says how the import went: ``json_bytes``, ``records``, ``ignored_records``,
+    ``skipped_by_reason``, ``compressed``, ``time_unit`` ("us" or "ns") and ``read_s``.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file")
+    if p.is_dir():
+        raise IsADirectoryError(f"{p}: is a folder; use gpuprof.analyze(folder) for a list of reports")
+    return _core.import_trace(str(p), max_bytes, max_events)
+
+
+def analyze_file(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
+                 max_bytes: int = 0, max_events: int = 0) -> Report:
+    """The Report of one trace file."""
+    trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events)
+    source = {"kind": "trace", "path": str(path), "format": "kineto",
+              "compressed": stats["compressed"], "json_bytes": stats["json_bytes"],
+              "time_unit": stats["time_unit"], "records": stats["records"],
+              "ignored_records": stats["ignored_records"],
+              "skipped_by_reason": dict(stats["skipped_by_reason"])}
+    return Report.from_trace(trace, source=source, drop_incomplete_last_step=drop_incomplete_last_step)
+
+
+def analyze(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
+            max_bytes: int = 0, max_events: int = 0) -> Union[Report, List[Report]]:
+    """Analyse an existing PyTorch-profiler trace.
+
+    Args:
+        path: a ``.json`` / ``.json.gz`` Kineto trace file, or a folder of them (one per worker,
+            rank or span, searched recursively; see ``trace_files``).
+        drop_incomplete_last_step: the old plugin's rule (drop a last step with fewer than 0.8x
+            the device activities of the one before); False keeps it.
+        max_bytes / max_events: refuse files whose JSON text or event count is larger (0: no
+            limit). The text is streamed, so memory follows the events kept, not the file size.
+
+    Returns:
+        For a file, its ``Report``. For a folder, a list of Reports, one per trace file in path
+        order; each says which file it came from in ``report.source["path"]``.
+
+    Raises:
+        FileNotFoundError: the path does not exist, or a folder holds no trace file.
+        TraceImportError: a file is not a readable trace (the message names it and the place).
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = trace_files(p)
+        if not files:
+            raise FileNotFoundError(f"{p}: no trace files (*.json.gz, or *.json with traceEvents) in this folder")
+        return [analyze_file(f, drop_incomplete_last_step=drop_incomplete_last_step,
+                             max_bytes=max_bytes, max_events=max_events) for f in files]
+    return analyze_file(p, drop_incomplete_last_step=drop_incomplete_last_step,
+                        max_bytes=max_bytes, max_events=max_events)

@@ -1,0 +1,49 @@
+"""``gpuprof analyze PATH [--json OUT]``: the report of an existing PyTorch-profiler trace (a file,
+or a folder of them). Loads neither torch nor LibTorch."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import UserError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "analyze", help="report on existing PyTorch-profiler (Kineto) trace files",
+        description="Read a .json or .json.gz trace written by torch.profiler (or a folder of them, "
+                    "one report per file) and print where each step's time went.")
+    p.add_argument("path", help="trace file, or a folder searched recursively for trace files")
+    p.add_argument("--json", metavar="OUT", dest="json_out",
+                   help="also write the report as JSON (a list of reports for a folder)")
+    p.add_argument("--keep-incomplete-last-step", action="store_true",
+                   help="keep a last step with fewer than 0.8x the device work of the one before "
+                        "(the old plugin dropped it)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..analyze import TraceImportError, analyze
+
+    if not os.path.exists(args.path):
+        raise UserError(f"{args.path}: no such file or folder")
+    try:
+        result = analyze(args.path, drop_incomplete_last_step=not args.keep_incomplete_last_step)
+    except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        raise UserError(str(e)) from None
+    reports = result if isinstance(result, list) else [result]
+    for i, report in enumerate(reports):
+        if i:
+            print()
+        print(report)
+    if args.json_out:
+        payload = [r.to_dict() for r in reports] if isinstance(result, list) else reports[0].to_dict()
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
+            with open(args.json_out, "w", encoding="utf-8") as f:
+                json.dump(payload, f, indent=2)
+                f.write("\n")
+        except OSError as e:
+            raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
+    return 0

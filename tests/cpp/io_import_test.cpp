@@ -1,0 +1,386 @@
+// The Kineto importer on hand-written traces (each expectation worked out in a comment) and on
+// the real traces in ../shared/traces.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gpuprof/breakdown.h"
+#include "gpuprof/chrome_export.h"
+#include "gpuprof/kineto_import.h"
+
+using namespace gpuprof;
+
+namespace {
+
+Trace import_text(const std::string& json, ImportStats* stats = nullptr) {
+  return import_kineto_json(json, "test.json", {}, stats);
+}
+
+std::string error_of(const std::string& json, const ImportOptions& o = {}) {
+  try {
+    import_kineto_json(json, "bad.json", o);
+  } catch (const TraceImportError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(ScaledDecimal, MicrosecondsToNanosecondsExactly) {
+  int64_t v = 0;
+  // 1623142623460111.5 us: a double keeps only 1623142623460111.5 +- 0.125; the digits give it exactly.
+  ASSERT_TRUE(parse_scaled_decimal("1623142623460111.5", 3, &v));
+  EXPECT_EQ(v, 1623142623460111500);
+  ASSERT_TRUE(parse_scaled_decimal("4458676522690.655", 3, &v));
+  EXPECT_EQ(v, 4458676522690655);
+  // A fourth decimal rounds half away from zero: 1.2345 us = 1234.5 ns -> 1235; -1.2345 -> -1235.
+  ASSERT_TRUE(parse_scaled_decimal("1.2345", 3, &v));
+  EXPECT_EQ(v, 1235);
+  ASSERT_TRUE(parse_scaled_decimal("-1.2345", 3, &v));
+  EXPECT_EQ(v, -1235);
+  // Exponent notation: 1.5e3 us = 1500 us = 1500000 ns.
+  ASSERT_TRUE(parse_scaled_decimal("1.5e3", 3, &v));
+  EXPECT_EQ(v, 1500000);
+  ASSERT_TRUE(parse_scaled_decimal("0", 3, &v));
+  EXPECT_EQ(v, 0);
+  // Past int64 (9.22e18): 1e16 us = 1e19 ns does not fit; nor does a 30-digit integer.
+  EXPECT_FALSE(parse_scaled_decimal("10000000000000000", 3, &v));
+  // 16 digits at the edge: 9223372036854775.807 us is INT64_MAX ns; one more does not fit.
+  ASSERT_TRUE(parse_scaled_decimal("9223372036854775.807", 3, &v));
+  EXPECT_EQ(v, INT64_MAX);
+  EXPECT_FALSE(parse_scaled_decimal("9223372036854775.808", 3, &v));
+  EXPECT_FALSE(parse_scaled_decimal("9999999999999999", 3, &v));
+  EXPECT_FALSE(parse_scaled_decimal("123456789012345678901234567890", 0, &v));
+  EXPECT_TRUE(parse_scaled_decimal("9223372036854775807", 0, &v));
+  EXPECT_EQ(v, INT64_MAX);
+  EXPECT_FALSE(parse_scaled_decimal("9223372036854775808", 0, &v));
+  EXPECT_FALSE(parse_scaled_decimal("abc", 0, &v));
+  EXPECT_FALSE(parse_scaled_decimal("", 0, &v));
+  EXPECT_FALSE(parse_scaled_decimal("1.5x", 0, &v));
+}
+
+TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
+  // The 2021 dialect: capitalised cats, string tids ("stream 7"), `external id` in lower case.
+  const std::string json = R"J({"schemaVersion":1,
+    "deviceProperties":[{"id":0,"name":"Tesla V100","totalGlobalMem":34084028416,"computeMajor":7,
+       "computeMinor":0,"maxThreadsPerMultiprocessor":2048,"regsPerMultiprocessor":65536,
+       "sharedMemPerMultiprocessor":98304,"numSms":80,"warpSize":32}],
+    "traceEvents":[
+     {"ph":"X","cat":"Operator","name":"ProfilerStep#5","pid":1,"tid":"25738","ts":1000,"dur":100},
+     {"ph":"X","cat":"Operator","name":"aten::conv2d","pid":1,"tid":"25738","ts":1010,"dur":20,"args":{"External id":7}},
+     {"ph":"X","cat":"Runtime","name":"cudaLaunchKernel","pid":1,"tid":"25738","ts":1015,"dur":5,
+       "args":{"cbid":211,"correlation":42,"external id":7}},
+     {"ph":"X","cat":"Kernel","name":"volta_scudnn","pid":0,"tid":"stream 7","ts":1030.25,"dur":50.5,
+       "args":{"device":0,"stream":7,"correlation":42,"external id":7,"registers per thread":38,
+       "shared memory":1024,"blocks per SM":0.625,"warps per SM":5.0,"grid":[50,1,1],"block":[256,1,1],
+       "est. achieved occupancy %":25}},
+     {"ph":"X","cat":"Memcpy","name":"Memcpy HtoD (Pageable -> Device)","pid":0,"tid":"stream 7","ts":1090,"dur":5,
+       "args":{"device":0,"stream":7,"correlation":43,"bytes":19267584}},
+     {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1001,"args":{"Device Type":1,"Device Id":0,
+       "Bytes":512,"Total Allocated":4096,"Total Reserved":8192}},
+     {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1002,"args":{"Device Type":0,"Device Id":-1,
+       "Bytes":-1,"Total Allocated":0}},
+     {"ph":"s","id":42,"pid":1,"tid":1,"ts":1015,"cat":"async","name":"launch"},
+     {"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"python"}}
+    ]})J";
+  ImportStats stats;
+  Trace t = import_text(json, &stats);
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[0].kind, EventKind::StepMarker);   // ProfilerStep as Operator
+  EXPECT_EQ(t.events[0].start_ns, 1000000);
+  EXPECT_EQ(t.events[0].tid, 25738u);
+  EXPECT_EQ(t.events[1].kind, EventKind::HostOp);
+  EXPECT_EQ(t.events[1].external_id, 7u);
+  EXPECT_EQ(t.events[2].kind, EventKind::Runtime);
+  EXPECT_EQ(t.events[2].correlation, 42u);
+  EXPECT_EQ(t.events[2].external_id, 7u);
+  const Event& k = t.events[3];
+  EXPECT_EQ(k.kind, EventKind::Kernel);
+  EXPECT_EQ(k.start_ns, 1030250);   // 1030.25 us
+  EXPECT_EQ(k.dur_ns, 50500);
+  EXPECT_EQ(k.device, 0);
+  EXPECT_EQ(k.tid, 7u);
+  ASSERT_LT(k.aux, t.kernels.size());
+  const KernelInfo& ki = t.kernels[k.aux];
+  EXPECT_EQ(ki.grid[0], 50);
+  EXPECT_EQ(ki.block[0], 256);
+  EXPECT_EQ(ki.registers_per_thread, 38);
+  EXPECT_EQ(ki.shared_mem_bytes, 1024);
+  EXPECT_FLOAT_EQ(ki.blocks_per_sm, 0.625f);
+  EXPECT_FLOAT_EQ(ki.warps_per_sm, 5.0f);
+  EXPECT_FLOAT_EQ(ki.est_occupancy_pct, 25.0f);
+  const Event& c = t.events[4];
+  ASSERT_EQ(c.kind, EventKind::Memcpy);
+  const CopyInfo& ci = t.copies[c.aux];
+  EXPECT_EQ(ci.bytes, 19267584);
+  EXPECT_EQ(ci.kind, CopyKind::HtoD);
+  EXPECT_EQ(ci.src, MemoryKind::Pageable);
+  EXPECT_EQ(ci.dst, MemoryKind::Device);
+  ASSERT_EQ(t.memory.size(), 2u);
+  EXPECT_EQ(t.memory[1].bytes_delta, -1);   // a one-byte free on the host allocator
+  EXPECT_EQ(t.memory[1].device, -1);
+  EXPECT_EQ(t.memory[0].ts_ns, 1001000);
+  EXPECT_EQ(t.memory[0].bytes_delta, 512);
+  EXPECT_EQ(t.memory[0].total_allocated, 4096);
+  EXPECT_EQ(t.memory[0].total_reserved, 8192);
+  EXPECT_EQ(t.memory[0].device, 0);
+  ASSERT_EQ(t.devices.size(), 1u);
+  EXPECT_EQ(t.devices[0].name, "Tesla V100");
+  EXPECT_EQ(t.devices[0].num_sms, 80);
+  EXPECT_EQ(t.devices[0].max_threads_per_sm, 2048);
+  EXPECT_EQ(t.devices[0].shared_mem_per_sm, 98304);
+  EXPECT_EQ(stats.records, 9u);
+  EXPECT_EQ(stats.ignored_records, 2u);   // the flow start and the process_name metadata
+  EXPECT_EQ(t.skipped_events, 0u);
+  EXPECT_EQ(t.metadata.at("schemaVersion"), "1");
+  EXPECT_EQ(t.metadata.at("pid"), "1");   // the host process, for the exporter's host rows
+}
+
+TEST(KinetoImport, NewDialectNumericTidsAndTopLevelFields) {
+  const std::string json = R"J({"schemaVersion":1,"distributedInfo":{"backend":"nccl","rank":1,"world_size":2},
+    "traceEvents":[
+     {"ph":"X","cat":"user_annotation","name":"ProfilerStep#3","pid":10,"tid":11,"ts":4458676522690.655,"dur":1.5},
+     {"ph":"X","cat":"CUDA_RUNTIME","name":"cudaLaunchKernel","pid":10,"tid":11,"ts":4458676522690.7,"dur":0.2,"args":{"correlation":5}},
+     {"ph":"X","cat":"cuda_driver","name":"cuLaunchKernel","pid":10,"tid":11,"ts":4458676522690.9,"dur":0.1},
+     {"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce","pid":1,"tid":7,"ts":4458676522691,"dur":2,"args":{"device":1,"stream":7,"correlation":5}},
+     {"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#3","pid":1,"tid":7,"ts":4458676522691,"dur":2},
+     {"ph":"X","cat":"python_function","name":"train.py(10): step","pid":10,"tid":11,"ts":4458676522690.655,"dur":1},
+     {"ph":"X","cat":"cuda_sync","name":"cudaDeviceSynchronize","pid":1,"tid":7,"ts":4458676522693,"dur":1},
+     {"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":"PyTorch Profiler","ts":4458676522600,"dur":200}
+    ],"displayTimeUnit":"ms","baseTimeNanoseconds":1711964646000000000})J";
+  Trace t = import_text(json);
+  ASSERT_EQ(t.events.size(), 8u);
+  EXPECT_EQ(t.events[0].kind, EventKind::StepMarker);
+  EXPECT_EQ(t.events[0].start_ns, 4458676522690655);
+  EXPECT_EQ(t.events[0].dur_ns, 1500);
+  EXPECT_EQ(t.events[1].kind, EventKind::Runtime);   // cat compared case-insensitively
+  EXPECT_EQ(t.events[2].kind, EventKind::Driver);
+  EXPECT_EQ(t.events[3].kind, EventKind::Kernel);
+  EXPECT_EQ(t.events[3].device, 1);
+  EXPECT_EQ(t.events[4].kind, EventKind::GpuUserRange);   // a GPU-side step range is no step marker
+  EXPECT_EQ(t.events[5].kind, EventKind::PythonFunction);
+  EXPECT_EQ(t.events[6].kind, EventKind::Sync);
+  EXPECT_EQ(t.events[7].kind, EventKind::Other);
+  EXPECT_EQ(t.metadata.at("distributedInfo"), R"J({"backend":"nccl","rank":1,"world_size":2})J");
+  EXPECT_EQ(t.metadata.at("displayTimeUnit"), "ms");
+  EXPECT_EQ(t.metadata.at("baseTimeNanoseconds"), "1711964646000000000");
+  EXPECT_EQ(t.metadata.at("import.time_unit"), "us");
+}
+
+TEST(KinetoImport, NanosecondTimestampsByMagnitude) {
+  // 1.7e18 cannot be microseconds (year ~55,000): the file is read as nanoseconds.
+  const std::string json = R"J({"traceEvents":[
+     {"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1712195495519689000,"dur":63813},
+     {"ph":"X","cat":"cpu_op","name":"b","pid":1,"tid":1,"ts":1712195495519700000,"dur":5}]})J";
+  Trace t = import_text(json);
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.events[0].start_ns, 1712195495519689000);
+  EXPECT_EQ(t.events[0].dur_ns, 63813);
+  EXPECT_EQ(t.metadata.at("import.time_unit"), "ns");
+}
+
+TEST(KinetoImport, ArrayFormatIsAccepted) {
+  // The Trace Event Format's JSON Array Format: a bare list of events.
+  Trace t = import_text(R"J([{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":5,"dur":1}])J");
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].start_ns, 5000);
+}
+
+TEST(KinetoImport, UnusableEventsAreSkippedAndCounted) {
+  const std::string json = R"J({"traceEvents":[
+     {"ph":"X","cat":"cpu_op","name":"no ts","pid":1,"tid":1,"dur":1},
+     {"ph":"X","cat":"cpu_op","name":"no dur","pid":1,"tid":1,"ts":1},
+     {"ph":"X","cat":"cpu_op","name":"negative","pid":1,"tid":1,"ts":1,"dur":-3},
+     {"ph":"X","cat":"kernel","name":"huge id","pid":0,"tid":7,"ts":1,"dur":1,"args":{"correlation":123456789012345678901234567890}},
+     {"ph":"X","cat":"cpu_op","name":"far future","pid":1,"tid":1,"ts":1e30,"dur":1},
+     {"ph":"B","cat":"cpu_op","name":"begin","pid":1,"tid":1,"ts":1},
+     {"ph":"X","cat":"cpu_op","name":"bad )J" "\xff\xfe" R"J( name","pid":1,"tid":1,"ts":2,"dur":1},
+     42,
+     {"ph":"X","cat":"cpu_op","name":"ok","pid":1,"tid":1,"ts":3,"dur":1}
+    ]})J";
+  ImportStats stats;
+  Trace t = import_text(json, &stats);
+  // Kept: the badly encoded name (repaired) and "ok".
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.name_of(t.events[0]), "bad \xEF\xBF\xBD\xEF\xBF\xBD name");
+  EXPECT_EQ(t.skipped_events, 7u);
+  EXPECT_EQ(stats.skipped_by_reason.at("missing ts"), 1u);
+  EXPECT_EQ(stats.skipped_by_reason.at("missing dur"), 1u);
+  EXPECT_EQ(stats.skipped_by_reason.at("negative dur"), 1u);
+  EXPECT_EQ(stats.skipped_by_reason.at("number out of 64-bit range"), 1u);
+  EXPECT_EQ(stats.skipped_by_reason.at("time out of range"), 1u);
+  EXPECT_EQ(stats.skipped_by_reason.at("not an object"), 1u);
+  EXPECT_EQ(t.metadata.at("import.invalid_utf8_strings"), "1");
+}
+
+TEST(KinetoImport, ErrorsNameTheFileAndThePlace) {
+  {
+    const std::string e = error_of("");
+    EXPECT_NE(e.find("bad.json: the file is empty"), std::string::npos) << e;
+  }
+  {
+    // The missing comma: byte 52 is the `"` of "ts" in the second event (16 + 25 + 1 + 10 bytes
+    // before it).
+    const std::string e = error_of(R"J({"traceEvents":[{"ph":"X","ts":1,"dur":1},{"ph":"X" "ts":2}]})J");
+    EXPECT_NE(e.find("bad.json: invalid JSON at byte 52 (in traceEvents[1])"), std::string::npos) << e;
+  }
+  {
+    const std::string e = error_of(R"J({"traceEvents":[{"ph":"X","ts":1,"dur":1},)J");
+    EXPECT_NE(e.find("ends early"), std::string::npos) << e;
+  }
+  {
+    const std::string e = error_of(R"J("just a string")J");
+    EXPECT_NE(e.find("top-level JSON value is a string"), std::string::npos) << e;
+  }
+  {
+    const std::string e = error_of(R"J({"schemaVersion":1})J");
+    EXPECT_NE(e.find("no traceEvents list"), std::string::npos) << e;
+  }
+  {
+    const std::string e = error_of(std::string(1000, '[') + std::string(1000, ']'));
+    EXPECT_NE(e.find("nested more than 64 levels"), std::string::npos) << e;
+  }
+  {
+    // The size limit stands in for "a 2 GB file": the read stops at the limit, never buffering.
+    ImportOptions o;
+    o.max_bytes = 100;
+    std::string big = R"J({"traceEvents":[)J";
+    for (int i = 0; i < 50; ++i) big += R"J({"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":1},)J";
+    big += "{}]}";
+    const std::string e = error_of(big, o);
+    EXPECT_NE(e.find("larger than the limit of 100 bytes"), std::string::npos) << e;
+  }
+}
+
+#ifdef GPUPROF_SHARED_TRACES
+TEST(KinetoImport, TruncatedAndCorruptGzip) {
+  const std::string src = std::string(GPUPROF_SHARED_TRACES) + "/hta_mi250_rocm/rank0.json.gz";
+  std::ifstream in(src, std::ios::binary);
+  if (!in) GTEST_SKIP() << "shared traces not found at " << src;
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = testing::TempDir() + "/cut.json.gz";
+  {
+    std::ofstream out(cut, std::ios::binary);
+    out.write(gz.data(), std::streamsize(gz.size() / 2));
+  }
+  try {
+    import_kineto_trace(cut);
+    FAIL() << "a truncated gzip file was accepted";
+  } catch (const TraceImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("gzip data ends early"), std::string::npos) << e.what();
+    EXPECT_GT(e.byte_offset, 0);
+  }
+  const std::string bad = testing::TempDir() + "/bad.json.gz";
+  {
+    std::string broken = gz;
+    for (size_t i = 100; i < 200; ++i) broken[i] = char(0x55);
+    std::ofstream out(bad, std::ios::binary);
+    out.write(broken.data(), std::streamsize(broken.size()));
+  }
+  try {
+    import_kineto_trace(bad);
+    FAIL() << "a corrupt gzip file was accepted";
+  } catch (const TraceImportError& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(m.find("corrupt gzip") != std::string::npos || m.find("invalid JSON") != std::string::npos) << m;
+  }
+}
+
+TEST(KinetoImport, EveryRealTraceReadsAndAddsUp) {
+  const char* files[] = {"hta_2xv100_ddp/rank0.json.gz", "hta_a100_nccl/rank0.json.gz",
+                         "hta_cpu_only/rank-34.pt.trace.json.gz", "hta_mi250_rocm/rank0.json.gz",
+                         "hta_v100_ns/rank-0.pt.trace.json.gz",
+                         "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz",
+                         "tb_resnet50_v100_nw0/worker0.1623143566756.pt.trace.json.gz"};
+  for (const char* f : files) {
+    const std::string path = std::string(GPUPROF_SHARED_TRACES) + "/" + f;
+    if (!std::ifstream(path)) GTEST_SKIP() << "shared traces not found at " << path;
+    Trace t = import_kineto_trace(path);
+    EXPECT_GT(t.events.size(), 0u) << f;
+    EXPECT_EQ(t.skipped_events, 0u) << f;
+    const BreakdownResult r = compute_breakdown(t);
+    ASSERT_FALSE(r.steps.empty()) << f;
+    for (const StepBreakdown& s : r.steps) {
+      int64_t sum = 0;
+      for (int64_t v : s.ns) {
+        EXPECT_GE(v, 0) << f << " step " << s.step;
+        sum += v;
+      }
+      EXPECT_EQ(sum, s.total_ns()) << f << " step " << s.step;
+    }
+  }
+}
+
+TEST(ChromeExport, RoundTripKeepsEveryEvent) {
+  const std::string path = std::string(GPUPROF_SHARED_TRACES) + "/hta_mi250_rocm/rank0.json.gz";
+  if (!std::ifstream(path)) GTEST_SKIP() << "shared traces not found at " << path;
+  const Trace a = import_kineto_trace(path);
+  const std::string out = testing::TempDir() + "/rt.json.gz";
+  export_chrome_trace(a, out);
+  const Trace b = import_kineto_trace(out);
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    EXPECT_EQ(a.events[i].start_ns, b.events[i].start_ns);
+    EXPECT_EQ(a.events[i].dur_ns, b.events[i].dur_ns);
+    EXPECT_EQ(a.events[i].kind, b.events[i].kind);
+    EXPECT_EQ(a.events[i].correlation, b.events[i].correlation);
+    EXPECT_EQ(a.name_of(a.events[i]), b.name_of(b.events[i]));
+  }
+  EXPECT_EQ(a.devices.size(), b.devices.size());
+  EXPECT_EQ(a.kernels.size(), b.kernels.size());
+}
+#endif
+
+TEST(KinetoImport, RandomEditsOfATraceNeverCrash) {
+  // A deterministic mini-fuzzer (the atheris test drives the binding for longer): 3000 copies of a
+  // small trace with random byte edits and cuts. Each must import or throw TraceImportError, and
+  // what imports must analyse and export. Run under -fsanitize=address,undefined to check memory.
+  const std::string seed = R"J({"schemaVersion":1,"deviceProperties":[{"id":0,"name":"G","numSms":80}],
+    "distributedInfo":{"backend":"nccl","rank":0},"traceEvents":[
+     {"ph":"X","cat":"cpu_op","name":"ProfilerStep#1","pid":1,"tid":"1","ts":1.5,"dur":100},
+     {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":2,"dur":3,"args":{"correlation":9}},
+     {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":"stream 7","ts":6,"dur":50,"args":{"device":0,
+       "correlation":9,"grid":[1,2,3],"block":[64,1,1],"blocks per SM":0.5}},
+     {"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pinned -> Device)","pid":0,"tid":7,"ts":60,"dur":5,"args":{"bytes":64}},
+     {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":3,"args":{"Device Type":1,"Device Id":0,"Bytes":-8}},
+     {"ph":"s","id":9,"pid":1,"tid":1,"ts":2,"cat":"ac2g","name":"ac2g"}]})J";
+  uint64_t state = 12345;
+  auto next = [&](uint64_t n) {   // xorshift: reproducible without <random>'s platform variance
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return n == 0 ? 0 : state % n;
+  };
+  const char alphabet[] = "{}[]:,\"\\-+.eE0123456789 \x00\xff\xc3tfnul";
+  int imported = 0, refused = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = seed;
+    const int edits = 1 + int(next(5));
+    for (int k = 0; k < edits && !text.empty(); ++k) {
+      const size_t pos = next(text.size());
+      const char c = alphabet[next(sizeof alphabet - 1)];
+      switch (next(4)) {
+        case 0: text[pos] = c; break;
+        case 1: text.insert(text.begin() + long(pos), c); break;
+        case 2: text.erase(pos, 1 + next(8)); break;
+        default: text.resize(pos); break;
+      }
+    }
+    try {
+      Trace t = import_kineto_json(text, "mutant.json");
+      compute_breakdown(t);
+      const Trace again = import_kineto_json(export_chrome_json(t), "again.json");
+      EXPECT_EQ(again.events.size(), t.events.size());
+      ++imported;
+    } catch (const TraceImportError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("mutant.json: ", 0), 0u) << e.what();
+      ++refused;
+    }
+  }
+  // Both outcomes occur: the edits are neither all harmless nor all fatal.
+  EXPECT_GT(imported, 100);
+  EXPECT_GT(refused, 100);
+}
