@@ -162,8 +162,8 @@ py::dict tables_to_dict(const Trace& t) {
     d["step"] = r.step;
     d["ts_ns"] = r.start_ns;   // a time column, so renderers can draw the peaks over the run
     d["device"] = r.device;
-    d["peak_allocated_bytes"] = r.peak_allocated_bytes;
-    d["peak_reserved_bytes"] = r.peak_reserved_bytes;
+    d["peak_allocated_bytes"] = or_none(r.peak_allocated_bytes);
+    d["peak_reserved_bytes"] = or_none(r.peak_reserved_bytes);
     d["capacity_bytes"] = or_none(r.capacity_bytes > 0 ? r.capacity_bytes : int64_t(-1));
     ml.append(d);
   }

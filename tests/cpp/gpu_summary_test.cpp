@@ -176,3 +176,16 @@ TEST(GpuSummary, NoStepsNoDevices) {
   EXPECT_EQ(s[0].tensor_core_pct, 0.0);
   EXPECT_EQ(s[0].peak_allocated_bytes, -1);
 }
+
+// Old Kineto traces record only each allocation's size (`Bytes`), not the allocator's level: the
+// peak is then unknown (-1, None in the report), never a made-up 0 or a sum from an unknown start.
+TEST(GpuSummary, DeltaOnlyMemorySamplesGiveNoPeak) {
+  Trace t = three_kernel_step();
+  for (MemorySample& m : t.memory) {
+    m.bytes_delta = m.total_allocated;
+    m.total_allocated = -1;
+  }
+  const std::vector<DeviceSummary> s = summarize_devices(t);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].peak_allocated_bytes, -1);
+}

@@ -78,8 +78,8 @@ struct CopyInfo {
 struct MemorySample {
   int64_t ts_ns = 0;
   int64_t bytes_delta = 0;
-  int64_t total_allocated = 0;
-  int64_t total_reserved = 0;
+  int64_t total_allocated = -1;   // -1: not recorded (old Kineto traces carry only the delta)
+  int64_t total_reserved = -1;
   int16_t device = -1;   // -1: host
 };
 

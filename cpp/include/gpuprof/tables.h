@@ -69,8 +69,8 @@ struct StepMemoryRow {
   int64_t step = 0;
   int64_t start_ns = 0;   // the step's start, on the trace's clock
   int device = 0;
-  int64_t peak_allocated_bytes = 0;
-  int64_t peak_reserved_bytes = 0;
+  int64_t peak_allocated_bytes = -1;   // -1: the trace records no allocator levels
+  int64_t peak_reserved_bytes = -1;
   int64_t capacity_bytes = 0;   // 0 when the device's properties are unknown
 };
 std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps);

@@ -115,6 +115,7 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
   for (const MemorySample& m : t.memory) {
     if (m.device < 0) continue;
     kernels_by_device[m.device];
+    if (m.total_allocated < 0) continue;   // a delta-only sample says nothing of the level
     auto [it, inserted] = peak_allocated.emplace(m.device, m.total_allocated);
     if (!inserted) it->second = std::max(it->second, m.total_allocated);
   }

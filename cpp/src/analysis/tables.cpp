@@ -232,7 +232,8 @@ std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
 std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps) {
   std::map<int, std::vector<const MemorySample*>> by_device;
   for (const MemorySample& m : t.memory)
-    if (m.device >= 0) by_device[m.device].push_back(&m);
+    // Delta-only samples (old Kineto traces) give no level to take a peak of.
+    if (m.device >= 0 && (m.total_allocated >= 0 || m.total_reserved >= 0)) by_device[m.device].push_back(&m);
   std::vector<StepMemoryRow> rows;
   for (auto& [device, samples] : by_device) {
     std::stable_sort(samples.begin(), samples.end(),

@@ -331,7 +331,7 @@ struct PendingEvent {
   int64_t tid = -1;
   RawNum ts, dur;
   int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
-  int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = 0, total_reserved = 0;
+  int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
@@ -351,7 +351,7 @@ struct PendingEvent {
     dur.present = false;
     correlation = external_id = 0;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
-    total_allocated = total_reserved = 0;
+    total_allocated = total_reserved = -1;
     blocks_per_sm = warps_per_sm = occupancy = -1;
     for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
     has_bytes = false;
