@@ -60,7 +60,9 @@ class Report:
                        "skipped": int(trace.skipped_events), "steps": len(steps)},
             "metadata": dict(trace.metadata),
         }
-        return cls(data, trace)
+        report = cls(data, trace)
+        report.advise()   # advice issue: rules in gpuprof/advice read the finished dict
+        return report
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
@@ -96,6 +98,24 @@ class Report:
     @property
     def host(self) -> dict:
         return self._data["host"]
+
+    # ---- advice (advice issue: python/gpuprof/advice/) -----------------------------------------
+    @property
+    def advice(self) -> list[dict]:
+        return self._data.get("advice", [])
+
+    def advise(self, rules=None) -> list[dict]:
+        """Run the advice rules on this report and store the ranked result in ``data["advice"]``.
+
+        Reports built by ``from_trace`` are advised already; call it on a report from ``from_dict``
+        or ``load`` (an older file, a hand-built dict) to (re)compute the advice. ``rules`` limits
+        the run to those rule ids.
+        """
+        from ..advice import advise
+
+        self._data["advice"] = advise(self._data, rules=rules)
+        return self._data["advice"]
+    # ---- end of advice ---------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(self._data))   # a deep copy the caller may change
