@@ -54,7 +54,7 @@ def _total_us(row: dict) -> float:
 # cuDNN/cuBLAS NCHW <-> NHWC conversions: what a convolution net in NCHW pays on tensor cores.
 _LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|convertTensor|transpose_readWrite",
                             re.IGNORECASE)
-_CONV_KERNEL = re.compile(r"conv|implicit_gemm|wgrad|dgrad|fprop|cudnn", re.IGNORECASE)
+_CONV_KERNEL = re.compile(r"conv|implicit_gemm|wgrad|dgrad|fprop", re.IGNORECASE)
 _CONV_OP = re.compile(r"^aten::(_?convolution|conv\d|cudnn_convolution|mkldnn_convolution|conv_)")
 
 
@@ -191,7 +191,8 @@ class Facts:
 
     @property
     def conv_kernel_us(self) -> float:
-        return self.kernel_time_matching(_CONV_KERNEL)
+        return sum(row_total_us(k) for k in self.kernels
+                   if _CONV_KERNEL.search(_name(k)) and not _LAYOUT_KERNEL.search(_name(k)))
 
     def mean_blocks_per_sm(self) -> Optional[float]:
         """Kernel-time-weighted mean blocks per SM over the kernel table (None: not given)."""

@@ -24,6 +24,7 @@ MEMORY_LOW_PCT = 50.0          # peak below this share of capacity = room for a 
 LOW_SM_EFFICIENCY_PCT = 50.0
 COPY_MIN_PCT = 1.0             # pageable copies below 1% of the step are not worth a rule
 SYNC_MIN_PER_STEP = 1.0
+SYNC_MIN_IDLE_PCT = 10.0       # GPU idle (not waiting for data) below this: a logging .item() is fine
 UNEXPLAINED_IDLE_MIN_PCT = 5.0
 LAUNCH_MAX_MEAN_KERNEL_US = 20.0
 LAUNCH_MIN_PER_STEP = 100.0
@@ -245,7 +246,7 @@ def host_sync(f: Facts) -> Optional[Recommendation]:
         return None
     per_step = f.per_step(sum(f.sync_count(r) for r in rows))
     idle = _unexplained_idle_pct(f)
-    if per_step < SYNC_MIN_PER_STEP or idle < UNEXPLAINED_IDLE_MIN_PCT:
+    if per_step < SYNC_MIN_PER_STEP or idle < SYNC_MIN_IDLE_PCT:
         return None
     by_op: dict[str, list[float]] = {}
     for r in rows:
