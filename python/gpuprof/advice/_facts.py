@@ -293,6 +293,7 @@ class Facts:
     @property
     def memory_total_bytes(self) -> Optional[float]:
         totals = [_num(d, "memory_total_bytes", "total_memory_bytes") for d in self.devices]
+        totals += [_num(r, "capacity_bytes", "memory_total_bytes") for r in section(self.data, "memory")]
         totals = [t for t in totals if t]
         return min(totals) if totals else None
 

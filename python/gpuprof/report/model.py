@@ -29,6 +29,8 @@ class Report:
     def __init__(self, data: dict, trace: Optional[Any] = None) -> None:
         self._data = data
         self.trace = trace   # the native Trace the numbers came from (None when loaded from JSON)
+        if trace is not None and "advice" not in data:
+            self.advise()    # advice issue: a report built from a trace (from_trace) comes advised
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
@@ -60,9 +62,7 @@ class Report:
                        "skipped": int(trace.skipped_events), "steps": len(steps)},
             "metadata": dict(trace.metadata),
         }
-        report = cls(data, trace)
-        report.advise()   # advice issue: rules in gpuprof/advice read the finished dict
-        return report
+        return cls(data, trace)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
