@@ -139,6 +139,8 @@ def test_dataloader_with_workers_below_the_cpus_raises_them_and_prefetch():
     assert a["evidence"]["workers_needed_est"] == 5
     assert "num_workers=5, persistent_workers=True, pin_memory=True, prefetch_factor=4" in a["fix"]
     assert "persistent_workers keeps workers alive" in a["fix"]
+    assert a["change"] == {"DataLoader": {"num_workers": 5, "persistent_workers": True, "pin_memory": True,
+                                          "prefetch_factor": 4}}
 
 
 # ---- pin_memory ---------------------------------------------------------------------------------
@@ -336,8 +338,8 @@ def test_advice_is_ranked_by_the_bound_and_every_item_has_the_documented_keys():
     bounds = [a["saving_bound_pct"] for a in items]
     assert bounds == sorted(bounds, reverse=True)
     for a in items:
-        assert set(a) == {"rule", "title", "evidence", "saving_bound_pct", "confidence",
-                          "confidence_reason", "fix", "docs"}
+        assert set(a) - {"change"} == {"rule", "title", "evidence", "saving_bound_pct", "confidence",
+                                       "confidence_reason", "fix", "docs"}
         assert a["rule"] in RULE_IDS and a["confidence"] in ("high", "medium", "low")
         assert a["docs"] == f"docs/advice.md#{a['rule']}" and a["evidence"]["summary"]
     assert json.loads(r.to_json())["advice"] == items      # stored in the report's JSON

@@ -38,7 +38,8 @@ Rule = Callable[[Facts], Optional[Recommendation]]
 
 
 def recommendation(rule: str, title: str, *, summary: str, numbers: dict, bound_pct: float,
-                   confidence: str, confidence_reason: str, fix: str) -> Recommendation:
+                   confidence: str, confidence_reason: str, fix: str,
+                   change: Optional[dict] = None) -> Recommendation:
     evidence = {"summary": summary}
     evidence.update({k: (round(v, 2) if isinstance(v, float) else v) for k, v in numbers.items()})
     return {
@@ -50,6 +51,8 @@ def recommendation(rule: str, title: str, *, summary: str, numbers: dict, bound_
         "confidence_reason": confidence_reason,
         "fix": fix,
         "docs": f"docs/advice.md#{rule}",
+        # The fix's settings as data, for tools that apply it (the demo's second run does).
+        **({"change": change} if change else {}),
     }
 
 
@@ -143,7 +146,8 @@ def dataloader(f: Facts) -> Optional[Recommendation]:
             confidence_reason="worker count and CPU affinity are recorded from the run",
             fix=f"{_dataloader_call(settings)}: {cap} of the {cpus} CPUs this process may use "
                 f"(num_workers={nw} oversubscribes them; on a shared node ask the scheduler for more "
-                "CPUs, e.g. SLURM --cpus-per-task, rather than adding workers)")
+                "CPUs, e.g. SLURM --cpus-per-task, rather than adding workers)",
+            change={"DataLoader": settings})
 
     if cap is not None and nw >= cap:
         per_sample = f", about {_ms(load_us / batch)} per sample" if isinstance(batch, int) and batch else ""
@@ -178,7 +182,7 @@ def dataloader(f: Facts) -> Optional[Recommendation]:
         confidence_reason=("the loop waits for batches loaded in the training process itself"
                            if nw == 0 else "workers already run; how much more they help depends on "
                            "whether loading is CPU- or I/O-bound"),
-        fix=f"{_dataloader_call(settings)}: {why}")
+        fix=f"{_dataloader_call(settings)}: {why}", change={"DataLoader": settings})
 
 
 # ---- pin_memory -----------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ SCHEMA: dict = {
             "properties": {"rule": _STR, "title": _STR,
                            "evidence": {"type": ["string", "array", "object", "null"]},
                            "saving_bound_pct": _NUM_OR_NULL, "confidence": {"type": ["string", "null"]},
-                           "confidence_reason": {"type": ["string", "null"]},
+                           "confidence_reason": {"type": ["string", "null"]}, "change": {"type": "object"},
                            "fix": {"type": ["string", "null"]}, "docs": {"type": ["string", "null"]}}}},
     },
 }
