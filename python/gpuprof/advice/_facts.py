@@ -268,11 +268,13 @@ class Facts:
 
     @staticmethod
     def sync_op(row: dict) -> str:
-        return _text(row, "op", "caused_by", "cause", "operator", "name") or "unknown op"
+        """The host op that made the sync ("" when made outside any op)."""
+        return _text(row, "op", "caused_by", "cause", "operator")
 
     @staticmethod
     def sync_kind(row: dict) -> str:
-        return _text(row, "kind", "name", "api")
+        """The runtime call (cudaStreamSynchronize...)."""
+        return _text(row, "name", "kind", "api", "call")
 
     @staticmethod
     def sync_count(row: dict) -> float:
@@ -287,7 +289,7 @@ class Facts:
         """Largest peak over the devices, else over the per-step memory rows."""
         peaks = [_num(d, "peak_allocated_bytes") for d in self.devices]
         peaks += [_num(r, "peak_allocated_bytes", "allocated_peak_bytes") for r in section(self.data, "memory")]
-        peaks = [p for p in peaks if p is not None]
+        peaks = [p for p in peaks if p is not None and p > 0]   # 0: no allocator samples in the trace
         return max(peaks) if peaks else None
 
     @property

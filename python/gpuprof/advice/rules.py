@@ -24,7 +24,7 @@ MEMORY_LOW_PCT = 50.0          # peak below this share of capacity = room for a 
 LOW_SM_EFFICIENCY_PCT = 50.0
 COPY_MIN_PCT = 1.0             # pageable copies below 1% of the step are not worth a rule
 SYNC_MIN_PER_STEP = 1.0
-SYNC_MIN_IDLE_PCT = 10.0       # GPU idle (not waiting for data) below this: a logging .item() is fine
+SYNC_MIN_BOUND_PCT = 1.0       # below this a logging .item() per step is not worth a rule
 UNEXPLAINED_IDLE_MIN_PCT = 5.0
 LAUNCH_MAX_MEAN_KERNEL_US = 20.0
 LAUNCH_MIN_PER_STEP = 100.0
@@ -211,7 +211,8 @@ def pin_memory(f: Facts) -> Optional[Recommendation]:
     count = f.per_step(sum(f.copy_count(c) for c in rows))
     nbytes = f.per_step(sum(f.copy_bytes(c) for c in rows))
     gbps = nbytes / (copy_us * 1e3) if copy_us > 0 else None
-    settings = "DataLoader(..., pin_memory=True)" if dl is not None else "tensor.pin_memory() on the host buffers"
+    settings = ("DataLoader(..., pin_memory=True)" if dl is not None else
+                "DataLoader(..., pin_memory=True) (or tensor.pin_memory() on your own host buffers)")
     return recommendation(
         "pin_memory", "Copies to the GPU come from pageable memory and block the host",
         summary=f"{count:.0f} {what} per step, {nbytes / 1e6:.1f} MB in {_ms(copy_us)}"
@@ -227,7 +228,12 @@ def pin_memory(f: Facts) -> Optional[Recommendation]:
 
 
 # ---- host_sync ------------------------------------------------------------------------------------
-def _sync_fix(op: str) -> str:
+def _sync_fix(op: str, call: str) -> str:
+    if not op:   # made outside any host op: only the runtime call is known
+        if "event" in call.lower():
+            return (f"{call} outside any op: a CUDA event waited on in the loop (torch.cuda.Event.synchronize(), "
+                    "elapsed_time(), or timing code in a library): wait on events only outside the step")
+        op = call
     o = op.lower()
     if "item" in o or "local_scalar" in o:
         return ("`.item()` (aten::_local_scalar_dense) waits for the GPU: accumulate on the GPU "
@@ -250,15 +256,21 @@ def host_sync(f: Facts) -> Optional[Recommendation]:
         return None
     per_step = f.per_step(sum(f.sync_count(r) for r in rows))
     idle = _unexplained_idle_pct(f)
-    if per_step < SYNC_MIN_PER_STEP or idle < SYNC_MIN_IDLE_PCT:
+    if per_step < SYNC_MIN_PER_STEP:
         return None
-    by_op: dict[str, list[float]] = {}
+    by_op: dict[tuple, list[float]] = {}
     for r in rows:
-        acc = by_op.setdefault(f.sync_op(r), [0.0, 0.0])
+        acc = by_op.setdefault((f.sync_op(r), f.sync_kind(r)), [0.0, 0.0])
         acc[0] += f.sync_count(r)
         acc[1] += f.sync_total_us(r)
-    top_op, (top_count, top_us) = max(by_op.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+    (op, call), (top_count, _) = max(by_op.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+    top_op = op or call or "unknown call"
     wait_us = f.per_step(sum(f.sync_total_us(r) for r in rows))
+    # Without the syncs the step cannot be shorter than the host's own work (the step minus the
+    # time it sat blocked) nor than the GPU's: the saving is at most min(blocked, GPU idle).
+    bound = min(100.0 * wait_us / f.step_us, idle) if f.step_us > 0 else 0.0
+    if bound < SYNC_MIN_BOUND_PCT:
+        return None
     return recommendation(
         "host_sync", f"The host waits for the GPU {per_step:.0f} times per step (mostly in {top_op})",
         summary=f"{per_step:.1f} host-blocking synchronisations per step ({f.per_step(top_count):.1f} in "
@@ -266,11 +278,11 @@ def host_sync(f: Facts) -> Optional[Recommendation]:
                 "reasons other than input loading",
         numbers={"syncs_per_step": per_step, "top_op": top_op,
                  "top_op_syncs_per_step": f.per_step(top_count), "blocked_us_per_step": wait_us,
-                 "gpu_idle_not_dataloader_pct": idle},
-        bound_pct=idle, confidence="high" if per_step >= 10 else "medium",
-        confidence_reason="each sync drains the GPU's queue; how much idle it causes depends on the "
-                          "host work after it, which is bounded by the measured GPU idle time",
-        fix=_sync_fix(top_op))
+                 "blocked_pct": 100.0 * wait_us / f.step_us, "gpu_idle_not_dataloader_pct": idle},
+        bound_pct=bound, confidence="high" if per_step >= 10 else "medium",
+        confidence_reason="each sync drains the GPU's queue; the gain is bounded by both the host's "
+                          "blocked time and the GPU's idle time, both measured",
+        fix=_sync_fix(op, call))
 
 
 # ---- launch_bound ---------------------------------------------------------------------------------
@@ -340,15 +352,26 @@ def low_utilization(f: Facts) -> Optional[Recommendation]:
             + ": more work per kernel launch and per step; bound is per sample")
 
 
+def _small_grids(f: Facts) -> bool:
+    """Busy GPU whose kernels leave SMs empty: < 1 block per SM on average (kernel table), or, where
+    the table has no block counts, Est. SM efficiency < 50% at utilization >= 50%."""
+    util = _mean_device(f, "utilization_pct")
+    sm = _mean_device(f, "sm_efficiency_pct")
+    if util is None or sm is None or util < LOW_UTILIZATION_PCT:
+        return False
+    blocks = f.mean_blocks_per_sm()
+    return blocks < 1.0 if blocks is not None else sm < LOW_SM_EFFICIENCY_PCT
+
+
 def batch_size(f: Facts) -> Optional[Recommendation]:
     util = _mean_device(f, "utilization_pct")
     sm = _mean_device(f, "sm_efficiency_pct")
     blocks = f.mean_blocks_per_sm()
-    if util is None or sm is None or util < LOW_UTILIZATION_PCT or util <= 0:
-        return None   # low utilization is low_utilization's case
-    small_grids = blocks is not None and blocks < 1.0
-    if sm >= LOW_SM_EFFICIENCY_PCT and not small_grids:
+    if not _small_grids(f):
         return None
+    mem_pct = _memory_room(f)
+    if mem_pct is not None and mem_pct < MEMORY_LOW_PCT:
+        return None   # memory_capacity says the same with the room for a larger batch
     fill = min(1.0, sm / util)   # mean share of the SMs busy while some kernel runs
     bound = f.pct("kernel") * (1.0 - fill)
     if bound < 1.0:
@@ -385,7 +408,7 @@ def memory_capacity(f: Facts) -> Optional[Recommendation]:
                 "autocast to bf16/fp16 (halves activations), or a smaller batch with gradient accumulation")
     util = _mean_device(f, "utilization_pct")
     sm = _mean_device(f, "sm_efficiency_pct")
-    underused = (util is not None and util < LOW_UTILIZATION_PCT) or (sm is not None and sm < LOW_SM_EFFICIENCY_PCT)
+    underused = (util is not None and util < LOW_UTILIZATION_PCT) or _small_grids(f)
     if mem_pct >= MEMORY_LOW_PCT or not underused:
         return None
     factor = max(2, min(8, int(0.8 * 100.0 / max(mem_pct, 1.0))))
