@@ -129,6 +129,20 @@ def test_dataloader_threshold_is_the_plugins_5_percent(share, fires):
         assert a["confidence"] == "medium" and "not in this trace" in a["confidence_reason"]
 
 
+def test_dataloader_without_workers_feeding_a_gpu_sizes_workers_from_the_cpus():
+    # The example: 16 CPUs, num_workers=0, DataLoader 73% of a 100 ms step. The main
+    # process loads a batch in 73 ms while the rest of the step takes 27 ms: 73/27 = 2.7 -> 3
+    # workers break even, 4 with one for jitter (of the 16 CPUs). The GPU ran, so pin_memory too.
+    r = report({"kernel": 20, "dataloader": 73}, kind="live", host=HOST16, devices=[device(utilization_pct=20.0)],
+               kernels=BIG_KERNELS, dataloaders=[{**LOADER, "num_workers": 0, "pin_memory": False,
+                                                  "prefetch_factor": None, "persistent_workers": False}])
+    a = fired(r, "dataloader")
+    assert rules(r)[0] == "dataloader" and a["saving_bound_pct"] == 73.0 and a["confidence"] == "high"
+    assert a["fix"].startswith("DataLoader(..., num_workers=4, persistent_workers=True, pin_memory=True): "
+                               "4 of the 16 CPUs this process may use; DataLoader is 73% of the step "
+                               "with num_workers=0")
+
+
 def test_dataloader_with_workers_below_the_cpus_raises_them_and_prefetch():
     # 2 workers on 16 CPUs, DataLoader 40% of a 100 ms step: each worker delivers a batch every
     # 2 steps, so a batch costs about 2 x 100 ms = 200 ms; the rest of the step is 60 ms, so

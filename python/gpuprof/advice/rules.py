@@ -175,13 +175,21 @@ def dataloader(f: Facts) -> Optional[Recommendation]:
                 "also make per-sample work cheaper (see docs)")
     if nw > 0 and not dl.get("persistent_workers"):
         why += "; persistent_workers keeps workers alive between epochs instead of restarting them"
-    strong = nw == 0 and share >= 20.0
+    if not uses_cuda:
+        why += ("; on this CPU-only run the workers share the CPUs with the training computation, so "
+                "expect less than the bound unless loading waits on files or the computation leaves CPUs idle")
+    strong = nw == 0 and share >= 20.0 and uses_cuda
+    if nw > 0:
+        reason = "workers already run; how much more they help depends on whether loading is CPU- or I/O-bound"
+    elif uses_cuda:
+        reason = "the loop waits for batches loaded in the training process itself, while the GPU idles"
+    else:
+        reason = ("the loop waits for batches loaded in the training process itself; on a CPU-only run "
+                  "workers gain most when loading waits on I/O, less when it competes for the same CPUs")
     return recommendation(
         "dataloader", "The input pipeline starves the training loop",
         summary=summary, numbers=numbers, bound_pct=share, confidence="high" if strong else "medium",
-        confidence_reason=("the loop waits for batches loaded in the training process itself"
-                           if nw == 0 else "workers already run; how much more they help depends on "
-                           "whether loading is CPU- or I/O-bound"),
+        confidence_reason=reason,
         fix=f"{_dataloader_call(settings)}: {why}", change={"DataLoader": settings})
 
 
