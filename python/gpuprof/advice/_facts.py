@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Optional
 
 from ..report.sections import section
 
@@ -316,25 +316,12 @@ class Facts:
         return {}
 
 
-def names(rows: Iterable[dict]) -> list[str]:
-    return [_name(r) for r in rows]
-
-
 def row_name(row: dict) -> str:
     return _name(row)
-
-
-def row_calls(row: dict) -> float:
-    return _calls(row)
 
 
 def row_total_us(row: dict) -> float:
     return _total_us(row)
 
 
-def row_num(row: dict, *keys: str) -> Optional[float]:
-    return _num(row, *keys)
-
-
-__all__ = ["Facts", "names", "row_name", "row_calls", "row_total_us", "row_num"]
-
+__all__ = ["Facts", "row_name", "row_total_us"]
