@@ -4,8 +4,9 @@
 
 On first run it writes a small CIFAR-like data set as individual PNG files (the many-small-files
 layout that starves GPUs), then trains a small CNN on it, on the GPU when there is one, profiled
-with a schedule. Run once as most tutorials write it (num_workers=0), then again with DataLoader
-worker processes, and print the step time and breakdown of both.
+with a schedule. Run once as most tutorials write it (num_workers=0), print the top recommendation,
+then run again with the DataLoader settings the advice names, and print the step time and breakdown
+of both.
 """
 
 from __future__ import annotations
@@ -84,8 +85,12 @@ def make_model(width: int = 32):
                          block(2 * w, 4 * w), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * w, CLASSES))
 
 
-def train(data: Path, *, num_workers: int, steps: int, batch_size: int, device: str):
-    """One profiled run; returns the Report of its recorded span and the final loss."""
+def train(data: Path, *, num_workers: int, steps: int, batch_size: int, device: str,
+          loader_settings: dict | None = None):
+    """One profiled run; returns the Report of its recorded span and the final loss.
+
+    ``loader_settings`` (DataLoader keyword arguments, e.g. an advice's ``change``) override the
+    defaults below."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -96,8 +101,9 @@ def train(data: Path, *, num_workers: int, steps: int, batch_size: int, device: 
     model = make_model(32 if device == "cuda" else 16).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     pin = device == "cuda"
-    loader = DataLoader(PngFolder(data), batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                        pin_memory=pin, persistent_workers=num_workers > 0)
+    kwargs = {"num_workers": num_workers, "pin_memory": pin, "persistent_workers": num_workers > 0}
+    kwargs.update(loader_settings or {})
+    loader = DataLoader(PngFolder(data), batch_size=batch_size, shuffle=True, **kwargs)
     # 2 idle steps (worker start-up), 2 warm-up steps (first-call costs), then the recorded ones.
     sched = gpuprof.schedule(wait=2, warmup=2, active=steps, repeat=1)
     loss = None
@@ -124,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=12, help="recorded steps per run")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--workers", type=int, default=None,
-                   help="num_workers of the second run (default: the CPUs this process may use, up to 4)")
+                   help="num_workers of the second run (default: what run 1's advice says)")
     args = p.parse_args(argv)
 
     import torch
@@ -151,10 +157,24 @@ def main(argv: list[str] | None = None) -> int:
         before.to_html(out / "run1_report.html")
         written.append(out / "run1_report.html")
 
-    workers = args.workers if args.workers is not None else max(1, min(4, cpus_available()))
+    # ---- advice issue: run 2 applies run 1's DataLoader advice ---------------------------------
+    top = before.advice[0] if before.advice else None
+    if top is not None:
+        print(f"\nTop recommendation [{top['rule']}]: {top['title']} (saves at most "
+              f"{top['saving_bound_pct']:.0f}% of the step, confidence {top['confidence']})")
+        print(f"  evidence: {top['evidence']['summary']}\n  fix: {top['fix']}")
+    dl_advice = next((a for a in before.advice if a["rule"] == "dataloader"), None)
+    settings = dict((dl_advice or {}).get("change", {}).get("DataLoader", {}))
+    if args.workers is not None:   # the user's own choice wins over the advice
+        settings.update(num_workers=args.workers, persistent_workers=args.workers > 0)
+    workers = int(settings.get("num_workers", 0))
+    if not settings:
+        print("\nNo DataLoader advice for run 1: run 2 repeats its settings")
     after, loss1 = train(out / "data", num_workers=workers, steps=args.steps, batch_size=args.batch_size,
-                         device=device)
-    print(f"\nRun 2: DataLoader(num_workers={workers}, persistent_workers=True)")
+                         device=device, loader_settings=settings)
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "num_workers=0"
+    print(f"\nRun 2: DataLoader({shown}), {'as the advice says' if dl_advice and args.workers is None else 'as given'}")
+    # ---- end of advice issue ------------------------------------------------------------------
     print(after)
     after.to_json(out / "run2_report.json")
     written.append(out / "run2_report.json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import time
 import traceback
 from typing import Callable, Optional
@@ -212,7 +213,8 @@ class profile:
         self._gpu.drain_into(trace)   # GPU collection
         self._report = Report.from_trace(
             trace, dataloaders=self._capture.records(),
-            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count()},
+            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(),
+                  **_cuda_host_facts()},   # advice issue: no_gpu_work needs cuda_available
             source={"kind": "live", "partial_span": partial, "span": self._spans_completed,
                     "created_unix": time.time()})
         self._spans_completed += 1
@@ -243,6 +245,22 @@ class profile:
         from .export import export_chrome_trace
 
         return export_chrome_trace(self.report().trace, path)
+
+
+# ---- advice issue: what the no_gpu_work rule needs to know about CUDA -----------------------------
+def _cuda_host_facts() -> dict:
+    """``cuda_available`` and ``cuda_device_count``, asked of torch only when the user's program has
+    imported it already (this module never imports torch itself); {} when it cannot be told."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None:
+        return {}
+    try:
+        available = bool(cuda.is_available())
+        return {"cuda_available": available, "cuda_device_count": int(cuda.device_count()) if available else 0}
+    except Exception:   # a broken driver install must not cost the user the report
+        return {}
+# ---- end of advice issue --------------------------------------------------------------------------
 
 
 def current() -> Optional[profile]:

@@ -31,7 +31,9 @@ def test_category_table_holds_the_reports_averages():
     assert rows["Other"][2] == f"{r.average['other_pct']:.1f}"
     # One per-step row per recorded step.
     assert len(_table_rows(md, "step")) == len(r.steps)
-    assert "### GPU summary" not in md and "### Recommendations" not in md
+    assert "### GPU summary" not in md
+    # advice issue: the sample's sleepy DataLoader is advised, and only that.
+    assert "### Recommendations" in md and "(`dataloader`, up to" in md and md.count("1. **") == 1
 
 
 def test_gpu_sections_and_ranked_advice():

@@ -22,7 +22,9 @@ def test_cpu_report_shows_steps_and_categories_without_colour_when_not_a_tty():
     assert f"DataLoader {r.average['dataloader_pct']:.1f}%" in text
     assert "DataLoader us" in text and "CPU Exec us" in text
     # A CPU report has no GPU sections: nothing about them is printed.
-    assert "GPU summary" not in text and "GPU kernels" not in text and "recommendations" not in text
+    assert "GPU summary" not in text and "GPU kernels" not in text
+    # advice issue: the sample's sleepy DataLoader is advised, and only that.
+    assert "Top recommendations (1 of 1)" in text and "fix: DataLoader(..., num_workers=" in text
     assert str(r).startswith("gpuprof step breakdown")   # print(report) uses this renderer
 
 

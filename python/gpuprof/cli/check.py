@@ -6,6 +6,7 @@ Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us`
 (``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``, and with
 ``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
 step time, or of one category's mean time, as % of the baseline's mean step time).
+``--deny-rule RULE`` (repeatable) fails when that advice rule fires (docs/advice.md lists the ids).
 """
 
 from __future__ import annotations
@@ -41,6 +42,33 @@ class Result:
         verb = "above the maximum" if self.bound == "max" else "below the minimum"
         return (f"FAIL  {self.label} = {self.value:.4g}, {abs(self.value - self.limit):.4g} {verb} "
                 f"{self.limit:g}")
+
+
+# ---- advice issue: --deny-rule ---------------------------------------------------------------------
+@dataclass
+class RuleResult(Result):
+    """A denied advice rule: broken (value 1) when it fired."""
+
+    title: str = ""
+
+    def line(self) -> str:
+        if self.ok:
+            return f"ok    {self.label} did not fire"
+        return f"FAIL  {self.label} fired: {self.title}"
+
+
+def denied_rules(report, rules: list[str]) -> list[RuleResult]:
+    from ..advice import RULE_IDS
+
+    unknown = sorted(set(rules) - set(RULE_IDS))
+    if unknown:
+        raise UserError(f"--deny-rule {', '.join(unknown)}: unknown rule; known: {', '.join(RULE_IDS)}")
+    if "advice" not in report._data:   # a report written before advice existed
+        report.advise()
+    fired = {a.get("rule"): a for a in report._data["advice"]}
+    return [RuleResult(f"advice:{r}", "max", 0.0, 1.0 if r in fired else 0.0,
+                       title=str(fired.get(r, {}).get("title", ""))) for r in rules]
+# ---- end of advice issue -----------------------------------------------------------------------------
 
 
 def _parse_budget(text: str, flag: str) -> tuple[str, float]:
@@ -134,6 +162,8 @@ def add_parser(subparsers) -> None:
                    help="fail when NAME is above VALUE (repeatable), e.g. dataloader_pct=5")
     p.add_argument("--min", action="append", default=[], metavar="NAME=VALUE",
                    help="fail when NAME is below VALUE (repeatable), e.g. utilization_pct=60")
+    p.add_argument("--deny-rule", action="append", default=[], metavar="RULE",
+                   help="fail when this advice rule fires (repeatable), e.g. dataloader (docs/advice.md)")
     p.add_argument("--baseline", metavar="BASE", default=None,
                    help="baseline report for *_regression_pct metrics")
     p.add_argument("--junit", metavar="OUT.xml", default=None, help="also write JUnit XML here")
@@ -143,11 +173,12 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     budgets = ([("max", *_parse_budget(t, "--max")) for t in args.max]
                + [("min", *_parse_budget(t, "--min")) for t in args.min])
-    if not budgets:
-        raise UserError("no budget given: add --max NAME=VALUE and/or --min NAME=VALUE")
+    deny = getattr(args, "deny_rule", [])
+    if not budgets and not deny:
+        raise UserError("no budget given: add --max NAME=VALUE, --min NAME=VALUE and/or --deny-rule RULE")
     report = load_report(args.report)
     baseline = load_report(args.baseline) if args.baseline else None
-    results = evaluate(report, budgets, baseline)
+    results = evaluate(report, budgets, baseline) + denied_rules(report, deny)
     for r in results:
         print(r.line())
     failed = [r for r in results if not r.ok]

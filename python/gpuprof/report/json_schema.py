@@ -50,7 +50,8 @@ SCHEMA: dict = {
             "dataset_length": {"type": ["integer", "null"]}, "batch_size": {"type": ["integer", "null"]},
             "num_workers": _INT, "pin_memory": _BOOL, "prefetch_factor": {"type": ["integer", "null"]},
             "persistent_workers": _BOOL, "batches_seen": _INT}}},
-        "host": {"type": "object", "properties": {"cpus_available": _INT, "cpu_count": {"type": ["integer", "null"]}}},
+        "host": {"type": "object", "properties": {"cpus_available": _INT, "cpu_count": {"type": ["integer", "null"]},
+                                                 "cuda_available": _BOOL, "cuda_device_count": _INT}},
         "counts": {"type": "object", "required": ["events"], "properties": {
             "events": _INT, "dropped": _INT, "skipped": _INT, "steps": _INT}},
         "metadata": {"type": "object", "additionalProperties": _STR},
@@ -66,6 +67,7 @@ SCHEMA: dict = {
             "properties": {"rule": _STR, "title": _STR,
                            "evidence": {"type": ["string", "array", "object", "null"]},
                            "saving_bound_pct": _NUM_OR_NULL, "confidence": {"type": ["string", "null"]},
+                           "confidence_reason": {"type": ["string", "null"]}, "change": {"type": "object"},
                            "fix": {"type": ["string", "null"]}, "docs": {"type": ["string", "null"]}}}},
     },
 }

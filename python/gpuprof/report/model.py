@@ -29,6 +29,8 @@ class Report:
     def __init__(self, data: dict, trace: Optional[Any] = None) -> None:
         self._data = data
         self.trace = trace   # the native Trace the numbers came from (None when loaded from JSON)
+        if trace is not None and "advice" not in data:
+            self.advise()    # advice issue: a report built from a trace (from_trace) comes advised
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
@@ -103,6 +105,24 @@ class Report:
     @property
     def host(self) -> dict:
         return self._data["host"]
+
+    # ---- advice (advice issue: python/gpuprof/advice/) -----------------------------------------
+    @property
+    def advice(self) -> list[dict]:
+        return self._data.get("advice", [])
+
+    def advise(self, rules=None) -> list[dict]:
+        """Run the advice rules on this report and store the ranked result in ``data["advice"]``.
+
+        Reports built by ``from_trace`` are advised already; call it on a report from ``from_dict``
+        or ``load`` (an older file, a hand-built dict) to (re)compute the advice. ``rules`` limits
+        the run to those rule ids.
+        """
+        from ..advice import advise
+
+        self._data["advice"] = advise(self._data, rules=rules)
+        return self._data["advice"]
+    # ---- end of advice ---------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
         return json.loads(json.dumps(self._data))   # a deep copy the caller may change

@@ -173,7 +173,12 @@ def evidence_lines(evidence: Any) -> list[str]:
     if isinstance(evidence, str):
         return [evidence]
     if isinstance(evidence, dict):
-        return [f"{k}: {fmt(k, v) if _is_scalar(v) else v}" for k, v in evidence.items()]
+        # advice issue: the rules' one-line `summary` leads; the numbers follow on one line, and
+        # unmeasured (None) numbers are left out
+        lead = [str(evidence["summary"])] if evidence.get("summary") else []
+        numbers = [f"{k} {fmt(k, v) if _is_scalar(v) else v}" for k, v in evidence.items()
+                   if k != "summary" and v is not None]
+        return lead + (["measured: " + ", ".join(numbers)] if numbers else [])
     if isinstance(evidence, Iterable):
         return [str(e) for e in evidence]
     return [str(evidence)]

@@ -1,0 +1,327 @@
+"""What the rules may know about a report, read tolerantly from its dict.
+
+Every rule reads the report through this one module, never through raw keys: the GPU sections
+(devices, kernels, operators, copies, syncs, memory) are written by other parts of gpuprof and
+their column names may grow aliases; adapting to a new name happens here, once. A section that is
+missing reads as empty and a number that is missing reads as None, so every rule can tell "not
+measured" from "zero".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..report.sections import section
+
+
+def _num(row: dict, *keys: str) -> Optional[float]:
+    """The first of ``keys`` that holds a number (booleans are not numbers here)."""
+    for k in keys:
+        v = row.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
+def _text(row: dict, *keys: str) -> str:
+    for k in keys:
+        v = row.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return ""
+
+
+def _name(row: dict) -> str:
+    return _text(row, "name", "op", "operator", "kernel")
+
+
+def _calls(row: dict) -> float:
+    return _num(row, "calls", "count", "occurrences") or 0.0
+
+
+def _total_us(row: dict) -> float:
+    v = _num(row, "total_us", "dur_us", "time_us", "device_total_us")
+    if v is None:
+        ns = _num(row, "total_ns", "dur_ns", "time_ns")
+        v = ns / 1000.0 if ns is not None else 0.0
+    return v
+
+
+# ---- kernel name classes --------------------------------------------------------------------------
+# cuDNN/cuBLAS NCHW <-> NHWC conversions: what a convolution net in NCHW pays on tensor cores.
+_LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|convertTensor|transpose_readWrite",
+                            re.IGNORECASE)
+_CONV_KERNEL = re.compile(r"conv|implicit_gemm|wgrad|dgrad|fprop", re.IGNORECASE)
+_CONV_OP = re.compile(r"^aten::(_?convolution|conv\d|cudnn_convolution|mkldnn_convolution|conv_)")
+
+
+@dataclass
+class Facts:
+    """The numbers the rules use, each a small property over the report dict."""
+
+    data: dict
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # ---- steps and breakdown -------------------------------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        steps = self.data.get("steps")
+        n = len(steps) if isinstance(steps, list) else 0
+        counted = (self.data.get("counts") or {}).get("steps")
+        return n or (int(counted) if isinstance(counted, int) else 0)
+
+    @property
+    def step_us(self) -> float:
+        return float((self.data.get("average") or {}).get("total_us") or 0.0)
+
+    def pct(self, category: str) -> float:
+        """Share of the mean step (%) that the breakdown gave ``category`` (``dataloader``...)."""
+        avg = self.data.get("average") or {}
+        v = avg.get(f"{category}_pct")
+        if isinstance(v, (int, float)):
+            return float(v)
+        us = avg.get(f"{category}_us")
+        return 100.0 * float(us) / self.step_us if isinstance(us, (int, float)) and self.step_us > 0 else 0.0
+
+    def us(self, category: str) -> float:
+        return float((self.data.get("average") or {}).get(f"{category}_us") or 0.0)
+
+    @property
+    def device_busy_pct(self) -> float:
+        """Share of the step with device work (kernels, copies, sets, collectives)."""
+        return min(100.0, sum(self.pct(c) for c in ("kernel", "memcpy", "memset", "communication")))
+
+    @property
+    def gpu_idle_pct(self) -> float:
+        return max(0.0, 100.0 - self.device_busy_pct)
+
+    def per_step(self, total: float) -> float:
+        """A span total (us, calls) as a mean per step."""
+        return total / self.num_steps if self.num_steps else total
+
+    # ---- host and settings ---------------------------------------------------------------------
+    @property
+    def host(self) -> dict:
+        h = self.data.get("host")
+        return h if isinstance(h, dict) else {}
+
+    @property
+    def cpus_available(self) -> Optional[int]:
+        v = self.host.get("cpus_available")
+        return int(v) if isinstance(v, int) and v > 0 else None
+
+    @property
+    def cuda_available(self) -> Optional[bool]:
+        v = self.host.get("cuda_available")
+        return v if isinstance(v, bool) else None
+
+    @property
+    def live(self) -> bool:
+        return (self.data.get("source") or {}).get("kind") == "live"
+
+    @property
+    def dataloader(self) -> Optional[dict]:
+        """Settings of the loader the steps drew most batches from (None: not recorded)."""
+        rows = [d for d in self.data.get("dataloaders") or [] if isinstance(d, dict)]
+        if not rows:
+            return None
+        return max(rows, key=lambda d: d.get("batches_seen") or 0)
+
+    # ---- GPU ------------------------------------------------------------------------------------
+    @property
+    def devices(self) -> list[dict]:
+        return section(self.data, "devices")
+
+    def device_num(self, dev: dict, *keys: str) -> Optional[float]:
+        return _num(dev, *keys)
+
+    @staticmethod
+    def compute_capability(dev: dict) -> Optional[float]:
+        """7.0 for Volta, 8.0 for A100..., from "7.0", [7, 0], or computeMajor/Minor."""
+        cc = dev.get("compute_capability")
+        if isinstance(cc, str):
+            m = re.match(r"\s*(\d+)\.(\d+)", cc)
+            if m:
+                return int(m.group(1)) + int(m.group(2)) / 10.0
+        if isinstance(cc, (list, tuple)) and len(cc) == 2:
+            return int(cc[0]) + int(cc[1]) / 10.0
+        if isinstance(cc, (int, float)) and not isinstance(cc, bool):
+            return float(cc)
+        major, minor = dev.get("compute_major", dev.get("computeMajor")), dev.get("compute_minor",
+                                                                                  dev.get("computeMinor"))
+        if isinstance(major, int):
+            return major + (minor if isinstance(minor, int) else 0) / 10.0
+        return None
+
+    @property
+    def busy_devices(self) -> list[dict]:
+        """Devices that ran kernels (utilization above 0, or kernel time when not given)."""
+        out = []
+        for d in self.devices:
+            util = _num(d, "utilization_pct", "gpu_utilization_pct")
+            if util is None or util > 0:
+                out.append(d)
+        return out
+
+    @property
+    def kernels(self) -> list[dict]:
+        return section(self.data, "kernels")
+
+    @property
+    def kernel_calls(self) -> float:
+        return sum(_calls(k) for k in self.kernels)
+
+    @property
+    def kernel_total_us(self) -> float:
+        return sum(_total_us(k) for k in self.kernels)
+
+    @property
+    def ran_gpu_work(self) -> bool:
+        return bool(self.kernels) or any(self.us(c) > 0 for c in ("kernel", "memcpy", "memset"))
+
+    def kernel_time_matching(self, pattern: re.Pattern) -> float:
+        return sum(_total_us(k) for k in self.kernels if pattern.search(_name(k)))
+
+    @property
+    def layout_conversion_us(self) -> float:
+        return self.kernel_time_matching(_LAYOUT_KERNEL)
+
+    @property
+    def conv_kernel_us(self) -> float:
+        return sum(row_total_us(k) for k in self.kernels
+                   if _CONV_KERNEL.search(_name(k)) and not _LAYOUT_KERNEL.search(_name(k)))
+
+    def mean_blocks_per_sm(self) -> Optional[float]:
+        """Kernel-time-weighted mean blocks per SM over the kernel table (None: not given)."""
+        num = den = 0.0
+        for k in self.kernels:
+            b = _num(k, "mean_blocks_per_sm", "blocks_per_sm")
+            t = _total_us(k)
+            if b is not None and t > 0:
+                num += b * t
+                den += t
+        return num / den if den > 0 else None
+
+    # ---- operators ------------------------------------------------------------------------------
+    @property
+    def operators(self) -> list[dict]:
+        return section(self.data, "operators")
+
+    def operator_time_us(self, row: dict) -> float:
+        """An operator's own span (host or device, whichever is longer), total over the span."""
+        host = _num(row, "host_total_us", "cpu_total_us", "total_us") or 0.0
+        device = _num(row, "device_total_us", "cuda_total_us", "gpu_total_us") or 0.0
+        return max(host, device)
+
+    def operators_matching(self, pattern: re.Pattern) -> list[dict]:
+        return [r for r in self.operators if pattern.search(_name(r))]
+
+    @property
+    def has_convolutions(self) -> bool:
+        return any(_CONV_OP.search(_name(r)) for r in self.operators) or self.conv_kernel_us > 0
+
+    # ---- copies, syncs, memory -------------------------------------------------------------------
+    @property
+    def copies(self) -> list[dict]:
+        return section(self.data, "copies")
+
+    @staticmethod
+    def copy_is_h2d(row: dict) -> bool:
+        kind = _text(row, "kind", "copy_kind", "name").lower().replace(" ", "")
+        return any(s in kind for s in ("htod", "h2d", "hosttodevice"))
+
+    @staticmethod
+    def copy_is_pageable(row: dict) -> Optional[bool]:
+        """True/False when the row says which host memory the copy used, None when it does not."""
+        if isinstance(row.get("pageable"), bool):
+            return row["pageable"]
+        if isinstance(row.get("pinned"), bool):
+            return not row["pinned"]
+        for k in ("host_memory", "memory", "src_kind", "src_memory", "memory_kind"):
+            v = row.get(k)
+            if isinstance(v, str):
+                v = v.lower()
+                if "pageable" in v:
+                    return True
+                if "pinned" in v or "page-locked" in v or "pagelocked" in v:
+                    return False
+        return None
+
+    @staticmethod
+    def copy_total_us(row: dict) -> float:
+        return _total_us(row)
+
+    @staticmethod
+    def copy_bytes(row: dict) -> float:
+        return _num(row, "bytes", "total_bytes") or 0.0
+
+    @staticmethod
+    def copy_count(row: dict) -> float:
+        return _calls(row)
+
+    @property
+    def syncs(self) -> list[dict]:
+        return section(self.data, "syncs")
+
+    @staticmethod
+    def sync_op(row: dict) -> str:
+        """The host op that made the sync ("" when made outside any op)."""
+        return _text(row, "op", "caused_by", "cause", "operator")
+
+    @staticmethod
+    def sync_kind(row: dict) -> str:
+        """The runtime call (cudaStreamSynchronize...)."""
+        return _text(row, "name", "kind", "api", "call")
+
+    @staticmethod
+    def sync_count(row: dict) -> float:
+        return _calls(row)
+
+    @staticmethod
+    def sync_total_us(row: dict) -> float:
+        return _total_us(row)
+
+    @property
+    def peak_allocated_bytes(self) -> Optional[float]:
+        """Largest peak over the devices, else over the per-step memory rows."""
+        peaks = [_num(d, "peak_allocated_bytes") for d in self.devices]
+        peaks += [_num(r, "peak_allocated_bytes", "allocated_peak_bytes") for r in section(self.data, "memory")]
+        peaks = [p for p in peaks if p is not None and p > 0]   # 0: no allocator samples in the trace
+        return max(peaks) if peaks else None
+
+    @property
+    def memory_total_bytes(self) -> Optional[float]:
+        totals = [_num(d, "memory_total_bytes", "total_memory_bytes") for d in self.devices]
+        totals += [_num(r, "capacity_bytes", "memory_total_bytes") for r in section(self.data, "memory")]
+        totals = [t for t in totals if t]
+        return min(totals) if totals else None
+
+    # ---- distributed ----------------------------------------------------------------------------
+    @property
+    def distributed(self) -> dict:
+        """``distributedInfo`` of an imported trace (backend, rank, world_size), {} when absent."""
+        for holder in (self.data, self.data.get("metadata") or {}):
+            for key in ("distributed", "distributedInfo", "distributed_info"):
+                v = holder.get(key)
+                if isinstance(v, str):
+                    try:
+                        v = json.loads(v)
+                    except ValueError:
+                        v = None
+                if isinstance(v, dict) and v:
+                    return v
+        return {}
+
+
+def row_name(row: dict) -> str:
+    return _name(row)
+
+
+def row_total_us(row: dict) -> float:
+    return _total_us(row)
+
+
+__all__ = ["Facts", "row_name", "row_total_us"]

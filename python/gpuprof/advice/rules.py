@@ -1,0 +1,612 @@
+"""The rules: one small function each, from the report's facts to one recommendation or None.
+
+Each rule states its trigger (thresholds below, the plugin's where it had one), the measured
+evidence, an Amdahl upper bound on the step-time saving (the time the fix can remove, as % of the
+mean step: never more than the time the bottleneck takes) and the change in the user's own terms.
+docs/advice.md explains each rule and justifies each bound; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Optional
+
+from ._facts import Facts, row_name
+
+# Thresholds (REFERENCE.md gives the plugin's: DataLoader > 5%, communication > 10%,
+# utilization < 50%, memory > 90%).
+DATALOADER_PCT = 5.0
+COMMUNICATION_PCT = 10.0
+LOW_UTILIZATION_PCT = 50.0
+MEMORY_HIGH_PCT = 90.0
+MEMORY_LOW_PCT = 50.0          # peak below this share of capacity = room for a larger batch
+LOW_SM_EFFICIENCY_PCT = 50.0
+COPY_MIN_PCT = 1.0             # pageable copies below 1% of the step are not worth a rule
+SYNC_MIN_PER_STEP = 1.0
+SYNC_MIN_BOUND_PCT = 1.0       # below this a logging .item() per step is not worth a rule
+UNEXPLAINED_IDLE_MIN_PCT = 5.0
+LAUNCH_MAX_MEAN_KERNEL_US = 20.0
+LAUNCH_MIN_PER_STEP = 100.0
+LAUNCH_MIN_HOST_PCT = 20.0
+OPTIMIZER_MIN_PCT = 5.0
+LAYOUT_MIN_PCT = 1.0
+TENSOR_CORE_MIN_CC = 7.0
+
+Recommendation = dict
+Rule = Callable[[Facts], Optional[Recommendation]]
+
+
+def recommendation(rule: str, title: str, *, summary: str, numbers: dict, bound_pct: float,
+                   confidence: str, confidence_reason: str, fix: str,
+                   change: Optional[dict] = None) -> Recommendation:
+    evidence = {"summary": summary}
+    evidence.update({k: (round(v, 2) if isinstance(v, float) else v) for k, v in numbers.items()})
+    return {
+        "rule": rule,
+        "title": title,
+        "evidence": evidence,
+        "saving_bound_pct": round(max(0.0, min(100.0, bound_pct)), 1),
+        "confidence": confidence,
+        "confidence_reason": confidence_reason,
+        "fix": fix,
+        "docs": f"docs/advice.md#{rule}",
+        # The fix's settings as data, for tools that apply it (the demo's second run does).
+        **({"change": change} if change else {}),
+    }
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000.0:.1f} ms" if us >= 1000 else f"{us:.0f} us"
+
+
+def _unexplained_idle_pct(f: Facts) -> float:
+    """GPU idle share of the step that waiting for the DataLoader does not explain."""
+    return max(0.0, f.gpu_idle_pct - f.pct("dataloader"))
+
+
+def _mean_device(f: Facts, key: str) -> Optional[float]:
+    vals = [f.device_num(d, key) for d in f.busy_devices]
+    vals = [v for v in vals if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+# ---- no_gpu_work ----------------------------------------------------------------------------------
+def no_gpu_work(f: Facts) -> Optional[Recommendation]:
+    if f.cuda_available is not True or f.num_steps == 0 or f.ran_gpu_work:
+        return None
+    if f.devices:
+        conf, why = "high", "GPU collection ran and found no kernel or copy in the recorded steps"
+    else:
+        conf, why = ("medium", "CUDA was available, but this report has no GPU section: if GPU activity "
+                     "was not collected (no CUPTI), the GPU may have worked unseen")
+    return recommendation(
+        "no_gpu_work", "CUDA is available but no GPU work ran in the profiled steps",
+        summary=f"CUDA was available to the process, yet the {f.num_steps} recorded steps ran no kernel and "
+                f"no copy: {f.pct('cpu_exec'):.0f}% of the step is CPU work",
+        numbers={"cuda_available": True, "kernel_us": f.us("kernel"), "cpu_exec_pct": f.pct("cpu_exec"),
+                 "steps": f.num_steps},
+        bound_pct=f.pct("cpu_exec"), confidence=conf, confidence_reason=why,
+        fix="device = torch.device('cuda'); model.to(device); and in the loop x, y = x.to(device, "
+            "non_blocking=True), y.to(device, non_blocking=True) (check with next(model.parameters()).device)")
+
+
+# ---- dataloader -----------------------------------------------------------------------------------
+def _dataloader_call(settings: dict) -> str:
+    return "DataLoader(..., " + ", ".join(f"{k}={v}" for k, v in settings.items()) + ")"
+
+
+def dataloader(f: Facts) -> Optional[Recommendation]:
+    share = f.pct("dataloader")
+    if share <= DATALOADER_PCT or f.step_us <= 0:
+        return None
+    dl_us = f.us("dataloader")
+    rest_us = max(f.step_us - dl_us, 1.0)
+    dl = f.dataloader
+    cpus = f.cpus_available
+    uses_cuda = f.ran_gpu_work or f.cuda_available is True
+    numbers: dict = {"dataloader_pct": share, "dataloader_us": dl_us, "step_us": f.step_us}
+    summary_tail = f"DataLoader is {share:.0f}% of the step ({_ms(dl_us)} of {_ms(f.step_us)})"
+    if dl is None:
+        return recommendation(
+            "dataloader", "The input pipeline starves the training loop",
+            summary=summary_tail + "; the DataLoader settings were not recorded (imported trace)",
+            numbers=numbers, bound_pct=share, confidence="medium",
+            confidence_reason="the DataLoader share is measured; its settings and the CPU count are not "
+                              "in this trace",
+            fix="DataLoader(..., num_workers=N, persistent_workers=True"
+                + (", pin_memory=True" if uses_cuda else "") + "): worker processes load batches while "
+                "the model trains; start with N = the CPUs this process may use (per GPU process on a "
+                "multi-GPU node)")
+
+    nw = int(dl.get("num_workers") or 0)
+    batch = dl.get("batch_size")
+    numbers.update({"num_workers": nw, "cpus_available": cpus, "batch_size": batch})
+    # Time to load one batch: with no workers the main process loads it (the whole wait); with
+    # nw workers each one loads a batch every nw steps, so nw * step time bounds it from above.
+    load_us = dl_us if nw == 0 else nw * (dl_us + rest_us)
+    # Workers hide loading when nw * (time the rest of the step takes) covers a batch's load;
+    # one more than the break-even absorbs batch-to-batch jitter.
+    needed = math.ceil(load_us / rest_us) + 1
+    # Workers may use every CPU the process has: the training process mostly waits on the GPU (or,
+    # on a CPU-only run, shares the cores with them); more workers than CPUs only adds contention.
+    cap = cpus if cpus else None
+    numbers["batch_load_us_est"] = load_us
+    numbers["workers_needed_est"] = needed
+    summary = f"{summary_tail} with num_workers={nw}" + (f" on {cpus} available CPUs" if cpus else "")
+
+    if cpus and nw > cpus:
+        settings = {"num_workers": cap, "persistent_workers": True}
+        if uses_cuda:
+            settings["pin_memory"] = True
+        return recommendation(
+            "dataloader", "More DataLoader workers than CPUs: they compete for the same cores",
+            summary=summary + f": {nw} workers share {cpus} CPUs with the training process",
+            numbers=numbers, bound_pct=share, confidence="high",
+            confidence_reason="worker count and CPU affinity are recorded from the run",
+            fix=f"{_dataloader_call(settings)}: {cap} of the {cpus} CPUs this process may use "
+                f"(num_workers={nw} oversubscribes them; on a shared node ask the scheduler for more "
+                "CPUs, e.g. SLURM --cpus-per-task, rather than adding workers)",
+            change={"DataLoader": settings})
+
+    if cap is not None and nw >= cap:
+        per_sample = f", about {_ms(load_us / batch)} per sample" if isinstance(batch, int) and batch else ""
+        return recommendation(
+            "dataloader", "Every CPU already loads data, and loading still starves the step",
+            summary=summary + f": a batch takes about {_ms(load_us)} to load{per_sample}, "
+                    f"so it needs about {needed} workers and only {cap} CPUs are free for them",
+            numbers=numbers, bound_pct=share, confidence="medium",
+            confidence_reason="the wait is measured, its cause (decode, transforms, file I/O) is not",
+            fix="Make each sample cheaper rather than adding workers: move per-sample normalisation and "
+                "augmentation to the GPU on whole batches (after x = x.to(device, non_blocking=True)); "
+                "store the data packed and decoded (a numpy memmap, WebDataset tar shards, LMDB) instead "
+                f"of one small file per sample; or run with more CPUs (this process may use {cpus})")
+
+    target = max(nw + 1, needed if cap is None else min(cap, needed))
+    settings = {"num_workers": target, "persistent_workers": True}
+    if uses_cuda:
+        settings["pin_memory"] = True
+    if nw > 0:
+        settings["prefetch_factor"] = max(4, int(dl.get("prefetch_factor") or 2))
+    why = (f"{target} of the {cpus} CPUs this process may use" if cpus else f"{target} workers")
+    why += f"; DataLoader is {share:.0f}% of the step with num_workers={nw}"
+    if cap is not None and needed > cap:
+        why += (f"; a batch needs about {needed} workers' time, so expect part of the wait to remain: "
+                "also make per-sample work cheaper (see docs)")
+    if nw > 0 and not dl.get("persistent_workers"):
+        why += "; persistent_workers keeps workers alive between epochs instead of restarting them"
+    if not uses_cuda:
+        why += ("; on this CPU-only run the workers share the CPUs with the training computation, so "
+                "expect less than the bound unless loading waits on files or the computation leaves CPUs idle")
+    strong = nw == 0 and share >= 20.0 and uses_cuda
+    if nw > 0:
+        reason = "workers already run; how much more they help depends on whether loading is CPU- or I/O-bound"
+    elif uses_cuda:
+        reason = "the loop waits for batches loaded in the training process itself, while the GPU idles"
+    else:
+        reason = ("the loop waits for batches loaded in the training process itself; on a CPU-only run "
+                  "workers gain most when loading waits on I/O, less when it competes for the same CPUs")
+    return recommendation(
+        "dataloader", "The input pipeline starves the training loop",
+        summary=summary, numbers=numbers, bound_pct=share, confidence="high" if strong else "medium",
+        confidence_reason=reason,
+        fix=f"{_dataloader_call(settings)}: {why}", change={"DataLoader": settings})
+
+
+# ---- pin_memory -----------------------------------------------------------------------------------
+def pin_memory(f: Facts) -> Optional[Recommendation]:
+    if f.step_us <= 0:
+        return None
+    h2d = [c for c in f.copies if f.copy_is_h2d(c)]
+    pageable = [c for c in h2d if f.copy_is_pageable(c) is True]
+    dl = f.dataloader
+    if pageable:
+        rows, what = pageable, "host-to-device copies from pageable memory"
+    elif dl is not None and dl.get("pin_memory") is False and f.ran_gpu_work and \
+            not any(f.copy_is_pageable(c) is False for c in h2d):
+        rows, what = h2d, "host-to-device copies of batches from a DataLoader with pin_memory=False"
+    else:
+        return None
+    if rows:
+        copy_us = f.per_step(sum(f.copy_total_us(c) for c in rows))
+        copy_pct = 100.0 * copy_us / f.step_us
+        if f.us("memcpy") > 0:   # copies hidden behind kernels do not lengthen the step
+            copy_pct = min(copy_pct, f.pct("memcpy"))
+    else:
+        copy_us, copy_pct = f.us("memcpy"), f.pct("memcpy")
+    if copy_pct < COPY_MIN_PCT:
+        return None
+    count = f.per_step(sum(f.copy_count(c) for c in rows))
+    nbytes = f.per_step(sum(f.copy_bytes(c) for c in rows))
+    gbps = nbytes / (copy_us * 1e3) if copy_us > 0 else None
+    settings = ("DataLoader(..., pin_memory=True)" if dl is not None else
+                "DataLoader(..., pin_memory=True) (or tensor.pin_memory() on your own host buffers)")
+    return recommendation(
+        "pin_memory", "Copies to the GPU come from pageable memory and block the host",
+        summary=f"{count:.0f} {what} per step, {nbytes / 1e6:.1f} MB in {_ms(copy_us)}"
+                + (f" ({gbps:.1f} GB/s)" if gbps else "") + f": {copy_pct:.1f}% of the step",
+        numbers={"h2d_copies_per_step": count, "h2d_bytes_per_step": nbytes, "h2d_us_per_step": copy_us,
+                 "copy_pct": copy_pct, "achieved_gbps": gbps,
+                 "dataloader_pin_memory": dl.get("pin_memory") if dl else None},
+        bound_pct=copy_pct, confidence="high" if pageable else "medium",
+        confidence_reason=("the copies' host memory kind is recorded as pageable" if pageable else
+                           "the loader does not pin; the copies' memory kind was not recorded"),
+        fix=f"{settings} and x = x.to(device, non_blocking=True): pinned copies run at full PCIe speed "
+            "and overlap with kernels instead of blocking the host")
+
+
+# ---- host_sync ------------------------------------------------------------------------------------
+def _sync_fix(op: str, call: str) -> str:
+    if not op:   # made outside any host op: only the runtime call is known
+        if "event" in call.lower():
+            return (f"{call} outside any op: a CUDA event waited on in the loop (torch.cuda.Event.synchronize(), "
+                    "elapsed_time(), or timing code in a library): wait on events only outside the step")
+        op = call
+    o = op.lower()
+    if "item" in o or "local_scalar" in o:
+        return ("`.item()` (aten::_local_scalar_dense) waits for the GPU: accumulate on the GPU "
+                "(running_loss += loss.detach()) and call .item() once every N steps for logging")
+    if "nonzero" in o or "masked_select" in o or "unique" in o or "index" in o:
+        return (f"{op} has a data-dependent output size, so the host waits for the GPU: use fixed-size "
+                "ops (torch.where, a multiplied mask) inside the step")
+    if "synchron" in o:
+        return "torch.cuda.synchronize() in the loop: remove it (keep it only around timing code)"
+    if "to" in o or "copy" in o or "cpu" in o:
+        return (f"{op} copies to the host and waits: keep the tensor on the GPU, or copy with "
+                "non_blocking=True into a pinned buffer and read it a step later")
+    return (f"{op} blocks the host until the GPU finishes: avoid .item(), .cpu(), .tolist(), printing or "
+            "`if tensor:` on CUDA tensors inside the step")
+
+
+def host_sync(f: Facts) -> Optional[Recommendation]:
+    rows = f.syncs
+    if not rows or f.num_steps == 0:
+        return None
+    per_step = f.per_step(sum(f.sync_count(r) for r in rows))
+    idle = _unexplained_idle_pct(f)
+    if per_step < SYNC_MIN_PER_STEP:
+        return None
+    by_op: dict[tuple, list[float]] = {}
+    for r in rows:
+        acc = by_op.setdefault((f.sync_op(r), f.sync_kind(r)), [0.0, 0.0])
+        acc[0] += f.sync_count(r)
+        acc[1] += f.sync_total_us(r)
+    (op, call), (top_count, _) = max(by_op.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+    top_op = op or call or "unknown call"
+    wait_us = f.per_step(sum(f.sync_total_us(r) for r in rows))
+    # Without the syncs the step cannot be shorter than the host's own work (the step minus the
+    # time it sat blocked) nor than the GPU's: the saving is at most min(blocked, GPU idle).
+    bound = min(100.0 * wait_us / f.step_us, idle) if f.step_us > 0 else 0.0
+    if bound < SYNC_MIN_BOUND_PCT:
+        return None
+    return recommendation(
+        "host_sync", f"The host waits for the GPU {per_step:.0f} times per step (mostly in {top_op})",
+        summary=f"{per_step:.1f} host-blocking synchronisations per step ({f.per_step(top_count):.1f} in "
+                f"{top_op}), {_ms(wait_us)} blocked per step; the GPU idles {idle:.0f}% of the step for "
+                "reasons other than input loading",
+        numbers={"syncs_per_step": per_step, "top_op": top_op,
+                 "top_op_syncs_per_step": f.per_step(top_count), "blocked_us_per_step": wait_us,
+                 "blocked_pct": 100.0 * wait_us / f.step_us, "gpu_idle_not_dataloader_pct": idle},
+        bound_pct=bound, confidence="high" if per_step >= 10 else "medium",
+        confidence_reason="each sync drains the GPU's queue; the gain is bounded by both the host's "
+                          "blocked time and the GPU's idle time, both measured",
+        fix=_sync_fix(op, call))
+
+
+# ---- launch_bound ---------------------------------------------------------------------------------
+def launch_bound(f: Facts) -> Optional[Recommendation]:
+    calls = f.kernel_calls
+    if calls <= 0 or f.num_steps == 0:
+        return None
+    per_step = f.per_step(calls)
+    mean_us = f.kernel_total_us / calls
+    host_pct = f.pct("runtime") + f.pct("cpu_exec")
+    idle = _unexplained_idle_pct(f)
+    if (mean_us >= LAUNCH_MAX_MEAN_KERNEL_US or per_step < LAUNCH_MIN_PER_STEP
+            or host_pct < LAUNCH_MIN_HOST_PCT or idle < 2 * UNEXPLAINED_IDLE_MIN_PCT):
+        return None
+    dl = f.dataloader
+    batch = dl.get("batch_size") if dl else None
+    bigger = f"batch_size={2 * batch} (now {batch})" if isinstance(batch, int) and batch else "a larger batch"
+    return recommendation(
+        "launch_bound", "Many short kernels: the GPU waits for the host to launch them",
+        summary=f"{per_step:.0f} kernel launches per step averaging {mean_us:.1f} us each; the host spends "
+                f"{host_pct:.0f}% of the step in launches and operators while the GPU idles {idle:.0f}%",
+        numbers={"launches_per_step": per_step, "mean_kernel_us": mean_us, "runtime_pct": f.pct("runtime"),
+                 "cpu_exec_pct": f.pct("cpu_exec"), "gpu_idle_not_dataloader_pct": idle},
+        bound_pct=idle, confidence="medium",
+        confidence_reason="short kernels and a busy host are measured; graphs remove launch cost, not "
+                          "the kernels' own time",
+        fix="model = torch.compile(model, mode='reduce-overhead') (fuses kernels and replays them as a CUDA "
+            f"graph), or capture the step with torch.cuda.graphs; or {bigger} so the same launches do "
+            "more work each")
+
+
+# ---- low_utilization / batch_size / memory_capacity ---------------------------------------------
+def _memory_room(f: Facts) -> Optional[float]:
+    peak, total = f.peak_allocated_bytes, f.memory_total_bytes
+    return 100.0 * peak / total if peak is not None and total else None
+
+
+def _bigger_batch(f: Facts, factor: int) -> str:
+    dl = f.dataloader
+    batch = dl.get("batch_size") if dl else None
+    if isinstance(batch, int) and batch:
+        return f"DataLoader(..., batch_size={batch * factor}) (now {batch})"
+    return f"a {factor}x larger batch"
+
+
+def low_utilization(f: Facts) -> Optional[Recommendation]:
+    util = _mean_device(f, "utilization_pct")
+    if util is None or util >= LOW_UTILIZATION_PCT:
+        return None
+    mem_pct = _memory_room(f)
+    if mem_pct is not None and mem_pct < MEMORY_LOW_PCT:
+        return None   # memory_capacity says the same with the room for a larger batch
+    idle = _unexplained_idle_pct(f)
+    if idle < UNEXPLAINED_IDLE_MIN_PCT:
+        return None   # the idle time is waiting for data: the dataloader rule covers it
+    return recommendation(
+        "low_utilization", f"The GPU runs kernels only {util:.0f}% of the time",
+        summary=f"GPU utilization {util:.0f}% (< {LOW_UTILIZATION_PCT:.0f}%); {idle:.0f}% of the step the "
+                "GPU idles for reasons other than input loading"
+                + (f"; peak memory {mem_pct:.0f}% of the device" if mem_pct is not None else ""),
+        numbers={"utilization_pct": util, "gpu_idle_not_dataloader_pct": idle, "peak_memory_pct": mem_pct},
+        bound_pct=idle, confidence="low",
+        confidence_reason="low utilization has several causes; fix host_sync/launch_bound first when "
+                          "they fire; a larger batch changes the optimisation (scale the learning rate)",
+        fix=f"{_bigger_batch(f, 2)} if memory allows"
+            + (f" (peak {mem_pct:.0f}% of device memory)" if mem_pct is not None else "")
+            + ": more work per kernel launch and per step; bound is per sample")
+
+
+def _small_grids(f: Facts) -> bool:
+    """Busy GPU whose kernels leave SMs empty: < 1 block per SM on average (kernel table), or, where
+    the table has no block counts, Est. SM efficiency < 50% at utilization >= 50%."""
+    util = _mean_device(f, "utilization_pct")
+    sm = _mean_device(f, "sm_efficiency_pct")
+    if util is None or sm is None or util < LOW_UTILIZATION_PCT:
+        return False
+    blocks = f.mean_blocks_per_sm()
+    return blocks < 1.0 if blocks is not None else sm < LOW_SM_EFFICIENCY_PCT
+
+
+def batch_size(f: Facts) -> Optional[Recommendation]:
+    util = _mean_device(f, "utilization_pct")
+    sm = _mean_device(f, "sm_efficiency_pct")
+    blocks = f.mean_blocks_per_sm()
+    if not _small_grids(f):
+        return None
+    mem_pct = _memory_room(f)
+    if mem_pct is not None and mem_pct < MEMORY_LOW_PCT:
+        return None   # memory_capacity says the same with the room for a larger batch
+    fill = min(1.0, sm / util)   # mean share of the SMs busy while some kernel runs
+    bound = f.pct("kernel") * (1.0 - fill)
+    if bound < 1.0:
+        return None
+    return recommendation(
+        "batch_size", "Kernels are too small to fill the GPU's SMs",
+        summary=f"Est. SM efficiency {sm:.0f}% at {util:.0f}% utilization: while kernels run, about "
+                f"{100 * fill:.0f}% of the SMs have work"
+                + (f"; mean {blocks:.2f} blocks per SM" if blocks is not None else ""),
+        numbers={"sm_efficiency_pct": sm, "utilization_pct": util, "mean_blocks_per_sm": blocks,
+                 "kernel_pct": f.pct("kernel")},
+        bound_pct=bound, confidence="medium",
+        confidence_reason="grid sizes are measured; a larger batch fills SMs but changes the optimisation",
+        fix=f"{_bigger_batch(f, 2)}, or several samples per kernel (torch.compile fuses small ops); "
+            "bound is per sample")
+
+
+def memory_capacity(f: Facts) -> Optional[Recommendation]:
+    mem_pct = _memory_room(f)
+    if mem_pct is None:
+        return None
+    peak, total = f.peak_allocated_bytes, f.memory_total_bytes
+    numbers = {"peak_allocated_bytes": peak, "memory_total_bytes": total, "peak_memory_pct": mem_pct}
+    if mem_pct > MEMORY_HIGH_PCT:
+        return recommendation(
+            "memory_capacity", f"Peak device memory is {mem_pct:.0f}% of the GPU's",
+            summary=f"peak allocated {peak / 2**30:.1f} GiB of {total / 2**30:.1f} GiB (> {MEMORY_HIGH_PCT:.0f}%): "
+                    "one larger batch or sequence away from out-of-memory, and the allocator may be "
+                    "freeing and retrying",
+            numbers=numbers, bound_pct=0.0, confidence="high",
+            confidence_reason="allocator peak against device capacity; this rule prevents failures, "
+                              "it does not promise speed",
+            fix="torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) on the largest blocks, "
+                "autocast to bf16/fp16 (halves activations), or a smaller batch with gradient accumulation")
+    util = _mean_device(f, "utilization_pct")
+    sm = _mean_device(f, "sm_efficiency_pct")
+    underused = (util is not None and util < LOW_UTILIZATION_PCT) or _small_grids(f)
+    if mem_pct >= MEMORY_LOW_PCT or not underused:
+        return None
+    factor = max(2, min(8, int(0.8 * 100.0 / max(mem_pct, 1.0))))
+    idle = _unexplained_idle_pct(f) if util is not None and util < LOW_UTILIZATION_PCT else \
+        f.pct("kernel") * (1.0 - min(1.0, (sm or 0.0) / max(util or 1.0, 1.0)))
+    return recommendation(
+        "memory_capacity", f"Only {mem_pct:.0f}% of device memory used while the GPU is underused",
+        summary=f"peak allocated {peak / 2**30:.2f} GiB of {total / 2**30:.1f} GiB; GPU utilization "
+                + (f"{util:.0f}%" if util is not None else "unknown")
+                + (f", Est. SM efficiency {sm:.0f}%" if sm is not None else ""),
+        numbers={**numbers, "utilization_pct": util, "sm_efficiency_pct": sm, "batch_factor": factor},
+        bound_pct=idle, confidence="medium",
+        confidence_reason="memory headroom is measured; activations grow about linearly with the batch",
+        fix=f"{_bigger_batch(f, factor)}: about {factor}x the batch still fits in 80% of device memory; "
+            "scale the learning rate with it; bound is per sample")
+
+
+# ---- mixed_precision / channels_last / optimizer --------------------------------------------------
+def mixed_precision(f: Facts) -> Optional[Recommendation]:
+    best = None
+    for d in f.busy_devices:
+        cc = f.compute_capability(d)
+        eligible = f.device_num(d, "tc_eligible_pct")
+        tc = f.device_num(d, "tensor_core_pct") or 0.0
+        if cc is None or cc < TENSOR_CORE_MIN_CC or eligible is None or eligible <= 0:
+            continue
+        if tc >= 0.5 * eligible:
+            continue   # already on tensor cores for most of the eligible work
+        if best is None or eligible - tc > best[2] - best[3]:
+            best = (d, cc, eligible, tc)
+    if best is None:
+        return None
+    d, cc, eligible, tc = best
+    bound = f.pct("kernel") * (eligible - tc) / 100.0
+    name = d.get("name") or f"GPU {d.get('id', 0)}"
+    if cc >= 8.0:
+        fix = ("with torch.autocast('cuda', dtype=torch.bfloat16): loss = ... around the forward pass "
+               "(bf16 needs no GradScaler); and torch.set_float32_matmul_precision('high') so the FP32 "
+               f"matmuls that remain use TF32 ({name}, compute capability {cc:.1f}, has both)")
+    else:
+        fix = ("with torch.autocast('cuda', dtype=torch.float16): loss = ... and scaler = "
+               "torch.amp.GradScaler('cuda'); scaler.scale(loss).backward(); scaler.step(opt); "
+               f"scaler.update() ({name}, compute capability {cc:.1f}, has FP16 tensor cores, no BF16/TF32)")
+    return recommendation(
+        "mixed_precision", "Matrix and convolution work runs in FP32 on tensor-core hardware",
+        summary=f"{eligible:.0f}% of kernel time is launched by tensor-core-eligible operators, "
+                f"{tc:.0f}% runs on tensor cores ({name}, compute capability {cc:.1f})",
+        numbers={"tc_eligible_pct": eligible, "tensor_core_pct": tc, "compute_capability": cc,
+                 "kernel_pct": f.pct("kernel")},
+        bound_pct=bound, confidence="high" if eligible >= 20 else "medium",
+        confidence_reason="eligible operators and tensor-core kernels are measured; the gain depends on "
+                          "how compute-bound those kernels are",
+        fix=fix)
+
+
+def channels_last(f: Facts) -> Optional[Recommendation]:
+    if not f.has_convolutions or f.step_us <= 0:
+        return None
+    ccs = [f.compute_capability(d) for d in f.busy_devices]
+    if not any(cc is not None and cc >= TENSOR_CORE_MIN_CC for cc in ccs):
+        return None
+    conv_us = f.per_step(f.layout_conversion_us)
+    share = 100.0 * conv_us / f.step_us
+    if share < LAYOUT_MIN_PCT:
+        return None
+    return recommendation(
+        "channels_last", "Convolutions convert between NCHW and NHWC on every call",
+        summary=f"layout-conversion kernels (nchwToNhwc/nhwcToNchw) take {_ms(conv_us)} per step, "
+                f"{share:.1f}% of the step, in a convolution net on tensor-core hardware",
+        numbers={"layout_conversion_us_per_step": conv_us, "layout_conversion_pct": share},
+        bound_pct=share, confidence="medium",
+        confidence_reason="the conversion kernels are measured; channels_last removes them when every "
+                          "layer supports it",
+        fix="model = model.to(memory_format=torch.channels_last) and x = x.to(device, "
+            "memory_format=torch.channels_last, non_blocking=True), with autocast on")
+
+
+_OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#(\w+)\.step|optimizer\.step", re.IGNORECASE)
+_FUSED_KERNEL = re.compile(r"fused_adam|fused_sgd|_fused_|FusedAdam|fused_adamw", re.IGNORECASE)
+_FOREACH_KERNEL = re.compile(r"multi_tensor_apply", re.IGNORECASE)
+
+
+def optimizer(f: Facts) -> Optional[Recommendation]:
+    rows = f.operators_matching(_OPTIMIZER_STEP)
+    if not rows or f.step_us <= 0 or f.kernel_time_matching(_FUSED_KERNEL) > 0:
+        return None
+    opt_us = f.per_step(sum(f.operator_time_us(r) for r in rows))
+    share = 100.0 * opt_us / f.step_us
+    if share < OPTIMIZER_MIN_PCT:
+        return None
+    m = re.search(r"#(\w+)\.step", row_name(rows[0]))
+    cls = m.group(1) if m else "YourOptimizer"
+    foreach = f.kernel_time_matching(_FOREACH_KERNEL) > 0
+    on_gpu = f.ran_gpu_work
+    if cls in ("Adam", "AdamW", "SGD", "Adagrad") and (on_gpu or foreach):
+        change = f"torch.optim.{cls}(params, ..., fused=True)"
+        how = "one fused kernel per parameter group instead of several per parameter"
+    else:
+        change = f"torch.optim.{cls}(params, ..., foreach=True)"
+        how = "one multi-tensor kernel per step over all parameters instead of a loop per parameter"
+    return recommendation(
+        "optimizer", f"The optimizer step ({cls}) takes {share:.0f}% of the step",
+        summary=f"{cls}.step takes {_ms(opt_us)} per step ({share:.1f}%)"
+                + ("; it already uses foreach (multi_tensor_apply) kernels" if foreach else ""),
+        numbers={"optimizer": cls, "optimizer_us_per_step": opt_us, "optimizer_pct": share,
+                 "foreach_kernels": foreach},
+        bound_pct=share, confidence="medium",
+        confidence_reason="the optimizer's time is measured; fused/foreach removes its per-parameter "
+                          "overhead, not its arithmetic",
+        fix=f"{change}: {how}")
+
+
+# ---- distributed ----------------------------------------------------------------------------------
+def data_parallel(f: Facts) -> Optional[Recommendation]:
+    devices = f.busy_devices
+    world = f.distributed.get("world_size")
+    if len(devices) < 2 or (isinstance(world, int) and world > 1):
+        return None
+    utils = [f.device_num(d, "utilization_pct") for d in devices]
+    utils = [u for u in utils if u is not None]
+    mean_util = sum(utils) / len(utils) if utils else None
+    bound = 100.0 - mean_util if mean_util is not None else f.gpu_idle_pct
+    return recommendation(
+        "data_parallel", f"One process drives {len(devices)} GPUs (DataParallel)",
+        summary=f"{len(devices)} GPUs ran kernels from one process with no distributed job"
+                + (f"; mean GPU utilization {mean_util:.0f}%" if mean_util is not None else ""),
+        numbers={"gpus": len(devices), "mean_utilization_pct": mean_util},
+        bound_pct=bound, confidence="medium",
+        confidence_reason="several GPUs in one process is DataParallel's signature; its scatter/gather "
+                          "and single Python thread are what DDP removes",
+        fix=f"torchrun --nproc_per_node={len(devices)} train.py with torch.distributed.init_process_group"
+            "('nccl') and model = DistributedDataParallel(model, device_ids=[local_rank]) instead of "
+            "nn.DataParallel(model), with a DistributedSampler")
+
+
+def nccl_backend(f: Facts) -> Optional[Recommendation]:
+    info = f.distributed
+    backend = str(info.get("backend") or "")
+    world = info.get("world_size")
+    if not backend or backend.lower() == "nccl" or not (isinstance(world, int) and world > 1) \
+            or not f.ran_gpu_work:
+        return None
+    return recommendation(
+        "nccl_backend", f"Distributed training on GPUs uses the {backend} backend, not NCCL",
+        summary=f"world size {world} with backend {backend!r} while the model runs on the GPU; "
+                f"communication is {f.pct('communication'):.0f}% of the step",
+        numbers={"backend": backend, "world_size": world, "communication_pct": f.pct("communication")},
+        bound_pct=f.pct("communication"), confidence="high",
+        confidence_reason="the backend is recorded in the trace's distributedInfo",
+        fix="torch.distributed.init_process_group(backend='nccl') (or 'cuda:nccl,cpu:gloo' when CPU "
+            "tensors are also reduced): NCCL moves GPU tensors GPU-to-GPU without host copies")
+
+
+def communication(f: Facts) -> Optional[Recommendation]:
+    share = f.pct("communication")
+    if share <= COMMUNICATION_PCT:
+        return None
+    info = f.distributed
+    world = info.get("world_size")
+    return recommendation(
+        "communication", "Gradient communication is exposed, not hidden behind compute",
+        summary=f"communication not overlapped by compute kernels is {share:.0f}% of the step "
+                f"({_ms(f.us('communication'))})" + (f", world size {world}" if world else ""),
+        numbers={"communication_pct": share, "communication_us": f.us("communication"), "world_size": world,
+                 "backend": info.get("backend")},
+        bound_pct=share, confidence="medium",
+        confidence_reason="the exposed communication time is measured (kernels take priority in the "
+                          "breakdown, so this is time no compute overlapped)",
+        fix="accumulate gradients over k steps with `with model.no_sync():` on all but the last, "
+            "a larger per-GPU batch, DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True), or "
+            "compress gradients: model.register_comm_hook(None, torch.distributed.algorithms."
+            "ddp_comm_hooks.default_hooks.bf16_compress_hook)")
+
+
+# The registry, in the order that breaks ties between equal bounds.
+RULES: list[tuple[str, Rule]] = [
+    ("no_gpu_work", no_gpu_work),
+    ("dataloader", dataloader),
+    ("pin_memory", pin_memory),
+    ("host_sync", host_sync),
+    ("launch_bound", launch_bound),
+    ("mixed_precision", mixed_precision),
+    ("channels_last", channels_last),
+    ("optimizer", optimizer),
+    ("low_utilization", low_utilization),
+    ("batch_size", batch_size),
+    ("memory_capacity", memory_capacity),
+    ("data_parallel", data_parallel),
+    ("nccl_backend", nccl_backend),
+    ("communication", communication),
+]
+
+__all__ = ["RULES", "recommendation"]

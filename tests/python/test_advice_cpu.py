@@ -1,0 +1,175 @@
+"""Advice on real CPU training loops: each input-pipeline bottleneck fires `dataloader` with the
+fix that fits it, and a loop without a bottleneck fires nothing.
+
+The CPU count the advice sizes workers by is the process's affinity mask, so the tests that need
+"workers == CPUs" or "workers > CPUs" set the mask themselves (os.sched_setaffinity: a real
+restriction, inherited by the DataLoader's worker processes), and put it back afterwards.
+"""
+
+import contextlib
+import os
+import re
+import json
+import subprocess
+import sys
+
+import pytest
+
+from _loops import SleepyImages, make_cnn, train_step
+
+torch = pytest.importorskip("torch")
+import gpuprof  # noqa: E402
+from gpuprof.dataloader import cpus_available  # noqa: E402
+
+needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
+
+
+@contextlib.contextmanager
+def cpus(n):
+    """Run the block on the first `n` CPUs this process may use."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(before)[:n])
+    try:
+        yield len(os.sched_getaffinity(0))
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+class HeavyTransforms(SleepyImages):
+    """Per-sample CPU work (repeated blur and normalisation of a 64x64 image, ~3 ms): what a chain
+    of torchvision augmentations costs. Unlike sleeping, it needs a CPU, so workers compete for them."""
+
+    def __getitem__(self, i):
+        x, y = super().__getitem__(i)
+        k = torch.ones(3, 1, 3, 3) / 9.0
+        x = x.unsqueeze(0)
+        for _ in range(12):
+            x = torch.nn.functional.conv2d(x, k, padding=1, groups=3)
+            x = (x - x.mean()) / (x.std() + 1e-6)
+        return x.squeeze(0), y
+
+
+def profile_loop(dataset, *, num_workers, batch_size=8, steps=6, reps=1):
+    model = make_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                                         persistent_workers=num_workers > 0)
+    with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=steps)) as prof:
+        for i, (x, y) in enumerate(loader):
+            train_step(model, opt, x, y, reps=reps)
+            prof.step()
+            if i + 1 >= steps + 2:
+                break
+    return prof.report()
+
+
+def rules_of(report):
+    return [a["rule"] for a in report.advice]
+
+
+def test_slow_dataset_without_workers_gets_num_workers_sized_to_the_cpus():
+    # 8 samples x 4 ms of waiting per batch (~32 ms) against a ~2 ms training step: DataLoader is
+    # ~90% of the step, far above the 5% threshold, and the loop loads in the training process.
+    report = profile_loop(SleepyImages(sleep_s=0.004), num_workers=0)
+    assert report.average["dataloader_pct"] > 50
+    assert rules_of(report) == ["dataloader"]          # nothing else is wrong with this loop
+    a = report.advice[0]
+    ev = a["evidence"]
+    n_cpus = cpus_available()
+    assert ev["num_workers"] == 0 and ev["cpus_available"] == n_cpus
+    # The bound is the whole DataLoader share: workers can at best hide all of the waiting.
+    assert a["saving_bound_pct"] == pytest.approx(report.average["dataloader_pct"], abs=0.05)
+    assert a["confidence"] == "medium"                  # CPU-only: workers share the CPUs with training
+    assert "CPU-only run" in a["fix"]
+    # Workers needed: a batch's load time over the rest of the step, plus one; capped at the CPUs
+    # this process may use.
+    assert ev["workers_needed_est"] >= 3    # ~32 ms of loading against ~15 ms of the rest
+    expected = min(n_cpus, ev["workers_needed_est"])
+    assert f"num_workers={expected}, persistent_workers=True" in a["fix"]
+    assert f"{expected} of the {n_cpus} CPUs this process may use" in a["fix"]
+    assert "pin_memory" not in a["fix"]                 # no CUDA here: pinning would not help
+    assert a["docs"] == "docs/advice.md#dataloader"
+    assert "Top recommendations" in report.to_text() and "num_workers=" in report.to_text()
+
+
+def test_following_the_dataloader_advice_cuts_the_dataloader_share():
+    # The same loop, run again with the settings the fix names: the DataLoader share must fall.
+    before = profile_loop(SleepyImages(sleep_s=0.004), num_workers=0)
+    fix = before.advice[0]["fix"]
+    workers = int(re.search(r"num_workers=(\d+)", fix).group(1))
+    after = profile_loop(SleepyImages(sleep_s=0.004), num_workers=workers, steps=8)
+    assert after.average["dataloader_pct"] < before.average["dataloader_pct"] / 2 or \
+        after.average["total_us"] < before.average["total_us"] / 1.5
+
+
+@needs_affinity
+def test_workers_equal_to_cpus_with_heavy_transforms_points_at_per_sample_cost():
+    # Two CPUs (or one), that many workers, ~3 ms of CPU work per sample x 8 samples: each worker
+    # needs ~25 ms per batch while the model step takes a few ms, so the loop still waits for data
+    # with every CPU already loading. More workers cannot help; cheaper samples can.
+    with cpus(2) as n:
+        report = profile_loop(HeavyTransforms(), num_workers=n, steps=6)
+    a = {x["rule"]: x for x in report.advice}["dataloader"]
+    assert report.average["dataloader_pct"] > 20
+    assert a["evidence"]["num_workers"] == n and a["evidence"]["cpus_available"] == n
+    assert a["title"].startswith("Every CPU already loads data")
+    assert "move per-sample normalisation and augmentation to the GPU" in a["fix"]
+    assert "packed" in a["fix"] and f"this process may use {n}" in a["fix"]
+    assert a["confidence"] == "medium"
+
+
+@needs_affinity
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")   # torch warns about the same thing
+def test_more_workers_than_cpus_is_called_oversubscription():
+    # One CPU, three workers doing CPU-heavy transforms: they and the training process take turns
+    # on one core, the loop waits for data, and the fix brings the workers down to what fits.
+    with cpus(1):
+        report = profile_loop(HeavyTransforms(), num_workers=3, steps=4)
+    a = {x["rule"]: x for x in report.advice}["dataloader"]
+    assert a["evidence"]["num_workers"] == 3 and a["evidence"]["cpus_available"] == 1
+    assert a["title"].startswith("More DataLoader workers than CPUs")
+    assert "num_workers=1" in a["fix"] and "num_workers=3 oversubscribes them" in a["fix"]
+    assert a["confidence"] == "high"
+
+
+class InMemory(torch.utils.data.Dataset):
+    def __init__(self, n=256):
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, 3, 32, 32, generator=g)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], i % 10
+
+
+def test_a_loop_without_a_bottleneck_gets_no_advice():
+    # Samples already in memory (collating 16 costs ~0.1 ms) against a model step repeated 4 times
+    # (~10 ms): the DataLoader is well under 5%, no GPU exists, so no rule has anything to say.
+    report = profile_loop(InMemory(), num_workers=0, batch_size=16, reps=4)
+    assert report.average["dataloader_pct"] < 5
+    assert report.advice == []
+    assert report.to_dict()["advice"] == []
+    assert report.host["cuda_available"] is torch.cuda.is_available()
+
+
+def test_advice_and_rendering_never_import_torch(tmp_path):
+    # The advice runs on `gpuprof analyze` and `gpuprof report` paths, which must not load torch.
+    report = profile_loop(SleepyImages(sleep_s=0.002), num_workers=0, steps=3)
+    path = tmp_path / "report.json"
+    d = report.to_dict()
+    d.pop("advice")
+    path.write_text(json.dumps(d))
+    code = (
+        "import sys, json\n"
+        "from gpuprof.report.model import Report\n"
+        f"r = Report.load({str(path)!r})\n"
+        "rules = [a['rule'] for a in r.advise()]\n"
+        "r.to_text(); r.to_markdown()\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print(rules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "dataloader" in out.stdout
+
