@@ -25,25 +25,15 @@ double us(int64_t ns) { return double(ns) / 1000.0; }
 py::object or_none(double v) { return v < 0.0 ? py::none() : py::object(py::float_(v)); }
 py::object or_none(int64_t v) { return v < 0 ? py::none() : py::object(py::int_(v)); }
 
-CopyKind parse_copy_kind(const std::string& s) {
-  static const std::pair<const char*, CopyKind> kinds[] = {
-      {"", CopyKind::Unknown},    {"unknown", CopyKind::Unknown}, {"htod", CopyKind::HtoD},
-      {"dtoh", CopyKind::DtoH},   {"dtod", CopyKind::DtoD},       {"htoh", CopyKind::HtoH},
-      {"ptop", CopyKind::PtoP}};
-  std::string l;
-  for (char c : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const auto& [name, kind] : kinds)
-    if (l == name) return kind;
+CopyKind copy_kind_arg(const std::string& s) {
+  CopyKind k;
+  if (parse_copy_kind(s, &k)) return k;
   throw py::value_error("unknown copy kind '" + s + "': use one of HtoD, DtoH, DtoD, HtoH, PtoP, unknown");
 }
 
-MemoryKind parse_memory_kind(const std::string& s) {
-  static const std::pair<const char*, MemoryKind> kinds[] = {
-      {"", MemoryKind::Unknown},         {"unknown", MemoryKind::Unknown}, {"pageable", MemoryKind::Pageable},
-      {"pinned", MemoryKind::Pinned},    {"device", MemoryKind::Device},   {"managed", MemoryKind::Managed},
-      {"array", MemoryKind::Array}};
-  for (const auto& [name, kind] : kinds)
-    if (s == name) return kind;
+MemoryKind memory_kind_arg(const std::string& s) {
+  MemoryKind k;
+  if (parse_memory_kind(s, &k)) return k;
   throw py::value_error("unknown memory kind '" + s +
                         "': use one of pageable, pinned, device, managed, array, unknown");
 }
@@ -247,9 +237,9 @@ void bind_analysis(py::module_& m) {
           throw py::value_error("copy '" + name + "' has a negative duration (" + std::to_string(dur_ns) + " ns)");
         CopyInfo c;
         c.bytes = bytes;
-        c.kind = parse_copy_kind(copy_kind);
-        c.src = parse_memory_kind(src_kind);
-        c.dst = parse_memory_kind(dst_kind);
+        c.kind = copy_kind_arg(copy_kind);
+        c.src = memory_kind_arg(src_kind);
+        c.dst = memory_kind_arg(dst_kind);
         Event& e = t.add(memset ? EventKind::Memset : EventKind::Memcpy, name, start_ns, dur_ns);
         e.device = static_cast<int16_t>(device);
         e.tid = stream;

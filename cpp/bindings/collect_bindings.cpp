@@ -22,32 +22,6 @@ py::dict status_dict(const collect::GpuStatus& s) {
   return d;
 }
 
-const char* kind_key(EventKind k) {
-  switch (k) {
-    case EventKind::Kernel: return "kernel";
-    case EventKind::Memcpy: return "memcpy";
-    case EventKind::Memset: return "memset";
-    case EventKind::Runtime: return "runtime";
-    case EventKind::Driver: return "driver";
-    case EventKind::Sync: return "sync";
-    case EventKind::Overhead: return "overhead";
-    case EventKind::HostOp: return "host_op";
-    case EventKind::UserRange: return "user_range";
-    case EventKind::StepMarker: return "step";
-    default: return "other";
-  }
-}
-
-const char* copy_kind_key(CopyKind k) {
-  static const char* names[] = {"unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
-  return names[int(k)];
-}
-
-const char* memory_kind_key(MemoryKind k) {
-  static const char* names[] = {"unknown", "pageable", "pinned", "device", "managed", "array"};
-  return names[int(k)];
-}
-
 }  // namespace
 
 void bind_collect(py::module_& m) {
@@ -95,40 +69,6 @@ void bind_collect(py::module_& m) {
   m.def("nvtx_push", [](const std::string& name) { collect::nvtx_push(name.c_str()); }, py::arg("name"));
   m.def("nvtx_pop", &collect::nvtx_pop);
 
-  m.def(
-      "trace_events",
-      [](const Trace& t, const std::string& kind) {
-        py::list out;
-        for (const Event& e : t.events) {
-          if (kind != kind_key(e.kind)) continue;
-          py::dict d;
-          d["name"] = t.name_of(e);
-          d["start_ns"] = e.start_ns;
-          d["dur_ns"] = e.dur_ns;
-          d["device"] = e.device;
-          d["tid"] = e.tid;
-          d["correlation"] = e.correlation;
-          d["external_id"] = e.external_id;
-          if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
-            const KernelInfo& k = t.kernels[e.aux];
-            d["grid"] = py::make_tuple(k.grid[0], k.grid[1], k.grid[2]);
-            d["block"] = py::make_tuple(k.block[0], k.block[1], k.block[2]);
-            d["registers_per_thread"] = k.registers_per_thread;
-            d["shared_mem_bytes"] = k.shared_mem_bytes;
-          } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
-            const CopyInfo& c = t.copies[e.aux];
-            d["bytes"] = c.bytes;
-            d["copy_kind"] = copy_kind_key(c.kind);
-            d["src_kind"] = memory_kind_key(c.src);
-            d["dst_kind"] = memory_kind_key(c.dst);
-          }
-          out.append(d);
-        }
-        return out;
-      },
-      py::arg("trace"), py::arg("kind"),
-      "Events of one kind (kernel, memcpy, memset, runtime, driver, sync, overhead, host_op, "
-      "user_range, step) as dicts, with launch / copy properties: for tests and tools.");
   m.def(
       "gpu_samples",
       [](const Trace& t) {

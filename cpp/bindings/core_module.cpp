@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/collector.h"
@@ -19,19 +20,41 @@ void bind_analysis(py::module_& m);  // analysis_bindings.cpp (GPU metrics and t
 namespace {
 
 EventKind parse_kind(const std::string& s) {
-  static const std::pair<const char*, EventKind> kinds[] = {
-      {"host_op", EventKind::HostOp},       {"user_range", EventKind::UserRange},
-      {"step", EventKind::StepMarker},      {"python_function", EventKind::PythonFunction},
-      {"runtime", EventKind::Runtime},      {"driver", EventKind::Driver},
-      {"kernel", EventKind::Kernel},        {"memcpy", EventKind::Memcpy},
-      {"memset", EventKind::Memset},        {"sync", EventKind::Sync},
-      {"nvtx", EventKind::Nvtx},            {"gpu_user_range", EventKind::GpuUserRange},
-      {"overhead", EventKind::Overhead},    {"other", EventKind::Other}};
-  for (const auto& [name, kind] : kinds)
-    if (s == name) return kind;
+  EventKind k;
+  if (parse_event_kind(s, &k)) return k;
   throw py::value_error("unknown event kind '" + s +
                         "': use one of host_op, user_range, step, python_function, runtime, driver, "
                         "kernel, memcpy, memset, sync, nvtx, gpu_user_range, overhead, other");
+}
+
+// One event as a dict, with its launch or copy properties (for tests and tools, not hot paths).
+py::dict event_dict(const Trace& t, const Event& e) {
+  py::dict d;
+  d["kind"] = event_kind_key(e.kind);
+  d["name"] = t.name_of(e);
+  d["start_ns"] = e.start_ns;
+  d["dur_ns"] = e.dur_ns;
+  d["correlation"] = e.correlation;
+  d["external_id"] = e.external_id;
+  d["tid"] = e.tid;
+  d["device"] = e.device;
+  if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
+    const KernelInfo& k = t.kernels[e.aux];
+    d["grid"] = py::make_tuple(k.grid[0], k.grid[1], k.grid[2]);
+    d["block"] = py::make_tuple(k.block[0], k.block[1], k.block[2]);
+    d["registers_per_thread"] = k.registers_per_thread;
+    d["shared_mem_bytes"] = k.shared_mem_bytes;
+    d["blocks_per_sm"] = k.blocks_per_sm;
+    d["warps_per_sm"] = k.warps_per_sm;
+    d["est_occupancy_pct"] = k.est_occupancy_pct;
+  } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
+    const CopyInfo& c = t.copies[e.aux];
+    d["bytes"] = c.bytes;
+    d["copy_kind"] = copy_kind_key(c.kind);
+    d["src_kind"] = memory_kind_key(c.src);
+    d["dst_kind"] = memory_kind_key(c.dst);
+  }
+  return d;
 }
 
 py::dict breakdown_to_dict(const BreakdownResult& r) {
@@ -102,6 +125,21 @@ PYBIND11_MODULE(_core, m) {
         tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
         return tids;
       });
+
+  m.def(
+      "trace_events",
+      [](const Trace& t, std::optional<std::string> kind, std::optional<size_t> limit) {
+        std::optional<EventKind> k;
+        if (kind) k = parse_kind(*kind);
+        py::list out;
+        for (const Event& e : t.events) {
+          if (limit && out.size() >= *limit) break;
+          if (!k || e.kind == *k) out.append(event_dict(t, e));
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("kind") = py::none(), py::arg("limit") = py::none(),
+      "The trace's events as dicts (optionally one kind, at most `limit`), in stored order.");
 
   m.def(
       "compute_breakdown",

@@ -34,24 +34,6 @@ ImportOptions options(uint64_t max_bytes, uint64_t max_events) {
   return o;
 }
 
-const char* kind_name(EventKind k) {
-  static const std::array<const char*, 14> names = {
-      "host_op", "user_range", "step", "python_function", "runtime", "driver", "kernel",
-      "memcpy", "memset", "sync", "nvtx", "gpu_user_range", "overhead", "other"};
-  return names[static_cast<size_t>(k)];
-}
-
-const char* copy_kind_name(CopyKind k) {
-  static const std::array<const char*, 6> names = {"unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
-  return names[static_cast<size_t>(k)];
-}
-
-const char* memory_kind_name(MemoryKind k) {
-  static const std::array<const char*, 6> names = {"unknown", "pageable", "pinned", "device",
-                                                    "managed", "array"};
-  return names[static_cast<size_t>(k)];
-}
-
 }  // namespace
 
 void bind_io(py::module_& m) {
@@ -118,7 +100,7 @@ void bind_io(py::module_& m) {
         std::array<uint64_t, 14> counts{};
         for (const Event& e : t.events) ++counts[static_cast<size_t>(e.kind)];
         for (size_t i = 0; i < counts.size(); ++i)
-          if (counts[i]) kinds[kind_name(static_cast<EventKind>(i))] = counts[i];
+          if (counts[i]) kinds[event_kind_key(static_cast<EventKind>(i))] = counts[i];
         py::list devices;
         for (const DeviceProps& d : t.devices) {
           py::dict dd;
@@ -143,43 +125,6 @@ void bind_io(py::module_& m) {
         return out;
       },
       py::arg("trace"), "Counts of what a Trace holds (events per kind, devices, side tables).");
-  m.def(
-      "trace_events",
-      [](const Trace& t, size_t limit) {
-        py::list out;
-        for (size_t i = 0; i < t.events.size() && i < limit; ++i) {
-          const Event& e = t.events[i];
-          py::dict d;
-          d["kind"] = kind_name(e.kind);
-          d["name"] = t.name_of(e);
-          d["start_ns"] = e.start_ns;
-          d["dur_ns"] = e.dur_ns;
-          d["correlation"] = e.correlation;
-          d["external_id"] = e.external_id;
-          d["tid"] = e.tid;
-          d["device"] = e.device;
-          if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
-            const KernelInfo& k = t.kernels[e.aux];
-            d["grid"] = py::make_tuple(k.grid[0], k.grid[1], k.grid[2]);
-            d["block"] = py::make_tuple(k.block[0], k.block[1], k.block[2]);
-            d["registers_per_thread"] = k.registers_per_thread;
-            d["shared_mem_bytes"] = k.shared_mem_bytes;
-            d["blocks_per_sm"] = k.blocks_per_sm;
-            d["warps_per_sm"] = k.warps_per_sm;
-            d["est_occupancy_pct"] = k.est_occupancy_pct;
-          } else if (e.kind == EventKind::Memcpy && e.aux < t.copies.size()) {
-            const CopyInfo& c = t.copies[e.aux];
-            d["bytes"] = c.bytes;
-            d["copy_kind"] = copy_kind_name(c.kind);
-            d["src_kind"] = memory_kind_name(c.src);
-            d["dst_kind"] = memory_kind_name(c.dst);
-          }
-          out.append(d);
-        }
-        return out;
-      },
-      py::arg("trace"), py::arg("limit") = static_cast<size_t>(-1),
-      "The first `limit` events as dicts (for tests and tools; slow on big traces).");
   m.def(
       "trace_memory",
       [](const Trace& t) {

@@ -98,7 +98,7 @@ def test_nanosecond_resolution_trace_keeps_sub_microsecond_times():
     # Its ts are microseconds with a decimal (1712195495519689.0 ...): displayTimeUnit "ns" is only
     # a display hint, and the magnitude rule keeps microseconds.
     assert stats["time_unit"] == "us"
-    events = gpuprof._native._core.trace_events(trace, 50)
+    events = gpuprof._native._core.trace_events(trace, limit=50)
     assert any(e["start_ns"] % 1000 != 0 for e in events), "sub-microsecond digits were lost"
     steps = gpuprof.Report.from_trace(trace).steps
     assert 100_000 < steps[0]["total_us"] < 1_000_000   # ~0.1 s training steps, not 1000x off

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string_view>
 
 namespace gpuprof {
 
@@ -72,6 +73,15 @@ struct CopyInfo {
   MemoryKind src = MemoryKind::Unknown;
   MemoryKind dst = MemoryKind::Unknown;
 };
+
+// The names these enums have in Python dicts, JSON and error messages ("host_op", "HtoD",
+// "pageable", ...). Parsing is case-insensitive; false for a name that is none of them.
+const char* event_kind_key(EventKind k);
+bool parse_event_kind(std::string_view s, EventKind* out);
+const char* copy_kind_key(CopyKind k);       // "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown"
+bool parse_copy_kind(std::string_view s, CopyKind* out);
+const char* memory_kind_key(MemoryKind k);   // "pageable", "pinned", "device", "managed", "array", "unknown"
+bool parse_memory_kind(std::string_view s, MemoryKind* out);
 
 // One sample of the device (or host) allocator's state (Kineto `[memory]` instant events,
 // torch's allocator statistics in a live session).

@@ -15,17 +15,6 @@ bool starts_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(0, p.size()) == p;
 }
 
-const char* copy_kind_name(CopyKind k) {
-  switch (k) {
-    case CopyKind::HtoD: return "HtoD";
-    case CopyKind::DtoH: return "DtoH";
-    case CopyKind::DtoD: return "DtoD";
-    case CopyKind::HtoH: return "HtoH";
-    case CopyKind::PtoP: return "PtoP";
-    default: return "Unknown";
-  }
-}
-
 // The host side of a copy decides whether it could be asynchronous: pinned, or pageable (staged
 // through a driver buffer, and synchronous with the host).
 const char* host_memory_name(const CopyInfo& c) {
@@ -155,7 +144,7 @@ std::vector<CopyRow> copy_table(const Trace& t) {
   for (const Event& e : t.events) {
     if (e.kind != EventKind::Memcpy && e.kind != EventKind::Memset) continue;
     const CopyInfo* c = e.aux < t.copies.size() ? &t.copies[e.aux] : nullptr;
-    std::string kind = e.kind == EventKind::Memset ? "Memset" : copy_kind_name(c ? c->kind : CopyKind::Unknown);
+    std::string kind = e.kind == EventKind::Memset ? "Memset" : copy_kind_key(c ? c->kind : CopyKind::Unknown);
     std::string host = (e.kind == EventKind::Memcpy && c) ? host_memory_name(*c) : "";
     CopyRow& r = by_key[{kind, host}];
     if (r.count == 0) {

@@ -136,7 +136,7 @@ class Report:
         return text
 
     # ---- rendering ------------------------------------------------------------------------------
-    def to_text(self, *, color: Optional[bool] = None, width: int = 100) -> str:
+    def to_text(self, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
         from .text import render_text
 
         return render_text(self, color=color, width=width)

@@ -26,7 +26,8 @@ TABLES: list[tuple[str, str]] = [
 _LEADING = ["name", "kind", "device", "stream", "calls", "count", "total_us", "self_us", "mean_us",
             "min_us", "max_us", "total_pct", "pct", "bytes", "total_bytes"]
 _NAME_KEYS = ("name", "op", "kernel")
-_SORT_KEYS = ("total_us", "self_us", "dur_us", "total_bytes", "bytes", "calls", "count")
+_SORT_KEYS = ("total_us", "device_total_us", "host_total_us", "self_us", "dur_us", "total_bytes", "bytes",
+              "calls", "count")
 
 # GPU summary fields, with their display names.
 DEVICE_FIELDS: list[tuple[str, str]] = [
@@ -112,7 +113,8 @@ def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
 def sorted_rows(rows: list[dict]) -> list[dict]:
     """Heaviest first by the first time (or size, or count) column the rows carry."""
     for key in _SORT_KEYS:
-        if any(isinstance(r.get(key), (int, float)) for r in rows):
+        # The first measure that tells rows apart (device time is all zero in a CPU-only run).
+        if any(isinstance(r.get(key), (int, float)) and r.get(key) for r in rows):
             return sorted(rows, key=lambda r: -(r.get(key) if isinstance(r.get(key), (int, float))
                                                 else 0))
     return list(rows)

@@ -6,6 +6,7 @@ Imports rich and the report model only (no torch), so ``gpuprof report`` starts 
 from __future__ import annotations
 
 import io
+import shutil
 import sys
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -39,13 +40,22 @@ def _table(console: Console, title: str, rows: list[dict], limit: int) -> None:
     if not rows:
         return
     rows = sec.sorted_rows(rows)
-    cols = sec.columns(rows, limit=7)
+    shown = rows[:limit]
+    # Columns with nothing to say in the shown rows (no shapes recorded, say) give their room away.
+    cols = [c for c in sec.columns(rows) if any(r.get(c) not in (None, "", [], ()) for r in shown)][:7]
     t = Table(title=f"{title} (top {min(limit, len(rows))} of {len(rows)})", title_justify="left",
               title_style="bold", show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for c in cols:
-        t.add_column(sec.header(c), justify="left" if c in ("name", "kind") else "right",
-                     overflow="ellipsis", max_width=60 if c == "name" else None, no_wrap=True)
-    for r in rows[:limit]:
+    headers = [sec.header(c) for c in cols]
+    # Numbers and their headers are never cut; the name gets what is left (long kernel names are
+    # the ones to shorten), but at least a third of the line.
+    numbers_width = sum(len(h) + 1 for c, h in zip(cols, headers) if c not in ("name", "kind"))
+    name_width = max(console.width // 3, console.width - numbers_width - 2)
+    for c, h in zip(cols, headers):
+        text_col = c in ("name", "kind")
+        t.add_column(h, justify="left" if text_col else "right", overflow="ellipsis", no_wrap=True,
+                     max_width=name_width if c == "name" else None,
+                     min_width=None if text_col else len(h))
+    for r in shown:
         t.add_row(*(Text(sec.fmt(c, r.get(c))) for c in cols))   # Text: names are never markup
     console.print(t)
 
@@ -89,9 +99,13 @@ def _advice(console: Console, data: dict, limit: int) -> None:
             console.print(Text("   fix: " + str(a["fix"])))
 
 
-def render_text(report, *, color: Optional[bool] = None, width: int = 100) -> str:
+def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
     if color is None:
         color = sys.stdout.isatty()
+    if width is None:
+        # The terminal's width when there is one; 120 columns in files and CI logs.
+        width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+        width = max(80, min(width, 200))
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=color, color_system="auto" if color else None,
                       highlight=False, soft_wrap=False, emoji=False, markup=False)
