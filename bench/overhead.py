@@ -4,7 +4,7 @@
 
 Three ways to run the same loop of tiny torch ops, interleaved round by round so that machine noise
 hits them alike: no profiler; gpuprof recording; torch.profiler with CPU activities (no shapes, no
-stack). The figure is the median over rounds of ns per op added to the unprofiled loop; collection
+stack). Each round runs the variants in a new random order. The figure is the median over rounds of ns per op added to the unprofiled loop; collection
 only (the loop), and separately end to end (start, loop, stop and producing the result the user
 reads: gpuprof's Report, torch.profiler's key_averages()). A fourth variant runs the loop inside a
 gpuprof session in a `wait` step: hooks are not installed there, so it should cost nothing.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import statistics
 import time
 
@@ -86,8 +87,10 @@ def main() -> None:
         fn(x, 2000)
     loop_ns = {k: [] for k in variants}
     e2e_ns = {k: [] for k in variants}
+    order = list(variants.items())
     for _ in range(args.rounds):
-        for name, fn in variants.items():
+        random.shuffle(order)   # no variant always runs right after another (caches, frequency)
+        for name, fn in order:
             a, b = fn(x, args.ops)
             loop_ns[name].append(a / args.ops)
             e2e_ns[name].append(b / args.ops)
