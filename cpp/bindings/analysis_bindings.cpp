@@ -17,6 +17,8 @@
 namespace py = pybind11;
 using namespace gpuprof;
 
+py::dict breakdown_to_dict(const BreakdownResult& r);   // core_module.cpp
+
 namespace {
 
 double us(int64_t ns) { return double(ns) / 1000.0; }
@@ -66,7 +68,7 @@ py::dict summary_to_dict(const DeviceSummary& s) {
   return d;
 }
 
-py::dict tables_to_dict(const Trace& t) {
+py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   BreakdownResult steps;
   LaunchLinks links;
   std::vector<KernelRow> kernels;
@@ -77,7 +79,9 @@ py::dict tables_to_dict(const Trace& t) {
   std::vector<DeviceSummary> devices;
   {
     py::gil_scoped_release release;
-    steps = compute_breakdown(t);
+    BreakdownOptions o;
+    o.drop_incomplete_last_step = drop_incomplete_last_step;
+    steps = compute_breakdown(t, o);
     links = link_launches(t);
     devices = summarize_devices(t, steps_window(steps), links);
     kernels = kernel_table(t);
@@ -87,6 +91,7 @@ py::dict tables_to_dict(const Trace& t) {
     memory = step_memory_table(t, steps);
   }
   py::dict out;
+  out["breakdown"] = breakdown_to_dict(steps);   // the steps the GPU window was taken from
   py::list dl;
   for (const DeviceSummary& s : devices) dl.append(summary_to_dict(s));
   out["devices"] = dl;
@@ -335,6 +340,7 @@ void bind_analysis(py::module_& m) {
         return out;
       },
       py::arg("trace"), "Per-device GPU summary (utilization, SM efficiency, occupancy, tensor cores).");
-  m.def("gpu_tables", &tables_to_dict, py::arg("trace"),
-        "The GPU summary and the kernel, operator, copy, sync and per-step memory tables, as lists of rows.");
+  m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
+        "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
+        "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");
 }

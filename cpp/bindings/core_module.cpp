@@ -57,6 +57,9 @@ py::dict event_dict(const Trace& t, const Event& e) {
   return d;
 }
 
+}  // namespace
+
+// Shared with analysis_bindings.cpp, which returns the breakdown beside the tables.
 py::dict breakdown_to_dict(const BreakdownResult& r) {
   py::list steps;
   for (const StepBreakdown& s : r.steps) {
@@ -79,8 +82,6 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
   out["dropped_incomplete_last"] = r.dropped_incomplete_last;
   return out;
 }
-
-}  // namespace
 
 
 PYBIND11_MODULE(_core, m) {

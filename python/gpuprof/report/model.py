@@ -36,7 +36,9 @@ class Report:
     @classmethod
     def from_trace(cls, trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
                    source: Optional[dict] = None, drop_incomplete_last_step: bool = True) -> "Report":
-        bd = _core.compute_breakdown(trace, drop_incomplete_last_step)
+        # One native pass: the breakdown, and the GPU summary and tables over the same steps.
+        analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
+        bd = analysed["breakdown"]
         steps = []
         for s in bd["steps"]:
             row = {"step": s["step"], "total_us": _us(s["total_ns"])}
@@ -65,9 +67,8 @@ class Report:
         # ---- GPU metrics (issue 3): per-device summary and the detail tables ----------------------
         # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
         # numbers are None. docs/metrics.md defines every field.
-        gpu = _core.gpu_tables(trace)
         for key in ("devices", "kernels", "operators", "copies", "syncs", "memory"):
-            data[key] = gpu[key]
+            data[key] = analysed[key]
         # ---- end GPU metrics -----------------------------------------------------------------------
         return cls(data, trace)
 

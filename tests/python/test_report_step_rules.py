@@ -1,0 +1,33 @@
+"""The breakdown and the GPU summary of one Report come from the same steps, whatever the step rules."""
+
+from gpuprof import Report
+from gpuprof._native import _core
+
+
+def three_steps_last_incomplete():
+    # Steps #1 [0,1000), #2 [1000,2000), #3 [2000,3000) ns. Steps 1 and 2 each launch 5 kernels of
+    # 100 ns; step 3 launches 2 (2 < 0.8 x 5: the plugin's rule drops it as incomplete).
+    t = _core.Trace()
+    corr = 1
+    for step, n in ((1, 5), (2, 5), (3, 2)):
+        base = (step - 1) * 1000
+        t.add_event("step", f"ProfilerStep#{step}", base, 1000)
+        for k in range(n):
+            t.add_event("runtime", "cudaLaunchKernel", base + 10 * k, 5, correlation=corr)
+            t.add_kernel("gemm", base + 100 + 150 * k, 100, correlation=corr)
+            corr += 1
+    return t
+
+
+def test_incomplete_last_step_dropped_by_default_and_kept_on_request():
+    dropped = Report.from_trace(three_steps_last_incomplete())
+    kept = Report.from_trace(three_steps_last_incomplete(), drop_incomplete_last_step=False)
+    assert [s["step"] for s in dropped.steps] == [1, 2]
+    assert [s["step"] for s in kept.steps] == [1, 2, 3]
+    assert dropped.to_dict()["step_rules"]["dropped_incomplete_last"] is True
+    # GPU utilization over the kept steps' window: 2 x 500 ns of kernels in [0, 2000) = 50%;
+    # with step 3 kept: (500 + 500 + 200) ns in [0, 3000) = 40%.
+    (d,) = dropped.to_dict()["devices"]
+    (k,) = kept.to_dict()["devices"]
+    assert abs(d["utilization_pct"] - 50.0) < 1e-9
+    assert abs(k["utilization_pct"] - 40.0) < 1e-9
