@@ -24,15 +24,28 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analyze import TraceImportError, analyze
+    from ..analyze import TraceImportError, analyze_file, trace_files
+    from ..report.text import progress
 
     if not os.path.exists(args.path):
         raise UserError(f"{args.path}: no such file or folder")
-    try:
-        result = analyze(args.path, drop_incomplete_last_step=not args.keep_incomplete_last_step)
-    except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        raise UserError(str(e)) from None
-    reports = result if isinstance(result, list) else [result]
+    folder = os.path.isdir(args.path)
+    files = trace_files(args.path) if folder else [args.path]
+    if not files:
+        raise UserError(f"{args.path}: no trace files (*.json.gz, or *.json with traceEvents) in this folder")
+    reports = []
+    # On a terminal, a bar over the files (a pulsing one for a single file: the import runs in C++
+    # without the GIL, so the bar keeps moving); nothing in logs and CI output.
+    size_mb = sum(os.path.getsize(f) for f in files) / 1e6
+    with progress(f"analysing {len(files)} trace file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)",
+                  total=len(files) if folder else None) as advance:
+        for f in files:
+            try:
+                reports.append(analyze_file(f, drop_incomplete_last_step=not args.keep_incomplete_last_step))
+            except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+                raise UserError(str(e)) from None
+            advance()
+    result = reports if folder else reports[0]
     for i, report in enumerate(reports):
         if i:
             print()
