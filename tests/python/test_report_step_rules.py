@@ -31,3 +31,18 @@ def test_incomplete_last_step_dropped_by_default_and_kept_on_request():
     (k,) = kept.to_dict()["devices"]
     assert abs(d["utilization_pct"] - 50.0) < 1e-9
     assert abs(k["utilization_pct"] - 40.0) < 1e-9
+
+
+def test_nvml_samples_reach_the_report_and_its_html(tmp_path):
+    # Two samples of GPU 0, 100 ms apart, as the NVML sampler stores them; -1 (power not reported
+    # by this board) becomes None, never a made-up 0.
+    t = three_steps_last_incomplete()
+    t.add_gpu_sample(0, device=0, gpu_util_pct=35, memory_used_bytes=2 << 30, power_mw=-1)
+    t.add_gpu_sample(100_000_000, device=0, gpu_util_pct=90, memory_used_bytes=3 << 30, power_mw=250_500)
+    report = Report.from_trace(t)
+    samples = report.to_dict()["gpu_samples"]
+    assert [s["gpu_util_pct"] for s in samples] == [35, 90]
+    assert [s["ts_ns"] for s in samples] == [0, 100_000_000]
+    assert [s["power_w"] for s in samples] == [None, 250.5]
+    html = report.to_html(tmp_path / "r.html")
+    assert html.count("NVML") >= 1 and "<svg" in html

@@ -69,6 +69,9 @@ class Report:
         # numbers are None. docs/metrics.md defines every field.
         for key in ("devices", "kernels", "operators", "copies", "syncs", "memory"):
             data[key] = analysed[key]
+        # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
+        # "not reported by this device" and becomes None.
+        data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
         # ---- end GPU metrics -----------------------------------------------------------------------
         return cls(data, trace)
 
@@ -178,6 +181,13 @@ class Report:
         avg = self.average
         return (f"<gpuprof.Report {len(self.steps)} steps, mean step {avg.get('total_us', 0):.1f} us, "
                 f"{self.counts['events']} events>")
+
+
+def _gpu_sample_row(raw: dict) -> dict:
+    row = {k: (None if v == -1 and k != "device" else v) for k, v in raw.items() if k != "power_mw"}
+    power_mw = raw.get("power_mw", -1)
+    row["power_w"] = None if power_mw == -1 else power_mw / 1000.0
+    return row
 
 
 def _average(steps: list[dict]) -> dict:
