@@ -1,4 +1,4 @@
-"""`gpuprof analyze PATH [--json OUT]` end to end, in a subprocess, without torch."""
+"""`gpuprof analyze PATH [--json OUT] [--html OUT]` end to end, in a subprocess, without torch."""
 
 from __future__ import annotations
 
@@ -39,8 +39,13 @@ def test_analyze_a_folder_writes_a_list(tmp_path):
     if not folder.exists():
         pytest.skip(f"shared traces not found at {folder}")
     out = tmp_path / "all.json"
-    proc = gpuprof_cli("analyze", str(folder), "--json", str(out))
+    proc = gpuprof_cli("analyze", str(folder), "--json", str(out), "--html", str(tmp_path / "r.html"))
     assert proc.returncode == 0, proc.stderr
+    assert "TORCH_LOADED=False" in proc.stderr   # HTML rendering loads no torch either
+    # One HTML file per trace of the folder, each naming its trace.
+    for i, name in enumerate(["worker0.1623143089861", "worker0.1623143566756"]):
+        html = (tmp_path / f"r_{i}.html").read_text()
+        assert html.startswith("<!DOCTYPE html>") and name in html
     data = json.loads(out.read_text())
     assert [Path(d["source"]["path"]).name for d in data] == [
         "worker0.1623143089861.pt.trace.json.gz", "worker0.1623143566756.pt.trace.json.gz"]

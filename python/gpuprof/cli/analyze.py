@@ -17,6 +17,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("path", help="trace file, or a folder searched recursively for trace files")
     p.add_argument("--json", metavar="OUT", dest="json_out",
                    help="also write the report as JSON (a list of reports for a folder)")
+    p.add_argument("--html", metavar="OUT", dest="html_out",
+                   help="also write the one-file HTML report (for a folder: one file per trace, "
+                        "OUT_<n>.html beside OUT)")
     p.add_argument("--keep-incomplete-last-step", action="store_true",
                    help="keep a last step with fewer than 0.8x the device work of the one before "
                         "(the old plugin dropped it)")
@@ -59,4 +62,12 @@ def run(args) -> int:
                 f.write("\n")
         except OSError as e:
             raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
+    if args.html_out:
+        stem, ext = os.path.splitext(args.html_out)
+        for i, report in enumerate(reports):
+            out = args.html_out if len(reports) == 1 else f"{stem}_{i}{ext or '.html'}"
+            try:
+                report.to_html(out)
+            except OSError as e:
+                raise UserError(f"cannot write {out}: {e.strerror}") from None
     return 0
