@@ -13,7 +13,7 @@ from typing import Optional
 
 from . import sections as sec
 
-CATEGORY_COLORS = {"kernel": "#2e9e44", "memcpy": "#17a2b8", "memset": "#3867d6",
+CATEGORY_COLORS = {"kernel": "#2e9e44", "memcpy": "#17a2b8", "memset": "#0b3d91",
                    "communication": "#a55eea", "runtime": "#f7b731", "dataloader": "#eb3b5a",
                    "cpu_exec": "#4b7bec", "other": "#a5b1c2"}
 SERIES_COLORS = ["#3867d6", "#eb3b5a", "#2e9e44", "#f7b731", "#a55eea", "#17a2b8", "#fa8231", "#778ca3"]

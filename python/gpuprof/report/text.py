@@ -18,7 +18,7 @@ from rich.text import Text
 from . import sections as sec
 from .model import CATEGORIES
 
-_COLORS = {"kernel": "green", "memcpy": "cyan", "memset": "blue", "communication": "magenta",
+_COLORS = {"kernel": "green", "memcpy": "cyan", "memset": "dark_blue", "communication": "magenta",
            "runtime": "yellow", "dataloader": "red", "cpu_exec": "bright_blue", "other": "white"}
 
 # Rows shown per table in the terminal; the HTML report has them all.
