@@ -4,26 +4,14 @@
 
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "trace_builders.h"
 
 using namespace gpuprof;
 
 namespace {
 
-DeviceProps small_gpu(int id) {
-  DeviceProps d;
-  d.id = id;
-  d.name = "Test GPU";
-  d.compute_major = 7;
-  d.compute_minor = 0;
-  d.total_global_mem = 16LL << 30;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.regs_per_block = d.regs_per_sm = 65536;
-  d.shared_mem_per_block = 48 * 1024;
-  d.shared_mem_per_sm = d.shared_mem_per_block_optin = 96 * 1024;
-  d.num_sms = 10;
-  return d;
-}
+using spec::small_gpu;
+using spec::add_kernel;
 
 Event& host(Trace& t, const char* name, int64_t start, int64_t end, uint64_t external_id = 0) {
   Event& e = t.add(EventKind::HostOp, name, start, end - start);
@@ -35,25 +23,6 @@ void runtime(Trace& t, int64_t start, int64_t end, uint64_t correlation, uint64_
   Event& e = t.add(EventKind::Runtime, "cudaLaunchKernel", start, end - start);
   e.correlation = correlation;
   e.external_id = external_id;
-}
-
-// A kernel of `blocks` blocks (0: launch shape unknown) with Kineto's occupancy (-1: absent).
-void kernel(Trace& t, const char* name, int64_t start, int64_t end, uint64_t correlation, int blocks,
-            float occupancy_pct, int device = 0) {
-  Event& e = t.add(EventKind::Kernel, name, start, end - start);
-  e.correlation = correlation;
-  e.device = static_cast<int16_t>(device);
-  if (blocks == 0) return;
-  KernelInfo k;
-  k.grid[0] = blocks;
-  k.grid[1] = k.grid[2] = 1;
-  k.block[0] = 128;
-  k.block[1] = k.block[2] = 1;
-  k.registers_per_thread = 32;
-  k.shared_mem_bytes = 0;
-  k.est_occupancy_pct = occupancy_pct;
-  e.aux = static_cast<uint32_t>(t.kernels.size());
-  t.kernels.push_back(k);
 }
 
 // One step [0, 1000) with three kernels on GPU 0 (10 SMs):
@@ -73,9 +42,9 @@ Trace three_kernel_step() {
   runtime(t, 462, 470, 12, 4);
   host(t, "aten::matmul", 485, 499, 5);
   runtime(t, 490, 495, 13, 0);
-  kernel(t, "volta_sgemm_128x64_nn", 100, 300, 11, 5, 40.0f);
-  kernel(t, "void at::native::vectorized_elementwise_kernel<4, relu>", 200, 400, 12, 20, 80.0f);
-  kernel(t, "volta_h884gemm_64x64_ldg8_nn", 600, 700, 13, 0, -1.0f);
+  add_kernel(t, "volta_sgemm_128x64_nn", 100, 300, 11, 5, 40.0f);
+  add_kernel(t, "void at::native::vectorized_elementwise_kernel<4, relu>", 200, 400, 12, 20, 80.0f);
+  add_kernel(t, "volta_h884gemm_64x64_ldg8_nn", 600, 700, 13, 0, -1.0f);
   MemorySample m;
   m.device = 0;
   for (auto [ts, allocated] : {std::pair<int64_t, int64_t>{10, 100}, {500, 300}, {900, 200}}) {
@@ -135,8 +104,8 @@ TEST(GpuSummary, KernelsOutsideTheWindowAreClipped) {
   t.devices = {small_gpu(0)};
   t.add(EventKind::StepMarker, "ProfilerStep#3", 0, 1000);
   runtime(t, 10, 20, 7, 0);
-  kernel(t, "k_before", -100, 100, 0, 10, 100.0f);
-  kernel(t, "k_late", 900, 1100, 7, 10, 50.0f);
+  add_kernel(t, "k_before", -100, 100, 0, 10, 100.0f);
+  add_kernel(t, "k_late", 900, 1100, 7, 10, 50.0f);
   const DeviceSummary d = summarize_devices(t)[0];
   EXPECT_EQ(d.window_ns, 1100);
   // [0, 100) + [900, 1100) = 300 of 1100.
@@ -156,8 +125,8 @@ TEST(GpuSummary, OccupancyFromTheCalculatorWhenTheTraceHasNone) {
   t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 100);
   runtime(t, 1, 2, 1, 0);
   runtime(t, 3, 4, 2, 0);
-  kernel(t, "a", 10, 40, 1, 1000, -1.0f);
-  kernel(t, "b", 50, 60, 2, 40, -1.0f);
+  add_kernel(t, "a", 10, 40, 1, 1000, -1.0f);
+  add_kernel(t, "b", 50, 60, 2, 40, -1.0f);
   // (100 x 30 + 25 x 10) / 40 = 81.25
   EXPECT_DOUBLE_EQ(summarize_devices(t)[0].achieved_occupancy_pct, 81.25);
 }
@@ -166,7 +135,7 @@ TEST(GpuSummary, NoStepsNoDevices) {
   Trace t;
   EXPECT_TRUE(summarize_devices(t).empty());
   // Kernels but no host activity at all: no step, so a zero window; numbers stay 0, not NaN.
-  kernel(t, "k", 0, 10, 0, 10, 50.0f);
+  add_kernel(t, "k", 0, 10, 0, 10, 50.0f);
   const std::vector<DeviceSummary> s = summarize_devices(t);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].window_ns, 0);

@@ -4,22 +4,16 @@
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/launch_links.h"
+#include "trace_builders.h"
 #include "gpuprof/tables.h"
 
 using namespace gpuprof;
 
 namespace {
 
+// The specs' small GPU with a tiny capacity, so memory rows are easy to read against it.
 DeviceProps gpu() {
-  DeviceProps d;
-  d.id = 0;
-  d.compute_major = 7;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.regs_per_block = d.regs_per_sm = 65536;
-  d.shared_mem_per_block = 48 * 1024;
-  d.shared_mem_per_sm = d.shared_mem_per_block_optin = 96 * 1024;
-  d.num_sms = 10;
+  DeviceProps d = spec::small_gpu();
   d.total_global_mem = 1000;
   return d;
 }
@@ -32,21 +26,7 @@ Event& add(Trace& t, EventKind kind, const char* name, int64_t start, int64_t en
   return e;
 }
 
-void kernel(Trace& t, const char* name, int64_t start, int64_t end, uint64_t correlation, int blocks,
-            float occupancy_pct) {
-  Event& e = add(t, EventKind::Kernel, name, start, end, correlation);
-  e.device = 0;
-  KernelInfo k;
-  k.grid[0] = blocks;
-  k.grid[1] = k.grid[2] = 1;
-  k.block[0] = 128;
-  k.block[1] = k.block[2] = 1;
-  k.registers_per_thread = 32;
-  k.shared_mem_bytes = 0;
-  k.est_occupancy_pct = occupancy_pct;
-  e.aux = static_cast<uint32_t>(t.kernels.size());
-  t.kernels.push_back(k);
-}
+using spec::add_kernel;
 
 void copy(Trace& t, EventKind kind, int64_t start, int64_t end, int64_t bytes, CopyKind ck, MemoryKind src,
           MemoryKind dst) {
@@ -68,10 +48,10 @@ TEST(KernelTable, CallsTimesAndDurationWeightedMeans) {
   t.devices = {gpu()};
   // "gemm": 3 calls of 100, 300, 200 ns; 20, 5 and 10 blocks on 10 SMs = 2, 0.5, 1 blocks per SM;
   // occupancy 50, 10, 40 %.
-  kernel(t, "gemm", 0, 100, 0, 20, 50.0f);
-  kernel(t, "gemm", 200, 500, 0, 5, 10.0f);
-  kernel(t, "gemm", 600, 800, 0, 10, 40.0f);
-  kernel(t, "volta_h884gemm_nn", 900, 1000, 0, 10, 25.0f);
+  add_kernel(t, "gemm", 0, 100, 0, 20, 50.0f);
+  add_kernel(t, "gemm", 200, 500, 0, 5, 10.0f);
+  add_kernel(t, "gemm", 600, 800, 0, 10, 40.0f);
+  add_kernel(t, "volta_h884gemm_nn", 900, 1000, 0, 10, 25.0f);
   const std::vector<KernelRow> rows = kernel_table(t);
   ASSERT_EQ(rows.size(), 2u);
   const KernelRow& g = rows[0];   // largest total first
@@ -102,11 +82,11 @@ TEST(OperatorTable, SelfAndTotalOnHostAndDevice) {
   add(t, EventKind::Runtime, "cudaLaunchKernel", 950, 960, 23, 1);
   add(t, EventKind::HostOp, "aten::addmm", 1000, 1100, 0, 4);
   add(t, EventKind::Runtime, "cudaLaunchKernel", 1010, 1020, 24, 4);
-  kernel(t, "gemm", 400, 800, 21, 10, 50.0f);
+  add_kernel(t, "gemm", 400, 800, 21, 10, 50.0f);
   copy(t, EventKind::Memset, 800, 850, 64, CopyKind::Unknown, MemoryKind::Device, MemoryKind::Device);
   t.events.back().correlation = 22;
-  kernel(t, "tail", 970, 1000, 23, 10, 50.0f);
-  kernel(t, "gemm", 1100, 1200, 24, 10, 50.0f);
+  add_kernel(t, "tail", 970, 1000, 23, 10, 50.0f);
+  add_kernel(t, "gemm", 1100, 1200, 24, 10, 50.0f);
 
   const std::vector<OperatorRow> rows = operator_table(t, link_launches(t));
   ASSERT_EQ(rows.size(), 3u);
