@@ -98,17 +98,6 @@ MemoryKind memory_kind_of(uint8_t k) {
   }
 }
 
-const char* memcpy_kind_name(CopyKind k) {
-  switch (k) {
-    case CopyKind::HtoD: return "HtoD";
-    case CopyKind::DtoH: return "DtoH";
-    case CopyKind::DtoD: return "DtoD";
-    case CopyKind::HtoH: return "HtoH";
-    case CopyKind::PtoP: return "PtoP";
-    default: return "Unknown";
-  }
-}
-
 const char* memory_kind_name(MemoryKind k) {
   switch (k) {
     case MemoryKind::Pageable: return "Pageable";
@@ -185,7 +174,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       info.dst = memory_kind_of(m.dstKind);
       // Kineto's naming, so tables read the same as torch.profiler's.
       thread_local std::string name;   // reused: no allocation per record once warm
-      name.assign("Memcpy ").append(memcpy_kind_name(info.kind)).append(" (");
+      name.assign("Memcpy ").append(copy_kind_key(info.kind)).append(" (");
       name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
       Event& e = add(out, EventKind::Memcpy, name, m.start, m.end);
       e.device = int16_t(m.deviceId);

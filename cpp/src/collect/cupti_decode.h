@@ -63,8 +63,8 @@ bool is_work_driver_api(std::string_view name);
 // "_Z10spin_kernelx" -> "spin_kernel(long long)"; names that are not mangled come back unchanged.
 std::string demangle(const char* name);
 
-// Names we give activities that CUPTI does not name.
-const char* memcpy_kind_name(CopyKind kind);       // "HtoD", ...
+// Names we give activities that CUPTI does not name: Kineto's "Memcpy HtoD (Pageable -> Device)",
+// with copy_kind_key() (event.h) for the direction and these capitalised memory kinds.
 const char* memory_kind_name(MemoryKind kind);     // "Pageable", "Pinned", "Device", ...
 CopyKind copy_kind_of(uint8_t cupti_copy_kind);
 MemoryKind memory_kind_of(uint8_t cupti_memory_kind);
