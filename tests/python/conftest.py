@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+from _traces import TRACES as SHARED_TRACES
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 import gpuprof
 from gpuprof._native import _core
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+from _traces import TRACES  # noqa: E402
 ROCM = TRACES / "hta_mi250_rocm" / "rank0.json.gz"
 
 STEP_KEYS = ["step", "total_us"] + [f"{k}_us" for k, _ in gpuprof.report.model.CATEGORIES]

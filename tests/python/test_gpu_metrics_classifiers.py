@@ -15,7 +15,7 @@ import pytest
 
 from gpuprof._native import _core
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+from _traces import TRACES  # noqa: E402
 ALL_TRACES = ["tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz", "hta_a100_nccl/rank0.json.gz",
               "hta_v100_ns/rank-0.pt.trace.json.gz",
               "hta_mi250_rocm/rank0.json.gz"]

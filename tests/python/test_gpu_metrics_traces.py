@@ -16,7 +16,7 @@ import pytest
 
 from gpuprof._native import _core
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+from _traces import TRACES  # noqa: E402
 RESNET = TRACES / "tb_resnet50_v100_nw0"
 RESNET_SPAN1 = RESNET / "worker0.1623143089861.pt.trace.json.gz"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+from _traces import TRACES  # noqa: E402
 ROCM = TRACES / "hta_mi250_rocm" / "rank0.json.gz"
 
 

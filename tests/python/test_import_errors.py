@@ -11,7 +11,7 @@ import pytest
 import gpuprof
 from gpuprof.analyze import import_trace
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+from _traces import TRACES  # noqa: E402
 
 
 def event(**kw):

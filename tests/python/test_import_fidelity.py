@@ -14,7 +14,7 @@ import pytest
 import gpuprof
 from gpuprof.analyze import import_trace
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+from _traces import TRACES  # noqa: E402
 RESNET = TRACES / "tb_resnet50_v100_nw0"
 SPAN1 = RESNET / "worker0.1623143089861.pt.trace.json.gz"
 

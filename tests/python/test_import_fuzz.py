@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from _traces import TRACES
+
 FUZZ_SECONDS = 20
 SEEDS = [
     {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1.5, "dur": 100},
@@ -94,7 +96,7 @@ def test_importer_survives_bounded_fuzzing(tmp_path):
     corpus.mkdir()
     for i, seed in enumerate(SEEDS):
         (corpus / f"seed{i}.json").write_text(json.dumps(seed))
-    rocm = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "hta_mi250_rocm" / "rank0.json.gz"
+    rocm = TRACES / "hta_mi250_rocm" / "rank0.json.gz"
     env = dict(os.environ)
     if rocm.exists():
         (tmp_path / "rocm.json").write_bytes(gzip.decompress(rocm.read_bytes()))
