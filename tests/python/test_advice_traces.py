@@ -12,9 +12,6 @@ import pytest
 
 import gpuprof
 
-pytestmark = pytest.mark.skipif(not hasattr(gpuprof, "analyze"),
-                                reason="gpuprof.analyze (the trace importer) is not in this build")
-
 RESNET = "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz"
 
 

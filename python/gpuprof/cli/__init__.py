@@ -27,13 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuprof {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in VERBS:
-        try:
-            module = importlib.import_module(f"{__name__}.{verb}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{verb}":
-                raise
-            continue   # a verb this build does not ship yet: the others still work
-        module.add_parser(sub)
+        importlib.import_module(f"{__name__}.{verb}").add_parser(sub)
     return parser
 
 

@@ -50,12 +50,10 @@ def add_parser(subparsers) -> None:
 
 def _save(prof, out: Path) -> list[str]:
     report = prof.report()
-    written = [str(out / "report.json"), str(out / "report.html")]
+    written = [str(out / "report.json"), str(out / "report.html"), str(out / "trace.json.gz")]
     report.to_json(written[0])
     report.to_html(written[1])
-    if hasattr(prof, "export_chrome_trace"):
-        written.append(str(out / "trace.json.gz"))
-        prof.export_chrome_trace(written[-1])
+    prof.export_chrome_trace(written[2])
     return written
 
 
