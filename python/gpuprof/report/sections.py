@@ -69,12 +69,8 @@ def advice(data: dict) -> list[dict]:
 
 
 def gpu_samples(data: dict) -> list[dict]:
-    """NVML samples (utilization, memory, power... over time), under any of the names used."""
-    for key in ("gpu_samples", "nvml", "nvml_samples"):
-        rows = section(data, key)
-        if rows:
-            return rows
-    return []
+    """NVML samples (utilization, memory, power... over time); [] when the report has none."""
+    return section(data, "gpu_samples")
 
 
 def category_names() -> list[tuple[str, str]]:
