@@ -160,6 +160,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
     d["peak_allocated_bytes"] = or_none(r.peak_allocated_bytes);
     d["peak_reserved_bytes"] = or_none(r.peak_reserved_bytes);
     d["capacity_bytes"] = or_none(r.capacity_bytes > 0 ? r.capacity_bytes : int64_t(-1));
+    d["peak_rss_bytes"] = or_none(r.peak_rss_bytes);
     ml.append(d);
   }
   out["memory"] = ml;
@@ -287,6 +288,10 @@ void bind_analysis(py::module_& m) {
       },
       py::arg("ts_ns"), py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device") = 0,
       py::arg("bytes_delta") = 0, "Add one allocator sample (device -1: host).");
+  trace.def(
+      "add_host_memory_sample",
+      [](Trace& t, int64_t ts_ns, int64_t rss_bytes) { t.host_memory.push_back({ts_ns, rss_bytes}); },
+      py::arg("ts_ns"), py::arg("rss_bytes"), "Add one sample of the process's resident set size.");
 
   m.def(
       "occupancy",

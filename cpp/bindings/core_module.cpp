@@ -204,6 +204,13 @@ PYBIND11_MODULE(_core, m) {
       "collector_range_exit",
       [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
       py::arg("key"));
+  m.def(
+      "collector_record_host_rss", [](int64_t ts_ticks) { collect::record_host_rss(ts_ticks); },
+      py::arg("ts_ticks"), "Sample the process's resident set size at a step boundary.");
+  m.def("host_rss_bytes", &collect::host_rss_bytes, "The process's resident set size now (-1: unreadable).");
+  m.def("collector_record_memory", &collect::record_memory, py::arg("ts_ticks"), py::arg("bytes_delta"),
+        py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device"),
+        "Record one level of a device allocator (its totals after a change of bytes_delta).");
   bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
   m.def("collector_stats", [] {
     const collect::Stats s = collect::stats();

@@ -17,4 +17,13 @@ PYBIND11_MODULE(_torchhooks, m) {
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);
   m.def("aten_has_global_callbacks", &gpuprof::collect::aten_has_global_callbacks);
+  m.def("install_memory_reporter", &gpuprof::collect::install_memory_reporter,
+        "Record device allocator levels on this thread (and the autograd threads it starts); "
+        "returns why not, or ''.");
+  m.def("remove_memory_reporter", &gpuprof::collect::remove_memory_reporter);
+  m.def("memory_reporter_installed", &gpuprof::collect::memory_reporter_installed);
+  m.def("report_memory_usage", &gpuprof::collect::report_memory_usage, py::arg("alloc_size"),
+        py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device"),
+        "Call c10::reportMemoryUsageToProfiler as an allocator does (device e.g. 'cuda:0'): tests "
+        "feed the reporter on machines without CUDA.");
 }

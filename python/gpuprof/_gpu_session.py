@@ -63,6 +63,44 @@ def _cuda_expected() -> bool:
         return False
 
 
+class AllocatorSampler:
+    """torch's CUDA caching allocator statistics at step boundaries (the default way device memory
+    gets into a live report: one ``torch.cuda.memory_stats`` call per device and boundary).
+
+    Each boundary records the current allocated and reserved levels. The allocator also keeps a
+    high-water mark; when it rose since the last boundary, the step that just ended reached it, so
+    the step's exact peak is recorded too (just before the step's end). A step that set no new
+    high-water mark shows the larger of its boundary levels: a lower bound. ``profile_memory=True``
+    records every allocation instead (exact peaks)."""
+
+    def __init__(self) -> None:
+        self._high_water: dict[int, tuple[int, int]] = {}
+
+    def reset(self) -> None:
+        self._high_water = {}
+
+    def sample(self, ticks: int) -> None:
+        torch = sys.modules.get("torch")
+        try:
+            if torch is None or not torch.cuda.is_initialized():
+                return
+            for device in range(torch.cuda.device_count()):
+                stats = torch.cuda.memory_stats(device)
+                reserved = int(stats.get("reserved_bytes.all.current", 0))
+                if reserved == 0 and device not in self._high_water:
+                    continue   # a device this process has not allocated on
+                allocated = int(stats.get("allocated_bytes.all.current", 0))
+                peak = (int(stats.get("allocated_bytes.all.peak", allocated)),
+                        int(stats.get("reserved_bytes.all.peak", reserved)))
+                before = self._high_water.get(device)
+                if before is not None and (peak[0] > before[0] or peak[1] > before[1]):
+                    _core.collector_record_memory(ticks - 1, 0, peak[0], peak[1], device)
+                self._high_water[device] = peak
+                _core.collector_record_memory(ticks, 0, allocated, reserved, device)
+        except Exception as e:  # a failing device must not break the training step
+            log.debug("gpuprof: could not read the CUDA allocator statistics: %s", e)
+
+
 class GpuCollection:
     def __init__(self, wanted: bool, max_events: int) -> None:
         self.wanted = wanted

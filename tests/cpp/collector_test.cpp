@@ -132,6 +132,49 @@ TEST(Collector, TicksConvertToTheOneClock) {
   EXPECT_NEAR(double(t.events[0].dur_ns), double(m1 - m0), 20'000.0);
 }
 
+// Allocator levels and RSS samples travel in the same per-thread buffers as events but come out of
+// the drain as Trace::memory and Trace::host_memory, on the one clock, fields intact, and never as
+// events. Two levels on GPU 1 (+4096 -> 4096 allocated / 2 MiB reserved, then -4096 -> 0 / 2 MiB),
+// recorded 10 ms apart around a 10 ms range, and one RSS sample at the end.
+TEST(Collector, MemoryLevelsAndRssLeaveAsSamples) {
+  using namespace std::chrono_literals;
+  collect::start({});
+  const int64_t t0 = collect::ticks();
+  collect::record_memory(t0, 4096, 4096, 2 << 20, 1);
+  std::this_thread::sleep_for(10ms);
+  const int64_t t1 = collect::ticks();
+  collect::record(EventKind::UserRange, "between", t0, t1);
+  collect::record_memory(t1, -4096, 0, 2 << 20, 1);
+  collect::record_host_rss(t1);
+  collect::stop();
+  const Trace t = collect::drain();
+  ASSERT_EQ(t.events.size(), 1u);
+  ASSERT_EQ(t.memory.size(), 2u);
+  EXPECT_EQ(t.memory[0].ts_ns, t.events[0].start_ns);
+  EXPECT_EQ(t.memory[1].ts_ns, t.events[0].end_ns());
+  EXPECT_EQ(t.memory[0].bytes_delta, 4096);
+  EXPECT_EQ(t.memory[0].total_allocated, 4096);
+  EXPECT_EQ(t.memory[1].bytes_delta, -4096);
+  EXPECT_EQ(t.memory[1].total_allocated, 0);
+  EXPECT_EQ(t.memory[1].total_reserved, 2 << 20);
+  EXPECT_EQ(t.memory[1].device, 1);
+  ASSERT_EQ(t.host_memory.size(), 1u);
+  EXPECT_EQ(t.host_memory[0].ts_ns, t.events[0].end_ns());
+  // This test process's RSS: more than its code, less than the machine.
+  EXPECT_GT(t.host_memory[0].rss_bytes, 1 << 20);
+  EXPECT_LT(t.host_memory[0].rss_bytes, int64_t(1) << 40);
+}
+
+TEST(Collector, MemoryRecordsOutsideASessionAreDropped) {
+  collect::start({});
+  collect::stop();
+  collect::record_memory(collect::ticks(), 1, 1, 1, 0);
+  collect::record_host_rss(collect::ticks());
+  const Trace t = collect::drain();
+  EXPECT_TRUE(t.memory.empty());
+  EXPECT_TRUE(t.host_memory.empty());
+}
+
 TEST(Collector, ClockIsMonotonic) {
   const int64_t a = collect::now_ns();
   const int64_t b = collect::now_ns();

@@ -203,7 +203,9 @@ TEST(StepMemoryTable, PeakPerStepWithTheLevelCarriedIn) {
   t.devices = {gpu()};
   // Two steps [0, 100) and [100, 200). Samples on GPU 0: 50 @ -10 (before), 80 @ 20, 60 @ 50,
   // 40 @ 150. Step 1's peak: max(50 carried in, 80, 60) = 80. Step 2 starts at 60 (the last level
-  // before it) and falls to 40: peak 60. Reserved mirrors allocated x 2. A host sample is ignored.
+  // before it) and falls to 40: peak 60. Reserved mirrors allocated x 2. One level of the host's
+  // allocator, 1 GiB @ 30, makes the host rows (device -1, listed first): 1 GiB in step 1, carried
+  // into step 2; they have no capacity (the host's is not in a trace) and no RSS sample.
   t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 100);
   t.add(EventKind::StepMarker, "ProfilerStep#2", 100, 100);
   for (auto [ts, bytes] : {std::pair<int64_t, int64_t>{20, 80}, {-10, 50}, {150, 40}, {50, 60}}) {
@@ -219,13 +221,41 @@ TEST(StepMemoryTable, PeakPerStepWithTheLevelCarriedIn) {
   host.total_allocated = 1 << 30;
   t.memory.push_back(host);
   const std::vector<StepMemoryRow> rows = step_memory_table(t, compute_breakdown(t));
+  ASSERT_EQ(rows.size(), 4u);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(rows[i].device, -1);
+    EXPECT_EQ(rows[i].peak_allocated_bytes, 1 << 30);
+    EXPECT_EQ(rows[i].capacity_bytes, 0);
+    EXPECT_EQ(rows[i].peak_rss_bytes, -1);
+  }
+  EXPECT_EQ(rows[2].step, 1);
+  EXPECT_EQ(rows[2].device, 0);
+  EXPECT_EQ(rows[2].peak_allocated_bytes, 80);
+  EXPECT_EQ(rows[2].peak_reserved_bytes, 160);
+  EXPECT_EQ(rows[2].capacity_bytes, 1000);
+  EXPECT_EQ(rows[2].peak_rss_bytes, -1);   // RSS is a host figure
+  EXPECT_EQ(rows[3].step, 2);
+  EXPECT_EQ(rows[3].start_ns, 100);
+  EXPECT_EQ(rows[3].peak_allocated_bytes, 60);
+  EXPECT_EQ(rows[3].peak_reserved_bytes, 120);
+}
+
+TEST(StepMemoryTable, HostRssIsThePeakOfTheSamplesAtAndInsideTheStep) {
+  // A live session samples RSS at every step boundary: steps [0, 100) and [100, 200) with samples
+  // 500 @ 0, 700 @ 100, 650 @ 200, and one taken inside step 2, 900 @ 150. Both ends belong to a
+  // step: step 1 = max(500, 700) = 700, step 2 = max(700, 900, 650) = 900. A sample before the
+  // first step (300 @ -50) is not carried in: RSS is not a level an allocator holds until changed.
+  // No allocator levels: the host rows say so (-1), and no device row appears.
+  Trace t;
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 100);
+  t.add(EventKind::StepMarker, "ProfilerStep#2", 100, 100);
+  for (auto [ts, rss] : {std::pair<int64_t, int64_t>{150, 900}, {0, 500}, {100, 700}, {200, 650}, {-50, 300}})
+    t.host_memory.push_back({ts, rss});
+  const std::vector<StepMemoryRow> rows = step_memory_table(t, compute_breakdown(t));
   ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0].step, 1);
-  EXPECT_EQ(rows[0].peak_allocated_bytes, 80);
-  EXPECT_EQ(rows[0].peak_reserved_bytes, 160);
-  EXPECT_EQ(rows[0].capacity_bytes, 1000);
-  EXPECT_EQ(rows[1].step, 2);
-  EXPECT_EQ(rows[1].start_ns, 100);
-  EXPECT_EQ(rows[1].peak_allocated_bytes, 60);
-  EXPECT_EQ(rows[1].peak_reserved_bytes, 120);
+  EXPECT_EQ(rows[0].device, -1);
+  EXPECT_EQ(rows[0].peak_rss_bytes, 700);
+  EXPECT_EQ(rows[0].peak_allocated_bytes, -1);
+  EXPECT_EQ(rows[1].device, -1);
+  EXPECT_EQ(rows[1].peak_rss_bytes, 900);
 }

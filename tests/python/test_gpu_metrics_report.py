@@ -16,7 +16,8 @@ GPU_KEYS = {"devices", "kernels", "operators", "copies", "syncs", "memory"}
 
 
 def test_cpu_loop_report_has_operator_table_and_empty_gpu_sections():
-    # A CPU-only loop: no device ran anything, so no devices, kernels, copies or memory rows; the
+    # A CPU-only loop: no device ran anything, so no devices, kernels, copies or device memory
+    # rows (the memory table has the host's resident set size only, one row per step); the
     # operator table still lists the host ops (Linear's addmm and its backward are eligible ops).
     model = torch.nn.Linear(32, 8)
     with gpuprof.profile() as prof:
@@ -25,7 +26,10 @@ def test_cpu_loop_report_has_operator_table_and_empty_gpu_sections():
             prof.step()
     data = prof.report().to_dict()
     assert FOUNDATION_KEYS <= set(data) and GPU_KEYS <= set(data)
-    assert data["devices"] == [] and data["kernels"] == [] and data["copies"] == [] and data["memory"] == []
+    assert data["devices"] == [] and data["kernels"] == [] and data["copies"] == []
+    assert [r["step"] for r in data["memory"]] == [0, 1, 2]
+    for r in data["memory"]:
+        assert r["device"] == -1 and r["peak_allocated_bytes"] is None and r["peak_rss_bytes"] > 0
     ops = {r["name"]: r for r in data["operators"]}
     assert ops["aten::linear"]["calls"] == 3 and ops["aten::linear"]["tc_eligible"]
     assert ops["aten::addmm"]["tc_eligible"]
@@ -71,7 +75,7 @@ def test_report_from_hand_built_gpu_trace():
     conv = next(r for r in data["operators"] if r["name"] == "aten::conv2d")
     assert conv["device_self_us"] == 400.0 and conv["tc_eligible"]
     assert data["memory"] == [{"step": 0, "ts_ns": 0, "device": 0, "peak_allocated_bytes": 4096, "peak_reserved_bytes": 8192,
-                               "capacity_bytes": 32 << 30}]
+                               "capacity_bytes": 32 << 30, "peak_rss_bytes": None}]
 
 
 def test_bad_builder_input_is_a_clear_error():

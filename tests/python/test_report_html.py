@@ -50,7 +50,9 @@ def test_gpu_sections_render_when_present_and_notes_when_absent():
     assert "No GPU activity in this report" in cpu and "docs/advice.md#dataloader" in cpu
     assert "No recommendation in this report" in gpuprof.Report.from_dict(
         {**cpu_report().to_dict(), "advice": []}).to_html()
-    assert 'id="gpu-summary"' not in cpu and "<polyline" not in cpu
+    # A CPU run has no GPU sections; its memory section charts the host's resident set size.
+    assert 'id="gpu-summary"' not in cpu and "Memory, GPU" not in cpu
+    assert "Memory, host: memory" in cpu and cpu.count("<polyline") == 1
 
 
 def test_kernel_table_rows_carry_sort_values():

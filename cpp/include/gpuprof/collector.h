@@ -44,6 +44,16 @@ void host_exit(const void* key, int64_t ts_ns);
 void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns,
             uint64_t external_id = 0);
 
+// One level of a device allocator, from the allocating thread (torch's caching allocator reports
+// every malloc and free): the size of this block (negative when freed) and the allocator's totals
+// after it. Drained into Trace::memory.
+void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved,
+                   int device);
+// The process's resident set size now (/proc/self/statm), -1 where it cannot be read.
+int64_t host_rss_bytes();
+// Samples host_rss_bytes() at `ts`; drained into Trace::host_memory.
+void record_host_rss(int64_t ts);
+
 // Counters for tests and the report.
 struct Stats {
   uint64_t events = 0;

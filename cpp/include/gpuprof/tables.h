@@ -63,8 +63,10 @@ struct SyncRow {
 bool is_host_blocking_call(const Trace& trace, const Event& e);
 std::vector<SyncRow> sync_table(const Trace& trace, const LaunchLinks& links);
 
-// Peak device memory in each step, from the allocator samples (the level carried into the step
-// from the last sample before it counts too).
+// Peak memory in each step, one row per device and step: from the allocator samples (the level
+// carried into the step from the last sample before it counts too). Device -1 is the host: the CPU
+// allocator's levels where a trace has them, and the process's resident set size (sampled at the
+// step's boundaries in live sessions: the larger of the two, or of any sample taken inside it).
 struct StepMemoryRow {
   int64_t step = 0;
   int64_t start_ns = 0;   // the step's start, on the trace's clock
@@ -72,6 +74,7 @@ struct StepMemoryRow {
   int64_t peak_allocated_bytes = -1;   // -1: the trace records no allocator levels
   int64_t peak_reserved_bytes = -1;
   int64_t capacity_bytes = 0;   // 0 when the device's properties are unknown
+  int64_t peak_rss_bytes = -1;   // host rows only; -1: not sampled
 };
 std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps);
 

@@ -68,6 +68,12 @@ struct GpuSample {
 };
 // ---- end GPU samples ----
 
+// The profiled process's resident set size (live sessions sample it at every step boundary).
+struct HostMemorySample {
+  int64_t ts_ns = 0;
+  int64_t rss_bytes = 0;
+};
+
 struct Trace {
   StringTable strings;
   std::vector<Event> events;
@@ -76,6 +82,7 @@ struct Trace {
   std::vector<MemorySample> memory;
   std::vector<DeviceProps> devices;
   std::vector<GpuSample> gpu_samples;   // NVML samples (GPU collection)
+  std::vector<HostMemorySample> host_memory;   // live sessions only
   std::map<std::string, std::string> metadata;   // distributedInfo, source file, torch version, ...
   uint64_t dropped_events = 0;   // lost to full buffers (ours) or CUPTI's own count
   uint64_t skipped_events = 0;   // imported records we could not use (documented reasons)

@@ -222,12 +222,17 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
   std::map<int, std::vector<const MemorySample*>> by_device;
   for (const MemorySample& m : t.memory)
     // Delta-only samples (old Kineto traces) give no level to take a peak of.
-    if (m.device >= 0 && (m.total_allocated >= 0 || m.total_reserved >= 0)) by_device[m.device].push_back(&m);
+    if (m.device >= -1 && (m.total_allocated >= 0 || m.total_reserved >= 0)) by_device[m.device].push_back(&m);
+  if (!t.host_memory.empty()) by_device.try_emplace(-1);
+  std::vector<const HostMemorySample*> rss;
+  for (const HostMemorySample& h : t.host_memory) rss.push_back(&h);
+  auto earlier = [](const auto* a, const auto* b) { return a->ts_ns < b->ts_ns; };
+  std::stable_sort(rss.begin(), rss.end(), earlier);
+
   std::vector<StepMemoryRow> rows;
   for (auto& [device, samples] : by_device) {
-    std::stable_sort(samples.begin(), samples.end(),
-                     [](const MemorySample* a, const MemorySample* b) { return a->ts_ns < b->ts_ns; });
-    const DeviceProps* d = t.device(device);
+    std::stable_sort(samples.begin(), samples.end(), earlier);
+    const DeviceProps* d = device >= 0 ? t.device(device) : nullptr;
     for (const StepBreakdown& s : steps.steps) {
       StepMemoryRow r;
       r.step = s.step;
@@ -244,6 +249,13 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
       for (auto it = first; it != samples.end() && (*it)->ts_ns < s.end_ns; ++it) {
         r.peak_allocated_bytes = std::max(r.peak_allocated_bytes, (*it)->total_allocated);
         r.peak_reserved_bytes = std::max(r.peak_reserved_bytes, (*it)->total_reserved);
+      }
+      if (device == -1) {
+        // RSS is sampled at the boundaries: both ends of the step belong to it.
+        auto in = std::lower_bound(rss.begin(), rss.end(), s.start_ns,
+                                   [](const HostMemorySample* h, int64_t ts) { return h->ts_ns < ts; });
+        for (; in != rss.end() && (*in)->ts_ns <= s.end_ns; ++in)
+          r.peak_rss_bytes = std::max(r.peak_rss_bytes, (*in)->rss_bytes);
       }
       rows.push_back(r);
     }

@@ -15,6 +15,7 @@
 #define GPUPROF_HAVE_TSC 1
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,13 @@
 
 namespace gpuprof::collect {
 namespace {
+
+// Allocator levels and RSS samples share the event buffers (one lock-free path, one budget); the
+// drain moves them out by this flag, which never leaves the collector. Their fields: start_ns = time,
+// dur_ns = bytes delta (not a duration: never scaled), correlation / external_id = total allocated
+// / reserved (as int64), device = the allocator's device or kRssDevice.
+constexpr uint8_t kMemoryRecordFlag = 0x80;
+constexpr int16_t kRssDevice = -32768;
 
 constexpr size_t kChunkEvents = 4096;          // 192 KiB of events per chunk
 constexpr size_t kMaxChunksPerThread = 8192;   // 32M events: the global budget binds first
@@ -218,19 +226,50 @@ bool ticks_are_tsc() { return g_tsc; }
 
 namespace {
 // Rewrites tick timestamps as CLOCK_MONOTONIC nanoseconds.
-void ticks_to_ns(std::vector<Event>& events) {
-  if (!g_tsc) return;
-  std::call_once(g_base_once, [] { g_base = read_pair(); });
-  ClockPair now = read_pair();
-  // A young process has a short baseline: lengthen it to 20 ms once so the slope is good to ~1e-5.
-  while (now.mono - g_base.mono < 20'000'000) now = read_pair();
-  const double ns_per_tick = double(now.mono - g_base.mono) / double(now.tsc - g_base.tsc);
-  for (Event& e : events) {
-    // Anchored at the drain: the events closest to it are the ones whose offset matters most.
-    const int64_t start = now.mono - std::llround(double(now.tsc - e.start_ns) * ns_per_tick);
-    e.dur_ns = std::llround(double(e.dur_ns) * ns_per_tick);
-    e.start_ns = start;
+struct TickConverter {
+  ClockPair now{0, 0};
+  double ns_per_tick = 1.0;
+
+  TickConverter() {
+    if (!g_tsc) return;
+    std::call_once(g_base_once, [] { g_base = read_pair(); });
+    now = read_pair();
+    // A young process has a short baseline: lengthen it to 20 ms once so the slope is good to ~1e-5.
+    while (now.mono - g_base.mono < 20'000'000) now = read_pair();
+    ns_per_tick = double(now.mono - g_base.mono) / double(now.tsc - g_base.tsc);
   }
+  // Anchored at the drain: the events closest to it are the ones whose offset matters most.
+  int64_t time(int64_t t) const {
+    return g_tsc ? now.mono - std::llround(double(now.tsc - t) * ns_per_tick) : t;
+  }
+  int64_t duration(int64_t d) const { return g_tsc ? std::llround(double(d) * ns_per_tick) : d; }
+};
+
+// Moves the memory records out of `events` (keeping the others' order) into the trace.
+void split_memory_records(Trace& trace, const TickConverter& clock) {
+  auto keep = trace.events.begin();
+  for (auto it = trace.events.begin(); it != trace.events.end(); ++it) {
+    if (!(it->flags & kMemoryRecordFlag)) {
+      if (keep != it) *keep = *it;
+      ++keep;
+      continue;
+    }
+    if (it->device == kRssDevice) {
+      trace.host_memory.push_back({clock.time(it->start_ns), static_cast<int64_t>(it->correlation)});
+      continue;
+    }
+    MemorySample m;
+    m.ts_ns = clock.time(it->start_ns);
+    m.bytes_delta = it->dur_ns;
+    m.total_allocated = static_cast<int64_t>(it->correlation);
+    m.total_reserved = static_cast<int64_t>(it->external_id);
+    m.device = it->device;
+    trace.memory.push_back(m);
+  }
+  trace.events.erase(keep, trace.events.end());
+  auto by_time = [](const auto& a, const auto& b) { return a.ts_ns < b.ts_ns; };
+  std::stable_sort(trace.memory.begin(), trace.memory.end(), by_time);
+  std::stable_sort(trace.host_memory.begin(), trace.host_memory.end(), by_time);
 }
 }  // namespace
 
@@ -298,6 +337,49 @@ void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end
   append(b, e);
 }
 
+void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved,
+                   int device) {
+  if (!g_active.load(std::memory_order_relaxed)) return;
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return;
+  Event e;
+  e.flags = kMemoryRecordFlag;
+  e.start_ns = ts;
+  e.dur_ns = bytes_delta;
+  e.correlation = static_cast<uint64_t>(total_allocated);
+  e.external_id = static_cast<uint64_t>(total_reserved);
+  e.device = static_cast<int16_t>(device);
+  e.tid = b->os_tid;
+  append(b, e);
+}
+
+int64_t host_rss_bytes() {
+  // statm: size resident shared ... in pages. One read(2) of a short file: a few microseconds,
+  // taken once per step boundary.
+  static const long page = sysconf(_SC_PAGESIZE);
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return -1;
+  long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return got == 2 && page > 0 ? static_cast<int64_t>(resident) * page : -1;
+}
+
+void record_host_rss(int64_t ts) {
+  if (!g_active.load(std::memory_order_relaxed)) return;
+  const int64_t rss = host_rss_bytes();
+  if (rss < 0) return;
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return;
+  Event e;
+  e.flags = kMemoryRecordFlag;
+  e.start_ns = ts;
+  e.correlation = static_cast<uint64_t>(rss);
+  e.device = kRssDevice;
+  e.tid = b->os_tid;
+  append(b, e);
+}
+
 Trace drain() {
   Trace trace;
   const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
@@ -319,7 +401,12 @@ Trace drain() {
     }
     trace.dropped_events += b->dropped.load(std::memory_order_relaxed);
   }
-  ticks_to_ns(trace.events);
+  const TickConverter clock;
+  split_memory_records(trace, clock);
+  for (Event& e : trace.events) {
+    e.start_ns = clock.time(e.start_ns);
+    e.dur_ns = clock.duration(e.dur_ns);
+  }
   trace.strings = registry().names;
   // Exited threads' buffers have been read: free them.
   std::vector<ThreadBuffer*> live;

@@ -2,8 +2,14 @@
 #include "torch_hooks.h"
 
 #include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "gpuprof/collector.h"
 #include "gpuprof/gpu_collect.h"
@@ -81,6 +87,87 @@ void remove_hooks() {
 }
 
 bool hooks_installed() { return g_installed; }
+
+// ---- device allocator levels -------------------------------------------------------------------
+namespace {
+
+// torch's caching allocator reports every malloc and free, with its totals, to the memory reporter
+// on the allocating thread's debug-info stack (c10::reportMemoryUsageToProfiler). The slot is the
+// one torch.profiler's own state occupies, and torch's code reads whatever sits there as profiler
+// state: so ours is a profiler state too, configured "disabled" (torch.profiler stays off in
+// everyone's eyes, and can start on top of it). memoryProfilingEnabled() is false, so the CPU
+// allocator does no extra bookkeeping (and logs no "unknown block" warnings); the CUDA caching
+// allocator reports regardless of it.
+class AllocatorReporter final : public torch::profiler::impl::ProfilerStateBase {
+ public:
+  AllocatorReporter()
+      : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)) {}
+
+  void reportMemoryUsage(void*, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
+                         c10::Device device) override {
+    // Host tensors (and DataLoader shared-memory maps) are the process's RSS, sampled per step.
+    if (!enabled.load(std::memory_order_relaxed) || device.is_cpu()) return;
+    record_memory(ticks(), alloc_size, static_cast<int64_t>(total_allocated),
+                  static_cast<int64_t>(total_reserved), device.index());
+  }
+  bool memoryProfilingEnabled() const override { return false; }
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
+
+  std::atomic<bool> enabled{true};
+};
+
+std::shared_ptr<AllocatorReporter> g_reporter;
+std::thread::id g_reporter_thread;
+
+}  // namespace
+
+std::string install_memory_reporter() {
+  if (g_reporter) return {};
+  try {
+    auto* top = torch::profiler::impl::ProfilerStateBase::get();
+    if (top != nullptr && dynamic_cast<AllocatorReporter*>(top) == nullptr)
+      return "torch.profiler is active on this thread and receives the allocator's reports, so "
+             "profile_memory=True cannot record every allocation; device memory is read at step "
+             "boundaries instead. Run gpuprof outside the torch.profiler block for exact peaks";
+    auto reporter = std::make_shared<AllocatorReporter>();
+    c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter);
+    g_reporter = std::move(reporter);
+    g_reporter_thread = std::this_thread::get_id();
+    return {};
+  } catch (const std::exception& e) {
+    return std::string("profile_memory=True could not install its allocator reporter (") + e.what() +
+           "); device memory is read at step boundaries instead";
+  }
+}
+
+bool remove_memory_reporter() {
+  if (!g_reporter) return true;
+  std::shared_ptr<AllocatorReporter> reporter = std::move(g_reporter);
+  g_reporter.reset();
+  reporter->enabled.store(false, std::memory_order_relaxed);
+  // Pop it only where it is on top of this thread's stack: anything pushed after it (a
+  // torch.profiler started inside the session and still running) must stay where it is. Otherwise
+  // it stays behind, switched off, where it costs nothing.
+  if (std::this_thread::get_id() != g_reporter_thread) return false;
+  try {
+    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE).get() != reporter.get())
+      return false;
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool memory_reporter_installed() { return g_reporter != nullptr; }
+
+void report_memory_usage(int64_t alloc_size, int64_t total_allocated, int64_t total_reserved,
+                         const std::string& device) {
+  c10::reportMemoryUsageToProfiler(nullptr, alloc_size, static_cast<size_t>(total_allocated),
+                                   static_cast<size_t>(total_reserved), c10::Device(device));
+}
 
 bool aten_has_global_callbacks() { return at::hasGlobalCallbacks(); }
 

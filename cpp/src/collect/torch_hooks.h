@@ -1,5 +1,8 @@
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 namespace gpuprof::collect {
 
 // Global RecordFunction callbacks (so DataLoader, autograd and user threads are all seen) for
@@ -9,5 +12,16 @@ void remove_hooks();
 bool hooks_installed();
 // What ATen itself says, independent of our bookkeeping (tests use it).
 bool aten_has_global_callbacks();
+
+// Device allocator levels: a memory reporter on the calling thread's debug-info stack (autograd
+// threads inherit it) records every level torch's CUDA caching allocator reports. Returns why it
+// could not be installed, or "" when it is. remove() returns false where it could only be switched
+// off (another profiler state was pushed above it, or it is called from another thread).
+std::string install_memory_reporter();
+bool remove_memory_reporter();
+bool memory_reporter_installed();
+// What an allocator calls (c10::reportMemoryUsageToProfiler), for tests on machines without CUDA.
+void report_memory_usage(int64_t alloc_size, int64_t total_allocated, int64_t total_reserved,
+                         const std::string& device);
 
 }  // namespace gpuprof::collect

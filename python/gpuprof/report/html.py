@@ -152,7 +152,8 @@ def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...
     for device, dev_rows in sec.by_device(rows):
         for label, suffixes in groups:
             keys = sec.series_keys(dev_rows, suffixes)
-            title = f"{what}, GPU {device}: {label}" if device is not None else f"{what}: {label}"
+            where = "host" if device == -1 else f"GPU {device}"   # device -1: the host's rows
+            title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
             chart = _line_chart(dev_rows, keys, title)
             if chart:
                 charts.append(chart)

@@ -1,0 +1,148 @@
+"""Memory in live sessions: the host's resident set size at every step boundary, and, with
+profile_memory=True, the device allocator's levels as torch's caching allocator reports them
+(c10::reportMemoryUsageToProfiler).
+
+No CUDA here: the device levels are fed through the same c10 entry point the CUDA caching allocator
+calls, with the values it would pass. tests/gpu checks them, and the default (allocator statistics
+at step boundaries), against torch.cuda's own statistics.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gpuprof
+from gpuprof import _native
+from gpuprof.schedule import schedule
+
+MiB = 1 << 20
+
+
+def _hooks():
+    return _native.hooks()
+
+
+def _rows(report, device):
+    return [r for r in report.to_dict()["memory"] if r["device"] == device]
+
+
+def test_host_rss_per_step_shows_memory_a_loop_keeps():
+    # Each step keeps a new 32 MiB tensor whose pages are written (torch.ones), so the process's
+    # resident set grows by 32 MiB a step. RSS is sampled at each step's start and end, so step k's
+    # peak is its end's RSS: consecutive steps differ by 32 MiB, give or take the allocator's and
+    # the interpreter's own small growth.
+    kept = []
+    with gpuprof.profile() as prof:
+        for _ in range(5):
+            kept.append(torch.ones(8 * MiB, dtype=torch.float32))
+            prof.step()
+    host = _rows(prof.report(), -1)
+    assert [r["step"] for r in host] == [0, 1, 2, 3, 4]
+    growth = [b["peak_rss_bytes"] - a["peak_rss_bytes"] for a, b in zip(host, host[1:])]
+    for g in growth:
+        assert 0.9 * 32 * MiB <= g <= 1.25 * 32 * MiB, growth
+    assert all(r["peak_allocated_bytes"] is None for r in host)   # no host allocator levels
+
+
+def test_device_allocator_levels_become_per_step_peaks():
+    # What the caching allocator reports on GPU 0 in three steps (size, allocated, reserved after):
+    #   step 0: +100 MiB -> 100 / 128 reserved, +50 -> 150 / 256, -50 -> 100 / 256   peak 150 / 256
+    #   step 1: +20 -> 120 / 256, -20 -> 100 / 256                                   peak 120 / 256
+    #           (the 100 MiB carried in is below 120)
+    #   step 2: nothing: the level carried in (100 / 256) is the step's peak
+    # Host tensors' reports (device "cpu") are not device memory: ignored (the RSS covers them).
+    levels = [[(100, 100, 128), (50, 150, 256), (-50, 100, 256)], [(20, 120, 256), (-20, 100, 256)], []]
+    h = _hooks()
+    with gpuprof.profile(profile_memory=True) as prof:
+        for step in levels:
+            for size, allocated, reserved in step:
+                h.report_memory_usage(size * MiB, allocated * MiB, reserved * MiB, "cuda:0")
+            h.report_memory_usage(4096, 4096, 0, "cpu")
+            prof.step()
+    report = prof.report()
+    dev = _rows(report, 0)
+    assert [(r["step"], r["peak_allocated_bytes"] // MiB, r["peak_reserved_bytes"] // MiB) for r in dev] == [
+        (0, 150, 256), (1, 120, 256), (2, 100, 256)]
+    assert all(r["peak_allocated_bytes"] is None for r in _rows(report, -1))
+    # The device summary's peak is the span's highest level.
+    (summary,) = report.to_dict()["devices"]
+    assert summary["id"] == 0 and summary["peak_allocated_bytes"] == 150 * MiB
+
+
+def test_levels_are_kept_only_in_active_steps():
+    # schedule(wait=1, active=1, repeat=1): step 0 waits, step 1 records. A level reported while
+    # waiting is not in the report; the one in step 1 is.
+    h = _hooks()
+    with gpuprof.profile(schedule=schedule(wait=1, warmup=0, active=1, repeat=1), profile_memory=True) as prof:
+        for allocated in (700, 300):
+            h.report_memory_usage(MiB, allocated * MiB, 1024 * MiB, "cuda:0")
+            prof.step()
+    assert [(r["step"], r["peak_allocated_bytes"] // MiB) for r in _rows(prof.report(), 0)] == [(1, 300)]
+    assert not h.memory_reporter_installed()
+
+
+def test_without_profile_memory_no_reporter_is_installed():
+    # The default reads the allocator's statistics at step boundaries (nothing to read without
+    # CUDA): the reporter is not installed, reports go nowhere, and torch.profiler may start inside.
+    h = _hooks()
+    x = torch.randn(16, 16)
+    with gpuprof.profile() as prof:
+        assert not h.memory_reporter_installed()
+        h.report_memory_usage(MiB, MiB, MiB, "cuda:0")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as tp:
+            torch.mm(x, x)
+        prof.step()
+    assert _rows(prof.report(), 0) == []
+    assert any(e.key == "aten::mm" for e in tp.key_averages())
+
+
+def test_reporter_is_invisible_to_torch_and_torch_profiler_refuses_to_start_on_top():
+    # Our reporter sits where torch.profiler keeps its state, configured "disabled": torch says no
+    # profiler is running. torch.profiler itself refuses to start on this thread while it is there
+    # (torch's own rule, documented with profile_memory), and refusing leaves our session intact.
+    h = _hooks()
+    with gpuprof.profile(profile_memory=True) as prof:
+        assert h.memory_reporter_installed()
+        assert not torch.autograd._profiler_enabled()
+        with pytest.raises(RuntimeError, match="already enabled"):
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+                pass
+        h.report_memory_usage(MiB, 42 * MiB, 64 * MiB, "cuda:0")
+        prof.step()
+    assert not torch.autograd._profiler_enabled()
+    assert [r["peak_allocated_bytes"] for r in _rows(prof.report(), 0)] == [42 * MiB]
+    # Once the session is over, torch.profiler starts as usual.
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as tp:
+        torch.ones(4).sum()
+    assert any(e.key == "aten::sum" for e in tp.key_averages())
+
+
+def test_session_inside_torch_profiler_falls_back_to_step_boundaries():
+    # torch.profiler already runs: its state gets the allocator's reports, ours is not installed
+    # (torch's callbacks would read it as theirs), torch.profiler goes on unharmed, and the report
+    # says why in one line.
+    h = _hooks()
+    x = torch.randn(8, 8)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as tp:
+        with gpuprof.profile(profile_memory=True) as prof:
+            assert not h.memory_reporter_installed()
+            torch.mm(x, x)
+            prof.step()
+        torch.mm(x, x)
+    assert sum(e.count for e in tp.key_averages() if e.key == "aten::mm") == 2
+    md = prof.report().to_dict()["metadata"]
+    assert md["device_memory"].startswith("torch.profiler is active on this thread")
+    assert "step boundaries" in md["device_memory"]
+    assert _rows(prof.report(), 0) == []
+
+
+def test_failing_block_removes_the_reporter():
+    h = _hooks()
+    with pytest.raises(RuntimeError, match="boom"):
+        with gpuprof.profile(profile_memory=True):
+            assert h.memory_reporter_installed()
+            raise RuntimeError("boom")
+    assert not h.memory_reporter_installed()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        pass
