@@ -325,6 +325,15 @@ def test_memory_above_90_percent_fires_memory_capacity():
     assert "checkpoint" in a["fix"]
 
 
+def test_host_memory_rows_are_not_device_memory():
+    # The clean run (60 of 80 GiB on the GPU: 75%) plus host rows of a live session: 120 GiB of
+    # resident memory and a CPU allocator level of 79 GiB. Neither is device memory, so neither may
+    # push the GPU's peak over 90% or stand in for its capacity.
+    host_rows = [{"step": i, "device": -1, "peak_allocated_bytes": 79 * GiB, "peak_reserved_bytes": None,
+                  "capacity_bytes": None, "peak_rss_bytes": 120 * GiB} for i in range(STEPS)]
+    assert "memory_capacity" not in rules(clean(memory=host_rows))
+
+
 def test_memory_mostly_free_with_low_utilization_gives_the_batch_factor():
     # Peak 4 GiB of 80 GiB = 5%; 80% of capacity / 5% = 16 -> capped at 8x: batch 64 -> 512.
     r = report({"kernel": 30, "cpu_exec": 60}, dataloaders=[LOADER],

@@ -286,16 +286,19 @@ class Facts:
 
     @property
     def peak_allocated_bytes(self) -> Optional[float]:
-        """Largest peak over the devices, else over the per-step memory rows."""
+        """Largest peak over the devices, else over the per-step memory rows of the GPUs (device -1,
+        the host, is not device memory)."""
+        gpu_rows = [r for r in section(self.data, "memory") if _num(r, "device") != -1]
         peaks = [_num(d, "peak_allocated_bytes") for d in self.devices]
-        peaks += [_num(r, "peak_allocated_bytes", "allocated_peak_bytes") for r in section(self.data, "memory")]
+        peaks += [_num(r, "peak_allocated_bytes", "allocated_peak_bytes") for r in gpu_rows]
         peaks = [p for p in peaks if p is not None and p > 0]   # 0: no allocator samples in the trace
         return max(peaks) if peaks else None
 
     @property
     def memory_total_bytes(self) -> Optional[float]:
         totals = [_num(d, "memory_total_bytes", "total_memory_bytes") for d in self.devices]
-        totals += [_num(r, "capacity_bytes", "memory_total_bytes") for r in section(self.data, "memory")]
+        totals += [_num(r, "capacity_bytes", "memory_total_bytes") for r in section(self.data, "memory")
+                   if _num(r, "device") != -1]
         totals = [t for t in totals if t]
         return min(totals) if totals else None
 
