@@ -61,7 +61,7 @@ def clean(**over):
     10%), tensor cores on, memory 75% used. Nothing to recommend."""
     sections = dict(
         kind="live", host=HOST16, dataloaders=[LOADER], devices=[device()], kernels=BIG_KERNELS,
-        copies=[{"kind": "HtoD", "count": 20, "bytes": 20 * 12 * 2**20, "total_us": 20_000.0, "pageable": False}],
+        copies=[{"kind": "HtoD", "count": 20, "bytes": 20 * 12 * 2**20, "total_us": 20_000.0, "host_memory": "pinned"}],
         syncs=[{"name": "cudaStreamSynchronize", "op": "aten::_local_scalar_dense", "count": 10,
                 "total_us": 500.0}],
         operators=[{"name": "Optimizer.step#AdamW.step", "calls": 10, "host_total_us": 20_000.0,
@@ -161,8 +161,8 @@ def test_dataloader_with_workers_below_the_cpus_raises_them_and_prefetch():
 def test_pageable_host_to_device_copies_fire_pin_memory():
     # 20 pageable H2D copies over 10 steps = 2 per step, 2 x 4 MiB in 2 x 1.2 ms = 2.4 ms of a 100 ms
     # step = 2.4%; the breakdown's exposed copy time is 3%, so the bound is min(2.4, 3) = 2.4%.
-    r = clean(copies=[{"kind": "Memcpy HtoD", "count": 20, "bytes": 20 * 4 * 2**20, "total_us": 24_000.0,
-                       "pageable": True}])
+    r = clean(copies=[{"kind": "HtoD", "count": 20, "bytes": 20 * 4 * 2**20, "total_us": 24_000.0,
+                       "host_memory": "pageable"}])
     r._data["average"].update(memcpy_us=3000.0, memcpy_pct=3.0)
     a = fired(r, "pin_memory")
     assert a["saving_bound_pct"] == 2.4 and a["confidence"] == "high"

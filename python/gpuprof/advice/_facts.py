@@ -35,19 +35,16 @@ def _text(row: dict, *keys: str) -> str:
 
 
 def _name(row: dict) -> str:
-    return _text(row, "name", "op", "operator", "kernel")
+    return _text(row, "name")
 
 
 def _calls(row: dict) -> float:
-    return _num(row, "calls", "count", "occurrences") or 0.0
+    # Kernel and operator rows count "calls", copy and sync rows "count".
+    return _num(row, "calls", "count") or 0.0
 
 
 def _total_us(row: dict) -> float:
-    v = _num(row, "total_us", "dur_us", "time_us", "device_total_us")
-    if v is None:
-        ns = _num(row, "total_ns", "dur_ns", "time_ns")
-        v = ns / 1000.0 if ns is not None else 0.0
-    return v
+    return _num(row, "total_us") or 0.0
 
 
 # ---- kernel name classes --------------------------------------------------------------------------
@@ -140,28 +137,16 @@ class Facts:
 
     @staticmethod
     def compute_capability(dev: dict) -> Optional[float]:
-        """7.0 for Volta, 8.0 for A100..., from "7.0", [7, 0], or computeMajor/Minor."""
-        cc = dev.get("compute_capability")
-        if isinstance(cc, str):
-            m = re.match(r"\s*(\d+)\.(\d+)", cc)
-            if m:
-                return int(m.group(1)) + int(m.group(2)) / 10.0
-        if isinstance(cc, (list, tuple)) and len(cc) == 2:
-            return int(cc[0]) + int(cc[1]) / 10.0
-        if isinstance(cc, (int, float)) and not isinstance(cc, bool):
-            return float(cc)
-        major, minor = dev.get("compute_major", dev.get("computeMajor")), dev.get("compute_minor",
-                                                                                  dev.get("computeMinor"))
-        if isinstance(major, int):
-            return major + (minor if isinstance(minor, int) else 0) / 10.0
-        return None
+        """7.0 for Volta, 8.0 for A100... from the report's "7.0"; None when unknown."""
+        m = re.match(r"\s*(\d+)\.(\d+)", str(dev.get("compute_capability") or ""))
+        return int(m.group(1)) + int(m.group(2)) / 10.0 if m else None
 
     @property
     def busy_devices(self) -> list[dict]:
         """Devices that ran kernels (utilization above 0, or kernel time when not given)."""
         out = []
         for d in self.devices:
-            util = _num(d, "utilization_pct", "gpu_utilization_pct")
+            util = _num(d, "utilization_pct")
             if util is None or util > 0:
                 out.append(d)
         return out
@@ -198,7 +183,7 @@ class Facts:
         """Kernel-time-weighted mean blocks per SM over the kernel table (None: not given)."""
         num = den = 0.0
         for k in self.kernels:
-            b = _num(k, "mean_blocks_per_sm", "blocks_per_sm")
+            b = _num(k, "mean_blocks_per_sm")
             t = _total_us(k)
             if b is not None and t > 0:
                 num += b * t
@@ -212,8 +197,8 @@ class Facts:
 
     def operator_time_us(self, row: dict) -> float:
         """An operator's own span (host or device, whichever is longer), total over the span."""
-        host = _num(row, "host_total_us", "cpu_total_us", "total_us") or 0.0
-        device = _num(row, "device_total_us", "cuda_total_us", "gpu_total_us") or 0.0
+        host = _num(row, "host_total_us") or 0.0
+        device = _num(row, "device_total_us") or 0.0
         return max(host, device)
 
     def operators_matching(self, pattern: re.Pattern) -> list[dict]:
@@ -230,25 +215,12 @@ class Facts:
 
     @staticmethod
     def copy_is_h2d(row: dict) -> bool:
-        kind = _text(row, "kind", "copy_kind", "name").lower().replace(" ", "")
-        return any(s in kind for s in ("htod", "h2d", "hosttodevice"))
+        return row.get("kind") == "HtoD"
 
     @staticmethod
     def copy_is_pageable(row: dict) -> Optional[bool]:
         """True/False when the row says which host memory the copy used, None when it does not."""
-        if isinstance(row.get("pageable"), bool):
-            return row["pageable"]
-        if isinstance(row.get("pinned"), bool):
-            return not row["pinned"]
-        for k in ("host_memory", "memory", "src_kind", "src_memory", "memory_kind"):
-            v = row.get(k)
-            if isinstance(v, str):
-                v = v.lower()
-                if "pageable" in v:
-                    return True
-                if "pinned" in v or "page-locked" in v or "pagelocked" in v:
-                    return False
-        return None
+        return {"pageable": True, "pinned": False}.get(row.get("host_memory"))
 
     @staticmethod
     def copy_total_us(row: dict) -> float:
@@ -256,7 +228,7 @@ class Facts:
 
     @staticmethod
     def copy_bytes(row: dict) -> float:
-        return _num(row, "bytes", "total_bytes") or 0.0
+        return _num(row, "bytes") or 0.0
 
     @staticmethod
     def copy_count(row: dict) -> float:
@@ -269,12 +241,12 @@ class Facts:
     @staticmethod
     def sync_op(row: dict) -> str:
         """The host op that made the sync ("" when made outside any op)."""
-        return _text(row, "op", "caused_by", "cause", "operator")
+        return _text(row, "op")
 
     @staticmethod
     def sync_kind(row: dict) -> str:
         """The runtime call (cudaStreamSynchronize...)."""
-        return _text(row, "name", "kind", "api", "call")
+        return _text(row, "name")
 
     @staticmethod
     def sync_count(row: dict) -> float:
@@ -290,14 +262,14 @@ class Facts:
         the host, is not device memory)."""
         gpu_rows = [r for r in section(self.data, "memory") if _num(r, "device") != -1]
         peaks = [_num(d, "peak_allocated_bytes") for d in self.devices]
-        peaks += [_num(r, "peak_allocated_bytes", "allocated_peak_bytes") for r in gpu_rows]
+        peaks += [_num(r, "peak_allocated_bytes") for r in gpu_rows]
         peaks = [p for p in peaks if p is not None and p > 0]   # 0: no allocator samples in the trace
         return max(peaks) if peaks else None
 
     @property
     def memory_total_bytes(self) -> Optional[float]:
-        totals = [_num(d, "memory_total_bytes", "total_memory_bytes") for d in self.devices]
-        totals += [_num(r, "capacity_bytes", "memory_total_bytes") for r in section(self.data, "memory")
+        totals = [_num(d, "memory_total_bytes") for d in self.devices]
+        totals += [_num(r, "capacity_bytes") for r in section(self.data, "memory")
                    if _num(r, "device") != -1]
         totals = [t for t in totals if t]
         return min(totals) if totals else None
@@ -305,18 +277,15 @@ class Facts:
     # ---- distributed ----------------------------------------------------------------------------
     @property
     def distributed(self) -> dict:
-        """``distributedInfo`` of an imported trace (backend, rank, world_size), {} when absent."""
-        for holder in (self.data, self.data.get("metadata") or {}):
-            for key in ("distributed", "distributedInfo", "distributed_info"):
-                v = holder.get(key)
-                if isinstance(v, str):
-                    try:
-                        v = json.loads(v)
-                    except ValueError:
-                        v = None
-                if isinstance(v, dict) and v:
-                    return v
-        return {}
+        """``distributedInfo`` of an imported trace (backend, rank, world_size), {} when absent.
+        The importer keeps it in the metadata as the JSON text the trace had."""
+        v = (self.data.get("metadata") or {}).get("distributedInfo")
+        if isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except ValueError:
+                return {}
+        return v if isinstance(v, dict) else {}
 
 
 def row_name(row: dict) -> str:
