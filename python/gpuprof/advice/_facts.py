@@ -1,10 +1,10 @@
-"""What the rules may know about a report, read tolerantly from its dict.
+"""What the rules may know about a report, read from its dict.
 
-Every rule reads the report through this one module, never through raw keys: the GPU sections
-(devices, kernels, operators, copies, syncs, memory) are written by other parts of gpuprof and
-their column names may grow aliases; adapting to a new name happens here, once. A section that is
-missing reads as empty and a number that is missing reads as None, so every rule can tell "not
-measured" from "zero".
+Every rule reads the report through this one module, never through raw keys, with the column names
+of the report's schema (docs/schema.md, docs/metrics.md): if a name changes, it changes here, once.
+A section that is missing reads as empty and a number that is missing reads as None, so every rule
+can tell "not measured" from "zero" (a CPU-only report, or one imported from an old trace, has only
+some sections).
 """
 
 from __future__ import annotations
