@@ -146,3 +146,29 @@ def test_failing_block_removes_the_reporter():
     assert not h.memory_reporter_installed()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         pass
+
+
+def test_text_and_markdown_reports_state_the_memory_in_a_sentence():
+    # Steps 0-2 on GPU 0 (capacity 80 GiB) peak at 10, 30 and 20 GiB (reserved 32 GiB): the line
+    # names step 1's 30 GiB, 38% of 80. Host RSS 1.0, 1.5, 1.25 GiB: +256 MiB from the first step to
+    # the last, peak 1.5 GiB in step 1.
+    GiB = 1 << 30
+    d = _real_cpu_report().to_dict()
+    d["memory"] = (
+        [{"step": s, "ts_ns": s, "device": 0, "peak_allocated_bytes": p * GiB, "peak_reserved_bytes": 32 * GiB,
+          "capacity_bytes": 80 * GiB, "peak_rss_bytes": None} for s, p in ((0, 10), (1, 30), (2, 20))]
+        + [{"step": s, "ts_ns": s, "device": -1, "peak_allocated_bytes": None, "peak_reserved_bytes": None,
+            "capacity_bytes": None, "peak_rss_bytes": int(p * GiB)} for s, p in ((0, 1.0), (1, 1.5), (2, 1.25))])
+    rep = gpuprof.Report.from_dict(d)
+    gpu_line = "GPU 0: peak allocated 30.0 GiB of 80.0 GiB (38%) in step 1, reserved 32.0 GiB"
+    host_line = "Host RSS: 1.0 GiB at step 0, 1.2 GiB at step 2 (+256.0 MiB), peak 1.5 GiB (step 1)"
+    for text in (rep.to_text(color=False), rep.to_markdown()):
+        assert gpu_line in text and host_line in text
+
+
+def _real_cpu_report():
+    with gpuprof.profile() as prof:
+        for _ in range(2):
+            torch.ones(1000).sum()
+            prof.step()
+    return prof.report()

@@ -71,6 +71,10 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
                      [":--"] + ["--:"] * len(fields))
         out.append("")
 
+    mem = sec.memory_lines(data)
+    if mem:
+        out += ["### Memory", ""] + [f"- {line}" for line in mem] + [""]
+
     items = sec.ranked_advice(data)
     if items:
         out += ["### Recommendations", ""]

@@ -222,3 +222,35 @@ def by_device(rows: list[dict]) -> list[tuple[Any, list[dict]]]:
     for r in rows:
         groups.setdefault(r.get("device", r.get("device_id")), []).append(r)
     return list(groups.items())
+
+
+# ---- memory -----------------------------------------------------------------------------------------
+def memory_lines(data: dict) -> list[str]:
+    """One line per GPU (its highest per-step peak, the step, against capacity) and one for the host
+    (resident set size at the first and last step, and its peak): the memory table in a sentence."""
+    lines = []
+    for device, rows in by_device(section(data, "memory")):
+        if device == -1:
+            rss = [(r.get("step"), r["peak_rss_bytes"]) for r in rows
+                   if isinstance(r.get("peak_rss_bytes"), (int, float))]
+            if rss:
+                (_, first), (_, last) = rss[0], rss[-1]
+                step, peak = max(rss, key=lambda x: x[1])
+                growth = last - first
+                lines.append(f"Host RSS: {fmt_bytes(first)} at step {rss[0][0]}, {fmt_bytes(last)} at step "
+                             f"{rss[-1][0]} ({'+' if growth >= 0 else '-'}{fmt_bytes(abs(growth))}), "
+                             f"peak {fmt_bytes(peak)} (step {step})")
+            continue
+        known = [r for r in rows if isinstance(r.get("peak_allocated_bytes"), (int, float))]
+        if not known:
+            continue
+        top = max(known, key=lambda r: r["peak_allocated_bytes"])
+        line = f"GPU {device}: peak allocated {fmt_bytes(top['peak_allocated_bytes'])}"
+        cap = top.get("capacity_bytes")
+        if isinstance(cap, (int, float)) and cap > 0:
+            line += f" of {fmt_bytes(cap)} ({100.0 * top['peak_allocated_bytes'] / cap:.0f}%)"
+        line += f" in step {top.get('step')}"
+        if isinstance(top.get("peak_reserved_bytes"), (int, float)):
+            line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
+        lines.append(line)
+    return lines

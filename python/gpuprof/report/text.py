@@ -153,6 +153,8 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
         console.print("No complete step was recorded.")
 
     _gpu_summary(console, sec.devices(data))
+    for line in sec.memory_lines(data):
+        console.print(line)
     for key, name in sec.TABLES[:2]:
         _table(console, name, sec.section(data, key), TOP_ROWS)
     _advice(console, data, TOP_ADVICE)
