@@ -2,10 +2,10 @@
 //
 // Buffer lifetime: CUPTI asks for a buffer (buffer_requested), fills it, and hands it back
 // (buffer_completed) on its own worker thread or inside cuptiActivityFlushAll. Completed buffers
-// are decoded at once into a staging Trace under one mutex, then returned to a free list, so the
-// number of buffers alive is bounded by max_buffers and no record outlives its buffer. A refused
-// request (every buffer in CUPTI's hands) makes CUPTI drop records, which it counts; we count the
-// refusals too.
+// are decoded at once into a staging Trace under one mutex, then returned to the BufferPool
+// (cupti_buffers.h), so the number of buffers alive is bounded by max_buffers and no record
+// outlives its buffer. A refused request (every buffer in CUPTI's hands) makes CUPTI drop records,
+// which it counts; we count the refusals too.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -20,6 +20,7 @@
 #include <set>
 #include <vector>
 
+#include "cupti_buffers.h"
 #include "cupti_decode.h"
 #include "cupti_library.h"
 #include "gpuprof/collector.h"
@@ -28,8 +29,6 @@
 
 namespace gpuprof::collect {
 namespace {
-
-constexpr size_t kRecordAlignment = 8;   // ACTIVITY_RECORD_ALIGNMENT
 
 const CUpti_ActivityKind kRequiredKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
 const CUpti_ActivityKind kOptionalKinds[] = {
@@ -53,7 +52,6 @@ struct Session {
   std::set<int> devices_seen;
   std::unique_ptr<cupti::ApiNames> names;
   GpuCounters counters;
-  std::vector<uint8_t*> free_buffers;
   NvmlSampler nvml;
 };
 
@@ -64,9 +62,10 @@ Session& session() {
 
 std::atomic<bool> g_correlating{false};
 std::atomic<int64_t> g_outstanding_pushes{0};   // external ids pushed and not yet popped, all threads
-std::atomic<size_t> g_buffer_bytes{size_t(4) << 20};
-std::atomic<size_t> g_max_buffers{32};
-std::atomic<uint64_t> g_buffers_in_use{0};
+cupti::BufferPool& buffer_pool() {
+  static cupti::BufferPool* pool = new cupti::BufferPool;   // leaked, as the session
+  return *pool;
+}
 CUptiResult (*g_push)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
 CUptiResult (*g_pop)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
 
@@ -111,31 +110,16 @@ uint64_t CUPTIAPI timestamp_ns() {
 void CUPTIAPI noop_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  Session& s = session();
-  *max_records = 0;
-  const size_t bytes = g_buffer_bytes.load(std::memory_order_relaxed);
-  if (g_buffers_in_use.load(std::memory_order_relaxed) >= g_max_buffers.load(std::memory_order_relaxed)) {
+  *max_records = 0;   // as many records as fit
+  *buffer = buffer_pool().acquire(size);
+  if (*buffer == nullptr) {
+    Session& s = session();
     std::lock_guard<std::mutex> lock(s.stage_mutex);
     ++s.counters.buffers_refused;
-    *buffer = nullptr;
-    *size = 0;
-    return;
   }
-  uint8_t* b = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(s.stage_mutex);
-    if (!s.free_buffers.empty()) {
-      b = s.free_buffers.back();
-      s.free_buffers.pop_back();
-    }
-  }
-  if (b == nullptr) b = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlignment, bytes));
-  if (b != nullptr) g_buffers_in_use.fetch_add(1, std::memory_order_relaxed);
-  *buffer = b;
-  *size = b != nullptr ? bytes : 0;
 }
 
-void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
                                size_t valid_bytes) {
   Session& s = session();
   const cupti::CuptiApi* api = s.api;
@@ -161,9 +145,8 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
     size_t dropped = 0;
     if (api != nullptr && api->cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS)
       s.counters.cupti_dropped += dropped;
-    s.free_buffers.push_back(buffer);
   }
-  g_buffers_in_use.fetch_sub(1, std::memory_order_relaxed);
+  buffer_pool().release(buffer, size);
 }
 
 std::vector<std::string> cuda_pci_bus_ids() {
@@ -271,8 +254,8 @@ GpuStatus gpu_start(const GpuConfig& config) {
   }
   s.config = config;
   s.status = GpuStatus();
-  g_buffer_bytes.store(std::max<size_t>(config.buffer_bytes, 64 << 10));
-  g_max_buffers.store(std::max<size_t>(config.max_buffers, 2));
+  buffer_pool().configure(std::max<size_t>(config.buffer_bytes, 64 << 10),
+                          std::max<size_t>(config.max_buffers, 2));
 
   const cupti::CudaDriver& drv = cupti::driver();
   if (!drv.ok) {
@@ -338,6 +321,7 @@ void gpu_release() {
     s.subscribed = false;
   }
   g_session_clock.store(false, std::memory_order_relaxed);
+  buffer_pool().trim();   // CUPTI has handed every buffer back (gpu_stop flushed)
 }
 
 bool gpu_enabled() { return g_correlating.load(std::memory_order_acquire); }
@@ -392,7 +376,7 @@ GpuCounters gpu_counters() {
   Session& s = session();
   std::lock_guard<std::mutex> stage(s.stage_mutex);
   GpuCounters c = s.counters;
-  c.buffers_in_use = g_buffers_in_use.load(std::memory_order_relaxed);
+  c.buffers_in_use = buffer_pool().in_use();
   return c;
 }
 
