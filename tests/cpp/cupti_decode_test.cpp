@@ -84,6 +84,8 @@ TEST(CuptiDecode, KernelCarriesLaunchGeometryRegistersSharedMemoryAndCorrelation
 TEST(CuptiDecode, UnmangledKernelNameIsKeptAndNullNameIsNamed) {
   auto k = zeroed<CUpti_ActivityKernel10>();
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 1'000;
+  k.end = 2'000;
   k.name = "ampere_sgemm_128x64_tn";
   Trace t;
   auto names = test_names();
@@ -348,6 +350,39 @@ TEST(CuptiDecode, UnusedKindsAreIgnoredAndUnfinishedRecordsGetZeroDuration) {
   EXPECT_EQ(t.events.at(0).dur_ns, 0);
 }
 
+TEST(CuptiDecode, DeviceRecordsWithoutStartTimeAreUntimedNotEventsAtTimeZero) {
+  // CUPTI leaves start and end at 0 when it could not time a kernel, copy or set (the header:
+  // "A value of 0 for both the start and end timestamps indicates that timestamp information could
+  // not be collected"), and a forced flush hands over records the device has not run yet. As an
+  // event at 0 ns such a record would sit at the clock's origin, before every step, stretch the
+  // trace's span to it and count a 0 us call in the kernel table: it is counted as dropped instead.
+  Trace t;
+  auto names = test_names();
+  auto k = zeroed<CUpti_ActivityKernel10>();
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.correlationId = 12;
+  k.name = "_Z11spin_kernelx";
+  EXPECT_EQ(decode_record(as_activity(&k), names, t).what, DecodeResult::What::Untimed);
+  auto m = zeroed<CUpti_ActivityMemcpy6>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.bytes = 4096;
+  EXPECT_EQ(decode_record(as_activity(&m), names, t).what, DecodeResult::What::Untimed);
+  auto s = zeroed<CUpti_ActivityMemset4>();
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.bytes = 4096;
+  EXPECT_EQ(decode_record(as_activity(&s), names, t).what, DecodeResult::What::Untimed);
+  EXPECT_TRUE(t.events.empty());
+  EXPECT_TRUE(t.kernels.empty());
+  EXPECT_TRUE(t.copies.empty());
+  // With a start time the same kernel is an event.
+  k.start = 2'000;
+  k.end = 3'000;
+  EXPECT_EQ(decode_record(as_activity(&k), names, t).what, DecodeResult::What::Event);
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].start_ns, 2'000);
+}
+
 TEST(CuptiDecode, VersionSuffixStripping) {
   EXPECT_EQ(strip_version_suffix("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
   EXPECT_EQ(strip_version_suffix("cuMemcpyHtoD_v2"), "cuMemcpyHtoD");
@@ -389,6 +424,7 @@ TEST(CuptiDecode, MergeAttributesDeviceWorkToTheHostOpThroughExternalCorrelation
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
   m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
   m.bytes = 8;
+  m.start = 90'000, m.end = 91'000;
   m.correlationId = 77;
   decode_record(as_activity(&m), names, staged);
   auto x = zeroed<CUpti_ActivityExternalCorrelation>();

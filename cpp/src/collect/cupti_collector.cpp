@@ -140,6 +140,8 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
         if (e.device >= 0) s.devices_seen.insert(e.device);
       } else if (r.what == cupti::DecodeResult::What::ExternalCorrelation) {
         s.external_ids[r.correlation] = r.external_id;
+      } else if (r.what == cupti::DecodeResult::What::Untimed) {
+        ++s.counters.untimed;
       }
     }
     size_t dropped = 0;
@@ -349,7 +351,7 @@ void gpu_drain(Trace& trace) {
     s.counters = GpuCounters();
     s.counters.buffers_in_use = in_use;
   }
-  staged.dropped_events = counters.cupti_dropped + counters.events_dropped;
+  staged.dropped_events = counters.cupti_dropped + counters.events_dropped + counters.untimed;
   const size_t first_gpu_event = trace.events.size();
   cupti::merge_decoded(trace, std::move(staged), external_ids);
   {
@@ -369,6 +371,7 @@ void gpu_drain(Trace& trace) {
     trace.metadata["cupti_records"] = std::to_string(counters.records);
     trace.metadata["cupti_dropped_records"] = std::to_string(counters.cupti_dropped);
     trace.metadata["cupti_buffers_refused"] = std::to_string(counters.buffers_refused);
+    trace.metadata["cupti_untimed_records"] = std::to_string(counters.untimed);
   }
 }
 

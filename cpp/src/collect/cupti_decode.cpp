@@ -143,6 +143,12 @@ Event& add(Trace& out, EventKind kind, std::string_view name, uint64_t start, ui
   return out.add(kind, name, int64_t(start), duration(start, end));
 }
 
+DecodeResult untimed() {
+  DecodeResult r;
+  r.what = DecodeResult::What::Untimed;
+  return r;
+}
+
 }  // namespace
 
 DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out) {
@@ -151,6 +157,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto& k = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
+      if (k.start == 0) return untimed();
       KernelInfo info;
       info.grid[0] = k.gridX, info.grid[1] = k.gridY, info.grid[2] = k.gridZ;
       info.block[0] = k.blockX, info.block[1] = k.blockY, info.block[2] = k.blockZ;
@@ -167,6 +174,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
+      if (m.start == 0) return untimed();
       CopyInfo info;
       info.bytes = int64_t(m.bytes);
       info.kind = copy_kind_of(m.copyKind);
@@ -190,6 +198,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
+      if (m.start == 0) return untimed();
       CopyInfo info;   // a set writes `bytes` into memory of kind `dst`
       info.bytes = int64_t(m.bytes);
       info.dst = memory_kind_of(uint8_t(m.memoryKind));

@@ -76,6 +76,10 @@ struct DecodeResult {
     Event,                 // an Event (and its KernelInfo / CopyInfo) was appended to `out`
     ExternalCorrelation,   // `correlation` was made inside the host op `external_id`
     Ignored,               // a kind we do not use, or a filtered state query
+    // A kernel, copy or set without a start time: CUPTI could not time it (its records carry 0
+    // then), or a forced flush handed it over before the device ran it. No event (at time 0 it
+    // would sit at the clock's origin, before every step); the collector counts it as dropped.
+    Untimed,
   };
   What what = What::Ignored;
   uint32_t correlation = 0;
