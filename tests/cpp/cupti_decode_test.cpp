@@ -151,6 +151,53 @@ TEST(CuptiDecode, PageableAndPinnedHostToDeviceCopiesAreTellable) {
   EXPECT_EQ(t.copies[1].src, MemoryKind::Pinned);
 }
 
+TEST(CuptiDecode, PeerToPeerCopiesComeAsMemcpy2RecordsWithTheirOwnLayout) {
+  // CUPTI reports copies between two GPUs only as CUPTI_ACTIVITY_KIND_MEMCPY2 records
+  // (CUpti_ActivityMemcpyPtoP4: src/dst device and context ids where Memcpy6 has
+  // runtimeCorrelationId), so reading them as MEMCPY records would take the wrong fields.
+  auto m = zeroed<CUpti_ActivityMemcpyPtoP4>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.bytes = 256ull << 20;
+  m.start = 10'000;
+  m.end = 10'000 + 5'000'000;
+  m.deviceId = 1;
+  m.srcDeviceId = 0;
+  m.dstDeviceId = 1;
+  m.streamId = 21;
+  m.correlationId = 4242;
+  Trace t;
+  auto names = test_names();
+  ASSERT_EQ(decode_record(as_activity(&m), names, t).what, DecodeResult::What::Event);
+  // The same copy reported as device-to-device between two GPUs is still peer to peer.
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+  decode_record(as_activity(&m), names, t);
+  // Within one GPU a DtoD stays DtoD.
+  m.srcDeviceId = 1;
+  decode_record(as_activity(&m), names, t);
+  ASSERT_EQ(t.events.size(), 3u);
+  const Event& e = t.events[0];
+  EXPECT_EQ(e.kind, EventKind::Memcpy);
+  EXPECT_EQ(t.name_of(e), "Memcpy PtoP (Device -> Device)");
+  EXPECT_EQ(e.start_ns, 10'000);
+  EXPECT_EQ(e.dur_ns, 5'000'000);
+  EXPECT_EQ(e.device, 1);
+  EXPECT_EQ(e.tid, 21u);
+  EXPECT_EQ(e.correlation, 4242u);
+  ASSERT_EQ(t.copies.size(), 3u);
+  EXPECT_EQ(t.copies[0].bytes, int64_t(256) << 20);
+  EXPECT_EQ(t.copies[0].kind, CopyKind::PtoP);
+  EXPECT_EQ(t.copies[1].kind, CopyKind::PtoP);
+  EXPECT_EQ(t.copies[2].kind, CopyKind::DtoD);
+  EXPECT_EQ(t.name_of(t.events[2]), "Memcpy DtoD (Device -> Device)");
+  // Untimed like the others.
+  m.start = 0;
+  m.end = 0;
+  EXPECT_EQ(decode_record(as_activity(&m), names, t).what, DecodeResult::What::Untimed);
+}
+
 TEST(CuptiDecode, CopyAndMemoryKindsMapOntoGpuprofKinds) {
   EXPECT_EQ(copy_kind_of(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH), CopyKind::DtoH);
   EXPECT_EQ(copy_kind_of(CUPTI_ACTIVITY_MEMCPY_KIND_ATOH), CopyKind::DtoH);

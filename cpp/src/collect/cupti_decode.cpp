@@ -196,6 +196,30 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       r.what = DecodeResult::What::Event;
       return r;
     }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      // Peer-to-peer copies come only as MEMCPY2 records (cupti_activity.h: "For peer to peer
+      // memory copy, use the kind CUPTI_ACTIVITY_KIND_MEMCPY2"), with their own layout.
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4&>(record);
+      if (m.start == 0) return untimed();
+      CopyInfo info;
+      info.bytes = int64_t(m.bytes);
+      info.kind = copy_kind_of(m.copyKind);
+      if (m.srcDeviceId != m.dstDeviceId && (info.kind == CopyKind::DtoD || info.kind == CopyKind::Unknown))
+        info.kind = CopyKind::PtoP;   // between two GPUs, whatever CUPTI calls the direction
+      info.src = memory_kind_of(m.srcKind);
+      info.dst = memory_kind_of(m.dstKind);
+      thread_local std::string name;
+      name.assign("Memcpy ").append(copy_kind_key(info.kind)).append(" (");
+      name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
+      Event& e = add(out, EventKind::Memcpy, name, m.start, m.end);
+      e.device = int16_t(m.deviceId);
+      e.tid = m.streamId;
+      e.correlation = m.correlationId;
+      e.aux = uint32_t(out.copies.size());
+      out.copies.push_back(info);
+      r.what = DecodeResult::What::Event;
+      return r;
+    }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
       if (m.start == 0) return untimed();

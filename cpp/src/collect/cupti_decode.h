@@ -3,7 +3,8 @@
 // built by hand from the CUPTI headers' structs.
 //
 // Record layouts are those of the CUPTI headers this file is compiled against (CUDA 13:
-// CUpti_ActivityKernel10, Memcpy6, Memset4, API, Synchronization2, Overhead3, ExternalCorrelation);
+// CUpti_ActivityKernel10, Memcpy6, MemcpyPtoP4, Memset4, API, Synchronization2, Overhead3,
+// ExternalCorrelation);
 // cupti_library.cpp refuses a libcupti of another major version for that reason.
 #pragma once
 
