@@ -393,7 +393,10 @@ void gpu_external_push(uint64_t external_id) {
     return;
   CorrelationStack& c = tl_corr;
   const uint32_t d = c.depth++;
-  if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_relaxed)) {
+  // Acquire: pairs with gpu_start's release store, so g_push (written before it) is seen set on
+  // every CPU, weakly ordered ones (Grace/aarch64) included. Only taken while CUPTI is on, where
+  // the push into CUPTI costs far more than the barrier.
+  if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_acquire)) {
     g_push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external_id);
     c.pushed |= uint64_t(1) << d;
     if (__builtin_expect(!c.thread_known, 0)) note_thread(c);
