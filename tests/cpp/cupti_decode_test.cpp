@@ -430,6 +430,26 @@ TEST(CuptiDecode, DeviceRecordsWithoutStartTimeAreUntimedNotEventsAtTimeZero) {
   EXPECT_EQ(t.events[0].start_ns, 2'000);
 }
 
+TEST(CuptiDecode, RecordsStampedOnCuptisRealtimeDefaultAreMovedOntoTheMonotonicClock) {
+  // A machine up for 2 days: CLOCK_MONOTONIC reads ~1.7e14 ns at drain, CLOCK_REALTIME ~1.76e18.
+  const int64_t now_mono = int64_t(2) * 86'400 * 1'000'000'000;
+  const int64_t real_minus_mono = int64_t(1'763'700'000) * 1'000'000'000 - now_mono;
+  Trace staged;
+  // A runtime call the callback stamped (monotonic), and the kernel it launched 5 us later that
+  // CUPTI converted with its realtime base.
+  staged.add(EventKind::Runtime, "cudaLaunchKernel", now_mono - 1'000'000, 4'000);
+  staged.add(EventKind::Kernel, "gemm", now_mono - 1'000'000 + 5'000 + real_minus_mono, 20'000);
+  // The last record of the span, made just before the drain read `now`: stays where it is.
+  staged.add(EventKind::Kernel, "relu", now_mono - 10, 5);
+  EXPECT_EQ(realign_realtime_stamped(staged, now_mono, real_minus_mono), 1u);
+  EXPECT_EQ(staged.events[0].start_ns, now_mono - 1'000'000);
+  EXPECT_EQ(staged.events[1].start_ns, now_mono - 1'000'000 + 5'000);   // after its launch, as it ran
+  EXPECT_EQ(staged.events[1].dur_ns, 20'000);                           // durations are clock-free
+  EXPECT_EQ(staged.events[2].start_ns, now_mono - 10);
+  // All on one clock already: nothing moves.
+  EXPECT_EQ(realign_realtime_stamped(staged, now_mono, real_minus_mono), 0u);
+}
+
 TEST(CuptiDecode, VersionSuffixStripping) {
   EXPECT_EQ(strip_version_suffix("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
   EXPECT_EQ(strip_version_suffix("cuMemcpyHtoD_v2"), "cuMemcpyHtoD");

@@ -101,6 +101,15 @@ using ExternalIds = std::unordered_map<uint32_t, uint64_t>;
 // device work they launched), which is how device time is attributed to operators.
 void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids);
 
+// One clock, checked: the collector registers a timestamp callback returning CLOCK_MONOTONIC
+// nanoseconds, but a record CUPTI stamped without it carries CUPTI's Linux default,
+// CLOCK_REALTIME (cupti_activity.h, cuptiActivityRegisterTimestampCallback); device records are
+// converted from GPU time with a base CUPTI may have set before the callback existed (a CUDA
+// context created before gpuprof started, as torch does). A monotonic timestamp is never later
+// than `now_ns` (read after every record was made), while a realtime one is decades later: events
+// more than an hour past `now_ns` are moved by -`realtime_minus_monotonic_ns`. Returns how many.
+size_t realign_realtime_stamped(Trace& staged, int64_t now_ns, int64_t realtime_minus_monotonic_ns);
+
 // CUPTI names the calling thread of API records by the low 32 bits of pthread_self() (Kineto
 // reads them the same way); host events carry the OS thread id (gettid). Rewrites Runtime, Driver
 // and thread-scoped Overhead events' tid through `os_tid_by_cupti_tid`; unknown ids stay as they are.
