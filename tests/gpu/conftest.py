@@ -1,7 +1,15 @@
 """tests/gpu: proofs that need an NVIDIA GPU. Every test here is marked `gpu` and is skipped, with
 the reason, on a machine without one (or where the validation kernels were not built)."""
 
+import os
+
 import pytest
+
+# Stock torch.profiler (Kineto) keeps CUPTI's single subscriber from its first use until the
+# process exits (it unsubscribes only with TEARDOWN_CUPTI=1), so every gpuprof test that runs after
+# a torch.profiler test in this session would find CUPTI taken and run host-only. Set before torch
+# is imported.
+os.environ.setdefault("TEARDOWN_CUPTI", "1")
 
 
 def _gpu_reason():

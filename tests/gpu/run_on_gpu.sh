@@ -7,6 +7,8 @@ set -u
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 PY=${PYTHON:-python3}
+# torch.profiler gives CUPTI back after its trace only with this (tests and benchmark alternate it with gpuprof)
+export TEARDOWN_CUPTI=${TEARDOWN_CUPTI:-1}
 echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"

@@ -27,7 +27,8 @@ def test_gpu_overhead_smoke_run_measures_all_three_conditions(tmp_path):
         assert 0 < row["p10_ms"] <= row["median_ms"] <= row["p90_ms"], name
     gp = doc["conditions"]["gpuprof"]
     assert gp["steps_recorded"] == [2]   # gpuprof's span covered exactly the measured steps
-    assert gp["gpu_collection"].startswith("off")   # no GPU here: host-side only, and it says so
+    assert gp["gpu_collection"][0].startswith("off")   # no GPU here: host-side only, and it says so
+    assert doc["gpuprof_gpu_collection_on_all_rounds"] is False
     assert gp["end_of_span_median_ms"] > 0
     assert doc["conditions"]["torch.profiler"]["end_of_span_median_ms"] > 0
     for name in ("gpuprof", "torch.profiler"):

@@ -176,7 +176,9 @@ bool enable(Session& s) {
       s.status.message =
           "another CUDA profiler already holds CUPTI in this process (torch.profiler, Nsight Systems "
           "or Nsight Compute: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); profiling host-side "
-          "only. Run gpuprof without the other profiler for GPU timings";
+          "only. Run gpuprof without the other profiler for GPU timings; torch.profiler keeps CUPTI "
+          "after its first use until the process exits unless TEARDOWN_CUPTI=1 is set in the "
+          "environment before torch starts";
       return false;
     }
     if (r != CUPTI_SUCCESS) {
