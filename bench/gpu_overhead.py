@@ -132,10 +132,19 @@ def cond_none(trainer: Trainer, warmup: int, steps: int) -> dict:
     return {"step_s": run_steps(trainer, warmup, steps, None), "end_of_span_s": 0.0}
 
 
-def cond_gpuprof(trainer: Trainer, warmup: int, steps: int) -> dict:
-    # A CUDA runtime call first: a torch.profiler round just before has released CUPTI only once
-    # Kineto sees one (TEARDOWN_CUPTI above), and gpuprof subscribes as the profile starts.
-    trainer.sync()
+def settle_cupti(trainer: Trainer) -> None:
+    """Lets a torch.profiler round that just ended give CUPTI back before gpuprof subscribes (as
+    the profile starts): Kineto's teardown (TEARDOWN_CUPTI above) is prepared on a thread of its
+    own and then runs inside the next CUDA runtime or driver call."""
+    if trainer.device.type != "cuda":
+        return
+    for _ in range(10):
+        trainer.sync()   # cudaDeviceSynchronize: a runtime call
+        time.sleep(0.01)
+
+
+def cond_gpuprof(trainer: Trainer, warmup: int, steps: int, retry: bool = True) -> dict:
+    settle_cupti(trainer)
     sched = gpuprof.schedule(wait=0, warmup=warmup, active=steps, repeat=1)
     with gpuprof.profile(schedule=sched) as prof:
         times = run_steps(trainer, warmup, steps, prof.step)
@@ -144,6 +153,9 @@ def cond_gpuprof(trainer: Trainer, warmup: int, steps: int) -> dict:
     report = prof.report()
     end = time.perf_counter() - t0
     md = report.to_dict()["metadata"]
+    if retry and "another CUDA profiler" in md.get("gpu_collection", ""):
+        # Kineto's teardown had not run yet: once more, after it has had its runtime calls.
+        return cond_gpuprof(trainer, warmup, steps, retry=False)
     return {"step_s": times, "end_of_span_s": end, "gpu_collection": md.get("gpu_collection", ""),
             "dropped": int(report.counts["dropped"]), "events": int(report.counts["events"]),
             "steps_recorded": int(report.counts["steps"])}
