@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -448,6 +449,31 @@ TEST(CuptiDecode, RecordsStampedOnCuptisRealtimeDefaultAreMovedOntoTheMonotonicC
   EXPECT_EQ(staged.events[2].start_ns, now_mono - 10);
   // All on one clock already: nothing moves.
   EXPECT_EQ(realign_realtime_stamped(staged, now_mono, real_minus_mono), 0u);
+}
+
+TEST(CuptiDecode, ApiCallsTheDecoderDropsAreTheOnesCuptiIsToldNotToRecord) {
+  // Exactly the decoder's filter: a record CUPTI is told not to make is one decode_record would
+  // have returned Ignored for, and no other (a kept call must never lose its record).
+  auto names = test_names();
+  const std::vector<uint32_t> runtime =
+      unused_api_cbids(names, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
+  EXPECT_EQ(runtime, std::vector<uint32_t>{CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020});
+  const std::vector<uint32_t> driver =
+      unused_api_cbids(names, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
+  EXPECT_EQ(driver.size(), size_t(CUPTI_DRIVER_TRACE_CBID_SIZE) - 2);   // all but the two work calls
+  for (uint32_t kept : {uint32_t(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel), uint32_t(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2)})
+    EXPECT_EQ(std::count(driver.begin(), driver.end(), kept), 0);
+  // And the decoder agrees, record by record.
+  Trace t;
+  for (uint32_t cbid : {uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020),
+                        uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)}) {
+    auto a = zeroed<CUpti_ActivityAPI>();
+    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a.cbid = cbid;
+    a.start = 1, a.end = 2;
+    const bool dropped = decode_record(as_activity(&a), names, t).what == DecodeResult::What::Ignored;
+    EXPECT_EQ(dropped, std::count(runtime.begin(), runtime.end(), cbid) == 1) << cbid;
+  }
 }
 
 TEST(CuptiDecode, VersionSuffixStripping) {

@@ -52,6 +52,8 @@ struct Session {
   cupti::ExternalIds external_ids;
   std::set<int> devices_seen;
   std::unique_ptr<cupti::ApiNames> names;
+  std::vector<uint32_t> unused_runtime_cbids;   // API records CUPTI is told not to make
+  std::vector<uint32_t> unused_driver_cbids;
   GpuCounters counters;
   NvmlSampler nvml;
 };
@@ -167,6 +169,22 @@ void set_kinds(Session& s, bool on) {
   for (CUpti_ActivityKind k : kRequiredKinds) apply(k);
 }
 
+// Tells CUPTI not to record the runtime and driver calls the decoder would drop anyway.
+void skip_unused_apis(Session& s) {
+  const cupti::CuptiApi& api = *s.api;
+  if (s.unused_runtime_cbids.empty() && s.unused_driver_cbids.empty()) {
+    std::lock_guard<std::mutex> lock(s.stage_mutex);   // ApiNames is shared with buffer_completed
+    s.unused_runtime_cbids =
+        cupti::unused_api_cbids(*s.names, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
+    s.unused_driver_cbids =
+        cupti::unused_api_cbids(*s.names, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
+  }
+  if (api.cuptiActivityEnableRuntimeApi != nullptr)
+    for (uint32_t cbid : s.unused_runtime_cbids) api.cuptiActivityEnableRuntimeApi(cbid, 0);
+  if (api.cuptiActivityEnableDriverApi != nullptr && s.config.driver_api)
+    for (uint32_t cbid : s.unused_driver_cbids) api.cuptiActivityEnableDriverApi(cbid, 0);
+}
+
 // Subscribes and turns the activities on; on failure leaves everything off and says why.
 bool enable(Session& s) {
   const cupti::CuptiApi& api = *s.api;
@@ -217,6 +235,7 @@ bool enable(Session& s) {
                                       std::to_string(int(k)) + " unavailable: " + api.describe(ok);
   }
   if (s.config.driver_api) api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+  skip_unused_apis(s);   // after the kinds: enabling RUNTIME / DRIVER resets the per-API switches
   if (!notes.empty()) s.status.message = notes;
   return true;
 }

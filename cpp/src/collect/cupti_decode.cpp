@@ -59,6 +59,16 @@ bool is_work_driver_api(std::string_view name) {
   return false;
 }
 
+std::vector<uint32_t> unused_api_cbids(ApiNames& names, CUpti_CallbackDomain domain, uint32_t count) {
+  std::vector<uint32_t> out;
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  for (uint32_t cbid = 0; cbid < count; ++cbid) {
+    const std::string& name = names.name(domain, cbid);
+    if (runtime ? is_state_query_runtime_api(name) : !is_work_driver_api(name)) out.push_back(cbid);
+  }
+  return out;
+}
+
 std::string demangle(const char* name) {
   if (name == nullptr) return "<unnamed kernel>";
   int status = 0;

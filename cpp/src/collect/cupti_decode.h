@@ -61,6 +61,12 @@ bool is_state_query_runtime_api(std::string_view name);
 // synchronisations); these are what a timeline needs beside the runtime calls.
 bool is_work_driver_api(std::string_view name);
 
+// The callback ids in [0, count) of `domain` whose records the decoder leaves out (runtime: state
+// queries; driver: everything but work), so that the collector can tell CUPTI not to record them
+// at all (cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi, CUPTI 12.5+), as Kineto
+// does for a few: a training step makes several such calls per op, each costing CUPTI a record.
+std::vector<uint32_t> unused_api_cbids(ApiNames& names, CUpti_CallbackDomain domain, uint32_t count);
+
 // "_Z10spin_kernelx" -> "spin_kernel(long long)"; names that are not mangled come back unchanged.
 std::string demangle(const char* name);
 
