@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -84,6 +85,8 @@ TEST(CuptiDecode, KernelCarriesLaunchGeometryRegistersSharedMemoryAndCorrelation
 TEST(CuptiDecode, UnmangledKernelNameIsKeptAndNullNameIsNamed) {
   auto k = zeroed<CUpti_ActivityKernel10>();
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = 1'000;
+  k.end = 2'000;
   k.name = "ampere_sgemm_128x64_tn";
   Trace t;
   auto names = test_names();
@@ -147,6 +150,53 @@ TEST(CuptiDecode, PageableAndPinnedHostToDeviceCopiesAreTellable) {
   EXPECT_EQ(t.events[1].aux, 1u);
   EXPECT_EQ(t.events[1].correlation, 901u);
   EXPECT_EQ(t.copies[1].src, MemoryKind::Pinned);
+}
+
+TEST(CuptiDecode, PeerToPeerCopiesComeAsMemcpy2RecordsWithTheirOwnLayout) {
+  // CUPTI reports copies between two GPUs only as CUPTI_ACTIVITY_KIND_MEMCPY2 records
+  // (CUpti_ActivityMemcpyPtoP4: src/dst device and context ids where Memcpy6 has
+  // runtimeCorrelationId), so reading them as MEMCPY records would take the wrong fields.
+  auto m = zeroed<CUpti_ActivityMemcpyPtoP4>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.bytes = 256ull << 20;
+  m.start = 10'000;
+  m.end = 10'000 + 5'000'000;
+  m.deviceId = 1;
+  m.srcDeviceId = 0;
+  m.dstDeviceId = 1;
+  m.streamId = 21;
+  m.correlationId = 4242;
+  Trace t;
+  auto names = test_names();
+  ASSERT_EQ(decode_record(as_activity(&m), names, t).what, DecodeResult::What::Event);
+  // The same copy reported as device-to-device between two GPUs is still peer to peer.
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+  decode_record(as_activity(&m), names, t);
+  // Within one GPU a DtoD stays DtoD.
+  m.srcDeviceId = 1;
+  decode_record(as_activity(&m), names, t);
+  ASSERT_EQ(t.events.size(), 3u);
+  const Event& e = t.events[0];
+  EXPECT_EQ(e.kind, EventKind::Memcpy);
+  EXPECT_EQ(t.name_of(e), "Memcpy PtoP (Device -> Device)");
+  EXPECT_EQ(e.start_ns, 10'000);
+  EXPECT_EQ(e.dur_ns, 5'000'000);
+  EXPECT_EQ(e.device, 1);
+  EXPECT_EQ(e.tid, 21u);
+  EXPECT_EQ(e.correlation, 4242u);
+  ASSERT_EQ(t.copies.size(), 3u);
+  EXPECT_EQ(t.copies[0].bytes, int64_t(256) << 20);
+  EXPECT_EQ(t.copies[0].kind, CopyKind::PtoP);
+  EXPECT_EQ(t.copies[1].kind, CopyKind::PtoP);
+  EXPECT_EQ(t.copies[2].kind, CopyKind::DtoD);
+  EXPECT_EQ(t.name_of(t.events[2]), "Memcpy DtoD (Device -> Device)");
+  // Untimed like the others.
+  m.start = 0;
+  m.end = 0;
+  EXPECT_EQ(decode_record(as_activity(&m), names, t).what, DecodeResult::What::Untimed);
 }
 
 TEST(CuptiDecode, CopyAndMemoryKindsMapOntoGpuprofKinds) {
@@ -348,6 +398,84 @@ TEST(CuptiDecode, UnusedKindsAreIgnoredAndUnfinishedRecordsGetZeroDuration) {
   EXPECT_EQ(t.events.at(0).dur_ns, 0);
 }
 
+TEST(CuptiDecode, DeviceRecordsWithoutStartTimeAreUntimedNotEventsAtTimeZero) {
+  // CUPTI leaves start and end at 0 when it could not time a kernel, copy or set (the header:
+  // "A value of 0 for both the start and end timestamps indicates that timestamp information could
+  // not be collected"), and a forced flush hands over records the device has not run yet. As an
+  // event at 0 ns such a record would sit at the clock's origin, before every step, stretch the
+  // trace's span to it and count a 0 us call in the kernel table: it is counted as dropped instead.
+  Trace t;
+  auto names = test_names();
+  auto k = zeroed<CUpti_ActivityKernel10>();
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.correlationId = 12;
+  k.name = "_Z11spin_kernelx";
+  EXPECT_EQ(decode_record(as_activity(&k), names, t).what, DecodeResult::What::Untimed);
+  auto m = zeroed<CUpti_ActivityMemcpy6>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.bytes = 4096;
+  EXPECT_EQ(decode_record(as_activity(&m), names, t).what, DecodeResult::What::Untimed);
+  auto s = zeroed<CUpti_ActivityMemset4>();
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.bytes = 4096;
+  EXPECT_EQ(decode_record(as_activity(&s), names, t).what, DecodeResult::What::Untimed);
+  EXPECT_TRUE(t.events.empty());
+  EXPECT_TRUE(t.kernels.empty());
+  EXPECT_TRUE(t.copies.empty());
+  // With a start time the same kernel is an event.
+  k.start = 2'000;
+  k.end = 3'000;
+  EXPECT_EQ(decode_record(as_activity(&k), names, t).what, DecodeResult::What::Event);
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].start_ns, 2'000);
+}
+
+TEST(CuptiDecode, RecordsStampedOnCuptisRealtimeDefaultAreMovedOntoTheMonotonicClock) {
+  // A machine up for 2 days: CLOCK_MONOTONIC reads ~1.7e14 ns at drain, CLOCK_REALTIME ~1.76e18.
+  const int64_t now_mono = int64_t(2) * 86'400 * 1'000'000'000;
+  const int64_t real_minus_mono = int64_t(1'763'700'000) * 1'000'000'000 - now_mono;
+  Trace staged;
+  // A runtime call the callback stamped (monotonic), and the kernel it launched 5 us later that
+  // CUPTI converted with its realtime base.
+  staged.add(EventKind::Runtime, "cudaLaunchKernel", now_mono - 1'000'000, 4'000);
+  staged.add(EventKind::Kernel, "gemm", now_mono - 1'000'000 + 5'000 + real_minus_mono, 20'000);
+  // The last record of the span, made just before the drain read `now`: stays where it is.
+  staged.add(EventKind::Kernel, "relu", now_mono - 10, 5);
+  EXPECT_EQ(realign_realtime_stamped(staged, now_mono, real_minus_mono), 1u);
+  EXPECT_EQ(staged.events[0].start_ns, now_mono - 1'000'000);
+  EXPECT_EQ(staged.events[1].start_ns, now_mono - 1'000'000 + 5'000);   // after its launch, as it ran
+  EXPECT_EQ(staged.events[1].dur_ns, 20'000);                           // durations are clock-free
+  EXPECT_EQ(staged.events[2].start_ns, now_mono - 10);
+  // All on one clock already: nothing moves.
+  EXPECT_EQ(realign_realtime_stamped(staged, now_mono, real_minus_mono), 0u);
+}
+
+TEST(CuptiDecode, ApiCallsTheDecoderDropsAreTheOnesCuptiIsToldNotToRecord) {
+  // Exactly the decoder's filter: a record CUPTI is told not to make is one decode_record would
+  // have returned Ignored for, and no other (a kept call must never lose its record).
+  auto names = test_names();
+  const std::vector<uint32_t> runtime =
+      unused_api_cbids(names, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
+  EXPECT_EQ(runtime, std::vector<uint32_t>{CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020});
+  const std::vector<uint32_t> driver =
+      unused_api_cbids(names, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
+  EXPECT_EQ(driver.size(), size_t(CUPTI_DRIVER_TRACE_CBID_SIZE) - 2);   // all but the two work calls
+  for (uint32_t kept : {uint32_t(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel), uint32_t(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2)})
+    EXPECT_EQ(std::count(driver.begin(), driver.end(), kept), 0);
+  // And the decoder agrees, record by record.
+  Trace t;
+  for (uint32_t cbid : {uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020),
+                        uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)}) {
+    auto a = zeroed<CUpti_ActivityAPI>();
+    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a.cbid = cbid;
+    a.start = 1, a.end = 2;
+    const bool dropped = decode_record(as_activity(&a), names, t).what == DecodeResult::What::Ignored;
+    EXPECT_EQ(dropped, std::count(runtime.begin(), runtime.end(), cbid) == 1) << cbid;
+  }
+}
+
 TEST(CuptiDecode, VersionSuffixStripping) {
   EXPECT_EQ(strip_version_suffix("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
   EXPECT_EQ(strip_version_suffix("cuMemcpyHtoD_v2"), "cuMemcpyHtoD");
@@ -389,6 +517,7 @@ TEST(CuptiDecode, MergeAttributesDeviceWorkToTheHostOpThroughExternalCorrelation
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
   m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
   m.bytes = 8;
+  m.start = 90'000, m.end = 91'000;
   m.correlationId = 77;
   decode_record(as_activity(&m), names, staged);
   auto x = zeroed<CUpti_ActivityExternalCorrelation>();

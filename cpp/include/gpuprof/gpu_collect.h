@@ -54,7 +54,8 @@ GpuStatus gpu_status();
 
 // Moves the staged records of the current epoch into `trace`: device and API events (with
 // KernelInfo / CopyInfo), external ids from external correlation, NVML samples, properties of the
-// devices used, and the dropped counts (ours and CUPTI's) into trace.dropped_events.
+// devices used, and the dropped counts (ours, CUPTI's, and device records CUPTI delivered without
+// timestamps) into trace.dropped_events.
 void gpu_drain(Trace& trace);
 
 struct GpuCounters {
@@ -63,6 +64,7 @@ struct GpuCounters {
   uint64_t cupti_dropped = 0;      // cuptiActivityGetNumDroppedRecords
   uint64_t buffers_refused = 0;    // buffer requests refused (max_buffers in use)
   uint64_t events_dropped = 0;     // decoded events over max_events
+  uint64_t untimed = 0;            // kernels, copies, sets CUPTI delivered without a start time
   uint64_t buffers_in_use = 0;
 };
 GpuCounters gpu_counters();

@@ -2,10 +2,10 @@
 //
 // Buffer lifetime: CUPTI asks for a buffer (buffer_requested), fills it, and hands it back
 // (buffer_completed) on its own worker thread or inside cuptiActivityFlushAll. Completed buffers
-// are decoded at once into a staging Trace under one mutex, then returned to a free list, so the
-// number of buffers alive is bounded by max_buffers and no record outlives its buffer. A refused
-// request (every buffer in CUPTI's hands) makes CUPTI drop records, which it counts; we count the
-// refusals too.
+// are decoded at once into a staging Trace under one mutex, then returned to the BufferPool
+// (cupti_buffers.h), so the number of buffers alive is bounded by max_buffers and no record
+// outlives its buffer. A refused request (every buffer in CUPTI's hands) makes CUPTI drop records,
+// which it counts; we count the refusals too.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -20,6 +20,7 @@
 #include <set>
 #include <vector>
 
+#include "cupti_buffers.h"
 #include "cupti_decode.h"
 #include "cupti_library.h"
 #include "gpuprof/collector.h"
@@ -29,11 +30,10 @@
 namespace gpuprof::collect {
 namespace {
 
-constexpr size_t kRecordAlignment = 8;   // ACTIVITY_RECORD_ALIGNMENT
-
 const CUpti_ActivityKind kRequiredKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
 const CUpti_ActivityKind kOptionalKinds[] = {
-    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMSET,          CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,   // MEMCPY2: peer-to-peer copies
+    CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_RUNTIME,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
@@ -52,8 +52,9 @@ struct Session {
   cupti::ExternalIds external_ids;
   std::set<int> devices_seen;
   std::unique_ptr<cupti::ApiNames> names;
+  std::vector<uint32_t> unused_runtime_cbids;   // API records CUPTI is told not to make
+  std::vector<uint32_t> unused_driver_cbids;
   GpuCounters counters;
-  std::vector<uint8_t*> free_buffers;
   NvmlSampler nvml;
 };
 
@@ -64,9 +65,10 @@ Session& session() {
 
 std::atomic<bool> g_correlating{false};
 std::atomic<int64_t> g_outstanding_pushes{0};   // external ids pushed and not yet popped, all threads
-std::atomic<size_t> g_buffer_bytes{size_t(4) << 20};
-std::atomic<size_t> g_max_buffers{32};
-std::atomic<uint64_t> g_buffers_in_use{0};
+cupti::BufferPool& buffer_pool() {
+  static cupti::BufferPool* pool = new cupti::BufferPool;   // leaked, as the session
+  return *pool;
+}
 CUptiResult (*g_push)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
 CUptiResult (*g_pop)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
 
@@ -111,31 +113,16 @@ uint64_t CUPTIAPI timestamp_ns() {
 void CUPTIAPI noop_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  Session& s = session();
-  *max_records = 0;
-  const size_t bytes = g_buffer_bytes.load(std::memory_order_relaxed);
-  if (g_buffers_in_use.load(std::memory_order_relaxed) >= g_max_buffers.load(std::memory_order_relaxed)) {
+  *max_records = 0;   // as many records as fit
+  *buffer = buffer_pool().acquire(size);
+  if (*buffer == nullptr) {
+    Session& s = session();
     std::lock_guard<std::mutex> lock(s.stage_mutex);
     ++s.counters.buffers_refused;
-    *buffer = nullptr;
-    *size = 0;
-    return;
   }
-  uint8_t* b = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(s.stage_mutex);
-    if (!s.free_buffers.empty()) {
-      b = s.free_buffers.back();
-      s.free_buffers.pop_back();
-    }
-  }
-  if (b == nullptr) b = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlignment, bytes));
-  if (b != nullptr) g_buffers_in_use.fetch_add(1, std::memory_order_relaxed);
-  *buffer = b;
-  *size = b != nullptr ? bytes : 0;
 }
 
-void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
                                size_t valid_bytes) {
   Session& s = session();
   const cupti::CuptiApi* api = s.api;
@@ -156,14 +143,15 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
         if (e.device >= 0) s.devices_seen.insert(e.device);
       } else if (r.what == cupti::DecodeResult::What::ExternalCorrelation) {
         s.external_ids[r.correlation] = r.external_id;
+      } else if (r.what == cupti::DecodeResult::What::Untimed) {
+        ++s.counters.untimed;
       }
     }
     size_t dropped = 0;
     if (api != nullptr && api->cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS)
       s.counters.cupti_dropped += dropped;
-    s.free_buffers.push_back(buffer);
   }
-  g_buffers_in_use.fetch_sub(1, std::memory_order_relaxed);
+  buffer_pool().release(buffer, size);
 }
 
 std::vector<std::string> cuda_pci_bus_ids() {
@@ -181,6 +169,22 @@ void set_kinds(Session& s, bool on) {
   for (CUpti_ActivityKind k : kRequiredKinds) apply(k);
 }
 
+// Tells CUPTI not to record the runtime and driver calls the decoder would drop anyway.
+void skip_unused_apis(Session& s) {
+  const cupti::CuptiApi& api = *s.api;
+  if (s.unused_runtime_cbids.empty() && s.unused_driver_cbids.empty()) {
+    std::lock_guard<std::mutex> lock(s.stage_mutex);   // ApiNames is shared with buffer_completed
+    s.unused_runtime_cbids =
+        cupti::unused_api_cbids(*s.names, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
+    s.unused_driver_cbids =
+        cupti::unused_api_cbids(*s.names, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
+  }
+  if (api.cuptiActivityEnableRuntimeApi != nullptr)
+    for (uint32_t cbid : s.unused_runtime_cbids) api.cuptiActivityEnableRuntimeApi(cbid, 0);
+  if (api.cuptiActivityEnableDriverApi != nullptr && s.config.driver_api)
+    for (uint32_t cbid : s.unused_driver_cbids) api.cuptiActivityEnableDriverApi(cbid, 0);
+}
+
 // Subscribes and turns the activities on; on failure leaves everything off and says why.
 bool enable(Session& s) {
   const cupti::CuptiApi& api = *s.api;
@@ -190,7 +194,9 @@ bool enable(Session& s) {
       s.status.message =
           "another CUDA profiler already holds CUPTI in this process (torch.profiler, Nsight Systems "
           "or Nsight Compute: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); profiling host-side "
-          "only. Run gpuprof without the other profiler for GPU timings";
+          "only. Run gpuprof without the other profiler for GPU timings; torch.profiler keeps CUPTI "
+          "after its first use until the process exits unless TEARDOWN_CUPTI=1 is set in the "
+          "environment before torch starts";
       return false;
     }
     if (r != CUPTI_SUCCESS) {
@@ -229,6 +235,7 @@ bool enable(Session& s) {
                                       std::to_string(int(k)) + " unavailable: " + api.describe(ok);
   }
   if (s.config.driver_api) api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+  skip_unused_apis(s);   // after the kinds: enabling RUNTIME / DRIVER resets the per-API switches
   if (!notes.empty()) s.status.message = notes;
   return true;
 }
@@ -271,8 +278,8 @@ GpuStatus gpu_start(const GpuConfig& config) {
   }
   s.config = config;
   s.status = GpuStatus();
-  g_buffer_bytes.store(std::max<size_t>(config.buffer_bytes, 64 << 10));
-  g_max_buffers.store(std::max<size_t>(config.max_buffers, 2));
+  buffer_pool().configure(std::max<size_t>(config.buffer_bytes, 64 << 10),
+                          std::max<size_t>(config.max_buffers, 2));
 
   const cupti::CudaDriver& drv = cupti::driver();
   if (!drv.ok) {
@@ -338,6 +345,7 @@ void gpu_release() {
     s.subscribed = false;
   }
   g_session_clock.store(false, std::memory_order_relaxed);
+  buffer_pool().trim();   // CUPTI has handed every buffer back (gpu_stop flushed)
 }
 
 bool gpu_enabled() { return g_correlating.load(std::memory_order_acquire); }
@@ -365,7 +373,13 @@ void gpu_drain(Trace& trace) {
     s.counters = GpuCounters();
     s.counters.buffers_in_use = in_use;
   }
-  staged.dropped_events = counters.cupti_dropped + counters.events_dropped;
+  staged.dropped_events = counters.cupti_dropped + counters.events_dropped + counters.untimed;
+  timespec real, mono;
+  clock_gettime(CLOCK_REALTIME, &real);
+  clock_gettime(CLOCK_MONOTONIC, &mono);   // now_ns()'s clock
+  const int64_t real_minus_mono = (int64_t(real.tv_sec) - int64_t(mono.tv_sec)) * 1'000'000'000 +
+                                  (int64_t(real.tv_nsec) - int64_t(mono.tv_nsec));
+  const size_t realigned = cupti::realign_realtime_stamped(staged, now_ns(), real_minus_mono);
   const size_t first_gpu_event = trace.events.size();
   cupti::merge_decoded(trace, std::move(staged), external_ids);
   {
@@ -385,6 +399,9 @@ void gpu_drain(Trace& trace) {
     trace.metadata["cupti_records"] = std::to_string(counters.records);
     trace.metadata["cupti_dropped_records"] = std::to_string(counters.cupti_dropped);
     trace.metadata["cupti_buffers_refused"] = std::to_string(counters.buffers_refused);
+    trace.metadata["cupti_untimed_records"] = std::to_string(counters.untimed);
+    if (realigned > 0)   // the timestamp callback did not reach these: worth knowing on a new setup
+      trace.metadata["cupti_realtime_records_realigned"] = std::to_string(realigned);
   }
 }
 
@@ -392,7 +409,7 @@ GpuCounters gpu_counters() {
   Session& s = session();
   std::lock_guard<std::mutex> stage(s.stage_mutex);
   GpuCounters c = s.counters;
-  c.buffers_in_use = g_buffers_in_use.load(std::memory_order_relaxed);
+  c.buffers_in_use = buffer_pool().in_use();
   return c;
 }
 
@@ -405,7 +422,10 @@ void gpu_external_push(uint64_t external_id) {
     return;
   CorrelationStack& c = tl_corr;
   const uint32_t d = c.depth++;
-  if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_relaxed)) {
+  // Acquire: pairs with gpu_start's release store, so g_push (written before it) is seen set on
+  // every CPU, weakly ordered ones (Grace/aarch64) included. Only taken while CUPTI is on, where
+  // the push into CUPTI costs far more than the barrier.
+  if (d < 64 && external_id != 0 && g_correlating.load(std::memory_order_acquire)) {
     g_push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, external_id);
     c.pushed |= uint64_t(1) << d;
     if (__builtin_expect(!c.thread_known, 0)) note_thread(c);

@@ -59,6 +59,16 @@ bool is_work_driver_api(std::string_view name) {
   return false;
 }
 
+std::vector<uint32_t> unused_api_cbids(ApiNames& names, CUpti_CallbackDomain domain, uint32_t count) {
+  std::vector<uint32_t> out;
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  for (uint32_t cbid = 0; cbid < count; ++cbid) {
+    const std::string& name = names.name(domain, cbid);
+    if (runtime ? is_state_query_runtime_api(name) : !is_work_driver_api(name)) out.push_back(cbid);
+  }
+  return out;
+}
+
 std::string demangle(const char* name) {
   if (name == nullptr) return "<unnamed kernel>";
   int status = 0;
@@ -143,6 +153,12 @@ Event& add(Trace& out, EventKind kind, std::string_view name, uint64_t start, ui
   return out.add(kind, name, int64_t(start), duration(start, end));
 }
 
+DecodeResult untimed() {
+  DecodeResult r;
+  r.what = DecodeResult::What::Untimed;
+  return r;
+}
+
 }  // namespace
 
 DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out) {
@@ -151,6 +167,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto& k = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
+      if (k.start == 0) return untimed();
       KernelInfo info;
       info.grid[0] = k.gridX, info.grid[1] = k.gridY, info.grid[2] = k.gridZ;
       info.block[0] = k.blockX, info.block[1] = k.blockY, info.block[2] = k.blockZ;
@@ -167,6 +184,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
+      if (m.start == 0) return untimed();
       CopyInfo info;
       info.bytes = int64_t(m.bytes);
       info.kind = copy_kind_of(m.copyKind);
@@ -188,8 +206,33 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       r.what = DecodeResult::What::Event;
       return r;
     }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      // Peer-to-peer copies come only as MEMCPY2 records (cupti_activity.h: "For peer to peer
+      // memory copy, use the kind CUPTI_ACTIVITY_KIND_MEMCPY2"), with their own layout.
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4&>(record);
+      if (m.start == 0) return untimed();
+      CopyInfo info;
+      info.bytes = int64_t(m.bytes);
+      info.kind = copy_kind_of(m.copyKind);
+      if (m.srcDeviceId != m.dstDeviceId && (info.kind == CopyKind::DtoD || info.kind == CopyKind::Unknown))
+        info.kind = CopyKind::PtoP;   // between two GPUs, whatever CUPTI calls the direction
+      info.src = memory_kind_of(m.srcKind);
+      info.dst = memory_kind_of(m.dstKind);
+      thread_local std::string name;
+      name.assign("Memcpy ").append(copy_kind_key(info.kind)).append(" (");
+      name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
+      Event& e = add(out, EventKind::Memcpy, name, m.start, m.end);
+      e.device = int16_t(m.deviceId);
+      e.tid = m.streamId;
+      e.correlation = m.correlationId;
+      e.aux = uint32_t(out.copies.size());
+      out.copies.push_back(info);
+      r.what = DecodeResult::What::Event;
+      return r;
+    }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
+      if (m.start == 0) return untimed();
       CopyInfo info;   // a set writes `bytes` into memory of kind `dst`
       info.bytes = int64_t(m.bytes);
       info.dst = memory_kind_of(uint8_t(m.memoryKind));
@@ -274,6 +317,18 @@ void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids)
   }
   into.dropped_events += staged.dropped_events;
   staged = Trace();
+}
+
+size_t realign_realtime_stamped(Trace& staged, int64_t now_ns, int64_t realtime_minus_monotonic_ns) {
+  constexpr int64_t kHour = int64_t(3600) * 1'000'000'000;
+  size_t moved = 0;
+  for (Event& e : staged.events) {
+    if (e.start_ns > now_ns + kHour) {
+      e.start_ns -= realtime_minus_monotonic_ns;
+      ++moved;
+    }
+  }
+  return moved;
 }
 
 void map_api_threads(Trace& trace, const std::unordered_map<uint32_t, uint32_t>& os_tid_by_cupti_tid,

@@ -3,7 +3,8 @@
 // built by hand from the CUPTI headers' structs.
 //
 // Record layouts are those of the CUPTI headers this file is compiled against (CUDA 13:
-// CUpti_ActivityKernel10, Memcpy6, Memset4, API, Synchronization2, Overhead3, ExternalCorrelation);
+// CUpti_ActivityKernel10, Memcpy6, MemcpyPtoP4, Memset4, API, Synchronization2, Overhead3,
+// ExternalCorrelation);
 // cupti_library.cpp refuses a libcupti of another major version for that reason.
 #pragma once
 
@@ -60,6 +61,12 @@ bool is_state_query_runtime_api(std::string_view name);
 // synchronisations); these are what a timeline needs beside the runtime calls.
 bool is_work_driver_api(std::string_view name);
 
+// The callback ids in [0, count) of `domain` whose records the decoder leaves out (runtime: state
+// queries; driver: everything but work), so that the collector can tell CUPTI not to record them
+// at all (cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi, CUPTI 12.5+), as Kineto
+// does for a few: a training step makes several such calls per op, each costing CUPTI a record.
+std::vector<uint32_t> unused_api_cbids(ApiNames& names, CUpti_CallbackDomain domain, uint32_t count);
+
 // "_Z10spin_kernelx" -> "spin_kernel(long long)"; names that are not mangled come back unchanged.
 std::string demangle(const char* name);
 
@@ -76,6 +83,10 @@ struct DecodeResult {
     Event,                 // an Event (and its KernelInfo / CopyInfo) was appended to `out`
     ExternalCorrelation,   // `correlation` was made inside the host op `external_id`
     Ignored,               // a kind we do not use, or a filtered state query
+    // A kernel, copy or set without a start time: CUPTI could not time it (its records carry 0
+    // then), or a forced flush handed it over before the device ran it. No event (at time 0 it
+    // would sit at the clock's origin, before every step); the collector counts it as dropped.
+    Untimed,
   };
   What what = What::Ignored;
   uint32_t correlation = 0;
@@ -95,6 +106,15 @@ using ExternalIds = std::unordered_map<uint32_t, uint64_t>;
 // `external_ids` gets that host op's id as Event::external_id (runtime and driver calls and the
 // device work they launched), which is how device time is attributed to operators.
 void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids);
+
+// One clock, checked: the collector registers a timestamp callback returning CLOCK_MONOTONIC
+// nanoseconds, but a record CUPTI stamped without it carries CUPTI's Linux default,
+// CLOCK_REALTIME (cupti_activity.h, cuptiActivityRegisterTimestampCallback); device records are
+// converted from GPU time with a base CUPTI may have set before the callback existed (a CUDA
+// context created before gpuprof started, as torch does). A monotonic timestamp is never later
+// than `now_ns` (read after every record was made), while a realtime one is decades later: events
+// more than an hour past `now_ns` are moved by -`realtime_minus_monotonic_ns`. Returns how many.
+size_t realign_realtime_stamped(Trace& staged, int64_t now_ns, int64_t realtime_minus_monotonic_ns);
 
 // CUPTI names the calling thread of API records by the low 32 bits of pthread_self() (Kineto
 // reads them the same way); host events carry the OS thread id (gettid). Rewrites Runtime, Driver

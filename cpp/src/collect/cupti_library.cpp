@@ -190,6 +190,9 @@ const CuptiApi& cupti(const std::vector<std::string>& extra_dirs) {
   resolve(lib, "cuptiActivityFlushAll", api->cuptiActivityFlushAll, missing);
   resolve(lib, "cuptiActivityPushExternalCorrelationId", api->cuptiActivityPushExternalCorrelationId, missing);
   resolve(lib, "cuptiActivityPopExternalCorrelationId", api->cuptiActivityPopExternalCorrelationId, missing);
+  std::string optional;
+  resolve(lib, "cuptiActivityEnableRuntimeApi", api->cuptiActivityEnableRuntimeApi, optional);
+  resolve(lib, "cuptiActivityEnableDriverApi", api->cuptiActivityEnableDriverApi, optional);
   if (!missing.empty()) {
     api->error = api->path + " lacks " + missing + " (a CUPTI older than CUDA " +
                  std::to_string(kCompiledMajor) + "?); set GPUPROF_CUPTI to a CUDA " +

@@ -56,6 +56,9 @@ struct CuptiApi {
   CUptiResult (*cuptiActivityFlushAll)(uint32_t) = nullptr;
   CUptiResult (*cuptiActivityPushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
   CUptiResult (*cuptiActivityPopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
+  // Optional (CUPTI 12.5+; nullptr when absent): per-API record switches.
+  CUptiResult (*cuptiActivityEnableRuntimeApi)(CUpti_CallbackId, uint8_t) = nullptr;
+  CUptiResult (*cuptiActivityEnableDriverApi)(CUpti_CallbackId, uint8_t) = nullptr;
 
   // "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (...)" for messages.
   std::string describe(CUptiResult r) const;

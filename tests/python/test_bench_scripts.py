@@ -1,0 +1,47 @@
+"""The benchmark scripts run end to end (on the CPU here; their figures are taken on a GPU with
+tests/gpu/run_on_gpu.sh). No timing is asserted: only that every condition ran and was measured."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_overhead_smoke_run_measures_all_three_conditions(tmp_path):
+    out = tmp_path / "gpu_overhead.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_overhead.py"), "--device", "cpu", "--steps", "2",
+         "--rounds", "1", "--batch", "2", "--image-size", "32", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SMOKE RUN" in proc.stdout   # CPU figures are never presented as the GPU result
+    doc = json.loads(out.read_text())
+    assert doc["smoke"] is True
+    assert set(doc["conditions"]) == {"none", "gpuprof", "torch.profiler"}
+    for name, row in doc["conditions"].items():
+        assert row["steps"] == 2, name                       # 2 measured steps x 1 round
+        assert 0 < row["p10_ms"] <= row["median_ms"] <= row["p90_ms"], name
+    gp = doc["conditions"]["gpuprof"]
+    assert gp["steps_recorded"] == [2]   # gpuprof's span covered exactly the measured steps
+    assert gp["gpu_collection"][0].startswith("off")   # no GPU here: host-side only, and it says so
+    assert doc["gpuprof_gpu_collection_on_all_rounds"] is False
+    assert gp["end_of_span_median_ms"] > 0
+    assert doc["conditions"]["torch.profiler"]["end_of_span_median_ms"] > 0
+    for name in ("gpuprof", "torch.profiler"):
+        assert isinstance(doc["conditions"][name]["overhead_pct"], float)
+    assert "ratio_gpuprof_to_torch" in doc and "meets_under_3pct" in doc
+
+
+def test_gpu_overhead_without_a_gpu_says_so_and_exits_2(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the real benchmark runs from tests/gpu/run_on_gpu.sh")
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_overhead.py"), "--device", "cuda"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--device cpu" in proc.stderr
