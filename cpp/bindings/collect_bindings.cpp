@@ -64,6 +64,7 @@ void bind_collect(py::module_& m) {
     d["buffers_refused"] = c.buffers_refused;
     d["events_dropped"] = c.events_dropped;
     d["buffers_in_use"] = c.buffers_in_use;
+    d["untimed"] = c.untimed;   // device records CUPTI delivered without a start time: dropped
     return d;
   });
   m.def("nvtx_push", [](const std::string& name) { collect::nvtx_push(name.c_str()); }, py::arg("name"));

@@ -55,6 +55,21 @@ def other_profiler_active() -> Optional[str]:
     return None
 
 
+def _kineto_releasing_cupti(message: str) -> bool:
+    """True (after one torch.cuda.synchronize()) where CUPTI is held by a torch.profiler that was
+    told to give it back (TEARDOWN_CUPTI=1) and a CUDA call may complete the hand-over."""
+    torch = sys.modules.get("torch")
+    if "MULTIPLE_SUBSCRIBERS" not in message or os.environ.get("TEARDOWN_CUPTI") != "1":
+        return False
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return False
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # a failing device must not break host profiling
+        return False
+
+
 def _cuda_expected() -> bool:
     torch = sys.modules.get("torch")
     try:
@@ -122,6 +137,11 @@ class GpuCollection:
             self.status = {"enabled": False, "message": reason}
         else:
             self.status = _core.gpu_start(cupti_search_dirs(), max_events=self.max_events)
+            if not self.status["enabled"] and _kineto_releasing_cupti(self.status.get("message", "")):
+                # With TEARDOWN_CUPTI=1, torch.profiler gives CUPTI back only inside the next CUDA
+                # call after it stopped: make one, then ask again (only on this failure path).
+                _core.gpu_stop()
+                self.status = _core.gpu_start(cupti_search_dirs(), max_events=self.max_events)
             self._started = True
         if not self.status["enabled"] and not self._warned and _cuda_expected():
             # One line, once per session, only where the user has a GPU and expects its timings.
