@@ -17,6 +17,7 @@ py::dict status_dict(const collect::GpuStatus& s) {
   d["message"] = s.message;
   d["cupti_library"] = s.cupti_library;
   d["cupti_version"] = s.cupti_version;
+  d["nvtx_markers"] = s.nvtx_markers;   // CUPTI's NVTX marker activity is on
   d["nvml"] = s.nvml;
   d["nvml_message"] = s.nvml_message;
   return d;
@@ -65,8 +66,23 @@ void bind_collect(py::module_& m) {
     d["events_dropped"] = c.events_dropped;
     d["buffers_in_use"] = c.buffers_in_use;
     d["untimed"] = c.untimed;   // device records CUPTI delivered without a start time: dropped
+    d["nvtx_unclosed"] = c.nvtx_unclosed;   // NVTX ranges still open at a span's end: dropped
     return d;
   });
+  m.def(
+      "cupti_library_path",
+      [](std::vector<std::string> search_dirs) {
+        std::string why;
+        std::string path;
+        {
+          py::gil_scoped_release release;
+          path = collect::cupti_library_path(search_dirs, why);
+        }
+        return py::make_tuple(path, why);
+      },
+      py::arg("search_dirs") = std::vector<std::string>{},
+      "(path, why): the libcupti GPU collection loads (loaded now if it was not), or ('', reason). "
+      "NVTX_INJECTION64_PATH must name it for CUPTI to see the process's NVTX ranges.");
   m.def("nvtx_push", [](const std::string& name) { collect::nvtx_push(name.c_str()); }, py::arg("name"));
   m.def("nvtx_pop", &collect::nvtx_pop);
 

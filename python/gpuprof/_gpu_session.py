@@ -4,6 +4,13 @@
 outside active steps, release when the session ends. When GPU collection cannot run (no driver, no
 CUPTI, insufficient privileges, another profiler holding CUPTI) the span is profiled host-side only
 and the report says why, in one line.
+
+The user's own NVTX ranges reach CUPTI only when libcupti is the process's NVTX injection library
+(``NVTX_INJECTION64_PATH``), which each NVTX-using library looks up once, at its first NVTX call.
+``GpuCollection.start`` sets it to the libcupti gpuprof loaded when it is not set already (never
+overriding another tool's, e.g. Nsight Systems'), and unsets it again at release. Libraries that made
+their first NVTX call before that were initialised without it: setting the variable before Python
+starts (``nvtx_injection_path()`` gives the value) covers them too.
 """
 
 from __future__ import annotations
@@ -40,6 +47,28 @@ def cupti_search_dirs() -> list[str]:
         if os.path.isdir(d):
             dirs.append(d)
     return dirs
+
+
+NVTX_INJECTION_ENV = "NVTX_INJECTION64_PATH"
+
+
+def nvtx_injection_path() -> str:
+    """The libcupti that GPU collection uses: the value for ``NVTX_INJECTION64_PATH`` so that CUPTI
+    sees every NVTX range of the process. Raises RuntimeError (with the reason) where there is none.
+
+    ``export NVTX_INJECTION64_PATH=$(python -c "from gpuprof._gpu_session import nvtx_injection_path; print(nvtx_injection_path())")``
+    """
+    path, why = _core.cupti_library_path(cupti_search_dirs())
+    if not path:
+        raise RuntimeError(f"no usable libcupti for NVTX injection: {why}")
+    return path
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a == b
 
 
 def other_profiler_active() -> Optional[str]:
@@ -124,6 +153,7 @@ class GpuCollection:
                              if not wanted else "not started"}
         self._warned = False
         self._started = False
+        self._injected: Optional[str] = None   # the NVTX_INJECTION64_PATH value this session set
 
     def start(self) -> None:
         """At the start of an active span (and when warmup ends: a new epoch)."""
@@ -143,10 +173,33 @@ class GpuCollection:
                 _core.gpu_stop()
                 self.status = _core.gpu_start(cupti_search_dirs(), max_events=self.max_events)
             self._started = True
+            if self.status.get("enabled"):
+                self.status["nvtx"] = self._nvtx_injection()
         if not self.status["enabled"] and not self._warned and _cuda_expected():
             # One line, once per session, only where the user has a GPU and expects its timings.
             log.warning("gpuprof: GPU collection off: %s", self.status["message"])
             self._warned = True
+
+    def _nvtx_injection(self) -> str:
+        """Makes libcupti the NVTX injection library where no tool is set (before gpuprof's own first
+        NVTX call of the session: profile starts GPU collection before the step's range), and says
+        in one line whether the user's NVTX ranges are collected."""
+        library = self.status.get("cupti_library", "")
+        if not self.status.get("nvtx_markers"):
+            return "off: CUPTI's NVTX marker activity is unavailable (see gpu_collection_notes)"
+        current = os.environ.get(NVTX_INJECTION_ENV, "")
+        if not current and library:
+            os.environ[NVTX_INJECTION_ENV] = library
+            self._injected = library
+            current = library
+        if self._injected is not None and current == self._injected:
+            return (f"on, for libraries whose first NVTX call came after the session started "
+                    f"(gpuprof set {NVTX_INJECTION_ENV}; set it before starting Python to collect "
+                    f"every library's ranges)")
+        if current and library and _same_file(current, library):
+            return f"on ({NVTX_INJECTION_ENV} names gpuprof's libcupti)"
+        return (f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({current}), which receives the "
+                f"NVTX ranges")
 
     def stop(self) -> None:
         if self._started:
@@ -174,6 +227,8 @@ class GpuCollection:
             md["gpu_collection"] = f"on (CUPTI {self.status['cupti_version']}: {self.status['cupti_library']})"
             if self.status.get("message"):
                 md["gpu_collection_notes"] = self.status["message"]
+            if self.status.get("nvtx"):
+                md["nvtx_ranges"] = self.status["nvtx"]
         else:
             md["gpu_collection"] = f"off: {self.status.get('message', '')}"
         if self.wanted and not self.status.get("nvml") and self.status.get("nvml_message"):
@@ -184,3 +239,9 @@ class GpuCollection:
         if self._started:
             _core.gpu_release()
             self._started = False
+        if self._injected is not None:
+            # Processes started after the session must not inherit an injection nobody asked for.
+            # Libraries already initialised with it keep it (NVTX reads the variable once).
+            if os.environ.get(NVTX_INJECTION_ENV) == self._injected:
+                del os.environ[NVTX_INJECTION_ENV]
+            self._injected = None

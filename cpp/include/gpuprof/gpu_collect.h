@@ -34,6 +34,8 @@ struct GpuStatus {
   std::string message;         // why not (one line a user can act on), or notes; "" when all is well
   std::string cupti_library;   // the libcupti that was loaded
   uint32_t cupti_version = 0;  // cuptiGetVersion()
+  bool nvtx_markers = false;   // CUPTI's NVTX marker activity is on (records come only where
+                               // libcupti is the NVTX injection library: NVTX_INJECTION64_PATH)
   bool nvml = false;           // NVML sampling is on
   std::string nvml_message;    // why not
 };
@@ -64,10 +66,15 @@ struct GpuCounters {
   uint64_t cupti_dropped = 0;      // cuptiActivityGetNumDroppedRecords
   uint64_t buffers_refused = 0;    // buffer requests refused (max_buffers in use)
   uint64_t events_dropped = 0;     // decoded events over max_events
-  uint64_t untimed = 0;            // kernels, copies, sets CUPTI delivered without a start time
+  uint64_t untimed = 0;            // kernels, copies, sets, markers CUPTI delivered without a time
+  uint64_t nvtx_unclosed = 0;      // NVTX ranges still open at the end of the span: dropped
   uint64_t buffers_in_use = 0;
 };
 GpuCounters gpu_counters();
+
+// The libcupti gpu_start() would load (loading it, without subscribing), or "" with `why`. This is
+// the path NVTX_INJECTION64_PATH must name for CUPTI to see NVTX ranges.
+std::string cupti_library_path(const std::vector<std::string>& search_dirs, std::string& why);
 
 // Hot path (RecordFunction enter/exit): pushes the host op's external id as CUPTI external
 // correlation (CUSTOM0) for the calling thread, so the runtime calls it makes, and the device work
@@ -76,8 +83,10 @@ GpuCounters gpu_counters();
 void gpu_external_push(uint64_t external_id);
 void gpu_external_pop();
 
-// NVTX3 ranges (header-only NVTX; each call is an indirect call to a no-op when no NVTX tool such as
-// Nsight Systems is attached).
+// NVTX3 ranges in gpuprof's own NVTX domain ("gpuprof", kOwnNvtxDomain in cupti_decode.h), for
+// Nsight Systems; gpuprof's CUPTI decoder leaves that domain out (the same ranges are already step
+// and user-range events). Header-only NVTX: each call is an indirect call to a no-op when no NVTX
+// tool is attached.
 void nvtx_push(const char* name);
 void nvtx_pop();
 

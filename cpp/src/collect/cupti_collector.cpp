@@ -35,7 +35,10 @@ const CUpti_ActivityKind kOptionalKinds[] = {
     CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,   // MEMCPY2: peer-to-peer copies
     CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_RUNTIME,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    // NVTX ranges and marks; CUPTI makes these records only when it is the NVTX injection library
+    // (NVTX_INJECTION64_PATH, set by python/gpuprof/_gpu_session.py where it is not set already).
+    CUPTI_ACTIVITY_KIND_MARKER};
 
 struct Session {
   std::mutex mutex;                        // guards everything below except the atomics
@@ -50,6 +53,7 @@ struct Session {
   std::mutex stage_mutex;
   Trace staged;
   cupti::ExternalIds external_ids;
+  cupti::MarkerRanges markers;   // NVTX ranges started and not yet ended, across buffers of a span
   std::set<int> devices_seen;
   std::unique_ptr<cupti::ApiNames> names;
   std::vector<uint32_t> unused_runtime_cbids;   // API records CUPTI is told not to make
@@ -136,7 +140,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
         if (record->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) ++s.counters.events_dropped;
         continue;
       }
-      const cupti::DecodeResult r = cupti::decode_record(*record, *s.names, s.staged);
+      const cupti::DecodeResult r = cupti::decode_record(*record, *s.names, s.staged, &s.markers);
       if (r.what == cupti::DecodeResult::What::Event) {
         ++s.counters.events;
         const Event& e = s.staged.events.back();
@@ -231,6 +235,7 @@ bool enable(Session& s) {
   std::string notes;
   for (CUpti_ActivityKind k : kOptionalKinds) {
     const CUptiResult ok = api.cuptiActivityEnable(k);
+    if (k == CUPTI_ACTIVITY_KIND_MARKER) s.status.nvtx_markers = ok == CUPTI_SUCCESS;
     if (ok != CUPTI_SUCCESS) notes += (notes.empty() ? "" : "; ") + std::string("activity kind ") +
                                       std::to_string(int(k)) + " unavailable: " + api.describe(ok);
   }
@@ -249,6 +254,7 @@ void clear_staged(Session& s) {
   std::lock_guard<std::mutex> lock(s.stage_mutex);
   s.staged = Trace();
   s.external_ids.clear();
+  s.markers.close_span();   // a new epoch: ranges of the old one never close here
   s.devices_seen.clear();
   const uint64_t in_use = s.counters.buffers_in_use;
   s.counters = GpuCounters();
@@ -294,6 +300,7 @@ GpuStatus gpu_start(const GpuConfig& config) {
     return s.status;
   }
   s.status.cupti_library = s.api->path;
+  s.status.nvtx_markers = false;
   s.status.cupti_version = s.api->version;
   if (!s.names) {
     const cupti::CuptiApi* api = s.api;
@@ -368,12 +375,16 @@ void gpu_drain(Trace& trace) {
     std::swap(staged, s.staged);
     std::swap(external_ids, s.external_ids);
     std::swap(devices, s.devices_seen);
+    // End of the span: an NVTX range still open now is dropped (its end, if it comes, finds no
+    // start and is ignored).
+    s.counters.nvtx_unclosed += s.markers.close_span();
     counters = s.counters;
     const uint64_t in_use = s.counters.buffers_in_use;
     s.counters = GpuCounters();
     s.counters.buffers_in_use = in_use;
   }
-  staged.dropped_events = counters.cupti_dropped + counters.events_dropped + counters.untimed;
+  staged.dropped_events =
+      counters.cupti_dropped + counters.events_dropped + counters.untimed + counters.nvtx_unclosed;
   timespec real, mono;
   clock_gettime(CLOCK_REALTIME, &real);
   clock_gettime(CLOCK_MONOTONIC, &mono);   // now_ns()'s clock
@@ -400,9 +411,17 @@ void gpu_drain(Trace& trace) {
     trace.metadata["cupti_dropped_records"] = std::to_string(counters.cupti_dropped);
     trace.metadata["cupti_buffers_refused"] = std::to_string(counters.buffers_refused);
     trace.metadata["cupti_untimed_records"] = std::to_string(counters.untimed);
+    if (counters.nvtx_unclosed > 0)
+      trace.metadata["nvtx_ranges_unclosed"] = std::to_string(counters.nvtx_unclosed);
     if (realigned > 0)   // the timestamp callback did not reach these: worth knowing on a new setup
       trace.metadata["cupti_realtime_records_realigned"] = std::to_string(realigned);
   }
+}
+
+std::string cupti_library_path(const std::vector<std::string>& search_dirs, std::string& why) {
+  const cupti::CuptiApi& api = cupti::cupti(search_dirs);
+  if (!api.ok) why = api.error;
+  return api.ok ? api.path : std::string();
 }
 
 GpuCounters gpu_counters() {

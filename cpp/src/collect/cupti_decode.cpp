@@ -161,7 +161,41 @@ DecodeResult untimed() {
 
 }  // namespace
 
-DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out) {
+DecodeResult MarkerRanges::decode(const CUpti_ActivityMarker2& m, Trace& out) {
+  DecodeResult r;
+  const bool own = m.domain != nullptr && std::strcmp(m.domain, kOwnNvtxDomain) == 0;
+  const uint32_t tid = m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ? m.objectId.pt.threadId : 0;
+  if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+    if (own) return r;
+    if (m.timestamp == 0) return untimed();
+    open_[m.id] = Open{m.name != nullptr ? std::string(m.name) : std::string(), m.timestamp, tid};
+    return r;
+  }
+  if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+    auto it = open_.find(m.id);
+    if (it == open_.end()) return r;   // gpuprof's own, or started before collection began
+    if (m.timestamp == 0) {
+      open_.erase(it);
+      return untimed();
+    }
+    Event& e = add(out, EventKind::Nvtx, it->second.name, it->second.start_ns, m.timestamp);
+    e.tid = it->second.tid;
+    open_.erase(it);
+    r.what = DecodeResult::What::Event;
+    return r;
+  }
+  if (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) {
+    if (own) return r;
+    if (m.timestamp == 0) return untimed();
+    Event& e = add(out, EventKind::Nvtx, m.name != nullptr ? m.name : "", m.timestamp, m.timestamp);
+    e.tid = tid;
+    r.what = DecodeResult::What::Event;
+  }
+  return r;
+}
+
+DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out,
+                           MarkerRanges* markers) {
   DecodeResult r;
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -290,6 +324,9 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       r.external_id = x.externalId;
       return r;
     }
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      if (markers == nullptr) return r;
+      return markers->decode(reinterpret_cast<const CUpti_ActivityMarker2&>(record), out);
     default:
       return r;
   }
@@ -336,7 +373,9 @@ void map_api_threads(Trace& trace, const std::unordered_map<uint32_t, uint32_t>&
   if (os_tid_by_cupti_tid.empty()) return;
   for (size_t i = first_event; i < trace.events.size(); ++i) {
     Event& e = trace.events[i];
-    if (e.kind != EventKind::Runtime && e.kind != EventKind::Driver && e.kind != EventKind::Overhead) continue;
+    if (e.kind != EventKind::Runtime && e.kind != EventKind::Driver && e.kind != EventKind::Overhead &&
+        e.kind != EventKind::Nvtx)
+      continue;
     auto it = os_tid_by_cupti_tid.find(e.tid);
     if (it != os_tid_by_cupti_tid.end()) e.tid = it->second;
   }

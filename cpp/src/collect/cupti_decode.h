@@ -4,7 +4,7 @@
 //
 // Record layouts are those of the CUPTI headers this file is compiled against (CUDA 13:
 // CUpti_ActivityKernel10, Memcpy6, MemcpyPtoP4, Memset4, API, Synchronization2, Overhead3,
-// ExternalCorrelation);
+// ExternalCorrelation, Marker2);
 // cupti_library.cpp refuses a libcupti of another major version for that reason.
 #pragma once
 
@@ -93,10 +93,45 @@ struct DecodeResult {
   uint64_t external_id = 0;
 };
 
+// NVTX ranges and marks from CUPTI_ACTIVITY_KIND_MARKER records (CUpti_ActivityMarker2), which
+// CUPTI makes when it is the process's NVTX injection library (NVTX_INJECTION64_PATH). A range
+// comes as two records, START (name, domain) and END (name NULL), with the same marker id, possibly
+// in different buffers: starts wait here until their end arrives, and the pair becomes one Nvtx
+// event on the starting thread. An INSTANTANEOUS marker (nvtxMark) is a zero-length Nvtx event.
+// Markers of gpuprof's own NVTX domain (kOwnNvtxDomain: ProfilerStep#N and gpuprof.range, already
+// StepMarker / UserRange events) are left out, so they are not counted twice.
+inline constexpr const char* kOwnNvtxDomain = "gpuprof";
+
+class MarkerRanges {
+ public:
+  // Event: a range closed or a mark was appended to `out`. Ignored: a start now waiting for its
+  // end, gpuprof's own marker, an end whose start was never seen (made before collection began),
+  // a sync marker. Untimed: CUPTI gave no timestamp (a start is then forgotten, an end closes
+  // nothing), counted as dropped by the collector.
+  DecodeResult decode(const CUpti_ActivityMarker2& marker, Trace& out);
+  size_t open_ranges() const { return open_.size(); }
+  // End of a span: ranges started and not ended are dropped; returns how many.
+  size_t close_span() {
+    const size_t n = open_.size();
+    open_.clear();
+    return n;
+  }
+
+ private:
+  struct Open {
+    std::string name;   // copied: CUPTI's string need not outlive the record's buffer
+    uint64_t start_ns;
+    uint32_t tid;
+  };
+  std::unordered_map<uint32_t, Open> open_;   // by marker id
+};
+
 // Appends the event `record` describes to `out` (names interned in out.strings, KernelInfo /
 // CopyInfo in out.kernels / out.copies referenced by Event::aux). Timestamps are used as they
 // come: the collector registers a timestamp callback so they are already on gpuprof's clock.
-DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out);
+// MARKER records go to `markers` (ignored when it is null: they need state across records).
+DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out,
+                           MarkerRanges* markers = nullptr);
 
 // Correlation id -> the external id (host op) it was made in, from EXTERNAL_CORRELATION records.
 using ExternalIds = std::unordered_map<uint32_t, uint64_t>;
@@ -117,8 +152,9 @@ void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids)
 size_t realign_realtime_stamped(Trace& staged, int64_t now_ns, int64_t realtime_minus_monotonic_ns);
 
 // CUPTI names the calling thread of API records by the low 32 bits of pthread_self() (Kineto
-// reads them the same way); host events carry the OS thread id (gettid). Rewrites Runtime, Driver
-// and thread-scoped Overhead events' tid through `os_tid_by_cupti_tid`; unknown ids stay as they are.
+// reads them the same way); host events carry the OS thread id (gettid). Rewrites Runtime, Driver,
+// thread-scoped Overhead and Nvtx (marker) events' tid through `os_tid_by_cupti_tid`; unknown ids
+// stay as they are.
 void map_api_threads(Trace& trace, const std::unordered_map<uint32_t, uint32_t>& os_tid_by_cupti_tid,
                      size_t first_event = 0);
 

@@ -22,6 +22,10 @@ bool gpu_enabled() { return false; }
 GpuStatus gpu_status() { return unavailable(); }
 void gpu_drain(Trace&) {}
 GpuCounters gpu_counters() { return {}; }
+std::string cupti_library_path(const std::vector<std::string>&, std::string& why) {
+  why = unavailable().message;
+  return {};
+}
 void gpu_external_push(uint64_t) {}
 void gpu_external_pop() {}
 void nvtx_push(const char*) {}

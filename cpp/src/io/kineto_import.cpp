@@ -139,7 +139,7 @@ bool eq_ci(std::string_view a, std::string_view b) {
 // Kineto's `cat` values, old and new spellings, compared case-insensitively.
 enum class Cat : uint8_t {
   None, CpuOp, UserAnnotation, PythonFunction, Runtime, Driver, Kernel, Memcpy, Memset, Sync,
-  GpuUserAnnotation, Overhead, Unknown
+  GpuUserAnnotation, Overhead, Nvtx, Unknown
 };
 
 Cat classify_cat(std::string_view c) {
@@ -154,6 +154,7 @@ Cat classify_cat(std::string_view c) {
       {"gpu_memset", Cat::Memset},      {"memset", Cat::Memset},
       {"cuda_sync", Cat::Sync},         {"gpu_user_annotation", Cat::GpuUserAnnotation},
       {"overhead", Cat::Overhead},      {"cuda_profiler_range", Cat::Overhead},
+      {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
   };
   for (const auto& e : entries)
     if (eq_ci(c, e.name)) return e.cat;
@@ -173,6 +174,7 @@ EventKind kind_of(Cat c) {
     case Cat::Sync: return EventKind::Sync;
     case Cat::GpuUserAnnotation: return EventKind::GpuUserRange;
     case Cat::Overhead: return EventKind::Overhead;
+    case Cat::Nvtx: return EventKind::Nvtx;
     default: return EventKind::Other;   // `Trace` spans, unknown categories: kept, never counted
   }
 }
