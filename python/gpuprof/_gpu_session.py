@@ -7,10 +7,11 @@ and the report says why, in one line.
 
 The user's own NVTX ranges reach CUPTI only when libcupti is the process's NVTX injection library
 (``NVTX_INJECTION64_PATH``), which each NVTX-using library looks up once, at its first NVTX call.
-``GpuCollection.start`` sets it to the libcupti gpuprof loaded when it is not set already (never
-overriding another tool's, e.g. Nsight Systems'), and unsets it again at release. Libraries that made
-their first NVTX call before that were initialised without it: setting the variable before Python
-starts (``nvtx_injection_path()`` gives the value) covers them too.
+gpuprof does not set it: the variable changes how every library in the process handles NVTX, the
+path is unproven on a GPU here, and a CUPTI 13.0 used as injection has been reported to crash in
+``nvtxNameOsThreadA`` (NVIDIA/NVTX#125). The user opts in by setting it before Python starts
+(``nvtx_injection_path()`` gives the value); the report says in one line whether ranges are collected
+and how to turn that on.
 """
 
 from __future__ import annotations
@@ -153,7 +154,6 @@ class GpuCollection:
                              if not wanted else "not started"}
         self._warned = False
         self._started = False
-        self._injected: Optional[str] = None   # the NVTX_INJECTION64_PATH value this session set
 
     def start(self) -> None:
         """At the start of an active span (and when warmup ends: a new epoch)."""
@@ -181,25 +181,18 @@ class GpuCollection:
             self._warned = True
 
     def _nvtx_injection(self) -> str:
-        """Makes libcupti the NVTX injection library where no tool is set (before gpuprof's own first
-        NVTX call of the session: profile starts GPU collection before the step's range), and says
-        in one line whether the user's NVTX ranges are collected."""
+        """Whether the user's NVTX ranges are collected, in one line (and how to turn it on)."""
         library = self.status.get("cupti_library", "")
         if not self.status.get("nvtx_markers"):
             return "off: CUPTI's NVTX marker activity is unavailable (see gpu_collection_notes)"
         current = os.environ.get(NVTX_INJECTION_ENV, "")
-        if not current and library:
-            os.environ[NVTX_INJECTION_ENV] = library
-            self._injected = library
-            current = library
-        if self._injected is not None and current == self._injected:
-            return (f"on, for libraries whose first NVTX call came after the session started "
-                    f"(gpuprof set {NVTX_INJECTION_ENV}; set it before starting Python to collect "
-                    f"every library's ranges)")
         if current and library and _same_file(current, library):
             return f"on ({NVTX_INJECTION_ENV} names gpuprof's libcupti)"
-        return (f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({current}), which receives the "
-                f"NVTX ranges")
+        if current:
+            return (f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({current}), which receives the "
+                    f"NVTX ranges")
+        return (f"off: to collect your own NVTX ranges, start Python with {NVTX_INJECTION_ENV}={library} "
+                f"(docs/gpu.md)")
 
     def stop(self) -> None:
         if self._started:
@@ -239,9 +232,3 @@ class GpuCollection:
         if self._started:
             _core.gpu_release()
             self._started = False
-        if self._injected is not None:
-            # Processes started after the session must not inherit an injection nobody asked for.
-            # Libraries already initialised with it keep it (NVTX reads the variable once).
-            if os.environ.get(NVTX_INJECTION_ENV) == self._injected:
-                del os.environ[NVTX_INJECTION_ENV]
-            self._injected = None
