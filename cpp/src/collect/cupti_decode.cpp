@@ -153,6 +153,21 @@ Event& add(Trace& out, EventKind kind, std::string_view name, uint64_t start, ui
   return out.add(kind, name, int64_t(start), duration(start, end));
 }
 
+// A copy, named as Kineto names it ("Memcpy HtoD (Pageable -> Device)") so that tables read the
+// same as torch.profiler's, with its properties beside it.
+void add_copy(Trace& out, const CopyInfo& info, uint64_t start, uint64_t end, uint32_t device,
+              uint32_t stream, uint64_t correlation) {
+  thread_local std::string name;   // reused: no allocation per record once warm
+  name.assign("Memcpy ").append(copy_kind_key(info.kind)).append(" (");
+  name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
+  Event& e = add(out, EventKind::Memcpy, name, start, end);
+  e.device = int16_t(device);
+  e.tid = stream;
+  e.correlation = correlation;
+  e.aux = uint32_t(out.copies.size());
+  out.copies.push_back(info);
+}
+
 DecodeResult untimed() {
   DecodeResult r;
   r.what = DecodeResult::What::Untimed;
@@ -224,19 +239,11 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       info.kind = copy_kind_of(m.copyKind);
       info.src = memory_kind_of(m.srcKind);
       info.dst = memory_kind_of(m.dstKind);
-      // Kineto's naming, so tables read the same as torch.profiler's.
-      thread_local std::string name;   // reused: no allocation per record once warm
-      name.assign("Memcpy ").append(copy_kind_key(info.kind)).append(" (");
-      name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
-      Event& e = add(out, EventKind::Memcpy, name, m.start, m.end);
-      e.device = int16_t(m.deviceId);
-      e.tid = m.streamId;
       // A copy's correlationId is that of the driver call that made it; runtimeCorrelationId that
       // of the runtime call (0 when the copy was made through the driver API directly). Runtime
       // calls are what the breakdown links device work to, as for kernels.
-      e.correlation = m.runtimeCorrelationId != 0 ? m.runtimeCorrelationId : m.correlationId;
-      e.aux = uint32_t(out.copies.size());
-      out.copies.push_back(info);
+      add_copy(out, info, m.start, m.end, m.deviceId, m.streamId,
+               m.runtimeCorrelationId != 0 ? m.runtimeCorrelationId : m.correlationId);
       r.what = DecodeResult::What::Event;
       return r;
     }
@@ -252,15 +259,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
         info.kind = CopyKind::PtoP;   // between two GPUs, whatever CUPTI calls the direction
       info.src = memory_kind_of(m.srcKind);
       info.dst = memory_kind_of(m.dstKind);
-      thread_local std::string name;
-      name.assign("Memcpy ").append(copy_kind_key(info.kind)).append(" (");
-      name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
-      Event& e = add(out, EventKind::Memcpy, name, m.start, m.end);
-      e.device = int16_t(m.deviceId);
-      e.tid = m.streamId;
-      e.correlation = m.correlationId;
-      e.aux = uint32_t(out.copies.size());
-      out.copies.push_back(info);
+      add_copy(out, info, m.start, m.end, m.deviceId, m.streamId, m.correlationId);
       r.what = DecodeResult::What::Event;
       return r;
     }
