@@ -180,6 +180,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("max_events"));
   m.def("collector_ticks", &collect::ticks,
         "The collector's timestamp (TSC ticks or ns); drained traces are converted to now_ns().");
+  m.def("collector_ticks_are_tsc", &collect::ticks_are_tsc,
+        "True where the hot path stamps TSC ticks (the kernel's clocksource is the TSC).");
   m.def("collector_stop", &collect::stop);
   m.def("collector_active", &collect::active);
   m.def("collector_drain", [] {

@@ -1,0 +1,125 @@
+"""``gpuprof doctor [--json]``: what gpuprof can collect on this machine, and why not where it cannot.
+
+For users and HPC support staff before a profiling run: the build and the installed torch, whether
+torch sees CUDA, whether GPU collection starts (the very call a session makes: CUPTI found where,
+loaded, subscribed; NVML), the NVTX injection value, the clock, and the CPUs this process may use.
+Each line is ``ok``, ``--`` (not available here, with why) or ``!!`` (a problem to fix). Exit code 0
+whatever it finds (it is a report, not a check), 2 on a mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("doctor", help="what gpuprof can collect on this machine, and why not",
+                       description=__doc__.split("\n\n")[1])
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.set_defaults(run=run)
+
+
+def _torch_facts() -> dict:
+    from .. import _native
+
+    built = _native._build_info.TORCH_VERSION
+    installed = _native.installed_torch_version()
+    facts = {"built_for_torch": built or None, "torch": installed}
+    if not built:
+        facts["hooks"] = ("!!", "gpuprof was built without its torch hooks (torch was not importable "
+                                "at build time): it can analyse traces but not profile. Rebuild it "
+                                "where torch is installed: pip install --no-build-isolation --no-deps "
+                                "--force-reinstall gpuprof")
+        return facts
+    if installed is None:
+        facts["hooks"] = ("!!", f"torch is not installed (gpuprof was built for torch {built})")
+        return facts
+    try:
+        _native.check_torch_version()
+    except _native.TorchMismatchError as e:
+        facts["hooks"] = ("!!", str(e))
+        return facts
+    facts["hooks"] = ("ok", f"RecordFunction hooks built for torch {built}, which is installed")
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            facts["cuda"] = ("ok", f"torch {torch.__version__} sees {len(names)} CUDA device(s): "
+                                   + ", ".join(names))
+        else:
+            facts["cuda"] = ("--", f"torch {torch.__version__} sees no CUDA device (CPU build, no "
+                                   "driver, or CUDA_VISIBLE_DEVICES hides them): host-side profiling")
+    except Exception as e:  # a broken CUDA setup is a finding, not a crash
+        facts["cuda"] = ("!!", f"asking torch about CUDA failed: {type(e).__name__}: {e}")
+    return facts
+
+
+def _gpu_collection_facts() -> dict:
+    from .._gpu_session import NVTX_INJECTION_ENV, cupti_search_dirs
+    from .._native import _core
+
+    facts = {}
+    dirs = cupti_search_dirs()
+    status = _core.gpu_start(dirs)   # exactly what a session's first active step does
+    try:
+        if status["enabled"]:
+            facts["gpu_collection"] = ("ok", f"CUPTI {status['cupti_version']} ({status['cupti_library']}) "
+                                             "starts: kernels, copies, runtime calls will be collected")
+        else:
+            facts["gpu_collection"] = ("--", status["message"])
+        facts["nvml"] = (("ok", "NVML samples utilization, memory, power, clocks")
+                         if status["nvml"] else ("--", status["nvml_message"] or "NVML not available"))
+    finally:
+        _core.gpu_release()
+    path, why = _core.cupti_library_path(dirs)
+    current = os.environ.get(NVTX_INJECTION_ENV, "")
+    if not path:
+        facts["nvtx_injection"] = ("--", f"no libcupti to collect your NVTX ranges with: {why}")
+    elif current and os.path.realpath(current) == os.path.realpath(path):
+        facts["nvtx_injection"] = ("ok", f"{NVTX_INJECTION_ENV} names gpuprof's libcupti: your NVTX "
+                                         "ranges are collected")
+    elif current:
+        facts["nvtx_injection"] = ("--", f"{NVTX_INJECTION_ENV}={current} (another NVTX tool receives "
+                                         "the ranges)")
+    else:
+        facts["nvtx_injection"] = ("--", f"to collect your own NVTX ranges, start Python with "
+                                         f"{NVTX_INJECTION_ENV}={path}")
+    return facts
+
+
+def findings() -> dict:
+    from .. import __version__
+    from .._native import _core
+    from ..dataloader import cpus_available
+
+    out: dict = {"gpuprof": __version__, "python": platform.python_version(),
+                 "platform": platform.platform()}
+    out.update(_torch_facts())
+    out.update(_gpu_collection_facts())
+    out["clock"] = ("ok", "TSC ticks on the hot path (clocksource tsc), converted to CLOCK_MONOTONIC"
+                    if _core.collector_ticks_are_tsc() else "CLOCK_MONOTONIC on the hot path (the "
+                    "kernel's clocksource is not the TSC: about twice the cost per timestamp)")
+    n, total = cpus_available(), os.cpu_count()
+    out["cpus"] = ("ok", f"{n} CPU{'' if n == 1 else 's'} available to this process (of {total}): "
+                         "DataLoader advice sizes num_workers from this")
+    return out
+
+
+def run(args) -> int:
+    facts = findings()
+    if args.json:
+        print(json.dumps({k: ({"state": v[0], "detail": v[1]} if isinstance(v, tuple) else v)
+                          for k, v in facts.items()}, indent=2))
+        return 0
+    print(f"gpuprof {facts['gpuprof']}, Python {facts['python']}, {facts['platform']}")
+    print(f"torch: {facts['torch'] or 'not installed'} (gpuprof built for {facts['built_for_torch'] or 'none'})")
+    for key, value in facts.items():
+        if isinstance(value, tuple):
+            state, detail = value
+            print(f"{state}  {key}: {detail}")
+    sys.stdout.flush()
+    return 0
