@@ -3,13 +3,15 @@
     python bench/gpu_overhead.py [--steps 30] [--rounds 5] [--batch 64] [--image-size 224] [--out results.json]
 
 A ResNet-18-shaped CNN (written here, no torchvision) trains on a fixed random batch with SGD
-(momentum): real forward, backward and optimizer step. Three conditions, interleaved in one run so
+(momentum): real forward, backward and optimizer step. Four conditions, interleaved in one run so
 that clock boosts, thermals and allocator state hit them alike:
 
 - ``none``: no profiler;
 - ``gpuprof``: ``gpuprof.profile`` with a schedule that records every measured step
   (``schedule(wait=0, warmup=W, active=N, repeat=1)``: GPU collection on, CUPTI activities included);
-- ``torch.profiler``: ``torch.profiler.profile(activities=[CPU, CUDA])`` with the same schedule.
+- ``torch.profiler``: ``torch.profiler.profile(activities=[CPU, CUDA])`` with the same schedule;
+- ``gpuprof+memory``: ``gpuprof.profile(profile_memory=True)``, every allocation of the caching
+  allocator recorded too (its own line; the targets compare ``gpuprof`` with ``torch.profiler``).
 
 Each round runs every condition once, in an order rotated round by round: W warm-up steps (inside
 the profiler, as its warmup phase), then N measured steps. A step is timed from before the forward
@@ -48,7 +50,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import gpuprof  # noqa: E402
 
-CONDITIONS = ("none", "gpuprof", "torch.profiler")
+CONDITIONS = ("none", "gpuprof", "torch.profiler", "gpuprof+memory")
 TARGET_RATIO = 0.5        # gpuprof's overhead at most half of torch.profiler's
 TARGET_OVERHEAD_PCT = 3.0  # and under 3% of the unprofiled step
 
@@ -143,10 +145,11 @@ def settle_cupti(trainer: Trainer) -> None:
         time.sleep(0.01)
 
 
-def cond_gpuprof(trainer: Trainer, warmup: int, steps: int, retry: bool = True) -> dict:
+def cond_gpuprof(trainer: Trainer, warmup: int, steps: int, retry: bool = True,
+                 profile_memory: bool = False) -> dict:
     settle_cupti(trainer)
     sched = gpuprof.schedule(wait=0, warmup=warmup, active=steps, repeat=1)
-    with gpuprof.profile(schedule=sched) as prof:
+    with gpuprof.profile(schedule=sched, profile_memory=profile_memory) as prof:
         times = run_steps(trainer, warmup, steps, prof.step)
         t0 = time.perf_counter()
         prof.step()   # the last active step ends: flush CUPTI, drain, build the Report
@@ -155,7 +158,7 @@ def cond_gpuprof(trainer: Trainer, warmup: int, steps: int, retry: bool = True) 
     md = report.to_dict()["metadata"]
     if retry and "another CUDA profiler" in md.get("gpu_collection", ""):
         # Kineto's teardown had not run yet: once more, after it has had its runtime calls.
-        return cond_gpuprof(trainer, warmup, steps, retry=False)
+        return cond_gpuprof(trainer, warmup, steps, retry=False, profile_memory=profile_memory)
     return {"step_s": times, "end_of_span_s": end, "gpu_collection": md.get("gpu_collection", ""),
             "dropped": int(report.counts["dropped"]), "events": int(report.counts["events"]),
             "steps_recorded": int(report.counts["steps"])}
@@ -175,7 +178,13 @@ def cond_torch_profiler(trainer: Trainer, warmup: int, steps: int) -> dict:
     return {"step_s": times, "end_of_span_s": end, "ops": len(averages)}
 
 
-RUNNERS = {"none": cond_none, "gpuprof": cond_gpuprof, "torch.profiler": cond_torch_profiler}
+def cond_gpuprof_memory(trainer: Trainer, warmup: int, steps: int) -> dict:
+    # profile_memory=True: every allocation and free of the caching allocator recorded as well.
+    return cond_gpuprof(trainer, warmup, steps, profile_memory=True)
+
+
+RUNNERS = {"none": cond_none, "gpuprof": cond_gpuprof, "torch.profiler": cond_torch_profiler,
+           "gpuprof+memory": cond_gpuprof_memory}
 
 
 # ---- statistics -----------------------------------------------------------------------------------
@@ -258,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
 
     runs: dict[str, list[dict]] = {name: [] for name in CONDITIONS}
     for r in range(args.rounds):
-        order = CONDITIONS[r % 3:] + CONDITIONS[:r % 3]   # rotated: none first, then second, ...
+        k = r % len(CONDITIONS)
+        order = CONDITIONS[k:] + CONDITIONS[:k]   # rotated: none first, then second, ...
         for name in order:
             runs[name].append(RUNNERS[name](trainer, warmup, args.steps))
     summary = summarize(runs)

@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_gpu_overhead_smoke_run_measures_all_three_conditions(tmp_path):
+def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
     out = tmp_path / "gpu_overhead.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "gpu_overhead.py"), "--device", "cpu", "--steps", "2",
@@ -21,7 +21,7 @@ def test_gpu_overhead_smoke_run_measures_all_three_conditions(tmp_path):
     assert "SMOKE RUN" in proc.stdout   # CPU figures are never presented as the GPU result
     doc = json.loads(out.read_text())
     assert doc["smoke"] is True
-    assert set(doc["conditions"]) == {"none", "gpuprof", "torch.profiler"}
+    assert set(doc["conditions"]) == {"none", "gpuprof", "torch.profiler", "gpuprof+memory"}
     for name, row in doc["conditions"].items():
         assert row["steps"] == 2, name                       # 2 measured steps x 1 round
         assert 0 < row["p10_ms"] <= row["median_ms"] <= row["p90_ms"], name
@@ -31,7 +31,7 @@ def test_gpu_overhead_smoke_run_measures_all_three_conditions(tmp_path):
     assert doc["gpuprof_gpu_collection_on_all_rounds"] is False
     assert gp["end_of_span_median_ms"] > 0
     assert doc["conditions"]["torch.profiler"]["end_of_span_median_ms"] > 0
-    for name in ("gpuprof", "torch.profiler"):
+    for name in ("gpuprof", "torch.profiler", "gpuprof+memory"):
         assert isinstance(doc["conditions"][name]["overhead_pct"], float)
     assert "ratio_gpuprof_to_torch" in doc and "meets_under_3pct" in doc
 
