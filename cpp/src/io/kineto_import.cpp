@@ -380,13 +380,13 @@ int64_t trailing_number(std::string_view s) {
 
 class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KinetoHandler> {
  public:
-  KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts)
-      : trace_(trace), stats_(stats), opts_(opts) {}
+  KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts, const io::TextStream& in)
+      : trace_(trace), stats_(stats), opts_(opts), in_(in) {}
 
   // ---- the SAX interface ------------------------------------------------------------------------
   bool Null() { return scalar(Scalar::Null, {}); }
   bool Bool(bool b) { return scalar(Scalar::Bool, b ? "true" : "false"); }
-  bool RawNumber(const char* s, SizeType n, bool) { return scalar(Scalar::Number, {s, n}); }
+  bool RawNumber(const char*, SizeType n, bool) { return scalar(Scalar::Number, in_.last_read(n)); }
   bool String(const char* s, SizeType n, bool) { return scalar(Scalar::String, {s, n}); }
   // With kParseNumbersAsStringsFlag these are never called; they forward for safety.
   bool Int(int i) { return num_text(std::to_string(i)); }
@@ -835,6 +835,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   Trace& trace_;
   ImportStats& stats_;
   const ImportOptions& opts_;
+  const io::TextStream& in_;
   int depth_ = 0;
   bool top_seen_ = false;
   bool top_is_object_ = false;
@@ -868,11 +869,13 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   Trace trace;
   if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end())
     throw TraceImportError(label, in.error());
-  KinetoHandler handler(trace, stats, opts);
+  KinetoHandler handler(trace, stats, opts, in);
   rapidjson::Reader reader;
   // Recursive parsing (faster than kParseIterativeFlag) is safe: the handler stops the parse past
   // 64 levels of nesting, so the call stack stays shallow whatever the input.
-  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag;
+  // In-situ: strings and numbers are handed over where they lie in the stream's chunk (each lies
+  // whole in one: text_stream.h), not copied onto the reader's stack; that halves the reader's time.
+  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseInsituFlag;
   const rapidjson::ParseResult ok = reader.Parse<kFlags>(in, handler);
   const uint64_t text_bytes = in.bytes_delivered();
   if (!ok) {
