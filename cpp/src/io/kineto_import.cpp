@@ -16,6 +16,22 @@
 #include "gpuprof/breakdown.h"
 #include "text_stream.h"
 
+// RapidJSON scans white space and the plain runs of strings with SIMD only for its own in-memory
+// streams; these specialisations give our chunked stream the same fast paths (text_stream.h).
+namespace rapidjson {
+template <>
+inline void SkipWhitespace(gpuprof::io::TextStream& is) {
+  is.skip_whitespace();
+}
+template <>
+template <>
+inline void GenericReader<UTF8<>, UTF8<>, CrtAllocator>::ScanCopyUnescapedString(gpuprof::io::TextStream& is,
+                                                                              gpuprof::io::TextStream& os) {
+  (void)os;   // in-situ parsing: the same stream
+  is.scan_unescaped();
+}
+}  // namespace rapidjson
+
 namespace gpuprof {
 
 TraceImportError::TraceImportError(const std::string& path_, const std::string& message,

@@ -56,6 +56,23 @@ class TextStream {
   void Flush() {}
   size_t PutEnd(Ch* begin) { return static_cast<size_t>(dst_ - begin); }
 
+  // Fast paths that RapidJSON's reader takes through the specialisations in kineto_import.cpp.
+  // Both stop before the chunk's last byte, which Take() reads (it refills after it).
+  // Skips white space (Kineto indents each field).
+  void skip_whitespace() {
+    for (;;) {
+      char* p = cur_;
+      char* const limit = end_ - 1;
+      while (p < limit && is_space(*p)) ++p;
+      cur_ = p;
+      if (!is_space(*cur_)) return;
+      Take();
+    }
+  }
+  // In-situ strings: moves the read and write positions over the plain characters of a string,
+  // up to its first quote, backslash or control character (16 bytes at a time where SSE2 is).
+  void scan_unescaped();
+
   // The n characters just read, for a number the reader parsed in situ: RapidJSON versions differ
   // in the pointer they pass with it (1.1.0 passes its end), but it always ends at the read
   // position and lies in the current chunk (safe cuts). Empty if that cannot hold (a read error).
@@ -74,6 +91,8 @@ class TextStream {
   bool at_end() const { return eof_; }
 
  private:
+  static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
   // One inflated chunk handed from the inflating thread to the parser.
   struct Chunk {
     size_t slot = 0;
