@@ -913,6 +913,11 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       msg += " (the text ends early: was the file cut off while being written or copied?)";
     throw TraceImportError(label, msg, at, idx);
   }
+  // The text parsed, yet reading past its end failed: most often a gzip member whose CRC-32 or
+  // length does not match its text (a damaged file whose JSON happens to be whole).
+  if (!in.error().empty())
+    throw TraceImportError(label, in.error() + " after " + std::to_string(in.error_offset()) +
+                                      " bytes of JSON text", in.error_offset(), -1);
   if (!handler.saw_events())
     throw TraceImportError(label, "no traceEvents list: this JSON is not a Chrome/Kineto trace", -1, -1);
 
