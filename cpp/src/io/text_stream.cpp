@@ -7,6 +7,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+#include <libdeflate.h>
+#endif
 
 namespace gpuprof::io {
 
@@ -58,6 +61,9 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes) : max_bytes_
       return;
     }
     z_open_ = true;
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+    inflateValidate(&z_, 0);   // check_member_trailer() does it
+#endif
     slots_.assign(kSlots, std::vector<char>());
     for (size_t i = 0; i < kSlots; ++i) free_.push_back(i);
     inflater_ = std::thread([this] { inflate_loop(); });
@@ -107,9 +113,18 @@ void TextStream::set_eof() {
 // ---- the inflating thread -------------------------------------------------------------------------
 
 size_t TextStream::read_compressed(std::string* error) {
+  // Keep the last 8 bytes read so far: a member's trailer may straddle two reads.
+  const size_t n = in_buf_bytes_;
+  if (n >= 8) {
+    std::memcpy(read_tail_, in_buf_.data() + n - 8, 8);
+  } else if (n > 0) {
+    std::memmove(read_tail_, read_tail_ + n, 8 - n);
+    std::memcpy(read_tail_ + 8 - n, in_buf_.data(), n);
+  }
   const size_t got = std::fread(in_buf_.data(), 1, in_buf_.size(), file_);
   if (got < in_buf_.size() && std::ferror(file_)) *error = std::string("read error: ") + std::strerror(errno);
   compressed_read_ += got;
+  in_buf_bytes_ = got;
   z_.next_in = reinterpret_cast<Bytef*>(in_buf_.data());
   z_.avail_in = static_cast<uInt>(got);
   return got;
@@ -137,9 +152,20 @@ size_t TextStream::inflate_some(char* dst, size_t n, std::string* error) {
                  " compressed bytes read)";
       break;
     }
+    Bytef* const out_before = z_.next_out;
     const int rc = inflate(&z_, Z_NO_FLUSH);
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+    const size_t produced = static_cast<size_t>(z_.next_out - out_before);
+    member_crc_ = libdeflate_crc32(member_crc_, out_before, produced);
+    member_bytes_ += produced;
+#else
+    (void)out_before;
+#endif
     if (rc == Z_STREAM_END) {
       z_member_done_ = true;
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+      check_member_trailer(error);
+#endif
     } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
       const uint64_t at = compressed_read_ - z_.avail_in;
       *error = std::string("corrupt gzip data near compressed byte ") + std::to_string(at) + ": " +
@@ -187,6 +213,29 @@ size_t TextStream::fill_chunk(std::vector<char>& buf, std::string* error) {
     }
     buf.resize(2 * buf.size());   // no safe cut yet: one string longer than the chunk
   }
+}
+
+void TextStream::check_member_trailer(std::string* error) {
+  // At Z_STREAM_END zlib has consumed the member exactly: its 8-byte trailer (CRC-32 and length
+  // mod 2^32, little-endian) ends at next_in.
+  const size_t k = static_cast<size_t>(reinterpret_cast<const char*>(z_.next_in) - in_buf_.data());
+  unsigned char t[8];
+  if (k >= 8) {
+    std::memcpy(t, in_buf_.data() + k - 8, 8);
+  } else {
+    std::memcpy(t, read_tail_ + k, 8 - k);
+    std::memcpy(t + 8 - k, in_buf_.data(), k);
+  }
+  auto le32 = [](const unsigned char* p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+  };
+  const char* wrong = le32(t) != member_crc_ ? "incorrect data check"
+                      : le32(t + 4) != uint32_t(member_bytes_) ? "incorrect length check" : nullptr;
+  if (wrong != nullptr)
+    *error = "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - z_.avail_in) +
+             ": " + wrong;
+  member_crc_ = 0;
+  member_bytes_ = 0;
 }
 
 void TextStream::inflate_loop() {

@@ -110,6 +110,9 @@ class TextStream {
   void inflate_loop();
   size_t inflate_some(char* dst, size_t n, std::string* error);
   size_t read_compressed(std::string* error);
+  // With libdeflate, the inflating thread checks each gzip member's CRC-32 and length itself
+  // (zlib's own check is switched off: its CRC-32 was a third of that thread's time).
+  void check_member_trailer(std::string* error);
 
   std::FILE* file_ = nullptr;
   bool compressed_ = false;
@@ -126,6 +129,10 @@ class TextStream {
   bool z_member_done_ = false;
   uint64_t compressed_read_ = 0;
   std::vector<char> in_buf_;
+  size_t in_buf_bytes_ = 0;                // bytes of the last read in in_buf_
+  unsigned char read_tail_[8] = {};        // the last 8 compressed bytes before in_buf_'s
+  uint32_t member_crc_ = 0;                // CRC-32 of the current member's text so far
+  uint64_t member_bytes_ = 0;
   std::vector<std::vector<char>> slots_;
   std::thread inflater_;
   std::mutex mu_;
