@@ -12,12 +12,30 @@ from ._native import check_torch_version as _check_torch_version
 _check_torch_version()
 
 from ._build_info import GPUPROF_VERSION as __version__  # noqa: E402
-from .profiler import ProfilerError, current, profile  # noqa: E402
-from .ranges import range  # noqa: E402,A004
 from .report import Report  # noqa: E402
 from .schedule import ProfilerAction, schedule  # noqa: E402
 from .analyze import TraceImportError, analyze  # noqa: E402  (trace import, issue 4)
-from .export import export_chrome_trace, save  # noqa: E402  (trace export, issue 4)
+
+# Names whose modules load on first use (PEP 562), so that `gpuprof analyze` and the renderers
+# skip the live profiler and the exporter. (`analyze` and `schedule` stay eager: their modules
+# share the function's name, and importing a submodule rebinds the package attribute.)
+_LAZY = {"profile": "profiler", "current": "profiler", "ProfilerError": "profiler",
+         "range": "ranges", "save": "export", "export_chrome_trace": "export"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def load_ipython_extension(ipython) -> None:

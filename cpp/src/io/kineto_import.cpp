@@ -16,6 +16,22 @@
 #include "gpuprof/breakdown.h"
 #include "text_stream.h"
 
+// RapidJSON scans white space and the plain runs of strings with SIMD only for its own in-memory
+// streams; these specialisations give our chunked stream the same fast paths (text_stream.h).
+namespace rapidjson {
+template <>
+inline void SkipWhitespace(gpuprof::io::TextStream& is) {
+  is.skip_whitespace();
+}
+template <>
+template <>
+inline void GenericReader<UTF8<>, UTF8<>, CrtAllocator>::ScanCopyUnescapedString(gpuprof::io::TextStream& is,
+                                                                              gpuprof::io::TextStream& os) {
+  (void)os;   // in-situ parsing: the same stream
+  is.scan_unescaped();
+}
+}  // namespace rapidjson
+
 namespace gpuprof {
 
 TraceImportError::TraceImportError(const std::string& path_, const std::string& message,
@@ -143,8 +159,9 @@ enum class Cat : uint8_t {
 };
 
 Cat classify_cat(std::string_view c) {
-  struct Entry { const char* name; Cat cat; };
-  static const Entry entries[] = {
+  // string_view names: no strlen per comparison (this runs once per event).
+  struct Entry { std::string_view name; Cat cat; };
+  static constexpr Entry entries[] = {
       {"cpu_op", Cat::CpuOp},           {"operator", Cat::CpuOp},
       {"user_annotation", Cat::UserAnnotation},
       {"python_function", Cat::PythonFunction},
@@ -382,13 +399,13 @@ int64_t trailing_number(std::string_view s) {
 
 class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KinetoHandler> {
  public:
-  KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts)
-      : trace_(trace), stats_(stats), opts_(opts) {}
+  KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts, const io::TextStream& in)
+      : trace_(trace), stats_(stats), opts_(opts), in_(in) {}
 
   // ---- the SAX interface ------------------------------------------------------------------------
   bool Null() { return scalar(Scalar::Null, {}); }
   bool Bool(bool b) { return scalar(Scalar::Bool, b ? "true" : "false"); }
-  bool RawNumber(const char* s, SizeType n, bool) { return scalar(Scalar::Number, {s, n}); }
+  bool RawNumber(const char*, SizeType n, bool) { return scalar(Scalar::Number, in_.last_read(n)); }
   bool String(const char* s, SizeType n, bool) { return scalar(Scalar::String, {s, n}); }
   // With kParseNumbersAsStringsFlag these are never called; they forward for safety.
   bool Int(int i) { return num_text(std::to_string(i)); }
@@ -837,6 +854,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   Trace& trace_;
   ImportStats& stats_;
   const ImportOptions& opts_;
+  const io::TextStream& in_;
   int depth_ = 0;
   bool top_seen_ = false;
   bool top_is_object_ = false;
@@ -870,11 +888,13 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   Trace trace;
   if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end())
     throw TraceImportError(label, in.error());
-  KinetoHandler handler(trace, stats, opts);
+  KinetoHandler handler(trace, stats, opts, in);
   rapidjson::Reader reader;
   // Recursive parsing (faster than kParseIterativeFlag) is safe: the handler stops the parse past
   // 64 levels of nesting, so the call stack stays shallow whatever the input.
-  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag;
+  // In-situ: strings and numbers are handed over where they lie in the stream's chunk (each lies
+  // whole in one: text_stream.h), not copied onto the reader's stack; that halves the reader's time.
+  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseInsituFlag;
   const rapidjson::ParseResult ok = reader.Parse<kFlags>(in, handler);
   const uint64_t text_bytes = in.bytes_delivered();
   if (!ok) {
@@ -895,6 +915,11 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       msg += " (the text ends early: was the file cut off while being written or copied?)";
     throw TraceImportError(label, msg, at, idx);
   }
+  // The text parsed, yet reading past its end failed: most often a gzip member whose CRC-32 or
+  // length does not match its text (a damaged file whose JSON happens to be whole).
+  if (!in.error().empty())
+    throw TraceImportError(label, in.error() + " after " + std::to_string(in.error_offset()) +
+                                      " bytes of JSON text", in.error_offset(), -1);
   if (!handler.saw_events())
     throw TraceImportError(label, "no traceEvents list: this JSON is not a Chrome/Kineto trace", -1, -1);
 

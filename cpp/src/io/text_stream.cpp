@@ -1,7 +1,15 @@
 #include "text_stream.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+#include <libdeflate.h>
+#endif
 
 namespace gpuprof::io {
 
@@ -9,10 +17,33 @@ namespace {
 constexpr size_t kChunkBytes = 1 << 20;        // 1 MiB of text per chunk
 constexpr size_t kSlots = 3;                   // chunks in flight: parsing, ready, being inflated
 constexpr size_t kCompressedBytes = 1 << 16;   // 64 KiB of gzip input per read
+
+// Length of the longest prefix of text[0, n) that ends at a safe cut (text_stream.h), 0 if none.
+// The text starts outside a string (it follows a safe cut, or is the start of the document).
+size_t safe_cut(const char* text, size_t n) {
+  if (const void* newline = memrchr(text, '\n', n))
+    return static_cast<size_t>(static_cast<const char*>(newline) - text) + 1;
+  size_t cut = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == ' ' ||
+               c == '\t' || c == '\r') {
+      cut = i + 1;
+    }
+  }
+  return cut;
+}
 }  // namespace
 
 TextStream::TextStream(const std::string& path, uint64_t max_bytes) : max_bytes_(max_bytes) {
-  cur_ = end_ = chunk_begin_ = sentinel_;
+  text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
   file_ = std::fopen(path.c_str(), "rb");
   if (file_ == nullptr) {
     fail(std::string("cannot open: ") + std::strerror(errno));
@@ -30,17 +61,18 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes) : max_bytes_
       return;
     }
     z_open_ = true;
-    slots_.assign(kSlots, std::vector<char>(kChunkBytes));
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+    inflateValidate(&z_, 0);   // check_member_trailer() does it
+#endif
+    slots_.assign(kSlots, std::vector<char>());
     for (size_t i = 0; i < kSlots; ++i) free_.push_back(i);
     inflater_ = std::thread([this] { inflate_loop(); });
-  } else {
-    plain_buf_.resize(kChunkBytes);
   }
   refill();
 }
 
 TextStream::TextStream(std::string_view text, uint64_t max_bytes) : max_bytes_(max_bytes) {
-  cur_ = end_ = chunk_begin_ = sentinel_;
+  text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
   memory_ = text;
   from_memory_ = true;
   refill();
@@ -69,19 +101,30 @@ void TextStream::fail(std::string message) {
 
 void TextStream::set_eof() {
   // The parser sees '\0' from here on and reports the document as ending early; the caller then
-  // prefers error() when it is set.
+  // prefers error() when it is set. The read position stays on the '\0' that follows the last
+  // chunk in its (still held) buffer, so that a number ending the text lies whole before it; the
+  // next Take() moves to the sentinel.
   consumed_ = bytes_delivered();
   eof_ = true;   // from here bytes_delivered() is consumed_
-  chunk_begin_ = cur_ = sentinel_;
-  end_ = sentinel_ + 1;
+  chunk_begin_ = cur_ = end_;
+  end_ = cur_ + 1;
 }
 
 // ---- the inflating thread -------------------------------------------------------------------------
 
 size_t TextStream::read_compressed(std::string* error) {
+  // Keep the last 8 bytes read so far: a member's trailer may straddle two reads.
+  const size_t n = in_buf_bytes_;
+  if (n >= 8) {
+    std::memcpy(read_tail_, in_buf_.data() + n - 8, 8);
+  } else if (n > 0) {
+    std::memmove(read_tail_, read_tail_ + n, 8 - n);
+    std::memcpy(read_tail_ + 8 - n, in_buf_.data(), n);
+  }
   const size_t got = std::fread(in_buf_.data(), 1, in_buf_.size(), file_);
   if (got < in_buf_.size() && std::ferror(file_)) *error = std::string("read error: ") + std::strerror(errno);
   compressed_read_ += got;
+  in_buf_bytes_ = got;
   z_.next_in = reinterpret_cast<Bytef*>(in_buf_.data());
   z_.avail_in = static_cast<uInt>(got);
   return got;
@@ -109,9 +152,20 @@ size_t TextStream::inflate_some(char* dst, size_t n, std::string* error) {
                  " compressed bytes read)";
       break;
     }
+    Bytef* const out_before = z_.next_out;
     const int rc = inflate(&z_, Z_NO_FLUSH);
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+    const size_t produced = static_cast<size_t>(z_.next_out - out_before);
+    member_crc_ = libdeflate_crc32(member_crc_, out_before, produced);
+    member_bytes_ += produced;
+#else
+    (void)out_before;
+#endif
     if (rc == Z_STREAM_END) {
       z_member_done_ = true;
+#if defined(GPUPROF_HAVE_LIBDEFLATE)
+      check_member_trailer(error);
+#endif
     } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
       const uint64_t at = compressed_read_ - z_.avail_in;
       *error = std::string("corrupt gzip data near compressed byte ") + std::to_string(at) + ": " +
@@ -119,6 +173,69 @@ size_t TextStream::inflate_some(char* dst, size_t n, std::string* error) {
     }
   }
   return n - z_.avail_out;
+}
+
+size_t TextStream::produce(char* dst, size_t n, std::string* error) {
+  if (compressed_) return inflate_some(dst, n, error);
+  if (from_memory_) {
+    const size_t got = std::min(n, memory_.size());
+    std::memcpy(dst, memory_.data(), got);
+    memory_.remove_prefix(got);
+    return got;
+  }
+  const size_t got = std::fread(dst, 1, n, file_);
+  if (got < n && std::ferror(file_)) *error = std::string("read error: ") + std::strerror(errno);
+  return got;
+}
+
+size_t TextStream::fill_chunk(std::vector<char>& buf, std::string* error) {
+  size_t len = carry_.size();
+  if (source_done_ && len == 0) return 0;   // leaves the last chunk (and its '\0') untouched
+  if (buf.size() < len + kChunkBytes + 1) buf.resize(len + kChunkBytes + 1);
+  if (len > 0) std::memcpy(buf.data(), carry_.data(), len);
+  carry_.clear();
+  for (;;) {
+    if (!source_done_) {
+      const size_t want = buf.size() - 1 - len;
+      const size_t got = produce(buf.data() + len, want, error);
+      len += got;
+      if (got < want || !error->empty()) source_done_ = true;
+    }
+    if (source_done_) {   // the rest of the text, whole
+      buf[len] = '\0';
+      return len;
+    }
+    const size_t cut = safe_cut(buf.data(), len);
+    if (cut > 0) {
+      carry_.assign(buf.data() + cut, buf.data() + len);
+      buf[cut] = '\0';
+      return cut;
+    }
+    buf.resize(2 * buf.size());   // no safe cut yet: one string longer than the chunk
+  }
+}
+
+void TextStream::check_member_trailer(std::string* error) {
+  // At Z_STREAM_END zlib has consumed the member exactly: its 8-byte trailer (CRC-32 and length
+  // mod 2^32, little-endian) ends at next_in.
+  const size_t k = static_cast<size_t>(reinterpret_cast<const char*>(z_.next_in) - in_buf_.data());
+  unsigned char t[8];
+  if (k >= 8) {
+    std::memcpy(t, in_buf_.data() + k - 8, 8);
+  } else {
+    std::memcpy(t, read_tail_ + k, 8 - k);
+    std::memcpy(t + 8 - k, in_buf_.data(), k);
+  }
+  auto le32 = [](const unsigned char* p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+  };
+  const char* wrong = le32(t) != member_crc_ ? "incorrect data check"
+                      : le32(t + 4) != uint32_t(member_bytes_) ? "incorrect length check" : nullptr;
+  if (wrong != nullptr)
+    *error = "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - z_.avail_in) +
+             ": " + wrong;
+  member_crc_ = 0;
+  member_bytes_ = 0;
 }
 
 void TextStream::inflate_loop() {
@@ -132,7 +249,7 @@ void TextStream::inflate_loop() {
       slot = free_.front();
       free_.pop_front();
     }
-    const size_t got = inflate_some(slots_[slot].data(), slots_[slot].size(), &error);
+    const size_t got = fill_chunk(slots_[slot], &error);
     std::lock_guard<std::mutex> lock(mu_);
     // The good text before an error goes first, so the error says how far the text went.
     if (got > 0) filled_.push_back({slot, got});
@@ -149,33 +266,67 @@ void TextStream::inflate_loop() {
 
 // ---- the parser's side ------------------------------------------------------------------------------
 
+void TextStream::scan_unescaped() {
+  char* p = cur_;
+  char* const limit = end_ - 1;
+  char* q = dst_;
+  // Until the first escape the decoded string lies where its text does: nothing to move.
+  const bool shifted = q != p;
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
+  while (limit - p >= 16) {
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(s, quote), _mm_cmpeq_epi8(s, backslash)),
+                                      _mm_cmpeq_epi8(_mm_max_epu8(s, control), control));   // s <= 0x1F
+    const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(stop));
+    if (mask != 0) {
+      const int plain = __builtin_ctz(mask);
+      if (shifted) std::memmove(q, p, static_cast<size_t>(plain));
+      cur_ = p + plain;
+      dst_ = q + plain;
+      return;
+    }
+    // q < p: the store may cover bytes at p.. already loaded, never unread ones past p + 16.
+    if (shifted) _mm_storeu_si128(reinterpret_cast<__m128i*>(q), s);
+    p += 16;
+    q += 16;
+  }
+#endif
+  while (p < limit) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\' || c < 0x20) break;
+    *q++ = *p++;
+  }
+  cur_ = p;
+  dst_ = q;
+}
+
 void TextStream::refill() {
   if (eof_) {
-    cur_ = sentinel_;   // a Take() past the end keeps reading '\0'
+    text_begin_ = cur_ = sentinel_;   // a Take() past the end keeps reading '\0'
+    end_ = sentinel_ + 1;
     return;
   }
   consumed_ += static_cast<uint64_t>(end_ - chunk_begin_);
   chunk_begin_ = cur_ = end_;   // nothing of the old chunk is left unread
   size_t got = 0;
-  const char* base = nullptr;
-  if (from_memory_) {
-    got = memory_.size();
-    base = memory_.data();
-    memory_ = {};
-  } else if (compressed_) {
+  char* base = nullptr;
+  if (compressed_) {
     Chunk next;
     std::string inflate_error;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (holding_slot_) {
+      cv_.wait(lock, [this] { return !filled_.empty(); });
+      next = filled_.front();
+      filled_.pop_front();
+      if (next.bytes == 0) {
+        inflate_error = inflate_error_;
+      } else if (holding_slot_) {
+        // The last chunk stays held at the end of the text (set_eof).
         free_.push_back(held_slot_);
         holding_slot_ = false;
         cv_.notify_all();
       }
-      cv_.wait(lock, [this] { return !filled_.empty(); });
-      next = filled_.front();
-      filled_.pop_front();
-      if (next.bytes == 0) inflate_error = inflate_error_;
     }
     if (next.bytes == 0) {
       if (!inflate_error.empty()) fail(inflate_error);
@@ -186,15 +337,18 @@ void TextStream::refill() {
     held_slot_ = next.slot;
     got = next.bytes;
     base = slots_[next.slot].data();
-  } else if (file_ != nullptr) {
-    got = std::fread(plain_buf_.data(), 1, plain_buf_.size(), file_);
-    if (got < plain_buf_.size() && std::ferror(file_)) {
-      fail(std::string("read error: ") + std::strerror(errno));
+  } else if (file_ != nullptr || from_memory_) {
+    std::string error;
+    got = fill_chunk(plain_buf_, &error);
+    if (!error.empty()) {
+      text_begin_ = chunk_begin_ = cur_ = end_ = sentinel_;   // plain_buf_ now holds unread text
+      fail(error);
       return;
     }
     base = plain_buf_.data();
   }
   if (max_bytes_ != 0 && consumed_ + got > max_bytes_) {
+    text_begin_ = chunk_begin_ = cur_ = end_ = sentinel_;   // the old chunk may be refilled already
     fail("the JSON text is larger than the limit of " + std::to_string(max_bytes_) +
          " bytes (raise max_bytes to read it)");
     return;
@@ -203,7 +357,7 @@ void TextStream::refill() {
     set_eof();
     return;
   }
-  chunk_begin_ = cur_ = base;
+  text_begin_ = chunk_begin_ = cur_ = base;
   end_ = base + got;
 }
 

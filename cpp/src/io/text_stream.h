@@ -2,6 +2,15 @@
 // The JSON text is streamed through a few fixed buffers: never held whole, never held twice, so a
 // multi-gigabyte trace costs the events we keep, not its text. A gzip file is inflated on a second
 // thread, one chunk ahead of the parser, so decompression and parsing overlap.
+//
+// The stream supports RapidJSON's in-situ parsing (kParseInsituFlag): strings are unescaped and
+// numbers handed over where they lie in the chunk, instead of being copied character by character
+// onto the reader's stack (that copy was half of the reader's time). In-situ parsing needs every
+// string and number to lie whole in one chunk, so a chunk ends at a safe cut: after its last
+// newline (JSON text cannot hold a raw newline inside a string or a number), or, in text without
+// newlines, after its last structural character outside a string; the rest opens the next chunk.
+// Each chunk is followed by a '\0' in its buffer, so a number that ends the text still lies whole
+// before the read position.
 #pragma once
 
 #include <zlib.h>
@@ -40,11 +49,36 @@ class TextStream {
   size_t Tell() const {
     return eof_ ? static_cast<size_t>(consumed_) : static_cast<size_t>(consumed_ + (cur_ - chunk_begin_));
   }
-  // Write side of the concept: never used by a reader.
-  Ch* PutBegin() { return nullptr; }
-  void Put(Ch) {}
+  // Write side of the concept, for in-situ parsing: the reader writes a decoded string over its
+  // own text (never past the read position, since unescaping only shortens it).
+  Ch* PutBegin() { return dst_ = cur_; }
+  void Put(Ch c) { *dst_++ = c; }
   void Flush() {}
-  size_t PutEnd(Ch*) { return 0; }
+  size_t PutEnd(Ch* begin) { return static_cast<size_t>(dst_ - begin); }
+
+  // Fast paths that RapidJSON's reader takes through the specialisations in kineto_import.cpp.
+  // Both stop before the chunk's last byte, which Take() reads (it refills after it).
+  // Skips white space (Kineto indents each field).
+  void skip_whitespace() {
+    for (;;) {
+      char* p = cur_;
+      char* const limit = end_ - 1;
+      while (p < limit && is_space(*p)) ++p;
+      cur_ = p;
+      if (!is_space(*cur_)) return;
+      Take();
+    }
+  }
+  // In-situ strings: moves the read and write positions over the plain characters of a string,
+  // up to its first quote, backslash or control character (16 bytes at a time where SSE2 is).
+  void scan_unescaped();
+
+  // The n characters just read, for a number the reader parsed in situ: RapidJSON versions differ
+  // in the pointer they pass with it (1.1.0 passes its end), but it always ends at the read
+  // position and lies in the current chunk (safe cuts). Empty if that cannot hold (a read error).
+  std::string_view last_read(size_t n) const {
+    return static_cast<size_t>(cur_ - text_begin_) >= n ? std::string_view(cur_ - n, n) : std::string_view();
+  }
 
   bool compressed() const { return compressed_; }
   // The first read error (I/O, corrupt or truncated gzip, size limit); empty when none.
@@ -57,6 +91,8 @@ class TextStream {
   bool at_end() const { return eof_; }
 
  private:
+  static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
   // One inflated chunk handed from the inflating thread to the parser.
   struct Chunk {
     size_t slot = 0;
@@ -66,17 +102,26 @@ class TextStream {
   void refill();
   void fail(std::string message);
   void set_eof();
-  // Inflating thread.
+  // Producer side (the inflating thread for gzip, the parser's thread otherwise).
+  // Fills `buf` with the next chunk of text, cut at a safe place; returns its length (0: the end).
+  size_t fill_chunk(std::vector<char>& buf, std::string* error);
+  // Up to n bytes of text from the source; fewer only at its end (or on an error).
+  size_t produce(char* dst, size_t n, std::string* error);
   void inflate_loop();
   size_t inflate_some(char* dst, size_t n, std::string* error);
   size_t read_compressed(std::string* error);
+  // With libdeflate, the inflating thread checks each gzip member's CRC-32 and length itself
+  // (zlib's own check is switched off: its CRC-32 was a third of that thread's time).
+  void check_member_trailer(std::string* error);
 
   std::FILE* file_ = nullptr;
   bool compressed_ = false;
   bool eof_ = false;
   std::string_view memory_;
   bool from_memory_ = false;
-  std::vector<char> plain_buf_;   // uncompressed file: the chunk the parser reads
+  std::vector<char> plain_buf_;   // uncompressed file or memory: the chunk the parser reads
+  std::vector<char> carry_;       // text after the last safe cut: the start of the next chunk
+  bool source_done_ = false;
 
   // gzip: the inflating thread fills slots, the parser returns them.
   z_stream z_{};
@@ -84,6 +129,10 @@ class TextStream {
   bool z_member_done_ = false;
   uint64_t compressed_read_ = 0;
   std::vector<char> in_buf_;
+  size_t in_buf_bytes_ = 0;                // bytes of the last read in in_buf_
+  unsigned char read_tail_[8] = {};        // the last 8 compressed bytes before in_buf_'s
+  uint32_t member_crc_ = 0;                // CRC-32 of the current member's text so far
+  uint64_t member_bytes_ = 0;
   std::vector<std::vector<char>> slots_;
   std::thread inflater_;
   std::mutex mu_;
@@ -97,9 +146,11 @@ class TextStream {
 
   uint64_t consumed_ = 0;   // bytes handed to the parser before the current chunk
   uint64_t max_bytes_ = 0;
-  const char* chunk_begin_ = nullptr;
-  const char* cur_ = nullptr;
-  const char* end_ = nullptr;
+  char* chunk_begin_ = nullptr;
+  char* cur_ = nullptr;
+  char* end_ = nullptr;
+  char* dst_ = nullptr;
+  char* text_begin_ = nullptr;   // where the current (or, at the end, the last) chunk begins
   char sentinel_[1] = {'\0'};
   std::string error_;
   int64_t error_offset_ = -1;

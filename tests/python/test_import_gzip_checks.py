@@ -1,0 +1,81 @@
+"""Every gzip member's CRC-32 and length are checked (by libdeflate's CRC-32 when gpuprof is built
+with it, by zlib otherwise): a damaged trailer is an error naming it, wherever the trailer lies."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+
+from gpuprof.analyze import TraceImportError, import_trace
+
+# The importer reads gzip input 64 KiB at a time (cpp/src/io/text_stream.cpp).
+READ_BYTES = 1 << 16
+
+
+def trace_text(n_events: int) -> bytes:
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1,
+               "ts": 1000 + 3 * i, "dur": 2} for i in range(n_events)]
+    return json.dumps({"traceEvents": events}, indent=1).encode()
+
+
+def gzip_member(data: bytes, level: int = 6) -> bytes:
+    c = zlib.compressobj(level, zlib.DEFLATED, 31)   # 31: gzip wrapper
+    return c.compress(data) + c.flush()
+
+
+def damaged(gz: bytes, offset_from_end: int) -> bytes:
+    b = bytearray(gz)
+    b[len(b) - offset_from_end] ^= 0x01
+    return bytes(b)
+
+
+def test_a_wrong_crc_or_length_in_the_trailer_is_an_error(tmp_path):
+    text = trace_text(2000)
+    gz = gzip_member(text)
+    good = tmp_path / "good.json.gz"
+    good.write_bytes(gz)
+    trace, stats = import_trace(good)
+    assert trace.num_events == 2000 and stats["json_bytes"] == len(text)
+    for offset, what in ((8, "incorrect data check"), (4, "incorrect length check")):
+        bad = tmp_path / f"bad{offset}.json.gz"
+        bad.write_bytes(damaged(gz, offset))   # 8: first CRC byte; 4: first length byte
+        with pytest.raises(TraceImportError, match=what):
+            import_trace(bad)
+
+
+def test_a_trailer_across_two_reads_is_checked(tmp_path):
+    # Stored (level 0) deflate grows with the text byte for byte (plus 5 bytes per stored block),
+    # so padding the text finds a file that ends 1-7 bytes past the first 64 KiB read: its 8-byte
+    # trailer is then split between the two reads.
+    base = trace_text(540)
+    assert len(gzip_member(base, level=0)) < READ_BYTES
+    for pad in range(READ_BYTES):
+        gz = gzip_member(base[:-1] + b" " * pad + base[-1:], level=0)
+        if READ_BYTES < len(gz) < READ_BYTES + 8:
+            break
+    assert READ_BYTES < len(gz) < READ_BYTES + 8, len(gz)
+    path = tmp_path / "split.json.gz"
+    path.write_bytes(gz)
+    assert import_trace(path)[0].num_events == 540
+    path.write_bytes(damaged(gz, 8))   # the CRC's first byte: in the first read
+    with pytest.raises(TraceImportError, match="incorrect data check"):
+        import_trace(path)
+    path.write_bytes(damaged(gz, 1))   # the length's last byte: in the second read
+    with pytest.raises(TraceImportError, match="incorrect length check"):
+        import_trace(path)
+
+
+def test_members_back_to_back_are_each_checked(tmp_path):
+    # `cat a.gz b.gz`: the text continues across members, and each member has its own trailer.
+    text = trace_text(5000)
+    half = len(text) // 2
+    first, second = gzip_member(text[:half]), gzip_member(text[half:])
+    path = tmp_path / "two.json.gz"
+    path.write_bytes(first + second)
+    trace, stats = import_trace(path)
+    assert trace.num_events == 5000 and stats["json_bytes"] == len(text)
+    path.write_bytes(damaged(first, 8) + second)
+    with pytest.raises(TraceImportError, match="incorrect data check"):
+        import_trace(path)

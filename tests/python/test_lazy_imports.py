@@ -1,0 +1,37 @@
+"""`import gpuprof` loads the live profiler and the exporter only when they are used (a faster
+`gpuprof analyze`), yet every public name works as before."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _run(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_import_gpuprof_leaves_the_profiler_and_exporter_unloaded():
+    out = _run("import sys, gpuprof; print(sorted(m for m in ('gpuprof.profiler', 'gpuprof.export', "
+               "'gpuprof.ranges', 'torch') if m in sys.modules))")
+    assert out == "[]"
+
+
+def test_public_names_resolve_on_first_use_to_their_modules():
+    out = _run("import gpuprof, gpuprof.profiler as p, gpuprof.export as e, gpuprof.ranges as r\n"
+               "assert gpuprof.profile is p.profile and gpuprof.current is p.current\n"
+               "assert gpuprof.ProfilerError is p.ProfilerError and gpuprof.range is r.range\n"
+               "assert gpuprof.save is e.save and gpuprof.export_chrome_trace is e.export_chrome_trace\n"
+               "assert callable(gpuprof.analyze) and callable(gpuprof.schedule)\n"
+               "assert set(gpuprof.__all__) <= set(dir(gpuprof))\n"
+               "from gpuprof import profile, range, save\n"
+               "print('ok')")
+    assert out == "ok"
+
+
+def test_an_unknown_attribute_is_still_an_attribute_error():
+    out = _run("import gpuprof\n"
+               "try:\n    gpuprof.no_such_name\nexcept AttributeError as e:\n    print(e)")
+    assert out == "module 'gpuprof' has no attribute 'no_such_name'"
