@@ -120,16 +120,25 @@ class AllocatorSampler:
 
     def __init__(self) -> None:
         self._high_water: dict[int, tuple[int, int]] = {}
+        self._scan_all = True
 
     def reset(self) -> None:
         self._high_water = {}
+        self._scan_all = True
 
     def sample(self, ticks: int) -> None:
         torch = sys.modules.get("torch")
         try:
             if torch is None or not torch.cuda.is_initialized():
                 return
-            for device in range(torch.cuda.device_count()):
+            # Every device at a span's first boundary; then those in use and the current one (a
+            # DDP rank on an 8-GPU node reads one device's statistics per boundary, not eight).
+            if self._scan_all:
+                devices = list(range(torch.cuda.device_count()))
+                self._scan_all = False
+            else:
+                devices = sorted(set(self._high_water) | {torch.cuda.current_device()})
+            for device in devices:
                 stats = torch.cuda.memory_stats(device)
                 reserved = int(stats.get("reserved_bytes.all.current", 0))
                 if reserved == 0 and device not in self._high_water:
