@@ -65,6 +65,19 @@ def nvtx_injection_path() -> str:
     return path
 
 
+def nvtx_injection_note(library: str) -> str:
+    """Whether the process's NVTX ranges reach ``library`` (the libcupti gpuprof loads), in one
+    line: ``on (...)``, or ``off: ...`` saying which tool has them or how to turn it on."""
+    current = os.environ.get(NVTX_INJECTION_ENV, "")
+    if current and library and _same_file(current, library):
+        return f"on ({NVTX_INJECTION_ENV} names gpuprof's libcupti)"
+    if current:
+        return (f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({current}), which receives the "
+                f"NVTX ranges")
+    return (f"off: to collect your own NVTX ranges, start Python with {NVTX_INJECTION_ENV}={library} "
+            f"(docs/gpu.md)")
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -191,17 +204,9 @@ class GpuCollection:
 
     def _nvtx_injection(self) -> str:
         """Whether the user's NVTX ranges are collected, in one line (and how to turn it on)."""
-        library = self.status.get("cupti_library", "")
         if not self.status.get("nvtx_markers"):
             return "off: CUPTI's NVTX marker activity is unavailable (see gpu_collection_notes)"
-        current = os.environ.get(NVTX_INJECTION_ENV, "")
-        if current and library and _same_file(current, library):
-            return f"on ({NVTX_INJECTION_ENV} names gpuprof's libcupti)"
-        if current:
-            return (f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({current}), which receives the "
-                    f"NVTX ranges")
-        return (f"off: to collect your own NVTX ranges, start Python with {NVTX_INJECTION_ENV}={library} "
-                f"(docs/gpu.md)")
+        return nvtx_injection_note(self.status.get("cupti_library", ""))
 
     def stop(self) -> None:
         if self._started:

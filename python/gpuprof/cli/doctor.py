@@ -59,7 +59,7 @@ def _torch_facts() -> dict:
 
 
 def _gpu_collection_facts() -> dict:
-    from .._gpu_session import NVTX_INJECTION_ENV, cupti_search_dirs
+    from .._gpu_session import cupti_search_dirs, nvtx_injection_note
     from .._native import _core
 
     facts = {}
@@ -76,18 +76,11 @@ def _gpu_collection_facts() -> dict:
     finally:
         _core.gpu_release()
     path, why = _core.cupti_library_path(dirs)
-    current = os.environ.get(NVTX_INJECTION_ENV, "")
     if not path:
         facts["nvtx_injection"] = ("--", f"no libcupti to collect your NVTX ranges with: {why}")
-    elif current and os.path.realpath(current) == os.path.realpath(path):
-        facts["nvtx_injection"] = ("ok", f"{NVTX_INJECTION_ENV} names gpuprof's libcupti: your NVTX "
-                                         "ranges are collected")
-    elif current:
-        facts["nvtx_injection"] = ("--", f"{NVTX_INJECTION_ENV}={current} (another NVTX tool receives "
-                                         "the ranges)")
-    else:
-        facts["nvtx_injection"] = ("--", f"to collect your own NVTX ranges, start Python with "
-                                         f"{NVTX_INJECTION_ENV}={path}")
+    else:   # the line a session's report would give
+        note = nvtx_injection_note(path)
+        facts["nvtx_injection"] = ("ok", note) if note.startswith("on") else ("--", note.removeprefix("off: "))
     return facts
 
 
