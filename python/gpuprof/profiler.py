@@ -184,9 +184,11 @@ class profile:
 
     def _sample_memory(self, ticks: int) -> None:
         # At a step boundary: host RSS, and the device allocator's statistics unless every
-        # allocation is being recorded (profile_memory=True).
+        # allocation is recorded (profile_memory=True, unless its reporter could not be installed:
+        # then _memory_note says why).
         _core.collector_record_host_rss(ticks)
-        if not (self.profile_memory and not self._memory_note):
+        every_allocation_recorded = self.profile_memory and not self._memory_note
+        if not every_allocation_recorded:
             self._allocator.sample(ticks)
 
     def _transition(self, prev: ProfilerAction, new: ProfilerAction) -> None:

@@ -366,18 +366,9 @@ int64_t host_rss_bytes() {
 }
 
 void record_host_rss(int64_t ts) {
-  if (!g_active.load(std::memory_order_relaxed)) return;
+  if (!g_active.load(std::memory_order_relaxed)) return;   // no /proc read outside a session
   const int64_t rss = host_rss_bytes();
-  if (rss < 0) return;
-  ThreadBuffer* b = buffer();
-  if (b == nullptr) return;
-  Event e;
-  e.flags = kMemoryRecordFlag;
-  e.start_ns = ts;
-  e.correlation = static_cast<uint64_t>(rss);
-  e.device = kRssDevice;
-  e.tid = b->os_tid;
-  append(b, e);
+  if (rss >= 0) record_memory(ts, 0, rss, -1, kRssDevice);
 }
 
 Trace drain() {

@@ -37,7 +37,7 @@ const CUpti_ActivityKind kOptionalKinds[] = {
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     // NVTX ranges and marks; CUPTI makes these records only when it is the NVTX injection library
-    // (NVTX_INJECTION64_PATH, set by python/gpuprof/_gpu_session.py where it is not set already).
+    // (NVTX_INJECTION64_PATH, which the user sets before Python starts: docs/gpu.md).
     CUPTI_ACTIVITY_KIND_MARKER};
 
 struct Session {
@@ -300,7 +300,6 @@ GpuStatus gpu_start(const GpuConfig& config) {
     return s.status;
   }
   s.status.cupti_library = s.api->path;
-  s.status.nvtx_markers = false;
   s.status.cupti_version = s.api->version;
   if (!s.names) {
     const cupti::CuptiApi* api = s.api;

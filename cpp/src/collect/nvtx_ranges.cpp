@@ -11,8 +11,8 @@
 namespace gpuprof::collect {
 namespace {
 nvtxDomainHandle_t domain() {
-  // Created at the first range, not at load: the NVTX tool (and CUPTI's injection) is looked up at
-  // the first NVTX call, which should come after a session had the chance to set it.
+  // Created at the first range, not at load: importing gpuprof makes no NVTX call (the NVTX tool
+  // is looked up at the first one).
   static const nvtxDomainHandle_t d = nvtxDomainCreateA("gpuprof");   // kOwnNvtxDomain
   return d;
 }
