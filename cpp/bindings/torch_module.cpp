@@ -1,18 +1,13 @@
-// gpuprof._torchhooks: the LibTorch-linked piece. Built against the torch found at build time;
-// python/gpuprof/_native.py refuses to load it beside another torch version.
+// _torchhooks: the LibTorch-linked piece, compiled for one torch build (on first use by
+// python/gpuprof/_hooks.py, or prebuilt by CMake) and loaded only beside that build.
 #include <pybind11/pybind11.h>
 
-#include "../src/collect/torch_hooks.h"
+#include "torch_hooks.h"
 
 namespace py = pybind11;
 
-#ifndef GPUPROF_TORCH_VERSION
-#define GPUPROF_TORCH_VERSION "unknown"
-#endif
-
 PYBIND11_MODULE(_torchhooks, m) {
   m.doc() = "gpuprof RecordFunction hooks (links LibTorch)";
-  m.attr("built_for_torch") = GPUPROF_TORCH_VERSION;
   m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false);
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);

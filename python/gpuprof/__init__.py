@@ -7,11 +7,7 @@
     print(prof.report())
 """
 
-from ._native import check_torch_version as _check_torch_version
-
-_check_torch_version()
-
-from ._build_info import GPUPROF_VERSION as __version__  # noqa: E402
+from ._build_info import GPUPROF_VERSION as __version__
 from .report import Report  # noqa: E402
 from .schedule import ProfilerAction, schedule  # noqa: E402
 from .analyze import TraceImportError, analyze  # noqa: E402  (trace import, issue 4)

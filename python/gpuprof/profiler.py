@@ -11,6 +11,7 @@ import traceback
 from typing import Callable, Optional
 
 from . import _native
+from ._hooks import HooksUnavailable
 from ._native import _core
 from ._gpu_session import AllocatorSampler, GpuCollection
 from .dataloader import DataLoaderCapture, cpus_available
@@ -70,6 +71,7 @@ class profile:
         self.max_events = int(max_events)
         self.profile_memory = bool(profile_memory)
         self._memory_note = ""
+        self._hooks_note = ""   # why the operator hooks could not be had (then steps only)
         self._allocator = AllocatorSampler()
         self.step_num = 0
         self.current_action = ProfilerAction.NONE
@@ -213,9 +215,16 @@ class profile:
         self.current_action = new
 
     def _hook(self) -> None:
-        if self._hooked:
+        if self._hooked or self._hooks_note:
             return
-        hooks = _native.hooks()
+        try:
+            hooks = _native.hooks()
+        except HooksUnavailable as e:
+            # The training run goes on: steps are still timed, operators are not recorded, and the
+            # report says why (once on stderr, and in its metadata).
+            self._hooks_note = str(e)
+            print(f"gpuprof: operators are not recorded: {e}", file=sys.stderr, flush=True)
+            return
         hooks.install(self.record_shapes)
         if self.profile_memory:
             self._memory_note = hooks.install_memory_reporter()
@@ -239,6 +248,8 @@ class profile:
                           "torch": _native.installed_torch_version() or ""}
         if self._memory_note:
             trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
+        if self._hooks_note:
+            trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
         self._gpu.drain_into(trace)   # GPU collection
         self._report = Report.from_trace(
             trace, dataloaders=self._capture.records(),

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         from . import _kernels
     except ImportError:
         print("gpuprof roofline: this gpuprof was built without its CUDA validation kernels (nvcc was "
-              "not found at build time); rebuild where nvcc is on PATH: pip install --no-build-isolation .",
+              "not found at build time); rebuild gpuprof from its source checkout where nvcc is on PATH: `pip install .` in that folder",
               file=sys.stderr)
         return 2
     try:

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Build gpuprof on a machine with an NVIDIA GPU, run the GPU proofs and the GPU benchmarks, in one call:
 #   bash tests/gpu/run_on_gpu.sh
-# Needs: python with torch (CUDA), pybind11, scikit-build-core, cmake, ninja, pytest, nvcc. No network.
+# Needs: python with torch (CUDA), pybind11, scikit-build-core, cmake, ninja, pytest, nvcc. No network:
+# where that machine lacks RapidJSON's or zlib's headers, carry them from a machine with PyPI, in the
+# ignored folder .whl/ (the device tool's `carry`):
+#   pip download --no-deps --no-binary :all: python-rapidjson==1.25 -d .whl
+#   pip download --no-deps cmeel-zlib -d .whl
 # When $OUT is set, the benchmark figures are also written there (gpu_overhead.json).
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,7 +17,11 @@ echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 echo "== build"
-"$PY" -m pip install --no-build-isolation --no-deps -q . || { echo "BUILD FAILED"; exit 1; }
+build_flags=()
+if ls .whl/cmeel_zlib-*.whl >/dev/null 2>&1; then "$PY" -m pip install -q --no-deps .whl/cmeel_zlib-*.whl; fi
+rj=$(ls .whl/python_rapidjson-*.tar.gz 2>/dev/null | head -n 1)
+[ -n "$rj" ] && build_flags+=(-C "cmake.define.GPUPROF_RAPIDJSON_SDIST=$REPO/$rj")
+"$PY" -m pip install --no-build-isolation --no-deps -q "${build_flags[@]}" . || { echo "BUILD FAILED"; exit 1; }
 cd /tmp   # import the installed package, not the source tree
 "$PY" -c "import gpuprof, gpuprof._kernels; print('gpuprof', gpuprof.__version__, 'kernels built')" || true
 echo "== tests/gpu"

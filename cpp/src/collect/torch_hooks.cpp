@@ -118,6 +118,20 @@ class AllocatorReporter final : public torch::profiler::impl::ProfilerStateBase 
   std::atomic<bool> enabled{true};
 };
 
+// The profiler state torch's allocator would report to from this thread: the global one (torch's
+// on-demand profiler) first, then this thread's. torch 2.11 to 2.13 spell this
+// ProfilerStateBase::get(); 2.14 has getGlobal() and getTLS() instead. Picked by overload
+// resolution, so each torch release compiles the spelling it has.
+template <class State>
+auto current_profiler_state(int) -> decltype(State::getTLS()) {
+  auto global = State::getGlobal();
+  return global ? global.get() : State::getTLS();
+}
+template <class State>
+auto current_profiler_state(long) -> decltype(State::get()) {
+  return State::get();
+}
+
 std::shared_ptr<AllocatorReporter> g_reporter;
 std::thread::id g_reporter_thread;
 
@@ -126,7 +140,7 @@ std::thread::id g_reporter_thread;
 std::string install_memory_reporter() {
   if (g_reporter) return {};
   try {
-    auto* top = torch::profiler::impl::ProfilerStateBase::get();
+    auto* top = current_profiler_state<torch::profiler::impl::ProfilerStateBase>(0);
     if (top != nullptr && dynamic_cast<AllocatorReporter*>(top) == nullptr)
       return "torch.profiler is active on this thread and receives the allocator's reports, so "
              "profile_memory=True cannot record every allocation; device memory is read at step "

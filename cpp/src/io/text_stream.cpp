@@ -7,9 +7,6 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(GPUPROF_HAVE_LIBDEFLATE)
-#include <libdeflate.h>
-#endif
 
 namespace gpuprof::io {
 
@@ -61,9 +58,7 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes) : max_bytes_
       return;
     }
     z_open_ = true;
-#if defined(GPUPROF_HAVE_LIBDEFLATE)
     inflateValidate(&z_, 0);   // check_member_trailer() does it
-#endif
     slots_.assign(kSlots, std::vector<char>());
     for (size_t i = 0; i < kSlots; ++i) free_.push_back(i);
     inflater_ = std::thread([this] { inflate_loop(); });
@@ -154,18 +149,12 @@ size_t TextStream::inflate_some(char* dst, size_t n, std::string* error) {
     }
     Bytef* const out_before = z_.next_out;
     const int rc = inflate(&z_, Z_NO_FLUSH);
-#if defined(GPUPROF_HAVE_LIBDEFLATE)
     const size_t produced = static_cast<size_t>(z_.next_out - out_before);
-    member_crc_ = libdeflate_crc32(member_crc_, out_before, produced);
+    member_crc_ = static_cast<uint32_t>(crc32_z(member_crc_, out_before, produced));
     member_bytes_ += produced;
-#else
-    (void)out_before;
-#endif
     if (rc == Z_STREAM_END) {
       z_member_done_ = true;
-#if defined(GPUPROF_HAVE_LIBDEFLATE)
       check_member_trailer(error);
-#endif
     } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
       const uint64_t at = compressed_read_ - z_.avail_in;
       *error = std::string("corrupt gzip data near compressed byte ") + std::to_string(at) + ": " +

@@ -110,8 +110,8 @@ class TextStream {
   void inflate_loop();
   size_t inflate_some(char* dst, size_t n, std::string* error);
   size_t read_compressed(std::string* error);
-  // With libdeflate, the inflating thread checks each gzip member's CRC-32 and length itself
-  // (zlib's own check is switched off: its CRC-32 was a third of that thread's time).
+  // The inflating thread checks each gzip member's CRC-32 and length itself, on the text it has
+  // just produced while that is still in cache (zlib's own check is switched off).
   void check_member_trailer(std::string* error);
 
   std::FILE* file_ = nullptr;

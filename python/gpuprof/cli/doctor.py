@@ -23,26 +23,19 @@ def add_parser(sub) -> None:
 
 
 def _torch_facts() -> dict:
-    from .. import _native
+    from .. import _hooks
 
-    built = _native._build_info.TORCH_VERSION
-    installed = _native.installed_torch_version()
-    facts = {"built_for_torch": built or None, "torch": installed}
-    if not built:
-        facts["hooks"] = ("!!", "gpuprof was built without its torch hooks (torch was not importable "
-                                "at build time): it can analyse traces but not profile. Rebuild it "
-                                "where torch is installed: pip install --no-build-isolation --no-deps "
-                                "--force-reinstall gpuprof")
+    hooks = _hooks.status()
+    facts = {"torch": hooks.get("torch"), "hooks_prebuilt_for": hooks["prebuilt_for"],
+             "hooks_cache": hooks["cache_dir"], "hooks_key": hooks.get("key"),
+             "compiler": hooks["compiler"]}
+    state = hooks["state"]
+    if state == "no torch":
+        facts["hooks"] = ("!!", f"{hooks['detail']}: gpuprof can analyse traces but not profile "
+                                "a live run until torch is installed")
         return facts
-    if installed is None:
-        facts["hooks"] = ("!!", f"torch is not installed (gpuprof was built for torch {built})")
-        return facts
-    try:
-        _native.check_torch_version()
-    except _native.TorchMismatchError as e:
-        facts["hooks"] = ("!!", str(e))
-        return facts
-    facts["hooks"] = ("ok", f"RecordFunction hooks built for torch {built}, which is installed")
+    mark = {"prebuilt": "ok", "cached": "ok", "needs compile": "ok"}.get(state, "!!")
+    facts["hooks"] = (mark, f"operator hooks for torch {hooks['torch']}: {state} ({hooks['detail']})")
     try:
         import torch
 
@@ -109,7 +102,8 @@ def run(args) -> int:
                           for k, v in facts.items()}, indent=2))
         return 0
     print(f"gpuprof {facts['gpuprof']}, Python {facts['python']}, {facts['platform']}")
-    print(f"torch: {facts['torch'] or 'not installed'} (gpuprof built for {facts['built_for_torch'] or 'none'})")
+    print(f"torch: {facts.get('torch') or 'not installed'}; hooks cache: {facts.get('hooks_cache')}; "
+          f"C++ compiler: {facts.get('compiler') or 'none found'}")
     for key, value in facts.items():
         if isinstance(value, tuple):
             state, detail = value
