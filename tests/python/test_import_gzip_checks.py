@@ -1,5 +1,5 @@
-"""Every gzip member's CRC-32 and length are checked (by libdeflate's CRC-32 when gpuprof is built
-with it, by zlib otherwise): a damaged trailer is an error naming it, wherever the trailer lies."""
+"""Every gzip member's CRC-32 and length are checked (on the inflating thread, with zlib's
+crc32_z): a damaged trailer is an error naming it, wherever the trailer lies."""
 
 from __future__ import annotations
 
