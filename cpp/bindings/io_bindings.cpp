@@ -45,8 +45,16 @@ void bind_io(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const TraceImportError& e) {
       py::object type = import_error_type.get_stored();
-      py::object err = type(py::str(e.what()));
-      err.attr("path") = e.path;
+      // File names are bytes to the OS and may not be UTF-8: the message shows such bytes as
+      // \xNN escapes, and `path` is what os.fsdecode would give (it round-trips to the file).
+      const std::string what = e.what();
+      py::object message = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(what.data(), Py_ssize_t(what.size()), "backslashreplace"));
+      py::object path = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeFSDefaultAndSize(e.path.data(), Py_ssize_t(e.path.size())));
+      if (!message || !path) throw py::error_already_set();
+      py::object err = type(message);
+      err.attr("path") = path;
       err.attr("byte_offset") = e.byte_offset >= 0 ? py::object(py::int_(e.byte_offset)) : py::none();
       err.attr("event_index") = e.event_index >= 0 ? py::object(py::int_(e.event_index)) : py::none();
       PyErr_SetObject(type.ptr(), err.ptr());

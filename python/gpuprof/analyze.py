@@ -41,6 +41,11 @@ def _looks_like_trace(path: Path) -> bool:
     return b'"traceEvents"' in head or head.lstrip().startswith(b"[")
 
 
+def display_path(path: Union[str, os.PathLike]) -> str:
+    """A path as text any output can hold: bytes of a name that are not UTF-8 become \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def trace_files(folder: Union[str, os.PathLike]) -> List[Path]:
     """The trace files under ``folder`` (recursively, sorted by path), by the rule above."""
     root = Path(folder)
@@ -58,14 +63,15 @@ def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_event
         raise FileNotFoundError(f"{p}: no such file")
     if p.is_dir():
         raise IsADirectoryError(f"{p}: is a folder; use gpuprof.analyze(folder) for a list of reports")
-    return _core.import_trace(str(p), max_bytes, max_events)
+    # The OS's bytes for the name: a file name need not be valid UTF-8.
+    return _core.import_trace(os.fsencode(p), max_bytes, max_events)
 
 
 def analyze_file(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
                  max_bytes: int = 0, max_events: int = 0) -> Report:
     """The Report of one trace file."""
     trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events)
-    source = {"kind": "trace", "path": str(path), "format": "kineto",
+    source = {"kind": "trace", "path": display_path(path), "format": "kineto",
               "compressed": stats["compressed"], "json_bytes": stats["json_bytes"],
               "time_unit": stats["time_unit"], "records": stats["records"],
               "ignored_records": stats["ignored_records"],

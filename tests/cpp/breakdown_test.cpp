@@ -256,6 +256,11 @@ TEST(Breakdown, NameRules) {
   EXPECT_EQ(step_number_from_name("ProfilerStep#42"), 42);
   EXPECT_EQ(step_number_from_name("ProfilerStep#"), -1);
   EXPECT_EQ(step_number_from_name("ProfilerStep#4x"), -1);
+  // The largest int64 is a step number; one more (or 23 digits, from a hostile trace) is not, and
+  // must not overflow on the way (UBSan).
+  EXPECT_EQ(step_number_from_name("ProfilerStep#9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(step_number_from_name("ProfilerStep#9223372036854775808"), -1);
+  EXPECT_EQ(step_number_from_name("ProfilerStep#99999999999999999999999"), -1);
 }
 
 // Whatever the timeline, each step's categories are non-negative and add up to its wall time.

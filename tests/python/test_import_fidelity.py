@@ -114,4 +114,28 @@ def test_distributed_info_and_devices_reach_the_report():
     assert [d["name"] for d in contents["devices"]] == ["Tesla V100-SXM2-32GB"] * 2
     assert contents["devices"][0]["num_sms"] == 80
     assert contents["memory_samples"] == 28010   # every [memory] instant event
-    assert contents["kernels"] == 19370 and contents["copies"] == 2040
+    # copy properties: 2040 copies and 880 sets (a set keeps its bytes too)
+    assert contents["kernels"] == 19370 and contents["copies"] == 2040 + 880
+
+
+def test_memsets_keep_their_bytes_through_import_and_export(tmp_path):
+    # A step with one 1 MiB set and one 4 KiB pageable copy, as Kineto writes them: the copy table
+    # must show each one's bytes, after import and again after exporting and re-importing.
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+        {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 100, "dur": 20,
+         "args": {"device": 0, "stream": 7, "bytes": 1048576, "memory bandwidth (GB/s)": 52.4}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
+         "ts": 200, "dur": 10, "args": {"device": 0, "stream": 7, "bytes": 4096}},
+    ]
+    path = tmp_path / "sets.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+
+    def bytes_by_kind(report):
+        return {row["kind"]: row["bytes"] for row in report.to_dict()["copies"]}
+
+    first = gpuprof.analyze(path)
+    assert bytes_by_kind(first) == {"Memset": 1048576, "HtoD": 4096}
+    again = tmp_path / "again.json"
+    gpuprof.export_chrome_trace(first.trace, again)
+    assert bytes_by_kind(gpuprof.analyze(again)) == {"Memset": 1048576, "HtoD": 4096}

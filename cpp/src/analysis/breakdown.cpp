@@ -2,6 +2,8 @@
 // overview page (REFERENCE.md), so that users can compare numbers; each is commented with why.
 #include "gpuprof/breakdown.h"
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cctype>
 #include <unordered_map>
@@ -56,12 +58,14 @@ bool is_step_marker_name(std::string_view name) { return starts_with(name, "Prof
 
 int64_t step_number_from_name(std::string_view name) {
   if (!is_step_marker_name(name)) return -1;
-  int64_t n = 0;
   size_t i = sizeof("ProfilerStep#") - 1;
   if (i >= name.size()) return -1;
+  int64_t n = 0;
   for (; i < name.size(); ++i) {
     if (name[i] < '0' || name[i] > '9') return -1;
-    n = n * 10 + (name[i] - '0');
+    const int digit = name[i] - '0';
+    if (n > (INT64_MAX - digit) / 10) return -1;   // more than an int64 holds: not a step number
+    n = n * 10 + digit;
   }
   return n;
 }

@@ -232,7 +232,7 @@ void write_trace(const Trace& t, BlockSink& sink) {
       key(w, "block");
       w.StartArray(); for (int v : k.block) w.Int(v); w.EndArray();
       if (k.est_occupancy_pct >= 0) { key(w, "est. achieved occupancy %"); w.Double(k.est_occupancy_pct); }
-    } else if (e.kind == EventKind::Memcpy && e.aux < t.copies.size()) {
+    } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
       key(w, "bytes"); w.Int64(t.copies[e.aux].bytes);
     }
     w.EndObject();

@@ -423,7 +423,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
     const std::string_view k(s, n);
     if (capture_depth_ > 0) return capture_.Key(s, n);
     if (depth_ == 1 && top_is_object_) {
-      top_key_.assign(s, n);
+      top_key_ = clean(std::string(k));   // becomes a metadata key: valid UTF-8 like every name
       return true;
     }
     if (in_events_ && depth_ == ev_depth_) {
@@ -461,16 +461,15 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   }
 
   bool open(bool object) {
+    ++depth_;
+    // Kineto nests at most 5 levels (args holding lists of lists); far deeper input is not a
+    // trace, and refusing it bounds the parser's stack, inside captured metadata values too.
+    if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
     if (capture_depth_ > 0) {
       ++capture_depth_;
-      ++depth_;
       capture_stack_.push_back(object);
       return object ? capture_.StartObject() : capture_.StartArray();
     }
-    ++depth_;
-    // Kineto nests at most 5 levels (args holding lists of lists); far deeper input is not a
-    // trace, and refusing it bounds the parser's stack.
-    if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
     if (depth_ == 1) {
       top_seen_ = true;
       top_is_object_ = object;
@@ -534,7 +533,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
       --depth_;
       const bool r = capture_level_is_object() ? capture_.EndObject() : capture_.EndArray();
       if (--capture_depth_ == 0) {
-        trace_.metadata[top_key_] = capture_buf_.GetString();
+        trace_.metadata[top_key_] = clean(capture_buf_.GetString());
       }
       return r;
     }
@@ -823,11 +822,21 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
       k.est_occupancy_pct = float(p.occupancy);
       e.aux = static_cast<uint32_t>(trace_.kernels.size());
       trace_.kernels.push_back(k);
-    } else if (kind == EventKind::Memcpy) {
-      // Parsing the name once per distinct name: a trace has a handful of copy names.
+    } else if (kind == EventKind::Memcpy || kind == EventKind::Memset) {
+      // Parsing the name once per distinct name: a trace has a handful of copy names. A set's
+      // `bytes` are what it wrote; its name says only the memory it wrote to ("Memset (Device)").
       auto it = copy_by_name_.find(e.name);
-      if (it == copy_by_name_.end())
-        it = copy_by_name_.emplace(e.name, copy_info_from_name(trace_.strings.at(e.name))).first;
+      if (it == copy_by_name_.end()) {
+        const std::string& name = trace_.strings.at(e.name);
+        CopyInfo info;
+        if (kind == EventKind::Memcpy) {
+          info = copy_info_from_name(name);
+        } else {
+          const size_t open = name.find('(');
+          if (open != std::string::npos) info.dst = memory_kind_from(std::string_view(name).substr(open + 1));
+        }
+        it = copy_by_name_.emplace(e.name, info).first;
+      }
       CopyInfo c = it->second;
       c.bytes = p.has_bytes && p.bytes > 0 ? p.bytes : 0;
       e.aux = static_cast<uint32_t>(trace_.copies.size());

@@ -38,10 +38,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.run(args) or 0)
+        rc = int(args.run(args) or 0)
+        sys.stdout.flush()   # a closed pipe shows here, inside the handler below
+        return rc
     except UserError as e:
         print(f"gpuprof {args.verb}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gpuprof {args.verb}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`gpuprof analyze T | head`): stop quietly, as other tools do. Python
+        # would report the pipe again when it flushes stdout at exit, so point stdout at nothing.
+        import os
+
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141   # 128 + SIGPIPE, what a shell reports for a program killed by the broken pipe

@@ -142,14 +142,15 @@ def junit_xml(results: list[Result], report_path: str) -> str:
 
 
 def markdown_summary(results: list[Result], report_path: str) -> str:
-    from ..report.markdown import md_escape, table
+    from ..report.markdown import md_code, md_escape, table
 
     failed = sum(not r.ok for r in results)
     head = (f"### gpuprof check: {failed} of {len(results)} budgets broken" if failed
+            else "### gpuprof check: the budget holds" if len(results) == 1
             else f"### gpuprof check: all {len(results)} budgets hold")
     rows = [["❌" if not r.ok else "✅", md_escape(r.label), f"{r.value:.4g}", f"{r.bound} {r.limit:g}"]
             for r in results]
-    return "\n".join([head, "", f"Report: `{report_path.replace('`', '')}`", ""]
+    return "\n".join([head, "", f"Report: {md_code(report_path)}", ""]
                      + table(["", "metric", "value", "budget"], rows, [":-:", ":--", "--:", "--:"])) + "\n\n"
 
 
@@ -183,6 +184,7 @@ def run(args) -> int:
         print(r.line())
     failed = [r for r in results if not r.ok]
     print(f"gpuprof check: {len(failed)} of {len(results)} budgets broken" if failed
+          else "gpuprof check: the budget holds" if len(results) == 1
           else f"gpuprof check: all {len(results)} budgets hold")
     if args.junit:
         try:

@@ -12,6 +12,10 @@ from .report import load_report, write_output
 TOP_ROWS = 10
 
 
+# The time each table is compared by: a kernel's total GPU time; an operator's total host time
+# (its calls' wall time including children, the column torch.profiler users compare).
+_TABLE_TIME = {"kernels": "total_us", "operators": "host_total_us"}
+
 def _pct_change(base: float, new: float) -> float | None:
     return None if base == 0 else 100.0 * (new - base) / base
 
@@ -36,17 +40,18 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
                                   "base_pct": b_avg.get(f"{key}_pct", 0.0),
                                   "new_pct": n_avg.get(f"{key}_pct", 0.0)})
     for key, title in sec.TABLES[:2]:
+        time_key = _TABLE_TIME[key]
         b_rows = {sec.name_of(r): r for r in sec.section(base._data, key)}
         n_rows = {sec.name_of(r): r for r in sec.section(new._data, key)}
         rows = []
         for name in sorted(set(b_rows) | set(n_rows)):
-            bt = (b_rows.get(name) or {}).get("total_us") or 0.0
-            nt = (n_rows.get(name) or {}).get("total_us") or 0.0
+            bt = (b_rows.get(name) or {}).get(time_key) or 0.0
+            nt = (n_rows.get(name) or {}).get(time_key) or 0.0
             status = "new" if name not in b_rows else "gone" if name not in n_rows else ""
             rows.append({"name": name, "base_us": bt, "new_us": nt, "delta_us": nt - bt, "status": status})
         rows.sort(key=lambda r: -abs(r["delta_us"]))
         if rows:
-            out["tables"][key] = {"title": title, "rows": rows[:top], "total_rows": len(rows)}
+            out["tables"][key] = {"title": title, "time": time_key, "rows": rows[:top], "total_rows": len(rows)}
     return out
 
 
@@ -74,11 +79,11 @@ def render_text(d: dict, base_name: str, new_name: str) -> str:
 
 
 def render_markdown(d: dict, base_name: str, new_name: str) -> str:
-    from ..report.markdown import md_escape, table
+    from ..report.markdown import md_code, md_escape, table
 
     st = d["step_time_us"]
     change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
-    out = [f"## gpuprof diff: `{base_name.replace('`', '')}` → `{new_name.replace('`', '')}`", "",
+    out = [f"## gpuprof diff: {md_code(base_name)} → {md_code(new_name)}", "",
            f"**Mean step time: {st['base'] / 1000:.3f} ms → {st['new'] / 1000:.3f} ms{change}**", ""]
     out += table(["category", "base (us)", "new (us)", "delta (us)", "base %", "new %"],
                  [[c["name"], f"{c['base_us']:,.1f}", f"{c['new_us']:,.1f}", _signed(c["delta_us"]),
@@ -100,7 +105,7 @@ def add_parser(subparsers) -> None:
                               "whose total time changed most.")
     p.add_argument("base", metavar="BASE", help="the baseline report (JSON or folder)")
     p.add_argument("new", metavar="NEW", help="the report to compare with it")
-    p.add_argument("--format", "-f", choices=["text", "md"], default="text")
+    p.add_argument("--format", "-f", choices=["text", "md", "json"], default="text")
     p.add_argument("--top", type=int, default=TOP_ROWS, help="kernels/operators to list (default %(default)s)")
     p.add_argument("-o", "--output", metavar="OUT", default=None, help="write here instead of stdout")
     p.set_defaults(run=run)
@@ -110,6 +115,11 @@ def run(args) -> int:
     if args.top < 1:
         raise UserError(f"--top must be at least 1, got {args.top}")
     d = compare(load_report(args.base), load_report(args.new), top=args.top)
+    if args.format == "json":
+        import json
+
+        write_output(json.dumps(d, indent=2) + "\n", args.output)
+        return 0
     render = render_markdown if args.format == "md" else render_text
     write_output(render(d, args.base, args.new), args.output)
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from . import sections as sec
 
 TOP_ROWS = 10
@@ -15,6 +17,17 @@ def md_escape(text: object) -> str:
     for ch in "*_`[]":
         s = s.replace(ch, "\\" + ch)
     return s
+
+
+def md_code(text: object) -> str:
+    """Any string from outside (a path, a data set's name) as one inline code span that nothing in
+    it can leave: control characters (a newline would let the rest start a heading or raw HTML)
+    are shown escaped, and the fence is longer than any run of backticks inside."""
+    s = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in str(text))
+    longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or longest else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 def table(headers: list[str], rows: list[list[str]], align: list[str] | None = None) -> list[str]:
@@ -38,7 +51,7 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
     out: list[str] = [f"## {md_escape(title)}", ""]
     src = data.get("source", {})
     if src.get("path"):
-        out += [f"Source: `{str(src['path']).replace('`', '')}`", ""]
+        out += [f"Source: {md_code(src['path'])}", ""]
     out.append(f"**{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms**")
     out.append("")
     if not report.steps:
@@ -83,7 +96,7 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
             head = f"{i}. **{md_escape(a.get('title') or a.get('rule') or 'recommendation')}**"
             extras = []
             if a.get("rule"):
-                extras.append(f"`{str(a['rule']).replace('`', '')}`")
+                extras.append(md_code(a["rule"]))
             if isinstance(bound, (int, float)):
                 extras.append(f"up to {bound:.0f}% of the step")
             if a.get("confidence"):
@@ -105,7 +118,7 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
             out.append("")
 
     for dl in report.dataloaders:
-        out.append(f"DataLoader `{str(dl.get('dataset') or '?').replace('`', '')}`: "
+        out.append(f"DataLoader {md_code(dl.get('dataset') or '?')}: "
                    f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
                    f"pin_memory={dl.get('pin_memory')}, persistent_workers={dl.get('persistent_workers')}")
         out.append("")

@@ -110,6 +110,11 @@ class Report:
     def host(self) -> dict:
         return self._data["host"]
 
+    @property
+    def source(self) -> dict:
+        """Where the report came from: ``kind`` ("live" or "trace"), and for a trace its ``path``."""
+        return self._data.get("source", {})
+
     # ---- advice (advice issue: python/gpuprof/advice/) -----------------------------------------
     @property
     def advice(self) -> list[dict]:

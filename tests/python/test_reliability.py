@@ -1,0 +1,157 @@
+"""Hostile and broken input, each as the reproducer that once crashed or misled (the reliability
+issue): no segfault, no traceback, one line naming the file and exit 2; strings from outside cannot
+change a Markdown report's structure; a closed pipe is not an error; `gpuprof diff` compares
+operators by their host time."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from report_samples import cpu_report_dict
+
+import gpuprof
+from gpuprof.cli import main
+
+
+def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, timeout=300, cwd=cwd)
+
+
+def one_error_line(proc: subprocess.CompletedProcess, path_fragment: bytes) -> str:
+    assert proc.returncode == 2, proc
+    assert b"Traceback" not in proc.stderr
+    lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    assert len(lines) == 1, lines
+    assert path_fragment.decode("utf-8", "replace") in lines[0] or path_fragment in proc.stderr
+    return lines[0]
+
+
+STEP = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10}
+
+
+def test_deep_nesting_under_a_metadata_key_is_an_error_not_a_segfault(tmp_path):
+    # 100,000 nested lists under a key that is captured as metadata (it used to skip the depth limit
+    # and overflow the parser's stack: exit 139).
+    n = 100_000
+    path = tmp_path / "deep.json"
+    path.write_bytes(b'{"m":' + b"[" * n + b"]" * n + b',"traceEvents":[]}')
+    line = one_error_line(cli("analyze", str(path)), str(path).encode())
+    assert "nested more than 64 levels" in line
+
+
+def test_invalid_utf8_in_a_metadata_key_is_cleaned(tmp_path):
+    path = tmp_path / "key.json"
+    path.write_bytes(b'{"traceEvents":[' + json.dumps(STEP).encode() + b'],"k\xff":1,"v":{"\xfex":"\xfd"}}')
+    report = gpuprof.analyze(path)          # no UnicodeDecodeError: names are cleaned to U+FFFD
+    md = report.to_dict()["metadata"]
+    assert md["k\ufffd"] == "1"
+    assert "\ufffd" in md["v"]
+    proc = cli("analyze", str(path))
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr
+
+
+def test_a_file_name_that_is_not_utf8_as_argument_and_inside_a_folder(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    raw = os.fsencode(folder) + b"/rank\xff.json"
+    with open(raw, "w") as f:
+        json.dump({"traceEvents": [STEP]}, f)
+    shown = os.fsdecode(raw)
+    report = gpuprof.analyze(shown)
+    assert report.source["path"].endswith("rank\\xff.json")       # printable, says which bytes
+    assert [r.source["path"] for r in gpuprof.analyze(folder)] == [report.source["path"]]
+    for target in (raw, os.fsencode(folder)):
+        proc = subprocess.run([sys.executable, "-m", "gpuprof", "analyze", target], capture_output=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert b"Traceback" not in proc.stderr and b"rank\\xff.json" in proc.stdout
+
+    bad = os.fsencode(folder) + b"/broken\xfe.json"
+    with open(bad, "wb") as f:
+        f.write(b'{"traceEvents": [1, 2')
+    with pytest.raises(gpuprof.TraceImportError) as e:
+        gpuprof.analyze(os.fsdecode(bad))
+    assert os.fsencode(e.value.path) == bad                      # round-trips to the file
+    assert "broken\\xfe.json" in str(e.value)
+    one_error_line(subprocess.run([sys.executable, "-m", "gpuprof", "analyze", bad], capture_output=True,
+                                  timeout=300), b"broken\\xfe.json")
+
+
+def test_a_huge_step_number_does_not_overflow(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"traceEvents": [{**STEP, "name": "ProfilerStep#99999999999999999999999"}]}))
+    report = gpuprof.analyze(path)
+    assert len(report.steps) == 1          # still a step marker; just not a usable number
+
+
+HOSTILE = "evil\n# Heading\n<img src=x onerror=alert(1)>`x`\r\n| a | b |\x1b[31m"
+
+
+def _markdown_is_inert(md: str) -> None:
+    # Inside a code span nothing is markup; outside one, none of the hostile text may appear.
+    import re
+
+    for line in md.splitlines():
+        assert not line.startswith("# Heading") and "\x1b" not in line
+        outside = re.sub(r"(`+)(?:(?!\1).)+?\1", "", line)
+        assert "<img" not in outside and "# Heading" not in outside, line
+
+
+def test_markdown_outputs_keep_outside_strings_inert(tmp_path, capsys):
+    data = copy.deepcopy(cpu_report_dict())
+    data["source"] = {**data.get("source", {}), "path": HOSTILE}
+    for dl in data.get("dataloaders", []) or []:
+        dl["dataset"] = HOSTILE
+    path = tmp_path / "report.json"
+    gpuprof.Report.from_dict(data).to_json(path)
+    assert main(["report", str(path), "-f", "md"]) == 0
+    md = capsys.readouterr().out
+    _markdown_is_inert(md)
+    assert "evil\\n# Heading" in md                      # shown, escaped, inside one code span
+
+    hostile_file = tmp_path / "evil\n# Heading `x`.json"
+    gpuprof.Report.from_dict(cpu_report_dict()).to_json(hostile_file)
+    assert main(["diff", str(hostile_file), str(path), "-f", "md"]) == 0
+    _markdown_is_inert(capsys.readouterr().out)
+    summary = tmp_path / "summary.md"
+    os.environ["GITHUB_STEP_SUMMARY"] = str(summary)
+    try:
+        assert main(["check", str(hostile_file), "--max", "step_time_ms=100000"]) == 0
+    finally:
+        del os.environ["GITHUB_STEP_SUMMARY"]
+    _markdown_is_inert(summary.read_text())
+    assert "evil\\n# Heading" in summary.read_text()
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    # `gpuprof report R | head -1`: the reader leaves after one line.
+    path = tmp_path / "r.json"
+    gpuprof.Report.from_dict(cpu_report_dict()).to_json(path)
+    code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(f"{sys.executable} -c '{code}' report {path} -f text | head -n 1",
+                          shell=True, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.startswith("gpuprof step breakdown")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_diff_compares_operators_by_host_time(tmp_path, capsys):
+    base = copy.deepcopy(cpu_report_dict())
+    new = copy.deepcopy(base)
+    op = max(new["operators"], key=lambda r: r["host_total_us"])
+    op["host_total_us"] *= 2
+    paths = []
+    for name, d in (("base.json", base), ("new.json", new)):
+        gpuprof.Report.from_dict(d).to_json(tmp_path / name)
+        paths.append(str(tmp_path / name))
+    assert main(["diff", *paths, "-f", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = out["tables"]["operators"]["rows"]
+    assert out["tables"]["operators"]["time"] == "host_total_us"
+    top = rows[0]
+    assert top["delta_us"] == pytest.approx(op["host_total_us"] / 2) and top["base_us"] > 0
