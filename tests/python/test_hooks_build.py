@@ -102,3 +102,26 @@ def test_doctor_says_which_hooks_a_session_would_use(tmp_path):
     assert out.stdout.startswith("needs compile |")
     out = _run(code, {"GPUPROF_CACHE_DIR": str(tmp_path), "CXX": "no-such-compiler"})
     assert out.stdout.startswith("cannot compile | no C++ compiler was found")
+
+
+def test_ranks_starting_at_once_compile_once_and_a_dead_builders_lock_does_not_hang_them(tmp_path):
+    # Three ranks start together on an empty cache in which a builder killed earlier (SIGKILL,
+    # scancel) left torch's lock file: all three record operators, exactly one compiles, and none
+    # waits on the dead builder's lock (torch's builder alone would wait forever).
+    from gpuprof import _hooks
+
+    entry = tmp_path / "hooks" / _hooks.cache_key(_hooks.torch_build(torch))
+    entry.mkdir(parents=True)
+    (entry / "lock").touch()
+    env = {**os.environ, "GPUPROF_CACHE_DIR": str(tmp_path)}
+    code = LOOP.replace("{prelude}", OTHER_TORCH)
+    ranks = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    results = [(p.communicate(timeout=900), p.returncode) for p in ranks]
+    for (out, err), rc in results:
+        assert rc == 0, err
+        assert "STEPS 2 HAS_ADDMM True" in out, out + err
+        assert "Traceback" not in err
+    compiled = [err for (_, err), _ in results if "compiling its operator hooks" in err]
+    assert len(compiled) == 1, [err for (_, err), _ in results]
+    assert (entry / "READY").is_file() and not (entry / "lock").exists()
