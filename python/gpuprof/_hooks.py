@@ -11,14 +11,15 @@ labels (``+cpu``, ``+cu130``) do not. So:
 * otherwise the hooks are compiled on first use with torch's own extension builder (which brings
   the C++ standard and ABI flags of the installed torch) and cached per torch build, under
   ``$GPUPROF_CACHE_DIR`` or ``$XDG_CACHE_HOME/gpuprof`` (``~/.cache/gpuprof``). A torch upgrade is
-  a new cache entry: compiled once, then reused. Many ranks starting at once compile once (torch's
-  builder holds a lock file in the cache entry while it builds).
+  a new cache entry: compiled once, then reused. Many ranks starting at once compile once (an
+  flock on the cache entry; the others wait, then load what it built).
 
 Nothing here is imported by trace analysis: only a live ``gpuprof.profile`` session loads torch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -172,16 +173,56 @@ def load():
             f"gpuprof cannot write its hooks cache {build_dir} ({e.strerror}); point "
             "GPUPROF_CACHE_DIR at a writable folder, e.g. `export GPUPROF_CACHE_DIR=$HOME/.cache/gpuprof`"
         ) from None
-    _say(f"compiling its operator hooks for torch {build['version']} (once per torch build, "
-         f"under a minute) into {build_dir}")
-    started = time.monotonic()
-    module = _compile(build, build_dir)
+    with _build_lock(build_dir, build):
+        cached = _load_cached(build_dir)   # another process (rank) compiled it while this one waited
+        if cached is not None:
+            return cached
+        _say(f"compiling its operator hooks for torch {build['version']} (once per torch build, "
+             f"under a minute) into {build_dir}")
+        started = time.monotonic()
+        module = _compile(build, build_dir)
+        try:
+            (build_dir / _READY).write_text(f"{build['version']} {build['git_version']}\n")
+        except OSError:
+            pass   # a read-only cache still works: the builder finds nothing to do next time
+        _say(f"hooks compiled in {time.monotonic() - started:.0f} s; later runs with this torch reuse them")
+        return module
+
+
+@contextlib.contextmanager
+def _build_lock(build_dir: Path, build: dict):
+    """One compile per cache entry, however many processes (ranks) start at once: an flock on
+    build_dir/gpuprof.lock, which the kernel releases when its holder dies (a rank killed while
+    compiling leaves nothing behind). Holding it, a lock file of torch's builder that is still there
+    was left by a builder that died (torch's own lock is a plain file nobody removes then), so it
+    is removed instead of waited on forever. Where the file system has no flock (some Lustre
+    mounts), torch's lock file alone serialises the builds."""
     try:
-        (build_dir / _READY).write_text(f"{build['version']} {build['git_version']}\n")
-    except OSError:
-        pass   # a read-only cache still works: the builder finds nothing to do next time
-    _say(f"hooks compiled in {time.monotonic() - started:.0f} s; later runs with this torch reuse them")
-    return module
+        import fcntl
+
+        fd = os.open(build_dir / "gpuprof.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = True
+        except BlockingIOError:
+            _say(f"waiting for another process that is compiling the operator hooks for torch "
+                 f"{build['version']} into {build_dir}")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            locked = True
+        except OSError:   # no flock on this file system
+            locked = False
+        if locked:
+            try:
+                (build_dir / "lock").unlink()
+            except OSError:
+                pass
+        yield
+    finally:
+        os.close(fd)   # releases the flock
 
 
 def _load_cached(build_dir: Path):

@@ -69,6 +69,17 @@ def test_torch_2_14_cuda_build_profiles_a_loop_and_analyses_its_trace(tmp_path):
     assert "compiling its operator hooks for torch 2.14.1" in proc.stderr
     assert "Traceback" not in proc.stderr
 
+    # A second process with this torch finds the hooks in the cache: operators again, no compile,
+    # and `gpuprof doctor` says so.
+    again = subprocess.run([str(python), "-c", LOOP, str(tmp_path / "again.json")], capture_output=True,
+                           text=True, timeout=600, env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "aten::addmm" in json.loads(again.stdout.strip().splitlines()[-1])["operators"]
+    assert "compiling" not in again.stderr, again.stderr
+    doctor = subprocess.run([str(python.parent / "gpuprof"), "doctor"], capture_output=True, text=True,
+                            timeout=300, env=env, cwd=tmp_path)
+    assert "operator hooks for torch 2.14.1" in doctor.stdout and ": cached (" in doctor.stdout, doctor.stdout
+
     out = tmp_path / "analysed.json"
     proc = subprocess.run([str(python.parent / "gpuprof"), "analyze", str(trace), "--json", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
