@@ -16,8 +16,8 @@ if ! command -v clang++ >/dev/null 2>&1; then
 fi
 t0=$SECONDS
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS="$san -fsanitize=fuzzer-no-link" -DCMAKE_C_FLAGS="$san" \
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS="$san -fsanitize=fuzzer-no-link" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DGPUPROF_BUILD_TESTS=ON -DGPUPROF_BUILD_PYTHON=OFF -DGPUPROF_BUILD_FUZZ=ON >/dev/null || exit 1
 cmake --build "$B" -j2 --target gpuprof_tests gpuprof_import_fuzz >/dev/null || exit 1
