@@ -156,13 +156,8 @@ class JsonSax {
       take();
       int_digits = 1;
     } else if (in_.Peek() >= '1' && in_.Peek() <= '9') {
-      bool leading = true;
-      while (digit(in_.Peek())) {
-        leading = false;
-        take();
-        ++int_digits;
-      }
-      (void)leading;
+      int_digits = in_.skip_digits();
+      n += int_digits;
     } else {
       return fail(JsonError::ValueInvalid, in_.Tell());
     }
@@ -172,10 +167,8 @@ class JsonSax {
     if (in_.Peek() == '.') {
       take();
       if (!digit(in_.Peek())) return fail(JsonError::MissFraction, in_.Tell());
-      while (digit(in_.Peek())) {
-        take();
-        ++frac_digits;
-      }
+      frac_digits = in_.skip_digits();
+      n += frac_digits;
     }
     if (in_.Peek() == 'e' || in_.Peek() == 'E') {
       take();

@@ -76,6 +76,20 @@ class TextStream {
       Take();
     }
   }
+  // Moves over a run of decimal digits; returns how many (the reader's number scan).
+  size_t skip_digits() {
+    size_t n = 0;
+    for (;;) {
+      char* p = cur_;
+      char* const limit = end_ - 1;
+      while (p < limit && static_cast<unsigned char>(*p - '0') < 10) ++p;
+      n += static_cast<size_t>(p - cur_);
+      cur_ = p;
+      if (static_cast<unsigned char>(*cur_ - '0') >= 10) return n;
+      Take();
+      ++n;
+    }
+  }
   // In-situ strings: moves the read and write positions over the plain characters of a string,
   // up to its first quote, backslash or control character (16 bytes at a time where SSE2 is).
   void scan_unescaped();
