@@ -91,7 +91,7 @@ class JsonSax {
             if (!(object ? h_.EndObject() : h_.EndArray())) return fail(JsonError::Stopped, in_.Tell());
             break;   // an empty container is one whole value
           }
-          open_.push_back(object);
+          open_.push_back(object ? 1 : 0);
           if (object && !member_key()) return false;
           opened = true;
           break;
@@ -103,7 +103,7 @@ class JsonSax {
       for (;;) {
         if (open_.empty()) return true;
         in_.skip_whitespace();
-        const bool object = open_.back();
+        const bool object = open_.back() != 0;
         const char c = in_.Peek();
         if (c == ',') {
           in_.Take();
@@ -147,8 +147,7 @@ class JsonSax {
 
   // JSON's number grammar; the text goes to the handler as it lies in the chunk.
   bool number() {
-    const size_t start = in_.Tell();
-    size_t n = 0;
+    size_t n = 0;   // the number starts n bytes before the read position (one chunk)
     auto take = [&] { in_.Take(); ++n; };
     if (in_.Peek() == '-') take();
     size_t int_digits = 0;
@@ -162,7 +161,7 @@ class JsonSax {
       return fail(JsonError::ValueInvalid, in_.Tell());
     }
     // A double holds integers below 1.8e308: 309 digits or more cannot be one.
-    if (int_digits > 309) return fail(JsonError::NumberTooBig, start);
+    if (int_digits > 309) return fail(JsonError::NumberTooBig, in_.Tell() - n);
     size_t frac_digits = 0;
     if (in_.Peek() == '.') {
       take();
@@ -185,7 +184,7 @@ class JsonSax {
       while (digit(in_.Peek())) {
         if (e < 1000000000) e = e * 10 + (in_.Peek() - '0');
         take();
-        if (!minus && e > max_exp) return fail(JsonError::NumberTooBig, start);
+        if (!minus && e > max_exp) return fail(JsonError::NumberTooBig, in_.Tell() - n);
       }
     }
     if (!h_.RawNumber(in_.last_read(n), n)) return fail(JsonError::Stopped, in_.Tell());
@@ -238,6 +237,13 @@ class JsonSax {
     for (;;) {
       in_.scan_unescaped();
       const char c = in_.Peek();
+      if (c == '"') {
+        in_.Take();
+        in_.Put('\0');
+        const size_t len = in_.PutEnd(head) - 1;
+        const bool ok = key ? h_.Key(head, len) : h_.String(head, len);
+        return ok || fail(JsonError::Stopped, in_.Tell());
+      }
       if (c == '\\') {
         const size_t escape_at = in_.Tell();
         in_.Take();
@@ -273,12 +279,6 @@ class JsonSax {
         }
         in_.Take();
         in_.Put(plain);
-      } else if (c == '"') {
-        in_.Take();
-        in_.Put('\0');
-        const size_t len = in_.PutEnd(head) - 1;
-        const bool ok = key ? h_.Key(head, len) : h_.String(head, len);
-        return ok || fail(JsonError::Stopped, in_.Tell());
       } else if (static_cast<unsigned char>(c) < 0x20) {
         // (a control character is reported as an invalid escape, as the importer always has)
         return fail(c == '\0' ? JsonError::MissQuote : JsonError::BadEscape, in_.Tell());
@@ -296,7 +296,7 @@ class JsonSax {
 
   TextStream& in_;
   Handler& h_;
-  std::vector<bool> open_;
+  std::vector<uint8_t> open_;   // 1: object
   JsonResult res_;
 };
 
