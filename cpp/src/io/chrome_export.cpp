@@ -2,10 +2,10 @@
 // (integer nanoseconds), so gpuprof's importer reads back the very same nanoseconds.
 #include "gpuprof/chrome_export.h"
 
-#include <rapidjson/writer.h>
 #include <zlib.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -16,7 +16,7 @@ namespace gpuprof {
 
 namespace {
 
-// A RapidJSON output stream that buffers text and hands it to a file or a gzip stream in blocks.
+// An output stream that buffers text and hands it to a file or a gzip stream in blocks.
 class BlockSink {
  public:
   typedef char Ch;
@@ -38,6 +38,10 @@ class BlockSink {
   }
   void Put(char c) {
     buf_.push_back(c);
+    if (buf_.size() >= kBlock) drain();
+  }
+  void write(const char* p, size_t n) {
+    buf_.append(p, n);
     if (buf_.size() >= kBlock) drain();
   }
   void Flush() {}
@@ -77,18 +81,113 @@ class BlockSink {
   std::string buf_;
 };
 
-using JsonWriter = rapidjson::Writer<BlockSink>;
+// Compact JSON onto a BlockSink (strings escaped as JSON requires; bytes >= 0x80 kept).
+class JsonWriter {
+ public:
+  explicit JsonWriter(BlockSink& out) : out_(out) {}
+  void StartObject() { start('{', true); }
+  void StartArray() { start('[', false); }
+  void EndObject() { end('}'); }
+  void EndArray() { end(']'); }
+  void Key(const char* s, size_t n) { String(s, n); }
+  void String(const char* s, size_t n) {
+    prefix();
+    static const char digits[] = "0123456789ABCDEF";
+    out_.Put('"');
+    size_t run = 0;   // plain bytes not yet written
+    for (size_t i = 0; i < n; ++i) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x20 && c != '"' && c != '\\') continue;
+      out_.write(s + run, i - run);
+      run = i + 1;
+      char esc[6] = {'\\', 0, 0, 0, 0, 0};
+      size_t len = 2;
+      switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+          esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = digits[c >> 4]; esc[5] = digits[c & 15];
+          len = 6;
+      }
+      out_.write(esc, len);
+    }
+    out_.write(s + run, n - run);
+    out_.Put('"');
+  }
+  void String(const char* s) { String(s, std::strlen(s)); }
+  void Int(int v) { integer(int64_t(v)); }
+  void Int64(int64_t v) { integer(v); }
+  void Uint(unsigned v) { unsigned_integer(v); }
+  void Uint64(uint64_t v) { unsigned_integer(v); }
+  // Shortest text that reads back as the same double, with a ".0" on whole numbers.
+  void Double(double d) {
+    prefix();
+    char text[400];
+    auto r = std::to_chars(text, text + sizeof text - 2, d, std::chars_format::fixed);
+    if (r.ec != std::errc()) r = std::to_chars(text, text + sizeof text - 2, d);
+    size_t n = size_t(r.ptr - text);
+    if (std::memchr(text, '.', n) == nullptr && std::memchr(text, 'e', n) == nullptr) {
+      text[n++] = '.';
+      text[n++] = '0';
+    }
+    out_.write(text, n);
+  }
+  void RawValue(const char* s, size_t n) {
+    prefix();
+    out_.write(s, n);
+  }
+
+ private:
+  void integer(int64_t v) {
+    prefix();
+    char text[24];
+    const auto r = std::to_chars(text, text + sizeof text, v);
+    out_.write(text, size_t(r.ptr - text));
+  }
+  void unsigned_integer(uint64_t v) {
+    prefix();
+    char text[24];
+    const auto r = std::to_chars(text, text + sizeof text, v);
+    out_.write(text, size_t(r.ptr - text));
+  }
+  void start(char c, bool object) {
+    prefix();
+    out_.Put(c);
+    levels_.push_back({object, 0});
+  }
+  void end(char c) {
+    out_.Put(c);
+    levels_.pop_back();
+  }
+  void prefix() {
+    if (levels_.empty()) return;
+    Level& l = levels_.back();
+    if (l.values > 0) out_.Put(l.object ? (l.values % 2 == 0 ? ',' : ':') : ',');
+    ++l.values;
+  }
+  struct Level {
+    bool object;
+    uint64_t values;
+  };
+  BlockSink& out_;
+  std::vector<Level> levels_;
+};
 
 void write_us(JsonWriter& w, int64_t ns) {
   char text[32];
   const uint64_t mag = ns < 0 ? uint64_t(0) - uint64_t(ns) : uint64_t(ns);
   const int n = std::snprintf(text, sizeof text, "%s%" PRIu64 ".%03" PRIu64, ns < 0 ? "-" : "",
                               mag / 1000, mag % 1000);
-  w.RawValue(text, size_t(n), rapidjson::kNumberType);
+  w.RawValue(text, size_t(n));
 }
 
-void key(JsonWriter& w, const char* k) { w.Key(k, rapidjson::SizeType(std::strlen(k))); }
-void str(JsonWriter& w, const std::string& s) { w.String(s.data(), rapidjson::SizeType(s.size())); }
+void key(JsonWriter& w, const char* k) { w.Key(k, std::strlen(k)); }
+void str(JsonWriter& w, const std::string& s) { w.String(s.data(), s.size()); }
 
 const char* cat_of(EventKind k) {
   switch (k) {
@@ -158,7 +257,7 @@ void write_trace(const Trace& t, BlockSink& sink) {
   auto dist = t.metadata.find("distributedInfo");
   if (dist != t.metadata.end() && !dist->second.empty() && dist->second[0] == '{') {
     key(w, "distributedInfo");
-    w.RawValue(dist->second.data(), dist->second.size(), rapidjson::kObjectType);
+    w.RawValue(dist->second.data(), dist->second.size());
   }
   key(w, "gpuprofMetadata");
   w.StartObject();

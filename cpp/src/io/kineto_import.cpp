@@ -1,12 +1,7 @@
-// Kineto Chrome-trace import: RapidJSON's SAX reader over a streamed text (text_stream.h), turned
+// Kineto Chrome-trace import: our own SAX reader (json_sax.h) over a streamed text (text_stream.h), turned
 // into Trace records as each event object closes. Numbers arrive as their raw text so timestamps
 // are converted exactly (a double holds 1.6e15 us only to a quarter of a microsecond).
 #include "gpuprof/kineto_import.h"
-
-#include <rapidjson/error/en.h>
-#include <rapidjson/reader.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <charconv>
 #include <chrono>
@@ -14,23 +9,8 @@
 #include <unordered_map>
 
 #include "gpuprof/breakdown.h"
+#include "json_sax.h"
 #include "text_stream.h"
-
-// RapidJSON scans white space and the plain runs of strings with SIMD only for its own in-memory
-// streams; these specialisations give our chunked stream the same fast paths (text_stream.h).
-namespace rapidjson {
-template <>
-inline void SkipWhitespace(gpuprof::io::TextStream& is) {
-  is.skip_whitespace();
-}
-template <>
-template <>
-inline void GenericReader<UTF8<>, UTF8<>, CrtAllocator>::ScanCopyUnescapedString(gpuprof::io::TextStream& is,
-                                                                              gpuprof::io::TextStream& os) {
-  (void)os;   // in-situ parsing: the same stream
-  is.scan_unescaped();
-}
-}  // namespace rapidjson
 
 namespace gpuprof {
 
@@ -139,8 +119,6 @@ bool parse_scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
 }
 
 namespace {
-
-using rapidjson::SizeType;
 
 bool eq_ci(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -397,7 +375,7 @@ int64_t trailing_number(std::string_view s) {
   return v;
 }
 
-class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KinetoHandler> {
+class KinetoHandler {
  public:
   KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts, const io::TextStream& in)
       : trace_(trace), stats_(stats), opts_(opts), in_(in) {}
@@ -405,23 +383,19 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   // ---- the SAX interface ------------------------------------------------------------------------
   bool Null() { return scalar(Scalar::Null, {}); }
   bool Bool(bool b) { return scalar(Scalar::Bool, b ? "true" : "false"); }
-  bool RawNumber(const char*, SizeType n, bool) { return scalar(Scalar::Number, in_.last_read(n)); }
-  bool String(const char* s, SizeType n, bool) { return scalar(Scalar::String, {s, n}); }
-  // With kParseNumbersAsStringsFlag these are never called; they forward for safety.
-  bool Int(int i) { return num_text(std::to_string(i)); }
-  bool Uint(unsigned u) { return num_text(std::to_string(u)); }
-  bool Int64(int64_t i) { return num_text(std::to_string(i)); }
-  bool Uint64(uint64_t u) { return num_text(std::to_string(u)); }
-  bool Double(double d) { return num_text(std::to_string(d)); }
-
+  bool RawNumber(std::string_view text, size_t) { return scalar(Scalar::Number, text); }
+  bool String(const char* s, size_t n) { return scalar(Scalar::String, {s, n}); }
   bool StartObject() { return open(true); }
-  bool EndObject(SizeType) { return close(); }
+  bool EndObject() { return close(); }
   bool StartArray() { return open(false); }
-  bool EndArray(SizeType) { return close(); }
+  bool EndArray() { return close(); }
 
-  bool Key(const char* s, SizeType n, bool) {
+  bool Key(const char* s, size_t n) {
     const std::string_view k(s, n);
-    if (capture_depth_ > 0) return capture_.Key(s, n);
+    if (capture_depth_ > 0) {
+      capture_.key(k);
+      return true;
+    }
     if (depth_ == 1 && top_is_object_) {
       top_key_ = clean(std::string(k));   // becomes a metadata key: valid UTF-8 like every name
       return true;
@@ -467,8 +441,8 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
     if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
     if (capture_depth_ > 0) {
       ++capture_depth_;
-      capture_stack_.push_back(object);
-      return object ? capture_.StartObject() : capture_.StartArray();
+      capture_.start(object);
+      return true;
     }
     if (depth_ == 1) {
       top_seen_ = true;
@@ -491,11 +465,10 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
         return true;
       }
       // Any other top-level value is kept as compact JSON in the metadata.
-      capture_buf_.Clear();
-      capture_.Reset(capture_buf_);
+      capture_.clear();
       capture_depth_ = 1;
-      capture_stack_.assign(1, object);
-      return object ? capture_.StartObject() : capture_.StartArray();
+      capture_.start(object);
+      return true;
     }
     if (in_events_) {
       if (depth_ == ev_depth_) {
@@ -531,11 +504,9 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   bool close() {
     if (capture_depth_ > 0) {
       --depth_;
-      const bool r = capture_level_is_object() ? capture_.EndObject() : capture_.EndArray();
-      if (--capture_depth_ == 0) {
-        trace_.metadata[top_key_] = clean(capture_buf_.GetString());
-      }
-      return r;
+      capture_.end();
+      if (--capture_depth_ == 0) trace_.metadata[top_key_] = clean(capture_.text());
+      return true;
     }
     if (in_events_) {
       if (depth_ == ev_depth_ && in_event_) {
@@ -554,13 +525,6 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
     }
     --depth_;
     return true;
-  }
-
-  // RapidJSON's Writer does not expose its nesting; we mirror it.
-  bool capture_level_is_object() {
-    const bool obj = capture_stack_.back();
-    capture_stack_.pop_back();
-    return obj;
   }
 
   bool scalar(Scalar type, std::string_view v) {
@@ -598,13 +562,10 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
 
   bool capture_scalar(Scalar type, std::string_view v) {
     switch (type) {
-      case Scalar::Null: return capture_.Null();
-      case Scalar::Bool: return capture_.Bool(v == "true");
-      case Scalar::Number: return capture_.RawValue(v.data(), v.size(), rapidjson::kNumberType);
-      case Scalar::String: {
-        const std::string text = clean(std::string(v));
-        return capture_.String(text.data(), SizeType(text.size()));
-      }
+      case Scalar::Null: capture_.null(); break;
+      case Scalar::Bool: capture_.boolean(v == "true"); break;
+      case Scalar::Number: capture_.raw_number(v); break;
+      case Scalar::String: capture_.string(clean(std::string(v))); break;
     }
     return true;
   }
@@ -883,9 +844,7 @@ class KinetoHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Kin
   uint64_t invalid_utf8_ = 0;
   std::unordered_map<uint32_t, CopyInfo> copy_by_name_;
   // Capture of other top-level values as compact JSON.
-  rapidjson::StringBuffer capture_buf_;
-  rapidjson::Writer<rapidjson::StringBuffer> capture_;
-  std::vector<bool> capture_stack_;
+  io::JsonWriter capture_;
   int capture_depth_ = 0;
 };
 
@@ -898,13 +857,10 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end())
     throw TraceImportError(label, in.error());
   KinetoHandler handler(trace, stats, opts, in);
-  rapidjson::Reader reader;
-  // Recursive parsing (faster than kParseIterativeFlag) is safe: the handler stops the parse past
-  // 64 levels of nesting, so the call stack stays shallow whatever the input.
+  // The reader keeps its nesting on the heap; the handler stops the parse past 64 levels.
   // In-situ: strings and numbers are handed over where they lie in the stream's chunk (each lies
-  // whole in one: text_stream.h), not copied onto the reader's stack; that halves the reader's time.
-  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseInsituFlag;
-  const rapidjson::ParseResult ok = reader.Parse<kFlags>(in, handler);
+  // whole in one: text_stream.h), never copied.
+  const io::JsonResult ok = io::JsonSax<KinetoHandler>(in, handler).parse();
   const uint64_t text_bytes = in.bytes_delivered();
   if (!ok) {
     const int64_t idx = handler.event_index();
@@ -912,18 +868,18 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
     if (!in.error().empty())
       throw TraceImportError(label, in.error() + " after " + std::to_string(in.error_offset()) +
                                         " bytes of JSON text" + where, in.error_offset(), idx);
-    const int64_t at = static_cast<int64_t>(ok.Offset());
+    const int64_t at = static_cast<int64_t>(ok.offset);
     if (!handler.abort_reason().empty())
       throw TraceImportError(label, handler.abort_reason() + " at byte " + std::to_string(at) + where,
                              at, idx);
     // The reader takes a NUL byte for the end of the text: one that is not the end is binary data
     // (a file of zeros, a sparse file's hole), which deserves its own words.
     const bool nul_byte = in.Peek() == '\0' && !in.at_end();
-    if (ok.Code() == rapidjson::kParseErrorDocumentEmpty && !nul_byte)
+    if (ok.error == io::JsonError::Empty && !nul_byte)
       throw TraceImportError(label, "the file is empty (or only white space): not a trace", 0, -1);
     std::string msg = std::string("invalid JSON at byte ") + std::to_string(at) + where + ": " +
                       (nul_byte ? "a NUL byte (binary data, or a hole in a sparse file: not JSON text)"
-                                : rapidjson::GetParseError_En(ok.Code()));
+                                : io::json_error_text(ok.error));
     if (in.at_end() && uint64_t(at) >= text_bytes)
       msg += " (the text ends early: was the file cut off while being written or copied?)";
     throw TraceImportError(label, msg, at, idx);

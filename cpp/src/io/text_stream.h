@@ -1,11 +1,11 @@
-// A RapidJSON input stream over a plain file, a gzip file or memory.
+// The JSON reader's input stream (json_sax.h) over a plain file, a gzip file or memory.
 // The JSON text is streamed through a few fixed buffers: never held whole, never held twice, so a
 // multi-gigabyte trace costs the events we keep, not its text. A gzip file is inflated on a second
 // thread, one chunk ahead of the parser, so decompression and parsing overlap.
 //
-// The stream supports RapidJSON's in-situ parsing (kParseInsituFlag): strings are unescaped and
+// The stream supports in-situ parsing: strings are unescaped and
 // numbers handed over where they lie in the chunk, instead of being copied character by character
-// onto the reader's stack (that copy was half of the reader's time). In-situ parsing needs every
+// onto a stack (such a copy was half of a reader's time). In-situ parsing needs every
 // string and number to lie whole in one chunk, so a chunk ends at a safe cut: after its last
 // newline (JSON text cannot hold a raw newline inside a string or a number), or, in text without
 // newlines, after its last structural character outside a string; the rest opens the next chunk.
@@ -30,7 +30,7 @@ namespace gpuprof::io {
 
 class TextStream {
  public:
-  typedef char Ch;   // RapidJSON's stream concept
+  typedef char Ch;
 
   // Opens `path`; gzip is recognised by its magic bytes, whatever the file is called.
   // On failure, error() is set and the stream is empty.
@@ -63,7 +63,7 @@ class TextStream {
   void Flush() {}
   size_t PutEnd(Ch* begin) { return static_cast<size_t>(dst_ - begin); }
 
-  // Fast paths that RapidJSON's reader takes through the specialisations in kineto_import.cpp.
+  // Fast paths the reader (json_sax.h) takes.
   // Both stop before the chunk's last byte, which Take() reads (it refills after it).
   // Skips white space (Kineto indents each field).
   void skip_whitespace() {
@@ -76,12 +76,25 @@ class TextStream {
       Take();
     }
   }
+  // Moves over a run of decimal digits; returns how many (the reader's number scan).
+  size_t skip_digits() {
+    size_t n = 0;
+    for (;;) {
+      char* p = cur_;
+      char* const limit = end_ - 1;
+      while (p < limit && static_cast<unsigned char>(*p - '0') < 10) ++p;
+      n += static_cast<size_t>(p - cur_);
+      cur_ = p;
+      if (static_cast<unsigned char>(*cur_ - '0') >= 10) return n;
+      Take();
+      ++n;
+    }
+  }
   // In-situ strings: moves the read and write positions over the plain characters of a string,
   // up to its first quote, backslash or control character (16 bytes at a time where SSE2 is).
   void scan_unescaped();
 
-  // The n characters just read, for a number the reader parsed in situ: RapidJSON versions differ
-  // in the pointer they pass with it (1.1.0 passes its end), but it always ends at the read
+  // The n characters just read, for a number the reader parsed in situ: it ends at the read
   // position and lies in the current chunk (safe cuts). Empty if that cannot hold (a read error).
   std::string_view last_read(size_t n) const {
     return static_cast<size_t>(cur_ - text_begin_) >= n ? std::string_view(cur_ - n, n) : std::string_view();
