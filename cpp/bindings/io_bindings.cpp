@@ -1,5 +1,7 @@
 // Python face of trace import and export (cpp/src/io). Translation only.
 #include <pybind11/pybind11.h>
+
+#include <cstdlib>
 #include <pybind11/stl.h>
 
 #include <array>
@@ -31,7 +33,32 @@ ImportOptions options(uint64_t max_bytes, uint64_t max_events) {
   ImportOptions o;
   o.max_bytes = max_bytes;
   o.max_events = max_events;
+  // The one-value limit (docs/analyze.md): GPUPROF_MAX_TOKEN_MIB overrides the default 64 MiB.
+  if (const char* mib = std::getenv("GPUPROF_MAX_TOKEN_MIB")) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(mib, &end, 10);
+    if (end != mib && *end == '\0' && v > 0 && v < (1ull << 24)) o.max_token_bytes = uint64_t(v) << 20;
+  }
+  // Ctrl-C during a long import: Python's handler runs here (it needs the GIL), and the import
+  // stops at its next chunk; the binding then raises the KeyboardInterrupt it left.
+  o.interrupted = [] {
+    py::gil_scoped_acquire gil;
+    return PyErr_CheckSignals() != 0;
+  };
   return o;
+}
+
+// An import that stopped because Python has an exception pending (a KeyboardInterrupt from the
+// check above) raises that exception, not the importer's "interrupted".
+template <class F>
+auto run_releasing_gil(F&& import) {
+  try {
+    py::gil_scoped_release release;
+    return import();
+  } catch (const TraceImportError&) {
+    if (PyErr_Occurred()) throw py::error_already_set();
+    throw;
+  }
 }
 
 }  // namespace
@@ -67,11 +94,7 @@ void bind_io(py::module_& m) {
       "import_trace",
       [](const std::string& path, uint64_t max_bytes, uint64_t max_events) {
         ImportStats stats;
-        Trace t;
-        {
-          py::gil_scoped_release release;
-          t = import_kineto_trace(path, options(max_bytes, max_events), &stats);
-        }
+        Trace t = run_releasing_gil([&] { return import_kineto_trace(path, options(max_bytes, max_events), &stats); });
         return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
       },
       py::arg("path"), py::arg("max_bytes") = 0, py::arg("max_events") = 0,
@@ -81,11 +104,7 @@ void bind_io(py::module_& m) {
       [](py::bytes data, const std::string& label, uint64_t max_bytes, uint64_t max_events) {
         const std::string_view text = data;
         ImportStats stats;
-        Trace t;
-        {
-          py::gil_scoped_release release;
-          t = import_kineto_json(text, label, options(max_bytes, max_events), &stats);
-        }
+        Trace t = run_releasing_gil([&] { return import_kineto_json(text, label, options(max_bytes, max_events), &stats); });
         return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
       },
       py::arg("data"), py::arg("label") = "<memory>", py::arg("max_bytes") = 0, py::arg("max_events") = 0,

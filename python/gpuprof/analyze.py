@@ -7,6 +7,8 @@ a live session produces, and the same analysis builds the Report. Nothing here i
 from __future__ import annotations
 
 import os
+import stat
+import sys
 from pathlib import Path
 from typing import List, Union
 
@@ -46,10 +48,68 @@ def display_path(path: Union[str, os.PathLike]) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+def check_path(path: Union[str, os.PathLike]) -> os.stat_result:
+    """``os.stat`` with errors that say which: missing, or not allowed to look (a permission
+    problem is not reported as a missing file)."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{display_path(path)}: no such file or folder") from None
+    except PermissionError:
+        raise PermissionError(f"{display_path(path)}: permission denied (a folder on its path "
+                              "cannot be searched by this user)") from None
+
+
 def trace_files(folder: Union[str, os.PathLike]) -> List[Path]:
-    """The trace files under ``folder`` (recursively, sorted by path), by the rule above."""
+    """The trace files under ``folder`` (recursively, sorted by path), by the rule above. A folder
+    that cannot be read is an error when it hides every trace, a warning otherwise."""
     root = Path(folder)
-    return sorted(p for p in root.rglob("*") if p.is_file() and _looks_like_trace(p))
+    unreadable: List[str] = []
+    found = []
+    for here, _dirs, names in os.walk(root, onerror=lambda e: unreadable.append(display_path(e.filename))):
+        for name in names:
+            p = Path(here) / name
+            if p.is_file() and _looks_like_trace(p):
+                found.append(p)
+    if unreadable and not found:
+        raise PermissionError(f"{unreadable[0]}: permission denied (cannot list this folder)")
+    for where in unreadable:
+        print(f"gpuprof: skipped {where}: permission denied (cannot list this folder)", file=sys.stderr)
+    return sorted(found)
+
+
+def _wait_for_writer(path: Path, timeout_s: float):
+    """A FIFO opens for reading only once a process opens it for writing: wait for one, at most
+    timeout_s, in a thread (so Ctrl-C still works). Returns the descriptor to keep open while the
+    importer reads the FIFO (a second reader's open then returns at once)."""
+    import threading
+
+    box: dict = {}
+
+    def opener():
+        try:
+            box["fd"] = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            box["error"] = e
+
+    t = threading.Thread(target=opener, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        # Release the waiting open(): be its writer for a moment, then close both ends.
+        try:
+            w = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            t.join(5)
+            os.close(w)
+        except OSError:
+            pass
+        if "fd" in box:
+            os.close(box["fd"])
+        raise TraceImportError(f"{display_path(path)}: a FIFO that no process is writing to (waited "
+                               f"{timeout_s:g} s): start the program that writes it first")
+    if "error" in box:
+        raise box["error"]
+    return box["fd"]
 
 
 def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0):
@@ -59,12 +119,18 @@ def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_event
     ``skipped_by_reason``, ``compressed``, ``time_unit`` ("us" or "ns") and ``read_s``.
     """
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
-    if p.is_dir():
-        raise IsADirectoryError(f"{p}: is a folder; use gpuprof.analyze(folder) for a list of reports")
-    # The OS's bytes for the name: a file name need not be valid UTF-8.
-    return _core.import_trace(os.fsencode(p), max_bytes, max_events)
+    st = check_path(p)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{display_path(p)}: is a folder; use gpuprof.analyze(folder) for a list of reports")
+    held = None
+    if stat.S_ISFIFO(st.st_mode):
+        held = _wait_for_writer(p, float(os.environ.get("GPUPROF_FIFO_WAIT_S", "10")))
+    try:
+        # The OS's bytes for the name: a file name need not be valid UTF-8.
+        return _core.import_trace(os.fsencode(p), max_bytes, max_events)
+    finally:
+        if held is not None:
+            os.close(held)
 
 
 def analyze_file(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
@@ -100,7 +166,7 @@ def analyze(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = 
         TraceImportError: a file is not a readable trace (the message names it and the place).
     """
     p = Path(path)
-    if p.is_dir():
+    if stat.S_ISDIR(check_path(p).st_mode):
         files = trace_files(p)
         if not files:
             raise FileNotFoundError(f"{p}: no trace files (*.json.gz, or *.json with traceEvents) in this folder")

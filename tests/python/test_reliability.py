@@ -155,3 +155,139 @@ def test_diff_compares_operators_by_host_time(tmp_path, capsys):
     assert out["tables"]["operators"]["time"] == "host_total_us"
     top = rows[0]
     assert top["delta_us"] == pytest.approx(op["host_total_us"] / 2) and top["base_us"] > 0
+
+
+def test_binary_and_sparse_files_fail_at_once_at_the_first_bad_byte(tmp_path):
+    proc = cli("analyze", "/dev/zero")         # used to run forever, growing 100 MB/s
+    assert "invalid JSON at byte 0: a NUL byte" in one_error_line(proc, b"/dev/zero")
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as f:              # 5 GB, all of it a hole after byte 15
+        f.write(b'{"traceEvents":')
+        f.truncate(5 << 30)
+    proc = cli("analyze", str(sparse))
+    assert "invalid JSON at byte 15: a NUL byte" in one_error_line(proc, str(sparse).encode())
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_one_huge_string_stops_at_the_token_limit(tmp_path, gz):
+    # A 3 MiB name with the limit set to 1 MiB (the default is 64 MiB): an error at the limit,
+    # not a buffer doubling until memory runs out.
+    import gzip
+
+    text = b'{"traceEvents":[{"name":"' + b"a" * (3 << 20) + b'"}]}'
+    path = tmp_path / ("big.json.gz" if gz else "big.json")
+    path.write_bytes(gzip.compress(text, 1) if gz else text)
+    code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, "analyze", str(path)], capture_output=True,
+                          timeout=300, env={**os.environ, "GPUPROF_MAX_TOKEN_MIB": "1"})
+    line = one_error_line(proc, str(path).encode())
+    assert "a single JSON string or number is longer than 1 MiB" in line and "GPUPROF_MAX_TOKEN_MIB" in line
+
+
+def test_ctrl_c_stops_a_long_import_within_a_second(tmp_path):
+    # An endless trace on a pipe: the import never ends by itself; SIGINT must end it quickly.
+    import signal
+    import time
+
+    writer = ("import sys\nw = sys.stdout.buffer\nw.write(b'{\"traceEvents\":[')\n"
+              "ev = b'{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1},' * 1000\n"
+              "try:\n    while True: w.write(ev)\nexcept BrokenPipeError:\n    pass\n")
+    producer = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE)
+    code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    reader = subprocess.Popen([sys.executable, "-c", code, "analyze", "/dev/stdin"], stdin=producer.stdout,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    producer.stdout.close()
+    time.sleep(3.0)                            # well inside the import by now
+    assert reader.poll() is None
+    sent = time.monotonic()
+    reader.send_signal(signal.SIGINT)
+    _, err = reader.communicate(timeout=30)
+    waited = time.monotonic() - sent
+    producer.kill()
+    assert reader.returncode == 130, err
+    assert b"interrupted" in err and b"Traceback" not in err
+    assert waited < 5.0, waited                # about one chunk; generous for a loaded machine
+
+
+def test_a_fifo_without_a_writer_is_reported_not_waited_on_forever(tmp_path):
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, "analyze", str(fifo)], capture_output=True,
+                          timeout=120, env={**os.environ, "GPUPROF_FIFO_WAIT_S": "1"})
+    assert "a FIFO that no process is writing to" in one_error_line(proc, str(fifo).encode())
+
+
+def test_a_fifo_with_a_writer_is_read(tmp_path):
+    import threading
+
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    text = json.dumps({"traceEvents": [STEP]}).encode()
+
+    def write():
+        with open(fifo, "wb") as f:
+            f.write(text)
+
+    t = threading.Thread(target=write)
+    t.start()
+    report = gpuprof.analyze(fifo)
+    t.join(10)
+    assert len(report.steps) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the command as another user")
+def test_permission_problems_are_named_as_such(tmp_path):
+    # Root reads everything, so the command runs as `nobody`, in a folder it may search (pytest's
+    # own temporary folders are private to root).
+    import shutil
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="gpuprof-perm-", dir="/tmp"))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "rank0.json").write_text(json.dumps({"traceEvents": [STEP]}))
+    unreadable = tmp_path / "unreadable.json"
+    unreadable.write_text(json.dumps({"traceEvents": [STEP]}))
+    os.chmod(tmp_path, 0o755)
+    os.chmod(locked, 0o000)
+    os.chmod(unreadable, 0o000)
+    # Load every module the command needs now: `nobody` cannot read the interpreter's folders.
+    readable = tmp_path / "readable.json"
+    readable.write_text(json.dumps({"traceEvents": [STEP]}))
+    assert main(["analyze", str(readable)]) == 0
+
+    def as_nobody(*args):
+        # A forked child that becomes `nobody` runs the CLI (the interpreter under /root could not
+        # be started by that user); its stderr and exit code come back as a CompletedProcess.
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                os.dup2(w, 2)
+                os.setuid(65534)
+                sys.stderr = os.fdopen(2, "w", errors="backslashreplace")
+                rc = main(list(args))
+                sys.stderr.flush()
+            except BaseException:
+                import traceback
+
+                os.write(2, traceback.format_exc().encode())
+                rc = 99
+            os._exit(rc)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            err = f.read()
+        _, status = os.waitpid(pid, 0)
+        return subprocess.CompletedProcess(args, os.waitstatus_to_exitcode(status), b"", err)
+    try:
+        for target, words in ((locked, b"permission denied (cannot list this folder)"),
+                              (locked / "rank0.json", b"permission denied"),
+                              (unreadable, b"Permission denied")):
+            proc = as_nobody("analyze", str(target))
+            line = one_error_line(proc, str(target).encode())
+            assert words.decode() in line and "no such file" not in line, line
+    finally:
+        os.chmod(locked, 0o755)
+        shutil.rmtree(tmp_path, ignore_errors=True)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,11 @@ struct ImportOptions {
   uint64_t max_bytes = 0;
   // Refuse a trace with more kept events than this; 0 = no limit (about 48 bytes per kept event).
   uint64_t max_events = 0;
+  // The longest single JSON string or number accepted (Kineto's are a few KiB): it bounds the
+  // memory a file made of one huge value can take, and such a file fails when the limit is reached.
+  uint64_t max_token_bytes = uint64_t(64) << 20;
+  // Asked about every MiB of text; true stops the import with a TraceImportError "interrupted".
+  std::function<bool()> interrupted;
 };
 
 // How the import went, beyond the Trace itself.

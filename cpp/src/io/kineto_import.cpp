@@ -916,10 +916,14 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
     if (!handler.abort_reason().empty())
       throw TraceImportError(label, handler.abort_reason() + " at byte " + std::to_string(at) + where,
                              at, idx);
-    if (ok.Code() == rapidjson::kParseErrorDocumentEmpty)
+    // The reader takes a NUL byte for the end of the text: one that is not the end is binary data
+    // (a file of zeros, a sparse file's hole), which deserves its own words.
+    const bool nul_byte = in.Peek() == '\0' && !in.at_end();
+    if (ok.Code() == rapidjson::kParseErrorDocumentEmpty && !nul_byte)
       throw TraceImportError(label, "the file is empty (or only white space): not a trace", 0, -1);
     std::string msg = std::string("invalid JSON at byte ") + std::to_string(at) + where + ": " +
-                      rapidjson::GetParseError_En(ok.Code());
+                      (nul_byte ? "a NUL byte (binary data, or a hole in a sparse file: not JSON text)"
+                                : rapidjson::GetParseError_En(ok.Code()));
     if (in.at_end() && uint64_t(at) >= text_bytes)
       msg += " (the text ends early: was the file cut off while being written or copied?)";
     throw TraceImportError(label, msg, at, idx);
@@ -955,13 +959,15 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
 }  // namespace
 
 Trace import_kineto_trace(const std::string& path, const ImportOptions& options, ImportStats* stats) {
-  io::TextStream in(path, options.max_bytes);
+  io::TextStream in(path, options.max_bytes, options.max_token_bytes);
+  if (options.interrupted) in.set_interrupt_check(options.interrupted);
   return run_import(in, path, options, stats);
 }
 
 Trace import_kineto_json(std::string_view json, const std::string& label, const ImportOptions& options,
                          ImportStats* stats) {
-  io::TextStream in(json, options.max_bytes);
+  io::TextStream in(json, options.max_bytes, options.max_token_bytes);
+  if (options.interrupted) in.set_interrupt_check(options.interrupted);
   return run_import(in, label, options, stats);
 }
 

@@ -4,6 +4,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -34,22 +37,33 @@ size_t safe_cut(const char* text, size_t n) {
                c == '\t' || c == '\r') {
       cut = i + 1;
     }
+    // A control character is invalid JSON wherever it stands (in a string it must be escaped):
+    // the text is broken here, and the parser should see it now, not after a search for a cut
+    // through the rest of the file (/dev/zero, a sparse file).
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r') return i + 1;
   }
   return cut;
 }
 }  // namespace
 
-TextStream::TextStream(const std::string& path, uint64_t max_bytes) : max_bytes_(max_bytes) {
+TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes)
+    : max_bytes_(max_bytes), max_token_bytes_(max_token_bytes) {
   text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
-  file_ = std::fopen(path.c_str(), "rb");
-  if (file_ == nullptr) {
+  // O_NONBLOCK only for the open itself: a FIFO's open would otherwise wait for a writer (the
+  // Python side has already waited for one, with a time limit, and holds the FIFO open, so the
+  // text written is there to read even if its writer has finished).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0 ||
+      (file_ = ::fdopen(fd, "rb")) == nullptr) {
     fail(std::string("cannot open: ") + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
     return;
   }
-  unsigned char magic[2] = {0, 0};
-  const size_t got = std::fread(magic, 1, 2, file_);
-  compressed_ = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  std::rewind(file_);
+  // The first two bytes say gzip or not. They are kept and read again first, rather than
+  // rewinding: a pipe or FIFO (`gpuprof analyze /dev/stdin`) cannot rewind.
+  head_len_ = std::fread(head_, 1, sizeof(head_), file_);
+  compressed_ = head_len_ == 2 && static_cast<unsigned char>(head_[0]) == 0x1f &&
+                static_cast<unsigned char>(head_[1]) == 0x8b;
   if (compressed_) {
     in_buf_.resize(kCompressedBytes);
     // 15 + 16: gzip wrapper only (a zlib or raw stream in a .gz file is not what Kineto writes).
@@ -66,7 +80,8 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes) : max_bytes_
   refill();
 }
 
-TextStream::TextStream(std::string_view text, uint64_t max_bytes) : max_bytes_(max_bytes) {
+TextStream::TextStream(std::string_view text, uint64_t max_bytes, uint64_t max_token_bytes)
+    : max_bytes_(max_bytes), max_token_bytes_(max_token_bytes) {
   text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
   memory_ = text;
   from_memory_ = true;
@@ -107,6 +122,17 @@ void TextStream::set_eof() {
 
 // ---- the inflating thread -------------------------------------------------------------------------
 
+size_t TextStream::read_file(char* dst, size_t n) {
+  size_t from_head = 0;
+  if (head_len_ > 0) {
+    from_head = std::min(n, head_len_);
+    std::memcpy(dst, head_, from_head);
+    std::memmove(head_, head_ + from_head, head_len_ - from_head);
+    head_len_ -= from_head;
+  }
+  return from_head + (from_head < n ? std::fread(dst + from_head, 1, n - from_head, file_) : 0);
+}
+
 size_t TextStream::read_compressed(std::string* error) {
   // Keep the last 8 bytes read so far: a member's trailer may straddle two reads.
   const size_t n = in_buf_bytes_;
@@ -116,7 +142,7 @@ size_t TextStream::read_compressed(std::string* error) {
     std::memmove(read_tail_, read_tail_ + n, 8 - n);
     std::memcpy(read_tail_ + 8 - n, in_buf_.data(), n);
   }
-  const size_t got = std::fread(in_buf_.data(), 1, in_buf_.size(), file_);
+  const size_t got = read_file(in_buf_.data(), in_buf_.size());
   if (got < in_buf_.size() && std::ferror(file_)) *error = std::string("read error: ") + std::strerror(errno);
   compressed_read_ += got;
   in_buf_bytes_ = got;
@@ -172,7 +198,7 @@ size_t TextStream::produce(char* dst, size_t n, std::string* error) {
     memory_.remove_prefix(got);
     return got;
   }
-  const size_t got = std::fread(dst, 1, n, file_);
+  const size_t got = read_file(dst, n);
   if (got < n && std::ferror(file_)) *error = std::string("read error: ") + std::strerror(errno);
   return got;
 }
@@ -200,7 +226,13 @@ size_t TextStream::fill_chunk(std::vector<char>& buf, std::string* error) {
       buf[cut] = '\0';
       return cut;
     }
-    buf.resize(2 * buf.size());   // no safe cut yet: one string longer than the chunk
+    if (len >= max_token_bytes_) {
+      *error = "a single JSON string or number is longer than " +
+               std::to_string(max_token_bytes_ >> 20) + " MiB (the limit for one value; set "
+               "GPUPROF_MAX_TOKEN_MIB to raise it if this file is right)";
+      return 0;
+    }
+    buf.resize(std::min<size_t>(2 * buf.size(), max_token_bytes_ + kChunkBytes + 1));   // one value longer than the chunk
   }
 }
 
@@ -298,6 +330,11 @@ void TextStream::refill() {
   }
   consumed_ += static_cast<uint64_t>(end_ - chunk_begin_);
   chunk_begin_ = cur_ = end_;   // nothing of the old chunk is left unread
+  if (interrupted_ && interrupted_()) {
+    text_begin_ = chunk_begin_ = cur_ = end_ = sentinel_;
+    fail("interrupted");
+    return;
+  }
   size_t got = 0;
   char* base = nullptr;
   if (compressed_) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -33,9 +34,15 @@ class TextStream {
 
   // Opens `path`; gzip is recognised by its magic bytes, whatever the file is called.
   // On failure, error() is set and the stream is empty.
-  TextStream(const std::string& path, uint64_t max_bytes);
+  // No single JSON value (a string or number: what a chunk cannot be cut inside) may be longer than
+  // max_token_bytes: the buffer that holds one would otherwise grow without bound.
+  static constexpr uint64_t kDefaultMaxTokenBytes = uint64_t(64) << 20;
+  TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes = kDefaultMaxTokenBytes);
   // Streams the bytes of `text` (which must outlive the stream).
-  TextStream(std::string_view text, uint64_t max_bytes);
+  TextStream(std::string_view text, uint64_t max_bytes, uint64_t max_token_bytes = kDefaultMaxTokenBytes);
+  // Asked before each chunk (about every MiB of text): true ends the text with error "interrupted"
+  // (the Python binding checks for Ctrl-C here, so a long import stops within a moment).
+  void set_interrupt_check(std::function<bool()> interrupted) { interrupted_ = std::move(interrupted); }
   ~TextStream();
   TextStream(const TextStream&) = delete;
   TextStream& operator=(const TextStream&) = delete;
@@ -110,11 +117,14 @@ class TextStream {
   void inflate_loop();
   size_t inflate_some(char* dst, size_t n, std::string* error);
   size_t read_compressed(std::string* error);
+  size_t read_file(char* dst, size_t n);   // the kept first bytes, then the file
   // The inflating thread checks each gzip member's CRC-32 and length itself, on the text it has
   // just produced while that is still in cache (zlib's own check is switched off).
   void check_member_trailer(std::string* error);
 
   std::FILE* file_ = nullptr;
+  char head_[2] = {0, 0};   // the file's first bytes, read to tell gzip; read_file() hands them out first
+  size_t head_len_ = 0;
   bool compressed_ = false;
   bool eof_ = false;
   std::string_view memory_;
@@ -146,6 +156,8 @@ class TextStream {
 
   uint64_t consumed_ = 0;   // bytes handed to the parser before the current chunk
   uint64_t max_bytes_ = 0;
+  uint64_t max_token_bytes_ = kDefaultMaxTokenBytes;
+  std::function<bool()> interrupted_;
   char* chunk_begin_ = nullptr;
   char* cur_ = nullptr;
   char* end_ = nullptr;

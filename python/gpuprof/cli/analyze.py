@@ -27,13 +27,16 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..analyze import TraceImportError, analyze_file, trace_files
+    import stat
+
+    from ..analyze import TraceImportError, analyze_file, check_path, trace_files
     from ..report.text import progress
 
-    if not os.path.exists(args.path):
-        raise UserError(f"{args.path}: no such file or folder")
-    folder = os.path.isdir(args.path)
-    files = trace_files(args.path) if folder else [args.path]
+    try:
+        folder = stat.S_ISDIR(check_path(args.path).st_mode)
+        files = trace_files(args.path) if folder else [args.path]
+    except OSError as e:   # missing, or not allowed: one line saying which
+        raise UserError(str(e)) from None
     if not files:
         raise UserError(f"{args.path}: no trace files (*.json.gz, or *.json with traceEvents) in this folder")
     reports = []
