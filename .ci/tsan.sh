@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the collector (8 producer threads while sessions start, drain and stop) and
 # the gzip reader's inflating thread (tests/tsan/tsan_test.cpp). Builds only the sources those need,
-# with -fsanitize=thread, into build/tsan; about 90 s on 2 CPUs (most of it compiling).
+# with -fsanitize=thread, into build/tsan; 45-80 s on 2 CPUs (about 30 s of it the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CXX=${CXX:-g++}
