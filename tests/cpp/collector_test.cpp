@@ -102,6 +102,31 @@ TEST(Collector, ManyThreadsIncludingExitedOnes) {
   EXPECT_EQ(t.dropped_events, 0u);
 }
 
+// Each session has its own name table: a long run of spans that each record a name never seen
+// before (ProfilerStep#N, one span per step with schedule(active=1, repeat=0)) drains the same
+// small table at span 5,000 as at span 1, so a drain's cost and the memory held stay flat. (The
+// table used to be global: it grew by every span's names and each drain copied all of it.)
+TEST(Collector, NameTableIsPerSessionSoLongRunsStayFlat) {
+  size_t first_size = 0;
+  for (int s = 0; s < 5000; ++s) {
+    collect::start({});
+    int key;
+    collect::host_enter(&key, "aten::add", EventKind::HostOp, 10, "[[4]]");
+    collect::host_exit(&key, 20);
+    const std::string step = "ProfilerStep#" + std::to_string(s);
+    collect::record(EventKind::StepMarker, step, 0, 30);
+    collect::stop();
+    Trace t = collect::drain();
+    ASSERT_EQ(t.events.size(), 2u);
+    EXPECT_EQ(t.name_of(t.events[0]), "aten::add");
+    EXPECT_EQ(t.strings.at(t.events[0].aux), "[[4]]");
+    EXPECT_EQ(t.name_of(t.events[1]), step);
+    if (s == 0) first_size = t.strings.size();
+    ASSERT_EQ(t.strings.size(), first_size) << "span " << s;   // "", aten::add, [[4]], this step
+  }
+  EXPECT_EQ(first_size, 4u);
+}
+
 // Past the budget, events are counted as dropped, never lost silently; memory stays bounded.
 // The budget is enforced in chunks of 4096 events: max_events = 5000 rounds up to 2 chunks = 8192.
 TEST(Collector, BudgetDropsAreCounted) {

@@ -3,6 +3,9 @@
 //
 // Hot path (host_enter/host_exit/record): no lock, no allocation once a thread's buffer and name
 // cache are warm. Memory is bounded: past the session's event budget, events are counted as dropped.
+// Names live in a table per session (start() begins a new one; each thread's cache follows it), so
+// a run of many sessions, each with names of its own (ProfilerStep#N), costs the same per session
+// at its end as at its start.
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -57,7 +58,12 @@ struct ThreadBuffer {
   std::atomic<uint64_t> dropped{0};
   std::unique_ptr<std::atomic<Event*>[]> chunks{new std::atomic<Event*>[kMaxChunksPerThread]()};
   std::vector<OpenRange> open;              // owner only
-  std::unordered_map<std::string_view, uint32_t> names;   // owner only: text -> global name id
+  // Owner only: text -> id in the registry's name table of `epoch`. Keyed on the thread's own copies
+  // of the text (the table is replaced at each start(), possibly while this thread still looks up a
+  // name of the previous epoch). Both are cleared when the thread sees a new epoch, so a long run
+  // of spans with a new name each (ProfilerStep#N) costs and holds only the current span's names.
+  std::unordered_map<std::string_view, uint32_t> names;
+  std::deque<std::string> name_text;
   uint64_t next_external = 0;               // owner only
   bool orphaned = false;                    // under Registry::mutex
 
@@ -70,7 +76,7 @@ struct Registry {
   std::mutex mutex;
   std::vector<ThreadBuffer*> buffers;
   uint64_t next_thread_index = 1;
-  StringTable names;                        // global ids; guarded by mutex
+  StringTable names;                        // this epoch's names; guarded by mutex; new at each start()
 };
 
 // Leaked on purpose: producers on other threads may outlive static destruction at process exit.
@@ -165,11 +171,16 @@ inline ThreadBuffer* buffer() {
   ThreadBuffer* b = tl_buffer;
   if (__builtin_expect(b == nullptr, 0)) b = register_thread();
   if (__builtin_expect(b == kDeadBuffer, 0)) return nullptr;
-  const uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
+  // Acquire (a plain load on x86): the reset below rewrites slots that the previous epoch's drain
+  // read before start() bumped the epoch; this orders those reads before our writes (a race that
+  // ThreadSanitizer found with relaxed here, .ci/tsan.sh).
+  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
   if (__builtin_expect(b->epoch != epoch, 0)) {
     b->committed.store(0, std::memory_order_relaxed);
     b->dropped.store(0, std::memory_order_relaxed);
     b->open.clear();
+    b->names.clear();
+    b->name_text.clear();
     b->epoch = epoch;
     b->published_epoch.store(epoch, std::memory_order_release);
   }
@@ -180,7 +191,8 @@ inline ThreadBuffer* buffer() {
 uint32_t intern_slow(ThreadBuffer* b, std::string_view name) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   const uint32_t id = registry().names.intern(name);
-  b->names.emplace(registry().names.at(id), id);   // keyed on the table's stable storage
+  b->name_text.emplace_back(name);
+  b->names.emplace(b->name_text.back(), id);   // deque: stable storage for the key
   return id;
 }
 
@@ -278,7 +290,15 @@ void start(const SessionConfig& config) {
   g_active.store(false, std::memory_order_relaxed);
   g_chunk_limit.store((config.max_events + kChunkEvents - 1) / kChunkEvents, std::memory_order_relaxed);
   g_chunks_used.store(0, std::memory_order_relaxed);
-  g_epoch.fetch_add(1, std::memory_order_acq_rel);
+  {
+    // A fresh name table per epoch: ids are only ever read with their epoch's events, and a thread
+    // still recording for the previous epoch (its events are discarded) may intern into the new
+    // table at worst, which costs an unused entry. Without this, every span's new names
+    // (ProfilerStep#N) stayed forever and each drain copied them all: a long run slowed down.
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().names = StringTable();
+    g_epoch.fetch_add(1, std::memory_order_acq_rel);
+  }
   g_active.store(true, std::memory_order_release);
 }
 

@@ -42,7 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()   # a closed pipe shows here, inside the handler below
         return rc
     except UserError as e:
-        print(f"gpuprof {args.verb}: {e}", file=sys.stderr)
+        from ..report.sections import printable
+
+        # One line whatever the message quotes (a path or a trace name with a newline or an ANSI
+        # escape in it shows as \n, \x1b).
+        print(f"gpuprof {args.verb}: {printable(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gpuprof {args.verb}: interrupted", file=sys.stderr)

@@ -12,7 +12,8 @@ MAX_STEP_ROWS = 40
 
 def md_escape(text: object) -> str:
     """Text safe inside a Markdown table cell: no column breaks, no HTML, no stray emphasis."""
-    s = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+    # Line breaks become spaces; other control characters (ESC), C1 and bidi overrides show as escapes.
+    s = sec.printable(str(text).replace("\n", " ").replace("\r", " ")).replace("\\", "\\\\").replace("|", "\\|")
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     for ch in "*_`[]":
         s = s.replace(ch, "\\" + ch)
@@ -23,7 +24,7 @@ def md_code(text: object) -> str:
     """Any string from outside (a path, a data set's name) as one inline code span that nothing in
     it can leave: control characters (a newline would let the rest start a heading or raw HTML)
     are shown escaped, and the fence is longer than any run of backticks inside."""
-    s = "".join(ch if ch >= " " and ch != "\x7f" else repr(ch)[1:-1] for ch in str(text))
+    s = sec.printable(text)   # control characters, C1 and bidi overrides as their escapes
     longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if s.startswith("`") or s.endswith("`") or longest else ""

@@ -10,6 +10,7 @@ numbers that the analysis already produced.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Iterable, Optional
 
 from .model import CATEGORIES
@@ -134,6 +135,21 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+# Characters that would act instead of show when a string from outside (a trace name, a path, a
+# data set's name) reaches a terminal or a log: C0 controls (a newline fakes a line, ESC starts an
+# ANSI sequence), DEL, C1 controls, and the bidirectional overrides that reorder what a reader sees.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: Any) -> str:
+    """A string from outside as one inert line: each control character shown as its escape
+    (\\n, \\x1b, \\u202e), everything else as it is."""
+    s = str(text)
+    if not _UNPRINTABLE.search(s):
+        return s
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s)
+
+
 def fmt(col: str, value: Any) -> str:
     """One cell, formatted by the unit its column name carries."""
     if value is None:
@@ -152,7 +168,7 @@ def fmt(col: str, value: Any) -> str:
         if isinstance(value, float):
             return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         return f"{value:,}"
-    return str(value)
+    return printable(value)
 
 
 def sort_value(value: Any) -> str:

@@ -68,7 +68,7 @@ def _gpu_summary(console: Console, devices: list[dict]) -> None:
               pad_edge=False, box=None, header_style="bold")
     t.add_column("")
     for d in devices:
-        t.add_column(Text(f"GPU {d.get('id', '?')} {d.get('name') or ''}".strip()), justify="right",
+        t.add_column(Text(sec.printable(f"GPU {d.get('id', '?')} {d.get('name') or ''}".strip())), justify="right",
                      overflow="ellipsis", max_width=28, no_wrap=True)
     for key, name in sec.DEVICE_FIELDS:
         if any(d.get(key) is not None for d in devices):
@@ -87,16 +87,16 @@ def _advice(console: Console, data: dict, limit: int) -> None:
     for i, a in enumerate(items[:limit], 1):
         bound = a.get("saving_bound_pct")
         head = Text(f"{i}. ")
-        head.append(str(a.get("title") or a.get("rule") or "recommendation"), style="bold")
+        head.append(sec.printable(a.get("title") or a.get("rule") or "recommendation"), style="bold")
         if isinstance(bound, (int, float)):
             head.append(f"  (up to {bound:.0f}% of the step", style="dim")
-            head.append(f", confidence {a['confidence']})" if a.get("confidence") else ")",
+            head.append(f", confidence {sec.printable(a['confidence'])})" if a.get("confidence") else ")",
                         style="dim")
         console.print(head)
         for line in sec.evidence_lines(a.get("evidence")):
-            console.print(Text("   evidence: " + line))
+            console.print(Text("   evidence: " + sec.printable(line)))
         if a.get("fix"):
-            console.print(Text("   fix: " + str(a["fix"])))
+            console.print(Text("   fix: " + sec.printable(a["fix"])))
 
 
 def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
@@ -114,15 +114,15 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     src = data.get("source", {})
     title = Text("gpuprof step breakdown", style="bold")
     if src.get("path"):
-        title.append(f": {src['path']}")
+        title.append(f": {sec.printable(src['path'])}")   # outside strings: escaped, never markup
     console.print(title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
     gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
     if gpu_note.startswith("off:"):
-        console.print(Text(f"GPU collection {gpu_note}", style="yellow"))
+        console.print(Text(f"GPU collection {sec.printable(gpu_note)}", style="yellow"))
     host_note = report._data.get("metadata", {}).get("host_ops", "")
     if host_note.startswith("off:"):
-        console.print(Text(f"Operators {host_note}", style="yellow"))
+        console.print(Text(f"Operators {sec.printable(host_note)}", style="yellow"))
     if report.steps:
         console.print(_bar(avg, max(10, width - 20)))
         legend = Text()
@@ -164,7 +164,7 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
 
     for dl in report.dataloaders:
         console.print(Text(
-            f"DataLoader ({dl.get('dataset') or '?'}, {dl.get('dataset_length') or '?'} samples): "
+            f"DataLoader ({sec.printable(dl.get('dataset') or '?')}, {dl.get('dataset_length') or '?'} samples): "
             f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
             f"pin_memory={dl.get('pin_memory')}, prefetch_factor={dl.get('prefetch_factor')}, "
             f"persistent_workers={dl.get('persistent_workers')}"))
@@ -198,7 +198,7 @@ def progress(description: str, total: Optional[float] = None, *,
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     console = Console(file=stream, force_terminal=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda amount=1: bar.advance(task, amount)

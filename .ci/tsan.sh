@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over the collector (8 producer threads while sessions start, drain and stop) and
+# the gzip reader's inflating thread (tests/tsan/tsan_test.cpp). Builds only the sources those need,
+# with -fsanitize=thread, into build/tsan; 45-80 s on 2 CPUs (about 30 s of it the tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CXX=${CXX:-g++}
+out=build/tsan
+mkdir -p "$out"
+srcs=(cpp/src/core/trace.cpp cpp/src/core/event.cpp cpp/src/analysis/intervals.cpp
+      cpp/src/analysis/breakdown.cpp cpp/src/collect/collector.cpp
+      cpp/src/io/text_stream.cpp cpp/src/io/kineto_import.cpp tests/tsan/tsan_test.cpp)
+flags=(-std=c++17 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Icpp/include -pthread)
+objs=()
+pids=()
+for s in "${srcs[@]}"; do
+  o="$out/$(echo "$s" | tr / _).o"
+  objs+=("$o")
+  if [ ! -f "$o" ] || [ "$s" -nt "$o" ] || [ -n "$(find cpp/include -newer "$o" -print -quit)" ]; then
+    "$CXX" "${flags[@]}" -c "$s" -o "$o" &
+    pids+=($!)
+    if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  fi
+done
+for p in "${pids[@]}"; do wait "$p"; done
+"$CXX" "${flags[@]}" "${objs[@]}" -o "$out/tsan_test" -lgtest -lgtest_main -lz
+# halt_on_error: the first race fails the run; second_deadlock_stack for readable lock reports.
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" "$out/tsan_test"

@@ -1,0 +1,135 @@
+// Concurrency checks, built with -fsanitize=thread by .ci/tsan.sh (they also pass without it, but
+// only ThreadSanitizer sees a race that happens not to corrupt anything on one run).
+//
+// 1. The collector: 8 producer threads record ranges, complete events and memory levels
+//    continuously (including names new in every session, as ProfilerStep#N is, and threads that
+//    exit and are replaced) while the session thread starts, drains and stops sessions and reads
+//    stats(). Every drained event must name a string of its own drain's table.
+// 2. The gzip reader: its inflating thread runs one chunk ahead of the parser; imports that finish,
+//    that stop early on bad JSON while the inflater still has data, and that meet truncated gzip data,
+//    from two threads at once, through the importer's public API.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpuprof/collector.h"
+#include "gpuprof/kineto_import.h"
+
+using namespace gpuprof;
+
+namespace {
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+}  // namespace
+
+TEST(Tsan, CollectorEightProducersWhileSessionsStartStopAndDrain) {
+  constexpr int kProducers = 8;
+  constexpr int kSessions = 150;
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> session{0};
+  auto producer = [&](int id, int rounds_before_exit) {
+    const std::string base = "op-" + std::to_string(id) + "-";
+    std::vector<std::string> names;
+    for (int k = 0; k < 16; ++k) names.push_back(base + std::to_string(k));
+    uint64_t k = 0;
+    for (int round = 0; !done.load(std::memory_order_relaxed); ++round) {
+      if (rounds_before_exit > 0 && round == rounds_before_exit) return;   // the thread exits
+      int outer, inner;
+      const int64_t t = collect::ticks();
+      collect::host_enter(&outer, names[k % names.size()], EventKind::HostOp, t, "[[2, 3]]");
+      collect::host_enter(&inner, names[(k + 1) % names.size()], EventKind::HostOp, t + 1);
+      collect::host_exit(&inner, t + 2);
+      collect::host_exit(&outer, t + 3);
+      // A name new in every session, like ProfilerStep#N.
+      collect::record(EventKind::UserRange,
+                      "op-new-" + std::to_string(session.load(std::memory_order_relaxed)) + "-" +
+                          std::to_string(id),
+                      t, t + 4);
+      collect::record_memory(t, 64, 1024, 2048, 0);
+      if (++k % 64 == 0) std::this_thread::yield();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kProducers; ++i) threads.emplace_back(producer, i, 0);
+
+  uint64_t drained = 0;
+  for (int s = 0; s < kSessions; ++s) {
+    session.store(s, std::memory_order_relaxed);
+    collect::start({200'000});
+    if (s % 10 == 5) {
+      // Threads that record a little and exit inside a session: their buffers are drained, then freed.
+      std::thread short_lived(producer, 100 + s, 200);
+      short_lived.join();
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    (void)collect::stats();
+    if (s % 3 == 0) {
+      Trace prefix = collect::drain();   // while active: a consistent prefix
+      for (const Event& e : prefix.events) ASSERT_LT(e.name, prefix.strings.size());
+    }
+    collect::stop();
+    Trace t = collect::drain();
+    for (const Event& e : t.events) {
+      ASSERT_LT(e.name, t.strings.size());
+      ASSERT_TRUE(starts_with(t.name_of(e), "op-")) << t.name_of(e);
+    }
+    drained += t.events.size();
+  }
+  done.store(true);
+  for (auto& th : threads) th.join();
+  EXPECT_GT(drained, 0u);
+}
+
+namespace {
+std::string write_gzip(const std::string& name, const std::string& text, size_t keep_bytes = 0) {
+  const std::string path = testing::TempDir() + "/" + name;
+  gzFile f = gzopen(path.c_str(), "wb1");
+  EXPECT_NE(f, nullptr);
+  EXPECT_EQ(gzwrite(f, text.data(), unsigned(text.size())), int(text.size()));
+  gzclose(f);
+  if (keep_bytes > 0) {   // cut the compressed file short
+    FILE* in = std::fopen(path.c_str(), "rb");
+    std::string gz(keep_bytes, '\0');
+    gz.resize(std::fread(gz.data(), 1, keep_bytes, in));
+    std::fclose(in);
+    FILE* out = std::fopen(path.c_str(), "wb");
+    std::fwrite(gz.data(), 1, gz.size(), out);
+    std::fclose(out);
+  }
+  return path;
+}
+
+std::string trace_text(int events, bool broken_early) {
+  std::string s = broken_early ? "{\"traceEvents\": [ {\"ph\": \"X\",, },\n" : "{\"traceEvents\": [\n";
+  for (int i = 0; i < events; ++i) {
+    s += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add\", \"pid\": 1, \"tid\": 1, \"ts\": ";
+    s += std::to_string(10 * i) + ", \"dur\": 5, \"args\": {\"External id\": " + std::to_string(i) + "}},\n";
+  }
+  s += "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#1\", \"pid\": 1, \"tid\": 1, "
+       "\"ts\": 0, \"dur\": " + std::to_string(10 * events) + "}\n]}\n";
+  return s;
+}
+}  // namespace
+
+TEST(Tsan, GzipInflatingThread) {
+  constexpr int kEvents = 60'000;   // about 8 MB of JSON: many chunks in flight
+  const std::string good = write_gzip("good.json.gz", trace_text(kEvents, false));
+  const std::string broken = write_gzip("broken.json.gz", trace_text(kEvents, true));
+  const std::string cut = write_gzip("cut.json.gz", trace_text(kEvents, false), 200'000);
+  auto reader = [&](int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      Trace t = import_kineto_trace(good);
+      EXPECT_EQ(t.events.size(), size_t(kEvents + 1));
+      EXPECT_THROW(import_kineto_trace(broken), TraceImportError);   // stops while inflating
+      EXPECT_THROW(import_kineto_trace(cut), TraceImportError);      // gzip data ends early
+    }
+  };
+  std::thread other(reader, 2);
+  reader(2);
+  other.join();
+}
