@@ -356,7 +356,12 @@ GpuStatus CuptiSession::start(const GpuConfig& config) {
     flush_all();
     clear_staged();
     nvml_.take();
-    enable();   // again: torch.profiler may have taken the callbacks or turned kinds off meanwhile
+    // Again: torch.profiler may have taken the callbacks or turned kinds off meanwhile.
+    if (!enable()) {   // CUPTI refuses now: off, with the reason in the message
+      correlation().end();
+      enabled_ = false;
+      status_.enabled = false;
+    }
     return status_with_error();
   }
   config_ = config;
