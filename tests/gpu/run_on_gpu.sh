@@ -58,7 +58,7 @@ try:
         doc["compute_capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
 except Exception as e:
     doc["torch"] = f"unavailable: {e}"
-doc["driver"] = run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines()[:1]
+doc["driver"] = (run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines() or [""])[0]
 try:
     import gpuprof
     from gpuprof._native import _core
