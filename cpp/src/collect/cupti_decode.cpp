@@ -29,7 +29,7 @@ const std::string& ApiNames::name(CUpti_CallbackDomain domain, uint32_t cbid) {
 }
 
 const std::string& ApiNames::kernel_name(const char* mangled) {
-  static const std::string kUnnamed = "<unnamed kernel>";
+  static const std::string& kUnnamed = *new std::string("<unnamed kernel>");   // leaked: callbacks may run during exit
   if (mangled == nullptr) return kUnnamed;
   KernelName& k = kernels_[mangled];
   if (k.demangled.empty() || k.mangled != mangled) {
