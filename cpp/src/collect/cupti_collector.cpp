@@ -243,7 +243,8 @@ void CuptiSession::set_kinds(bool on) {
   auto apply = on ? api.cuptiActivityEnable : api.cuptiActivityDisable;
   const char* name = on ? "cuptiActivityEnable" : "cuptiActivityDisable";
   for (CUpti_ActivityKind k : kOptionalKinds) apply(k);   // optional: unavailable ones are noted at start
-  if (config_.driver_api || !on) check(apply(CUPTI_ACTIVITY_KIND_DRIVER), name);
+  if (config_.driver_api) check(apply(CUPTI_ACTIVITY_KIND_DRIVER), name);
+  else if (!on) apply(CUPTI_ACTIVITY_KIND_DRIVER);   // never enabled by us: whatever CUPTI answers
   for (CUpti_ActivityKind k : kRequiredKinds) check(apply(k), name);
 }
 
