@@ -20,6 +20,8 @@ py::dict status_dict(const collect::GpuStatus& s) {
   d["nvtx_markers"] = s.nvtx_markers;   // CUPTI's NVTX marker activity is on
   d["nvml"] = s.nvml;
   d["nvml_message"] = s.nvml_message;
+  d["error"] = s.error;       // the first CUPTI call that failed after collection started
+  d["warning"] = s.warning;   // e.g. launches recorded but no kernel arrived
   return d;
 }
 
@@ -29,7 +31,7 @@ void bind_collect(py::module_& m) {
   m.def(
       "gpu_start",
       [](std::vector<std::string> search_dirs, size_t buffer_bytes, size_t max_buffers,
-         uint64_t max_events, bool driver_api, int64_t nvml_interval_ms) {
+         uint64_t max_events, bool driver_api, int64_t nvml_interval_ms, std::vector<int> nvml_devices) {
         collect::GpuConfig c;
         c.search_dirs = std::move(search_dirs);
         c.buffer_bytes = buffer_bytes;
@@ -37,6 +39,7 @@ void bind_collect(py::module_& m) {
         c.max_events = max_events;
         c.driver_api = driver_api;
         c.nvml_interval_ms = nvml_interval_ms;
+        c.nvml_devices = std::move(nvml_devices);
         collect::GpuStatus s;
         {
           py::gil_scoped_release release;
@@ -46,12 +49,14 @@ void bind_collect(py::module_& m) {
       },
       py::arg("search_dirs") = std::vector<std::string>{}, py::arg("buffer_bytes") = size_t(4) << 20,
       py::arg("max_buffers") = 32, py::arg("max_events") = 4'000'000, py::arg("driver_api") = true,
-      py::arg("nvml_interval_ms") = 100,
+      py::arg("nvml_interval_ms") = 100, py::arg("nvml_devices") = std::vector<int>{},
       "Start CUPTI activity collection and NVML sampling; returns a status dict (enabled, message, ...).");
   m.def("gpu_flush", [] { py::gil_scoped_release r; collect::gpu_flush(); });
   m.def("gpu_stop", [] { py::gil_scoped_release r; collect::gpu_stop(); });
   m.def("gpu_release", [] { py::gil_scoped_release r; collect::gpu_release(); });
   m.def("gpu_enabled", &collect::gpu_enabled);
+  m.def("gpu_devices_seen", &collect::gpu_devices_seen,
+        "CUDA ordinals whose records arrived since the first gpu_start (synchronised before a flush).");
   m.def("gpu_status", [] { return status_dict(collect::gpu_status()); });
   m.def(
       "gpu_drain", [](Trace& t) { py::gil_scoped_release r; collect::gpu_drain(t); }, py::arg("trace"),

@@ -16,10 +16,12 @@ and how to turn that on.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
 import os
 import sys
+import time
 from typing import Optional
 
 from ._native import _core
@@ -98,19 +100,54 @@ def other_profiler_active() -> Optional[str]:
     return None
 
 
-def _kineto_releasing_cupti(message: str) -> bool:
-    """True (after one torch.cuda.synchronize()) where CUPTI is held by a torch.profiler that was
-    told to give it back (TEARDOWN_CUPTI=1) and a CUDA call may complete the hand-over."""
+# With TEARDOWN_CUPTI=1, torch.profiler gives CUPTI back inside a later CUDA call, on its own
+# thread: a few tries with short waits (about 0.6 s in all) before profiling host-side only.
+TEARDOWN_RETRY_WAITS_S = (0.0, 0.02, 0.05, 0.1, 0.2, 0.25)
+
+
+def _kineto_may_release_cupti(message: str) -> bool:
+    """True where CUPTI is held by a torch.profiler that was told to give it back (TEARDOWN_CUPTI=1)
+    and a CUDA call may complete the hand-over."""
     torch = sys.modules.get("torch")
     if "MULTIPLE_SUBSCRIBERS" not in message or os.environ.get("TEARDOWN_CUPTI") != "1":
         return False
     try:
-        if torch is None or not torch.cuda.is_initialized():
-            return False
-        torch.cuda.synchronize()
-        return True
+        return bool(torch is not None and torch.cuda.is_initialized())
     except Exception:  # a failing device must not break host profiling
         return False
+
+
+def devices_in_use() -> list[int]:
+    """CUDA ordinals this process uses: the current device, those the caching allocator holds memory
+    on, and those CUPTI records came from. [] where torch has not initialised CUDA."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return []
+        devices = {torch.cuda.current_device()}
+        for d in range(torch.cuda.device_count()):
+            if torch.cuda.memory_reserved(d) > 0:
+                devices.add(d)
+    except Exception as e:  # a failing device must not break host profiling
+        log.debug("gpuprof: could not list the CUDA devices in use: %s", e)
+        return []
+    devices.update(_core.gpu_devices_seen())
+    return sorted(devices)
+
+
+# Sessions whose CUPTI subscription is still held (a profile never stopped included: hence strong
+# references): released at interpreter exit, while torch and the CUDA driver are still alive, so
+# no CUPTI callback runs into a half torn-down process.
+_unreleased: "set[GpuCollection]" = set()
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    for collection in list(_unreleased):
+        try:
+            collection.release()
+        except Exception as e:  # exiting anyway: say why, never raise
+            log.debug("gpuprof: GPU collection release at exit failed: %s", e)
 
 
 def _cuda_expected() -> bool:
@@ -188,19 +225,36 @@ class GpuCollection:
                 self._started = False
             self.status = {"enabled": False, "message": reason}
         else:
-            self.status = _core.gpu_start(cupti_search_dirs(), max_events=self.max_events)
-            if not self.status["enabled"] and _kineto_releasing_cupti(self.status.get("message", "")):
-                # With TEARDOWN_CUPTI=1, torch.profiler gives CUPTI back only inside the next CUDA
-                # call after it stopped: make one, then ask again (only on this failure path).
-                _core.gpu_stop()
-                self.status = _core.gpu_start(cupti_search_dirs(), max_events=self.max_events)
+            self.status = self._gpu_start()
+            if not self.status["enabled"] and _kineto_may_release_cupti(self.status.get("message", "")):
+                # torch.profiler gives CUPTI back inside a later CUDA call after it stopped, and
+                # tears down on another thread: synchronise, wait a little, ask again (only on this
+                # failure path).
+                torch = sys.modules.get("torch")
+                for wait_s in TEARDOWN_RETRY_WAITS_S:
+                    time.sleep(wait_s)
+                    try:
+                        torch.cuda.synchronize()
+                    except Exception:  # a failing device must not break host profiling
+                        break
+                    _core.gpu_stop()
+                    self.status = self._gpu_start()
+                    if self.status["enabled"] or "MULTIPLE_SUBSCRIBERS" not in self.status.get("message", ""):
+                        break
             self._started = True
+            _unreleased.add(self)
             if self.status.get("enabled"):
                 self.status["nvtx"] = self._nvtx_injection()
         if not self.status["enabled"] and not self._warned and _cuda_expected():
             # One line, once per session, only where the user has a GPU and expects its timings.
             log.warning("gpuprof: GPU collection off: %s", self.status["message"])
             self._warned = True
+
+    def _gpu_start(self) -> dict:
+        # NVML polls only the devices in use (a rank of an 8-GPU job its own GPU); all of them
+        # before CUDA is initialised.
+        return _core.gpu_start(cupti_search_dirs(), max_events=self.max_events,
+                               nvml_devices=devices_in_use())
 
     def _nvtx_injection(self) -> str:
         """Whether the user's NVTX ranges are collected, in one line (and how to turn it on)."""
@@ -214,15 +268,15 @@ class GpuCollection:
 
     def flush(self) -> None:
         if self._started and self.status.get("enabled"):
-            # Work of the last step may still be queued: wait for it, so its records are complete
-            # (a forced flush hands over unfinished records with no end time). The step is already
-            # closed, so the wait is not part of any step.
+            # Work of the last step may still be queued: wait for it on every device in use, so its
+            # records are complete (a forced flush hands over unfinished records with no end
+            # time). The step is already closed, so the wait is not part of any step.
             torch = sys.modules.get("torch")
-            try:
-                if torch is not None and torch.cuda.is_initialized():
-                    torch.cuda.synchronize()
-            except Exception as e:  # a failing device must not lose the host-side report
-                log.warning("gpuprof: could not synchronize the GPU before the flush: %s", e)
+            for device in devices_in_use():
+                try:
+                    torch.cuda.synchronize(device)
+                except Exception as e:  # a failing device must not lose the host-side report
+                    log.warning("gpuprof: could not synchronize GPU %d before the flush: %s", device, e)
             _core.gpu_flush()
 
     def drain_into(self, trace) -> None:
@@ -230,12 +284,21 @@ class GpuCollection:
         if self._started:
             _core.gpu_drain(trace)
             md.update(trace.metadata)
+            now = _core.gpu_status()   # failures and warnings found while records came in
+            for key in ("error", "warning"):
+                if now.get(key):
+                    self.status[key] = now[key]
         if self.status.get("enabled"):
             md["gpu_collection"] = f"on (CUPTI {self.status['cupti_version']}: {self.status['cupti_library']})"
             if self.status.get("message"):
                 md["gpu_collection_notes"] = self.status["message"]
             if self.status.get("nvtx"):
                 md["nvtx_ranges"] = self.status["nvtx"]
+            if self.status.get("error"):
+                md["gpu_collection_error"] = (f"{self.status['error']}: the first CUPTI call that "
+                                              "failed; GPU records may be incomplete")
+            if self.status.get("warning"):
+                md["gpu_collection_warning"] = self.status["warning"]
         else:
             md["gpu_collection"] = f"off: {self.status.get('message', '')}"
         if self.wanted and not self.status.get("nvml") and self.status.get("nvml_message"):
@@ -246,3 +309,4 @@ class GpuCollection:
         if self._started:
             _core.gpu_release()
             self._started = False
+        _unreleased.discard(self)

@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "cupti_buffers.h"
 
@@ -82,4 +83,24 @@ TEST(CuptiBuffers, SizesAreRoundedToTheRecordAlignmentAndBuffersAligned) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % BufferPool::kAlignment, 0u);
   EXPECT_EQ(size, pool.buffer_bytes());
   pool.release(b, size);
+}
+
+// torch.profiler (Kineto) registers its own activity callbacks in the same process: a buffer it
+// allocated may reach ours. Releasing it would free (or recycle, then free) memory we never owned.
+TEST(CuptiBuffers, ABufferThisPoolDidNotLendIsIgnored) {
+  BufferPool pool;
+  pool.configure(1024, 2);
+  size_t size = 0;
+  uint8_t* ours = pool.acquire(&size);
+  ASSERT_NE(ours, nullptr);
+  std::vector<uint8_t> kinetos(1024);   // another client's buffer, same size
+  EXPECT_FALSE(pool.release(kinetos.data(), 1024));
+  EXPECT_EQ(pool.in_use(), 1u);          // ours is still out
+  EXPECT_EQ(pool.recycled(), 0u);        // and the foreign one was not kept for reuse
+  EXPECT_TRUE(pool.lent(ours));
+  EXPECT_TRUE(pool.release(ours, size));
+  EXPECT_FALSE(pool.lent(ours));
+  EXPECT_FALSE(pool.release(ours, size));   // handed back twice: the second is ignored
+  EXPECT_EQ(pool.in_use(), 0u);
+  EXPECT_EQ(pool.recycled(), 1u);
 }

@@ -431,24 +431,36 @@ TEST(CuptiDecode, DeviceRecordsWithoutStartTimeAreUntimedNotEventsAtTimeZero) {
   EXPECT_EQ(t.events[0].start_ns, 2'000);
 }
 
-TEST(CuptiDecode, RecordsStampedOnCuptisRealtimeDefaultAreMovedOntoTheMonotonicClock) {
-  // A machine up for 2 days: CLOCK_MONOTONIC reads ~1.7e14 ns at drain, CLOCK_REALTIME ~1.76e18.
+namespace {
+// A TSC at 3 ticks per ns that read 0 when CLOCK_MONOTONIC read 1 s: the line drain() would use.
+struct ThreeTicksPerNs : gpuprof::collect::cupti::TickLine {
+  int64_t time(int64_t t) const override { return 1'000'000'000 + t / 3; }
+  int64_t duration(int64_t d) const override { return d / 3; }
+};
+}  // namespace
+
+TEST(CuptiDecode, DeviceRecordsGoThroughTheHostLineAndRealtimeStampedOnesAreMoved) {
+  // A machine up for 2 days: CLOCK_MONOTONIC reads ~1.7e14 ns at drain, CLOCK_REALTIME ~1.76e18,
+  // the TSC ~5.2e14 ticks.
   const int64_t now_mono = int64_t(2) * 86'400 * 1'000'000'000;
-  const int64_t real_minus_mono = int64_t(1'763'700'000) * 1'000'000'000 - now_mono;
+  const int64_t real_now = int64_t(1'763'700'000) * 1'000'000'000;
+  const int64_t real_minus_mono = real_now - now_mono;
+  const ThreeTicksPerNs clock;
+  const int64_t launch_ticks = 3 * (now_mono - 1'000'000'000 - 1'000'000);   // 1 ms before drain
   Trace staged;
-  // A runtime call the callback stamped (monotonic), and the kernel it launched 5 us later that
-  // CUPTI converted with its realtime base.
-  staged.add(EventKind::Runtime, "cudaLaunchKernel", now_mono - 1'000'000, 4'000);
+  // A runtime call the callback stamped in ticks (3 us long), and the kernel it launched 5 us
+  // later, which CUPTI converted with its realtime base (20 us long, in ns).
+  staged.add(EventKind::Runtime, "cudaLaunchKernel", launch_ticks, 9'000);
   staged.add(EventKind::Kernel, "gemm", now_mono - 1'000'000 + 5'000 + real_minus_mono, 20'000);
-  // The last record of the span, made just before the drain read `now`: stays where it is.
-  staged.add(EventKind::Kernel, "relu", now_mono - 10, 5);
-  EXPECT_EQ(realign_realtime_stamped(staged, now_mono, real_minus_mono), 1u);
+  // A kernel the callback stamped: ticks, through the same line as host events.
+  staged.add(EventKind::Kernel, "relu", launch_ticks + 3 * 30'000, 3 * 5'000);
+  EXPECT_EQ(put_on_host_clock(staged, clock, real_now, real_minus_mono), 1u);
   EXPECT_EQ(staged.events[0].start_ns, now_mono - 1'000'000);
+  EXPECT_EQ(staged.events[0].dur_ns, 3'000);
   EXPECT_EQ(staged.events[1].start_ns, now_mono - 1'000'000 + 5'000);   // after its launch, as it ran
-  EXPECT_EQ(staged.events[1].dur_ns, 20'000);                           // durations are clock-free
-  EXPECT_EQ(staged.events[2].start_ns, now_mono - 10);
-  // All on one clock already: nothing moves.
-  EXPECT_EQ(realign_realtime_stamped(staged, now_mono, real_minus_mono), 0u);
+  EXPECT_EQ(staged.events[1].dur_ns, 20'000);                           // already nanoseconds
+  EXPECT_EQ(staged.events[2].start_ns, now_mono - 1'000'000 + 30'000);
+  EXPECT_EQ(staged.events[2].dur_ns, 5'000);
 }
 
 TEST(CuptiDecode, ApiCallsTheDecoderDropsAreTheOnesCuptiIsToldNotToRecord) {

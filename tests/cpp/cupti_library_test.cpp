@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -44,6 +45,29 @@ TEST(CuptiLibrary, EnvNamingAFileIsTriedAsIs) {
   ::unsetenv("GPUPROF_CUPTI");
   ASSERT_FALSE(c.empty());
   EXPECT_EQ(c[0], "/nonexistent/libcupti.so.13.0.1");
+}
+
+// torch loads libcupti by its path inside the nvidia wheel; gpuprof must name that file (the value
+// NVTX_INJECTION64_PATH needs), not the soname it probed. A library this test binary already has
+// (zlib, which gpuprof_core links) stands in for torch's CUPTI: same loader, same dladdr.
+TEST(CuptiLibrary, AnAlreadyLoadedLibraryIsFoundWithTheFileItWasLoadedFrom) {
+  using gpuprof::collect::cupti::find_loaded;
+  const auto none = find_loaded({"libgpuprof-not-loaded.so.1"}, "zlibVersion");
+  EXPECT_EQ(none.handle, nullptr);
+  const auto z = find_loaded({"libgpuprof-not-loaded.so.1", "libz.so.1"}, "zlibVersion");
+  ASSERT_NE(z.handle, nullptr) << "zlib is linked into this binary";
+  EXPECT_EQ(z.soname, "libz.so.1");
+  ASSERT_FALSE(z.path.empty());
+  EXPECT_EQ(z.path[0], '/') << z.path;   // a file, not a sentence or a soname
+  struct stat st;
+  EXPECT_EQ(::stat(z.path.c_str(), &st), 0) << z.path;
+  EXPECT_NE(z.path.find("libz.so"), std::string::npos) << z.path;
+}
+
+TEST(CuptiLibrary, CudaTwelveAndElevenCuptisAreProbedBeforeTheUnversionedName) {
+  const auto& names = gpuprof::collect::cupti::cupti_sonames();
+  EXPECT_EQ(names, (std::vector<std::string>{"libcupti.so.13", "libcupti.so.12", "libcupti.so.11",
+                                             "libcupti.so"}));
 }
 
 #endif  // GPUPROF_HAVE_CUPTI

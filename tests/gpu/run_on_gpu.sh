@@ -5,7 +5,10 @@
 # where that machine lacks zlib's headers, carry them from a machine with PyPI, in the
 # ignored folder .whl/ (the device tool's `carry`):
 #   pip download --no-deps cmeel-zlib -d .whl
-# When $OUT is set, the benchmark figures are also written there (gpu_overhead.json).
+# Raw results go to bench/results/gpu_run-<date>.json (device, driver, CUDA, torch, tests passed/
+# failed/skipped with the names of those that did not pass, roofline and overhead figures): commit
+# that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, the
+# same files are also written there (the device tool brings them back).
 set -u
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -21,12 +24,78 @@ if ls .whl/cmeel_zlib-*.whl >/dev/null 2>&1; then "$PY" -m pip install -q --no-d
 "$PY" -m pip install --no-build-isolation --no-deps -q "${build_flags[@]}" . || { echo "BUILD FAILED"; exit 1; }
 cd /tmp   # import the installed package, not the source tree
 "$PY" -c "import gpuprof, gpuprof._kernels; print('gpuprof', gpuprof.__version__, 'kernels built')" || true
+work=$(mktemp -d)
 echo "== tests/gpu"
-"$PY" -m pytest "$REPO/tests/gpu" -v -rs -p no:cacheprovider
+"$PY" -m pytest "$REPO/tests/gpu" -v -rs -p no:cacheprovider --junitxml="$work/tests_gpu.xml"
 rc=$?
 echo "== roofline"
-"$PY" -m gpuprof.roofline --n $((1 << 25)) --repeats 10 || true
+"$PY" -m gpuprof.roofline --n $((1 << 25)) --repeats 10 2>&1 | tee "$work/roofline.txt" || true
 echo "== benchmark: step overhead (bench/gpu_overhead.py)"
-bench_json=${OUT:+$OUT/gpu_overhead.json}
-"$PY" "$REPO/bench/gpu_overhead.py" --out "${bench_json:-/tmp/gpu_overhead.json}" || { echo "GPU BENCHMARK FAILED"; rc=1; }
+"$PY" "$REPO/bench/gpu_overhead.py" --out "$work/gpu_overhead.json" || { echo "GPU BENCHMARK FAILED"; rc=1; }
+echo "== results"
+mkdir -p "$REPO/bench/results"
+result="$REPO/bench/results/gpu_run-$(date -u +%Y%m%dT%H%M%SZ).json"
+"$PY" - "$work" "$result" "$rc" <<'PYEOF'
+import json, os, subprocess, sys, xml.etree.ElementTree as ET
+work, result, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def run(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except Exception as e:
+        return f"unavailable: {e}"
+doc = {"exit_status": rc}
+doc["nvidia_smi"] = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+try:
+    import torch
+    doc["torch"] = torch.__version__
+    doc["torch_cuda"] = torch.version.cuda
+    if torch.cuda.is_available():
+        doc["device"] = torch.cuda.get_device_name(0)
+        doc["device_count"] = torch.cuda.device_count()
+        doc["compute_capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
+except Exception as e:
+    doc["torch"] = f"unavailable: {e}"
+doc["driver"] = (run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines() or [""])[0]
+try:
+    import gpuprof
+    from gpuprof._native import _core
+    doc["gpuprof"] = gpuprof.__version__
+    st = _core.gpu_start([])
+    doc["gpu_collection"] = {k: st.get(k) for k in ("enabled", "message", "cupti_library", "cupti_version", "error")}
+    _core.gpu_release()
+except Exception as e:
+    doc["gpu_collection"] = f"unavailable: {e}"
+tests = {"passed": 0, "failed": 0, "skipped": 0, "not_passed": []}
+try:
+    for case in ET.parse(os.path.join(work, "tests_gpu.xml")).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped":
+                outcome = "skipped"
+        tests[outcome] += 1
+        if outcome != "passed":
+            msg = next((c.get("message", "") for c in case if c.tag in ("failure", "error", "skipped")), "")
+            tests["not_passed"].append({"test": name, "outcome": outcome, "message": msg[:500]})
+except Exception as e:
+    tests["error"] = f"no junit report: {e}"
+doc["tests_gpu"] = tests
+try:
+    with open(os.path.join(work, "gpu_overhead.json")) as f:
+        doc["overhead"] = json.load(f)
+except Exception as e:
+    doc["overhead"] = f"unavailable: {e}"
+try:
+    with open(os.path.join(work, "roofline.txt")) as f:
+        doc["roofline"] = f.read()[-4000:]
+except OSError:
+    pass
+with open(result, "w") as f:
+    json.dump(doc, f, indent=2)
+print(f"results: {result}")
+print(f"tests/gpu: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped")
+PYEOF
+if [ -n "${OUT:-}" ]; then cp "$result" "$work"/* "$OUT"/ 2>/dev/null || true; fi
 exit $rc

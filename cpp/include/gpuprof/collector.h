@@ -25,6 +25,11 @@ int64_t now_ns();
 // drain() converts ticks to now_ns() nanoseconds, so callers never see ticks in a Trace.
 int64_t ticks();
 bool ticks_are_tsc();
+// The ticks -> now_ns() line the last drain() used for its host events (a fresh one before any
+// drain): records stamped with ticks() elsewhere (CUPTI's timestamp callback) are converted with
+// it, so they land exactly where that drain's host events did.
+int64_t drained_ticks_to_ns(int64_t t);
+int64_t drained_tick_duration_to_ns(int64_t d);
 
 struct SessionConfig {
   uint64_t max_events = 4'000'000;   // over all threads; ~48 bytes each

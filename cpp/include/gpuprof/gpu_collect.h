@@ -27,6 +27,8 @@ struct GpuConfig {
   // wheel folders: site-packages/nvidia/cuda_cupti/lib, nvidia/cu13/lib, ...).
   std::vector<std::string> search_dirs;
   int64_t nvml_interval_ms = 100;          // 0: no NVML sampling
+  // CUDA ordinals NVML samples (the devices this process uses); empty: every visible device.
+  std::vector<int> nvml_devices;
 };
 
 struct GpuStatus {
@@ -38,17 +40,27 @@ struct GpuStatus {
                                // libcupti is the NVTX injection library: NVTX_INJECTION64_PATH)
   bool nvml = false;           // NVML sampling is on
   std::string nvml_message;    // why not
+  // The first CUPTI call of the session that failed after collection started ("cuptiActivityFlushAll:
+  // CUPTI_ERROR_... (code n)"), "" when none did: collection goes on, but the records may be partial.
+  std::string error;
+  // A warning the report shows: e.g. kernel launches were recorded but no kernel arrived (another
+  // CUPTI client, torch.profiler, turned kernel records off).
+  std::string warning;
 };
 
 // Turns collection on (loading libraries and subscribing on first use). Never throws; on any
 // failure GPU collection stays off and `message` says why. Calling it while on starts a new epoch:
 // records staged so far are flushed and discarded.
 GpuStatus gpu_start(const GpuConfig& config);
+// CUDA ordinals of every device whose records arrived since the first gpu_start (the devices to
+// synchronise before a flush so the last step's work on each is complete).
+std::vector<int> gpu_devices_seen();
 // Forces CUPTI to hand over every completed and in-flight record (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED).
 void gpu_flush();
 // Flushes, then stops collecting (activities disabled, NVML sampler stopped). CUPTI stays subscribed.
 void gpu_stop();
-// gpu_stop() and unsubscribe, so other CUPTI clients can run later in this process.
+// gpu_stop() and unsubscribe, so other CUPTI clients can run later in this process. Also run at
+// process exit (atexit) when a session was never released.
 void gpu_release();
 bool gpu_enabled();
 // The status of the last gpu_start() (also explains a later failure, e.g. a flush error).

@@ -257,6 +257,15 @@ struct TickConverter {
   int64_t duration(int64_t d) const { return g_tsc ? std::llround(double(d) * ns_per_tick) : d; }
 };
 
+std::mutex g_last_clock_mutex;
+TickConverter* g_last_clock = nullptr;   // leaked: read by GPU drains until process exit
+
+void remember_clock(const TickConverter& c) {
+  std::lock_guard<std::mutex> lock(g_last_clock_mutex);
+  if (g_last_clock == nullptr) g_last_clock = new TickConverter(c);
+  else *g_last_clock = c;
+}
+
 // Moves the memory records out of `events` (keeping the others' order) into the trace.
 void split_memory_records(Trace& trace, const TickConverter& clock) {
   auto keep = trace.events.begin();
@@ -284,6 +293,18 @@ void split_memory_records(Trace& trace, const TickConverter& clock) {
   std::stable_sort(trace.host_memory.begin(), trace.host_memory.end(), by_time);
 }
 }  // namespace
+
+int64_t drained_ticks_to_ns(int64_t t) {
+  std::lock_guard<std::mutex> lock(g_last_clock_mutex);
+  if (g_last_clock == nullptr) g_last_clock = new TickConverter;
+  return g_last_clock->time(t);
+}
+
+int64_t drained_tick_duration_to_ns(int64_t d) {
+  std::lock_guard<std::mutex> lock(g_last_clock_mutex);
+  if (g_last_clock == nullptr) g_last_clock = new TickConverter;
+  return g_last_clock->duration(d);
+}
 
 void start(const SessionConfig& config) {
   if (g_tsc) std::call_once(g_base_once, [] { g_base = read_pair(); });
@@ -413,6 +434,7 @@ Trace drain() {
     trace.dropped_events += b->dropped.load(std::memory_order_relaxed);
   }
   const TickConverter clock;
+  remember_clock(clock);
   split_memory_records(trace, clock);
   for (Event& e : trace.events) {
     e.start_ns = clock.time(e.start_ns);

@@ -6,11 +6,17 @@
 // Buffers are recycled, but a buffer is only ever lent again with the size it was allocated with:
 // the size can change between sessions (GpuConfig::buffer_bytes), and a recycled smaller buffer
 // announced with a larger size would let CUPTI write past its end.
+//
+// CUPTI's activity callbacks are process-wide: when torch.profiler (Kineto) registers its own after
+// ours, a buffer it lent may be handed to our completion callback, or ours to its. Every buffer
+// lent is remembered, and release() ignores a pointer this pool did not lend (freeing or recycling
+// another client's buffer would be a double free).
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 namespace gpuprof::collect::cupti {
@@ -50,17 +56,27 @@ class BufferPool {
       if (b == nullptr) return nullptr;
     }
     ++in_use_;
+    lent_.insert(b);
     *size = bytes_;
     return b;
   }
 
-  // A buffer CUPTI handed back; `size` is the size it was lent with.
-  void release(uint8_t* buffer, size_t size) {
-    if (buffer == nullptr) return;
+  // True when this pool lent `buffer` (and has not had it back yet).
+  bool lent(const uint8_t* buffer) const {
     std::lock_guard<std::mutex> lock(mutex_);
+    return lent_.count(const_cast<uint8_t*>(buffer)) != 0;
+  }
+
+  // A buffer CUPTI handed back; `size` is the size it was lent with. False (and nothing done) for
+  // a pointer this pool did not lend, or one already handed back.
+  bool release(uint8_t* buffer, size_t size) {
+    if (buffer == nullptr) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (lent_.erase(buffer) == 0) return false;
     if (in_use_ > 0) --in_use_;
     if (size == bytes_ && free_.size() < max_in_use_) free_.push_back(buffer);
     else std::free(buffer);
+    return true;
   }
 
   // Frees the recycled buffers (when the session gives CUPTI back: up to max_in_use x bytes).
@@ -89,6 +105,7 @@ class BufferPool {
   size_t max_in_use_ = 0;
   size_t in_use_ = 0;
   std::vector<uint8_t*> free_;
+  std::unordered_set<uint8_t*> lent_;   // in CUPTI's hands
 };
 
 }  // namespace gpuprof::collect::cupti

@@ -29,7 +29,7 @@ const std::string& ApiNames::name(CUpti_CallbackDomain domain, uint32_t cbid) {
 }
 
 const std::string& ApiNames::kernel_name(const char* mangled) {
-  static const std::string kUnnamed = "<unnamed kernel>";
+  static const std::string& kUnnamed = *new std::string("<unnamed kernel>");   // leaked: callbacks may run during exit
   if (mangled == nullptr) return kUnnamed;
   KernelName& k = kernels_[mangled];
   if (k.demangled.empty() || k.mangled != mangled) {
@@ -355,16 +355,20 @@ void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids)
   staged = Trace();
 }
 
-size_t realign_realtime_stamped(Trace& staged, int64_t now_ns, int64_t realtime_minus_monotonic_ns) {
+size_t put_on_host_clock(Trace& staged, const TickLine& clock, int64_t realtime_now_ns,
+                         int64_t realtime_minus_monotonic_ns) {
   constexpr int64_t kHour = int64_t(3600) * 1'000'000'000;
-  size_t moved = 0;
+  size_t realtime = 0;
   for (Event& e : staged.events) {
-    if (e.start_ns > now_ns + kHour) {
-      e.start_ns -= realtime_minus_monotonic_ns;
-      ++moved;
+    if (e.start_ns > realtime_now_ns - 24 * 31 * kHour && e.start_ns < realtime_now_ns + kHour) {
+      e.start_ns -= realtime_minus_monotonic_ns;   // nanoseconds already: duration stays
+      ++realtime;
+    } else {
+      e.start_ns = clock.time(e.start_ns);
+      e.dur_ns = clock.duration(e.dur_ns);
     }
   }
-  return moved;
+  return realtime;
 }
 
 void map_api_threads(Trace& trace, const std::unordered_map<uint32_t, uint32_t>& os_tid_by_cupti_tid,

@@ -142,14 +142,23 @@ using ExternalIds = std::unordered_map<uint32_t, uint64_t>;
 // device work they launched), which is how device time is attributed to operators.
 void merge_decoded(Trace& into, Trace&& staged, const ExternalIds& external_ids);
 
-// One clock, checked: the collector registers a timestamp callback returning CLOCK_MONOTONIC
-// nanoseconds, but a record CUPTI stamped without it carries CUPTI's Linux default,
-// CLOCK_REALTIME (cupti_activity.h, cuptiActivityRegisterTimestampCallback); device records are
-// converted from GPU time with a base CUPTI may have set before the callback existed (a CUDA
-// context created before gpuprof started, as torch does). A monotonic timestamp is never later
-// than `now_ns` (read after every record was made), while a realtime one is decades later: events
-// more than an hour past `now_ns` are moved by -`realtime_minus_monotonic_ns`. Returns how many.
-size_t realign_realtime_stamped(Trace& staged, int64_t now_ns, int64_t realtime_minus_monotonic_ns);
+// One clock: the collector registers a timestamp callback returning ticks(), the clock host
+// events are stamped with, and `clock` is the very tick -> CLOCK_MONOTONIC line collector drain()
+// used for them (collector.h ticks_to_ns), so a kernel and the host op that launched it are
+// converted alike, with no second interpolation. A record CUPTI stamped without the callback
+// carries CUPTI's Linux default, CLOCK_REALTIME (cupti_activity.h,
+// cuptiActivityRegisterTimestampCallback; device records are converted from GPU time with a base
+// CUPTI may have set before the callback existed, e.g. a CUDA context torch created earlier): a
+// realtime stamp lies within a month before `realtime_now_ns`, which no tick count reaches (a
+// 3 GHz TSC would need 18 years of uptime), and is moved by -`realtime_minus_monotonic_ns`
+// instead. Returns how many records were realtime-stamped.
+struct TickLine {
+  virtual ~TickLine() = default;
+  virtual int64_t time(int64_t ticks) const = 0;
+  virtual int64_t duration(int64_t ticks) const = 0;
+};
+size_t put_on_host_clock(Trace& staged, const TickLine& clock, int64_t realtime_now_ns,
+                         int64_t realtime_minus_monotonic_ns);
 
 // CUPTI names the calling thread of API records by the low 32 bits of pthread_self() (Kineto
 // reads them the same way); host events carry the OS thread id (gettid). Rewrites Runtime, Driver,

@@ -114,6 +114,29 @@ std::string CuptiApi::describe(CUptiResult r) const {
   return (s ? std::string(s) : std::string("CUPTI error")) + " (code " + std::to_string(int(r)) + ")";
 }
 
+const std::vector<std::string>& cupti_sonames() {
+  static const std::vector<std::string> names = {"libcupti.so.13", "libcupti.so.12", "libcupti.so.11",
+                                                 "libcupti.so"};
+  return names;
+}
+
+LoadedLibrary find_loaded(const std::vector<std::string>& sonames, const char* symbol) {
+  LoadedLibrary out;
+  for (const std::string& soname : sonames) {
+    void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) continue;
+    out.handle = lib;
+    out.soname = soname;
+    out.path = soname;
+    Dl_info info{};
+    void* sym = dlsym(lib, symbol);
+    if (sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fname != nullptr && *info.dli_fname)
+      out.path = info.dli_fname;
+    break;
+  }
+  return out;
+}
+
 std::vector<std::string> cupti_candidates(const std::vector<std::string>& extra_dirs) {
   static const char* kNames[] = {"libcupti.so.13", "libcupti.so"};
   std::vector<std::string> out;
@@ -143,14 +166,17 @@ const CuptiApi& cupti(const std::vector<std::string>& extra_dirs) {
   if (api != nullptr) return *api;
   api = new CuptiApi;   // leaked on purpose: CUPTI may call back until process exit
 
-  // One CUPTI per process: reuse the one torch (Kineto) already loaded, if any.
-  void* lib = nullptr;
-  for (const char* soname : {"libcupti.so.13", "libcupti.so"}) {
-    lib = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
-    if (lib != nullptr) {
-      api->path = std::string(soname) + " (already loaded in this process)";
-      break;
-    }
+  // One CUPTI per process: reuse the one torch (Kineto) already loaded, if any, whatever its
+  // version (a second CUPTI beside it would fight it for the driver's callbacks).
+  const LoadedLibrary loaded = find_loaded(cupti_sonames(), "cuptiGetVersion");
+  void* lib = loaded.handle;
+  if (lib != nullptr) {
+    api->path = loaded.path;
+    api->already_loaded = true;
+    const char* env = std::getenv("GPUPROF_CUPTI");
+    if (env != nullptr && *env && std::string(env) != loaded.path)
+      api->note = "$GPUPROF_CUPTI (" + std::string(env) + ") not used: this process already loaded " +
+                  loaded.path + ", and a second CUPTI beside it is never loaded";
   }
   std::string tried;
   if (lib == nullptr) {
@@ -199,7 +225,23 @@ const CuptiApi& cupti(const std::vector<std::string>& extra_dirs) {
                  std::to_string(kCompiledMajor) + " libcupti.so";
     return *api;
   }
+  if (!api->already_loaded) {   // a bare soname found on the loader's path: the file it names
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(api->cuptiGetVersion), &info) != 0 && info.dli_fname != nullptr &&
+        *info.dli_fname)
+      api->path = info.dli_fname;
+  }
   if (api->cuptiGetVersion(&api->version) != CUPTI_SUCCESS) api->version = 0;
+  // CUDA 13 numbers the API major * 10000 + ...; CUDA 12 and 11 numbered it 13..28.
+  if (api->version / 10000 != kCompiledMajor && api->already_loaded) {
+    api->error = "this process already loaded " + api->path + " (CUPTI API version " +
+                 std::to_string(api->version) + ", " + loaded.soname +
+                 ": torch built for an older CUDA), and gpuprof reads only CUDA " +
+                 std::to_string(kCompiledMajor) + "'s CUPTI records and never loads a second CUPTI "
+                 "beside it; use a torch built for CUDA " + std::to_string(kCompiledMajor) +
+                 " (pip install torch --index-url https://download.pytorch.org/whl/cu130)";
+    return *api;
+  }
   if (api->version / 10000 != kCompiledMajor) {
     api->error = api->path + " is CUPTI API version " + std::to_string(api->version) +
                  ", but gpuprof was built for CUDA " + std::to_string(kCompiledMajor) +

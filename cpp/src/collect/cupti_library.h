@@ -39,7 +39,9 @@ const CudaDriver& driver();
 struct CuptiApi {
   bool ok = false;
   std::string error;
-  std::string path;
+  std::string path;             // the file loaded (from dladdr when another library loaded it)
+  bool already_loaded = false;  // found in the process (torch's), not loaded by gpuprof
+  std::string note;             // e.g. $GPUPROF_CUPTI ignored because another CUPTI is loaded
   uint32_t version = 0;
   CUptiResult (*cuptiGetVersion)(uint32_t*) = nullptr;
   CUptiResult (*cuptiGetResultString)(CUptiResult, const char**) = nullptr;
@@ -64,13 +66,27 @@ struct CuptiApi {
   std::string describe(CUptiResult r) const;
 };
 
-// Candidate paths for libcupti, in search order: $GPUPROF_CUPTI (a file or a folder), an already
-// loaded libcupti (torch's), `extra_dirs`, $CUDA_HOME/extras/CUPTI/lib64, /usr/local/cuda/extras/
+// A library some other code of this process already loaded: the first of `sonames` that
+// dlopen(RTLD_NOLOAD) finds, with the file it was loaded from (dladdr on `symbol`: torch's wheel
+// loads libcupti by a path, and the soname alone names no file). handle == nullptr when none is.
+struct LoadedLibrary {
+  void* handle = nullptr;
+  std::string soname;
+  std::string path;
+};
+LoadedLibrary find_loaded(const std::vector<std::string>& sonames, const char* symbol);
+// The libcupti sonames probed for an already-loaded CUPTI (torch built for CUDA 13, 12 or 11).
+const std::vector<std::string>& cupti_sonames();
+
+// Candidate paths for libcupti when none is loaded yet, in search order: $GPUPROF_CUPTI (a file or
+// a folder), `extra_dirs`, $CUDA_HOME/extras/CUPTI/lib64, /usr/local/cuda/extras/
 // CUPTI/lib64, /usr/local/cuda/lib64, then the loader's own path. Exposed for tests.
 std::vector<std::string> cupti_candidates(const std::vector<std::string>& extra_dirs);
 
-// Loads libcupti once (later calls return the first result). Only a CUPTI of the major version
-// gpuprof was compiled against is accepted: activity record layouts change between majors.
+// Loads libcupti once (later calls return the first result). One CUPTI per process: a libcupti
+// already loaded (torch's, whatever its version) is the only one used, never a second beside it.
+// Only a CUPTI of the major version gpuprof was compiled against is accepted: activity record
+// layouts change between majors.
 const CuptiApi& cupti(const std::vector<std::string>& extra_dirs);
 
 }  // namespace gpuprof::collect::cupti

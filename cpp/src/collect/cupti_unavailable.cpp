@@ -7,14 +7,16 @@ namespace {
 GpuStatus unavailable() {
   GpuStatus s;
   s.message =
-      "this gpuprof was built without the CUDA toolkit's CUPTI headers, so it profiles host-side "
-      "only; rebuild it where /usr/local/cuda/include/cupti.h exists (or set CUDA_HOME)";
+      "this gpuprof was built without CUDA 13's CUPTI headers (none found, or an older CUDA's), so "
+      "it profiles host-side only; rebuild it where a CUDA 13 toolkit's cupti.h exists "
+      "(CUDA_HOME=/usr/local/cuda-13.0 pip install .)";
   s.nvml_message = s.message;
   return s;
 }
 }  // namespace
 
 GpuStatus gpu_start(const GpuConfig&) { return unavailable(); }
+std::vector<int> gpu_devices_seen() { return {}; }
 void gpu_flush() {}
 void gpu_stop() {}
 void gpu_release() {}

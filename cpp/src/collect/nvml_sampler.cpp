@@ -1,5 +1,7 @@
 #include "nvml_sampler.h"
 
+#include <algorithm>
+
 #include <dlfcn.h>
 
 #include "gpuprof/collector.h"
@@ -67,7 +69,8 @@ const Nvml& nvml() {
 
 }  // namespace
 
-bool NvmlSampler::start(const std::vector<std::string>& pci_ids, int64_t interval_ms, std::string& why) {
+bool NvmlSampler::start(const std::vector<std::string>& pci_ids, const std::vector<int>& wanted,
+                        int64_t interval_ms, std::string& why) {
   if (thread_.joinable()) return true;
   const Nvml& n = nvml();
   if (!n.ok) {
@@ -78,6 +81,7 @@ bool NvmlSampler::start(const std::vector<std::string>& pci_ids, int64_t interva
   unsigned int count = 0;
   n.count(&count);
   for (size_t i = 0; i < pci_ids.size(); ++i) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), int(i)) == wanted.end()) continue;
     nvmlDevice_t dev = nullptr;
     int r = -1;
     if (!pci_ids[i].empty() && n.by_pci != nullptr) r = n.by_pci(pci_ids[i].c_str(), &dev);

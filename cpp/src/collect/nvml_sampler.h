@@ -23,8 +23,11 @@ class NvmlSampler {
 
   // Samples the CUDA devices whose PCI bus ids are given (index = CUDA ordinal; NVML numbers GPUs
   // its own way, so they are matched by bus id; an empty id falls back to the same NVML index).
+  // Only the ordinals in `wanted` (the devices this process uses; every device when empty): a rank
+  // of an 8-GPU job polls its own GPU, not all eight.
   // False with `why` when NVML is absent or sees none of them. Restarting while running is a no-op.
-  bool start(const std::vector<std::string>& cuda_pci_bus_ids, int64_t interval_ms, std::string& why);
+  bool start(const std::vector<std::string>& cuda_pci_bus_ids, const std::vector<int>& wanted,
+             int64_t interval_ms, std::string& why);
   void stop();
   // The samples taken since the last take().
   std::vector<GpuSample> take();

@@ -120,6 +120,10 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
     if gpu_note.startswith("off:"):
         console.print(Text(f"GPU collection {sec.printable(gpu_note)}", style="yellow"))
+    for key in ("gpu_collection_error", "gpu_collection_warning"):   # GPU records may be incomplete
+        if report._data.get("metadata", {}).get(key):
+            console.print(Text(f"GPU collection: {sec.printable(report._data['metadata'][key])}",
+                               style="yellow"))
     host_note = report._data.get("metadata", {}).get("host_ops", "")
     if host_note.startswith("off:"):
         console.print(Text(f"Operators {sec.printable(host_note)}", style="yellow"))
