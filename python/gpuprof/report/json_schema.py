@@ -61,6 +61,7 @@ SCHEMA: dict = {
             "tc_eligible_pct": _NUM_OR_NULL, "memory_total_bytes": _NUM_OR_NULL,
             "peak_allocated_bytes": _NUM_OR_NULL}}},
         "kernels": _ROWS, "operators": _ROWS, "copies": _ROWS, "syncs": _ROWS, "memory": _ROWS,
+        "ranges": _ROWS,
         "gpu_samples": _ROWS,
         "advice": {"type": "array", "items": {
             "type": "object", "required": ["rule", "title"],

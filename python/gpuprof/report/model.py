@@ -67,7 +67,7 @@ class Report:
         # ---- GPU metrics (issue 3): per-device summary and the detail tables ----------------------
         # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
         # numbers are None. docs/metrics.md defines every field.
-        for key in ("devices", "kernels", "operators", "copies", "syncs", "memory"):
+        for key in ("devices", "kernels", "operators", "copies", "syncs", "memory", "ranges"):
             data[key] = analysed[key]
         # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
         # "not reported by this device" and becomes None.
