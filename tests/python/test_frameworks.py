@@ -151,6 +151,14 @@ def test_compiled_loop_record_shapes_silent_and_totals_match_torch_profiler(tmp_
     # on a loaded machine the two sums stay within a third of each other (counting nested same-name
     # ops twice made whole ops double).
     assert 0.75 < mine / torch_total < 1.33, (mine, torch_total)
+    # The compiled regions are summarised: graph calls, and the host time inside the graphs that no
+    # operator explains (inductor's generated C++ code on the CPU), said in the text report.
+    compiled = report["compiled"]
+    assert compiled["graph_calls"] >= 2 * 7   # forward and backward graph, each step
+    assert compiled["region_calls"] == 7
+    assert 0 < compiled["unattributed_host_us"] < compiled["region_host_total_us"] + sum(
+        r["host_total_us"] for r in report["operators"] if r["name"] == "CompiledFunctionBackward")
+    assert "inductor's generated code" in compiled["note"]
     # And under gpuprof run (the inductor cache of the run above keeps this one short).
     run = _gpuprof_run("compile_loop.py", tmp_path, "2:6")
     assert [s["step"] for s in run["steps"]] == [2, 3, 4, 5]

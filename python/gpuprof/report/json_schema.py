@@ -63,6 +63,10 @@ SCHEMA: dict = {
             "peak_allocated_bytes": _NUM_OR_NULL}}},
         "kernels": _ROWS, "operators": _ROWS, "copies": _ROWS, "syncs": _ROWS, "memory": _ROWS,
         "ranges": _ROWS,
+        "compiled": {"type": "object", "properties": {
+            "region_calls": _INT, "graph_calls": _INT, "region_host_total_us": _NUM,
+            "cache_lookup_us": _NUM, "graph_device_self_us": _NUM, "unattributed_host_us": _NUM,
+            "note": _STR}},
         "gpu_samples": _ROWS,
         "advice": {"type": "array", "items": {
             "type": "object", "required": ["rule", "title"],
