@@ -32,10 +32,11 @@ else:
     import gpuprof
     from torch.profiler import ProfilerActivity, profile
 
-    step(0)   # compile outside both profilers
+    for i in range(3):   # compile (each batch size once) outside both profilers
+        step(i)
     with profile(activities=[ProfilerActivity.CPU]) as tp:
         with gpuprof.profile(record_shapes=True, on_trace_ready=None) as prof:
-            for i in range(1, STEPS):
+            for i in range(3, 3 + STEPS - 1):
                 step(i)
                 prof.step()
     totals = {e.key: {"count": e.count, "cpu_time_total": e.cpu_time_total} for e in tp.key_averages()}
