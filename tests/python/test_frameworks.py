@@ -68,15 +68,16 @@ def _rules(report):
 
 
 def _assert_whole_steps(report, skip_first=False):
-    """One optimizer range per step (none cut at a boundary), and no step with less CPU work than
-    half the median: a step cut short loses its forward and backward (or the tail of its optimizer
-    range) to the next one. Longer steps are left alone: a loaded 2-core machine makes them."""
+    """One optimizer range per step (a boundary inside the range loses the last step's range, as
+    issue 16 saw), and no step with less CPU work than 0.3x the median (a step cut before its
+    forward and backward). Only gross cuts: a machine loaded 8x over its 2 cores moves steps by 2x
+    either way. Longer steps are left alone for the same reason."""
     steps = report["steps"]
     assert len(steps) >= 3
     assert _range(report, "Optimizer.step#")["calls"] == len(steps)
     cpu = [s["cpu_exec_us"] for s in steps[1 if skip_first else 0:]]
     mid = statistics.median(cpu)
-    assert all(c >= 0.5 * mid for c in cpu), cpu
+    assert all(c >= 0.3 * mid for c in cpu), cpu
 
 
 # ---- Lightning: forward and backward run inside optimizer.step(closure) -----------------------------
@@ -100,7 +101,7 @@ def test_lightning_callback_steps_match_gpuprof_runs(tmp_path):
     # Steps cut at the optimizer's return and at the callback's batch end hold the same CPU work.
     a = statistics.median(s["cpu_exec_us"] for s in cb["steps"])
     b = statistics.median(s["cpu_exec_us"] for s in run["steps"])
-    assert 0.5 < a / b < 2.0, (a, b)
+    assert 0.33 < a / b < 3.0, (a, b)
 
 
 @_needs("lightning")
@@ -123,7 +124,7 @@ def test_hf_trainer_under_gpuprof_run_and_with_a_callback(tmp_path):
     assert any(o["input_shapes"] for o in cb["operators"])
     a = statistics.median(s["cpu_exec_us"] for s in cb["steps"])
     b = statistics.median(s["cpu_exec_us"] for s in run["steps"])
-    assert 0.5 < a / b < 2.0, (a, b)
+    assert 0.33 < a / b < 3.0, (a, b)
 
 
 # ---- torch.compile ----------------------------------------------------------------------------------
