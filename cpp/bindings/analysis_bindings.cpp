@@ -74,6 +74,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   std::vector<KernelRow> kernels;
   std::vector<OperatorRow> operators;
   std::vector<CopyRow> copies;
+  std::vector<RangeRow> ranges;
   std::vector<SyncRow> syncs;
   std::vector<StepMemoryRow> memory;
   std::vector<DeviceSummary> devices;
@@ -87,6 +88,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
     kernels = kernel_table(t);
     operators = operator_table(t, links);
     copies = copy_table(t);
+    ranges = range_table(t);
     syncs = sync_table(t, links);
     memory = step_memory_table(t, steps);
   }
@@ -126,6 +128,17 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
     ol.append(d);
   }
   out["operators"] = ol;
+
+  py::list rl;
+  for (const RangeRow& r : ranges) {
+    py::dict d;
+    d["name"] = r.name;
+    d["calls"] = r.calls;
+    d["host_total_us"] = us(r.host_total_ns);
+    d["closure_us"] = us(r.closure_ns);
+    rl.append(d);
+  }
+  out["ranges"] = rl;
 
   py::list cl;
   for (const CopyRow& r : copies) {

@@ -117,6 +117,7 @@ class profile:
         _active_session = self
         self.step_num = 0
         self._report = None
+        self._reports = []
         self._spans_completed = 0
         try:
             self._step_start_ticks = _core.collector_ticks()
@@ -251,12 +252,33 @@ class profile:
         if self._hooks_note:
             trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
         self._gpu.drain_into(trace)   # GPU collection
-        self._report = Report.from_trace(
+        source = {"kind": "live", "partial_span": partial, "span": self._spans_completed,
+                  "created_unix": time.time()}
+        report = Report.from_trace(
             trace, dataloaders=self._capture.records(),
             host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(),
                   **_cuda_host_facts()},   # advice issue: no_gpu_work needs cuda_available
-            source={"kind": "live", "partial_span": partial, "span": self._spans_completed,
-                    "created_unix": time.time()})
+            source=source)
+        # Which steps the span covers, and, for a span cut short by the end of the block, the
+        # complete span before it (torch.profiler's semantics: the last span is the one reported).
+        numbers = [s["step"] for s in report.steps]
+        if numbers:
+            source["first_step"], source["last_step"] = numbers[0], numbers[-1]
+        complete = [r for r in self._reports if not r.to_dict()["source"].get("partial_span")]
+        if partial and complete:
+            last = complete[-1].to_dict()["source"]
+            source["complete_span"] = last["span"]
+            source["note"] = (
+                f"partial span ({_steps_text(source)}), cut short when the profiled block ended; "
+                f"span {last['span']} is complete ({_steps_text(last)}): prof.reports() "
+                f"gives every span, prof.reports()[{last['span']}] that one")
+        report._data["source"] = source
+        # Every span stays reachable (prof.reports()); only the two latest keep their native trace,
+        # so a long run with repeat=0 does not hold every span's events in memory.
+        self._reports.append(report)
+        for old in self._reports[:-2]:
+            old.trace = None
+        self._report = report
         self._spans_completed += 1
         if self.on_trace_ready is not None:
             try:
@@ -268,8 +290,15 @@ class profile:
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
 
     # ---- results --------------------------------------------------------------------------------
+    def reports(self) -> list:
+        """Every span of the session, in order (``source.span`` is the index); the reports of spans
+        before the two latest no longer hold their native trace (``report.trace`` is None)."""
+        return list(self._reports)
+
     def report(self) -> Report:
-        """The latest completed span, or the partial span the block ended in."""
+        """The latest span, as torch.profiler reports it: the latest completed span, or the
+        partial span the block ended in (its ``source.note`` names the complete span before it;
+        ``reports()`` gives every span)."""
         if self._report is None:
             raise ProfilerError(
                 "no recorded span yet: the schedule has not reached an active step "
@@ -285,6 +314,13 @@ class profile:
         from .export import export_chrome_trace
 
         return export_chrome_trace(self.report().trace, path)
+
+
+def _steps_text(source: dict) -> str:
+    first, last = source.get("first_step"), source.get("last_step")
+    if first is None:
+        return "none"
+    return f"steps {first}..{last}" if last != first else f"step {first}"
 
 
 # ---- advice issue: what the no_gpu_work rule needs to know about CUDA -----------------------------

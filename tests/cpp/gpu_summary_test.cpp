@@ -83,6 +83,27 @@ TEST(GpuSummary, ThreeKernelsInOneStep) {
   EXPECT_EQ(d.peak_allocated_bytes, 300);
 }
 
+TEST(GpuSummary, CompiledGraphKernelsAreEligibleByTheirOwnName) {
+  // A torch.compile graph: "## Call CompiledFxGraph ##" (not an eligible op) launches an inductor
+  // Triton mm template [100, 300), a fused pointwise kernel [300, 400), and, from a CUDA graph
+  // replay with no op at all, a cuBLAS sgemm [500, 600): eligible 200 + 100 of 400 = 75 %.
+  Trace t;
+  t.devices = {small_gpu(0)};
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  host(t, "## Call CompiledFxGraph f123 ##", 50, 450, 1);
+  runtime(t, 60, 70, 21, 1);
+  runtime(t, 80, 90, 22, 1);
+  runtime(t, 460, 470, 23, 0);
+  add_kernel(t, "triton_tem_fused_addmm_relu_0", 100, 300, 21, 10, 50.0f);
+  add_kernel(t, "triton_poi_fused_add_1", 300, 400, 22, 10, 50.0f);
+  add_kernel(t, "ampere_sgemm_128x64_nn", 500, 600, 23, 10, 50.0f);
+  const std::vector<DeviceSummary> s = summarize_devices(t);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].kernel_ns, 400);
+  EXPECT_DOUBLE_EQ(s[0].tensor_core_pct, 0.0);
+  EXPECT_DOUBLE_EQ(s[0].tc_eligible_pct, 75.0);
+}
+
 TEST(GpuSummary, OutermostEligibleOpOwnsTheKernel) {
   const Trace t = three_kernel_step();
   const LaunchLinks links = link_launches(t);

@@ -126,6 +126,59 @@ TEST(OperatorTable, GroupsByInputShapesWhenRecorded) {
   EXPECT_EQ(rows[1].host_total_ns, 30);
 }
 
+TEST(OperatorTable, SameNameOnlyChildIsOneCallAsInTorchProfiler) {
+  Trace t;
+  // aten::div_ [0, 1000) holds only aten::div_ [100, 900) (the same call seen twice), which holds
+  // aten::empty [200, 300) and launches a 50 ns kernel: one div_ call, host total 1000, self
+  // 1000 - 100 (empty, now its direct child) = 900, device self 50 (lifted from the inner call).
+  // aten::add_ [2000, 3000) holds aten::add_ [2100, 2200) beside aten::copy_ [2300, 2400): not an
+  // only child, so a real nested call: two add_ calls, 1000 + 100.
+  add(t, EventKind::HostOp, "aten::div_", 0, 1000, 0, 1);
+  add(t, EventKind::HostOp, "aten::div_", 100, 900, 0, 2);
+  add(t, EventKind::HostOp, "aten::empty", 200, 300, 0, 3);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 400, 410, 31, 2);
+  add_kernel(t, "div_kernel", 500, 550, 31, 10, 50.0f);
+  add(t, EventKind::HostOp, "aten::add_", 2000, 3000, 0, 4);
+  add(t, EventKind::HostOp, "aten::add_", 2100, 2200, 0, 5);
+  add(t, EventKind::HostOp, "aten::copy_", 2300, 2400, 0, 6);
+  const std::vector<OperatorRow> rows = operator_table(t, link_launches(t));
+  auto row = [&](const char* name) {
+    for (const OperatorRow& r : rows)
+      if (r.name == name) return r;
+    return OperatorRow{};
+  };
+  const OperatorRow div = row("aten::div_");
+  EXPECT_EQ(div.calls, 1);
+  EXPECT_EQ(div.host_total_ns, 1000);
+  EXPECT_EQ(div.host_self_ns, 900);
+  EXPECT_EQ(div.device_self_ns, 50);
+  EXPECT_EQ(div.device_total_ns, 50);
+  const OperatorRow add_ = row("aten::add_");
+  EXPECT_EQ(add_.calls, 2);
+  EXPECT_EQ(add_.host_total_ns, 1100);
+  EXPECT_EQ(add_.host_self_ns, 1000 - 200 + 100);
+  EXPECT_EQ(row("aten::empty").calls, 1);
+}
+
+TEST(RangeTable, UserRangesWithTheClosureInsideAnOptimizerStep) {
+  Trace t;
+  // Two optimizer steps. The first [0, 1000) runs a closure whose backward op ends at 700: closure
+  // 700. The second [2000, 2500) has no backward inside: closure 0. ProfilerStep#1 is a marker.
+  add(t, EventKind::UserRange, "ProfilerStep#1", 0, 3000);
+  add(t, EventKind::UserRange, "Optimizer.step#Adam.step", 0, 1000);
+  add(t, EventKind::HostOp, "aten::addmm", 50, 200);
+  add(t, EventKind::HostOp, "autograd::engine::evaluate_function: AddmmBackward0", 300, 700);
+  add(t, EventKind::HostOp, "aten::add_", 800, 900);
+  add(t, EventKind::UserRange, "Optimizer.step#Adam.step", 2000, 2500);
+  add(t, EventKind::HostOp, "autograd::engine::evaluate_function: AddmmBackward0", 1500, 1900);
+  const std::vector<RangeRow> rows = range_table(t);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].name, "Optimizer.step#Adam.step");
+  EXPECT_EQ(rows[0].calls, 2);
+  EXPECT_EQ(rows[0].host_total_ns, 1500);
+  EXPECT_EQ(rows[0].closure_ns, 700);
+}
+
 TEST(CopyTable, DirectionsHostMemoryAndBandwidth) {
   Trace t;
   // Pageable HtoD: 2 copies, 1000 + 3000 bytes in 100 + 300 ns -> 4000 / 400 = 10 GB/s (bytes/ns).

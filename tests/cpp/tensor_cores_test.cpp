@@ -89,3 +89,13 @@ TEST(TensorCoreEligibleOp, OtherOps) {
                          "autograd::engine::evaluate_function: AddBackward0", ""})
     EXPECT_FALSE(is_tensor_core_eligible_op(op)) << op;
 }
+
+TEST(TensorCoreEligibleKernel, MatrixAndConvolutionWorkByName) {
+  for (const char* k : {"volta_h884gemm_64x64_ldg8_nn", "ampere_sgemm_128x64_nn", "cutlass_80_simt_sgemm_128x128",
+                        "triton_tem_fused_mm_0", "triton_tem_fused_addmm_relu_3", "triton_tem_fused_convolution_1",
+                        "sm80_xmma_fprop_implicit_gemm_f32f32", "implicit_convolve_sgemm", "cudnn::winograd_nonfused::conv2d"})
+    EXPECT_TRUE(is_tensor_core_eligible_kernel(k)) << k;
+  for (const char* k : {"triton_poi_fused_add_0", "triton_red_fused_sum_1", "gemv2T_kernel_val",
+                        "void at::native::vectorized_elementwise_kernel<4, relu>", "nchwToNhwcKernel", ""})
+    EXPECT_FALSE(is_tensor_core_eligible_kernel(k)) << k;
+}

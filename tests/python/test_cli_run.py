@@ -114,3 +114,16 @@ def test_rendering_verbs_do_not_import_torch(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "TORCH []" in p.stdout
+
+
+def test_a_script_that_fails_before_the_range_is_named_with_its_exit_code(tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("import torch\nimport gpuprof_no_such_module_xyz\n")
+    p = _gpuprof("run", "--out", tmp_path / "out", script)
+    assert p.returncode == 1, p.stderr
+    assert "ModuleNotFoundError" in p.stderr and "exit code 1" in p.stderr
+    assert "nothing was recorded" in p.stderr
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(3)\n")
+    p = _gpuprof("run", "--out", tmp_path / "out2", exits)
+    assert p.returncode == 3 and "exited with code 3" in p.stderr, p.stderr

@@ -41,6 +41,17 @@ struct OperatorRow {
 };
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links);
 
+// One row per user range name (gpuprof.range, record_function, torch's Optimizer.step#... ranges;
+// not the ProfilerStep#N markers). closure_ns: the part of the ranges that ends with the last
+// backward op inside them (an optimizer stepped with a closure runs forward and backward there).
+struct RangeRow {
+  std::string name;
+  int64_t calls = 0;
+  int64_t host_total_ns = 0;
+  int64_t closure_ns = 0;
+};
+std::vector<RangeRow> range_table(const Trace& trace);
+
 // One row per copy direction and host-memory kind (Memset has its own row).
 struct CopyRow {
   std::string kind;          // "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Memset", "Unknown"

@@ -16,4 +16,10 @@ bool is_tensor_core_kernel(std::string_view kernel_name);
 // cells, scaled-dot-product attention, and their autograd backward nodes.
 bool is_tensor_core_eligible_op(std::string_view op_name);
 
+// True for kernels whose own name says they do matrix-product or convolution work, whatever
+// launched them: tensor-core kernels, GEMMs (not GEMVs), convolution kernels, and inductor's Triton
+// templates for mm/addmm/bmm/convolution (triton_tem_fused_*). Work behind torch.compile and CUDA
+// graph replays has no eligible operator above it; its kernels are judged by this instead.
+bool is_tensor_core_eligible_kernel(std::string_view kernel_name);
+
 }  // namespace gpuprof

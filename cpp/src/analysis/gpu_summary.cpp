@@ -126,6 +126,12 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
     if (tensor_core_by_name[name] < 0) tensor_core_by_name[name] = is_tensor_core_kernel(t.strings.at(name)) ? 1 : 0;
     return tensor_core_by_name[name] == 1;
   };
+  std::vector<int8_t> eligible_by_name(t.strings.size(), -1);
+  auto eligible_kernel = [&](uint32_t name) {
+    if (eligible_by_name[name] < 0)
+      eligible_by_name[name] = is_tensor_core_eligible_kernel(t.strings.at(name)) ? 1 : 0;
+    return eligible_by_name[name] == 1;
+  };
 
   std::vector<DeviceSummary> out;
   for (const auto& [id, kernels] : kernels_by_device) {
@@ -154,7 +160,9 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
       busy.push_back({e.start_ns, e.end_ns()});
       if (on_tensor_cores(e.name)) tensor_core_ns += ns;
       const uint32_t op = links.launching_op(i);
-      if (op != kNoIndex && links.eligible_root[op] != kNoIndex) eligible_ns += ns;
+      // Eligible: launched by an eligible operator, or matrix/convolution work by its own name
+      // (torch.compile graphs and CUDA graph replays have no eligible operator above their kernels).
+      if ((op != kNoIndex && links.eligible_root[op] != kNoIndex) || eligible_kernel(e.name)) eligible_ns += ns;
     }
     merge_intervals(busy);
     s.kernel_busy_ns = length_within(busy, w.start_ns, w.end_ns);

@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "gpuprof/breakdown.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tensor_cores.h"
 
@@ -113,8 +114,26 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     device_total_ns[parent] += device_total_ns[i];
   }
 
+  // torch.profiler's rule for same-name nesting (key_averages, which users compare against): an
+  // op whose parent has the same name and has no other child op is the same call seen twice (an
+  // autograd-level and a kernel-level RecordFunction, e.g. aten::add_ in aten::add_). It is not
+  // counted; its parent keeps its children's time and its device work (docs/metrics.md).
+  std::vector<uint32_t> child_ops(n, 0);
+  for (uint32_t i : ops)
+    if (links.parent_op[i] != kNoIndex) ++child_ops[links.parent_op[i]];
+  std::vector<uint32_t> keep_as(n, kNoIndex);   // the counted op an op's time belongs to
+  std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0);
+  for (uint32_t i : ops) {   // outer first: a parent is resolved before its children
+    const uint32_t parent = links.parent_op[i];
+    const bool dup = parent != kNoIndex && child_ops[parent] == 1 && t.events[parent].name == t.events[i].name;
+    keep_as[i] = dup ? keep_as[parent] : i;
+    counted_device_self_ns[keep_as[i]] += device_self_ns[i];
+    if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
+  }
+
   std::map<std::pair<uint32_t, uint32_t>, OperatorRow> by_key;   // (name id, shapes id)
   for (uint32_t i : ops) {
+    if (keep_as[i] != i) continue;
     const Event& e = t.events[i];
     const uint32_t shapes = e.aux < t.strings.size() ? e.aux : 0;
     OperatorRow& r = by_key[{e.name, shapes}];
@@ -125,8 +144,8 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     }
     ++r.calls;
     r.host_total_ns += e.dur_ns;
-    r.host_self_ns += std::max<int64_t>(e.dur_ns - host_child_ns[i], 0);
-    r.device_self_ns += device_self_ns[i];
+    r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[i], 0);
+    r.device_self_ns += counted_device_self_ns[i];
     r.device_total_ns += device_total_ns[i];
   }
   std::vector<OperatorRow> rows;
@@ -135,6 +154,38 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
   std::sort(rows.begin(), rows.end(), [](const OperatorRow& a, const OperatorRow& b) {
     if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
     return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
+  });
+  return rows;
+}
+
+std::vector<RangeRow> range_table(const Trace& t) {
+  // Backward ops, on any thread: an optimizer stepped with a closure (Lightning) runs the forward
+  // and backward inside its range, and the range's own work starts when the last of them ends.
+  std::vector<std::pair<int64_t, int64_t>> backward;   // (start, end)
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::HostOp && starts_with(t.name_of(e), "autograd::engine::evaluate_function"))
+      backward.emplace_back(e.start_ns, e.start_ns + e.dur_ns);
+  std::sort(backward.begin(), backward.end());
+  std::map<uint32_t, RangeRow> by_name;
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::UserRange) continue;
+    const std::string& name = t.name_of(e);
+    if (is_step_marker_name(name)) continue;
+    RangeRow& r = by_name[e.name];
+    if (r.calls == 0) r.name = name;
+    ++r.calls;
+    r.host_total_ns += e.dur_ns;
+    const int64_t end = e.start_ns + e.dur_ns;
+    int64_t closure_end = e.start_ns;
+    for (auto it = std::lower_bound(backward.begin(), backward.end(), std::make_pair(e.start_ns, int64_t(0)));
+         it != backward.end() && it->first < end; ++it)
+      if (it->second <= end) closure_end = std::max(closure_end, it->second);
+    r.closure_ns += closure_end - e.start_ns;
+  }
+  std::vector<RangeRow> rows;
+  for (auto& [id, r] : by_name) rows.push_back(std::move(r));
+  std::sort(rows.begin(), rows.end(), [](const RangeRow& a, const RangeRow& b) {
+    return a.host_total_ns != b.host_total_ns ? a.host_total_ns > b.host_total_ns : a.name < b.name;
   });
   return rows;
 }

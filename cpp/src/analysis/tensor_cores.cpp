@@ -62,6 +62,18 @@ bool is_tensor_core_kernel(std::string_view name) {
   return false;
 }
 
+bool is_tensor_core_eligible_kernel(std::string_view name) {
+  if (is_tensor_core_kernel(name)) return true;
+  const std::string n = lower(name);
+  if (contains(n, "gemm") && !contains(n, "gemv")) return true;   // sgemm, cutlass gemm, implicit_gemm
+  if (contains(n, "triton_tem_") && (contains(n, "mm") || contains(n, "conv"))) return true;
+  constexpr std::string_view kConv[] = {"convolution", "conv2d", "conv3d", "conv1d", "fprop", "dgrad",
+                                        "wgrad"};
+  for (std::string_view m : kConv)
+    if (contains(n, m)) return true;
+  return false;
+}
+
 bool is_tensor_core_eligible_op(std::string_view name) {
   // Autograd wraps backward nodes: "autograd::engine::evaluate_function: MmBackward0".
   constexpr std::string_view kEvaluate = "autograd::engine::evaluate_function: ";

@@ -25,7 +25,10 @@ EventKind kind_of(at::RecordScope scope) {
 }
 
 // "[[64, 3, 32, 32], [64], []]": one list per input, empty for non-tensors.
-void format_shapes(const at::RecordFunction& fn, std::string& out) {
+// Sizes only of plain dense tensors: asking a nested, symbolic (torch.compile(dynamic=True)) or
+// Python-subclass (FakeTensor) tensor for sizes() can dispatch or assert, so those show [] as
+// torch.profiler does; and a hook must never throw into the op it observes (catch-all: no shapes).
+void format_shapes_unguarded(const at::RecordFunction& fn, std::string& out) {
   out.clear();
   out.push_back('[');
   bool first = true;
@@ -35,7 +38,9 @@ void format_shapes(const at::RecordFunction& fn, std::string& out) {
     out.push_back('[');
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      if (t.defined()) {
+      const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+      if (impl != nullptr && !impl->is_nested() && !impl->has_symbolic_sizes_strides() &&
+          !impl->is_python_dispatch()) {
         bool first_dim = true;
         for (int64_t d : t.sizes()) {
           if (!first_dim) out.append(", ");
@@ -47,6 +52,14 @@ void format_shapes(const at::RecordFunction& fn, std::string& out) {
     out.push_back(']');
   }
   out.push_back(']');
+}
+
+void format_shapes(const at::RecordFunction& fn, std::string& out) {
+  try {
+    format_shapes_unguarded(fn, out);
+  } catch (...) {
+    out.clear();
+  }
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {

@@ -205,6 +205,19 @@ class Facts:
         return [r for r in self.operators if pattern.search(_name(r))]
 
     @property
+    def ranges(self) -> list[dict]:
+        """User ranges (record_function, gpuprof.range, torch's Optimizer.step#... ranges)."""
+        return section(self.data, "ranges")
+
+    def ranges_matching(self, pattern: re.Pattern) -> list[dict]:
+        return [r for r in self.ranges if pattern.search(_name(r))]
+
+    def range_own_us(self, row: dict) -> float:
+        """A range's total less the closure run inside it (forward and backward of an optimizer
+        stepped with a closure, as Lightning does)."""
+        return max((_num(row, "host_total_us") or 0.0) - (_num(row, "closure_us") or 0.0), 0.0)
+
+    @property
     def has_convolutions(self) -> bool:
         return any(_CONV_OP.search(_name(r)) for r in self.operators) or self.conv_kernel_us > 0
 

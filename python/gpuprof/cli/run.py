@@ -112,6 +112,15 @@ def run(args) -> int:
     steps_seen = prof.step_num
     if not written:
         how = ("prof.step() calls" if stepper.user_steps else "optimizer.step() calls")
+        if failure is not None or exit_code != 0:
+            # The script failed: its error, not the step range, is what to fix first.
+            why = (f"raised {type(failure).__name__}: {failure}" if failure is not None
+                   else f"exited with code {exit_code}")
+            code = 1 if failure is not None else exit_code
+            print(f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
+                  f"before step {start}; nothing was recorded. Fix the error above and run gpuprof "
+                  "run again", file=sys.stderr)
+            return code
         raise UserError(f"{script} ended after {steps_seen} steps ({how}), before step {start}; "
                         f"nothing was recorded. Use --steps with a range below {max(steps_seen, 1)}, "
                         "or run more steps")

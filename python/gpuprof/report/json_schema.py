@@ -35,7 +35,8 @@ SCHEMA: dict = {
         "schema_version": {"const": SCHEMA_VERSION},
         "gpuprof_version": _STR,
         "source": {"type": "object", "properties": {
-            "kind": _STR, "partial_span": _BOOL, "span": _INT, "created_unix": _NUM, "path": _STR}},
+            "kind": _STR, "partial_span": _BOOL, "span": _INT, "created_unix": _NUM, "path": _STR,
+            "first_step": _INT, "last_step": _INT, "complete_span": _INT, "note": _STR}},
         "steps": {"type": "array", "items": {
             "type": "object",
             "required": ["step", "total_us", *_CATEGORY_US],
@@ -61,6 +62,11 @@ SCHEMA: dict = {
             "tc_eligible_pct": _NUM_OR_NULL, "memory_total_bytes": _NUM_OR_NULL,
             "peak_allocated_bytes": _NUM_OR_NULL}}},
         "kernels": _ROWS, "operators": _ROWS, "copies": _ROWS, "syncs": _ROWS, "memory": _ROWS,
+        "ranges": _ROWS,
+        "compiled": {"type": "object", "properties": {
+            "region_calls": _INT, "graph_calls": _INT, "region_host_total_us": _NUM,
+            "cache_lookup_us": _NUM, "graph_device_self_us": _NUM, "unattributed_host_us": _NUM,
+            "note": _STR}},
         "gpu_samples": _ROWS,
         "advice": {"type": "array", "items": {
             "type": "object", "required": ["rule", "title"],

@@ -67,8 +67,11 @@ class Report:
         # ---- GPU metrics (issue 3): per-device summary and the detail tables ----------------------
         # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
         # numbers are None. docs/metrics.md defines every field.
-        for key in ("devices", "kernels", "operators", "copies", "syncs", "memory"):
+        for key in ("devices", "kernels", "operators", "copies", "syncs", "memory", "ranges"):
             data[key] = analysed[key]
+        compiled = _compiled_regions(data["operators"])
+        if compiled:
+            data["compiled"] = compiled
         # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
         # "not reported by this device" and becomes None.
         data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
@@ -207,3 +210,40 @@ def _average(steps: list[dict]) -> dict:
     for k, _ in CATEGORIES:
         out[f"{k}_pct"] = round(100.0 * out[f"{k}_us"] / total, 2) if total > 0 else 0.0
     return out
+
+
+# torch.compile's operators: the region Dynamo entered, the graph call, and the autograd wrappers.
+_COMPILED_GRAPH = ("## Call CompiledFxGraph", "CompiledFunction")   # CompiledFunction(Backward)
+_COMPILED_OTHER = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
+
+
+def _compiled_regions(operators: list) -> dict:
+    """What torch.compile's regions hold (docs/metrics.md, ``compiled``): the kernels the graphs
+    launched themselves (inductor's, attributed by their launch correlation) and the host time no
+    operator inside the graphs explains (inductor's generated code); {} without compiled regions."""
+    graphs = [r for r in operators if str(r.get("name", "")).startswith(_COMPILED_GRAPH)]
+    if not graphs and not any(str(r.get("name", "")).startswith(_COMPILED_OTHER) for r in operators):
+        return {}
+
+    def total(rows, key):
+        return float(sum(r.get(key) or 0.0 for r in rows))
+
+    regions = [r for r in operators if str(r.get("name", "")).startswith("Torch-Compiled Region")]
+    calls = [r for r in operators if str(r.get("name", "")).startswith("## Call CompiledFxGraph")]
+    lookups = [r for r in operators if str(r.get("name", "")).startswith("TorchDynamo Cache Lookup")]
+    out = {
+        "region_calls": int(total(regions, "calls")),
+        "graph_calls": int(total(calls, "calls")),
+        "region_host_total_us": total(regions, "host_total_us"),
+        "cache_lookup_us": total(lookups, "host_total_us"),
+        "graph_device_self_us": total(graphs, "device_self_us"),
+        "unattributed_host_us": total(graphs, "host_self_us"),
+    }
+    out["note"] = (
+        f"torch.compile: {out['graph_calls']} graph calls; {out['unattributed_host_us'] / 1000:.3f} ms "
+        "of host time inside the compiled graphs is inductor's generated code, with no operator to "
+        "attribute it to"
+        + (f"; {out['graph_device_self_us'] / 1000:.3f} ms of device work was launched by the graphs "
+           "themselves (inductor's kernels: see the kernel table)" if out["graph_device_self_us"] else ""))
+    return out
+

@@ -117,6 +117,11 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
         title.append(f": {sec.printable(src['path'])}")   # outside strings: escaped, never markup
     console.print(title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
+    if isinstance(src.get("note"), str):   # a partial span: which steps, and the complete one
+        console.print(Text(src["note"], style="yellow"))
+    compiled = data.get("compiled")
+    if isinstance(compiled, dict) and isinstance(compiled.get("note"), str):
+        console.print(Text(compiled["note"]))
     gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
     if gpu_note.startswith("off:"):
         console.print(Text(f"GPU collection {sec.printable(gpu_note)}", style="yellow"))
