@@ -119,7 +119,7 @@ def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict
         pts = _thin(pts)
         if len(pts) == 1:   # one sample: a short flat segment, so that it shows
             pts.append((pts[0][0] + 4, pts[0][1]))
-        lines.append({"name": sec.header(k), "color": SERIES_COLORS[i % len(SERIES_COLORS)],
+        lines.append({"name": sec.series_name(k), "color": SERIES_COLORS[i % len(SERIES_COLORS)],
                       "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)})
     xticks = [{"x": round(PAD_L + plot_w * f, 1), "label": f"{tmax * f:.3g} s"} for f in (0, 0.25, 0.5, 0.75, 1)]
     return {"w": CHART_W, "h": CHART_H, "title": title, "lines": lines, "xticks": xticks,
@@ -153,7 +153,10 @@ def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...
         for label, suffixes in groups:
             keys = sec.series_keys(dev_rows, suffixes)
             where = "host" if device == -1 else f"GPU {device}"   # device -1: the host's rows
-            title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
+            if what == "Memory":   # one chart per place: "Host memory", "GPU 0 memory"
+                title = f"{where[0].upper()}{where[1:]} memory" if device is not None else "Memory"
+            else:
+                title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
             chart = _line_chart(dev_rows, keys, title)
             if chart:
                 charts.append(chart)
@@ -167,6 +170,16 @@ def _tables(data: dict) -> list[dict]:
         if rows:
             out.append({"key": key, "title": title, "cols": sec.columns(rows), "rows": rows})
     return out
+
+
+def _file_href(path: Optional[str]) -> str:
+    """A link to the trace: its bare file name when it sits beside the report (the usual case),
+    else a file: URL. Jinja escapes it; a URL-quote keeps odd characters out of the scheme."""
+    if not path:
+        return ""
+    from urllib.parse import quote
+
+    return quote(os.path.basename(path))
 
 
 def context(report) -> dict:
@@ -200,6 +213,10 @@ def context(report) -> dict:
         "dataloaders": report.dataloaders,
         "host": report.host,
         "counts": report.counts,
+        "trace_path": data.get("source", {}).get("trace_path"),
+        "trace_href": _file_href(data.get("source", {}).get("trace_path")),
+        "about_label": sec.about_label,
+        "about_value": sec.about_value,
         "gpuprof_version": data.get("gpuprof_version", ""),
         "schema_version": data.get("schema_version"),
     }

@@ -35,7 +35,7 @@ SCHEMA: dict = {
         "schema_version": {"const": SCHEMA_VERSION},
         "gpuprof_version": _STR,
         "source": {"type": "object", "properties": {
-            "kind": _STR, "partial_span": _BOOL, "span": _INT, "created_unix": _NUM, "path": _STR}},
+            "kind": _STR, "partial_span": _BOOL, "span": _INT, "created_unix": _NUM, "path": _STR, "trace_path": _STR}},
         "steps": {"type": "array", "items": {
             "type": "object",
             "required": ["step", "total_us", *_CATEGORY_US],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Optional
 
-from .model import CATEGORIES
+from ..analysis import CATEGORIES, section  # noqa: F401  (section: re-exported for renderers)
 
 # Tables a report may carry, in the order renderers show them: (key, title).
 TABLES: list[tuple[str, str]] = [
@@ -42,22 +42,6 @@ DEVICE_FIELDS: list[tuple[str, str]] = [
 
 _TIME_KEYS = ("time_us", "t_us", "ts_us", "timestamp_us", "time_ns", "t_ns", "ts_ns", "timestamp_ns",
               "time_s", "t_s")
-
-
-def _list_of_dicts(value: Any) -> list[dict]:
-    if isinstance(value, dict) and isinstance(value.get("rows"), list):
-        value = value["rows"]
-    if not isinstance(value, list):
-        return []
-    return [row for row in value if isinstance(row, dict)]
-
-
-def section(data: dict, key: str) -> list[dict]:
-    """A list-of-rows section, found at the top level or under ``tables``; [] when absent."""
-    tables = data.get("tables")
-    if isinstance(tables, dict) and key in tables:
-        return _list_of_dicts(tables[key])
-    return _list_of_dicts(data.get(key))
 
 
 def devices(data: dict) -> list[dict]:
@@ -102,8 +86,22 @@ def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
         for k, v in row.items():
             if k not in present and _is_scalar(v):
                 present.append(k)
+    # Device-time columns that are zero in every row (a CPU-only run) say nothing: hidden.
+    present = [k for k in present if not (k.startswith("device_") and all(
+        not row.get(k) for row in rows))]
     ordered = [k for k in _LEADING if k in present] + [k for k in present if k not in _LEADING]
     return ordered[:limit] if limit else ordered
+
+
+# What a memory series is called in a chart's legend.
+SERIES_NAMES = {"peak_rss_bytes": "peak resident set size", "rss_bytes": "resident set size",
+                "peak_allocated_bytes": "peak allocated", "allocated_bytes": "allocated",
+                "peak_reserved_bytes": "peak reserved", "reserved_bytes": "reserved",
+                "capacity_bytes": "capacity", "memory_used_bytes": "memory used"}
+
+
+def series_name(key: str) -> str:
+    return SERIES_NAMES.get(key) or header(key)
 
 
 def sorted_rows(rows: list[dict]) -> list[dict]:
@@ -254,3 +252,29 @@ def memory_lines(data: dict) -> list[str]:
             line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
         lines.append(line)
     return lines
+
+
+# ---- the trace beside the report, and the "about" rows ------------------------------------------------
+PERFETTO_URL = "https://ui.perfetto.dev"
+
+
+def trace_note(data: dict) -> Optional[str]:
+    """Where the Chrome trace of this report is and how to open it; None when none was written."""
+    path = data.get("source", {}).get("trace_path")
+    if not path:
+        return None
+    return (f"Trace: {path} (open it in {PERFETTO_URL} with \"Open trace file\", or in "
+            "chrome://tracing with \"Load\")")
+
+
+def about_value(key: str, value: Any) -> str:
+    """A source/metadata value for a person: a Unix time as a UTC date, the rest as text."""
+    if key.endswith("_unix") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        import datetime
+
+        return datetime.datetime.fromtimestamp(value, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return fmt(key, value) if not isinstance(value, str) else value
+
+
+def about_label(key: str) -> str:
+    return header(key[: -len("_unix")] if key.endswith("_unix") else key)

@@ -117,6 +117,9 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
         title.append(f": {src['path']}")
     console.print(title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
+    note = sec.trace_note(data)
+    if note:
+        console.print(Text(note))
     gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
     if gpu_note.startswith("off:"):
         console.print(Text(f"GPU collection {gpu_note}", style="yellow"))
