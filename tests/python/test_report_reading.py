@@ -96,3 +96,17 @@ def test_trace_is_written_beside_the_report(tmp_path, live_report):
 def test_about_shows_dates_not_unix_seconds(live_report):
     html = live_report.to_html()
     assert "UTC" in html and "source created unix" not in html
+
+
+def test_terminal_tables_keep_calls_and_host_total_at_80_columns(live_report):
+    text = live_report.to_text(width=80, color=False)
+    block = text[text.index("Operators"):]
+    header = block.splitlines()[1]
+    assert "calls" in header and "host total" in header
+    assert all(len(line) <= 80 for line in text.splitlines())
+    # a long name is elided, its numbers are not
+    long = dict(live_report.operators[0], name="x" * 300)
+    from gpuprof.report.text import fit_columns
+    cols = ["name", "calls", "host_self_us", "host_total_us", "tc_eligible"]
+    kept = fit_columns(cols, {c: c for c in cols}, [long], 60)
+    assert kept[0] == "name" and "calls" in kept and "host_total_us" in kept
