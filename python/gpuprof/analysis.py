@@ -67,6 +67,7 @@ def analyse(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] =
     # "not reported by this device" and becomes None.
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
     # ---- end GPU metrics -----------------------------------------------------------------------
+    data["step_views"] = step_views(trace, steps)
     return data
 
 
@@ -106,3 +107,109 @@ def section(data: dict, key: str) -> list[dict]:
     if isinstance(tables, dict) and key in tables:
         return _list_of_dicts(tables[key])
     return _list_of_dicts(data.get(key))
+
+
+# ---- timelines of two steps, and per-step top kernels and operators (the HTML's drill-down) ------
+# At most this many events per drawn step are kept in the report (the longest first); the report
+# says how many were left out. Two steps are drawn: the slowest and a typical (median) one.
+TIMELINE_EVENT_CAP = 4000
+TOP_PER_STEP = 5
+
+# Event kinds drawn, and the breakdown category each is coloured as (names refine it below).
+_DRAWN = {"host_op": "cpu_exec", "user_range": "cpu_exec", "sync": "runtime", "kernel": "kernel",
+          "memcpy": "memcpy", "memset": "memset"}
+_DEVICE_KINDS = ("kernel", "memcpy", "memset")
+
+
+def _category(kind: str, name: str) -> str:
+    if kind in ("host_op", "user_range") and _core.is_dataloader_name(name):
+        return "dataloader"
+    if kind in ("host_op", "kernel") and _core.is_communication_op_name(name):
+        return "communication"
+    if kind == "kernel" and "nccl" in name.lower():
+        return "communication"
+    return _DRAWN[kind]
+
+
+def _median_step(steps: list[dict]) -> dict:
+    ordered = sorted(steps, key=lambda s: s["total_us"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def step_views(trace, steps: list[dict]) -> dict:
+    """The events of the slowest and the median step (capped), per-step top kernels and
+    operators, and which steps are outliers: what the HTML report draws and drills into."""
+    import bisect
+
+    if not steps:
+        return {"timelines": [], "per_step": {}, "outliers": [], "event_cap": TIMELINE_EVENT_CAP}
+    starts = [s["start_ns"] for s in steps]
+    slowest = max(steps, key=lambda s: s["total_us"])
+    typical = _median_step(steps)
+    drawn = [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
+    per_step: dict[int, dict[str, dict[str, list]]] = {}
+    picked: dict[int, list] = {id(s): [] for _, s in drawn}
+    for kind in _DRAWN:
+        for e in _core.trace_events(trace, kind):
+            start, dur = e["start_ns"], e["dur_ns"]
+            i = bisect.bisect_right(starts, start) - 1
+            if i < 0 or start >= steps[i]["end_ns"]:
+                continue
+            step = steps[i]
+            if kind in ("kernel", "host_op"):
+                table = per_step.setdefault(step["step"], {"kernels": {}, "operators": {}})
+                row = table["kernels" if kind == "kernel" else "operators"].setdefault(e["name"], [0, 0])
+                row[0] += 1
+                row[1] += dur
+            if id(step) in picked:
+                picked[id(step)].append(e)
+    timelines = []
+    for label, step in drawn:
+        events = picked[id(step)]
+        # Device work first (every kernel, copy and set, up to the cap), then the longest host events.
+        kept = sorted(events, key=lambda e: (e["kind"] not in _DEVICE_KINDS, -e["dur_ns"]))[:TIMELINE_EVENT_CAP]
+        kept.sort(key=lambda e: (e["start_ns"], -e["dur_ns"]))
+        names: list[str] = []
+        index: dict[str, int] = {}
+        lanes: list[str] = []
+        lane_index: dict[str, int] = {}
+        rows = []
+        for e in kept:
+            lane = (f"GPU {e['device']} stream {e['tid']}" if e["kind"] in _DEVICE_KINDS
+                    else f"host thread {e['tid']}")
+            if lane not in lane_index:
+                lane_index[lane] = len(lanes)
+                lanes.append(lane)
+            if e["name"] not in index:
+                index[e["name"]] = len(names)
+                names.append(e["name"])
+            rows.append([lane_index[lane], index[e["name"]], round((e["start_ns"] - step["start_ns"]) / 1000.0, 3),
+                         round(e["dur_ns"] / 1000.0, 3), _category(e["kind"], e["name"]), e["kind"]])
+        counts: dict[str, int] = {}
+        for e in kept:
+            counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+        timelines.append({"label": label, "step": step["step"], "total_us": step["total_us"],
+                          "lanes": sorted(lanes, key=lambda l: (not l.startswith("host"), l)),
+                          "lane_order": lanes, "names": names, "events": rows, "counts": counts,
+                          "left_out": len(events) - len(kept)})
+    # Lanes are stored in first-seen order; rows point into lane_order.
+    tops = {}
+    for step_no, tables in per_step.items():
+        tops[str(step_no)] = {
+            f"{key}_count": sum(c for c, _ in rows.values()) for key, rows in tables.items()}
+        tops[str(step_no)].update({
+            key: [{"name": n, "calls": c, "total_us": round(t / 1000.0, 3)}
+                  for n, (c, t) in sorted(rows.items(), key=lambda kv: -kv[1][1])[:TOP_PER_STEP]]
+            for key, rows in tables.items()})
+    return {"timelines": timelines, "per_step": tops, "outliers": outlier_steps(steps),
+            "event_cap": TIMELINE_EVENT_CAP}
+
+
+def outlier_steps(steps: list[dict]) -> list[int]:
+    """Steps longer than 1.5x the median step (and than median + 3 median absolute deviations)."""
+    if len(steps) < 3:
+        return []
+    totals = sorted(s["total_us"] for s in steps)
+    med = totals[(len(totals) - 1) // 2]
+    mad = sorted(abs(t - med) for t in totals)[(len(totals) - 1) // 2]
+    return [s["step"] for s in steps if s["total_us"] > 1.5 * med and s["total_us"] > med + 3 * mad]

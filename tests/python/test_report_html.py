@@ -20,8 +20,9 @@ def test_self_contained_no_network():
 
 def test_every_name_is_escaped():
     html = gpu_report(hostile_names=True).to_html()
-    # Our own inline script is the only one; the injected ones appear as text.
-    assert html.count("<script") == 1
+    # Our own inline scripts (table sorting; drill-down and timeline; their JSON data) are the only
+    # ones; the injected ones appear as text.
+    assert html.count("<script") == 3 and html.count('<script type="application/json"') == 1
     assert "<img" not in html
     assert "&lt;script&gt;document.documentElement.setAttribute(&#39;data-pwned&#39;,&#39;1&#39;)" in html
     assert "aten::addmm&lt;img src=x onerror=" in html

@@ -60,6 +60,7 @@ def _step_chart(report) -> Optional[dict]:
     if not steps:
         return None
     shown = sec.shown_categories(report)
+    outliers = set(sec.step_views(report._data).get("outliers", []))
     vmax_ms = max(s["total_us"] for s in steps) / 1000.0 or 1.0
     ticks = _nice_ticks(vmax_ms)
     vmax_ms = max(vmax_ms, ticks[-1])
@@ -83,7 +84,9 @@ def _step_chart(report) -> Optional[dict]:
             base_ms += ms
         label_every = max(1, len(steps) // 20)
         bars.append({"rects": rects, "label": str(s["step"]) if i % label_every == 0 else "",
-                     "lx": round(x + bar_w / 2, 2)})
+                     "lx": round(x + bar_w / 2, 2), "step": s["step"],
+                     "outlier": s["step"] in outliers,
+                     "top": min([r["y"] for r in rects] or [_y(0, vmax_ms)])})
     return {"w": CHART_W, "h": CHART_H, "bars": bars,
             "yticks": [{"y": round(_y(t, vmax_ms), 2), "label": f"{t:g}"} for t in ticks],
             "x0": PAD_L, "x1": CHART_W - PAD_R, "ybase": CHART_H - PAD_B, "ylabel": "ms",
@@ -182,6 +185,24 @@ def _file_href(path: Optional[str]) -> str:
     return quote(os.path.basename(path))
 
 
+def _json_for_script(value) -> str:
+    """JSON safe inside <script>: no "<", ">" or "&" as such (a name holding "</script>" stays data)."""
+    import json
+
+    return (json.dumps(value, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _views(report, shown) -> dict:
+    """What the drill-down and the timeline script read (#gp-views)."""
+    views = sec.step_views(report._data)
+    return {"steps": report.steps, "outliers": views.get("outliers", []),
+            "per_step": views.get("per_step", {}), "timelines": views.get("timelines", []),
+            "memory": sec.section(report._data, "memory"),
+            "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
+            "categories_all": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in sec.CATEGORIES]}
+
+
 def context(report) -> dict:
     data = report._data
     avg = report.average
@@ -190,7 +211,13 @@ def context(report) -> dict:
     samples = sec.gpu_samples(data)
     memory = sec.section(data, "memory")
     memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
+    views = _views(report, shown)
     return {
+        "views_json": _json_for_script(views),
+        "timelines": views["timelines"],
+        "outliers": views["outliers"],
+        "categories_all": views["categories_all"],
+        "event_cap": sec.step_views(report._data).get("event_cap", 0),
         "title": "gpuprof report" + (f": {data['source']['path']}" if data.get("source", {}).get("path") else ""),
         "data": data,
         "steps": report.steps,
@@ -210,6 +237,7 @@ def context(report) -> dict:
         "tables": _tables(data),
         "advice": sec.ranked_advice(data),
         "evidence_lines": sec.evidence_lines,
+        "explain": sec.advice_explanation_html,
         "dataloaders": report.dataloaders,
         "host": report.host,
         "counts": report.counts,

@@ -278,3 +278,73 @@ def about_value(key: str, value: Any) -> str:
 
 def about_label(key: str) -> str:
     return header(key[: -len("_unix")] if key.endswith("_unix") else key)
+
+
+# ---- advice explanations, as HTML (the report is one file: docs/ is not installed) ----------------
+def md_to_html(text: str) -> str:
+    """A small Markdown subset (paragraphs, bullet lists, tables as rows, **bold**, *em*, `code`)
+    to HTML. Every character of the input is escaped first; only the tags made here are markup."""
+    import html as _html
+    import re as _re
+
+    def inline(s: str) -> str:
+        s = _html.escape(s, quote=True)
+        s = _re.sub(r"`([^`]+)`", r"<code>\1</code>", s)
+        s = _re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", s)
+        s = _re.sub(r"(?<![*\w])\*([^*\s][^*]*)\*(?![*\w])", r"<i>\1</i>", s)
+        s = _re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"\1", s)   # links: their text (targets are docs/)
+        return s
+
+    out: list[str] = []
+    para: list[str] = []
+    items: list[str] = []
+    rows: list[list[str]] = []
+
+    def flush() -> None:
+        if para:
+            out.append("<p>" + inline(" ".join(para)) + "</p>")
+            para.clear()
+        if items:
+            out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+        if rows:
+            out.append("<table>" + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>"
+                                            for r in rows) + "</table>")
+            rows.clear()
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            flush()
+        elif stripped.startswith("|"):
+            if para or items:
+                flush()
+            cells = [c.strip() for c in stripped.strip("|").split("|")]
+            if not all(_re.fullmatch(r":?-{2,}:?", c) for c in cells):
+                rows.append(cells)
+        elif _re.match(r"^[-*] ", stripped):
+            if para or rows:
+                flush()
+            items.append(stripped[2:])
+        elif items and line.startswith("  "):
+            items[-1] += " " + stripped
+        else:
+            if items or rows:
+                flush()
+            para.append(stripped)
+    flush()
+    return "".join(out)
+
+
+def advice_explanation_html(rule_id: Any) -> str:
+    """The rule's explanation from the packaged docs/advice.md, as HTML; "" when there is none."""
+    from ..advice.explain import explanation
+
+    text = explanation(str(rule_id)) if rule_id else None
+    return md_to_html(text) if text else ""
+
+
+def step_views(data: dict) -> dict:
+    """The drawn steps' events, per-step tops and outliers (analysis.step_views); {} when absent."""
+    v = data.get("step_views")
+    return v if isinstance(v, dict) else {}

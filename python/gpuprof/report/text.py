@@ -122,6 +122,8 @@ def _advice(console: Console, data: dict, limit: int) -> None:
             console.print(Text("   evidence: " + line))
         if a.get("fix"):
             console.print(Text("   fix: " + str(a["fix"])))
+        if a.get("docs"):
+            console.print(Text(f"   why: {a['docs']} (explained inside the HTML report too)", style="dim"))
 
 
 def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
