@@ -67,7 +67,6 @@ def analyse(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] =
     # "not reported by this device" and becomes None.
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
     # ---- end GPU metrics -----------------------------------------------------------------------
-    data["step_views"] = step_views(trace, steps)
     return data
 
 
@@ -137,7 +136,11 @@ def _median_step(steps: list[dict]) -> dict:
 
 
 def step_views(trace, steps: list[dict]) -> dict:
-    """The events of the slowest and the median step (capped), per-step top kernels and
+    """Computed when a report with its trace is first saved or drawn (``Report.to_dict``,
+    ``to_json``, ``to_html``), not by ``analyse``: it reads every host op and kernel through the
+    bindings, as long again as the analysis on a large trace, and a text report does not need it.
+
+    The events of the slowest and the median step (capped), per-step top kernels and
     operators, and which steps are outliers: what the HTML report draws and drills into."""
     import bisect
 

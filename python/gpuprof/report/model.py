@@ -154,7 +154,15 @@ class Report:
         export_chrome_trace(self.trace, target)
         self.set_trace_path(target)
 
+    def _ensure_step_views(self) -> None:
+        """Add ``step_views`` (the HTML's timeline and drill-down data) once, from the trace."""
+        if "step_views" not in self._data and self.trace is not None:
+            from ..analysis import step_views
+
+            self._data["step_views"] = step_views(self.trace, self.steps)
+
     def to_dict(self) -> dict:
+        self._ensure_step_views()
         return json.loads(json.dumps(self._data))   # a deep copy the caller may change
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2, trace: bool = True) -> str:
@@ -162,6 +170,7 @@ class Report:
         (``<stem>.trace.json.gz``) unless ``trace=False`` or the report has no trace."""
         if path is not None:
             self._write_trace_beside(path, trace)
+        self._ensure_step_views()
         text = json.dumps(self._data, indent=indent)
         if path is not None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -197,6 +206,7 @@ class Report:
 
         if path is not None:
             self._write_trace_beside(path, trace)
+        self._ensure_step_views()
         text = render_html(self, full=True)
         if path is not None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -207,6 +217,7 @@ class Report:
     def _repr_html_(self) -> str:
         from .html import render_html
 
+        self._ensure_step_views()
         return render_html(self, full=False)
     # ---- end of other formats --------------------------------------------------------------------
 
