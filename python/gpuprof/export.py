@@ -37,8 +37,10 @@ def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callab
         span = report._data.get("source", {}).get("span", 0)
         folder = root / f"span_{int(span):03d}"
         folder.mkdir(parents=True, exist_ok=True)
-        report.to_json(folder / "report.json")
-        export_chrome_trace(report.trace, folder / ("trace.json.gz" if compress else "trace.json"))
+        trace_file = folder / ("trace.json.gz" if compress else "trace.json")
+        export_chrome_trace(report.trace, trace_file)
+        report.set_trace_path(trace_file)   # the report says where its trace is
+        report.to_json(folder / "report.json", trace=False)
 
     _save.directory = str(root)
     return _save

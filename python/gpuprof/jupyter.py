@@ -81,7 +81,9 @@ class GpuprofMagics(Magics):
                 from IPython.display import display
 
                 if args.text:
-                    print(report.to_text(color=False))
+                    from IPython.display import Pretty
+
+                    display(Pretty(report.to_text(color=False)))   # one output, not one per line
                 else:
                     display(report)
         if error is not None:

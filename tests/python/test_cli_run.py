@@ -127,3 +127,27 @@ def test_a_script_that_fails_before_the_range_is_named_with_its_exit_code(tmp_pa
     exits.write_text("import sys\nsys.exit(3)\n")
     p = _gpuprof("run", "--out", tmp_path / "out2", exits)
     assert p.returncode == 3 and "exited with code 3" in p.stderr, p.stderr
+
+
+def test_run_stop_after_ends_the_script_once_the_window_is_recorded(tmp_path, script):
+    out = tmp_path / "out"
+    # 100000 steps would take minutes; --stop-after ends the script after step 4.
+    p = _gpuprof("run", "--steps", "2:5", "--stop-after", "--out", out, script, tmp_path / "seen.json", 100000)
+    assert p.returncode == 0, p.stderr
+    assert "script done" not in p.stdout   # the script did not run to its end
+    assert "--stop-after" in p.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [s["step"] for s in report["steps"]] == [2, 3, 4]
+    # The trace is beside the report, and the reports say where and how to open it.
+    assert (out / "trace.json.gz").stat().st_size > 0
+    assert report["source"]["trace_path"] == str(out / "trace.json.gz")
+    assert "ui.perfetto.dev" in p.stdout and str(out / "trace.json.gz") in p.stdout
+    assert 'id="trace-link"' in (out / "report.html").read_text()
+
+
+def test_run_no_trace(tmp_path, script):
+    out = tmp_path / "out"
+    p = _gpuprof("run", "--steps", "1:2", "--no-trace", "--out", out, script, tmp_path / "seen.json", 3)
+    assert p.returncode == 0, p.stderr
+    assert not (out / "trace.json.gz").exists()
+    assert "trace_path" not in json.loads((out / "report.json").read_text())["source"]

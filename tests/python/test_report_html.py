@@ -20,8 +20,9 @@ def test_self_contained_no_network():
 
 def test_every_name_is_escaped():
     html = gpu_report(hostile_names=True).to_html()
-    # Our own inline script is the only one; the injected ones appear as text.
-    assert html.count("<script") == 1
+    # Our own inline scripts (table sorting; drill-down and timeline; their JSON data) are the only
+    # ones; the injected ones appear as text.
+    assert html.count("<script") == 3 and html.count('<script type="application/json"') == 1
     assert "<img" not in html
     assert "&lt;script&gt;document.documentElement.setAttribute(&#39;data-pwned&#39;,&#39;1&#39;)" in html
     assert "aten::addmm&lt;img src=x onerror=" in html
@@ -40,7 +41,7 @@ def test_step_chart_has_one_bar_segment_per_nonzero_category_and_step():
 def test_gpu_sections_render_when_present_and_notes_when_absent():
     gpu = gpu_report().to_html()
     for anchor in ('id="gpu-summary"', 'id="table-kernels"', 'id="table-operators"', 'id="table-copies"',
-                   'id="table-syncs"', "NVML, GPU 0: utilization", "Memory, GPU 0: memory"):
+                   'id="table-syncs"', "NVML, GPU 0: utilization", "GPU 0 memory"):
         assert anchor in gpu
     assert gpu.index("The input pipeline starves the GPU") < gpu.index("Use mixed precision")
     assert gpu.count("<polyline") == 4   # NVML utilization, NVML memory used, allocated, reserved
@@ -51,8 +52,8 @@ def test_gpu_sections_render_when_present_and_notes_when_absent():
     assert "No recommendation in this report" in gpuprof.Report.from_dict(
         {**cpu_report().to_dict(), "advice": []}).to_html()
     # A CPU run has no GPU sections; its memory section charts the host's resident set size.
-    assert 'id="gpu-summary"' not in cpu and "Memory, GPU" not in cpu
-    assert "Memory, host: memory" in cpu and cpu.count("<polyline") == 1
+    assert 'id="gpu-summary"' not in cpu and "GPU 0 memory" not in cpu
+    assert "Host memory" in cpu and cpu.count("<polyline") == 1
 
 
 def test_kernel_table_rows_carry_sort_values():
@@ -86,7 +87,7 @@ def test_long_series_are_thinned_but_keep_their_peaks():
     d["memory"] = [{"device": 0, "time_us": i, "allocated_bytes": (4 * 2**30 if i == 31_337 else 0)}
                    for i in range(100_000)]
     html = gpuprof.Report.from_dict(d).to_html()
-    chart = html.split("Memory, GPU 0: memory")[1].split("</svg>")[0]
+    chart = html.split("GPU 0 memory")[1].split("</svg>")[0]
     points = re.search(r'points="([^"]*)"', chart).group(1).split()
     assert len(points) <= 2 * 760   # at most two points per pixel column
     ys = [float(p.split(",")[1]) for p in points]

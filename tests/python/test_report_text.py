@@ -79,7 +79,7 @@ def test_progress_bar_is_silent_off_a_terminal_and_draws_on_one():
 
 
 def test_a_report_without_steps_renders_everywhere():
-    from gpuprof.report.model import _average
+    from gpuprof.analysis import _average
 
     d = cpu_report().to_dict()
     d["steps"], d["average"] = [], _average([])

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..report.sections import section
+from ..analysis import section
 
 
 def _num(row: dict, *keys: str) -> Optional[float]:

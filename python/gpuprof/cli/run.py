@@ -3,7 +3,8 @@
 The script runs in this process (as ``python script.py args...`` would run it), steps are counted
 from the optimizer (one step per ``optimizer.step()``), and the steps in the given range are
 recorded. The report is written as soon as the last of them ends; the script then runs on at full
-speed (interrupt it with Ctrl-C once the report is written, if you like: it is kept).
+speed (interrupt it with Ctrl-C once the report is written, if you like: it is kept), or, with
+``--stop-after``, is ended there (exit status 0).
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ from pathlib import Path
 from . import UserError
 
 DEFAULT_STEPS = "5:10"
+
+
+class StopAfterRecording(BaseException):
+    """Raised from the step that completes the recorded window (``--stop-after``) to end the script.
+
+    A BaseException, like KeyboardInterrupt, so that the script's ``except Exception`` handlers
+    and the profiler's own error handling let it through."""
 
 
 def parse_steps(text: str) -> tuple[int, int]:
@@ -42,18 +50,27 @@ def add_parser(subparsers) -> None:
                    help="steps to record (default %(default)s: the 6th to the 10th optimizer step)")
     p.add_argument("--out", default="gpuprof-out", metavar="DIR",
                    help="folder for report.json, report.html (default %(default)s)")
+    p.add_argument("--stop-after", action="store_true",
+                   help="end the script once the recorded steps are over (the report is written; "
+                   "exit status 0) instead of letting it run to its end")
+    p.add_argument("--no-trace", action="store_true",
+                   help="do not write the Chrome trace (trace.json.gz) beside the report")
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs="...", help="the script's own arguments")
     p.set_defaults(run=run)
 
 
-def _save(prof, out: Path) -> list[str]:
+def _save(prof, out: Path, trace: bool = True) -> list[str]:
     report = prof.report()
-    written = [str(out / "report.json"), str(out / "report.html"), str(out / "trace.json.gz")]
-    report.to_json(written[0])
-    report.to_html(written[1])
-    prof.export_chrome_trace(written[2])
+    written = [str(out / "report.json"), str(out / "report.html")]
+    if trace:
+        # The trace first, so that the reports can say where it is.
+        written.append(str(out / "trace.json.gz"))
+        prof.export_chrome_trace(written[2])
+        report.set_trace_path(written[2])
+    report.to_json(written[0], trace=False)   # the trace, if any, is written above under its own name
+    report.to_html(written[1], trace=False)
     return written
 
 
@@ -81,11 +98,21 @@ def run(args) -> int:
     sched = gpuprof.schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
     written: list[str] = []
 
+    stopping: list[bool] = []
+
     def on_ready(prof) -> None:
-        written[:] = _save(prof, out)
+        if stopping:
+            # --stop-after ended the script from inside the step that completed the window; the
+            # profiler's exit then closes a span of nothing: the report already written is kept.
+            return
+        written[:] = _save(prof, out, trace=not getattr(args, "no_trace", False))
         numbers = [s["step"] for s in prof.report().steps]
         span = f"steps {numbers[0]}..{numbers[-1]}" if numbers else "no complete step"
         print(f"gpuprof run: recorded {span}; wrote {', '.join(written)}", file=sys.stderr)
+        if getattr(args, "stop_after", False):
+            print(f"gpuprof run: --stop-after: ending {script} after step {stop - 1}", file=sys.stderr)
+            stopping.append(True)
+            raise StopAfterRecording()
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script)] + list(args.args)
@@ -99,6 +126,8 @@ def run(args) -> int:
                     runpy.run_path(str(script), run_name="__main__")
                 except SystemExit as e:
                     exit_code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                except StopAfterRecording:
+                    exit_code = 0
                 except KeyboardInterrupt:
                     if not written:
                         raise

@@ -60,6 +60,7 @@ def _step_chart(report) -> Optional[dict]:
     if not steps:
         return None
     shown = sec.shown_categories(report)
+    outliers = set(sec.step_views(report._data).get("outliers", []))
     vmax_ms = max(s["total_us"] for s in steps) / 1000.0 or 1.0
     ticks = _nice_ticks(vmax_ms)
     vmax_ms = max(vmax_ms, ticks[-1])
@@ -83,7 +84,9 @@ def _step_chart(report) -> Optional[dict]:
             base_ms += ms
         label_every = max(1, len(steps) // 20)
         bars.append({"rects": rects, "label": str(s["step"]) if i % label_every == 0 else "",
-                     "lx": round(x + bar_w / 2, 2)})
+                     "lx": round(x + bar_w / 2, 2), "step": s["step"],
+                     "outlier": s["step"] in outliers,
+                     "top": min([r["y"] for r in rects] or [_y(0, vmax_ms)])})
     return {"w": CHART_W, "h": CHART_H, "bars": bars,
             "yticks": [{"y": round(_y(t, vmax_ms), 2), "label": f"{t:g}"} for t in ticks],
             "x0": PAD_L, "x1": CHART_W - PAD_R, "ybase": CHART_H - PAD_B, "ylabel": "ms",
@@ -119,7 +122,7 @@ def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict
         pts = _thin(pts)
         if len(pts) == 1:   # one sample: a short flat segment, so that it shows
             pts.append((pts[0][0] + 4, pts[0][1]))
-        lines.append({"name": sec.header(k), "color": SERIES_COLORS[i % len(SERIES_COLORS)],
+        lines.append({"name": sec.series_name(k), "color": SERIES_COLORS[i % len(SERIES_COLORS)],
                       "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)})
     xticks = [{"x": round(PAD_L + plot_w * f, 1), "label": f"{tmax * f:.3g} s"} for f in (0, 0.25, 0.5, 0.75, 1)]
     return {"w": CHART_W, "h": CHART_H, "title": title, "lines": lines, "xticks": xticks,
@@ -153,7 +156,10 @@ def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...
         for label, suffixes in groups:
             keys = sec.series_keys(dev_rows, suffixes)
             where = "host" if device == -1 else f"GPU {device}"   # device -1: the host's rows
-            title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
+            if what == "Memory":   # one chart per place: "Host memory", "GPU 0 memory"
+                title = f"{where[0].upper()}{where[1:]} memory" if device is not None else "Memory"
+            else:
+                title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
             chart = _line_chart(dev_rows, keys, title)
             if chart:
                 charts.append(chart)
@@ -169,6 +175,34 @@ def _tables(data: dict) -> list[dict]:
     return out
 
 
+def _file_href(path: Optional[str]) -> str:
+    """A link to the trace: its bare file name when it sits beside the report (the usual case),
+    else a file: URL. Jinja escapes it; a URL-quote keeps odd characters out of the scheme."""
+    if not path:
+        return ""
+    from urllib.parse import quote
+
+    return quote(os.path.basename(path))
+
+
+def _json_for_script(value) -> str:
+    """JSON safe inside <script>: no "<", ">" or "&" as such (a name holding "</script>" stays data)."""
+    import json
+
+    return (json.dumps(value, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _views(report, shown) -> dict:
+    """What the drill-down and the timeline script read (#gp-views)."""
+    views = sec.step_views(report._data)
+    return {"steps": report.steps, "outliers": views.get("outliers", []),
+            "per_step": views.get("per_step", {}), "timelines": views.get("timelines", []),
+            "memory": sec.section(report._data, "memory"),
+            "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
+            "categories_all": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in sec.CATEGORIES]}
+
+
 def context(report) -> dict:
     data = report._data
     avg = report.average
@@ -177,7 +211,13 @@ def context(report) -> dict:
     samples = sec.gpu_samples(data)
     memory = sec.section(data, "memory")
     memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
+    views = _views(report, shown)
     return {
+        "views_json": _json_for_script(views),
+        "timelines": views["timelines"],
+        "outliers": views["outliers"],
+        "categories_all": views["categories_all"],
+        "event_cap": sec.step_views(report._data).get("event_cap", 0),
         "title": "gpuprof report" + (f": {data['source']['path']}" if data.get("source", {}).get("path") else ""),
         "data": data,
         "steps": report.steps,
@@ -197,9 +237,14 @@ def context(report) -> dict:
         "tables": _tables(data),
         "advice": sec.ranked_advice(data),
         "evidence_lines": sec.evidence_lines,
+        "explain": sec.advice_explanation_html,
         "dataloaders": report.dataloaders,
         "host": report.host,
         "counts": report.counts,
+        "trace_path": data.get("source", {}).get("trace_path"),
+        "trace_href": _file_href(data.get("source", {}).get("trace_path")),
+        "about_label": sec.about_label,
+        "about_value": sec.about_value,
         "gpuprof_version": data.get("gpuprof_version", ""),
         "schema_version": data.get("schema_version"),
     }

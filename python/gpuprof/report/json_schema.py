@@ -36,7 +36,8 @@ SCHEMA: dict = {
         "gpuprof_version": _STR,
         "source": {"type": "object", "properties": {
             "kind": _STR, "partial_span": _BOOL, "span": _INT, "created_unix": _NUM, "path": _STR,
-            "first_step": _INT, "last_step": _INT, "complete_span": _INT, "note": _STR}},
+            "first_step": _INT, "last_step": _INT, "complete_span": _INT, "note": _STR,
+            "trace_path": _STR}},
         "steps": {"type": "array", "items": {
             "type": "object",
             "required": ["step", "total_us", *_CATEGORY_US],

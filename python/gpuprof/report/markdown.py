@@ -53,6 +53,9 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
     src = data.get("source", {})
     if src.get("path"):
         out += [f"Source: {md_code(src['path'])}", ""]
+    if src.get("trace_path"):
+        out += [f"Trace: {md_code(src['trace_path'])}, open it in [Perfetto]({sec.PERFETTO_URL}) "
+                "(\"Open trace file\") or in `chrome://tracing`", ""]
     out.append(f"**{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms**")
     out.append("")
     if not report.steps:

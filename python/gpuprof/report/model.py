@@ -11,16 +11,7 @@ import os
 from typing import Any, Optional
 
 from .. import _build_info
-from .._native import _core
-
-SCHEMA_VERSION = 1
-
-# (JSON key stem, display name), in the breakdown's priority order.
-CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
-
-
-def _us(ns: int) -> float:
-    return round(ns / 1000.0, 3)
+from ..analysis import CATEGORIES, SCHEMA_VERSION, analyse, section  # noqa: F401
 
 
 class Report:
@@ -29,54 +20,17 @@ class Report:
     def __init__(self, data: dict, trace: Optional[Any] = None) -> None:
         self._data = data
         self.trace = trace   # the native Trace the numbers came from (None when loaded from JSON)
-        if trace is not None and "advice" not in data:
-            self.advise()    # advice issue: a report built from a trace (from_trace) comes advised
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
     def from_trace(cls, trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
                    source: Optional[dict] = None, drop_incomplete_last_step: bool = True) -> "Report":
-        # One native pass: the breakdown, and the GPU summary and tables over the same steps.
-        analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
-        bd = analysed["breakdown"]
-        steps = []
-        for s in bd["steps"]:
-            row = {"step": s["step"], "total_us": _us(s["total_ns"])}
-            for key, _ in CATEGORIES:
-                row[f"{key}_us"] = _us(s[f"{key}_ns"])
-            row["start_ns"] = s["start_ns"]
-            row["end_ns"] = s["end_ns"]
-            steps.append(row)
-        data = {
-            "schema_version": SCHEMA_VERSION,
-            "gpuprof_version": _build_info.GPUPROF_VERSION,
-            "source": dict(source or {}),
-            "steps": steps,
-            "average": _average(steps),
-            "step_rules": {
-                "had_step_markers": bd["had_step_markers"],
-                "dropped_trailing_steps": bd["dropped_trailing_steps"],
-                "dropped_incomplete_last": bd["dropped_incomplete_last"],
-            },
-            "dataloaders": list(dataloaders or []),
-            "host": dict(host or {}),
-            "counts": {"events": trace.num_events, "dropped": int(trace.dropped_events),
-                       "skipped": int(trace.skipped_events), "steps": len(steps)},
-            "metadata": dict(trace.metadata),
-        }
-        # ---- GPU metrics (issue 3): per-device summary and the detail tables ----------------------
-        # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
-        # numbers are None. docs/metrics.md defines every field.
-        for key in ("devices", "kernels", "operators", "copies", "syncs", "memory", "ranges"):
-            data[key] = analysed[key]
-        compiled = _compiled_regions(data["operators"])
-        if compiled:
-            data["compiled"] = compiled
-        # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
-        # "not reported by this device" and becomes None.
-        data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
-        # ---- end GPU metrics -----------------------------------------------------------------------
-        return cls(data, trace)
+        """analyse -> advise -> Report: the numbers of ``trace`` (gpuprof.analysis), then the advice."""
+        data = analyse(trace, dataloaders=dataloaders, host=host, source=source,
+                       drop_incomplete_last_step=drop_incomplete_last_step)
+        report = cls(data, trace)
+        report.advise()
+        return report
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
@@ -113,6 +67,48 @@ class Report:
     def host(self) -> dict:
         return self._data["host"]
 
+    # The analysis tables (docs/metrics.md defines every column): lists of row dicts, [] when the
+    # report has no such section (a CPU-only run has no kernels, copies or devices).
+    @property
+    def kernels(self) -> list[dict]:
+        """GPU kernels, one row per kernel name and device (device times)."""
+        return section(self._data, "kernels")
+
+    @property
+    def operators(self) -> list[dict]:
+        """Operators (aten:: and user-visible ops), one row per name: calls, host and device times."""
+        return section(self._data, "operators")
+
+    @property
+    def copies(self) -> list[dict]:
+        """Memory copies and sets, one row per kind and device."""
+        return section(self._data, "copies")
+
+    @property
+    def syncs(self) -> list[dict]:
+        """Host-device synchronisations, one row per kind."""
+        return section(self._data, "syncs")
+
+    @property
+    def memory(self) -> list[dict]:
+        """Memory per step: GPU allocated/reserved (device >= 0) and host RSS (device -1)."""
+        return section(self._data, "memory")
+
+    @property
+    def ranges(self) -> list[dict]:
+        """User ranges (record_function, NVTX), one row per name: calls, host time, closure."""
+        return section(self._data, "ranges")
+
+    @property
+    def devices(self) -> list[dict]:
+        """The GPU summary, one row per device."""
+        return section(self._data, "devices")
+
+    @property
+    def gpu_samples(self) -> list[dict]:
+        """NVML samples over the span."""
+        return section(self._data, "gpu_samples")
+
     @property
     def source(self) -> dict:
         """Where the report came from: ``kind`` ("live" or "trace"), and for a trace its ``path``."""
@@ -136,10 +132,50 @@ class Report:
         return self._data["advice"]
     # ---- end of advice ---------------------------------------------------------------------------
 
+    # ---- the trace beside the report ------------------------------------------------------------
+    @property
+    def trace_path(self) -> Optional[str]:
+        """Where this report's Chrome trace was written (open it in https://ui.perfetto.dev with
+        "Open trace file", or in chrome://tracing); None when it was not written."""
+        return self._data.get("source", {}).get("trace_path")
+
+    def set_trace_path(self, path: str | os.PathLike) -> None:
+        self._data.setdefault("source", {})["trace_path"] = os.fspath(path)
+
+    def _write_trace_beside(self, path: str | os.PathLike, trace: bool) -> None:
+        """A live (or imported) report written to ``path`` gets ``<stem>.trace.json.gz`` beside it,
+        written once, so that every report file says where its trace is. ``trace=False`` skips it;
+        a report loaded from JSON has no trace to write."""
+        if not trace or self.trace is None or self.trace_path:
+            return
+        from ..export import export_chrome_trace
+
+        stem = os.path.basename(os.fspath(path))
+        for ext in (".json", ".html", ".md", ".markdown"):
+            if stem.endswith(ext):
+                stem = stem[: -len(ext)]
+                break
+        target = os.path.join(os.path.dirname(os.path.abspath(path)), f"{stem}.trace.json.gz")
+        export_chrome_trace(self.trace, target)
+        self.set_trace_path(target)
+
+    def _ensure_step_views(self) -> None:
+        """Add ``step_views`` (the HTML's timeline and drill-down data) once, from the trace."""
+        if "step_views" not in self._data and self.trace is not None:
+            from ..analysis import step_views
+
+            self._data["step_views"] = step_views(self.trace, self.steps)
+
     def to_dict(self) -> dict:
+        self._ensure_step_views()
         return json.loads(json.dumps(self._data))   # a deep copy the caller may change
 
-    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
+    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2, trace: bool = True) -> str:
+        """The report as JSON; written to ``path`` if given, with the Chrome trace beside it
+        (``<stem>.trace.json.gz``) unless ``trace=False`` or the report has no trace."""
+        if path is not None:
+            self._write_trace_beside(path, trace)
+        self._ensure_step_views()
         text = json.dumps(self._data, indent=indent)
         if path is not None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -154,10 +190,13 @@ class Report:
         return render_text(self, color=color, width=width)
 
     # ---- other formats (reports issue: renderers in markdown.py and html.py) ----------------------
-    def to_markdown(self, path: str | os.PathLike | None = None) -> str:
-        """The summary as Markdown (CI comments, job summaries); written to ``path`` if given."""
+    def to_markdown(self, path: str | os.PathLike | None = None, *, trace: bool = True) -> str:
+        """The summary as Markdown (CI comments, job summaries); written to ``path`` if given, with
+        the Chrome trace beside it unless ``trace=False``."""
         from .markdown import render_markdown
 
+        if path is not None:
+            self._write_trace_beside(path, trace)
         text = render_markdown(self)
         if path is not None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -165,10 +204,14 @@ class Report:
                 f.write(text)
         return text
 
-    def to_html(self, path: str | os.PathLike | None = None) -> str:
-        """The one-file HTML report (no network needed to view it); written to ``path`` if given."""
+    def to_html(self, path: str | os.PathLike | None = None, *, trace: bool = True) -> str:
+        """The one-file HTML report (no network needed to view it); written to ``path`` if given,
+        with the Chrome trace beside it unless ``trace=False``."""
         from .html import render_html
 
+        if path is not None:
+            self._write_trace_beside(path, trace)
+        self._ensure_step_views()
         text = render_html(self, full=True)
         if path is not None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -179,6 +222,7 @@ class Report:
     def _repr_html_(self) -> str:
         from .html import render_html
 
+        self._ensure_step_views()
         return render_html(self, full=False)
     # ---- end of other formats --------------------------------------------------------------------
 
@@ -186,64 +230,15 @@ class Report:
         return self.to_text()
 
     def __repr__(self) -> str:
-        avg = self.average
-        return (f"<gpuprof.Report {len(self.steps)} steps, mean step {avg.get('total_us', 0):.1f} us, "
-                f"{self.counts['events']} events>")
+        return (f"<gpuprof.Report {len(self.steps)} steps, mean step "
+                f"{fmt_duration_us(self.average.get('total_us', 0))}, {self.counts['events']:,} events>")
 
 
-def _gpu_sample_row(raw: dict) -> dict:
-    row = {k: (None if v == -1 and k != "device" else v) for k, v in raw.items() if k != "power_mw"}
-    power_mw = raw.get("power_mw", -1)
-    row["power_w"] = None if power_mw == -1 else power_mw / 1000.0
-    return row
-
-
-def _average(steps: list[dict]) -> dict:
-    """Mean of each category over the steps, and its share of the mean step."""
-    keys = ["total_us"] + [f"{k}_us" for k, _ in CATEGORIES]
-    if not steps:
-        out = {k: 0.0 for k in keys}
-        out.update({f"{k}_pct": 0.0 for k, _ in CATEGORIES})
-        return out
-    out = {k: round(sum(s[k] for s in steps) / len(steps), 3) for k in keys}
-    total = out["total_us"]
-    for k, _ in CATEGORIES:
-        out[f"{k}_pct"] = round(100.0 * out[f"{k}_us"] / total, 2) if total > 0 else 0.0
-    return out
-
-
-# torch.compile's operators: the region Dynamo entered, the graph call, and the autograd wrappers.
-_COMPILED_GRAPH = ("## Call CompiledFxGraph", "CompiledFunction")   # CompiledFunction(Backward)
-_COMPILED_OTHER = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
-
-
-def _compiled_regions(operators: list) -> dict:
-    """What torch.compile's regions hold (docs/metrics.md, ``compiled``): the kernels the graphs
-    launched themselves (inductor's, attributed by their launch correlation) and the host time no
-    operator inside the graphs explains (inductor's generated code); {} without compiled regions."""
-    graphs = [r for r in operators if str(r.get("name", "")).startswith(_COMPILED_GRAPH)]
-    if not graphs and not any(str(r.get("name", "")).startswith(_COMPILED_OTHER) for r in operators):
-        return {}
-
-    def total(rows, key):
-        return float(sum(r.get(key) or 0.0 for r in rows))
-
-    regions = [r for r in operators if str(r.get("name", "")).startswith("Torch-Compiled Region")]
-    calls = [r for r in operators if str(r.get("name", "")).startswith("## Call CompiledFxGraph")]
-    lookups = [r for r in operators if str(r.get("name", "")).startswith("TorchDynamo Cache Lookup")]
-    out = {
-        "region_calls": int(total(regions, "calls")),
-        "graph_calls": int(total(calls, "calls")),
-        "region_host_total_us": total(regions, "host_total_us"),
-        "cache_lookup_us": total(lookups, "host_total_us"),
-        "graph_device_self_us": total(graphs, "device_self_us"),
-        "unattributed_host_us": total(graphs, "host_self_us"),
-    }
-    out["note"] = (
-        f"torch.compile: {out['graph_calls']} graph calls; {out['unattributed_host_us'] / 1000:.3f} ms "
-        "of host time inside the compiled graphs is inductor's generated code, with no operator to "
-        "attribute it to"
-        + (f"; {out['graph_device_self_us'] / 1000:.3f} ms of device work was launched by the graphs "
-           "themselves (inductor's kernels: see the kernel table)" if out["graph_device_self_us"] else ""))
-    return out
-
+def fmt_duration_us(us: float) -> str:
+    """A duration in the unit a person reads: ``850 us``, ``43.0 ms``, ``200.2 s``."""
+    us = float(us or 0)
+    if us >= 1e6:
+        return f"{us / 1e6:.1f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.1f} ms"
+    return f"{us:.0f} us"

@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any, Iterable, Optional
 
-from .model import CATEGORIES
+from ..analysis import CATEGORIES, section  # noqa: F401  (section: re-exported for renderers)
 
 # Tables a report may carry, in the order renderers show them: (key, title).
 TABLES: list[tuple[str, str]] = [
@@ -43,22 +43,6 @@ DEVICE_FIELDS: list[tuple[str, str]] = [
 
 _TIME_KEYS = ("time_us", "t_us", "ts_us", "timestamp_us", "time_ns", "t_ns", "ts_ns", "timestamp_ns",
               "time_s", "t_s")
-
-
-def _list_of_dicts(value: Any) -> list[dict]:
-    if isinstance(value, dict) and isinstance(value.get("rows"), list):
-        value = value["rows"]
-    if not isinstance(value, list):
-        return []
-    return [row for row in value if isinstance(row, dict)]
-
-
-def section(data: dict, key: str) -> list[dict]:
-    """A list-of-rows section, found at the top level or under ``tables``; [] when absent."""
-    tables = data.get("tables")
-    if isinstance(tables, dict) and key in tables:
-        return _list_of_dicts(tables[key])
-    return _list_of_dicts(data.get(key))
 
 
 def devices(data: dict) -> list[dict]:
@@ -103,8 +87,22 @@ def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
         for k, v in row.items():
             if k not in present and _is_scalar(v):
                 present.append(k)
+    # Device-time columns that are zero in every row (a CPU-only run) say nothing: hidden.
+    present = [k for k in present if not (k.startswith("device_") and all(
+        not row.get(k) for row in rows))]
     ordered = [k for k in _LEADING if k in present] + [k for k in present if k not in _LEADING]
     return ordered[:limit] if limit else ordered
+
+
+# What a memory series is called in a chart's legend.
+SERIES_NAMES = {"peak_rss_bytes": "peak resident set size", "rss_bytes": "resident set size",
+                "peak_allocated_bytes": "peak allocated", "allocated_bytes": "allocated",
+                "peak_reserved_bytes": "peak reserved", "reserved_bytes": "reserved",
+                "capacity_bytes": "capacity", "memory_used_bytes": "memory used"}
+
+
+def series_name(key: str) -> str:
+    return SERIES_NAMES.get(key) or header(key)
 
 
 def sorted_rows(rows: list[dict]) -> list[dict]:
@@ -270,3 +268,99 @@ def memory_lines(data: dict) -> list[str]:
             line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
         lines.append(line)
     return lines
+
+
+# ---- the trace beside the report, and the "about" rows ------------------------------------------------
+PERFETTO_URL = "https://ui.perfetto.dev"
+
+
+def trace_note(data: dict) -> Optional[str]:
+    """Where the Chrome trace of this report is and how to open it; None when none was written."""
+    path = data.get("source", {}).get("trace_path")
+    if not path:
+        return None
+    return (f"Trace: {path} (open it in {PERFETTO_URL} with \"Open trace file\", or in "
+            "chrome://tracing with \"Load\")")
+
+
+def about_value(key: str, value: Any) -> str:
+    """A source/metadata value for a person: a Unix time as a UTC date, the rest as text."""
+    if key.endswith("_unix") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        import datetime
+
+        return datetime.datetime.fromtimestamp(value, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return fmt(key, value) if not isinstance(value, str) else value
+
+
+def about_label(key: str) -> str:
+    return header(key[: -len("_unix")] if key.endswith("_unix") else key)
+
+
+# ---- advice explanations, as HTML (the report is one file: docs/ is not installed) ----------------
+def md_to_html(text: str) -> str:
+    """A small Markdown subset (paragraphs, bullet lists, tables as rows, **bold**, *em*, `code`)
+    to HTML. Every character of the input is escaped first; only the tags made here are markup."""
+    import html as _html
+    import re as _re
+
+    def inline(s: str) -> str:
+        s = _html.escape(s, quote=True)
+        s = _re.sub(r"`([^`]+)`", r"<code>\1</code>", s)
+        s = _re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", s)
+        s = _re.sub(r"(?<![*\w])\*([^*\s][^*]*)\*(?![*\w])", r"<i>\1</i>", s)
+        s = _re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"\1", s)   # links: their text (targets are docs/)
+        return s
+
+    out: list[str] = []
+    para: list[str] = []
+    items: list[str] = []
+    rows: list[list[str]] = []
+
+    def flush() -> None:
+        if para:
+            out.append("<p>" + inline(" ".join(para)) + "</p>")
+            para.clear()
+        if items:
+            out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+        if rows:
+            out.append("<table>" + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>"
+                                            for r in rows) + "</table>")
+            rows.clear()
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            flush()
+        elif stripped.startswith("|"):
+            if para or items:
+                flush()
+            cells = [c.strip() for c in stripped.strip("|").split("|")]
+            if not all(_re.fullmatch(r":?-{2,}:?", c) for c in cells):
+                rows.append(cells)
+        elif _re.match(r"^[-*] ", stripped):
+            if para or rows:
+                flush()
+            items.append(stripped[2:])
+        elif items and line.startswith("  "):
+            items[-1] += " " + stripped
+        else:
+            if items or rows:
+                flush()
+            para.append(stripped)
+    flush()
+    return "".join(out)
+
+
+def advice_explanation_html(rule_id: Any) -> str:
+    """The rule's explanation from the packaged docs/advice.md, as HTML; "" when there is none."""
+    from ..advice.explain import explanation
+
+    text = explanation(str(rule_id)) if rule_id else None
+    return md_to_html(text) if text else ""
+
+
+def step_views(data: dict) -> dict:
+    """The drawn steps' events, per-step tops and outliers (analysis.step_views); {} when absent."""
+    v = data.get("step_views")
+    return v if isinstance(v, dict) else {}

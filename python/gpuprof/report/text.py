@@ -36,25 +36,50 @@ def _bar(avg: dict, width: int) -> Text:
     return bar
 
 
+# Columns that matter most in a terminal table, first kept when the line is short.
+_PRIORITY = ["name", "calls", "count", "host_total_us", "device_total_us", "total_us", "host_self_us",
+             "device_self_us", "self_us", "mean_us", "total_bytes", "bytes", "kind", "device", "stream"]
+_MIN_NAME = 24
+
+
+def fit_columns(cols: list[str], headers: dict[str, str], rows: list[dict], width: int) -> list[str]:
+    """The columns that fit in ``width``: the name (at least _MIN_NAME wide, elided beyond) and the
+    numbers that matter most (_PRIORITY order); the rest give their room away. Order is kept."""
+    def need(c: str) -> int:
+        return max([len(headers[c])] + [len(sec.fmt(c, r.get(c))) for r in rows]) + 2
+
+    ranked = sorted(cols, key=lambda c: _PRIORITY.index(c) if c in _PRIORITY else len(_PRIORITY))
+    kept: list[str] = []
+    used = 0
+    for c in ranked:
+        w = _MIN_NAME + 2 if c == "name" else need(c)
+        if used + w - 2 <= width or not kept:
+            kept.append(c)
+            used += w
+    return [c for c in cols if c in kept]
+
+
 def _table(console: Console, title: str, rows: list[dict], limit: int) -> None:
     if not rows:
         return
     rows = sec.sorted_rows(rows)
     shown = rows[:limit]
     # Columns with nothing to say in the shown rows (no shapes recorded, say) give their room away.
-    cols = [c for c in sec.columns(rows) if any(r.get(c) not in (None, "", [], ()) for r in shown)][:7]
+    cols = [c for c in sec.columns(rows) if any(r.get(c) not in (None, "", [], ()) for r in shown)]
+    headers = {c: sec.header(c) for c in cols}
+    cols = fit_columns(cols, headers, shown, console.width)
     t = Table(title=f"{title} (top {min(limit, len(rows))} of {len(rows)})", title_justify="left",
               title_style="bold", show_edge=False, pad_edge=False, box=None, header_style="bold")
-    headers = [sec.header(c) for c in cols]
-    # Numbers and their headers are never cut; the name gets what is left (long kernel names are
-    # the ones to shorten), but at least a third of the line.
-    numbers_width = sum(len(h) + 1 for c, h in zip(cols, headers) if c not in ("name", "kind"))
-    name_width = max(console.width // 3, console.width - numbers_width - 2)
-    for c, h in zip(cols, headers):
+    # Numbers and their headers are never cut; the name gets what is left and is elided.
+    # Each column is padded by one space on either side, the table's edges are not.
+    numbers_width = sum(max([len(headers[c])] + [len(sec.fmt(c, r.get(c))) for r in shown]) + 2
+                        for c in cols if c != "name")
+    name_width = max(_MIN_NAME, console.width - numbers_width)
+    for c in cols:
         text_col = c in ("name", "kind")
-        t.add_column(h, justify="left" if text_col else "right", overflow="ellipsis", no_wrap=True,
+        t.add_column(headers[c], justify="left" if text_col else "right", overflow="ellipsis", no_wrap=True,
                      max_width=name_width if c == "name" else None,
-                     min_width=None if text_col else len(h))
+                     min_width=None if text_col else len(headers[c]))
     for r in shown:
         t.add_row(*(Text(sec.fmt(c, r.get(c))) for c in cols))   # Text: names are never markup
     console.print(t)
@@ -97,6 +122,8 @@ def _advice(console: Console, data: dict, limit: int) -> None:
             console.print(Text("   evidence: " + sec.printable(line)))
         if a.get("fix"):
             console.print(Text("   fix: " + sec.printable(a["fix"])))
+        if a.get("docs"):
+            console.print(Text(f"   why: {sec.printable(a['docs'])} (explained inside the HTML report too)", style="dim"))
 
 
 def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
@@ -118,10 +145,13 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     console.print(title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
     if isinstance(src.get("note"), str):   # a partial span: which steps, and the complete one
-        console.print(Text(src["note"], style="yellow"))
+        console.print(Text(sec.printable(src["note"]), style="yellow"))
     compiled = data.get("compiled")
     if isinstance(compiled, dict) and isinstance(compiled.get("note"), str):
-        console.print(Text(compiled["note"]))
+        console.print(Text(sec.printable(compiled["note"])))
+    note = sec.trace_note(data)
+    if note:
+        console.print(Text(sec.printable(note)))
     gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
     if gpu_note.startswith("off:"):
         console.print(Text(f"GPU collection {sec.printable(gpu_note)}", style="yellow"))

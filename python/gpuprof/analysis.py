@@ -1,0 +1,257 @@
+"""Analyse: from a stored trace to the report dict (the numbers; no advice, no rendering).
+
+The package's data flow, one way only:
+
+    collect (profiler.py, _native, C++ collectors) -> store (the native Trace, export.py)
+      -> analyse (this module: one C++ pass, cpp/src/analysis) -> advise (advice/, reads the dict)
+      -> report (report/: the Report model and its renderers, which show the dict and its advice)
+
+Nothing downstream is imported here, and advice/ reads the dict through ``section`` below, never
+through report/.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _build_info
+from ._native import _core
+
+SCHEMA_VERSION = 1
+
+# (JSON key stem, display name), in the breakdown's priority order.
+CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
+
+
+def _us(ns: int) -> float:
+    return round(ns / 1000.0, 3)
+
+
+def analyse(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
+            source: Optional[dict] = None, drop_incomplete_last_step: bool = True) -> dict:
+    """The report dict (docs/schema.md) of a native Trace, without advice."""
+    # One native pass: the breakdown, and the GPU summary and tables over the same steps.
+    analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
+    bd = analysed["breakdown"]
+    steps = []
+    for s in bd["steps"]:
+        row = {"step": s["step"], "total_us": _us(s["total_ns"])}
+        for key, _ in CATEGORIES:
+            row[f"{key}_us"] = _us(s[f"{key}_ns"])
+        row["start_ns"] = s["start_ns"]
+        row["end_ns"] = s["end_ns"]
+        steps.append(row)
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "gpuprof_version": _build_info.GPUPROF_VERSION,
+        "source": dict(source or {}),
+        "steps": steps,
+        "average": _average(steps),
+        "step_rules": {
+            "had_step_markers": bd["had_step_markers"],
+            "dropped_trailing_steps": bd["dropped_trailing_steps"],
+            "dropped_incomplete_last": bd["dropped_incomplete_last"],
+        },
+        "dataloaders": list(dataloaders or []),
+        "host": dict(host or {}),
+        "counts": {"events": trace.num_events, "dropped": int(trace.dropped_events),
+                   "skipped": int(trace.skipped_events), "steps": len(steps)},
+        "metadata": dict(trace.metadata),
+    }
+    # ---- GPU metrics (issue 3): per-device summary and the detail tables ----------------------
+    # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
+    # numbers are None. docs/metrics.md defines every field.
+    for key in ("devices", "kernels", "operators", "copies", "syncs", "memory", "ranges"):
+        data[key] = analysed[key]
+    compiled = _compiled_regions(data["operators"])
+    if compiled:
+        data["compiled"] = compiled
+    # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
+    # "not reported by this device" and becomes None.
+    data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
+    # ---- end GPU metrics -----------------------------------------------------------------------
+    return data
+
+
+def _gpu_sample_row(raw: dict) -> dict:
+    row = {k: (None if v == -1 and k != "device" else v) for k, v in raw.items() if k != "power_mw"}
+    power_mw = raw.get("power_mw", -1)
+    row["power_w"] = None if power_mw == -1 else power_mw / 1000.0
+    return row
+
+
+def _average(steps: list[dict]) -> dict:
+    """Mean of each category over the steps, and its share of the mean step."""
+    keys = ["total_us"] + [f"{k}_us" for k, _ in CATEGORIES]
+    if not steps:
+        out = {k: 0.0 for k in keys}
+        out.update({f"{k}_pct": 0.0 for k, _ in CATEGORIES})
+        return out
+    out = {k: round(sum(s[k] for s in steps) / len(steps), 3) for k in keys}
+    total = out["total_us"]
+    for k, _ in CATEGORIES:
+        out[f"{k}_pct"] = round(100.0 * out[f"{k}_us"] / total, 2) if total > 0 else 0.0
+    return out
+
+
+# torch.compile's operators: the region Dynamo entered, the graph call, and the autograd wrappers.
+_COMPILED_GRAPH = ("## Call CompiledFxGraph", "CompiledFunction")   # CompiledFunction(Backward)
+_COMPILED_OTHER = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
+
+
+def _compiled_regions(operators: list) -> dict:
+    """What torch.compile's regions hold (docs/metrics.md, ``compiled``): the kernels the graphs
+    launched themselves (inductor's, attributed by their launch correlation) and the host time no
+    operator inside the graphs explains (inductor's generated code); {} without compiled regions."""
+    graphs = [r for r in operators if str(r.get("name", "")).startswith(_COMPILED_GRAPH)]
+    if not graphs and not any(str(r.get("name", "")).startswith(_COMPILED_OTHER) for r in operators):
+        return {}
+
+    def total(rows, key):
+        return float(sum(r.get(key) or 0.0 for r in rows))
+
+    regions = [r for r in operators if str(r.get("name", "")).startswith("Torch-Compiled Region")]
+    calls = [r for r in operators if str(r.get("name", "")).startswith("## Call CompiledFxGraph")]
+    lookups = [r for r in operators if str(r.get("name", "")).startswith("TorchDynamo Cache Lookup")]
+    out = {
+        "region_calls": int(total(regions, "calls")),
+        "graph_calls": int(total(calls, "calls")),
+        "region_host_total_us": total(regions, "host_total_us"),
+        "cache_lookup_us": total(lookups, "host_total_us"),
+        "graph_device_self_us": total(graphs, "device_self_us"),
+        "unattributed_host_us": total(graphs, "host_self_us"),
+    }
+    out["note"] = (
+        f"torch.compile: {out['graph_calls']} graph calls; {out['unattributed_host_us'] / 1000:.3f} ms "
+        "of host time inside the compiled graphs is inductor's generated code, with no operator to "
+        "attribute it to"
+        + (f"; {out['graph_device_self_us'] / 1000:.3f} ms of device work was launched by the graphs "
+           "themselves (inductor's kernels: see the kernel table)" if out["graph_device_self_us"] else ""))
+    return out
+
+
+def _list_of_dicts(value: Any) -> list[dict]:
+    if isinstance(value, dict) and isinstance(value.get("rows"), list):
+        value = value["rows"]
+    if not isinstance(value, list):
+        return []
+    return [row for row in value if isinstance(row, dict)]
+
+
+def section(data: dict, key: str) -> list[dict]:
+    """A list-of-rows section of a report dict, found at the top level or under ``tables``; []
+    when absent (a CPU-only report, or one from an older gpuprof, has only some sections)."""
+    tables = data.get("tables")
+    if isinstance(tables, dict) and key in tables:
+        return _list_of_dicts(tables[key])
+    return _list_of_dicts(data.get(key))
+
+
+# ---- timelines of two steps, and per-step top kernels and operators (the HTML's drill-down) ------
+# At most this many events per drawn step are kept in the report (the longest first); the report
+# says how many were left out. Two steps are drawn: the slowest and a typical (median) one.
+TIMELINE_EVENT_CAP = 4000
+TOP_PER_STEP = 5
+
+# Event kinds drawn, and the breakdown category each is coloured as (names refine it below).
+_DRAWN = {"host_op": "cpu_exec", "user_range": "cpu_exec", "sync": "runtime", "kernel": "kernel",
+          "memcpy": "memcpy", "memset": "memset"}
+_DEVICE_KINDS = ("kernel", "memcpy", "memset")
+
+
+def _category(kind: str, name: str) -> str:
+    if kind in ("host_op", "user_range") and _core.is_dataloader_name(name):
+        return "dataloader"
+    if kind in ("host_op", "kernel") and _core.is_communication_op_name(name):
+        return "communication"
+    if kind == "kernel" and "nccl" in name.lower():
+        return "communication"
+    return _DRAWN[kind]
+
+
+def _median_step(steps: list[dict]) -> dict:
+    ordered = sorted(steps, key=lambda s: s["total_us"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def step_views(trace, steps: list[dict]) -> dict:
+    """Computed when a report with its trace is first saved or drawn (``Report.to_dict``,
+    ``to_json``, ``to_html``), not by ``analyse``: it reads every host op and kernel through the
+    bindings, as long again as the analysis on a large trace, and a text report does not need it.
+
+    The events of the slowest and the median step (capped), per-step top kernels and
+    operators, and which steps are outliers: what the HTML report draws and drills into."""
+    import bisect
+
+    if not steps:
+        return {"timelines": [], "per_step": {}, "outliers": [], "event_cap": TIMELINE_EVENT_CAP}
+    starts = [s["start_ns"] for s in steps]
+    slowest = max(steps, key=lambda s: s["total_us"])
+    typical = _median_step(steps)
+    drawn = [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
+    per_step: dict[int, dict[str, dict[str, list]]] = {}
+    picked: dict[int, list] = {id(s): [] for _, s in drawn}
+    for kind in _DRAWN:
+        for e in _core.trace_events(trace, kind):
+            start, dur = e["start_ns"], e["dur_ns"]
+            i = bisect.bisect_right(starts, start) - 1
+            if i < 0 or start >= steps[i]["end_ns"]:
+                continue
+            step = steps[i]
+            if kind in ("kernel", "host_op"):
+                table = per_step.setdefault(step["step"], {"kernels": {}, "operators": {}})
+                row = table["kernels" if kind == "kernel" else "operators"].setdefault(e["name"], [0, 0])
+                row[0] += 1
+                row[1] += dur
+            if id(step) in picked:
+                picked[id(step)].append(e)
+    timelines = []
+    for label, step in drawn:
+        events = picked[id(step)]
+        # Device work first (every kernel, copy and set, up to the cap), then the longest host events.
+        kept = sorted(events, key=lambda e: (e["kind"] not in _DEVICE_KINDS, -e["dur_ns"]))[:TIMELINE_EVENT_CAP]
+        kept.sort(key=lambda e: (e["start_ns"], -e["dur_ns"]))
+        names: list[str] = []
+        index: dict[str, int] = {}
+        lanes: list[str] = []
+        lane_index: dict[str, int] = {}
+        rows = []
+        for e in kept:
+            lane = (f"GPU {e['device']} stream {e['tid']}" if e["kind"] in _DEVICE_KINDS
+                    else f"host thread {e['tid']}")
+            if lane not in lane_index:
+                lane_index[lane] = len(lanes)
+                lanes.append(lane)
+            if e["name"] not in index:
+                index[e["name"]] = len(names)
+                names.append(e["name"])
+            rows.append([lane_index[lane], index[e["name"]], round((e["start_ns"] - step["start_ns"]) / 1000.0, 3),
+                         round(e["dur_ns"] / 1000.0, 3), _category(e["kind"], e["name"]), e["kind"]])
+        counts: dict[str, int] = {}
+        for e in kept:
+            counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+        timelines.append({"label": label, "step": step["step"], "total_us": step["total_us"],
+                          "lanes": sorted(lanes, key=lambda l: (not l.startswith("host"), l)),
+                          "lane_order": lanes, "names": names, "events": rows, "counts": counts,
+                          "left_out": len(events) - len(kept)})
+    # Lanes are stored in first-seen order; rows point into lane_order.
+    tops = {}
+    for step_no, tables in per_step.items():
+        tops[str(step_no)] = {
+            f"{key}_count": sum(c for c, _ in rows.values()) for key, rows in tables.items()}
+        tops[str(step_no)].update({
+            key: [{"name": n, "calls": c, "total_us": round(t / 1000.0, 3)}
+                  for n, (c, t) in sorted(rows.items(), key=lambda kv: -kv[1][1])[:TOP_PER_STEP]]
+            for key, rows in tables.items()})
+    return {"timelines": timelines, "per_step": tops, "outliers": outlier_steps(steps),
+            "event_cap": TIMELINE_EVENT_CAP}
+
+
+def outlier_steps(steps: list[dict]) -> list[int]:
+    """Steps longer than 1.5x the median step (and than median + 3 median absolute deviations)."""
+    if len(steps) < 3:
+        return []
+    totals = sorted(s["total_us"] for s in steps)
+    med = totals[(len(totals) - 1) // 2]
+    mad = sorted(abs(t - med) for t in totals)[(len(totals) - 1) // 2]
+    return [s["step"] for s in steps if s["total_us"] > 1.5 * med and s["total_us"] > med + 3 * mad]
