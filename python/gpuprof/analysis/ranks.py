@@ -24,10 +24,12 @@ from ..report.model import CATEGORIES
 
 COMM = "communication_us"
 CATEGORY_KEYS = [f"{k}_us" for k, _ in CATEGORIES]
-# A rank is a straggler when its mean time per step outside collectives exceeds the median rank's by
-# at least this share of the median rank's (and by STRAGGLER_MIN_US): below that, run-to-run noise.
+# A rank is a straggler when its time per step outside collectives exceeds the median rank's by at
+# least STRAGGLER_MIN_PCT of it, STRAGGLER_MIN_STEP_PCT of the median rank's step and STRAGGLER_MIN_US:
+# below that, run-to-run noise (a loaded host deschedules processes for a millisecond now and then).
 STRAGGLER_MIN_PCT = 10.0
-STRAGGLER_MIN_US = 200.0
+STRAGGLER_MIN_STEP_PCT = 5.0
+STRAGGLER_MIN_US = 1000.0
 
 _COMM_KERNEL = re.compile(r"nccl|rccl|nvshmem", re.IGNORECASE)
 
@@ -142,7 +144,16 @@ def analyze_ranks(summaries: Iterable[dict], *, expected_world_size: Optional[in
             "comm_comp_overlap_pct": overlap,
         })
 
-    stragglers = find_stragglers(rows)
+    # Per step, each rank's excess over that step's median rank: a straggler is slow in most steps,
+    # not in one (a descheduled process on a loaded host is not a straggler).
+    typical = {}
+    for r, pr in per_rank.items():
+        per_step = []
+        for step, busy in pr["busy"].items():
+            others = [per_rank[q]["busy"][step] for q in per_rank if step in per_rank[q]["busy"]]
+            per_step.append(busy - statistics.median_low(others))
+        typical[r] = statistics.median(per_step) if per_step else 0.0
+    stragglers = find_stragglers(rows, typical)
     busy = [r["busy_us"] for r in rows]
     mean_step = _mean([r["average"]["total_us"] for r in rows])
     imbalance = 100.0 * (max(busy) - _mean(busy)) / mean_step if rows and mean_step > 0 else 0.0
@@ -150,23 +161,29 @@ def analyze_ranks(summaries: Iterable[dict], *, expected_world_size: Optional[in
             "matched_steps": len(common), "missing_ranks": missing, "world_size": world}
 
 
-def find_stragglers(rows: list[dict]) -> list[dict]:
-    """Ranks whose mean time per step outside collectives exceeds the median rank's (the lower
-    median, so that with two ranks the fast one is the reference) by STRAGGLER_MIN_PCT and
-    STRAGGLER_MIN_US; ``category`` is the breakdown key whose excess over the median rank's carries
-    most of it. Largest excess first."""
+def find_stragglers(rows: list[dict], typical_excess: Optional[dict] = None) -> list[dict]:
+    """Ranks whose time outside collectives exceeds the median rank's (the lower median, so that with
+    two ranks the fast one is the reference) by the thresholds above, both in
+    the mean and in the typical (median) step when ``typical_excess`` {rank: us} is given.
+
+    ``excess_us``: mean per step outside collectives minus the median rank's; ``excess_pct``: that as
+    a share of the median rank's mean step; ``category``: the breakdown key whose excess over the
+    median rank's carries most of it. Largest excess first."""
     if len(rows) < 2:
         return []
     ref = statistics.median_low([r["busy_us"] for r in rows])
     ref_row = next(r for r in rows if r["busy_us"] == ref)
+    floor = max(STRAGGLER_MIN_US, ref * STRAGGLER_MIN_PCT / 100.0,
+                ref_row["average"]["total_us"] * STRAGGLER_MIN_STEP_PCT / 100.0)
     out = []
     for r in rows:
         excess = r["busy_us"] - ref
-        if excess < STRAGGLER_MIN_US or ref <= 0 or 100.0 * excess / ref < STRAGGLER_MIN_PCT:
+        if excess < floor or (typical_excess is not None and typical_excess.get(r["rank"], 0.0) < floor):
             continue
         by_key = {k: r["average"][k] - ref_row["average"][k] for k in CATEGORY_KEYS if k != COMM}
+        step = ref_row["average"]["total_us"]
         out.append({"rank": r["rank"], "excess_us": round(excess, 3),
-                    "excess_pct": round(100.0 * excess / ref, 2),
+                    "excess_pct": round(100.0 * excess / step, 2) if step > 0 else 0.0,
                     "category": max(by_key, key=by_key.get)})
     return sorted(out, key=lambda s: -s["excess_us"])
 

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: ranks, stragglers, cross_rank, distributed (distributed issue)
 
 # (JSON key stem, display name), in the breakdown's priority order.
 CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
