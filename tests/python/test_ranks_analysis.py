@@ -112,3 +112,23 @@ def test_without_a_straggler_exposed_communication_is_advised():
     out = analyze_ranks([_rank(r, 2, even) for r in range(2)])
     rules = [r["rule"] for r in advise(_report_with(out, 16_000, 6_000))]
     assert "communication" in rules and "straggler" not in rules
+
+
+def test_renderers_show_the_ranks_and_the_straggler_escaped():
+    import gpuprof
+    from gpuprof.analysis.ranks import attach
+
+    from report_samples import cpu_report_dict
+
+    fast = [{"cpu_exec": 10_000, "communication": 6_000}] * 3
+    slow = [{"cpu_exec": 10_000, "dataloader": 4_000, "communication": 2_000}] * 3
+    ranks = [_rank(r, 4, slow if r == 2 else fast) for r in range(4)]
+    ranks[1]["hostname"] = "<b>node|1</b>"
+    data = attach(cpu_report_dict(), analyze_ranks(ranks))
+    report = gpuprof.Report.from_dict(data)
+    text = report.to_text(color=False, width=160)
+    assert "Ranks" in text and "rank 2 is a straggler: 4.00 ms per step" in text and "mostly dataloader" in text
+    md = report.to_markdown()
+    assert "### Ranks" in md and "| &lt;b&gt;node\\|1&lt;/b&gt; |" in md
+    html = report.to_html()
+    assert 'id="ranks"' in html and "&lt;b&gt;node|1&lt;/b&gt;" in html and "<b>node" not in html
