@@ -130,7 +130,7 @@ class profile:
         self._report = None
         self._spans_completed = 0
         try:
-            self._exchange = _distributed.Exchange(self.rank_timeout_s)   # distributed issue
+            self._exchange = None   # distributed issue: made at the first span end (see _cross_rank)
             self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
             self._nvtx_step()
@@ -294,6 +294,10 @@ class profile:
         data["distributed"] = {k: info[k] for k in ("rank", "local_rank", "world_size", "hostname",
                                                       "backend", "device", "batch_size")}
         gathered = None
+        if self._exchange is None:
+            # At the first span end, not at session start: under `gpuprof run` the session starts
+            # before the script calls init_process_group.
+            self._exchange = _distributed.Exchange(self.rank_timeout_s)
         # A rank whose block raised its own error does not exchange (the others would wait for it in
         # their collectives until it exits): it is named missing in rank 0's report. Ranks whose
         # collectives failed because a peer left (peer_failure) still exchange.
