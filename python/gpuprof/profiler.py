@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import sys
@@ -10,7 +11,7 @@ import time
 import traceback
 from typing import Callable, Optional
 
-from . import _native
+from . import _distributed, _native
 from ._hooks import HooksUnavailable
 from ._native import _core
 from ._gpu_session import AllocatorSampler, GpuCollection
@@ -57,12 +58,18 @@ class profile:
             is already enabled on this thread"). Without it, device memory is read from the
             allocator's statistics at every step boundary. The process's resident set size is
             sampled at every step boundary either way.
+        batch_size: samples per step on this rank, for samples/s and ``gpuprof scaling`` (the
+            DataLoader's batch_size is used when not given).
+        rank_timeout_s: in a torch.distributed job, how long rank 0 waits at the end of a span for
+            the other ranks' summaries (default 60 s, or $GPUPROF_RANK_TIMEOUT_S) before naming the
+            missing ones in its report.
     """
 
     def __init__(self, *, schedule: Optional[Callable[[int], ProfilerAction]] = None,
                  on_trace_ready: Optional[Callable[["profile"], None]] = None,
                  record_shapes: bool = False, max_events: int = 4_000_000, gpu: bool = True,
-                 profile_memory: bool = False) -> None:
+                 profile_memory: bool = False, batch_size: Optional[int] = None,
+                 rank_timeout_s: Optional[float] = None) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
         self.schedule = schedule or always_record
@@ -70,6 +77,10 @@ class profile:
         self.record_shapes = bool(record_shapes)
         self.max_events = int(max_events)
         self.profile_memory = bool(profile_memory)
+        self.batch_size = batch_size
+        self.rank_timeout_s = float(rank_timeout_s if rank_timeout_s is not None else
+                                    os.environ.get("GPUPROF_RANK_TIMEOUT_S", _distributed.DEFAULT_TIMEOUT_S))
+        self._exchange: Optional[_distributed.Exchange] = None
         self._memory_note = ""
         self._hooks_note = ""   # why the operator hooks could not be had (then steps only)
         self._allocator = AllocatorSampler()
@@ -93,7 +104,7 @@ class profile:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.stop(_failed=exc_type is not None)
+        self.stop(_failed=exc_type is not None, _exc=exc)
 
     def __call__(self, fn):
         """Decorator form: the decorated call runs inside this session."""
@@ -120,6 +131,7 @@ class profile:
         self._reports = []
         self._spans_completed = 0
         try:
+            self._exchange = None   # distributed issue: made at the first span end (see _cross_rank)
             self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
             self._nvtx_step()
@@ -127,7 +139,7 @@ class profile:
             self._teardown()
             raise
 
-    def stop(self, _failed: bool = False) -> None:
+    def stop(self, _failed: bool = False, _exc: Optional[BaseException] = None) -> None:
         """End the session. What the current span recorded so far becomes ``report()``."""
         global _active_session
         if _active_session is not self:
@@ -140,7 +152,8 @@ class profile:
                 if _failed or (self._steps_in_span == 0 and self._report is None):
                     self._close_step(_core.collector_ticks())
                 if self._steps_in_span > 0:
-                    self._finish_span(partial=True, failed=_failed)
+                    self._finish_span(partial=True, failed=_failed,
+                                      peer_failure=_distributed.is_peer_failure(_exc))
         finally:
             self._teardown()
 
@@ -241,7 +254,7 @@ class profile:
         hooks.remove_memory_reporter()
         hooks.remove()
 
-    def _finish_span(self, partial: bool, failed: bool = False) -> None:
+    def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
         self._gpu.flush()   # GPU collection: every record of the span, before the host side stops
         _core.collector_stop()
         trace = _core.collector_drain()
@@ -279,6 +292,7 @@ class profile:
         for old in self._reports[:-2]:
             old.trace = None
         self._report = report
+        self._cross_rank(failed and not peer_failure)   # distributed issue
         self._spans_completed += 1
         if self.on_trace_ready is not None:
             try:
@@ -288,6 +302,39 @@ class profile:
                     raise
                 # The block already failed: report ours without masking the user's exception.
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    # ---- distributed issue: every rank's summary in rank 0's report -------------------------------
+    def _cross_rank(self, failed: bool) -> None:
+        from .analysis.ranks import analyze_ranks, attach, summary_from_report
+
+        data = self._report._data
+        info = _distributed.rank_info(self.batch_size or _loader_batch_size(data))
+        if info["world_size"] > 1:
+            data["metadata"]["distributedInfo"] = json.dumps(
+                {"backend": info["backend"], "rank": info["rank"], "world_size": info["world_size"]})
+        own = summary_from_report(data, rank_info=info)
+        data["distributed"] = {k: info[k] for k in ("rank", "local_rank", "world_size", "hostname",
+                                                      "backend", "device", "batch_size")}
+        gathered = None
+        if self._exchange is None:
+            # At the first span end, not at session start: under `gpuprof run` the session starts
+            # before the script calls init_process_group.
+            self._exchange = _distributed.Exchange(self.rank_timeout_s)
+        # A rank whose block raised its own error does not exchange (the others would wait for it in
+        # their collectives until it exits): it is named missing in rank 0's report. Ranks whose
+        # collectives failed because a peer left (peer_failure) still exchange.
+        if self._exchange is not None and self._exchange.active and not failed:
+            try:
+                gathered = self._exchange.gather(own, self._spans_completed)
+            except Exception as e:   # the training run and this rank's report come first
+                log.warning("gpuprof: cross-rank exchange failed: %s", e)
+        if gathered is None:
+            attach(data, analyze_ranks([own]))
+        else:
+            attach(data, analyze_ranks(gathered["summaries"], expected_world_size=info["world_size"]),
+                   note=gathered["note"])
+        self._report.advise()
+    # ---- end of distributed issue -----------------------------------------------------------------
 
     # ---- results --------------------------------------------------------------------------------
     def reports(self) -> list:
@@ -337,6 +384,11 @@ def _cuda_host_facts() -> dict:
     except Exception:   # a broken driver install must not cost the user the report
         return {}
 # ---- end of advice issue --------------------------------------------------------------------------
+
+
+def _loader_batch_size(data: dict) -> Optional[int]:
+    sizes = [d.get("batch_size") for d in data.get("dataloaders") or [] if isinstance(d.get("batch_size"), int)]
+    return sizes[0] if sizes else None
 
 
 def current() -> Optional[profile]:

@@ -19,7 +19,7 @@ def _save(tmp_path, name, data):
 
 
 @pytest.mark.parametrize("fmt, marker", [("text", "gpuprof step breakdown"), ("md", "## gpuprof report"),
-                                         ("html", "<!DOCTYPE html>"), ("json", '"schema_version": 1')])
+                                         ("html", "<!DOCTYPE html>"), ("json", '"schema_version": 2')])
 def test_report_formats(tmp_path, capsys, fmt, marker):
     path = _save(tmp_path, "report.json", cpu_report_dict())
     assert main(["report", str(tmp_path), "--format", fmt]) == 0   # a folder holding report.json

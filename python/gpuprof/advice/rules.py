@@ -576,10 +576,56 @@ def nccl_backend(f: Facts) -> Optional[Recommendation]:
             "tensors are also reduced): NCCL moves GPU tensors GPU-to-GPU without host copies")
 
 
+def _stragglers(f: Facts) -> list:
+    return [s for s in (f.data.get("stragglers") or []) if isinstance(s, dict)]
+
+
+_STRAGGLER_FIX = {
+    "dataloader_us": "data skew or a slower input pipeline on that rank: give every rank the same "
+                     "amount of data per step (DistributedSampler(dataset, drop_last=True), samples of "
+                     "similar size or a length-grouped sampler), and the same DataLoader num_workers",
+    "cpu_exec_us": "extra host work on that rank: move logging, metrics, evaluation and checkpointing "
+                   "off the step (every N steps, or on a background thread: torch.distributed.checkpoint."
+                   "async_save), or do them on every rank at the same step; check for a slower host CPU",
+    "other_us": "time outside any recorded operator on that rank (Python work, sleeps, I/O such as "
+                "logging or checkpointing on rank 0): do it every N steps or in the background",
+    "kernel_us": "a slower GPU or more device work on that rank: check its clocks and temperature "
+                 "(nvidia-smi -q -d CLOCK,TEMPERATURE), other jobs on it, and that every rank runs the "
+                 "same shapes",
+}
+
+
+def straggler(f: Facts) -> Optional[Recommendation]:
+    found = _stragglers(f)
+    if not found or f.step_us <= 0:
+        return None
+    s = found[0]
+    cat = str(s.get("category", ""))
+    excess = float(s.get("excess_us") or 0.0)
+    share = 100.0 * excess / f.step_us
+    waits = [r.get("collective_wait_us") or 0.0 for r in (f.data.get("ranks") or []) if isinstance(r, dict)
+             and r.get("rank") != s.get("rank")]
+    return recommendation(
+        "straggler", f"Rank {s.get('rank')} is a straggler: every other rank waits for it",
+        summary=f"rank {s.get('rank')} spends {_ms(excess)} more per step outside collectives than the "
+                f"median rank ({s.get('excess_pct', 0):.0f}% more), mostly in {cat.removesuffix('_us')}; "
+                f"the other ranks wait {_ms(sum(waits) / len(waits) if waits else 0.0)} per step in "
+                "collectives for it",
+        numbers={"rank": s.get("rank"), "excess_us": excess, "excess_pct": s.get("excess_pct"),
+                 "category": cat, "stragglers": len(found)},
+        bound_pct=share, confidence="high",
+        confidence_reason="measured on every rank over the same step numbers: the excess outside "
+                          "collectives on this rank matches the others' waiting inside them",
+        fix=_STRAGGLER_FIX.get(cat, "find what that rank does more than the others in "
+                                    f"{cat.removesuffix('_us')} (its report's tables) and even it out"))
+
+
 def communication(f: Facts) -> Optional[Recommendation]:
     share = f.pct("communication")
     if share <= COMMUNICATION_PCT:
         return None
+    if _stragglers(f):
+        return None   # the collectives wait for a slow rank: the straggler rule says which
     info = f.distributed
     world = info.get("world_size")
     return recommendation(
@@ -612,6 +658,7 @@ RULES: list[tuple[str, Rule]] = [
     ("memory_capacity", memory_capacity),
     ("data_parallel", data_parallel),
     ("nccl_backend", nccl_backend),
+    ("straggler", straggler),
     ("communication", communication),
 ]
 

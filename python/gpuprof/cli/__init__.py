@@ -12,7 +12,7 @@ import importlib
 import sys
 
 # Verb modules, in the order `gpuprof --help` lists them.
-VERBS = ["run", "analyze", "report", "diff", "check", "doctor"]
+VERBS = ["run", "analyze", "scaling", "report", "diff", "check", "doctor"]
 
 
 class UserError(Exception):

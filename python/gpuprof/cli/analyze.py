@@ -1,5 +1,6 @@
 """``gpuprof analyze PATH [--json OUT]``: the report of an existing PyTorch-profiler trace (a file,
-or a folder of them). Loads neither torch nor LibTorch."""
+or a folder of them). A folder of per-rank traces (or of gpuprof's saved per-rank reports) of one
+distributed job gives one cross-rank report (docs/distributed.md). Loads neither torch nor LibTorch."""
 
 from __future__ import annotations
 
@@ -20,6 +21,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("--html", metavar="OUT", dest="html_out",
                    help="also write the one-file HTML report (for a folder: one file per trace, "
                         "OUT_<n>.html beside OUT)")
+    # ---- distributed issue: a folder of ranks ----
+    p.add_argument("--ranks", action="store_true",
+                   help="treat the folder's files as the ranks of one job (automatic when the files "
+                        "carry distributedInfo with world_size > 1 or are gpuprof reports of a job)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes reading the files of a folder (default: the CPUs; each holds "
+                        "one trace at a time)")
+    p.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="read the files on an existing dask.distributed cluster (scheduler address, "
+                        "e.g. tcp://head:8786); needs `python -m pip install distributed`")
+    # ---- end distributed issue ----
     p.add_argument("--keep-incomplete-last-step", action="store_true",
                    help="keep a last step with fewer than 0.8x the device work of the one before "
                         "(the old plugin dropped it)")
@@ -29,29 +41,29 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     import stat
 
-    from ..analyze import TraceImportError, analyze_file, check_path, trace_files
+    from ..analyze import TraceImportError, analyze_file, check_path
     from ..report.text import progress
 
     try:
         folder = stat.S_ISDIR(check_path(args.path).st_mode)
-        files = trace_files(args.path) if folder else [args.path]
     except OSError as e:   # missing, or not allowed: one line saying which
         raise UserError(str(e)) from None
-    if not files:
-        raise UserError(f"{args.path}: no trace files (*.json.gz, or *.json with traceEvents) in this folder")
+    if folder:
+        return _run_folder(args)
+    files = [args.path]   # one file (a folder is every rank's file: _run_folder)
     reports = []
     # On a terminal, a bar over the files (a pulsing one for a single file: the import runs in C++
     # without the GIL, so the bar keeps moving); nothing in logs and CI output.
     size_mb = sum(os.path.getsize(f) for f in files) / 1e6
     with progress(f"analysing {len(files)} trace file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)",
-                  total=len(files) if folder else None) as advance:
+                  total=None) as advance:
         for f in files:
             try:
                 reports.append(analyze_file(f, drop_incomplete_last_step=not args.keep_incomplete_last_step))
             except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
                 raise UserError(str(e)) from None
             advance()
-    result = reports if folder else reports[0]
+    result = reports[0]
     for i, report in enumerate(reports):
         if i:
             print()
@@ -73,4 +85,68 @@ def run(args) -> int:
                 report.to_html(out)
             except OSError as e:
                 raise UserError(f"cannot write {out}: {e.strerror}") from None
+    return 0
+
+
+# ---- distributed issue: a folder is map-reduce over its files --------------------------------------
+def _run_folder(args) -> int:
+    from ..analyze import TraceImportError, display_path
+    from ..ranks_folder import cross_rank_report, rank_files, summarize_file, summarize_files
+    from ..report.text import progress
+
+    try:
+        files = rank_files(args.path)
+    except OSError as e:   # the folder itself cannot be listed
+        raise UserError(str(e)) from None
+    if not files:
+        raise UserError(f"{args.path}: no trace files (*.json.gz, or *.json with traceEvents) and no "
+                        "gpuprof reports in this folder")
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be 1 or more, got {args.workers}")
+    drop = not args.keep_incomplete_last_step
+    keep = "all" if len(files) <= 64 else "rank0"
+    size_mb = sum(os.path.getsize(f) for f in files) / 1e6
+    try:
+        with progress(f"analysing {len(files)} file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)",
+                      total=len(files)) as advance:
+            results = summarize_files(files, workers=args.workers, dask_address=args.dask,
+                                      drop_incomplete_last_step=drop, keep_report=keep, on_done=advance)
+    except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
+        raise UserError(str(e)) from None
+    except RuntimeError as e:
+        if "--dask" in str(e):
+            raise UserError(str(e)) from None
+        raise
+    from ..report import Report
+
+    job = args.ranks or any(s.get("world_size", 1) > 1 for s, _ in results)
+    if job:
+        reports = [cross_rank_report(results)]
+        payload = reports[0].to_dict()
+    else:
+        reports = []
+        for f, (s, d) in zip(files, results):
+            reports.append(Report(d) if d is not None else
+                           Report(summarize_file(str(f), drop, keep_report="all")[1]))
+        payload = [r.to_dict() for r in reports]
+    for i, report in enumerate(reports):
+        if i:
+            print()
+        print(report)
+    if args.json_out:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
+            with open(args.json_out, "w", encoding="utf-8") as f:
+                json.dump(payload, f, indent=2)
+                f.write("\n")
+        except OSError as e:
+            raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
+    if args.html_out:
+        stem, ext = os.path.splitext(args.html_out)
+        for i, report in enumerate(reports):
+            out = args.html_out if len(reports) == 1 else f"{stem}_{i}{ext or '.html'}"
+            try:
+                report.to_html(out)
+            except OSError as e:
+                raise UserError(f"cannot write {display_path(out)}: {e.strerror}") from None
     return 0

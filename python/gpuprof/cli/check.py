@@ -177,9 +177,16 @@ def run(args) -> int:
     deny = getattr(args, "deny_rule", [])
     if not budgets and not deny:
         raise UserError("no budget given: add --max NAME=VALUE, --min NAME=VALUE and/or --deny-rule RULE")
+    scaling = _scaling_results(args.report, budgets)   # distributed issue: gpuprof scaling --json
+    if scaling is not None:
+        return _print_results(args, scaling)
     report = load_report(args.report)
     baseline = load_report(args.baseline) if args.baseline else None
     results = evaluate(report, budgets, baseline) + denied_rules(report, deny)
+    return _print_results(args, results)
+
+
+def _print_results(args, results: list[Result]) -> int:
     for r in results:
         print(r.line())
     failed = [r for r in results if not r.ok]
@@ -202,3 +209,33 @@ def run(args) -> int:
             print(f"gpuprof check: could not append to $GITHUB_STEP_SUMMARY ({summary}): {e.strerror}",
                   file=sys.stderr)
     return 1 if failed else 0
+
+
+# ---- distributed issue: budgets on a scaling table (gpuprof scaling --json OUT) --------------------
+def _scaling_results(path: str, budgets) -> "list[Result] | None":
+    """Results for a ``{"scaling": [...]}`` file, else None. Metrics, per run (world size N):
+    ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``."""
+    import json
+
+    if not (os.path.isfile(path) and path.endswith(".json")):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("scaling"), list):
+        return None
+    names = {"parallel_efficiency_pct": "efficiency_pct", "efficiency_pct": "efficiency_pct",
+             "speedup": "speedup", "samples_per_s": "samples_per_s", "step_us": "step_us"}
+    out = []
+    for bound, name, limit in budgets:
+        if name not in names:
+            raise UserError(f"unknown scaling metric {name!r}; known: {', '.join(sorted(names))}")
+        for row in data["scaling"]:
+            v = row.get(names[name])
+            if isinstance(v, (int, float)):
+                out.append(Result(name, bound, limit, float(v), f"world size {row.get('world_size')}"))
+    if not out:
+        raise UserError(f"{path}: no run of the scaling table has these metrics (was the batch size known?)")
+    return out

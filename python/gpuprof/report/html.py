@@ -255,6 +255,9 @@ def render_html(report, *, full: bool = True) -> str:
     whose styles are scoped to it."""
     ctx = context(report)
     ctx["full"] = full
+    from .ranks_section import html_context   # distributed issue: the cross-rank section
+
+    ctx.update(html_context(report._data))
     return _environment().get_template("report.html.j2").render(**ctx)
 
 

@@ -1,4 +1,4 @@
-"""The report's JSON layout, ``schema_version`` 1, as a JSON Schema (draft 2020-12).
+"""The report's JSON layout, ``schema_version`` 2, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
 ``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
@@ -62,6 +62,26 @@ SCHEMA: dict = {
             "achieved_occupancy_pct": _NUM_OR_NULL, "tensor_core_pct": _NUM_OR_NULL,
             "tc_eligible_pct": _NUM_OR_NULL, "memory_total_bytes": _NUM_OR_NULL,
             "peak_allocated_bytes": _NUM_OR_NULL}}},
+        # ---- distributed issue: the cross-rank report (docs/distributed.md) ----
+        "distributed": {"type": "object", "properties": {
+            "rank": _INT, "local_rank": _INT, "world_size": _INT, "hostname": _STR, "backend": _STR,
+            "device": _STR, "batch_size": {"type": ["integer", "null"]}}},
+        "ranks": {"type": "array", "items": {
+            "type": "object",
+            "required": ["rank", "local_rank", "world_size", "hostname", "device", "steps", "average",
+                         "collective_wait_us", "comm_comp_overlap_pct"],
+            "properties": {"rank": _INT, "local_rank": _INT, "world_size": _INT, "hostname": _STR,
+                           "device": _STR, "steps": _INT, "busy_us": _NUM, "collective_wait_us": _NUM,
+                           "comm_comp_overlap_pct": _NUM_OR_NULL,
+                           "average": {"type": "object", "required": ["total_us", *_CATEGORY_US],
+                                       "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT}}}}},
+        "stragglers": {"type": "array", "items": {
+            "type": "object", "required": ["rank", "excess_us", "excess_pct", "category"],
+            "properties": {"rank": _INT, "excess_us": _NUM, "excess_pct": _NUM, "category": _STR}}},
+        "cross_rank": {"type": "object", "properties": {
+            "world_size": _INT, "matched_steps": _INT, "missing_ranks": {"type": "array", "items": _INT},
+            "imbalance_pct": _NUM, "note": _STR}},
+        # ---- end distributed issue ----
         "kernels": _ROWS, "operators": _ROWS, "copies": _ROWS, "syncs": _ROWS, "memory": _ROWS,
         "ranges": _ROWS,
         "compiled": {"type": "object", "properties": {

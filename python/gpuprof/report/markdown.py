@@ -114,6 +114,9 @@ def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROW
                 out.append(f"   - Docs: {md_escape(a['docs'])}")
         out.append("")
 
+    from .ranks_section import markdown_lines   # distributed issue: the cross-rank section
+
+    out += markdown_lines(data)
     for key, name in sec.TABLES:
         rows = sec.section(data, key)
         if rows:

@@ -194,6 +194,9 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     else:
         console.print("No complete step was recorded.")
 
+    from .ranks_section import render_text as _ranks   # distributed issue: the cross-rank section
+
+    _ranks(console, data)
     _gpu_summary(console, sec.devices(data))
     for line in sec.memory_lines(data):
         console.print(line)

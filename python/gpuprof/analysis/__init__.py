@@ -8,6 +8,10 @@ The package's data flow, one way only:
 
 Nothing downstream is imported here, and advice/ reads the dict through ``section`` below, never
 through report/.
+
+Analyses over several reports live in the submodules: cross-rank (``ranks``) and scaling studies
+(``scaling``): pure functions over plain dicts (per-rank summaries, report dicts), no torch, shared by
+live runs and folders of traces.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, Optional
 from . import _build_info
 from ._native import _core
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: ranks, stragglers, cross_rank, distributed (distributed issue)
 
 # (JSON key stem, display name), in the breakdown's priority order.
 CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]

@@ -1,0 +1,95 @@
+"""``gpuprof scaling RUN... [--batch-size N] [--format text|markdown|html|json] [--json OUT]``: reports of
+one training at different numbers of processes/nodes -> the scaling table (docs/distributed.md).
+Each RUN is rank 0's report.json of a run (its cross-rank report), or a folder of per-rank traces or
+reports (read as `gpuprof analyze DIR` does)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+
+from . import UserError
+
+COLUMNS = [("nodes", "nodes"), ("world_size", "world size"), ("global_batch", "global batch"),
+           ("step_us", "step ms"), ("samples_per_s", "samples/s"), ("speedup", "speed-up"),
+           ("efficiency_pct", "parallel efficiency %"), ("communication_pct", "communication % of step"),
+           ("imbalance_pct", "imbalance % of step")]
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("scaling", help="scaling table of one training run at several sizes",
+                              description="Nodes, world size, global batch, time per step, samples/s, "
+                                          "speed-up and parallel efficiency from runs of one training.")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="rank 0's report.json of a run, or a folder of rank files")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="samples per step per rank, when the reports do not record it")
+    p.add_argument("--format", choices=["text", "markdown", "html", "json"], default="text")
+    p.add_argument("--json", metavar="OUT", dest="json_out", help="also write {\"scaling\": [...]} here")
+    p.set_defaults(run=run)
+
+
+def _load(path: str) -> dict:
+    if os.path.isdir(path):
+        from ..ranks_folder import cross_rank_report, rank_files, summarize_files
+
+        files = rank_files(path)
+        if not files:
+            raise UserError(f"{path}: no trace files or gpuprof reports in this folder")
+        return cross_rank_report(summarize_files(files)).to_dict()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise UserError(f"{path}: {e.strerror}") from None
+    except ValueError as e:
+        raise UserError(f"{path}: not a JSON report ({e})") from None
+
+
+def _cell(key, v) -> str:
+    if v is None:
+        return "-"
+    if key == "step_us":
+        return f"{v / 1000:.2f}"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def run(args) -> int:
+    from ..analysis.scaling import run_row, scaling_table
+
+    rows = scaling_table([run_row(_load(p), batch_size=args.batch_size, label=p) for p in args.runs])
+    if any(r["global_batch"] is None for r in rows):
+        print("gpuprof scaling: the batch size is not recorded in some runs; pass --batch-size N "
+              "(samples per step per rank) for samples/s, speed-up and efficiency", flush=True)
+    payload = {"scaling": rows}
+    if args.json_out:
+        try:
+            with open(args.json_out, "w", encoding="utf-8") as f:
+                json.dump(payload, f, indent=2)
+                f.write("\n")
+        except OSError as e:
+            raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
+    cells = [[_cell(k, r[k]) for k, _ in COLUMNS] for r in rows]
+    heads = [h for _, h in COLUMNS]
+    if args.format == "json":
+        print(json.dumps(payload, indent=2))
+    elif args.format == "markdown":
+        from ..report.markdown import md_escape, table
+
+        print("\n".join(table(heads, [[md_escape(c) for c in row] for row in cells], ["---:"] * len(heads))))
+    elif args.format == "html":
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in cells)
+        print("<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuprof scaling</title></head><body>"
+              "<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads)
+              + f"</tr></thead><tbody>{body}</tbody></table></body></html>")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(box=None, header_style="bold")
+        for h in heads:
+            t.add_column(h, justify="right")
+        for row in cells:
+            t.add_row(*row)
+        Console(width=160, highlight=False, markup=False).print(t)
+    return 0
