@@ -106,6 +106,12 @@ def summarise(times: list[int], memory: dict, early: int, late: int, window: int
             "python_blocks_growth": blocks1 - blocks0}
 
 
+def medians_by_step(times, steps: int, window: int) -> dict:
+    """The median step time (us) of the window starting at every 20th of the run: the trend."""
+    return {i: statistics.median(times[i:i + window]) / 1e3
+            for i in range(0, steps - window + 1, max(1, steps // 20))}
+
+
 def by_step(memory: dict) -> dict:
     return {i: {"rss_mib": m[0] / 2**20, "heap_mib": m[1] / 2**20, "python_blocks": m[2]}
             for i, m in sorted(memory.items())}
@@ -125,7 +131,8 @@ def main() -> int:
     marks = sorted({early, late + window, *range(0, a.steps, max(1, a.steps // 20))})
     r = run(a.steps, window, marks)
     s = summarise(r["times"], r["memory"], early, late, window)
-    s.update({"memory_by_step": by_step(r["memory"]),
+    s.update({"median_us_by_step": medians_by_step(r["times"], a.steps, window),
+              "memory_by_step": by_step(r["memory"]),
               "steps": a.steps, "spans": r["reports"], "reports_kept": r["reports_kept"],
               "seconds": time.perf_counter() - t0,
               "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}"})
