@@ -175,10 +175,9 @@ TEST(Collector, MemoryLevelsAndRssLeaveAsSamples) {
   const Trace t = collect::drain();
   ASSERT_EQ(t.events.size(), 1u);
   ASSERT_EQ(t.memory.size(), 2u);
-  // Same tick, same time; an event's end is its start plus its converted duration, which may round
-  // 1 ns away from the converted end tick.
+  // Same tick, same time, at both ends of the event.
   EXPECT_EQ(t.memory[0].ts_ns, t.events[0].start_ns);
-  EXPECT_NEAR(double(t.memory[1].ts_ns), double(t.events[0].end_ns()), 1.0);
+  EXPECT_EQ(t.memory[1].ts_ns, t.events[0].end_ns());
   EXPECT_EQ(t.memory[0].bytes_delta, 4096);
   EXPECT_EQ(t.memory[0].total_allocated, 4096);
   EXPECT_EQ(t.memory[1].bytes_delta, -4096);
@@ -190,6 +189,28 @@ TEST(Collector, MemoryLevelsAndRssLeaveAsSamples) {
   // This test process's RSS: more than its code, less than the machine.
   EXPECT_GT(t.host_memory[0].rss_bytes, 1 << 20);
   EXPECT_LT(t.host_memory[0].rss_bytes, int64_t(1) << 40);
+}
+
+// A step's RSS is sampled at its end tick, and the step's row takes the samples inside [start, end]:
+// the sample must land exactly on the event's end, never 1 ns after it. Converting an event's
+// duration on its own (rather than its end tick) rounded separately and did that for about half of
+// all durations, so a step without a start sample (the first) showed no RSS at all now and then.
+TEST(Collector, AnEventEndsExactlyWhereASampleAtItsEndTickIs) {
+  collect::start({});
+  const int64_t t0 = collect::ticks();
+  for (int k = 1; k <= 500; ++k) {
+    const int64_t end = t0 + 7919 * k + k * k;   // durations of every remainder
+    collect::record(EventKind::StepMarker, "ProfilerStep#0", t0, end);
+    collect::record_memory(end, 0, k, 0, 0);
+  }
+  collect::stop();
+  const Trace t = collect::drain();
+  ASSERT_EQ(t.events.size(), 500u);
+  ASSERT_EQ(t.memory.size(), 500u);
+  for (const auto& m : t.memory) {
+    const auto& e = t.events.at(size_t(m.total_allocated - 1));
+    ASSERT_EQ(e.end_ns(), m.ts_ns) << "event " << m.total_allocated;
+  }
 }
 
 TEST(Collector, MemoryRecordsOutsideASessionAreDropped) {

@@ -39,7 +39,8 @@ def test_scaling_table_of_one_job_at_1_2_and_4_ranks(tmp_path):
     assert [r["nodes"] for r in rows] == [1, 1, 1]
     for r in rows:
         assert r["samples_per_s"] == pytest.approx(r["global_batch"] / (r["step_us"] / 1e6), rel=1e-3)
-        assert r["speedup"] == pytest.approx(r["samples_per_s"] / rows[0]["samples_per_s"], rel=1e-3)
+        # speedup is rounded to 3 decimals in the table
+        assert r["speedup"] == pytest.approx(r["samples_per_s"] / rows[0]["samples_per_s"], rel=1e-3, abs=5e-4)
         assert r["efficiency_pct"] == pytest.approx(100 * r["speedup"] / r["world_size"], abs=0.1)
     assert rows[0]["speedup"] == 1.0 and rows[0]["efficiency_pct"] == 100.0
     # More ranks than cores and an allreduce per step: the 4-rank run has communication in its step.

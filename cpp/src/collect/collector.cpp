@@ -437,8 +437,12 @@ Trace drain() {
   remember_clock(clock);
   split_memory_records(trace, clock);
   for (Event& e : trace.events) {
-    e.start_ns = clock.time(e.start_ns);
-    e.dur_ns = clock.duration(e.dur_ns);
+    // Both ends through the same mapping as the memory samples: an event's end and a sample taken
+    // at the same tick (the RSS read at a step's end) land on the same nanosecond. Converting the
+    // duration on its own rounds separately and could put the end 1 ns before such a sample.
+    const int64_t start = clock.time(e.start_ns);
+    e.dur_ns = clock.time(e.start_ns + e.dur_ns) - start;
+    e.start_ns = start;
   }
   trace.strings = registry().names;
   // Exited threads' buffers have been read: free them.
