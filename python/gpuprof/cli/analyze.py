@@ -63,29 +63,7 @@ def run(args) -> int:
             except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
                 raise UserError(str(e)) from None
             advance()
-    result = reports[0]
-    for i, report in enumerate(reports):
-        if i:
-            print()
-        print(report)
-    if args.json_out:
-        payload = [r.to_dict() for r in reports] if isinstance(result, list) else reports[0].to_dict()
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
-            with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump(payload, f, indent=2)
-                f.write("\n")
-        except OSError as e:
-            raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
-    if args.html_out:
-        stem, ext = os.path.splitext(args.html_out)
-        for i, report in enumerate(reports):
-            out = args.html_out if len(reports) == 1 else f"{stem}_{i}{ext or '.html'}"
-            try:
-                report.to_html(out)
-            except OSError as e:
-                raise UserError(f"cannot write {out}: {e.strerror}") from None
-    return 0
+    return _write_outputs(args, reports, lambda: reports[0].to_dict())
 
 
 # ---- distributed issue: a folder is map-reduce over its files --------------------------------------
@@ -99,7 +77,7 @@ def _run_folder(args) -> int:
     except OSError as e:   # the folder itself cannot be listed
         raise UserError(str(e)) from None
     if not files:
-        raise UserError(f"{args.path}: no trace files (*.json.gz, or *.json with traceEvents) and no "
+        raise UserError(f"{display_path(args.path)}: no trace files (*.json.gz, or *.json with traceEvents) and no "
                         "gpuprof reports in this folder")
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be 1 or more, got {args.workers}")
@@ -122,13 +100,20 @@ def _run_folder(args) -> int:
     job = args.ranks or any(s.get("world_size", 1) > 1 for s, _ in results)
     if job:
         reports = [cross_rank_report(results)]
-        payload = reports[0].to_dict()
+        payload = lambda: reports[0].to_dict()   # noqa: E731 (built only for --json)
     else:
         reports = []
         for f, (s, d) in zip(files, results):
             reports.append(Report(d) if d is not None else
                            Report(summarize_file(str(f), drop, keep_report="all")[1]))
-        payload = [r.to_dict() for r in reports]
+        payload = lambda: [r.to_dict() for r in reports]   # noqa: E731
+    return _write_outputs(args, reports, payload)
+
+
+def _write_outputs(args, reports: list, payload) -> int:
+    """Print the reports; write the JSON ``payload()`` (--json) and one HTML file per report (--html)."""
+    from ..analyze import display_path
+
     for i, report in enumerate(reports):
         if i:
             print()
@@ -137,10 +122,10 @@ def _run_folder(args) -> int:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
             with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump(payload, f, indent=2)
+                json.dump(payload(), f, indent=2)
                 f.write("\n")
         except OSError as e:
-            raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
+            raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:
         stem, ext = os.path.splitext(args.html_out)
         for i, report in enumerate(reports):
