@@ -358,6 +358,33 @@ void bind_analysis(py::module_& m) {
         return out;
       },
       py::arg("trace"), "Per-device GPU summary (utilization, SM efficiency, occupancy, tensor cores).");
+  m.def(
+      "step_event_tables",
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps, size_t top) {
+        std::vector<StepEventTables> tables;
+        {
+          py::gil_scoped_release release;
+          tables = step_event_tables(t, steps, top);
+        }
+        auto rows = [](const std::vector<NameTotal>& v) {
+          py::list out;
+          for (const NameTotal& r : v) out.append(py::make_tuple(r.name, r.calls, r.total_ns));
+          return out;
+        };
+        py::list out;
+        for (const StepEventTables& s : tables) {
+          py::dict d;
+          d["kernels_count"] = s.kernel_calls;
+          d["operators_count"] = s.operator_calls;
+          d["kernels"] = rows(s.kernels);
+          d["operators"] = rows(s.operators);
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("steps"), py::arg("top"),
+      "Per step (start_ns, end_ns): kernel and counted operator calls, and the top kernels and "
+      "operators by total time as (name, calls, total_ns).");
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
         "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");

@@ -104,14 +104,20 @@ def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Option
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed as done
 
+    # Workers are replaced after tasks_per_worker files by running the files in batches, one pool
+    # each, rather than with ProcessPoolExecutor(max_tasks_per_child=...): on Python 3.11 and 3.12
+    # that option deadlocks once a worker retires while files are still queued (CPython
+    # gh-115634, fixed only from 3.13), which hung every folder of more than workers x 25 files.
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, max_tasks_per_child=tasks_per_worker) as pool:
-        futs = {pool.submit(summarize_file, f, drop_incomplete_last_step, keep_report): i
-                for i, f in enumerate(files)}
-        for fut in done(futs):
-            results[futs[fut]] = fut.result()
-            if on_done:
-                on_done()
+    batch = workers * max(1, tasks_per_worker)
+    for first in range(0, len(files), batch):
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futs = {pool.submit(summarize_file, files[i], drop_incomplete_last_step, keep_report): i
+                    for i in range(first, min(first + batch, len(files)))}
+            for fut in done(futs):
+                results[futs[fut]] = fut.result()
+                if on_done:
+                    on_done()
     return results
 
 

@@ -160,6 +160,44 @@ TEST(OperatorTable, SameNameOnlyChildIsOneCallAsInTorchProfiler) {
   EXPECT_EQ(row("aten::empty").calls, 1);
 }
 
+// The HTML drill-down's per-step tables count what the operator table counts. Two steps,
+// [0, 1500) and [1500, 3500): the first holds the div_ pair (one call) and a kernel starting at 500;
+// the second holds the add_ pair with a sibling (two add_ calls, 1000 + 100), copy_, and a kernel
+// starting at 3400. The kernel at 3600 starts after both steps: in neither. Operator calls: 2 in
+// step 1 (div_, empty), 3 in step 2 (add_ twice, copy_); one kernel each. Top 1 keeps the longest.
+TEST(StepEventTables, PerStepCallsFollowTheOperatorTablesRule) {
+  Trace t;
+  add(t, EventKind::HostOp, "aten::div_", 0, 1000);
+  add(t, EventKind::HostOp, "aten::div_", 100, 900);
+  add(t, EventKind::HostOp, "aten::empty", 200, 300);
+  add_kernel(t, "div_kernel", 500, 550, 31, 10, 50.0f);
+  add(t, EventKind::HostOp, "aten::add_", 2000, 3000);
+  add(t, EventKind::HostOp, "aten::add_", 2100, 2200);
+  add(t, EventKind::HostOp, "aten::copy_", 2300, 2400);
+  add_kernel(t, "add_kernel", 3400, 3450, 32, 10, 50.0f);
+  add_kernel(t, "late_kernel", 3600, 3700, 33, 10, 50.0f);
+  const std::vector<uint8_t> repeated = repeated_op_calls(t, link_launches(t));
+  EXPECT_EQ(std::vector<uint8_t>(repeated.begin(), repeated.begin() + 3), (std::vector<uint8_t>{0, 1, 0}));
+  const auto steps = step_event_tables(t, {{0, 1500}, {1500, 3500}}, 1);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].operator_calls, 2);
+  EXPECT_EQ(steps[0].kernel_calls, 1);
+  ASSERT_EQ(steps[0].operators.size(), 1u);
+  EXPECT_EQ(steps[0].operators[0].name, "aten::div_");
+  EXPECT_EQ(steps[0].operators[0].calls, 1);
+  EXPECT_EQ(steps[0].operators[0].total_ns, 1000);
+  EXPECT_EQ(steps[1].operator_calls, 3);
+  EXPECT_EQ(steps[1].kernel_calls, 1);
+  EXPECT_EQ(steps[1].operators[0].name, "aten::add_");
+  EXPECT_EQ(steps[1].operators[0].calls, 2);
+  EXPECT_EQ(steps[1].operators[0].total_ns, 1100);
+  EXPECT_EQ(steps[1].kernels[0].name, "add_kernel");
+  // Operator table and steps agree: 1 div_ + 1 empty + 2 add_ + 1 copy_.
+  int64_t table_calls = 0;
+  for (const OperatorRow& r : operator_table(t, link_launches(t))) table_calls += r.calls;
+  EXPECT_EQ(table_calls, steps[0].operator_calls + steps[1].operator_calls);
+}
+
 TEST(RangeTable, UserRangesWithTheClosureInsideAnOptimizerStep) {
   Trace t;
   // Two optimizer steps. The first [0, 1000) runs a closure whose backward op ends at 700: closure

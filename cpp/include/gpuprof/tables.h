@@ -41,6 +41,28 @@ struct OperatorRow {
 };
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links);
 
+// torch.profiler's same-name rule (key_averages): 1 for a host op whose parent op has the same name
+// and no other child op (the same call seen twice: an autograd-level and a kernel-level
+// RecordFunction). The operator table and the per-step tables do not count such an op.
+std::vector<uint8_t> repeated_op_calls(const Trace& trace, const LaunchLinks& links);
+
+// Per step [start_ns, end_ns): the kernels and the counted host ops (repeated_op_calls left out)
+// that start in it, by name, the largest total first, at most `top` of each.
+struct NameTotal {
+  std::string name;
+  int64_t calls = 0;
+  int64_t total_ns = 0;
+};
+struct StepEventTables {
+  int64_t kernel_calls = 0;
+  int64_t operator_calls = 0;
+  std::vector<NameTotal> kernels;
+  std::vector<NameTotal> operators;
+};
+std::vector<StepEventTables> step_event_tables(const Trace& trace,
+                                               const std::vector<std::pair<int64_t, int64_t>>& steps,
+                                               size_t top);
+
 // One row per user range name (gpuprof.range, record_function, torch's Optimizer.step#... ranges;
 // not the ProfilerStep#N markers). closure_ns: the part of the ranges that ends with the last
 // backward op inside them (an optimizer stepped with a closure runs forward and backward there).

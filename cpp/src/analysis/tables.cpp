@@ -118,14 +118,12 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
   // op whose parent has the same name and has no other child op is the same call seen twice (an
   // autograd-level and a kernel-level RecordFunction, e.g. aten::add_ in aten::add_). It is not
   // counted; its parent keeps its children's time and its device work (docs/metrics.md).
-  std::vector<uint32_t> child_ops(n, 0);
-  for (uint32_t i : ops)
-    if (links.parent_op[i] != kNoIndex) ++child_ops[links.parent_op[i]];
+  const std::vector<uint8_t> repeated = repeated_op_calls(t, links);
   std::vector<uint32_t> keep_as(n, kNoIndex);   // the counted op an op's time belongs to
   std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0);
   for (uint32_t i : ops) {   // outer first: a parent is resolved before its children
     const uint32_t parent = links.parent_op[i];
-    const bool dup = parent != kNoIndex && child_ops[parent] == 1 && t.events[parent].name == t.events[i].name;
+    const bool dup = repeated[i] != 0;
     keep_as[i] = dup ? keep_as[parent] : i;
     counted_device_self_ns[keep_as[i]] += device_self_ns[i];
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
@@ -156,6 +154,62 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
   });
   return rows;
+}
+
+std::vector<uint8_t> repeated_op_calls(const Trace& t, const LaunchLinks& links) {
+  const size_t n = t.events.size();
+  std::vector<uint32_t> child_ops(n, 0);
+  for (uint32_t i = 0; i < n; ++i)
+    if (t.events[i].kind == EventKind::HostOp && links.parent_op[i] != kNoIndex) ++child_ops[links.parent_op[i]];
+  std::vector<uint8_t> repeated(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (t.events[i].kind != EventKind::HostOp) continue;
+    const uint32_t parent = links.parent_op[i];
+    repeated[i] = parent != kNoIndex && child_ops[parent] == 1 && t.events[parent].name == t.events[i].name;
+  }
+  return repeated;
+}
+
+std::vector<StepEventTables> step_event_tables(const Trace& t,
+                                               const std::vector<std::pair<int64_t, int64_t>>& steps,
+                                               size_t top) {
+  std::vector<StepEventTables> out(steps.size());
+  if (steps.empty()) return out;
+  const std::vector<uint8_t> repeated = repeated_op_calls(t, link_launches(t));
+  std::vector<int64_t> starts;
+  starts.reserve(steps.size());
+  for (const auto& s : steps) starts.push_back(s.first);
+  // Per step, name id -> (calls, total); kernels and operators apart.
+  std::vector<std::unordered_map<uint32_t, std::pair<int64_t, int64_t>>> kernels(steps.size()), ops(steps.size());
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    const bool kernel = e.kind == EventKind::Kernel;
+    if (!kernel && !(e.kind == EventKind::HostOp && !repeated[i])) continue;
+    // The step an event belongs to: the last one starting at or before it, if it has not ended.
+    const auto it = std::upper_bound(starts.begin(), starts.end(), e.start_ns);
+    if (it == starts.begin()) continue;
+    const size_t k = size_t(it - starts.begin()) - 1;
+    if (e.start_ns >= steps[k].second) continue;
+    auto& acc = (kernel ? kernels : ops)[k][e.name];
+    ++acc.first;
+    acc.second += e.dur_ns;
+    ++(kernel ? out[k].kernel_calls : out[k].operator_calls);
+  }
+  auto tops = [&](const std::unordered_map<uint32_t, std::pair<int64_t, int64_t>>& by_name) {
+    std::vector<NameTotal> rows;
+    rows.reserve(by_name.size());
+    for (const auto& [name, acc] : by_name) rows.push_back({t.strings.at(name), acc.first, acc.second});
+    std::sort(rows.begin(), rows.end(), [](const NameTotal& a, const NameTotal& b) {
+      return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+    });
+    if (rows.size() > top) rows.resize(top);
+    return rows;
+  };
+  for (size_t k = 0; k < steps.size(); ++k) {
+    out[k].kernels = tops(kernels[k]);
+    out[k].operators = tops(ops[k]);
+  }
+  return out;
 }
 
 std::vector<RangeRow> range_table(const Trace& t) {

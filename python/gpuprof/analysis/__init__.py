@@ -180,42 +180,23 @@ def _median_step(steps: list[dict]) -> dict:
 
 def step_views(trace, steps: list[dict]) -> dict:
     """Computed when a report with its trace is first saved or drawn (``Report.to_dict``,
-    ``to_json``, ``to_html``), not by ``analyse``: it reads every host op and kernel through the
-    bindings, as long again as the analysis on a large trace, and a text report does not need it.
+    ``to_json``, ``to_html``), not by ``analyse``: a text report does not need it. The per-step
+    tables are one native pass; only the two drawn steps' events come to Python.
 
     The events of the slowest and the median step (capped), per-step top kernels and
     operators, and which steps are outliers: what the HTML report draws and drills into."""
-    import bisect
-
     if not steps:
         return {"timelines": [], "per_step": {}, "outliers": [], "event_cap": TIMELINE_EVENT_CAP}
-    starts = [s["start_ns"] for s in steps]
     slowest = max(steps, key=lambda s: s["total_us"])
     typical = _median_step(steps)
     drawn = [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
-    per_step: dict[int, dict[str, dict[str, list]]] = {}
-    picked: dict[int, list] = {id(s): [] for _, s in drawn}
-    for kind in _DRAWN:
-        events = _core.trace_events(trace, kind)
-        repeated = _repeated_calls(events) if kind == "host_op" else set()
-        for k, e in enumerate(events):
-            start, dur = e["start_ns"], e["dur_ns"]
-            i = bisect.bisect_right(starts, start) - 1
-            if i < 0 or start >= steps[i]["end_ns"]:
-                continue
-            step = steps[i]
-            if kind in ("kernel", "host_op") and k not in repeated:
-                table = per_step.setdefault(step["step"], {"kernels": {}, "operators": {}})
-                row = table["kernels" if kind == "kernel" else "operators"].setdefault(e["name"], [0, 0])
-                row[0] += 1
-                row[1] += dur
-            if id(step) in picked:
-                picked[id(step)].append(e)
+    # Per-step kernels and operators (the operator table's same-name rule), in one native pass.
+    tables = _core.step_event_tables(trace, [(s["start_ns"], s["end_ns"]) for s in steps], TOP_PER_STEP)
     timelines = []
     for label, step in drawn:
-        events = picked[id(step)]
         # Device work first (every kernel, copy and set, up to the cap), then the longest host events.
-        kept = sorted(events, key=lambda e: (e["kind"] not in _DEVICE_KINDS, -e["dur_ns"]))[:TIMELINE_EVENT_CAP]
+        kept, total = _core.trace_events_between(trace, step["start_ns"], step["end_ns"], list(_DRAWN),
+                                                 TIMELINE_EVENT_CAP)
         kept.sort(key=lambda e: (e["start_ns"], -e["dur_ns"]))
         names: list[str] = []
         index: dict[str, int] = {}
@@ -239,40 +220,18 @@ def step_views(trace, steps: list[dict]) -> dict:
         timelines.append({"label": label, "step": step["step"], "total_us": step["total_us"],
                           "lanes": sorted(lanes, key=lambda l: (not l.startswith("host"), l)),
                           "lane_order": lanes, "names": names, "events": rows, "counts": counts,
-                          "left_out": len(events) - len(kept)})
+                          "left_out": total - len(kept)})
     # Lanes are stored in first-seen order; rows point into lane_order.
     tops = {}
-    for step_no, tables in per_step.items():
-        tops[str(step_no)] = {
-            f"{key}_count": sum(c for c, _ in rows.values()) for key, rows in tables.items()}
-        tops[str(step_no)].update({
-            key: [{"name": n, "calls": c, "total_us": round(t / 1000.0, 3)}
-                  for n, (c, t) in sorted(rows.items(), key=lambda kv: -kv[1][1])[:TOP_PER_STEP]]
-            for key, rows in tables.items()})
+    for step, table in zip(steps, tables):
+        if not (table["kernels_count"] or table["operators_count"]):
+            continue
+        tops[str(step["step"])] = {
+            "kernels_count": table["kernels_count"], "operators_count": table["operators_count"],
+            **{key: [{"name": n, "calls": c, "total_us": round(t / 1000.0, 3)} for n, c, t in table[key]]
+               for key in ("kernels", "operators")}}
     return {"timelines": timelines, "per_step": tops, "outliers": outlier_steps(steps),
             "event_cap": TIMELINE_EVENT_CAP}
-
-
-def _repeated_calls(ops: list) -> set:
-    """Indices of host ops the operator table does not count (its same-name rule, docs/metrics.md):
-    an op whose parent op on the same thread has the same name and no other child op is the same
-    call seen twice, so the drill-down's per-step operators add up to the operator table."""
-    order = sorted(range(len(ops)), key=lambda k: (ops[k]["tid"], ops[k]["start_ns"], -ops[k]["dur_ns"]))
-    parent = {}
-    children: dict[int, int] = {}
-    stack: list[int] = []
-    tid = None
-    for k in order:
-        e = ops[k]
-        if e["tid"] != tid:
-            tid, stack = e["tid"], []
-        while stack and ops[stack[-1]]["start_ns"] + ops[stack[-1]]["dur_ns"] <= e["start_ns"]:
-            stack.pop()
-        if stack:
-            parent[k] = stack[-1]
-            children[stack[-1]] = children.get(stack[-1], 0) + 1
-        stack.append(k)
-    return {k for k, p in parent.items() if children[p] == 1 and ops[p]["name"] == ops[k]["name"]}
 
 
 def outlier_steps(steps: list[dict]) -> list[int]:

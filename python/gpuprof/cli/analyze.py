@@ -4,7 +4,6 @@ distributed job gives one cross-rank report (docs/distributed.md). Loads neither
 
 from __future__ import annotations
 
-import json
 import os
 
 from . import UserError
@@ -113,6 +112,7 @@ def _run_folder(args) -> int:
 def _write_outputs(args, reports: list, payload) -> int:
     """Print the reports; write the JSON ``payload()`` (--json) and one HTML file per report (--html)."""
     from ..analyze import display_path
+    from ..report.model import dumps_report
 
     for i, report in enumerate(reports):
         if i:
@@ -121,9 +121,11 @@ def _write_outputs(args, reports: list, payload) -> int:
     if args.json_out:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
+            data = payload()
+            text = (dumps_report(data) if isinstance(data, dict) else
+                    "[\n" + ",\n".join(dumps_report(d) for d in data) + "\n]")
             with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump(payload(), f, indent=2)
-                f.write("\n")
+                f.write(text + "\n")
         except OSError as e:
             raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:
