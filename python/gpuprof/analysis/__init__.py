@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import _build_info
-from ._native import _core
+from .. import _build_info
+from .._native import _core
 
 SCHEMA_VERSION = 2   # 2: ranks, stragglers, cross_rank, distributed (distributed issue)
 
