@@ -213,6 +213,7 @@ class GpuCollection:
                              if not wanted else "not started"}
         self._warned = False
         self._started = False
+        self._search_dirs: Optional[list] = None
 
     def start(self) -> None:
         """At the start of an active span (and when warmup ends: a new epoch)."""
@@ -252,9 +253,18 @@ class GpuCollection:
 
     def _gpu_start(self) -> dict:
         # NVML polls only the devices in use (a rank of an 8-GPU job its own GPU); all of them
-        # before CUDA is initialised.
-        return _core.gpu_start(cupti_search_dirs(), max_events=self.max_events,
-                               nvml_devices=devices_in_use())
+        # before CUDA is initialised. The CUPTI folders are looked up once per session (about
+        # 50 us a lookup, and a span may be one step long).
+        if self._search_dirs is None:
+            self._search_dirs = cupti_search_dirs()
+        # Every argument positionally: called with keywords, pybind11 interns the name of each
+        # parameter it looks for among them, and names that no Python code holds (buffer_bytes, ...)
+        # were added to and removed from the interpreter's table of interned strings at every span;
+        # after some 7,600 one-step spans that churn made the table reallocate at twice its size
+        # (+1.8 MiB held for good). Defaults as in the binding: 4 MiB CUPTI buffers, at most 32,
+        # driver API records on, NVML sampled every 100 ms.
+        return _core.gpu_start(self._search_dirs, 4 << 20, 32, self.max_events, True, 100,
+                               devices_in_use())
 
     def _nvtx_injection(self) -> str:
         """Whether the user's NVTX ranges are collected, in one line (and how to turn it on)."""

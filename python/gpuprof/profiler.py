@@ -9,6 +9,7 @@ import os
 import sys
 import time
 import traceback
+from collections import deque
 from typing import Callable, Optional
 
 from . import _distributed, _native
@@ -25,6 +26,8 @@ _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 _HOOKED = (ProfilerAction.WARMUP,) + _RECORDING
 
 _active_session: Optional["profile"] = None
+
+DEFAULT_KEEP_REPORTS = 8   # reports() keeps this many of the latest spans (profile(keep_reports=...))
 
 
 class ProfilerError(RuntimeError):
@@ -63,15 +66,24 @@ class profile:
         rank_timeout_s: in a torch.distributed job, how long rank 0 waits at the end of a span for
             the other ranks' summaries (default 60 s, or $GPUPROF_RANK_TIMEOUT_S) before naming the
             missing ones in its report.
+        keep_reports: how many of the latest spans' reports ``reports()`` keeps (default 8), so
+            that a run of many spans (``repeat=0`` over days) holds a bounded number of them; None
+            keeps every span (memory then grows with each span). ``on_trace_ready`` sees every span.
     """
 
     def __init__(self, *, schedule: Optional[Callable[[int], ProfilerAction]] = None,
                  on_trace_ready: Optional[Callable[["profile"], None]] = None,
                  record_shapes: bool = False, max_events: int = 4_000_000, gpu: bool = True,
                  profile_memory: bool = False, batch_size: Optional[int] = None,
-                 rank_timeout_s: Optional[float] = None) -> None:
+                 rank_timeout_s: Optional[float] = None,
+                 keep_reports: Optional[int] = DEFAULT_KEEP_REPORTS) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
+        if keep_reports is not None and (isinstance(keep_reports, bool) or not isinstance(keep_reports, int)
+                                         or keep_reports < 1):
+            raise ValueError("gpuprof.profile: keep_reports must be a positive integer (how many of the "
+                             f"latest spans reports() keeps) or None (every span), got {keep_reports!r}")
+        self.keep_reports = keep_reports
         self.schedule = schedule or always_record
         self.on_trace_ready = on_trace_ready
         self.record_shapes = bool(record_shapes)
@@ -87,6 +99,8 @@ class profile:
         self.step_num = 0
         self.current_action = ProfilerAction.NONE
         self._report: Optional[Report] = None
+        self._reports: deque = deque(maxlen=self.keep_reports)
+        self._last_complete: Optional[dict] = None   # source of the latest complete span
         self._spans_completed = 0
         self._step_start_ticks = 0
         self._hooked = False
@@ -128,7 +142,8 @@ class profile:
         _active_session = self
         self.step_num = 0
         self._report = None
-        self._reports = []
+        self._reports = deque(maxlen=self.keep_reports)
+        self._last_complete = None
         self._spans_completed = 0
         try:
             self._exchange = None   # distributed issue: made at the first span end (see _cross_rank)
@@ -277,20 +292,28 @@ class profile:
         numbers = [s["step"] for s in report.steps]
         if numbers:
             source["first_step"], source["last_step"] = numbers[0], numbers[-1]
-        complete = [r for r in self._reports if not r.to_dict()["source"].get("partial_span")]
-        if partial and complete:
-            last = complete[-1].to_dict()["source"]
+        last = self._last_complete
+        if partial and last is not None:
+            # The partial span is the session's last: the complete one is the span just before it,
+            # hence reports()[-2] once this one is appended (unless keep_reports=1).
             source["complete_span"] = last["span"]
+            kept = self.keep_reports is None or self.keep_reports >= 2
+            after = len(self._reports) + 1 if self.keep_reports is None else \
+                min(len(self._reports) + 1, self.keep_reports)
+            where = f"prof.reports()[{after - 2}]"
             source["note"] = (
                 f"partial span ({_steps_text(source)}), cut short when the profiled block ended; "
-                f"span {last['span']} is complete ({_steps_text(last)}): prof.reports() "
-                f"gives every span, prof.reports()[{last['span']}] that one")
+                f"span {last['span']} is complete ({_steps_text(last)})"
+                + (f": {where} gives it" if kept else
+                   " (not kept: keep_reports=1; on_trace_ready received it)"))
         report._data["source"] = source
-        # Every span stays reachable (prof.reports()); only the two latest keep their native trace,
-        # so a long run with repeat=0 does not hold every span's events in memory.
+        if not partial:
+            self._last_complete = {k: source.get(k) for k in ("span", "first_step", "last_step")}
+        # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
+        # latest keep their native trace, so a long run with repeat=0 holds a bounded amount.
         self._reports.append(report)
-        for old in self._reports[:-2]:
-            old.trace = None
+        if len(self._reports) > 2:
+            self._reports[-3].trace = None
         self._report = report
         self._cross_rank(failed and not peer_failure)   # distributed issue
         self._spans_completed += 1
@@ -338,8 +361,10 @@ class profile:
 
     # ---- results --------------------------------------------------------------------------------
     def reports(self) -> list:
-        """Every span of the session, in order (``source.span`` is the index); the reports of spans
-        before the two latest no longer hold their native trace (``report.trace`` is None)."""
+        """The latest spans of the session, oldest first: all of them up to ``keep_reports`` (8 by
+        default), then the latest ``keep_reports``. ``source.span`` is each one's index in the
+        session (spans dropped earlier still count). Reports before the two latest no longer hold
+        their native trace (``report.trace`` is None)."""
         return list(self._reports)
 
     def report(self) -> Report:

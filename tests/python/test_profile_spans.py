@@ -1,6 +1,10 @@
-"""Which span prof.report() gives, and every span through prof.reports() (issue 16, item 7)."""
+"""Which span prof.report() gives, and the latest spans through prof.reports() (issue 16, item 7;
+bounded to keep_reports spans for long runs: reliability issue, item 5)."""
 
 from __future__ import annotations
+
+import gc
+import weakref
 
 import pytest
 
@@ -9,11 +13,11 @@ torch = pytest.importorskip("torch")
 import gpuprof  # noqa: E402
 
 
-def _loop(schedule, steps):
+def _loop(schedule, steps, **kwargs):
     torch.manual_seed(0)
     m = torch.nn.Linear(8, 8)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    with gpuprof.profile(schedule=schedule) as prof:
+    with gpuprof.profile(schedule=schedule, **kwargs) as prof:
         for _ in range(steps):
             m(torch.randn(4, 8)).sum().backward()
             opt.step()
@@ -30,7 +34,7 @@ def test_partial_last_span_is_reported_and_names_the_complete_one():
     src = prof.report().to_dict()["source"]
     assert prof.report() is spans[-1]
     assert src["partial_span"] and (src["first_step"], src["last_step"]) == (7, 7)
-    assert src["complete_span"] == 0 and "steps 2..4" in src["note"] and "prof.reports()" in src["note"]
+    assert src["complete_span"] == 0 and "steps 2..4" in src["note"] and "prof.reports()[0] gives it" in src["note"]
     assert src["note"] in prof.report().to_text(width=200)
     first = spans[0].to_dict()["source"]
     assert not first["partial_span"] and (first["first_step"], first["last_step"]) == (2, 4)
@@ -45,3 +49,63 @@ def test_repeat_zero_keeps_every_cycle_and_drops_old_traces():
     assert not any(r.to_dict()["source"]["partial_span"] for r in spans)
     # Only the two latest spans keep their native trace (memory stays bounded on long runs).
     assert [r.trace is not None for r in spans] == [False, False, True, True]
+
+
+def _spans(prof):
+    return [r.to_dict()["source"]["span"] for r in prof.reports()]
+
+
+def test_many_spans_keep_only_the_latest_reports_and_free_the_others():
+    # active=1, repeat=0: every step is a span. 300 spans; reports() keeps the latest 8 (the default)
+    # and every older Report is freed (a weak reference to each, taken in on_trace_ready, dies), so
+    # a run of days with repeat=0 holds 8 reports, not one per step.
+    refs = []
+    steps = 300
+    torch.manual_seed(0)
+    m = torch.nn.Linear(8, 8)
+    with gpuprof.profile(schedule=gpuprof.schedule(wait=0, warmup=0, active=1),
+                         on_trace_ready=lambda p: refs.append(weakref.ref(p.report()))) as prof:
+        for _ in range(steps):
+            m(torch.randn(4, 8)).sum().backward()
+            prof.step()
+    assert len(refs) == steps
+    assert gpuprof.profile().keep_reports == 8
+    kept = prof.reports()
+    assert len(kept) == 8 and _spans(prof) == list(range(steps - 8, steps))   # true span indices
+    assert [r.steps[0]["step"] for r in kept] == list(range(steps - 8, steps))
+    assert prof.report() is kept[-1]
+    assert [r.trace is not None for r in kept] == [False] * 6 + [True, True]
+    gc.collect()
+    assert sum(ref() is not None for ref in refs) == 8
+
+
+def test_keep_reports_none_keeps_every_span_and_a_bound_applies_to_any_schedule():
+    every = _loop(gpuprof.schedule(wait=0, warmup=0, active=1), 20, keep_reports=None)
+    assert _spans(every) == list(range(20))
+    assert [r.trace is not None for r in every.reports()] == [False] * 18 + [True, True]
+    three = _loop(gpuprof.schedule(wait=1, warmup=0, active=1), 20, keep_reports=3)  # 10 spans
+    assert _spans(three) == [7, 8, 9] and [r.steps[0]["step"] for r in three.reports()] == [15, 17, 19]
+    for bad in (0, -1, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="keep_reports"):
+            gpuprof.profile(keep_reports=bad)
+
+
+@pytest.mark.parametrize("keep, index", [(None, 4), (8, 4), (3, 1), (2, 0)])
+def test_partial_span_note_points_at_a_report_that_is_kept(keep, index):
+    # cycles of 3 (wait=1, warmup=0, active=2) over 17 steps: complete spans 0-4 record steps
+    # 1-2, 4-5, ..., 13-14; step 16 starts span 5, cut short by the end of the block.
+    prof = _loop(gpuprof.schedule(wait=1, warmup=0, active=2), 17, keep_reports=keep)
+    src = prof.report().to_dict()["source"]
+    assert src["partial_span"] and (src["first_step"], src["span"], src["complete_span"]) == (16, 5, 4)
+    assert f"span 4 is complete (steps 13..14): prof.reports()[{index}] gives it" in src["note"]
+    named = prof.reports()[index].to_dict()["source"]
+    assert named["span"] == 4 and not named["partial_span"]
+
+
+def test_partial_span_note_with_keep_reports_1_says_the_complete_span_is_not_kept():
+    prof = _loop(gpuprof.schedule(wait=1, warmup=0, active=2), 17, keep_reports=1)
+    assert _spans(prof) == [5]
+    src = prof.report().to_dict()["source"]
+    assert src["complete_span"] == 4
+    assert "span 4 is complete (steps 13..14) (not kept: keep_reports=1; on_trace_ready received it)" \
+        in src["note"]

@@ -134,7 +134,9 @@ def test_timeline_of_a_live_cpu_loop_has_the_steps_operators_and_names_stay_text
     views = report.to_dict()["step_views"]
     for drawn, tl in zip(result["timelines"], views["timelines"]):
         assert tl["left_out"] == 0
-        assert drawn["host_op"] == tl["counts"]["host_op"] == views["per_step"][str(tl["step"])]["operators_count"] > 0
+        # Every host op is drawn; the step's operator count leaves out the inner half of a same-name
+        # pair (aten::add_ inside aten::add_), as the operator table does.
+        assert drawn["host_op"] == tl["counts"]["host_op"] >= views["per_step"][str(tl["step"])]["operators_count"] > 0
     # the span's operator table is the per-step counts added up
     assert sum(v["operators_count"] for v in views["per_step"].values()) == \
         sum(r["calls"] for r in report.operators)

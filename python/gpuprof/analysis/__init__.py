@@ -196,13 +196,15 @@ def step_views(trace, steps: list[dict]) -> dict:
     per_step: dict[int, dict[str, dict[str, list]]] = {}
     picked: dict[int, list] = {id(s): [] for _, s in drawn}
     for kind in _DRAWN:
-        for e in _core.trace_events(trace, kind):
+        events = _core.trace_events(trace, kind)
+        repeated = _repeated_calls(events) if kind == "host_op" else set()
+        for k, e in enumerate(events):
             start, dur = e["start_ns"], e["dur_ns"]
             i = bisect.bisect_right(starts, start) - 1
             if i < 0 or start >= steps[i]["end_ns"]:
                 continue
             step = steps[i]
-            if kind in ("kernel", "host_op"):
+            if kind in ("kernel", "host_op") and k not in repeated:
                 table = per_step.setdefault(step["step"], {"kernels": {}, "operators": {}})
                 row = table["kernels" if kind == "kernel" else "operators"].setdefault(e["name"], [0, 0])
                 row[0] += 1
@@ -249,6 +251,28 @@ def step_views(trace, steps: list[dict]) -> dict:
             for key, rows in tables.items()})
     return {"timelines": timelines, "per_step": tops, "outliers": outlier_steps(steps),
             "event_cap": TIMELINE_EVENT_CAP}
+
+
+def _repeated_calls(ops: list) -> set:
+    """Indices of host ops the operator table does not count (its same-name rule, docs/metrics.md):
+    an op whose parent op on the same thread has the same name and no other child op is the same
+    call seen twice, so the drill-down's per-step operators add up to the operator table."""
+    order = sorted(range(len(ops)), key=lambda k: (ops[k]["tid"], ops[k]["start_ns"], -ops[k]["dur_ns"]))
+    parent = {}
+    children: dict[int, int] = {}
+    stack: list[int] = []
+    tid = None
+    for k in order:
+        e = ops[k]
+        if e["tid"] != tid:
+            tid, stack = e["tid"], []
+        while stack and ops[stack[-1]]["start_ns"] + ops[stack[-1]]["dur_ns"] <= e["start_ns"]:
+            stack.pop()
+        if stack:
+            parent[k] = stack[-1]
+            children[stack[-1]] = children.get(stack[-1], 0) + 1
+        stack.append(k)
+    return {k for k, p in parent.items() if children[p] == 1 and ops[p]["name"] == ops[k]["name"]}
 
 
 def outlier_steps(steps: list[dict]) -> list[int]:

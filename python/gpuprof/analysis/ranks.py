@@ -20,7 +20,7 @@ import re
 import statistics
 from typing import Iterable, Optional
 
-from ..report.model import CATEGORIES
+from . import CATEGORIES
 
 COMM = "communication_us"
 CATEGORY_KEYS = [f"{k}_us" for k, _ in CATEGORIES]
