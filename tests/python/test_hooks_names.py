@@ -64,3 +64,30 @@ def test_ops_on_four_threads_keep_their_names():
     assert len({next(iter(t)) for t in tids_of.values()}) == 4
     ops = Counter(trace.event_names("host_op"))
     assert ops["aten::mul_"] == 4 * per_thread and ops["aten::add_"] == 4 * per_thread
+
+
+def test_record_shapes_match_torch_profiler_input_shapes():
+    # The hooks hand the input sizes over as a list of integers and the collector writes the text
+    # once per distinct list: it must read exactly as torch.profiler's input shapes do (scalars,
+    # tensor lists and 0-dim tensors as [], one list per input), op by op, for the same work.
+    a, b, c = torch.randn(4, 5), torch.randn(5, 6), torch.randn(6)
+
+    def work():
+        torch.mm(a, b)
+        torch.addmm(c, a, b)
+        torch.relu(a)
+        a.add(1.5)
+        torch.cat([a, a])
+        torch.mm(a, b)   # the same list again: the text interned the first time
+
+    with gpuprof.profile(record_shapes=True) as prof:
+        work()
+        prof.step()
+    ours = {(r["name"], r["input_shapes"]) for r in prof.report().to_dict()["operators"]}
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                record_shapes=True) as tp:
+        work()
+    theirs = {(e.key, str(e.input_shapes)) for e in tp.key_averages(group_by_input_shape=True)}
+    assert {("aten::mm", "[[4, 5], [5, 6]]"), ("aten::addmm", "[[6], [4, 5], [5, 6], [], []]"),
+            ("aten::add", "[[4, 5], [], []]"), ("aten::cat", "[[], []]")} <= ours
+    assert ours <= theirs, ours - theirs
