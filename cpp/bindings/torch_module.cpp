@@ -11,6 +11,10 @@ PYBIND11_MODULE(_torchhooks, m) {
   m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false);
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);
+  m.def("_install_idle", &gpuprof::collect::install_idle_hooks, py::arg("needs_inputs") = false,
+        "Bench only (bench/overhead_callgrind.py): callbacks that do nothing, to measure what "
+        "LibTorch spends on running any callback.");
+  m.def("_remove_idle", &gpuprof::collect::remove_idle_hooks);
   m.def("aten_has_global_callbacks", &gpuprof::collect::aten_has_global_callbacks);
   m.def("install_memory_reporter", &gpuprof::collect::install_memory_reporter,
         "Record device allocator levels on this thread (and the autograd threads it starts); "

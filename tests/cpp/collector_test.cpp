@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -228,4 +233,141 @@ TEST(Collector, ClockIsMonotonic) {
   const int64_t b = collect::now_ns();
   EXPECT_GT(a, 0);
   EXPECT_GE(b, a);
+}
+
+// The hooks' path (host_enter_now) looks a name up by its address first. A RecordFunction's name
+// can be a std::string inside it, so the same address holds one name now and another later (a
+// stack slot reused by the next op): every event must carry the text that was there at its enter,
+// never the one cached from an earlier op at the same address. Same length and a different last
+// character (ProfilerStep#10 / #11), shorter, longer, and back to an earlier text: each is caught.
+TEST(Collector, NameAtAReusedAddressIsNeverStale) {
+  const std::vector<std::string> texts = {"ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#1",
+                                          "ProfilerStep#100", "aten::add", "ProfilerStep#10"};
+  char storage[64];
+  collect::start({});
+  for (int round = 0; round < 3; ++round) {
+    for (const std::string& text : texts) {
+      std::memcpy(storage, text.c_str(), text.size() + 1);
+      int key;
+      collect::host_enter_now(&key, storage, EventKind::HostOp);
+      collect::host_exit_now(&key);
+    }
+  }
+  // Two addresses with the same text share one name (and the literal's address stays cached).
+  static const char kLiteral[] = "aten::add";
+  for (int i = 0; i < 3; ++i) {
+    int key;
+    const int64_t dims[] = {1, 4, 1, 4};
+    collect::host_enter_now(&key, kLiteral, EventKind::HostOp, dims, 4);
+    collect::host_exit_now(&key);
+  }
+  collect::stop();
+  Trace t = collect::drain();
+  ASSERT_EQ(t.events.size(), 3 * texts.size() + 3);
+  for (size_t i = 0; i < 3 * texts.size(); ++i)
+    EXPECT_EQ(t.name_of(t.events[i]), texts[i % texts.size()]) << "event " << i;
+  for (size_t i = 3 * texts.size(); i < t.events.size(); ++i) {
+    EXPECT_EQ(t.name_of(t.events[i]), "aten::add");
+    EXPECT_EQ(t.strings.at(t.events[i].aux), "[[4], [4]]");
+    EXPECT_EQ(t.events[i].name, t.events[4].name);   // one entry for "aten::add" in the table
+  }
+  for (const Event& e : t.events) EXPECT_GE(e.dur_ns, 0);
+}
+
+// A new session has a new name table: an address cached in the previous session must not hand
+// out that session's id. Session 1 interns "aten::mm" first; session 2 interns other names before
+// looking up the same address again.
+TEST(Collector, AddressCacheStartsAfreshWithEachSession) {
+  static const char kMm[] = "aten::mm";
+  for (int s = 0; s < 2; ++s) {
+    collect::start({});
+    int key;
+    if (s == 1) {
+      collect::record(EventKind::UserRange, "first-in-session-2", 0, 1);
+      collect::record(EventKind::UserRange, "second-in-session-2", 0, 1);
+    }
+    collect::host_enter_now(&key, kMm, EventKind::HostOp);
+    collect::host_exit_now(&key);
+    collect::stop();
+    Trace t = collect::drain();
+    ASSERT_EQ(t.events.size(), s == 0 ? 1u : 3u);
+    EXPECT_EQ(t.name_of(t.events.back()), "aten::mm") << "session " << s;
+  }
+}
+
+// Four threads, each reusing one buffer of its own for changing names and sharing two literals,
+// keep every event's name: the per-thread caches never mix.
+TEST(Collector, AddressCacheOnFourThreadsKeepsEveryName) {
+  constexpr int kThreads = 4, kOps = 3000;
+  static const char kShared[] = "aten::shared_op";
+  static const char kOther[] = "aten::other_op";
+  collect::SessionConfig config;
+  config.max_events = 1'000'000;
+  collect::start(config);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kThreads; ++w) {
+    threads.emplace_back([w] {
+      char own[32];
+      for (int i = 0; i < kOps; ++i) {
+        std::snprintf(own, sizeof(own), "t%d_op%d", w, i % 7);
+        int outer, inner;
+        collect::host_enter_now(&outer, own, EventKind::UserRange);
+        collect::host_enter_now(&inner, i % 2 ? kShared : kOther, EventKind::HostOp);
+        collect::host_exit_now(&inner);
+        collect::host_exit_now(&outer);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  collect::stop();
+  Trace t = collect::drain();
+  ASSERT_EQ(t.events.size(), size_t(2 * kThreads * kOps));
+  EXPECT_EQ(count_named(t, kShared), size_t(kThreads * kOps / 2));
+  EXPECT_EQ(count_named(t, kOther), size_t(kThreads * kOps / 2));
+  for (int w = 0; w < kThreads; ++w)
+    for (int k = 0; k < 7; ++k) {
+      const std::string name = "t" + std::to_string(w) + "_op" + std::to_string(k);
+      size_t expected = 0;
+      for (int i = 0; i < kOps; ++i) expected += (i % 7 == k);
+      EXPECT_EQ(count_named(t, name), expected) << name;
+    }
+  // Each op's thread-local names stayed on its own thread.
+  std::map<uint32_t, std::set<std::string>> prefixes;
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::UserRange) prefixes[e.tid].insert(t.name_of(e).substr(0, 2));
+  ASSERT_EQ(prefixes.size(), size_t(kThreads));
+  for (const auto& [tid, p] : prefixes) EXPECT_EQ(p.size(), 1u) << "thread " << tid;
+}
+
+// record_shapes through the hooks' path: the input sizes arrive as a flat list (per input its
+// number of dimensions, then the dimensions) and each distinct list is written out once per thread.
+// The text is torch.profiler's "Input Dims" form; a list cut short ends where it ends.
+TEST(Collector, ShapesFromDimsLists) {
+  const int64_t conv[] = {4, 64, 3, 32, 32, 1, 64, 0};
+  const int64_t scalar_only[] = {0};
+  const int64_t cut[] = {3, 2, 5};
+  EXPECT_EQ(collect::shapes_text(conv, 8), "[[64, 3, 32, 32], [64], []]");
+  EXPECT_EQ(collect::shapes_text(scalar_only, 1), "[[]]");
+  EXPECT_EQ(collect::shapes_text(conv, 0), "[]");
+  EXPECT_EQ(collect::shapes_text(cut, 3), "[[2, 5]]");
+
+  collect::start({});
+  const int64_t a[] = {2, 4, 5, 2, 5, 6};   // mm(4x5, 5x6)
+  const int64_t b[] = {2, 4, 5, 2, 5, 7};   // the same length, one size differs
+  int key;
+  for (int i = 0; i < 4; ++i) {
+    collect::host_enter_now(&key, "aten::mm", EventKind::HostOp, i % 2 ? b : a, 6);
+    collect::host_exit_now(&key);
+  }
+  collect::host_enter_now(&key, "aten::mm", EventKind::HostOp, nullptr, 0);   // no shapes read
+  collect::host_exit_now(&key);
+  collect::host_enter_now(&key, "aten::empty", EventKind::HostOp, a, 0);      // no inputs
+  collect::host_exit_now(&key);
+  collect::stop();
+  Trace t = collect::drain();
+  ASSERT_EQ(t.events.size(), 6u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(t.strings.at(t.events[i].aux), i % 2 ? "[[4, 5], [5, 7]]" : "[[4, 5], [5, 6]]");
+  EXPECT_EQ(t.events[4].aux, kNoIndex);
+  EXPECT_EQ(t.strings.at(t.events[5].aux), "[]");
 }

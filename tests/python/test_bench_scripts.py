@@ -45,3 +45,19 @@ def test_gpu_overhead_without_a_gpu_says_so_and_exits_2(tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 2
     assert "--device cpu" in proc.stderr
+
+
+def test_cpu_overhead_smoke_run_measures_every_variant(tmp_path):
+    # bench/overhead.py (docs/performance.md, "Profiling overhead on the CPU"): a tiny run; no
+    # timing asserted, only that every variant ran, with and without record_shapes.
+    out = tmp_path / "overhead.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "overhead.py"), "--ops", "300",
+                           "--rounds", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["ns_per_op"]) == {"none", "gpuprof", "torch.profiler", "gpuprof (wait step)",
+                                     "gpuprof shapes", "torch.profiler shapes"}
+    assert all(v > 0 for v in doc["ns_per_op"].values())
+    assert isinstance(doc["ratio_recording"], float)
+    assert isinstance(doc["ratio_recording_record_shapes"], float)

@@ -45,6 +45,14 @@ TEST(Tsan, CollectorEightProducersWhileSessionsStartStopAndDrain) {
       collect::host_enter(&inner, names[(k + 1) % names.size()], EventKind::HostOp, t + 1);
       collect::host_exit(&inner, t + 2);
       collect::host_exit(&outer, t + 3);
+      // The hooks' path: names looked up by address (a reused buffer, then a stable string).
+      char reused[32];
+      std::snprintf(reused, sizeof(reused), "%s", names[(k + 2) % names.size()].c_str());
+      const int64_t dims[] = {2, 2, int64_t(k % 3)};   // record_shapes: "[[2, 0]]" .. "[[2, 2]]"
+      collect::host_enter_now(&outer, reused, EventKind::HostOp, dims, 3);
+      collect::host_enter_now(&inner, names[k % names.size()].c_str(), EventKind::HostOp);
+      collect::host_exit_now(&inner);
+      collect::host_exit_now(&outer);
       // A name new in every session, like ProfilerStep#N.
       collect::record(EventKind::UserRange,
                       "op-new-" + std::to_string(session.load(std::memory_order_relaxed)) + "-" +

@@ -8,7 +8,9 @@
 // at its end as at its start.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "gpuprof/event.h"
@@ -48,6 +50,22 @@ Trace drain();
 uint64_t host_enter(const void* key, std::string_view name, EventKind kind, int64_t ts_ns,
                     std::string_view shapes = {});
 void host_exit(const void* key, int64_t ts_ns);
+// The RecordFunction hooks' hot path: the same as host_enter / host_exit with ticks() read inside
+// (after the bookkeeping on enter, before it on exit, so that the range holds as little of the
+// profiler's own time as possible). `name` is a NUL-terminated string (RecordFunction::name());
+// each thread first looks it up by its address, and a hit counts only when the text there is still
+// the text that was interned from that address (a name's storage can be reused for another name:
+// a std::string inside a RecordFunction on the stack), so a stale name is never reported.
+uint64_t host_enter_now(const void* key, const char* name, EventKind kind);
+// record_shapes: `dims` lists, for each input, its number of dimensions and then the dimensions
+// (0 for a non-tensor or a tensor whose sizes are not read): {2, 64, 3, 0} is "[[64, 3], []]"
+// and an empty list "[]". Each thread keeps the text it interned for each list it has seen, so
+// the text is written once per distinct list, not once per op. dims == nullptr: no shapes.
+uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims,
+                        size_t n_dims);
+void host_exit_now(const void* key);
+// The text host_enter_now records for a dims list (see above); for tests.
+std::string shapes_text(const int64_t* dims, size_t n_dims);
 // A complete event (step markers, imported or synthesised ranges).
 void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns,
             uint64_t external_id = 0);

@@ -10,6 +10,7 @@
 //   another tool (torch.profiler, Nsight) can use CUPTI afterwards.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -94,6 +95,12 @@ std::string cupti_library_path(const std::vector<std::string>& search_dirs, std:
 // even when collection starts or stops between an enter and its exit.
 void gpu_external_push(uint64_t external_id);
 void gpu_external_pop();
+// False until GPU collection first starts correlating in this process, then true for good. While it
+// is false no host op can have pushed an id, so the hooks skip gpu_external_push / pop altogether
+// (a load instead of two calls per op); once true they always call them, and those calls keep
+// pushes and pops matched as before.
+extern std::atomic<bool> g_gpu_correlation_used;
+inline bool gpu_correlation_used() { return g_gpu_correlation_used.load(std::memory_order_relaxed); }
 
 // NVTX3 ranges in gpuprof's own NVTX domain ("gpuprof", kOwnNvtxDomain in cupti_decode.h), for
 // Nsight Systems; gpuprof's CUPTI decoder leaves that domain out (the same ranges are already step

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <memory>
@@ -64,6 +65,20 @@ struct ThreadBuffer {
   // of spans with a new name each (ProfilerStep#N) costs and holds only the current span's names.
   std::unordered_map<std::string_view, uint32_t> names;
   std::deque<std::string> name_text;
+  // Owner only: the names last interned from each address (host_enter_now), direct-mapped. `text`
+  // is this thread's copy (in name_text): a hit needs the same address AND the same text there now.
+  struct AddressSlot {
+    const char* address;
+    const char* text;
+    size_t size;
+    uint32_t id;
+  };
+  static constexpr size_t kAddressSlots = 512;
+  AddressSlot by_address[kAddressSlots] = {};
+  // Owner only: a record_shapes dims list (its bytes) -> the id of its text, keyed on this thread's
+  // copies; cleared with the names at a new epoch.
+  std::unordered_map<std::string_view, uint32_t> shapes;
+  std::deque<std::string> shapes_keys;
   uint64_t next_external = 0;               // owner only
   bool orphaned = false;                    // under Registry::mutex
 
@@ -181,6 +196,9 @@ inline ThreadBuffer* buffer() {
     b->open.clear();
     b->names.clear();
     b->name_text.clear();
+    std::fill(std::begin(b->by_address), std::end(b->by_address), ThreadBuffer::AddressSlot{});
+    b->shapes.clear();
+    b->shapes_keys.clear();
     b->epoch = epoch;
     b->published_epoch.store(epoch, std::memory_order_release);
   }
@@ -188,18 +206,68 @@ inline ThreadBuffer* buffer() {
 }
 
 // Miss path only (first time this thread sees a name): takes the registry lock.
-uint32_t intern_slow(ThreadBuffer* b, std::string_view name) {
+std::unordered_map<std::string_view, uint32_t>::iterator intern_slow(ThreadBuffer* b,
+                                                                     std::string_view name) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   const uint32_t id = registry().names.intern(name);
   b->name_text.emplace_back(name);
-  b->names.emplace(b->name_text.back(), id);   // deque: stable storage for the key
+  return b->names.emplace(b->name_text.back(), id).first;   // deque: stable storage for the key
+}
+
+// The thread's entry for `name`: its key is this thread's copy of the text.
+inline std::unordered_map<std::string_view, uint32_t>::iterator intern_entry(ThreadBuffer* b,
+                                                                             std::string_view name) {
+  auto it = b->names.find(name);
+  if (__builtin_expect(it != b->names.end(), 1)) return it;
+  return intern_slow(b, name);
+}
+
+inline uint32_t intern(ThreadBuffer* b, std::string_view name) { return intern_entry(b, name)->second; }
+
+// By address first: the text at `name` is compared with the copy interned from that address (a
+// strlen and a memcmp of a few bytes, no hash); on a miss the text is interned and the slot
+// remembers it.
+inline uint32_t intern_address(ThreadBuffer* b, const char* name) {
+  const size_t size = std::strlen(name);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(name);
+  ThreadBuffer::AddressSlot& slot =
+      b->by_address[((a >> 3) ^ (a >> 12)) & (ThreadBuffer::kAddressSlots - 1)];
+  if (__builtin_expect(slot.address == name && slot.size == size &&
+                           std::memcmp(slot.text, name, size) == 0, 1))
+    return slot.id;
+  const auto it = intern_entry(b, std::string_view(name, size));
+  slot = {name, it->first.data(), size, it->second};
+  return it->second;
+}
+
+std::string format_dims(const int64_t* dims, size_t n) {
+  std::string out = "[";
+  for (size_t i = 0; i < n;) {
+    if (i > 0) out += ", ";
+    out += '[';
+    const uint64_t count = static_cast<uint64_t>(dims[i++]);
+    for (uint64_t d = 0; d < count && i < n; ++d) {   // a list cut short ends where it ends
+      if (d > 0) out += ", ";
+      out += std::to_string(dims[i++]);
+    }
+    out += ']';
+  }
+  out += ']';
+  return out;
+}
+
+uint32_t intern_dims_slow(ThreadBuffer* b, std::string_view key, const int64_t* dims, size_t n) {
+  const uint32_t id = intern(b, format_dims(dims, n));
+  b->shapes_keys.emplace_back(key);
+  b->shapes.emplace(b->shapes_keys.back(), id);
   return id;
 }
 
-inline uint32_t intern(ThreadBuffer* b, std::string_view name) {
-  auto it = b->names.find(name);
-  if (__builtin_expect(it != b->names.end(), 1)) return it->second;
-  return intern_slow(b, name);
+inline uint32_t intern_dims(ThreadBuffer* b, const int64_t* dims, size_t n) {
+  const std::string_view key(reinterpret_cast<const char*>(dims), n * sizeof(int64_t));
+  auto it = b->shapes.find(key);
+  if (__builtin_expect(it != b->shapes.end(), 1)) return it->second;
+  return intern_dims_slow(b, key, dims, n);
 }
 
 inline void append(ThreadBuffer* b, const Event& e) {
@@ -227,12 +295,19 @@ int64_t now_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-int64_t ticks() {
+namespace {
+// ticks(), inlined into the hot paths of this file (an exported function is called through the PLT).
+inline int64_t tick_now() {
 #ifdef GPUPROF_HAVE_TSC
-  if (g_tsc) return static_cast<int64_t>(__rdtsc());
+  if (__builtin_expect(g_tsc, 1)) return static_cast<int64_t>(__rdtsc());
 #endif
-  return now_ns();
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
+}  // namespace
+
+int64_t ticks() { return tick_now(); }
 
 bool ticks_are_tsc() { return g_tsc; }
 
@@ -327,41 +402,84 @@ void stop() { g_active.store(false, std::memory_order_release); }
 
 bool active() { return g_active.load(std::memory_order_acquire); }
 
-uint64_t host_enter(const void* key, std::string_view name, EventKind kind, int64_t ts_ns,
-                    std::string_view shapes) {
-  if (!g_active.load(std::memory_order_relaxed)) return 0;
-  ThreadBuffer* b = buffer();
-  if (b == nullptr) return 0;
+namespace {
+inline uint64_t open_range(ThreadBuffer* b, const void* key, uint32_t name, EventKind kind,
+                           uint32_t shapes, int64_t ts) {
   OpenRange r;
   r.key = key;
-  r.start_ns = ts_ns;
+  r.start_ns = ts;
   r.external_id = (b->thread_index << 40) | (++b->next_external & ((uint64_t{1} << 40) - 1));
-  r.name = intern(b, name);
-  r.shapes = shapes.empty() ? kNoIndex : intern(b, shapes);
+  r.name = name;
+  r.shapes = shapes;
   r.kind = kind;
   b->open.push_back(r);
   return r.external_id;
 }
 
-void host_exit(const void* key, int64_t ts_ns) {
+// The calling thread's buffer for an exit, or null when it has nothing open in this epoch.
+inline ThreadBuffer* exit_buffer() {
   ThreadBuffer* b = tl_buffer;
-  if (b == nullptr || b == kDeadBuffer || b->epoch != g_epoch.load(std::memory_order_relaxed)) return;
+  if (b == nullptr || b == kDeadBuffer || b->epoch != g_epoch.load(std::memory_order_relaxed)) return nullptr;
+  return b;
+}
+
+inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   // Ranges close in LIFO order on a thread; an exit whose enter we never saw (the session began
   // inside it, or it closes on another thread) finds no match and is ignored.
   size_t i = b->open.size();
   while (i > 0 && b->open[i - 1].key != key) --i;
   if (i == 0) return;
   const OpenRange r = b->open[i - 1];
-  b->open.resize(i - 1);
+  if (i == b->open.size()) b->open.pop_back();
+  else b->open.resize(i - 1);
   Event e;
   e.kind = r.kind;
   e.name = r.name;
   e.start_ns = r.start_ns;
-  e.dur_ns = ts_ns - r.start_ns;
+  e.dur_ns = ts - r.start_ns;
   e.external_id = r.external_id;
   e.tid = b->os_tid;
   e.aux = r.shapes;
   append(b, e);
+}
+}  // namespace
+
+uint64_t host_enter(const void* key, std::string_view name, EventKind kind, int64_t ts_ns,
+                    std::string_view shapes) {
+  if (!g_active.load(std::memory_order_relaxed)) return 0;
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return 0;
+  const uint32_t name_id = intern(b, name);
+  return open_range(b, key, name_id, kind, shapes.empty() ? kNoIndex : intern(b, shapes), ts_ns);
+}
+
+void host_exit(const void* key, int64_t ts_ns) {
+  if (ThreadBuffer* b = exit_buffer()) close_range(b, key, ts_ns);
+}
+
+uint64_t host_enter_now(const void* key, const char* name, EventKind kind) {
+  if (!g_active.load(std::memory_order_relaxed)) return 0;
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return 0;
+  const uint32_t name_id = intern_address(b, name);
+  return open_range(b, key, name_id, kind, kNoIndex, tick_now());
+}
+
+uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims,
+                        size_t n_dims) {
+  if (!g_active.load(std::memory_order_relaxed)) return 0;
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return 0;
+  const uint32_t name_id = intern_address(b, name);
+  const uint32_t shapes_id = dims == nullptr ? kNoIndex : intern_dims(b, dims, n_dims);
+  return open_range(b, key, name_id, kind, shapes_id, tick_now());
+}
+
+std::string shapes_text(const int64_t* dims, size_t n_dims) { return format_dims(dims, n_dims); }
+
+void host_exit_now(const void* key) {
+  const int64_t ts = tick_now();
+  if (ThreadBuffer* b = exit_buffer()) close_range(b, key, ts);
 }
 
 void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns,

@@ -400,6 +400,7 @@ GpuStatus CuptiSession::start(const GpuConfig& config) {
     enabled_ = true;
     status_.enabled = true;
     exiting_.store(false, std::memory_order_release);
+    g_gpu_correlation_used.store(true, std::memory_order_release);   // before the first push
     correlation().begin(api_->cuptiActivityPushExternalCorrelationId,
                         api_->cuptiActivityPopExternalCorrelationId);
     if (!atexit_registered_) {
@@ -534,6 +535,8 @@ std::string cupti_library_path(const std::vector<std::string>& search_dirs, std:
   if (!api.ok) why = api.error;
   return api.ok ? api.path : std::string();
 }
+
+std::atomic<bool> g_gpu_correlation_used{false};
 
 // Hot path: the checks cost a predicted branch; a refusal (rare) is recorded once as the session's error.
 void gpu_external_push(uint64_t external_id) {

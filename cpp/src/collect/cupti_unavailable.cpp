@@ -28,6 +28,7 @@ std::string cupti_library_path(const std::vector<std::string>&, std::string& why
   why = unavailable().message;
   return {};
 }
+std::atomic<bool> g_gpu_correlation_used{false};   // never set: nothing is ever pushed
 void gpu_external_push(uint64_t) {}
 void gpu_external_pop() {}
 void nvtx_push(const char*) {}

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gpuprof/collector.h"
 #include "gpuprof/gpu_collect.h"
@@ -24,62 +25,68 @@ EventKind kind_of(at::RecordScope scope) {
   return scope == at::RecordScope::USER_SCOPE ? EventKind::UserRange : EventKind::HostOp;
 }
 
-// "[[64, 3, 32, 32], [64], []]": one list per input, empty for non-tensors.
-// Sizes only of plain dense tensors: asking a nested, symbolic (torch.compile(dynamic=True)) or
-// Python-subclass (FakeTensor) tensor for sizes() can dispatch or assert, so those show [] as
-// torch.profiler does; and a hook must never throw into the op it observes (catch-all: no shapes).
-void format_shapes_unguarded(const at::RecordFunction& fn, std::string& out) {
+// Input sizes for record_shapes, as the flat list host_enter_now takes: per input its number of
+// dimensions, then the dimensions (the collector writes "[[64, 3, 32, 32], [64], []]" once per
+// distinct list). Sizes only of plain dense tensors: asking a nested, symbolic
+// (torch.compile(dynamic=True)) or Python-subclass (FakeTensor) tensor for sizes() can dispatch or
+// assert, so those show [] as torch.profiler does; and a hook must never throw into the op it
+// observes (catch-all: no shapes). Into a thread's reused vector: no allocation once it has grown.
+void input_dims_unguarded(const at::RecordFunction& fn, std::vector<int64_t>& out) {
   out.clear();
-  out.push_back('[');
-  bool first = true;
   for (const c10::IValue& v : fn.inputs()) {
-    if (!first) out.append(", ");
-    first = false;
-    out.push_back('[');
-    if (v.isTensor()) {
-      const at::Tensor& t = v.toTensor();
-      const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
-      if (impl != nullptr && !impl->is_nested() && !impl->has_symbolic_sizes_strides() &&
-          !impl->is_python_dispatch()) {
-        bool first_dim = true;
-        for (int64_t d : t.sizes()) {
-          if (!first_dim) out.append(", ");
-          first_dim = false;
-          out.append(std::to_string(d));
-        }
-      }
-    }
-    out.push_back(']');
+    const size_t count_at = out.size();
+    out.push_back(0);
+    if (!v.isTensor()) continue;
+    const at::Tensor& t = v.toTensor();
+    const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+    if (impl == nullptr || impl->is_nested() || impl->has_symbolic_sizes_strides() ||
+        impl->is_python_dispatch())
+      continue;
+    const c10::IntArrayRef sizes = impl->sizes();
+    out[count_at] = static_cast<int64_t>(sizes.size());
+    out.insert(out.end(), sizes.begin(), sizes.end());
   }
-  out.push_back(']');
 }
 
-void format_shapes(const at::RecordFunction& fn, std::string& out) {
+bool input_dims(const at::RecordFunction& fn, std::vector<int64_t>& out) {
   try {
-    format_shapes_unguarded(fn, out);
+    input_dims_unguarded(fn, out);
+    return true;
   } catch (...) {
-    out.clear();
+    return false;
   }
 }
 
+// The hot path: one call into the collector per edge (it reads the clock itself), and the GPU
+// external correlation only once GPU collection has ever been on in this process.
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-  const uint64_t id = host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks());
-  gpu_external_push(id);   // GPU collection: CUDA work made inside the op carries its id
+  const uint64_t id = host_enter_now(&fn, fn.name(), kind_of(fn.scope()));
+  if (__builtin_expect(gpu_correlation_used(), 0))
+    gpu_external_push(id);   // GPU collection: CUDA work made inside the op carries its id
   return nullptr;
 }
 
 std::unique_ptr<at::ObserverContext> on_enter_with_shapes(const at::RecordFunction& fn) {
-  thread_local std::string shapes;
-  format_shapes(fn, shapes);
-  const uint64_t id = host_enter(&fn, fn.name(), kind_of(fn.scope()), ticks(), shapes);
-  gpu_external_push(id);   // GPU collection
+  thread_local std::vector<int64_t> dims;
+  const bool ok = input_dims(fn, dims);
+  static const int64_t kNoInputs = 0;   // an op without inputs: "[]" (data() may be null then)
+  const int64_t* list = !ok ? nullptr : dims.empty() ? &kNoInputs : dims.data();
+  const uint64_t id = host_enter_now(&fn, fn.name(), kind_of(fn.scope()), list, ok ? dims.size() : 0);
+  if (__builtin_expect(gpu_correlation_used(), 0)) gpu_external_push(id);   // GPU collection
   return nullptr;
 }
 
 void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
-  gpu_external_pop();   // GPU collection: pops only what this op's enter pushed
-  host_exit(&fn, ticks());
+  if (__builtin_expect(gpu_correlation_used(), 0))
+    gpu_external_pop();   // GPU collection: pops only what this op's enter pushed
+  host_exit_now(&fn);
 }
+
+// For bench/overhead_callgrind.py: callbacks that do nothing, to measure what LibTorch itself spends
+// on running any callback (with and without boxing the inputs for it).
+std::unique_ptr<at::ObserverContext> idle_enter(const at::RecordFunction&) { return nullptr; }
+void idle_exit(const at::RecordFunction&, at::ObserverContext*) {}
+at::CallbackHandle g_idle_handle = 0;
 
 }  // namespace
 
@@ -100,6 +107,21 @@ void remove_hooks() {
 }
 
 bool hooks_installed() { return g_installed; }
+
+void install_idle_hooks(bool needs_inputs) {
+  if (g_idle_handle != 0) return;
+  at::RecordFunctionCallback cb(&idle_enter, &idle_exit);
+  cb.needsInputs(needs_inputs)
+      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+               at::RecordScope::USER_SCOPE});
+  g_idle_handle = at::addGlobalCallback(std::move(cb));
+}
+
+void remove_idle_hooks() {
+  if (g_idle_handle == 0) return;
+  at::removeCallback(g_idle_handle);
+  g_idle_handle = 0;
+}
 
 // ---- device allocator levels -------------------------------------------------------------------
 namespace {

@@ -10,6 +10,9 @@ namespace gpuprof::collect {
 void install_hooks(bool record_shapes);
 void remove_hooks();
 bool hooks_installed();
+// Callbacks that do nothing, for the overhead bench: LibTorch's own cost of running any callback.
+void install_idle_hooks(bool needs_inputs);
+void remove_idle_hooks();
 // What ATen itself says, independent of our bookkeeping (tests use it).
 bool aten_has_global_callbacks();
 

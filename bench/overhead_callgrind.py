@@ -1,0 +1,187 @@
+"""Per-op cost of profiling in CPU instructions (valgrind callgrind), side by side in one run.
+
+    python bench/overhead_callgrind.py [--ops 20000] [--before DIR] [--json out.json]
+
+Instruction counts do not move with the load on the machine, so this companion of overhead.py gives
+repeatable figures on a shared box. One process under callgrind runs the same loop of one-op
+iterations (`x.add_(y)` on 1-element tensors: one RecordFunction each) in each variant: unprofiled;
+gpuprof recording; torch.profiler recording (CPU activity, no stack), each with and without
+record_shapes; the loop inside a gpuprof session during a `wait` step; and, for scale, with a
+RecordFunction callback that does nothing installed (LibTorch's own cost of calling any callback,
+without and with the inputs boxed for it, as record_shapes needs). Only the loop is counted:
+callgrind's counters are zeroed right before it (at a getppid() call) and dumped right after it (at
+a getpgrp() call). Each loop runs with N and with 3N ops, and the per-op figure is the difference
+divided by 2N, so that costs paid once per loop cancel. "Added" is instructions per op over the
+unprofiled loop.
+
+--before DIR runs the same measurement a second time with the gpuprof package found in DIR (a copy
+of an earlier installed `gpuprof` folder, prebuilt hooks included) first on sys.path, so a change is
+compared with what it replaces in one run of the bench.
+
+Caveat: an instruction is not a nanosecond. A TSC read is one instruction but costs tens of cycles,
+and cache misses are not counted; overhead.py measures the time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+
+VARIANTS = ("none", "gpuprof", "gpuprof shapes", "torch.profiler", "torch.profiler shapes",
+            "gpuprof (wait step)", "idle callback", "idle callback inputs")
+
+
+def child(ops: int, variants: list[str]) -> None:
+    """Runs under callgrind: each variant's loop between the zero and dump markers."""
+    import torch
+
+    import gpuprof
+
+    torch.set_num_threads(1)
+    x = torch.ones(1)
+    y = torch.ones_like(x)
+
+    def loop(n):
+        for _ in range(n):
+            x.add_(y)
+
+    def measured(n):
+        os.getppid()   # callgrind: --zero-before=getppid
+        loop(n)
+        os.getpgrp()   # callgrind: --dump-before=getpgrp
+
+    def run(name, n, measure):
+        body = measured if measure else loop
+        if name == "none":
+            body(n)
+        elif name.startswith("idle"):   # LibTorch's own cost of running a callback that does nothing
+            from gpuprof import _native
+
+            hooks = _native.hooks()
+            hooks._install_idle(name.endswith("inputs"))
+            try:
+                body(n)
+            finally:
+                hooks._remove_idle()
+        elif name.startswith("gpuprof (wait"):
+            with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=0, active=1, repeat=1),
+                                 gpu=False) as prof:
+                body(n)
+                prof.step()
+        elif name.startswith("gpuprof"):
+            with gpuprof.profile(record_shapes=name.endswith("shapes"), max_events=4 * n + 1000,
+                                 gpu=False) as prof:
+                body(n)
+                prof.step()
+            assert prof.report().counts["dropped"] == 0
+        else:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                        record_shapes=name.endswith("shapes"), with_stack=False):
+                body(n)
+
+    from gpuprof import _native
+
+    if not hasattr(_native.hooks(), "_install_idle"):   # an earlier gpuprof (--before) has no idle hooks
+        variants = [v for v in variants if not v.startswith("idle")]
+    for name in variants:   # warm every path (first-use allocations, lazy imports)
+        run(name, 2000, measure=False)
+    measured(ops)   # the first counted segment carries a one-off cost (~1e7 instructions): not a variant's
+    print("MEASURED discard", flush=True)
+    for name in variants:
+        for n in (ops, 3 * ops):
+            run(name, n, measure=True)
+            print(f"MEASURED {name}@{n}", flush=True)
+
+
+def measure(ops: int, before_dir: str | None) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ)
+        if before_dir:
+            env["PYTHONPATH"] = os.path.abspath(before_dir) + os.pathsep + env.get("PYTHONPATH", "")
+            # the cached first-use build must not stand in for the prebuilt hooks of DIR
+            env["GPUPROF_CACHE_DIR"] = os.path.join(tmp, "cache")
+        out = os.path.join(tmp, "callgrind.out")
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--zero-before=getppid",
+               "--dump-before=getpgrp", "--dump-instr=no", "--dump-line=no", sys.executable,
+               os.path.abspath(__file__), "--child", "--ops", str(ops)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"the run under callgrind failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        order = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("MEASURED ")]
+        dumps = []
+        for path in glob.glob(out + "*"):
+            text = open(path).read()
+            if "Trigger: --dump-before=getpgrp" not in text[:4000]:
+                continue
+            part = re.search(r"^part: (\d+)", text, re.M)
+            total = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
+            dumps.append((int(part.group(1)) if part else 0, int(total.group(1))))
+        dumps.sort()
+        if len(dumps) != len(order):
+            sys.exit(f"expected {len(order)} callgrind dumps, found {len(dumps)}")
+        version = subprocess.run([sys.executable, "-c", "import gpuprof, torch; print(gpuprof.__file__)"],
+                                 env=env, capture_output=True, text=True).stdout.strip()
+    counts = {label: total for label, (_, total) in zip(order, dumps)}
+    # Per op: the difference between the 3N and the N loop, so that nothing paid once per loop
+    # (its first iteration, a lazily grown buffer, a stray background thread's burst) counts.
+    per_op = {name: (counts[f"{name}@{3 * ops}"] - counts[f"{name}@{ops}"]) / (2 * ops) for name in VARIANTS
+              if f"{name}@{ops}" in counts}
+    base = per_op["none"]
+    added = {k: v - base for k, v in per_op.items()}
+    variants = [v for v in VARIANTS if f"{v}@{ops}" in counts]
+    per_op = {name: per_op[name] for name in variants}
+    ratio = {"no shapes": added["gpuprof"] / added["torch.profiler"],
+             "record_shapes": added["gpuprof shapes"] / added["torch.profiler shapes"]}
+    return {"gpuprof_package": os.path.dirname(version), "instructions_per_op": per_op,
+            "added_instructions_per_op": added, "ratio_gpuprof_to_torch_profiler": ratio,
+            "wait_step_added_pct": 100.0 * added["gpuprof (wait step)"] / base}
+
+
+def show(label: str, r: dict) -> None:
+    print(f"{label}: gpuprof from {r['gpuprof_package']}")
+    print(f"  {'variant':24} {'instr/op':>10} {'added':>10}")
+    for k, v in r["instructions_per_op"].items():
+        print(f"  {k:24} {v:10.0f} {r['added_instructions_per_op'][k]:10.0f}")
+    ratio = r["ratio_gpuprof_to_torch_profiler"]
+    print(f"  gpuprof adds {ratio['no shapes']:.3f}x torch.profiler's instructions per op "
+          f"({ratio['record_shapes']:.3f}x with record_shapes); a wait step adds "
+          f"{r['wait_step_added_pct']:+.2f}% to an unprofiled op")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ops", type=int, default=5_000)
+    p.add_argument("--before", help="a folder holding an earlier `gpuprof` package to compare with")
+    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help="comma-separated subset, in this order (none is always measured first)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.ops, args.variants.split(","))
+        return
+    import torch
+
+    results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "ops": args.ops, "op": "Tensor.add_ on 1-element tensors", "torch": torch.__version__,
+               "machine": platform.processor() or platform.machine(), "tool": "valgrind --tool=callgrind"}
+    if args.before:
+        results["before"] = measure(args.ops, args.before)
+        show("before", results["before"])
+    results["after" if args.before else "current"] = measure(args.ops, None)
+    show("after" if args.before else "current", results["after" if args.before else "current"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
