@@ -62,7 +62,7 @@ def run(args) -> int:
             except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
                 raise UserError(str(e)) from None
             advance()
-    return _write_outputs(args, reports, lambda: reports[0].to_dict())
+    return _write_outputs(args, reports, lambda: reports[0].to_json())
 
 
 # ---- distributed issue: a folder is map-reduce over its files --------------------------------------
@@ -99,20 +99,20 @@ def _run_folder(args) -> int:
     job = args.ranks or any(s.get("world_size", 1) > 1 for s, _ in results)
     if job:
         reports = [cross_rank_report(results)]
-        payload = lambda: reports[0].to_dict()   # noqa: E731 (built only for --json)
+        payload = lambda: reports[0].to_json()   # noqa: E731 (built only for --json)
     else:
         reports = []
         for f, (s, d) in zip(files, results):
             reports.append(Report(d) if d is not None else
                            Report(summarize_file(str(f), drop, keep_report="all")[1]))
-        payload = lambda: [r.to_dict() for r in reports]   # noqa: E731
+        payload = lambda: "[\n" + ",\n".join(r.to_json() for r in reports) + "\n]"   # noqa: E731
     return _write_outputs(args, reports, payload)
 
 
 def _write_outputs(args, reports: list, payload) -> int:
-    """Print the reports; write the JSON ``payload()`` (--json) and one HTML file per report (--html)."""
+    """Print the reports; write the JSON text ``payload()`` (--json) and one HTML file per report
+    (--html)."""
     from ..analyze import display_path
-    from ..report.model import dumps_report
 
     for i, report in enumerate(reports):
         if i:
@@ -121,9 +121,7 @@ def _write_outputs(args, reports: list, payload) -> int:
     if args.json_out:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
-            data = payload()
-            text = (dumps_report(data) if isinstance(data, dict) else
-                    "[\n" + ",\n".join(dumps_report(d) for d in data) + "\n]")
+            text = payload()
             with open(args.json_out, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
         except OSError as e:
