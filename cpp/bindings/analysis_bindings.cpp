@@ -385,6 +385,45 @@ void bind_analysis(py::module_& m) {
       py::arg("trace"), py::arg("steps"), py::arg("top"),
       "Per step (start_ns, end_ns): kernel and counted operator calls, and the top kernels and "
       "operators by total time as (name, calls, total_ns).");
+  m.def(
+      "step_timeline",
+      [](const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap) {
+        StepTimeline tl;
+        {
+          py::gil_scoped_release release;
+          tl = step_timeline(t, start_ns, end_ns, cap);
+        }
+        // One Python string per category and kind, shared by every row.
+        std::vector<py::str> cats, kinds;
+        for (int c = 0; c < kNumCategories; ++c) cats.emplace_back(category_key(static_cast<Category>(c)));
+        for (int k = 0; k <= static_cast<int>(EventKind::Other); ++k)
+          kinds.emplace_back(event_kind_key(static_cast<EventKind>(k)));
+        py::list rows(tl.events.size());
+        for (size_t i = 0; i < tl.events.size(); ++i) {
+          const TimelineEvent& e = tl.events[i];
+          py::list r(6);
+          r[0] = py::int_(e.lane);
+          r[1] = py::int_(e.name);
+          r[2] = py::float_(static_cast<double>(e.offset_ns) / 1000.0);
+          r[3] = py::float_(static_cast<double>(e.dur_ns) / 1000.0);
+          r[4] = cats[static_cast<size_t>(e.category)];
+          r[5] = kinds[static_cast<size_t>(e.kind)];
+          rows[i] = std::move(r);
+        }
+        py::dict counts;
+        for (const auto& [kind, n] : tl.counts) counts[kinds[static_cast<size_t>(kind)]] = n;
+        py::dict out;
+        out["lane_order"] = tl.lanes;
+        out["names"] = tl.names;
+        out["events"] = rows;
+        out["counts"] = counts;
+        out["total"] = tl.total;
+        return out;
+      },
+      py::arg("trace"), py::arg("start_ns"), py::arg("end_ns"), py::arg("cap"),
+      "The HTML timeline of one step [start_ns, end_ns): lane_order and names (first seen), events as "
+      "[lane, name, start_us (from start_ns), dur_us, category, kind] sorted by start, counts per kind, "
+      "and total (events before the cap: device work kept first, then the longest).");
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
         "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");

@@ -143,41 +143,6 @@ PYBIND11_MODULE(_core, m) {
       "The trace's events as dicts (optionally one kind, at most `limit`), in stored order.");
 
   m.def(
-      "trace_events_between",
-      [](const Trace& t, int64_t start_ns, int64_t end_ns, const std::vector<std::string>& kinds,
-         std::optional<size_t> cap) {
-        std::vector<EventKind> ks;
-        for (const std::string& k : kinds) ks.push_back(parse_kind(k));
-        std::vector<uint32_t> picked;
-        for (uint32_t i = 0; i < t.events.size(); ++i) {
-          const Event& e = t.events[i];
-          if (e.start_ns < start_ns || e.start_ns >= end_ns) continue;
-          if (std::find(ks.begin(), ks.end(), e.kind) != ks.end()) picked.push_back(i);
-        }
-        const size_t total = picked.size();
-        if (cap && picked.size() > *cap) {
-          // Device work first, then the longest events; ties in stored order.
-          auto before = [&](uint32_t a, uint32_t b) {
-            const Event& ea = t.events[a];
-            const Event& eb = t.events[b];
-            if (ea.on_device() != eb.on_device()) return ea.on_device();
-            if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;
-            return a < b;
-          };
-          std::partial_sort(picked.begin(), picked.begin() + *cap, picked.end(), before);
-          picked.resize(*cap);
-          std::sort(picked.begin(), picked.end());
-        }
-        py::list out;
-        for (uint32_t i : picked) out.append(event_dict(t, t.events[i]));
-        return py::make_tuple(out, total);
-      },
-      py::arg("trace"), py::arg("start_ns"), py::arg("end_ns"), py::arg("kinds"), py::arg("cap") = py::none(),
-      "(events, total): the events of these kinds that start in [start_ns, end_ns), as dicts in stored "
-      "order, and how many there were; with `cap`, at most that many are kept: device work (kernels, "
-      "copies, sets) first, then the longest.");
-
-  m.def(
       "compute_breakdown",
       [](const Trace& t, bool drop_incomplete_last_step) {
         BreakdownOptions o;

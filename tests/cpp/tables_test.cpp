@@ -198,6 +198,64 @@ TEST(StepEventTables, PerStepCallsFollowTheOperatorTablesRule) {
   EXPECT_EQ(table_calls, steps[0].operator_calls + steps[1].operator_calls);
 }
 
+// The HTML timeline of the step [1000, 5000) on a host thread 7 and GPU 0 stream 3:
+// - ProfilerStep#4 [1000, 5000) and the DataLoader range [1000, 1400) both start at 1000: the longer
+//   comes first; the marker is drawn as CPU Exec, the range as DataLoader;
+// - aten::mm [1500, 2500) (CPU Exec), record_param_comms [2600, 2900) (Communication), a
+//   synchronisation [3000, 3200) (Runtime), a runtime call (not drawn), a memcpy and two kernels,
+//   one of them NCCL's (Communication);
+// - a kernel at 5000 is outside the step, and so is the op at 900.
+// With a cap of 4, the three device events come first, then the longest host event (the marker):
+// 4 kept of 8, in start order.
+TEST(StepTimeline, LanesNamesCategoriesAndTheCap) {
+  Trace t;
+  auto host = [&](EventKind k, const char* name, int64_t s, int64_t e) { add(t, k, name, s, e).tid = 7; };
+  host(EventKind::HostOp, "aten::early", 900, 950);
+  host(EventKind::UserRange, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1000, 1400);
+  host(EventKind::UserRange, "ProfilerStep#4", 1000, 5000);
+  host(EventKind::HostOp, "aten::mm", 1500, 2500);
+  host(EventKind::HostOp, "record_param_comms", 2600, 2900);
+  host(EventKind::Sync, "cudaStreamSynchronize", 3000, 3200);
+  host(EventKind::Runtime, "cudaLaunchKernel", 1600, 1610);
+  copy(t, EventKind::Memcpy, 3300, 3400, 64, CopyKind::HtoD, MemoryKind::Pinned, MemoryKind::Device);
+  add_kernel(t, "gemm", 1700, 2400, 1, 10, 50.0f).tid = 3;
+  add_kernel(t, "ncclKernel_AllReduce_RING_LL_Sum_float", 2700, 4000, 2, 10, 50.0f).tid = 3;
+  add_kernel(t, "gemm", 5000, 5100, 3, 10, 50.0f).tid = 3;
+  t.events[7].tid = 3;   // the memcpy
+
+  const StepTimeline all = step_timeline(t, 1000, 5000, 100);
+  EXPECT_EQ(all.total, 8);
+  ASSERT_EQ(all.events.size(), 8u);
+  EXPECT_EQ(all.lanes, (std::vector<std::string>{"host thread 7", "GPU 0 stream 3"}));
+  std::vector<std::string> names;
+  std::vector<Category> cats;
+  for (const TimelineEvent& e : all.events) {
+    names.push_back(all.names.at(e.name));
+    cats.push_back(e.category);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"ProfilerStep#4",
+                                             "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                                             "aten::mm", "gemm", "record_param_comms",
+                                             "ncclKernel_AllReduce_RING_LL_Sum_float", "cudaStreamSynchronize",
+                                             "Memcpy"}));
+  EXPECT_EQ(cats, (std::vector<Category>{Category::CpuExec, Category::DataLoader, Category::CpuExec,
+                                         Category::Kernel, Category::Communication, Category::Communication,
+                                         Category::Runtime, Category::Memcpy}));
+  EXPECT_EQ(all.events[3].lane, 1u);            // gemm on the GPU lane
+  EXPECT_EQ(all.events[3].offset_ns, 700);      // 1700 - 1000
+  EXPECT_EQ(all.events[3].dur_ns, 700);
+  EXPECT_EQ(all.counts, (std::vector<std::pair<EventKind, int64_t>>{
+                            {EventKind::UserRange, 2}, {EventKind::HostOp, 2}, {EventKind::Kernel, 2},
+                            {EventKind::Sync, 1}, {EventKind::Memcpy, 1}}));
+
+  const StepTimeline capped = step_timeline(t, 1000, 5000, 4);
+  EXPECT_EQ(capped.total, 8);
+  names.clear();
+  for (const TimelineEvent& e : capped.events) names.push_back(capped.names.at(e.name));
+  EXPECT_EQ(names, (std::vector<std::string>{"ProfilerStep#4", "gemm", "ncclKernel_AllReduce_RING_LL_Sum_float",
+                                             "Memcpy"}));
+}
+
 TEST(RangeTable, UserRangesWithTheClosureInsideAnOptimizerStep) {
   Trace t;
   // Two optimizer steps. The first [0, 1000) runs a closure whose backward op ends at 700: closure

@@ -107,6 +107,36 @@ def test_timeline_of_a_real_gpu_trace_has_the_steps_kernels(tmp_path):
     _screenshot(path)
 
 
+def test_timeline_colours_are_the_breakdowns_categories():
+    """The timeline colours each event as the breakdown counts it: in this NCCL job the host-side
+    `nccl:all_reduce` / `nccl:broadcast` ranges are Communication (as in the step breakdown), as NCCL's
+    kernels would be, the DataLoader's `__next__` ranges DataLoader, synchronisations Runtime, aten ops CPU
+    Exec, copies Memcpy."""
+    files = sorted(TRACE.glob("*.json.gz")) if TRACE.is_dir() else []
+    if not files:
+        pytest.skip(f"the real trace folder {TRACE} is not here")
+    import gpuprof
+
+    report = gpuprof.analyze(files[0])
+    seen = {}
+    for tl in report.to_dict()["step_views"]["timelines"]:
+        for lane, name, start_us, dur_us, category, kind in tl["events"]:
+            seen.setdefault((kind, tl["names"][name]), set()).add(category)
+            assert 0 <= start_us and dur_us >= 0
+    assert all(len(cats) == 1 for cats in seen.values())
+    cat = {key: next(iter(cats)) for key, cats in seen.items()}
+    comm_ranges = [k for k in cat if k[0] == "user_range" and k[1].startswith("nccl:")]
+    assert comm_ranges and all(cat[k] == "communication" for k in comm_ranges)
+    kernels = [k for k in cat if k[0] == "kernel"]
+    assert kernels and all(cat[k] == ("communication" if "nccl" in k[1].lower() else "kernel") for k in kernels)
+    assert all(cat[k] == "dataloader" for k in cat if k[1].startswith("enumerate(DataLoader)#"))
+    assert all(cat[k] == "runtime" for k in cat if k[0] == "sync")
+    assert all(cat[k] == "memcpy" for k in cat if k[0] == "memcpy")
+    ops = [k for k in cat if k[0] == "host_op" and k[1].startswith("aten::")]
+    assert ops and all(cat[k] == "cpu_exec" for k in ops)
+    assert report.average["communication_us"] > 0
+
+
 @needs_chromium
 def test_timeline_of_a_live_cpu_loop_has_the_steps_operators_and_names_stay_text(tmp_path):
     torch = pytest.importorskip("torch")

@@ -63,6 +63,30 @@ std::vector<StepEventTables> step_event_tables(const Trace& trace,
                                                const std::vector<std::pair<int64_t, int64_t>>& steps,
                                                size_t top);
 
+// The events drawn in the HTML timeline of one step: host ops, user ranges, synchronisations,
+// kernels, copies and sets that start in [start_ns, end_ns). With more than `cap`, device work is
+// kept first, then the longest host events (ties in stored order); `total` counts them all. Events
+// come sorted by start (the longer first at equal starts, then stored order), each with its lane
+// ("host thread T", "GPU D stream S") and name as indices into first-seen lists, and the breakdown
+// category it is coloured as (a step marker and a user range are CPU Exec, a synchronisation
+// Runtime; the rest as the breakdown classifies it).
+struct TimelineEvent {
+  uint32_t lane = 0;
+  uint32_t name = 0;
+  int64_t offset_ns = 0;   // start - start_ns
+  int64_t dur_ns = 0;
+  Category category = Category::Other;
+  EventKind kind = EventKind::HostOp;
+};
+struct StepTimeline {
+  std::vector<std::string> lanes;   // first-seen order; TimelineEvent::lane indexes it
+  std::vector<std::string> names;   // first-seen order
+  std::vector<TimelineEvent> events;
+  std::vector<std::pair<EventKind, int64_t>> counts;   // events kept per kind, first-seen order
+  int64_t total = 0;                                   // events of these kinds in the step
+};
+StepTimeline step_timeline(const Trace& trace, int64_t start_ns, int64_t end_ns, size_t cap);
+
 // One row per user range name (gpuprof.range, record_function, torch's Optimizer.step#... ranges;
 // not the ProfilerStep#N markers). closure_ns: the part of the ranges that ends with the last
 // backward op inside them (an optimizer stepped with a closure runs forward and backward there).

@@ -212,6 +212,63 @@ std::vector<StepEventTables> step_event_tables(const Trace& t,
   return out;
 }
 
+StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap) {
+  auto drawn = [](EventKind k) {
+    return k == EventKind::HostOp || k == EventKind::UserRange || k == EventKind::Sync || k == EventKind::Kernel ||
+           k == EventKind::Memcpy || k == EventKind::Memset;
+  };
+  std::vector<uint32_t> picked;
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.start_ns >= start_ns && e.start_ns < end_ns && drawn(e.kind)) picked.push_back(i);
+  }
+  StepTimeline out;
+  out.total = static_cast<int64_t>(picked.size());
+  if (picked.size() > cap) {
+    // Device work first, then the longest events; ties in stored order.
+    std::partial_sort(picked.begin(), picked.begin() + static_cast<std::ptrdiff_t>(cap), picked.end(),
+                      [&](uint32_t a, uint32_t b) {
+                        const Event& ea = t.events[a];
+                        const Event& eb = t.events[b];
+                        if (ea.on_device() != eb.on_device()) return ea.on_device();
+                        if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;
+                        return a < b;
+                      });
+    picked.resize(cap);
+    std::sort(picked.begin(), picked.end());
+  }
+  std::stable_sort(picked.begin(), picked.end(), [&](uint32_t a, uint32_t b) {
+    const Event& ea = t.events[a];
+    const Event& eb = t.events[b];
+    return ea.start_ns != eb.start_ns ? ea.start_ns < eb.start_ns : ea.dur_ns > eb.dur_ns;
+  });
+  std::unordered_map<std::string, uint32_t> lane_index;
+  std::unordered_map<uint32_t, uint32_t> name_index;   // trace string id -> index in names
+  out.events.reserve(picked.size());
+  for (uint32_t i : picked) {
+    const Event& e = t.events[i];
+    std::string lane = e.on_device() ? "GPU " + std::to_string(e.device) + " stream " + std::to_string(e.tid)
+                                     : "host thread " + std::to_string(e.tid);
+    auto [lit, new_lane] = lane_index.emplace(std::move(lane), static_cast<uint32_t>(out.lanes.size()));
+    if (new_lane) out.lanes.push_back(lit->first);
+    auto [nit, new_name] = name_index.emplace(e.name, static_cast<uint32_t>(out.names.size()));
+    if (new_name) out.names.push_back(t.name_of(e));
+    TimelineEvent r;
+    r.lane = lit->second;
+    r.name = nit->second;
+    r.offset_ns = e.start_ns - start_ns;
+    r.dur_ns = e.dur_ns;
+    r.kind = e.kind;
+    if (e.kind == EventKind::Sync) r.category = Category::Runtime;
+    else if (!event_category(t, e, &r.category)) r.category = Category::CpuExec;   // a step marker
+    out.events.push_back(r);
+    auto c = std::find_if(out.counts.begin(), out.counts.end(), [&](const auto& kc) { return kc.first == e.kind; });
+    if (c == out.counts.end()) out.counts.emplace_back(e.kind, 1);
+    else ++c->second;
+  }
+  return out;
+}
+
 std::vector<RangeRow> range_table(const Trace& t) {
   // Backward ops, on any thread: an optimizer stepped with a closure (Lightning) runs the forward
   // and backward inside its range, and the range's own work starts when the last of them ends.

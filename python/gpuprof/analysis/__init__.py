@@ -157,22 +157,6 @@ def section(data: dict, key: str) -> list[dict]:
 TIMELINE_EVENT_CAP = 4000
 TOP_PER_STEP = 5
 
-# Event kinds drawn, and the breakdown category each is coloured as (names refine it below).
-_DRAWN = {"host_op": "cpu_exec", "user_range": "cpu_exec", "sync": "runtime", "kernel": "kernel",
-          "memcpy": "memcpy", "memset": "memset"}
-_DEVICE_KINDS = ("kernel", "memcpy", "memset")
-
-
-def _category(kind: str, name: str) -> str:
-    if kind in ("host_op", "user_range") and _core.is_dataloader_name(name):
-        return "dataloader"
-    if kind in ("host_op", "kernel") and _core.is_communication_op_name(name):
-        return "communication"
-    if kind == "kernel" and "nccl" in name.lower():
-        return "communication"
-    return _DRAWN[kind]
-
-
 def _median_step(steps: list[dict]) -> dict:
     ordered = sorted(steps, key=lambda s: s["total_us"])
     return ordered[(len(ordered) - 1) // 2]
@@ -181,7 +165,8 @@ def _median_step(steps: list[dict]) -> dict:
 def step_views(trace, steps: list[dict]) -> dict:
     """Computed when a report with its trace is first saved or drawn (``Report.to_dict``,
     ``to_json``, ``to_html``), not by ``analyse``: a text report does not need it. The per-step
-    tables are one native pass; only the two drawn steps' events come to Python.
+    tables are one native pass, and each drawn step's timeline another (rows come to Python as
+    lists, not one dict per event).
 
     The events of the slowest and the median step (capped), per-step top kernels and
     operators, and which steps are outliers: what the HTML report draws and drills into."""
@@ -194,34 +179,15 @@ def step_views(trace, steps: list[dict]) -> dict:
     tables = _core.step_event_tables(trace, [(s["start_ns"], s["end_ns"]) for s in steps], TOP_PER_STEP)
     timelines = []
     for label, step in drawn:
-        # Device work first (every kernel, copy and set, up to the cap), then the longest host events.
-        kept, total = _core.trace_events_between(trace, step["start_ns"], step["end_ns"], list(_DRAWN),
-                                                 TIMELINE_EVENT_CAP)
-        kept.sort(key=lambda e: (e["start_ns"], -e["dur_ns"]))
-        names: list[str] = []
-        index: dict[str, int] = {}
-        lanes: list[str] = []
-        lane_index: dict[str, int] = {}
-        rows = []
-        for e in kept:
-            lane = (f"GPU {e['device']} stream {e['tid']}" if e["kind"] in _DEVICE_KINDS
-                    else f"host thread {e['tid']}")
-            if lane not in lane_index:
-                lane_index[lane] = len(lanes)
-                lanes.append(lane)
-            if e["name"] not in index:
-                index[e["name"]] = len(names)
-                names.append(e["name"])
-            rows.append([lane_index[lane], index[e["name"]], round((e["start_ns"] - step["start_ns"]) / 1000.0, 3),
-                         round(e["dur_ns"] / 1000.0, 3), _category(e["kind"], e["name"]), e["kind"]])
-        counts: dict[str, int] = {}
-        for e in kept:
-            counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+        # Host threads and GPU streams, device work kept first up to the cap, then the longest host
+        # events; rows [lane, name, start_us, dur_us, category, kind], lane and name pointing into the
+        # first-seen lists lane_order and names; the category is the breakdown's (one native pass).
+        tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP)
+        lanes = tl["lane_order"]
         timelines.append({"label": label, "step": step["step"], "total_us": step["total_us"],
                           "lanes": sorted(lanes, key=lambda l: (not l.startswith("host"), l)),
-                          "lane_order": lanes, "names": names, "events": rows, "counts": counts,
-                          "left_out": total - len(kept)})
-    # Lanes are stored in first-seen order; rows point into lane_order.
+                          "lane_order": lanes, "names": tl["names"], "events": tl["events"],
+                          "counts": tl["counts"], "left_out": tl["total"] - len(tl["events"])})
     tops = {}
     for step, table in zip(steps, tables):
         if not (table["kernels_count"] or table["operators_count"]):
