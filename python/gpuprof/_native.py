@@ -3,8 +3,6 @@ only when a live session needs them, built for the torch installed now (see _hoo
 
 from __future__ import annotations
 
-import importlib.metadata
-
 from . import _core  # noqa: F401  (re-exported: the core never needs torch)
 
 _hooks = None
@@ -12,6 +10,8 @@ _hooks = None
 
 def installed_torch_version() -> str | None:
     """The installed torch's version, read from its metadata: cheap, and loads no LibTorch."""
+    import importlib.metadata   # here, not at import: 12 ms that trace analysis never needs
+
     try:
         return importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:

@@ -35,3 +35,21 @@ def test_an_unknown_attribute_is_still_an_attribute_error():
     out = _run("import gpuprof\n"
                "try:\n    gpuprof.no_such_name\nexcept AttributeError as e:\n    print(e)")
     assert out == "module 'gpuprof' has no attribute 'no_such_name'"
+
+
+def test_a_verb_loads_only_its_own_module_and_help_lists_every_verb(tmp_path):
+    """`gpuprof report X` imports gpuprof.cli.report only (not run, scaling, doctor, ...: their
+    imports are start-up time a trace analysis does not need), nor importlib.metadata; `gpuprof
+    --help` still lists every verb."""
+    from gpuprof.cli import VERBS
+
+    missing = tmp_path / "missing.json"
+    out = _run("import sys\nfrom gpuprof.cli import main\n"
+               f"rc = main(['report', {str(missing)!r}])\n"
+               "print(rc, sorted(m for m in sys.modules if m.startswith('gpuprof.cli.')), "
+               "'importlib.metadata' in sys.modules)")
+    assert out == "2 ['gpuprof.cli.report'] False"
+    proc = subprocess.run([sys.executable, "-m", "gpuprof", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    for verb in VERBS:
+        assert verb in proc.stdout

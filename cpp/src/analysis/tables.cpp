@@ -244,6 +244,7 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
   });
   std::unordered_map<std::string, uint32_t> lane_index;
   std::unordered_map<uint32_t, uint32_t> name_index;   // trace string id -> index in names
+  std::unordered_map<uint64_t, Category> category_of;   // (name id, kind) -> category
   out.events.reserve(picked.size());
   for (uint32_t i : picked) {
     const Event& e = t.events[i];
@@ -259,8 +260,14 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
     r.offset_ns = e.start_ns - start_ns;
     r.dur_ns = e.dur_ns;
     r.kind = e.kind;
-    if (e.kind == EventKind::Sync) r.category = Category::Runtime;
-    else if (!event_category(t, e, &r.category)) r.category = Category::CpuExec;   // a step marker
+    // Classified once per (name, kind): the name rules scan the name (kernel names run to
+    // hundreds of characters), and a step holds thousands of calls of a few dozen names.
+    auto [cit, new_class] = category_of.emplace((uint64_t(e.name) << 8) | uint64_t(e.kind), Category::CpuExec);
+    if (new_class) {
+      if (e.kind == EventKind::Sync) cit->second = Category::Runtime;
+      else if (!event_category(t, e, &cit->second)) cit->second = Category::CpuExec;   // a step marker
+    }
+    r.category = cit->second;
     out.events.push_back(r);
     auto c = std::find_if(out.counts.begin(), out.counts.end(), [&](const auto& kc) { return kc.first == e.kind; });
     if (c == out.counts.end()) out.counts.emplace_back(e.kind, 1);
