@@ -8,6 +8,7 @@ here. Then gpuprof's own time is split into phases (decompression, JSON parsing 
 Trace, analysis, report, text rendering, Python start-up) to say what bounds it.
 
     python bench/analyze_speed.py [--only gpuprof,hta,tb] [--repeat 3] [--timeout 900] [--out results.json]
+                                  [--before DIR]   # an earlier gpuprof build, timed in the same run
 
 With --repeat N each tool runs N times per input, the tools taking turns, and the table shows each
 tool's fastest run (the run least disturbed by other work on a shared machine) with its CPU time
@@ -115,7 +116,7 @@ def synthetic_trace(path: Path, n_events: int = 2_000_000, seed: int = 0) -> Pat
     return path
 
 
-def run_with_rss(cmd: list[str], timeout: float) -> dict:
+def run_with_rss(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
     # A tiny wrapper process runs the command and reports its children's ru_maxrss, so that each
     # measurement starts from zero (RUSAGE_CHILDREN of this process would keep the max of all runs).
     wrapper = ("import resource, subprocess, sys, time, json\n"
@@ -127,7 +128,7 @@ def run_with_rss(cmd: list[str], timeout: float) -> dict:
                "'cpu_s': ru.ru_utime + ru.ru_stime, "
                "'stderr_tail': p.stderr.decode(errors='replace')[-600:] if p.returncode else ''}))\n")
     try:
-        proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, timeout=timeout)
+        proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"did not finish within {timeout:.0f} s"}
     res = json.loads(proc.stdout.decode().strip().splitlines()[-1])
@@ -190,8 +191,17 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool and input (best one kept)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gpuprof-bench"))
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--before", metavar="DIR", default=None,
+                    help="also time an earlier gpuprof (a folder holding its installed `gpuprof` package, "
+                         "e.g. from `pip install --no-deps --target DIR .` at an older commit) as the tool "
+                         "gpuprof_before, taking turns with the others")
     args = ap.parse_args()
     tools = args.only.split(",")
+    if args.before:
+        if not (Path(args.before) / "gpuprof" / "__init__.py").is_file():
+            print(f"--before {args.before}: no gpuprof package in that folder", file=sys.stderr)
+            return 2
+        tools.append("gpuprof_before")
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
 
@@ -215,13 +225,17 @@ def main() -> int:
             for tool in tools:
                 if runs[tool] and not runs[tool][-1].get("ok"):
                     continue   # a tool that failed once is not retried
-                if tool == "gpuprof":
-                    cmd = [sys.executable, "-c", GPUPROF, str(path), str(work / f"{name}.report.json")]
+                env = None
+                if tool in ("gpuprof", "gpuprof_before"):
+                    cmd = [sys.executable, "-c", GPUPROF, str(path), str(work / f"{name}.{tool}.json")]
+                    if tool == "gpuprof_before":
+                        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                            [args.before] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
                 elif tool == "hta":
                     cmd = [sys.executable, "-c", HTA, str(folder)]
                 else:
                     cmd = [sys.executable, "-c", TB, str(folder)]
-                runs[tool].append(run_with_rss(cmd, args.timeout))
+                runs[tool].append(run_with_rss(cmd, args.timeout, env))
         for tool in tools:
             ok = sorted((r for r in runs[tool] if r.get("ok")), key=lambda r: r["wall_s"])
             res = dict(ok[0]) if ok else runs[tool][-1]
@@ -252,6 +266,14 @@ def main() -> int:
               f"{ratio('hta', 'cpu_s'):>9s} {ratio('tb', 'cpu_s'):>9s} "
               f"{ratio('hta', 'peak_rss_kib'):>9s} {ratio('tb', 'peak_rss_kib'):>9s} "
               f"{g.get('peak_rss_kib', 0) * 1024 / (row['json_mb'] * 1e6):18.2f}")
+    if args.before:
+        print()
+        for name, row in results.items():
+            g, b = row.get("gpuprof", {}), row.get("gpuprof_before", {})
+            if g.get("ok") and b.get("ok"):
+                print(f"{name:16s} before {b['wall_s']:.3f} s wall / {b['cpu_s']:.3f} s CPU / "
+                      f"{b['peak_rss_kib'] / 1024:.0f} MiB -> now {g['wall_s']:.3f} s / {g['cpu_s']:.3f} s / "
+                      f"{g['peak_rss_kib'] / 1024:.0f} MiB ({100 * (g['wall_s'] / b['wall_s'] - 1):+.0f}% wall)")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -61,3 +61,27 @@ def test_cpu_overhead_smoke_run_measures_every_variant(tmp_path):
     assert all(v > 0 for v in doc["ns_per_op"].values())
     assert isinstance(doc["ratio_recording"], float)
     assert isinstance(doc["ratio_recording_record_shapes"], float)
+
+
+def test_analyze_speed_times_an_earlier_build_beside_this_one(tmp_path):
+    """`bench/analyze_speed.py --before DIR` runs the gpuprof found in DIR as `gpuprof_before`,
+    taking turns with this one, and reports both (here DIR holds the installed package itself)."""
+    trace = REPO.parent / "shared" / "traces" / "tb_resnet50_v100_nw0"
+    if not trace.is_dir():
+        pytest.skip(f"the real trace folder {trace} is not here")
+    import gpuprof
+
+    before = Path(gpuprof.__file__).resolve().parents[1]
+    out = tmp_path / "speed.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "analyze_speed.py"), "--only", "gpuprof", "--inputs", "resnet50_v100",
+         "--before", str(before), "--workdir", str(tmp_path / "work"), "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(out.read_text())["resnet50_v100"]
+    assert row["gpuprof"]["ok"] and row["gpuprof_before"]["ok"]
+    assert row["gpuprof_before"]["wall_s"] > 0 and row["gpuprof"]["cpu_s"] > 0
+    assert "before" in proc.stdout and "-> now" in proc.stdout
+    bad = subprocess.run([sys.executable, str(REPO / "bench" / "analyze_speed.py"), "--before", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "no gpuprof package" in bad.stderr
