@@ -118,6 +118,44 @@ TEST(GpuSummary, OutermostEligibleOpOwnsTheKernel) {
   EXPECT_EQ(links.top_op[3], 1u);
 }
 
+// Ids are looked up through a vector indexed by id when they are dense (profilers count them up)
+// and through a hash map when not: the links must be the same either way. The same launches as
+// three_kernel_step, with ids 1..13 and then with ids around 10^12 (a sparse range); a driver call
+// sharing the first runtime call's correlation id, added before it, never shadows it.
+TEST(LaunchLinks, DenseAndSparseIdsLinkTheSame) {
+  auto build = [](uint64_t base) {
+    Trace t;
+    auto id = [&](uint64_t x) { return x == 0 ? 0 : base == 0 ? x : base + x * 7919; };
+    t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+    host(t, "aten::linear", 50, 450, id(1));
+    host(t, "aten::t", 55, 58, id(2));
+    host(t, "aten::addmm", 60, 440, id(3));
+    Event& drv = t.add(EventKind::Driver, "cuLaunchKernel", 65, 5);
+    drv.correlation = id(11);
+    runtime(t, 70, 80, id(11), id(3));
+    host(t, "aten::relu", 460, 480, id(4));
+    runtime(t, 462, 470, id(12), id(4));
+    host(t, "aten::matmul", 485, 499, id(5));
+    runtime(t, 490, 495, id(13), 0);
+    add_kernel(t, "volta_sgemm_128x64_nn", 100, 300, id(11), 5, 40.0f);
+    add_kernel(t, "relu_kernel", 200, 400, id(12), 20, 80.0f);
+    add_kernel(t, "volta_h884gemm_64x64_ldg8_nn", 600, 700, id(13), 0, -1.0f);
+    return t;
+  };
+  const Trace dense = build(0), sparse = build(1000000000000ull);
+  const LaunchLinks a = link_launches(dense), b = link_launches(sparse);
+  // Events: 0 step, 1 linear, 2 t, 3 addmm, 4 driver, 5 rt, 6 relu, 7 rt, 8 matmul, 9 rt, 10-12 kernels.
+  EXPECT_EQ(a.runtime_of[10], 5u);   // the runtime call, not the driver call with the same id
+  EXPECT_EQ(a.op_of[10], 3u);        // addmm, by external id
+  EXPECT_EQ(a.op_of[11], 6u);        // relu
+  EXPECT_EQ(a.op_of[12], 8u);        // no external id: the call lies inside matmul
+  EXPECT_EQ(a.runtime_of, b.runtime_of);
+  EXPECT_EQ(a.op_of, b.op_of);
+  EXPECT_EQ(a.parent_op, b.parent_op);
+  EXPECT_EQ(a.top_op, b.top_op);
+  EXPECT_EQ(a.eligible_root, b.eligible_root);
+}
+
 TEST(GpuSummary, KernelsOutsideTheWindowAreClipped) {
   // Step [0, 1000); one kernel [-100, 100) launched before profiling started (no runtime call), one
   // [900, 1100) launched inside the step, so the step ends at 1100: window [0, 1100).

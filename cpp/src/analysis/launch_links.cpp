@@ -9,6 +9,32 @@ namespace gpuprof {
 
 namespace {
 
+// id -> event index for the correlation and external ids. Profilers number them with counters,
+// so the ids of a trace mostly lie in a range not much larger than their count: then a plain
+// vector indexed by id (no hashing, no node per entry); otherwise a hash map.
+class IdIndex {
+ public:
+  explicit IdIndex(const std::vector<uint64_t>& ids) {
+    uint64_t max_id = 0;
+    for (uint64_t id : ids) max_id = std::max(max_id, id);
+    dense_ = max_id <= 4 * uint64_t(ids.size()) + 4096;
+    if (dense_) slots_.assign(size_t(max_id) + 1, kNoIndex);
+    else sparse_.reserve(ids.size());
+  }
+  // The slot for `id` (kNoIndex when new), to read or to set.
+  uint32_t& operator[](uint64_t id) { return dense_ ? slots_[size_t(id)] : sparse_.try_emplace(id, kNoIndex).first->second; }
+  uint32_t find(uint64_t id) const {
+    if (dense_) return id < slots_.size() ? slots_[size_t(id)] : kNoIndex;
+    const auto it = sparse_.find(id);
+    return it == sparse_.end() ? kNoIndex : it->second;
+  }
+
+ private:
+  bool dense_ = false;
+  std::vector<uint32_t> slots_;
+  std::unordered_map<uint64_t, uint32_t> sparse_;
+};
+
 // Host-side events whose enclosing op we need: runtime/driver calls and synchronisations.
 bool needs_enclosing_op(EventKind k) {
   return k == EventKind::Runtime || k == EventKind::Driver || k == EventKind::Sync;
@@ -18,7 +44,7 @@ bool needs_enclosing_op(EventKind k) {
 // open ops, giving each op its parent and each call its innermost enclosing op.
 void nest_thread(const Trace& t, std::vector<uint32_t>& items, std::vector<int8_t>& eligible_by_name,
                  LaunchLinks& links) {
-  std::sort(items.begin(), items.end(), [&](uint32_t a, uint32_t b) {
+  auto before = [&](uint32_t a, uint32_t b) {
     const Event& ea = t.events[a];
     const Event& eb = t.events[b];
     if (ea.start_ns != eb.start_ns) return ea.start_ns < eb.start_ns;
@@ -26,7 +52,9 @@ void nest_thread(const Trace& t, std::vector<uint32_t>& items, std::vector<int8_
     if (op_a != op_b) return op_a;   // an op opens before a call that starts with it
     if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;   // the outer op first
     return a < b;
-  });
+  };
+  // Recorded and imported events mostly come in this order already: check before sorting.
+  if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
   std::vector<uint32_t> open;
   for (uint32_t i : items) {
     const Event& e = t.events[i];
@@ -67,20 +95,28 @@ LaunchLinks link_launches(const Trace& t) {
   links.top_op.assign(n, kNoIndex);
   links.eligible_root.assign(n, kNoIndex);
 
-  std::unordered_map<uint64_t, uint32_t> op_by_external_id;
-  std::unordered_map<uint64_t, uint32_t> runtime_by_correlation;
+  std::vector<uint64_t> external_ids, correlations;
+  for (const Event& e : t.events) {
+    if (e.kind == EventKind::HostOp && e.external_id != 0) external_ids.push_back(e.external_id);
+    else if (needs_enclosing_op(e.kind) && e.kind != EventKind::Sync && e.correlation != 0)
+      correlations.push_back(e.correlation);
+  }
+  IdIndex op_by_external_id(external_ids);
+  IdIndex runtime_by_correlation(correlations);
   std::unordered_map<uint32_t, std::vector<uint32_t>> host_items_by_thread;
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (e.kind == EventKind::HostOp) {
-      if (e.external_id != 0) op_by_external_id.emplace(e.external_id, i);
+      if (e.external_id != 0) {
+        uint32_t& op = op_by_external_id[e.external_id];
+        if (op == kNoIndex) op = i;   // the first op with an id keeps it
+      }
       host_items_by_thread[e.tid].push_back(i);
     } else if (needs_enclosing_op(e.kind)) {
       // Only runtime calls launch device work; a driver call with the same id never shadows one.
       if (e.correlation != 0 && e.kind != EventKind::Sync) {
-        auto [it, inserted] = runtime_by_correlation.emplace(e.correlation, i);
-        if (!inserted && t.events[it->second].kind == EventKind::Driver && e.kind == EventKind::Runtime)
-          it->second = i;
+        uint32_t& call = runtime_by_correlation[e.correlation];
+        if (call == kNoIndex || (t.events[call].kind == EventKind::Driver && e.kind == EventKind::Runtime)) call = i;
       }
       host_items_by_thread[e.tid].push_back(i);
     }
@@ -89,8 +125,8 @@ LaunchLinks link_launches(const Trace& t) {
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (needs_enclosing_op(e.kind) && e.external_id != 0) {
-      auto it = op_by_external_id.find(e.external_id);
-      if (it != op_by_external_id.end()) links.op_of[i] = it->second;
+      const uint32_t op = op_by_external_id.find(e.external_id);
+      if (op != kNoIndex) links.op_of[i] = op;
     }
   }
   std::vector<int8_t> eligible_by_name(t.strings.size(), -1);   // each op name classified once
@@ -99,18 +135,18 @@ LaunchLinks link_launches(const Trace& t) {
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (!(e.on_device() || e.kind == EventKind::Sync) || e.correlation == 0) continue;
-    auto it = runtime_by_correlation.find(e.correlation);
-    if (it == runtime_by_correlation.end() || it->second == i) continue;
-    links.runtime_of[i] = it->second;
+    const uint32_t call = runtime_by_correlation.find(e.correlation);
+    if (call == kNoIndex || call == i) continue;
+    links.runtime_of[i] = call;
     // A sync's own thread may be a stream row; the call it belongs to knows the op for sure.
-    if (e.on_device() || links.op_of[it->second] != kNoIndex) links.op_of[i] = links.op_of[it->second];
+    if (e.on_device() || links.op_of[call] != kNoIndex) links.op_of[i] = links.op_of[call];
   }
   // A device event whose runtime call is missing may still carry the op's external id.
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (e.on_device() && links.op_of[i] == kNoIndex && e.external_id != 0) {
-      auto it = op_by_external_id.find(e.external_id);
-      if (it != op_by_external_id.end()) links.op_of[i] = it->second;
+      const uint32_t op = op_by_external_id.find(e.external_id);
+      if (op != kNoIndex) links.op_of[i] = op;
     }
   }
   return links;
