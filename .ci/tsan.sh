@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# ThreadSanitizer over the collector (8 producer threads while sessions start, drain and stop) and
-# the gzip reader's inflating thread (tests/tsan/tsan_test.cpp). Builds only the sources those need,
-# with -fsanitize=thread, into build/tsan; 45-80 s on 2 CPUs (about 30 s of it the tests).
+# ThreadSanitizer over the collector (8 producer threads while sessions start, drain and stop), the
+# gzip reader's inflating thread and the analysis tables' second thread (tests/tsan/tsan_test.cpp).
+# Builds only the sources those need, with -fsanitize=thread, into build/tsan; 45-80 s on 2 CPUs
+# (about 30 s of it the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CXX=${CXX:-g++}
@@ -9,7 +10,9 @@ out=build/tsan
 mkdir -p "$out"
 srcs=(cpp/src/core/trace.cpp cpp/src/core/event.cpp cpp/src/analysis/intervals.cpp
       cpp/src/analysis/breakdown.cpp cpp/src/collect/collector.cpp
-      cpp/src/io/text_stream.cpp cpp/src/io/kineto_import.cpp tests/tsan/tsan_test.cpp)
+      cpp/src/io/text_stream.cpp cpp/src/io/kineto_import.cpp
+      cpp/src/analysis/occupancy.cpp cpp/src/analysis/tensor_cores.cpp cpp/src/analysis/launch_links.cpp
+      cpp/src/analysis/gpu_summary.cpp cpp/src/analysis/tables.cpp tests/tsan/tsan_test.cpp)
 flags=(-std=c++17 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Icpp/include -pthread)
 objs=()
 pids=()

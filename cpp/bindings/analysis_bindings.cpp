@@ -69,37 +69,21 @@ py::dict summary_to_dict(const DeviceSummary& s) {
 }
 
 py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
-  BreakdownResult steps;
-  LaunchLinks links;
-  std::vector<KernelRow> kernels;
-  std::vector<OperatorRow> operators;
-  std::vector<CopyRow> copies;
-  std::vector<RangeRow> ranges;
-  std::vector<SyncRow> syncs;
-  std::vector<StepMemoryRow> memory;
-  std::vector<DeviceSummary> devices;
+  AnalysisTables a;
   {
     py::gil_scoped_release release;
     BreakdownOptions o;
     o.drop_incomplete_last_step = drop_incomplete_last_step;
-    steps = compute_breakdown(t, o);
-    links = link_launches(t);
-    devices = summarize_devices(t, steps_window(steps), links);
-    kernels = kernel_table(t);
-    operators = operator_table(t, links);
-    copies = copy_table(t);
-    ranges = range_table(t);
-    syncs = sync_table(t, links);
-    memory = step_memory_table(t, steps);
+    a = analyse_tables(t, o);
   }
   py::dict out;
-  out["breakdown"] = breakdown_to_dict(steps);   // the steps the GPU window was taken from
+  out["breakdown"] = breakdown_to_dict(a.steps);   // the steps the GPU window was taken from
   py::list dl;
-  for (const DeviceSummary& s : devices) dl.append(summary_to_dict(s));
+  for (const DeviceSummary& s : a.devices) dl.append(summary_to_dict(s));
   out["devices"] = dl;
 
   py::list kl;
-  for (const KernelRow& r : kernels) {
+  for (const KernelRow& r : a.kernels) {
     py::dict d;
     d["name"] = r.name;
     d["calls"] = r.calls;
@@ -115,7 +99,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["kernels"] = kl;
 
   py::list ol;
-  for (const OperatorRow& r : operators) {
+  for (const OperatorRow& r : a.operators) {
     py::dict d;
     d["name"] = r.name;
     d["input_shapes"] = r.input_shapes;
@@ -130,7 +114,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["operators"] = ol;
 
   py::list rl;
-  for (const RangeRow& r : ranges) {
+  for (const RangeRow& r : a.ranges) {
     py::dict d;
     d["name"] = r.name;
     d["calls"] = r.calls;
@@ -141,7 +125,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["ranges"] = rl;
 
   py::list cl;
-  for (const CopyRow& r : copies) {
+  for (const CopyRow& r : a.copies) {
     py::dict d;
     d["kind"] = r.kind;
     d["host_memory"] = r.host_memory.empty() ? py::object(py::none()) : py::object(py::str(r.host_memory));
@@ -154,7 +138,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["copies"] = cl;
 
   py::list sl;
-  for (const SyncRow& r : syncs) {
+  for (const SyncRow& r : a.syncs) {
     py::dict d;
     d["name"] = r.name;
     d["op"] = r.op;
@@ -165,7 +149,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["syncs"] = sl;
 
   py::list ml;
-  for (const StepMemoryRow& r : memory) {
+  for (const StepMemoryRow& r : a.memory) {
     py::dict d;
     d["step"] = r.step;
     d["ts_ns"] = r.start_ns;   // a time column, so renderers can draw the peaks over the run

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gpuprof/gpu_summary.h"
+#include "gpuprof/tables.h"
 #include "gpuprof/launch_links.h"
 #include "trace_builders.h"
 
@@ -154,6 +155,32 @@ TEST(LaunchLinks, DenseAndSparseIdsLinkTheSame) {
   EXPECT_EQ(a.parent_op, b.parent_op);
   EXPECT_EQ(a.top_op, b.top_op);
   EXPECT_EQ(a.eligible_root, b.eligible_root);
+}
+
+// analyse_tables runs the linked tables on a second thread: what it returns is what the passes
+// give one after the other.
+TEST(AnalyseTables, TheSameAsEachPassInTurn) {
+  const Trace t = three_kernel_step();
+  const AnalysisTables a = analyse_tables(t, BreakdownOptions{});
+  const BreakdownResult steps = compute_breakdown(t, BreakdownOptions{});
+  const LaunchLinks links = link_launches(t);
+  ASSERT_EQ(a.steps.steps.size(), steps.steps.size());
+  EXPECT_EQ(a.steps.steps[0].total_ns(), steps.steps[0].total_ns());
+  EXPECT_EQ(a.links.op_of, links.op_of);
+  EXPECT_EQ(a.links.eligible_root, links.eligible_root);
+  const std::vector<DeviceSummary> devices = summarize_devices(t, steps_window(steps), links);
+  ASSERT_EQ(a.devices.size(), devices.size());
+  EXPECT_DOUBLE_EQ(a.devices[0].utilization_pct, devices[0].utilization_pct);
+  EXPECT_DOUBLE_EQ(a.devices[0].tc_eligible_pct, devices[0].tc_eligible_pct);
+  const std::vector<OperatorRow> ops = operator_table(t, links);
+  ASSERT_EQ(a.operators.size(), ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    EXPECT_EQ(a.operators[i].name, ops[i].name);
+    EXPECT_EQ(a.operators[i].device_total_ns, ops[i].device_total_ns);
+  }
+  EXPECT_EQ(a.kernels.size(), kernel_table(t).size());
+  EXPECT_EQ(a.syncs.size(), sync_table(t, links).size());
+  EXPECT_EQ(a.memory.size(), step_memory_table(t, steps).size());
 }
 
 TEST(GpuSummary, KernelsOutsideTheWindowAreClipped) {

@@ -8,6 +8,7 @@
 // 2. The gzip reader: its inflating thread runs one chunk ahead of the parser; imports that finish,
 //    that stop early on bad JSON while the inflater still has data, and that meet truncated gzip data,
 //    from two threads at once, through the importer's public API.
+// 3. The analysis tables, computed on two threads (at the end of this file).
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -20,6 +21,7 @@
 
 #include "gpuprof/collector.h"
 #include "gpuprof/kineto_import.h"
+#include "gpuprof/tables.h"
 
 using namespace gpuprof;
 
@@ -140,4 +142,49 @@ TEST(Tsan, GzipInflatingThread) {
   std::thread other(reader, 2);
   reader(2);
   other.join();
+}
+
+// 3. The analysis: analyse_tables runs the launch links and the tables built on them on a second
+//    thread beside the breakdown and the other tables, all reading one Trace. Two analyses of the
+//    same Trace also run at once (a report drawn while another is built), and agree.
+TEST(Tsan, AnalysisTablesOnTwoThreadsReadOneTrace) {
+  Trace t;
+  uint64_t id = 1;
+  for (int step = 0; step < 40; ++step) {
+    const int64_t base = int64_t(step) * 100000;
+    t.add(EventKind::StepMarker, "ProfilerStep#" + std::to_string(step), base, 99000).tid = 1;
+    for (int op = 0; op < 120; ++op, ++id) {
+      const int64_t s = base + 500 + op * 800;
+      const uint32_t tid = 1 + op % 2;
+      Event& o = t.add(EventKind::HostOp, op % 3 ? "aten::mm" : "aten::add_", s, 600);   // (add may move
+      o.tid = tid;                                                                        // earlier events)
+      o.external_id = id;
+      Event& r = t.add(EventKind::Runtime, "cudaLaunchKernel", s + 50, 100);
+      r.tid = tid;
+      r.correlation = id;
+      r.external_id = id;
+      Event& k = t.add(EventKind::Kernel, op % 3 ? "volta_sgemm_128x64_nn" : "elementwise", s + 200, 500);
+      k.correlation = id;
+      k.device = 0;
+      k.tid = 7;
+    }
+    Event& sync = t.add(EventKind::Runtime, "cudaDeviceSynchronize", base + 97000, 1500);
+    sync.tid = 1;
+  }
+  const AnalysisTables first = analyse_tables(t, BreakdownOptions{});
+  AnalysisTables a, b;
+  std::thread other([&] { a = analyse_tables(t, BreakdownOptions{}); });
+  b = analyse_tables(t, BreakdownOptions{});
+  other.join();
+  for (const AnalysisTables* x : {&a, &b}) {
+    EXPECT_EQ(x->steps.steps.size(), first.steps.steps.size());
+    EXPECT_EQ(x->links.op_of, first.links.op_of);
+    ASSERT_EQ(x->operators.size(), first.operators.size());
+    EXPECT_EQ(x->operators[0].host_total_ns, first.operators[0].host_total_ns);
+    EXPECT_EQ(x->kernels.size(), first.kernels.size());
+    EXPECT_EQ(x->syncs.size(), first.syncs.size());
+  }
+  EXPECT_EQ(first.steps.steps.size(), 40u);
+  ASSERT_EQ(first.kernels.size(), 2u);
+  EXPECT_EQ(first.kernels[0].calls + first.kernels[1].calls, 40 * 120);
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpuprof/breakdown.h"
+#include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/trace.h"
 
@@ -134,5 +135,22 @@ struct StepMemoryRow {
   int64_t peak_rss_bytes = -1;   // host rows only; -1: not sampled
 };
 std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps);
+
+// Every analysis a report shows, from one breakdown: the steps, the launch links, the GPU summary
+// over the steps' window and the tables. The links and the tables built on them run on a second
+// thread beside the breakdown and the other tables (they only read the Trace); where no thread
+// can be started, one after the other. Exceptions from either side reach the caller.
+struct AnalysisTables {
+  BreakdownResult steps;
+  LaunchLinks links;
+  std::vector<DeviceSummary> devices;
+  std::vector<KernelRow> kernels;
+  std::vector<OperatorRow> operators;
+  std::vector<CopyRow> copies;
+  std::vector<RangeRow> ranges;
+  std::vector<SyncRow> syncs;
+  std::vector<StepMemoryRow> memory;
+};
+AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options);
 
 }  // namespace gpuprof

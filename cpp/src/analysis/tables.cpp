@@ -1,7 +1,10 @@
 #include "gpuprof/tables.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "gpuprof/breakdown.h"
@@ -430,6 +433,42 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
     }
   }
   return rows;
+}
+
+AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
+  AnalysisTables a;
+  auto linked = [&] {
+    a.links = link_launches(t);
+    a.operators = operator_table(t, a.links);
+    a.syncs = sync_table(t, a.links);
+  };
+  std::exception_ptr linked_error;
+  std::thread side;
+  try {
+    side = std::thread([&] {
+      try {
+        linked();
+      } catch (...) {
+        linked_error = std::current_exception();
+      }
+    });
+  } catch (const std::system_error&) {
+    linked();   // no thread to be had
+  }
+  try {
+    a.steps = compute_breakdown(t, options);
+    a.kernels = kernel_table(t);
+    a.copies = copy_table(t);
+    a.ranges = range_table(t);
+    a.memory = step_memory_table(t, a.steps);
+  } catch (...) {
+    if (side.joinable()) side.join();
+    throw;
+  }
+  if (side.joinable()) side.join();
+  if (linked_error) std::rethrow_exception(linked_error);
+  a.devices = summarize_devices(t, steps_window(a.steps), a.links);
+  return a;
 }
 
 }  // namespace gpuprof
