@@ -245,16 +245,19 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
     const Event& eb = t.events[b];
     return ea.start_ns != eb.start_ns ? ea.start_ns < eb.start_ns : ea.dur_ns > eb.dur_ns;
   });
-  std::unordered_map<std::string, uint32_t> lane_index;
+  std::unordered_map<uint64_t, uint32_t> lane_index;   // (on device, device, thread or stream) -> lane
   std::unordered_map<uint32_t, uint32_t> name_index;   // trace string id -> index in names
   std::unordered_map<uint64_t, Category> category_of;   // (name id, kind) -> category
   out.events.reserve(picked.size());
   for (uint32_t i : picked) {
     const Event& e = t.events[i];
-    std::string lane = e.on_device() ? "GPU " + std::to_string(e.device) + " stream " + std::to_string(e.tid)
-                                     : "host thread " + std::to_string(e.tid);
-    auto [lit, new_lane] = lane_index.emplace(std::move(lane), static_cast<uint32_t>(out.lanes.size()));
-    if (new_lane) out.lanes.push_back(lit->first);
+    // A host lane is its thread alone; a device lane its GPU and stream.
+    const uint64_t lane_key =
+        e.on_device() ? (uint64_t(1) << 48) | (uint64_t(uint16_t(e.device)) << 32) | e.tid : uint64_t(e.tid);
+    auto [lit, new_lane] = lane_index.emplace(lane_key, static_cast<uint32_t>(out.lanes.size()));
+    if (new_lane)
+      out.lanes.push_back(e.on_device() ? "GPU " + std::to_string(e.device) + " stream " + std::to_string(e.tid)
+                                        : "host thread " + std::to_string(e.tid));
     auto [nit, new_name] = name_index.emplace(e.name, static_cast<uint32_t>(out.names.size()));
     if (new_name) out.names.push_back(t.name_of(e));
     TimelineEvent r;
