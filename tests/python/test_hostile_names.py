@@ -93,3 +93,15 @@ def test_text_report_of_a_cpu_run_is_unchanged_by_escaping():
     d["source"] = {**d.get("source", {}), "path": "/runs/résumé/rank0.json"}
     out = gpuprof.Report.from_dict(d).to_text(color=False)
     assert "/runs/résumé/rank0.json" in out
+
+
+def test_rank_hosts_from_traces_show_inert_in_the_terminal():
+    """The cross-rank table's host names come from the traces' metadata."""
+    d = copy.deepcopy(cpu_report_dict())
+    avg = d["average"]
+    d["ranks"] = [{"rank": r, "hostname": HOSTILE, "device": HOSTILE, "steps": 3, "average": avg,
+                   "busy_us": 10.0, "collective_wait_us": 0.0, "comm_comp_overlap_pct": None} for r in (0, 1)]
+    d["cross_rank"] = {"world_size": 2, "matched_steps": 3, "imbalance_pct": 0.0}
+    out = gpuprof.Report.from_dict(d).to_text(color=True, width=200)
+    assert "Ranks" in out and "\x1b[31m[red]" not in out and "\r" not in out and "\u202e" not in out
+    assert "evil\\n# Heading" in out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import sys
 
 from . import UserError
 
@@ -83,13 +84,15 @@ def run(args) -> int:
               "<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads)
               + f"</tr></thead><tbody>{body}</tbody></table></body></html>")
     else:
-        from rich.console import Console
-        from rich.table import Table
+        from ..report.sections import printable
+        from ..report.term import Console, Table
 
-        t = Table(box=None, header_style="bold")
+        t = Table()
         for h in heads:
             t.add_column(h, justify="right")
-        for row in cells:
-            t.add_row(*row)
-        Console(width=160, highlight=False, markup=False).print(t)
+        for row in cells:   # labels are paths given on the command line: shown inert
+            t.add_row(*map(printable, row))
+        console = Console(width=160, color=sys.stdout.isatty())
+        console.table(t)
+        print(console.text())
     return 0

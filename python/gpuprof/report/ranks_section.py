@@ -50,18 +50,17 @@ def summary_lines(data: dict) -> list[str]:
 def render_text(console, data: dict) -> None:
     if not shown(data):
         return
-    from rich.table import Table
-    from rich.text import Text
+    from .sections import printable
+    from .term import Table
 
-    console.print(Text("Ranks", style="bold"))
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table = Table("Ranks")
     for i, h in enumerate(HEADERS):
         table.add_column(h, justify="left" if i in (1, 2) else "right")
-    for row in rows(data):
-        table.add_row(*row)
-    console.print(table)
+    for row in rows(data):   # host names come from the traces: shown inert
+        table.add_row(*map(printable, row))
+    console.table(table)
     for line in summary_lines(data):
-        console.print(Text(line))
+        console.print(printable(line))
 
 
 def markdown_lines(data: dict) -> list[str]:

@@ -1,24 +1,21 @@
 """Terminal rendering: ``print(report)``. Colour only when writing to a terminal.
 
-Imports rich and the report model only (no torch), so ``gpuprof report`` starts fast.
+Imports the report model and the standard library only (``term``: no rich, no torch), so
+``gpuprof analyze`` and ``gpuprof report`` start fast; rich draws the progress bar, on a terminal.
 """
 
 from __future__ import annotations
 
-import io
 import shutil
 import sys
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from . import sections as sec
 from .model import CATEGORIES
+from .term import Console, Table
 
-_COLORS = {"kernel": "green", "memcpy": "cyan", "memset": "dark_blue", "communication": "magenta",
+_COLORS = {"kernel": "green", "memcpy": "cyan", "memset": "blue", "communication": "magenta",
            "runtime": "yellow", "dataloader": "red", "cpu_exec": "bright_blue", "other": "white"}
 
 # Rows shown per table in the terminal; the HTML report has them all.
@@ -27,12 +24,12 @@ TOP_ADVICE = 3
 MAX_STEP_ROWS = 20
 
 
-def _bar(avg: dict, width: int) -> Text:
-    bar = Text()
+def _bar(avg: dict, width: int) -> list:
+    bar = []
     for key, _ in CATEGORIES:
         n = int(round(avg.get(f"{key}_pct", 0.0) / 100.0 * width))
         if n:
-            bar.append("█" * n, style=_COLORS[key])
+            bar.append(("█" * n, _COLORS[key]))
     return bar
 
 
@@ -68,62 +65,59 @@ def _table(console: Console, title: str, rows: list[dict], limit: int) -> None:
     cols = [c for c in sec.columns(rows) if any(r.get(c) not in (None, "", [], ()) for r in shown)]
     headers = {c: sec.header(c) for c in cols}
     cols = fit_columns(cols, headers, shown, console.width)
-    t = Table(title=f"{title} (top {min(limit, len(rows))} of {len(rows)})", title_justify="left",
-              title_style="bold", show_edge=False, pad_edge=False, box=None, header_style="bold")
+    t = Table(f"{title} (top {min(limit, len(rows))} of {len(rows)})")
     # Numbers and their headers are never cut; the name gets what is left and is elided.
-    # Each column is padded by one space on either side, the table's edges are not.
+    # Columns are two spaces apart.
     numbers_width = sum(max([len(headers[c])] + [len(sec.fmt(c, r.get(c))) for r in shown]) + 2
                         for c in cols if c != "name")
     name_width = max(_MIN_NAME, console.width - numbers_width)
     for c in cols:
         text_col = c in ("name", "kind")
-        t.add_column(headers[c], justify="left" if text_col else "right", overflow="ellipsis", no_wrap=True,
-                     max_width=name_width if c == "name" else None,
-                     min_width=None if text_col else len(headers[c]))
+        t.add_column(headers[c], justify="left" if text_col else "right",
+                     max_width=name_width if c == "name" else None)
     for r in shown:
-        t.add_row(*(Text(sec.fmt(c, r.get(c))) for c in cols))   # Text: names are never markup
-    console.print(t)
+        t.add_row(*(sec.fmt(c, r.get(c)) for c in cols))
+    console.table(t)
 
 
 def _gpu_summary(console: Console, devices: list[dict]) -> None:
     """One row per metric, one column per GPU: narrow enough for a terminal with 8 GPUs."""
     if not devices:
         return
-    t = Table(title="GPU summary", title_justify="left", title_style="bold", show_edge=False,
-              pad_edge=False, box=None, header_style="bold")
+    t = Table("GPU summary")
     t.add_column("")
     for d in devices:
-        t.add_column(Text(sec.printable(f"GPU {d.get('id', '?')} {d.get('name') or ''}".strip())), justify="right",
-                     overflow="ellipsis", max_width=28, no_wrap=True)
+        t.add_column(sec.printable(f"GPU {d.get('id', '?')} {d.get('name') or ''}".strip()), justify="right",
+                     max_width=28)
     for key, name in sec.DEVICE_FIELDS:
         if any(d.get(key) is not None for d in devices):
             t.add_row(name, *(sec.fmt(key, d.get(key)) + ("%" if key.endswith("_pct") and
                                                           d.get(key) is not None else "")
                               for d in devices))
-    console.print(t)
+    console.table(t)
 
 
 def _advice(console: Console, data: dict, limit: int) -> None:
     items = sec.ranked_advice(data)
     if not items:
         return
-    console.print(Text(f"Top recommendations ({min(limit, len(items))} of {len(items)})",
-                       style="bold"))
+    console.print((f"Top recommendations ({min(limit, len(items))} of {len(items)})", "bold"))
     for i, a in enumerate(items[:limit], 1):
         bound = a.get("saving_bound_pct")
-        head = Text(f"{i}. ")
-        head.append(sec.printable(a.get("title") or a.get("rule") or "recommendation"), style="bold")
+        head = [f"{i}. ", (sec.printable(a.get("title") or a.get("rule") or "recommendation"), "bold")]
         if isinstance(bound, (int, float)):
-            head.append(f"  (up to {bound:.0f}% of the step", style="dim")
-            head.append(f", confidence {sec.printable(a['confidence'])})" if a.get("confidence") else ")",
-                        style="dim")
-        console.print(head)
+            head.append((f"  (up to {bound:.0f}% of the step", "dim"))
+            head.append((f", confidence {sec.printable(a['confidence'])})" if a.get("confidence") else ")",
+                         "dim"))
+        console.print(*head, indent=3)
+        # Long lines wrap under their text: "   evidence: " and "   fix: " stay in the margin.
         for line in sec.evidence_lines(a.get("evidence")):
-            console.print(Text("   evidence: " + sec.printable(line)))
+            console.print("   evidence: " + sec.printable(line), indent=13)
         if a.get("fix"):
-            console.print(Text("   fix: " + sec.printable(a["fix"])))
+            console.print("   fix: " + sec.printable(a["fix"]), indent=8)
         if a.get("docs"):
-            console.print(Text(f"   why: {sec.printable(a['docs'])} (explained inside the HTML report too)", style="dim"))
+            console.print(f"   why: {sec.printable(a['docs'])} (explained inside the HTML report too)",
+                          style="dim", indent=8)
 
 
 def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
@@ -133,44 +127,41 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
         # The terminal's width when there is one; 120 columns in files and CI logs.
         width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
         width = max(80, min(width, 200))
-    out = io.StringIO()
-    console = Console(file=out, width=width, force_terminal=color, color_system="auto" if color else None,
-                      highlight=False, soft_wrap=False, emoji=False, markup=False)
+    console = Console(width=width, color=color)
     data = report._data
     avg = report.average
     src = data.get("source", {})
-    title = Text("gpuprof step breakdown", style="bold")
+    title = [("gpuprof step breakdown", "bold")]
     if src.get("path"):
-        title.append(f": {sec.printable(src['path'])}")   # outside strings: escaped, never markup
-    console.print(title)
+        title.append(f": {sec.printable(src['path'])}")   # outside strings: escaped
+    console.print(*title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
     if isinstance(src.get("note"), str):   # a partial span: which steps, and the complete one
-        console.print(Text(sec.printable(src["note"]), style="yellow"))
+        console.print(sec.printable(src["note"]), style="yellow")
     compiled = data.get("compiled")
     if isinstance(compiled, dict) and isinstance(compiled.get("note"), str):
-        console.print(Text(sec.printable(compiled["note"])))
+        console.print(sec.printable(compiled["note"]))
     note = sec.trace_note(data)
     if note:
-        console.print(Text(sec.printable(note)))
+        console.print(sec.printable(note))
     gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
     if gpu_note.startswith("off:"):
-        console.print(Text(f"GPU collection {sec.printable(gpu_note)}", style="yellow"))
+        console.print(f"GPU collection {sec.printable(gpu_note)}", style="yellow")
     for key in ("gpu_collection_error", "gpu_collection_warning"):   # GPU records may be incomplete
         if report._data.get("metadata", {}).get(key):
-            console.print(Text(f"GPU collection: {sec.printable(report._data['metadata'][key])}",
-                               style="yellow"))
+            console.print(f"GPU collection: {sec.printable(report._data['metadata'][key])}", style="yellow")
     host_note = report._data.get("metadata", {}).get("host_ops", "")
     if host_note.startswith("off:"):
-        console.print(Text(f"Operators {sec.printable(host_note)}", style="yellow"))
+        console.print(f"Operators {sec.printable(host_note)}", style="yellow")
     if report.steps:
-        console.print(_bar(avg, max(10, width - 20)))
-        legend = Text()
+        console.print(*_bar(avg, max(10, width - 20)))
+        legend = []
         for key, name in CATEGORIES:
             if avg.get(f"{key}_pct", 0) > 0:
-                legend.append("■ ", style=_COLORS[key]).append(f"{name} {avg[f'{key}_pct']:.1f}%  ")
-        console.print(legend)
+                legend += [("■ ", _COLORS[key]), f"{name} {avg[f'{key}_pct']:.1f}%  "]
+        console.print(*legend)
 
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table = Table()
     table.add_column("step", justify="right")
     table.add_column("total us", justify="right")
     shown = sec.shown_categories(report)
@@ -190,7 +181,7 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
                       style="bold")
         table.add_row("%", "100", *(f"{avg[f'{k}_pct']:.1f}" for k, _ in shown), style="dim")
     if report.steps:
-        console.print(table)
+        console.table(table)
     else:
         console.print("No complete step was recorded.")
 
@@ -205,11 +196,11 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     _advice(console, data, TOP_ADVICE)
 
     for dl in report.dataloaders:
-        console.print(Text(
+        console.print(
             f"DataLoader ({sec.printable(dl.get('dataset') or '?')}, {dl.get('dataset_length') or '?'} samples): "
             f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
             f"pin_memory={dl.get('pin_memory')}, prefetch_factor={dl.get('prefetch_factor')}, "
-            f"persistent_workers={dl.get('persistent_workers')}"))
+            f"persistent_workers={dl.get('persistent_workers')}")
     host = report.host
     if host.get("cpus_available"):
         console.print(f"CPUs available to the process: {host['cpus_available']} (of {host.get('cpu_count')})")
@@ -220,7 +211,7 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     if c.get("skipped"):
         line += f", skipped: {c['skipped']:,}"
     console.print(line, style="dim")
-    return out.getvalue().rstrip("\n")
+    return console.text()
 
 
 @contextmanager
@@ -237,9 +228,10 @@ def progress(description: str, total: Optional[float] = None, *,
     if not enabled:
         yield lambda amount=1: None
         return
+    from rich.console import Console as RichConsole
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    console = Console(file=stream, force_terminal=True)
+    console = RichConsole(file=stream, force_terminal=True)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(description, total=total)
