@@ -253,21 +253,28 @@ enum class Arg : uint8_t {
   Grid, Block, Occupancy, Bytes, TotalAllocated, TotalReserved, DeviceType, DeviceId
 };
 
+// `k` (whose length the caller's switch has checked) is the literal: a compare of a length known
+// when compiling, which the compiler does inline (no memcmp call per key).
+template <size_t N>
+inline bool is(std::string_view k, const char (&lit)[N]) {
+  return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
+}
+
 Field field_of(std::string_view k) {
   switch (k.size()) {
     case 2:
-      if (k == "ph") return Field::Ph;
-      if (k == "ts") return Field::Ts;
+      if (is(k, "ph")) return Field::Ph;
+      if (is(k, "ts")) return Field::Ts;
       break;
     case 3:
-      if (k == "cat") return Field::Cat;
-      if (k == "pid") return Field::Pid;
-      if (k == "tid") return Field::Tid;
-      if (k == "dur") return Field::Dur;
+      if (is(k, "cat")) return Field::Cat;
+      if (is(k, "pid")) return Field::Pid;
+      if (is(k, "tid")) return Field::Tid;
+      if (is(k, "dur")) return Field::Dur;
       break;
     case 4:
-      if (k == "name") return Field::Name;
-      if (k == "args") return Field::Args;
+      if (is(k, "name")) return Field::Name;
+      if (is(k, "args")) return Field::Args;
       break;
   }
   return Field::Ignore;
@@ -277,42 +284,42 @@ Arg arg_of(std::string_view k) {
   // By length first: an event has several args and most are not ours ("Ev Idx", "cbid", ...).
   switch (k.size()) {
     case 4:
-      if (k == "grid") return Arg::Grid;
+      if (is(k, "grid")) return Arg::Grid;
       break;
     case 5:
-      if (k == "block") return Arg::Block;
-      if (k == "bytes" || k == "Bytes") return Arg::Bytes;
+      if (is(k, "block")) return Arg::Block;
+      if (is(k, "bytes") || is(k, "Bytes")) return Arg::Bytes;
       break;
     case 6:
-      if (k == "device") return Arg::Device;
-      if (k == "stream") return Arg::Stream;
+      if (is(k, "device")) return Arg::Device;
+      if (is(k, "stream")) return Arg::Stream;
       break;
     case 9:
-      if (k == "Device Id") return Arg::DeviceId;
+      if (is(k, "Device Id")) return Arg::DeviceId;
       break;
     case 11:
-      if (k == "correlation") return Arg::Correlation;
-      if (k == "External id" || k == "external id") return Arg::ExternalId;
-      if (k == "Device Type") return Arg::DeviceType;
+      if (is(k, "correlation")) return Arg::Correlation;
+      if (is(k, "External id") || is(k, "external id")) return Arg::ExternalId;
+      if (is(k, "Device Type")) return Arg::DeviceType;
       break;
     case 12:
-      if (k == "warps per SM") return Arg::WarpsPerSm;
+      if (is(k, "warps per SM")) return Arg::WarpsPerSm;
       break;
     case 13:
-      if (k == "shared memory") return Arg::SharedMem;
-      if (k == "blocks per SM") return Arg::BlocksPerSm;
+      if (is(k, "shared memory")) return Arg::SharedMem;
+      if (is(k, "blocks per SM")) return Arg::BlocksPerSm;
       break;
     case 14:
-      if (k == "Total Reserved") return Arg::TotalReserved;
+      if (is(k, "Total Reserved")) return Arg::TotalReserved;
       break;
     case 15:
-      if (k == "Total Allocated") return Arg::TotalAllocated;
+      if (is(k, "Total Allocated")) return Arg::TotalAllocated;
       break;
     case 20:
-      if (k == "registers per thread") return Arg::Registers;
+      if (is(k, "registers per thread")) return Arg::Registers;
       break;
     case 25:
-      if (k == "est. achieved occupancy %") return Arg::Occupancy;
+      if (is(k, "est. achieved occupancy %")) return Arg::Occupancy;
       break;
   }
   return Arg::Ignore;
