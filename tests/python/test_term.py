@@ -71,3 +71,19 @@ def test_printing_a_report_does_not_import_rich():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]
+
+
+def test_a_table_of_numbers_too_wide_wraps_its_headers_onto_two_lines_at_the_bottom():
+    t = Table()
+    t.add_column("step", justify="right")
+    for h in ("Communication us", "DataLoader us", "CPU Exec us"):
+        t.add_column(h, justify="right")
+    t.add_row("12", "77,306", "69,317", "14,091")
+    c = Console(width=40)
+    c.table(t)
+    # On one line: 4 + 16 + 13 + 11 cells and 3 gaps of 2 = 50. Headers wrap at their spaces, never
+    # inside a word, into two lines at most ("CPU Exec us": 7 cells, "Exec us" under "CPU"), the
+    # shorter ones level with the last line: 4 + 13 + 10 + 7 + 6 = 40.
+    assert c.text().splitlines() == ["      Communication  DataLoader      CPU",
+                                     "step             us          us  Exec us",
+                                     "  12         77,306      69,317   14,091"]

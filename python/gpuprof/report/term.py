@@ -64,6 +64,25 @@ def pad(s: str, width: int, justify: str = "left") -> str:
     return " " * gap + s if justify == "right" else s + " " * gap
 
 
+def _word_lines(text: str, width: int) -> list[str]:
+    """`text` wrapped at spaces into lines of at most `width` cells (a longer word has its own)."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _two_line_width(text: str) -> int:
+    """The narrowest width at which `text` wraps into at most two lines."""
+    w = max([cell_len(word) for word in text.split(" ")] + [1])
+    while len(_word_lines(text, w)) > 2:
+        w += 1
+    return w
+
+
 class Table:
     """Columns separated by two spaces, a header row and an optional title above; no rules."""
 
@@ -104,7 +123,27 @@ class Table:
             cut = min(over, ws[i] - 8)
             ws[i] -= cut
             over -= cut
+        if over > 0 and self.show_header:
+            # Then headers wider than their numbers wrap onto more lines ("DataLoader us" over two),
+            # never below their longest word or widest cell.
+            floor = [max([_two_line_width(col["header"])]
+                         + [cell_len(cells[i]) for cells, _ in self.rows if i < len(cells)])
+                     for i, col in enumerate(self.columns)]
+            while over > 0:
+                i = max(range(len(ws)), key=lambda j: ws[j] - floor[j])
+                if ws[i] <= floor[i]:
+                    break
+                cut = min(over, ws[i] - floor[i])
+                ws[i] -= cut
+                over -= cut
         return ws
+
+    def header_lines(self, ws: list[int]) -> list[list[str]]:
+        """The header row as lines of cells: each header wrapped at spaces to its width, the
+        shorter ones at the bottom, next to the cells they name."""
+        wrapped = [_word_lines(col["header"], w) for col, w in zip(self.columns, ws)]
+        height = max(len(lines) for lines in wrapped)
+        return [[([""] * (height - len(lines)) + lines)[k] for lines in wrapped] for k in range(height)]
 
 
 class Console:
@@ -170,7 +209,8 @@ class Console:
         if t.title:
             self.print((t.title, "bold"))
         if t.show_header:
-            self._lines.append(row([c["header"] for c in t.columns], t.header_style))
+            for cells in t.header_lines(ws):
+                self._lines.append(row(cells, t.header_style))
         for cells, style in t.rows:
             self._lines.append(row(cells, style))
 
