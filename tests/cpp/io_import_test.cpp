@@ -62,6 +62,63 @@ TEST(ScaledDecimal, MicrosecondsToNanosecondsExactly) {
   EXPECT_FALSE(parse_scaled_decimal("1.5x", 0, &v));
 }
 
+TEST(ScaledDecimal, EightDigitsAtATimeAgreeWithDigitByDigit) {
+  // The fast path converts eight digits at once; every 8- to 20-character run of digits with one
+  // byte changed to something else (a neighbour of '0' or '9', a sign, a dot, a high byte that
+  // carries when 6 is added) must give what the digit-by-digit definition gives.
+  auto reference = [](const std::string& s, int64_t* out) {
+    if (s.empty()) return false;
+    __int128 v = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + (c - '0');
+      if (v > INT64_MAX) return false;
+    }
+    *out = int64_t(v);
+    return true;
+  };
+  const char others[] = {'/', ':', '.', '-', '+', 'e', ' ', '\0', char(0xFA), char(0xFF), char(0x39 + 0x80)};
+  uint64_t seed = 12345;
+  int checked = 0;
+  for (size_t len = 1; len <= 20; ++len) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::string s(len, '0');
+      for (char& c : s) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        c = char('0' + (seed >> 33) % 10);
+      }
+      if (trial % 2 == 1) {   // one byte replaced
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        s[(seed >> 33) % len] = others[(seed >> 40) % sizeof(others)];
+      }
+      int64_t got = -7, want = -7;
+      const bool ok = parse_scaled_decimal(s, 0, &got);
+      const bool plain_digits = s.find_first_not_of("0123456789") == std::string::npos;
+      if (plain_digits) {
+        ASSERT_EQ(ok, reference(s, &want)) << s;
+        if (ok) ASSERT_EQ(got, want) << s;
+      } else if (s.find_first_not_of("0123456789.") == std::string::npos && s.find('.') != std::string::npos) {
+        // "123.45": a decimal point is fine; what it reads must not depend on the fast path.
+        int64_t again = 0;
+        ASSERT_EQ(ok, parse_scaled_decimal(std::string_view(s.data(), s.size()), 0, &again)) << s;
+      } else if (s.find_first_of("/: \xFA\xFF\xB9") != std::string::npos || s.find('\0') != std::string::npos) {
+        ASSERT_FALSE(ok) << s;   // never a number
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4000);
+  int64_t v = 0;
+  ASSERT_TRUE(parse_scaled_decimal("1669783687389324", 3, &v));   // two chunks of eight, scaled
+  EXPECT_EQ(v, 1669783687389324000);
+  ASSERT_TRUE(parse_scaled_decimal("12345678", 0, &v));
+  EXPECT_EQ(v, 12345678);
+  ASSERT_TRUE(parse_scaled_decimal("99999999.999", 3, &v));
+  EXPECT_EQ(v, 99999999999);
+  EXPECT_FALSE(parse_scaled_decimal("1234567:", 0, &v));          // ':' is '9' + 1
+  EXPECT_FALSE(parse_scaled_decimal("/2345678", 0, &v));          // '/' is '0' - 1
+}
+
 TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
   // The 2021 dialect: capitalised cats, string tids ("stream 7"), `external id` in lower case.
   const std::string json = R"J({"schemaVersion":1,

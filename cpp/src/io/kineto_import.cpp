@@ -19,6 +19,25 @@ TraceImportError::TraceImportError(const std::string& path_, const std::string& 
     : std::runtime_error(path_ + ": " + message), path(path_), byte_offset(byte_offset_),
       event_index(event_index_) {}
 
+namespace {
+
+// Eight ASCII digits at once (SWAR): true and their value when all eight bytes are '0'..'9'.
+inline bool eight_digits(const char* p, uint64_t* value) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);   // little-endian: the first digit in the low byte
+  // A byte is a digit when its high nibble is 3 and adding 6 does not carry into it.
+  if (((w & 0xF0F0F0F0F0F0F0F0ULL) | (((w + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) !=
+      0x3333333333333333ULL)
+    return false;
+  w -= 0x3030303030303030ULL;
+  w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFULL;             // pairs: 2-digit values
+  w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFULL;           // quads
+  *value = (w * 10000 + (w >> 32)) & 0xFFFFFFFFULL;            // the eight digits
+  return true;
+}
+
+}  // namespace
+
 bool parse_scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
   // Fast path for what Kineto writes: up to 16 integer digits (below 9e15, so that the scaled
   // value stays below 9e18 < INT64_MAX) and at most scale_exp (<= 3) decimals.
@@ -26,6 +45,11 @@ bool parse_scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
     size_t i = 0;
     const size_t n = text.size();
     int64_t v = 0;
+    uint64_t eight = 0;
+    while (i + 8 <= n && i < 16 && eight_digits(text.data() + i, &eight)) {   // timestamps: 16 digits
+      v = v * 100000000 + int64_t(eight);
+      i += 8;
+    }
     while (i < n && i < 17 && text[i] >= '0' && text[i] <= '9') v = v * 10 + (text[i++] - '0');
     if (i > 0 && i <= 16 && v < 9000000000000000LL) {
       int frac = 0;
