@@ -26,6 +26,7 @@ py::dict stats_to_dict(const ImportStats& s) {
   d["compressed"] = s.compressed;
   d["time_unit"] = s.timestamps_ns ? "ns" : "us";
   d["read_s"] = s.decompress_parse_s;
+  d["threads"] = s.split ? 2 : 1;   // parsing threads (a large plain text is read in two halves)
   return d;
 }
 

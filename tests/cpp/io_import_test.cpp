@@ -4,11 +4,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <unistd.h>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/chrome_export.h"
 #include "gpuprof/kineto_import.h"
+#include "trace_dump.h"
 
 using namespace gpuprof;
 
@@ -440,4 +443,161 @@ TEST(KinetoImport, RandomEditsOfATraceNeverCrash) {
   // Both outcomes occur: the edits are neither all harmless nor all fatal.
   EXPECT_GT(imported, 100);
   EXPECT_GT(refused, 100);
+}
+
+// ---- two threads for a large plain text (ImportOptions::split_min_bytes) -------------------------
+namespace {
+
+// A Kineto-style text of n events: steps, ops, runtime calls, kernels with launch args, copies,
+// memory instants and metadata records, with deviceProperties and other keys after traceEvents.
+// `edit(i, ev)` may change event i's text.
+std::string kineto_text(int n, const std::function<void(int, std::string&)>& edit = nullptr,
+                        const std::string& ts_base = "1700000000000000") {
+  std::string out = "{\"schemaVersion\": 1, \"traceName\": \"first\",\n\"traceEvents\": [\n";
+  for (int i = 0; i < n; ++i) {
+    const std::string ts = ts_base.substr(0, ts_base.size() - 6) + std::to_string(100000 + i * 7);
+    std::string ev;
+    switch (i % 7) {
+      case 0: ev = "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#" + std::to_string(i / 7) +
+                   "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts + ", \"dur\": 6.5}"; break;
+      case 1: ev = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op" + std::to_string(i % 13) +
+                   "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts + ".250, \"dur\": 3, \"args\": {\"External id\": " +
+                   std::to_string(i) + ", \"Input Dims\": [[4, 5], []], \"Input type\": [\"float\", \"\"]}}"; break;
+      case 2: ev = "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 10, \"tid\": 11, \"ts\": " +
+                   ts + ", \"dur\": 1, \"args\": {\"External id\": " + std::to_string(i - 1) + ", \"correlation\": " +
+                   std::to_string(i) + "}}"; break;
+      case 3: ev = "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"kernel_" + std::to_string(i % 5) +
+                   "\", \"pid\": 0, \"tid\": 7, \"ts\": " + ts + ", \"dur\": 2, \"args\": {\"device\": 0, \"stream\": 7, "
+                   "\"correlation\": " + std::to_string(i - 1) + ", \"grid\": [" + std::to_string(i) + ", 1, 1], "
+                   "\"block\": [128, 1, 1], \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 1.5, "
+                   "\"warps per SM\": 6, \"est. achieved occupancy %\": 40}}"; break;
+      case 4: ev = "{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pageable -> Device)\", \"pid\": 0, "
+                   "\"tid\": 7, \"ts\": " + ts + ", \"dur\": 1, \"args\": {\"device\": 0, \"stream\": 7, \"bytes\": " +
+                   std::to_string(1024 * i) + "}}"; break;
+      case 5: ev = "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 10, \"tid\": 11, "
+                   "\"ts\": " + ts + ", \"args\": {\"Bytes\": " + std::to_string(512 * i) + ", \"Total Allocated\": " +
+                   std::to_string(4096 * i) + ", \"Total Reserved\": 1048576, \"Device Type\": 1, \"Device Id\": 0}}"; break;
+      default: ev = "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 10, \"tid\": 11, \"args\": {\"name\": \"t\"}}"; break;
+    }
+    if (edit) edit(i, ev);
+    out += "  " + ev + (i + 1 < n ? ",\n" : "\n");
+  }
+  out += "],\n\"deviceProperties\": [{\"id\": 0, \"name\": \"GPU\", \"totalGlobalMem\": 1000, \"computeMajor\": 9, "
+         "\"computeMinor\": 0, \"numSms\": 132}],\n\"traceName\": \"last\", \"baseTimeNanoseconds\": 17}\n";
+  return out;
+}
+
+ImportOptions one_thread() {
+  ImportOptions o;
+  o.split_min_bytes = 0;
+  return o;
+}
+
+ImportOptions two_threads() {
+  ImportOptions o;
+  o.split_min_bytes = 1;
+  return o;
+}
+
+bool two_cpus() { return sysconf(_SC_NPROCESSORS_ONLN) >= 2; }
+
+}  // namespace
+
+TEST(SplitImport, TwoThreadsGiveWhatOneGives) {
+  const std::string text = kineto_text(2000);
+  ImportStats one, two;
+  const std::string a = test_support::dump_import(text, one_thread(), &one);
+  const std::string b = test_support::dump_import(text, two_threads(), &two);
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(one.split);
+  if (two_cpus()) EXPECT_TRUE(two.split);   // the path under test was taken
+  // Everything is there: 2000 records; the 286 metadata records ignored, memory instants kept as
+  // samples; kernels, copies and names (re-interned in order of first use) in file order.
+  EXPECT_EQ(two.records, 2000u);
+  EXPECT_NE(b.find("meta 'traceName' = 'last'"), std::string::npos);   // the later key wins
+  EXPECT_NE(b.find("dev 0 'GPU'"), std::string::npos);                      // after traceEvents
+}
+
+TEST(SplitImport, ABoundaryGuessedWrongIsReadByTheFirstThread) {
+  // Text that looks like "}, {" inside strings and inside args lists all around the middle: the
+  // second thread may start inside a string or a nested list; the first thread finds it was not
+  // between two events and reads on alone. The result is the same.
+  for (const int every : {1, 2, 3}) {
+    const std::string text = kineto_text(1500, [every](int i, std::string& ev) {
+      if (i % every == 0 && ev.find("\"cpu_op\"") != std::string::npos)
+        ev.insert(ev.find("aten::op"), "x}, {\\\"y\\\": 1}, {z ");
+      if (i % every == 1 && ev.find("\"args\": {") != std::string::npos)
+        ev.insert(ev.find("\"args\": {") + 9, "\"list\": [{\"a\": 1}, {\"b\": 2},\n {\"c\": [3]}], ");
+    });
+    EXPECT_EQ(test_support::dump_import(text, one_thread()), test_support::dump_import(text, two_threads())) << every;
+  }
+  // A bare list of events (the Trace Event Format's array form): never in {"traceEvents": [...]}.
+  std::string bare = kineto_text(1000);
+  bare = "[" + bare.substr(bare.find("[\n") + 2, bare.find("],\n\"deviceProperties\"") - bare.find("[\n") - 2) + "]";
+  EXPECT_EQ(test_support::dump_import(bare, one_thread()), test_support::dump_import(bare, two_threads()));
+}
+
+TEST(SplitImport, ErrorsAndUnitsComeOutAsFromOneThread) {
+  const int n = 1500;
+  // A broken event in the second half, then one in the first: the same message, offset and index.
+  for (const int bad : {n * 3 / 4, n / 4, n - 1}) {
+    const std::string text = kineto_text(n, [bad](int i, std::string& ev) {
+      if (i == bad) ev.erase(ev.find("\"name\": \"") + 8, 1);   // a missing quote
+    });
+    const std::string one = test_support::dump_import(text, one_thread());
+    EXPECT_EQ(one.rfind("error ", 0), 0u) << one;
+    EXPECT_EQ(one, test_support::dump_import(text, two_threads())) << bad;
+  }
+  // Timestamps in ns in the second half only (the unit is the first nonzero timestamp's): the
+  // second thread's own guess differs, so the first thread reads those events itself.
+  const std::string mixed = kineto_text(n, [n](int i, std::string& ev) {
+    if (i > n / 2) {
+      const size_t ts = ev.find("\"ts\": ");
+      if (ts != std::string::npos) ev.insert(ts + 6, "10");   // 1.7e15 us -> 1.017e17: nanoseconds
+    }
+  });
+  ImportStats st;
+  EXPECT_EQ(test_support::dump_import(mixed, one_thread()), test_support::dump_import(mixed, two_threads(), &st));
+  EXPECT_FALSE(st.split);   // refused: the first thread read on
+  // Only zero timestamps before the middle: the unit comes from the second half in both.
+  const std::string zeros = kineto_text(n, [n](int i, std::string& ev) {
+    if (i < n / 2) {
+      const size_t ts = ev.find("\"ts\": ");
+      if (ts != std::string::npos) ev.replace(ts + 6, ev.find_first_of(",}", ts) - ts - 6, "0");
+    }
+  });
+  EXPECT_EQ(test_support::dump_import(zeros, one_thread()), test_support::dump_import(zeros, two_threads(), &st));
+  if (two_cpus()) EXPECT_TRUE(st.split);
+  // Invalid UTF-8 in names on both sides: counted once each, cleaned the same.
+  const std::string utf = kineto_text(n, [](int i, std::string& ev) {
+    const size_t at = ev.find("aten::op");
+    if (i % 97 == 1 && at != std::string::npos) ev.insert(at, "\xff\xfe");
+  });
+  const std::string utf_one = test_support::dump_import(utf, one_thread());
+  EXPECT_EQ(utf_one, test_support::dump_import(utf, two_threads(), &st));
+  if (two_cpus()) EXPECT_TRUE(st.split);
+  EXPECT_NE(utf_one.find("meta 'import.invalid_utf8_strings' = '3'"), std::string::npos);   // ops i = 1, 680, 1359
+}
+
+TEST(SplitImport, AFileReadInTwoHalvesIsTheTextReadInOne) {
+  const std::string text = kineto_text(3000);
+  char path[] = "/tmp/gpuprof_split_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, text.data(), text.size()), ssize_t(text.size()));
+  close(fd);
+  ImportStats st;
+  const Trace t = import_kineto_trace(path, two_threads(), &st);
+  if (two_cpus()) EXPECT_TRUE(st.split);
+  EXPECT_EQ(st.json_bytes, text.size());
+  ImportStats one;
+  const Trace u = import_kineto_json(text, "input.json", one_thread(), &one);
+  ASSERT_EQ(t.events.size(), u.events.size());
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    EXPECT_EQ(t.events[i].name, u.events[i].name);
+    EXPECT_EQ(t.events[i].start_ns, u.events[i].start_ns);
+    EXPECT_EQ(t.events[i].aux, u.events[i].aux);
+  }
+  EXPECT_EQ(t.metadata, u.metadata);
+  std::remove(path);
 }

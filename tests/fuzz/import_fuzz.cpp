@@ -7,17 +7,34 @@
 #include <string_view>
 
 #include "gpuprof/kineto_import.h"
+#include "../cpp/trace_dump.h"
 
+#include <cstdio>
+#include <cstdlib>
+
+// Besides: the same input read by one thread and by two (ImportOptions::split_min_bytes, forced
+// on whatever the size) must give the same import, to the byte, or the same error: a difference
+// aborts, and the fuzzer keeps the input.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
   gpuprof::ImportOptions opts;
   opts.max_token_bytes = 4096;
   opts.max_events = 10000;
   opts.max_bytes = 1 << 20;
   try {
-    gpuprof::Trace t = gpuprof::import_kineto_json(
-        std::string_view(reinterpret_cast<const char*>(data), size), "fuzz-input", opts);
+    gpuprof::Trace t = gpuprof::import_kineto_json(text, "fuzz-input", opts);
     (void)t;
   } catch (const gpuprof::TraceImportError&) {
+  }
+  gpuprof::ImportOptions one, two;
+  one.max_token_bytes = two.max_token_bytes = 4096;
+  one.split_min_bytes = 0;
+  two.split_min_bytes = 1;
+  const std::string a = gpuprof::test_support::dump_import(text, one);
+  const std::string b = gpuprof::test_support::dump_import(text, two);
+  if (a != b) {
+    std::fprintf(stderr, "one thread:\n%s\ntwo threads:\n%s\n", a.c_str(), b.c_str());
+    std::abort();
   }
   return 0;
 }

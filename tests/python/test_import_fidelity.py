@@ -139,3 +139,27 @@ def test_memsets_keep_their_bytes_through_import_and_export(tmp_path):
     again = tmp_path / "again.json"
     gpuprof.export_chrome_trace(first.trace, again)
     assert bytes_by_kind(gpuprof.analyze(again)) == {"Memset": 1048576, "HtoD": 4096}
+
+
+@pytest.mark.parametrize("name", ["hta_2xv100_ddp/rank0.json.gz", "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz"])
+def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path, shared_traces):
+    """torch.profiler writes plain JSON by default: a file of 4 MiB or more is read by two threads
+    (docs/analyze.md), and must give exactly what the gzip file (read by one parser) gives."""
+    import gzip
+    import os
+
+    from gpuprof._native import _core
+
+    gz = shared_traces / name
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    t_plain, s_plain = _core.import_trace(str(plain))
+    t_gz, s_gz = _core.import_trace(str(gz))
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert s_plain["threads"] == 2       # the halves were used
+    assert s_gz["threads"] == 1
+    for key in ("json_bytes", "records", "ignored_records", "skipped_by_reason", "time_unit"):
+        assert s_plain[key] == s_gz[key], key
+    assert _core.export_chrome_json(t_plain) == _core.export_chrome_json(t_gz)
+    a, b = gpuprof.Report.from_trace(t_plain).to_dict(), gpuprof.Report.from_trace(t_gz).to_dict()
+    assert a == b

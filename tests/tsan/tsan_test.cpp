@@ -8,6 +8,7 @@
 // 2. The gzip reader: its inflating thread runs one chunk ahead of the parser; imports that finish,
 //    that stop early on bad JSON while the inflater still has data, and that meet truncated gzip data,
 //    from two threads at once, through the importer's public API.
+//    A large plain file is read by two threads, each from one half (2b).
 // 3. The analysis tables, computed on two threads (at the end of this file).
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -137,6 +138,40 @@ TEST(Tsan, GzipInflatingThread) {
       EXPECT_EQ(t.events.size(), size_t(kEvents + 1));
       EXPECT_THROW(import_kineto_trace(broken), TraceImportError);   // stops while inflating
       EXPECT_THROW(import_kineto_trace(cut), TraceImportError);      // gzip data ends early
+    }
+  };
+  std::thread other(reader, 2);
+  reader(2);
+  other.join();
+}
+
+// 2b. A large plain file read by two threads (ImportOptions::split_min_bytes): the second reads
+//     from the middle while the first reads up to it, then hands its events over; or is stopped
+//     and joined when the first thread fails early, or refuses what the second read (broken late).
+TEST(Tsan, PlainTextReadByTwoThreads) {
+  constexpr int kEvents = 60'000;
+  auto write_plain = [](const std::string& name, const std::string& text) {
+    const std::string path = testing::TempDir() + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    return path;
+  };
+  std::string late = trace_text(kEvents, false);
+  const size_t at = late.find("\"ph\": \"X\",", late.size() * 3 / 4);
+  late.insert(at + 10, ",");   // {"ph": "X",, ...: broken in the second half
+  const std::string good = write_plain("good.json", trace_text(kEvents, false));
+  const std::string early = write_plain("early.json", trace_text(kEvents, true));
+  const std::string broken_late = write_plain("late.json", late);
+  ImportOptions two;
+  two.split_min_bytes = 1;
+  auto reader = [&](int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      ImportStats st;
+      Trace t = import_kineto_trace(good, two, &st);
+      EXPECT_EQ(t.events.size(), size_t(kEvents + 1));
+      EXPECT_THROW(import_kineto_trace(early, two), TraceImportError);        // first thread fails first
+      EXPECT_THROW(import_kineto_trace(broken_late, two), TraceImportError);  // second half refused
     }
   };
   std::thread other(reader, 2);

@@ -35,6 +35,12 @@ struct ImportOptions {
   uint64_t max_token_bytes = uint64_t(64) << 20;
   // Asked about every MiB of text; true stops the import with a TraceImportError "interrupted".
   std::function<bool()> interrupted;
+  // Plain (not gzip) text of at least this many bytes is parsed by two threads when the process
+  // may use two CPUs: one from the start, one from an event boundary near the middle; the first
+  // checks the boundary when it gets there and takes the second's events only if that thread
+  // read them exactly as it would have (else it reads on alone). The result is the same Trace,
+  // stats and errors either way. 0: always one thread. Not with max_bytes or max_events.
+  uint64_t split_min_bytes = uint64_t(4) << 20;
 };
 
 // How the import went, beyond the Trace itself.
@@ -46,6 +52,7 @@ struct ImportStats {
   bool compressed = false;
   bool timestamps_ns = false;     // ts/dur were nanoseconds (magnitude rule), not microseconds
   double decompress_parse_s = 0;  // wall time of the streaming read (inflate + JSON + building)
+  bool split = false;             // two threads read the text, each one half (split_min_bytes)
 };
 
 // Reads a `.json` or gzip-compressed (`.json.gz`, detected by its magic bytes) Kineto trace.

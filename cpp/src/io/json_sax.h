@@ -70,12 +70,28 @@ class JsonSax {
     return res_;
   }
 
+  // The rest of a document whose text, as the stream gives it, begins just after a complete value
+  // nested in the containers `open` (outermost first; 1 for an object, 0 for an array): for a
+  // second thread that reads the second half of a file from between two of its values. What it
+  // reads is what parse() would read from there in that nesting.
+  JsonResult parse_rest(std::vector<uint8_t> open) {
+    open_ = std::move(open);
+    if (!value(true)) return res_;
+    in_.skip_whitespace();
+    if (in_.Peek() != '\0') fail(JsonError::RootNotSingular, in_.Tell());
+    return res_;
+  }
+
  private:
   // Containers open on the heap stack `open_`: true for an object. After a value inside a
   // container, `after_value()` reads the separator and the next key, or the closing bracket.
-  bool value() {
+  bool value(bool after_value = false) {
     for (;;) {
       bool opened = false;
+      if (after_value) {   // parse_rest(): a value has just ended
+        after_value = false;
+        goto closing;
+      }
       switch (in_.Peek()) {
         case 'n': if (!literal("null", 0)) return false; break;
         case 't': if (!literal("true", 1)) return false; break;
@@ -99,6 +115,7 @@ class JsonSax {
         default: if (!number()) return false; break;
       }
       if (opened) continue;   // parse the first element
+    closing:
       // A value is complete: close containers for as long as they end here.
       for (;;) {
         if (open_.empty()) return true;

@@ -3,9 +3,18 @@
 // are converted exactly (a double holds 1.6e15 us only to a quarter of a microsecond).
 #include "gpuprof/kineto_import.h"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "gpuprof/breakdown.h"
@@ -406,6 +415,15 @@ int64_t trailing_number(std::string_view s) {
   return v;
 }
 
+// Where the second thread of a split import starts (run_import): just after the '}' of what looks
+// like an event. The first thread calls arrive() once, at the first event it closes at or past
+// that byte, saying whether it is exactly there, between two events of traceEvents; arrive()
+// returns true when the first thread should stop there and take the second thread's events.
+struct SplitPoint {
+  uint64_t at = 0;
+  std::function<bool(bool exactly_here)> arrive;
+};
+
 class KinetoHandler {
  public:
   KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts, const io::TextStream& in)
@@ -453,7 +471,19 @@ class KinetoHandler {
   int64_t event_index() const { return in_events_ ? int64_t(stats_.records) : -1; }
   uint64_t invalid_utf8() const { return invalid_utf8_; }
   bool timestamps_ns() const { return unit_ns_ == 1; }
+  int unit_ns() const { return unit_ns_; }
   int64_t host_pid() const { return host_pid_; }
+  bool stopped_at_split() const { return stopped_at_split_; }
+  void set_split(SplitPoint* split) { split_ = split; }
+  // The second thread of a split import reads from between two events of traceEvents, in
+  // `{"traceEvents": [`: the state the first thread is in there.
+  void start_inside_trace_events() {
+    depth_ = 2;
+    top_seen_ = top_is_object_ = true;
+    top_key_ = "traceEvents";
+    in_events_ = saw_events_ = true;
+    ev_depth_ = 3;
+  }
 
  private:
   enum class Scalar { Null, Bool, Number, String };
@@ -544,6 +574,17 @@ class KinetoHandler {
         in_event_ = false;
         finish_event();
         if (!abort_reason_.empty()) return false;
+        if (split_ != nullptr && in_.Tell() >= split_->at) {
+          // Exactly at the second thread's start, between two events of {"traceEvents": [...]}?
+          const bool here = in_.Tell() == split_->at && ev_depth_ == 3 && top_is_object_ &&
+                            capture_depth_ == 0;
+          SplitPoint* const split = split_;
+          split_ = nullptr;
+          if (split->arrive(here)) {
+            stopped_at_split_ = true;
+            return false;
+          }
+        }
       } else if (depth_ == ev_depth_ + 1 && in_args_) {
         in_args_ = false;
       } else if (depth_ == ev_depth_ + 2) {
@@ -877,10 +918,101 @@ class KinetoHandler {
   // Capture of other top-level values as compact JSON.
   io::JsonWriter capture_;
   int capture_depth_ = 0;
+  SplitPoint* split_ = nullptr;
+  bool stopped_at_split_ = false;
 };
 
+// ---- two threads for a large plain text ---------------------------------------------------------
+
+// The second thread's result: what it read from the split point to the end of the text.
+struct SecondHalf {
+  Trace trace;
+  ImportStats stats;
+  bool ok = false;   // read to the end with no error of any kind
+  int unit_ns = 0;
+  int64_t host_pid = -1;
+  uint64_t invalid_utf8 = 0;
+  uint64_t text_bytes = 0;
+};
+
+struct SplitSource {
+  uint64_t at = 0;   // text offset just after the '}' the second half starts behind
+  // The text from `at` on, as a stream that ends early once *stop is set.
+  std::function<std::unique_ptr<io::TextStream>(const std::atomic<bool>* stop)> open;
+};
+
+void read_second_half(const SplitSource& src, const ImportOptions& opts, const std::atomic<bool>* stop,
+                      SecondHalf* out) {
+  try {
+    std::unique_ptr<io::TextStream> in = src.open(stop);
+    KinetoHandler h(out->trace, out->stats, opts, *in);
+    h.start_inside_trace_events();
+    const io::JsonResult r = io::JsonSax<KinetoHandler>(*in, h).parse_rest({1, 0});
+    if (!r || !in->error().empty() || !h.abort_reason().empty()) return;
+    out->unit_ns = h.unit_ns();
+    out->host_pid = h.host_pid();
+    out->invalid_utf8 = h.invalid_utf8();
+    out->text_bytes = in->bytes_delivered();
+    out->ok = true;
+  } catch (...) {
+    // Anything unusual (memory, threads): the first thread reads this half itself.
+  }
+}
+
+// Appends the second half to the first: names re-interned in order of first use (the ids the one
+// thread would have given), kernel and copy indices moved past the first half's.
+void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
+  std::vector<uint32_t> ids(h.trace.strings.size(), kNoIndex);
+  const uint32_t kernels0 = static_cast<uint32_t>(t.kernels.size());
+  const uint32_t copies0 = static_cast<uint32_t>(t.copies.size());
+  t.events.reserve(t.events.size() + h.trace.events.size());
+  for (Event e : h.trace.events) {
+    uint32_t& id = ids[e.name];
+    if (id == kNoIndex) id = t.strings.intern(h.trace.strings.at(e.name));
+    e.name = id;
+    if (e.aux != kNoIndex) {
+      if (e.kind == EventKind::Kernel) e.aux += kernels0;
+      else if (e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) e.aux += copies0;
+    }
+    t.events.push_back(e);
+  }
+  t.kernels.insert(t.kernels.end(), h.trace.kernels.begin(), h.trace.kernels.end());
+  t.copies.insert(t.copies.end(), h.trace.copies.begin(), h.trace.copies.end());
+  t.memory.insert(t.memory.end(), h.trace.memory.begin(), h.trace.memory.end());
+  t.devices.insert(t.devices.end(), h.trace.devices.begin(), h.trace.devices.end());
+  for (auto& [k, v] : h.trace.metadata) t.metadata[k] = v;   // later keys win, as in one pass
+  t.skipped_events += h.trace.skipped_events;
+  s.records += h.stats.records;
+  s.ignored_records += h.stats.ignored_records;
+  for (const auto& [reason, n] : h.stats.skipped_by_reason) s.skipped_by_reason[reason] += n;
+}
+
+// Just after the '}' of "}", white space, ",", white space, "{" in `window` (what lies between two
+// events of traceEvents), or -1.
+int64_t event_boundary(std::string_view w) {
+  for (size_t i = w.find('}'); i != std::string_view::npos; i = w.find('}', i + 1)) {
+    size_t j = i + 1;
+    while (j < w.size() && (w[j] == ' ' || w[j] == '\n' || w[j] == '\r' || w[j] == '\t')) ++j;
+    if (j >= w.size() || w[j] != ',') continue;
+    ++j;
+    while (j < w.size() && (w[j] == ' ' || w[j] == '\n' || w[j] == '\r' || w[j] == '\t')) ++j;
+    if (j < w.size() && w[j] == '{') return static_cast<int64_t>(i + 1);
+  }
+  return -1;
+}
+
+bool split_wanted(uint64_t text_bytes, const ImportOptions& opts) {
+  if (opts.split_min_bytes == 0 || text_bytes < opts.split_min_bytes || opts.max_bytes != 0 ||
+      opts.max_events != 0)
+    return false;
+  cpu_set_t cpus;
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2;
+}
+
+constexpr size_t kBoundaryWindow = 64 << 10;   // bytes searched for an event boundary
+
 Trace run_import(io::TextStream& in, const std::string& label, const ImportOptions& opts,
-                 ImportStats* stats_out) {
+                 ImportStats* stats_out, const SplitSource* split = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
   ImportStats stats;
   stats.compressed = in.compressed();
@@ -888,12 +1020,51 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end())
     throw TraceImportError(label, in.error());
   KinetoHandler handler(trace, stats, opts, in);
+
+  // A large plain text: a second thread reads from an event boundary near the middle while this
+  // one reads up to it (SplitPoint). The thread is stopped and joined on every way out.
+  SecondHalf half;
+  std::atomic<bool> stop_second{false};
+  std::thread second;
+  struct Joiner {
+    std::thread& t;
+    std::atomic<bool>& stop;
+    ~Joiner() {
+      if (t.joinable()) {
+        stop = true;
+        t.join();
+      }
+    }
+  } joiner{second, stop_second};
+  SplitPoint point;
+  if (split != nullptr) {
+    try {
+      second = std::thread(read_second_half, std::cref(*split), std::cref(opts), &stop_second, &half);
+    } catch (const std::system_error&) {
+      // no thread to be had: one thread reads it all
+    }
+    if (second.joinable()) {
+      point.at = split->at;
+      point.arrive = [&](bool here) {
+        if (!here) {   // the guess was not an event boundary: read on alone
+          stop_second = true;
+          return false;
+        }
+        second.join();
+        const int unit = handler.unit_ns();
+        return half.ok && (unit == 0 || half.unit_ns == 0 || unit == half.unit_ns);
+      };
+      handler.set_split(&point);
+    }
+  }
+
   // The reader keeps its nesting on the heap; the handler stops the parse past 64 levels.
   // In-situ: strings and numbers are handed over where they lie in the stream's chunk (each lies
   // whole in one: text_stream.h), never copied.
   const io::JsonResult ok = io::JsonSax<KinetoHandler>(in, handler).parse();
-  const uint64_t text_bytes = in.bytes_delivered();
-  if (!ok) {
+  const bool halves = handler.stopped_at_split();
+  const uint64_t text_bytes = halves ? split->at + half.text_bytes : in.bytes_delivered();
+  if (!ok && !halves) {
     const int64_t idx = handler.event_index();
     const std::string where = idx >= 0 ? " (in traceEvents[" + std::to_string(idx) + "])" : "";
     if (!in.error().empty())
@@ -917,26 +1088,34 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   }
   // The text parsed, yet reading past its end failed: most often a gzip member whose CRC-32 or
   // length does not match its text (a damaged file whose JSON happens to be whole).
-  if (!in.error().empty())
+  if (!in.error().empty() && !halves)
     throw TraceImportError(label, in.error() + " after " + std::to_string(in.error_offset()) +
                                       " bytes of JSON text", in.error_offset(), -1);
   if (!handler.saw_events())
     throw TraceImportError(label, "no traceEvents list: this JSON is not a Chrome/Kineto trace", -1, -1);
 
+  int64_t host_pid = handler.host_pid();
+  uint64_t invalid_utf8 = handler.invalid_utf8();
+  int unit_ns = handler.unit_ns();
+  if (halves) {
+    append_second_half(trace, stats, half);
+    if (host_pid < 0) host_pid = half.host_pid;
+    invalid_utf8 += half.invalid_utf8;
+    if (unit_ns == 0) unit_ns = half.unit_ns;
+    stats.split = true;
+  }
   stats.json_bytes = text_bytes;
-  stats.timestamps_ns = handler.timestamps_ns();
+  stats.timestamps_ns = unit_ns == 1;
   stats.decompress_parse_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   trace.metadata["import.format"] = "kineto-chrome-trace";
   // The same key a live session fills: the exporter writes host rows under this pid.
-  if (handler.host_pid() >= 0 && !trace.metadata.count("pid"))
-    trace.metadata["pid"] = std::to_string(handler.host_pid());
+  if (host_pid >= 0 && !trace.metadata.count("pid")) trace.metadata["pid"] = std::to_string(host_pid);
   trace.metadata["import.time_unit"] = stats.timestamps_ns ? "ns" : "us";
   trace.metadata["import.json_bytes"] = std::to_string(stats.json_bytes);
   trace.metadata["import.records"] = std::to_string(stats.records);
   trace.metadata["import.ignored_records"] = std::to_string(stats.ignored_records);
-  if (handler.invalid_utf8() > 0)
-    trace.metadata["import.invalid_utf8_strings"] = std::to_string(handler.invalid_utf8());
+  if (invalid_utf8 > 0) trace.metadata["import.invalid_utf8_strings"] = std::to_string(invalid_utf8);
   for (const auto& [reason, count] : stats.skipped_by_reason)
     trace.metadata["import.skipped." + reason] = std::to_string(count);
   if (stats_out != nullptr) *stats_out = stats;
@@ -945,17 +1124,68 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
 
 }  // namespace
 
+namespace {
+
+// The second half of a large plain file: an event boundary near its middle, read again by the
+// second thread with its own stream. Nothing for gzip (one stream, inflated in order), pipes and
+// FIFOs (read once), or small files.
+bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSource* src) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool planned = false;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && split_wanted(uint64_t(st.st_size), opts)) {
+    unsigned char magic[2] = {0, 0};
+    std::string window(kBoundaryWindow, '\0');
+    const off_t middle = st.st_size / 2;
+    const ssize_t got = ::pread(fd, window.data(), window.size(), middle);
+    if (::pread(fd, magic, 2, 0) == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b) && got > 0) {
+      const int64_t i = event_boundary(std::string_view(window.data(), size_t(got)));
+      if (i >= 0) {
+        src->at = uint64_t(middle) + uint64_t(i);
+        src->open = [path, opts, at = src->at](const std::atomic<bool>* stop) {
+          auto in = std::make_unique<io::TextStream>(path, 0, opts.max_token_bytes, at);
+          in->set_interrupt_check([stop] { return stop->load(); });
+          return in;
+        };
+        planned = true;
+      }
+    }
+  }
+  ::close(fd);
+  return planned;
+}
+
+}  // namespace
+
 Trace import_kineto_trace(const std::string& path, const ImportOptions& options, ImportStats* stats) {
+  SplitSource split;
+  const bool halves = plan_file_split(path, options, &split);
   io::TextStream in(path, options.max_bytes, options.max_token_bytes);
   if (options.interrupted) in.set_interrupt_check(options.interrupted);
-  return run_import(in, path, options, stats);
+  return run_import(in, path, options, stats, halves ? &split : nullptr);
 }
 
 Trace import_kineto_json(std::string_view json, const std::string& label, const ImportOptions& options,
                          ImportStats* stats) {
+  SplitSource split;
+  bool halves = false;
+  if (split_wanted(json.size(), options)) {
+    const size_t middle = json.size() / 2;
+    const int64_t i = event_boundary(json.substr(middle, kBoundaryWindow));
+    if (i >= 0) {
+      split.at = middle + uint64_t(i);
+      split.open = [json, &options, at = split.at](const std::atomic<bool>* stop) {
+        auto in = std::make_unique<io::TextStream>(json.substr(at), 0, options.max_token_bytes);
+        in->set_interrupt_check([stop] { return stop->load(); });
+        return in;
+      };
+      halves = true;
+    }
+  }
   io::TextStream in(json, options.max_bytes, options.max_token_bytes);
   if (options.interrupted) in.set_interrupt_check(options.interrupted);
-  return run_import(in, label, options, stats);
+  return run_import(in, label, options, stats, halves ? &split : nullptr);
 }
 
 }  // namespace gpuprof

@@ -46,7 +46,8 @@ size_t safe_cut(const char* text, size_t n) {
 }
 }  // namespace
 
-TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes)
+TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes,
+                       uint64_t plain_from)
     : max_bytes_(max_bytes), max_token_bytes_(max_token_bytes) {
   text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
   // O_NONBLOCK only for the open itself: a FIFO's open would otherwise wait for a writer (the
@@ -57,6 +58,13 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max
       (file_ = ::fdopen(fd, "rb")) == nullptr) {
     fail(std::string("cannot open: ") + std::strerror(errno));
     if (fd >= 0) ::close(fd);
+    return;
+  }
+  if (plain_from > 0) {   // the rest of a plain text file, from that byte (the importer's second half)
+    if (::fseeko(file_, static_cast<off_t>(plain_from), SEEK_SET) != 0)
+      fail(std::string("cannot seek: ") + std::strerror(errno));
+    else
+      refill();
     return;
   }
   // The first two bytes say gzip or not. They are kept and read again first, rather than

@@ -37,7 +37,10 @@ class TextStream {
   // No single JSON value (a string or number: what a chunk cannot be cut inside) may be longer than
   // max_token_bytes: the buffer that holds one would otherwise grow without bound.
   static constexpr uint64_t kDefaultMaxTokenBytes = uint64_t(64) << 20;
-  TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes = kDefaultMaxTokenBytes);
+  // With plain_from > 0 the file is read as plain text from that byte on (no gzip check): the
+  // importer's second thread reads the second half of a large plain file this way.
+  TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes = kDefaultMaxTokenBytes,
+             uint64_t plain_from = 0);
   // Streams the bytes of `text` (which must outlive the stream).
   TextStream(std::string_view text, uint64_t max_bytes, uint64_t max_token_bytes = kDefaultMaxTokenBytes);
   // Asked before each chunk (about every MiB of text): true ends the text with error "interrupted"
