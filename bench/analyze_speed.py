@@ -139,7 +139,7 @@ def run_with_rss(cmd: list[str], timeout: float, env: dict | None = None) -> dic
 def single_file_dir(src: Path, name: str, root: Path) -> Path:
     d = root / name
     d.mkdir(parents=True, exist_ok=True)
-    link = d / "worker0.pt.trace.json.gz"
+    link = d / ("worker0.pt.trace.json" + (".gz" if src.suffix == ".gz" else ""))
     if not link.exists():
         link.symlink_to(src.resolve())
     return d
@@ -162,9 +162,10 @@ def keep(k, v): best[k] = min(best.get(k, 1e9), v)
 raw = open(path, "rb").read()
 for _ in range(repeats):
     t = time.perf_counter()
-    d = zlib.decompressobj(16 + 15); n = 0
-    for i in range(0, len(raw), 1 << 16):
-        n += len(d.decompress(raw[i:i + (1 << 16)]))
+    if raw[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(16 + 15); n = 0
+        for i in range(0, len(raw), 1 << 16):
+            n += len(d.decompress(raw[i:i + (1 << 16)]))
     keep("inflate_s", time.perf_counter() - t)
     t = time.perf_counter(); trace, stats = _core.import_trace(path); keep("import_s", time.perf_counter() - t)
     t = time.perf_counter(); _core.compute_breakdown(trace, True); keep("breakdown_s", time.perf_counter() - t)
@@ -186,7 +187,9 @@ print(json.dumps(best))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="gpuprof,hta,tb")
-    ap.add_argument("--inputs", default="hta_2xv100_ddp,resnet50_v100,synthetic_2m")
+    ap.add_argument("--inputs", default="hta_2xv100_ddp,resnet50_v100,synthetic_2m",
+                    help="comma-separated: hta_2xv100_ddp, resnet50_v100, synthetic_2m, and NAME_plain for "
+                         "the first two as plain JSON (torch.profiler's default output)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool and input (best one kept)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gpuprof-bench"))
@@ -210,6 +213,19 @@ def main() -> int:
         if not v.exists():
             print(f"missing {v}: the shared traces are not beside this checkout", file=sys.stderr)
             return 2
+    # NAME_plain: the same trace as plain JSON, as torch.profiler writes it by default.
+    for name in args.inputs.split(","):
+        base = name.removesuffix("_plain")
+        if name.endswith("_plain") and base in INPUTS:
+            if not INPUTS[base].exists():
+                print(f"missing {INPUTS[base]}: the shared traces are not beside this checkout", file=sys.stderr)
+                return 2
+            plain = work / f"{name}.pt.trace.json"
+            if not plain.exists():
+                with open(plain, "wb") as f:
+                    for c in _gunzip_chunks(INPUTS[base]):
+                        f.write(c)
+            inputs[name] = plain
     if "synthetic_2m" in args.inputs.split(","):
         t = time.perf_counter()
         inputs["synthetic_2m"] = synthetic_trace(work / "synthetic_2m.pt.trace.json.gz")
@@ -218,7 +234,7 @@ def main() -> int:
     results = {}
     for name, path in inputs.items():
         folder = single_file_dir(path, name, work / "dirs")
-        json_bytes = sum(len(c) for c in _gunzip_chunks(path))
+        json_bytes = sum(len(c) for c in _gunzip_chunks(path)) if path.suffix == ".gz" else path.stat().st_size
         row = {"json_mb": json_bytes / 1e6, "gz_mb": path.stat().st_size / 1e6}
         runs = {tool: [] for tool in tools}
         for _ in range(max(1, args.repeat)):
