@@ -189,7 +189,7 @@ def main() -> int:
     ap.add_argument("--only", default="gpuprof,hta,tb")
     ap.add_argument("--inputs", default="hta_2xv100_ddp,resnet50_v100,synthetic_2m",
                     help="comma-separated: hta_2xv100_ddp, resnet50_v100, synthetic_2m, and NAME_plain for "
-                         "the first two as plain JSON (torch.profiler's default output)")
+                         "the first two as plain JSON (torch.profiler's default output), synthetic_2m_plain")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool and input (best one kept)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gpuprof-bench"))
@@ -226,9 +226,18 @@ def main() -> int:
                     for c in _gunzip_chunks(INPUTS[base]):
                         f.write(c)
             inputs[name] = plain
-    if "synthetic_2m" in args.inputs.split(","):
+    if {"synthetic_2m", "synthetic_2m_plain"} & set(args.inputs.split(",")):
         t = time.perf_counter()
-        inputs["synthetic_2m"] = synthetic_trace(work / "synthetic_2m.pt.trace.json.gz")
+        synthetic = synthetic_trace(work / "synthetic_2m.pt.trace.json.gz")
+        if "synthetic_2m" in args.inputs.split(","):
+            inputs["synthetic_2m"] = synthetic
+        if "synthetic_2m_plain" in args.inputs.split(","):
+            plain = work / "synthetic_2m_plain.pt.trace.json"
+            if not plain.exists():
+                with open(plain, "wb") as f:
+                    for c in _gunzip_chunks(synthetic):
+                        f.write(c)
+            inputs["synthetic_2m_plain"] = plain
         print(f"synthetic trace ready ({time.perf_counter() - t:.1f} s)", flush=True)
 
     results = {}

@@ -256,6 +256,10 @@ def test_permission_problems_are_named_as_such(tmp_path):
     readable = tmp_path / "readable.json"
     readable.write_text(json.dumps({"traceEvents": [STEP]}))
     assert main(["analyze", str(readable)]) == 0
+    readable_folder = tmp_path / "readable_folder"   # and the folder path's modules
+    readable_folder.mkdir()
+    (readable_folder / "rank0.json").write_text(json.dumps({"traceEvents": [STEP]}))
+    assert main(["analyze", str(readable_folder)]) == 0
 
     def as_nobody(*args):
         # A forked child that becomes `nobody` runs the CLI (the interpreter under /root could not

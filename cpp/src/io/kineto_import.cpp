@@ -417,11 +417,13 @@ int64_t trailing_number(std::string_view s) {
 
 // Where the second thread of a split import starts (run_import): just after the '}' of what looks
 // like an event. The first thread calls arrive() once, at the first event it closes at or past
-// that byte, saying whether it is exactly there, between two events of traceEvents; arrive()
-// returns true when the first thread should stop there and take the second thread's events.
+// that byte, saying whether it is exactly there, between two events of traceEvents; arrive() says
+// whether the first thread reads on alone, stops there and takes the second thread's events, or
+// stops because the user interrupted the import while it waited for the second thread.
+enum class AtSplit { ReadOn, TakeSecondHalf, Interrupted };
 struct SplitPoint {
   uint64_t at = 0;
-  std::function<bool(bool exactly_here)> arrive;
+  std::function<AtSplit(bool exactly_here)> arrive;
 };
 
 class KinetoHandler {
@@ -580,10 +582,12 @@ class KinetoHandler {
                             capture_depth_ == 0;
           SplitPoint* const split = split_;
           split_ = nullptr;
-          if (split->arrive(here)) {
+          const AtSplit next = split->arrive(here);
+          if (next == AtSplit::TakeSecondHalf) {
             stopped_at_split_ = true;
             return false;
           }
+          if (next == AtSplit::Interrupted) return fail("interrupted");
         }
       } else if (depth_ == ev_depth_ + 1 && in_args_) {
         in_args_ = false;
@@ -1024,7 +1028,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   // A large plain text: a second thread reads from an event boundary near the middle while this
   // one reads up to it (SplitPoint). The thread is stopped and joined on every way out.
   SecondHalf half;
-  std::atomic<bool> stop_second{false};
+  std::atomic<bool> stop_second{false}, second_done{false};
   std::thread second;
   struct Joiner {
     std::thread& t;
@@ -1039,7 +1043,10 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   SplitPoint point;
   if (split != nullptr) {
     try {
-      second = std::thread(read_second_half, std::cref(*split), std::cref(opts), &stop_second, &half);
+      second = std::thread([&] {
+        read_second_half(*split, opts, &stop_second, &half);
+        second_done = true;
+      });
     } catch (const std::system_error&) {
       // no thread to be had: one thread reads it all
     }
@@ -1048,11 +1055,17 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       point.arrive = [&](bool here) {
         if (!here) {   // the guess was not an event boundary: read on alone
           stop_second = true;
-          return false;
+          return AtSplit::ReadOn;
+        }
+        // Wait for the second half; a Ctrl-C meanwhile is seen within 50 ms, as between chunks.
+        for (int polls = 1; !second_done; ++polls) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          if (opts.interrupted && polls % 50 == 0 && opts.interrupted()) return AtSplit::Interrupted;
         }
         second.join();
         const int unit = handler.unit_ns();
-        return half.ok && (unit == 0 || half.unit_ns == 0 || unit == half.unit_ns);
+        const bool same = half.ok && (unit == 0 || half.unit_ns == 0 || unit == half.unit_ns);
+        return same ? AtSplit::TakeSecondHalf : AtSplit::ReadOn;
       };
       handler.set_split(&point);
     }
