@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <optional>
+#include <string_view>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/gpu_summary.h"
@@ -78,6 +80,8 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   }
   py::dict out;
   out["breakdown"] = breakdown_to_dict(a.steps);   // the steps the GPU window was taken from
+  // For step_event_tables later (one byte per event), so that it need not link launches again.
+  out["repeated_op_calls"] = py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
   py::list dl;
   for (const DeviceSummary& s : a.devices) dl.append(summary_to_dict(s));
   out["devices"] = dl;
@@ -344,11 +348,17 @@ void bind_analysis(py::module_& m) {
       py::arg("trace"), "Per-device GPU summary (utilization, SM efficiency, occupancy, tensor cores).");
   m.def(
       "step_event_tables",
-      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps, size_t top) {
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps, size_t top,
+         std::optional<py::bytes> repeated) {
+        std::vector<uint8_t> given;
+        if (repeated) {
+          const std::string_view r = *repeated;
+          given.assign(r.begin(), r.end());
+        }
         std::vector<StepEventTables> tables;
         {
           py::gil_scoped_release release;
-          tables = step_event_tables(t, steps, top);
+          tables = step_event_tables(t, steps, top, repeated ? &given : nullptr);
         }
         auto rows = [](const std::vector<NameTotal>& v) {
           py::list out;
@@ -366,9 +376,10 @@ void bind_analysis(py::module_& m) {
         }
         return out;
       },
-      py::arg("trace"), py::arg("steps"), py::arg("top"),
+      py::arg("trace"), py::arg("steps"), py::arg("top"), py::arg("repeated") = py::none(),
       "Per step (start_ns, end_ns): kernel and counted operator calls, and the top kernels and "
-      "operators by total time as (name, calls, total_ns).");
+      "operators by total time as (name, calls, total_ns). `repeated`: gpu_tables(...)['repeated_op_calls'] "
+      "of this trace, which spares linking the launches again.");
   m.def(
       "step_timeline",
       [](const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap) {

@@ -196,6 +196,14 @@ TEST(StepEventTables, PerStepCallsFollowTheOperatorTablesRule) {
   int64_t table_calls = 0;
   for (const OperatorRow& r : operator_table(t, link_launches(t))) table_calls += r.calls;
   EXPECT_EQ(table_calls, steps[0].operator_calls + steps[1].operator_calls);
+  // The analysis hands its repeated-call flags on (the same as computed here), and they are used:
+  // flags saying no call repeats make the nested div_ count (3 operator calls in step 1); flags of
+  // the wrong length are not trusted (computed again: 2).
+  EXPECT_EQ(analyse_tables(t, BreakdownOptions{}).repeated_ops, repeated);
+  const std::vector<uint8_t> none_repeated(t.events.size(), 0), wrong_length(2, 0);
+  EXPECT_EQ(step_event_tables(t, {{0, 1500}}, 1, &repeated)[0].operator_calls, 2);
+  EXPECT_EQ(step_event_tables(t, {{0, 1500}}, 1, &none_repeated)[0].operator_calls, 3);
+  EXPECT_EQ(step_event_tables(t, {{0, 1500}}, 1, &wrong_length)[0].operator_calls, 2);
 }
 
 // The HTML timeline of the step [1000, 5000) on a host thread 7 and GPU 0 stream 3:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <future>
 #include <map>
 #include <system_error>
 #include <thread>
@@ -175,10 +176,12 @@ std::vector<uint8_t> repeated_op_calls(const Trace& t, const LaunchLinks& links)
 
 std::vector<StepEventTables> step_event_tables(const Trace& t,
                                                const std::vector<std::pair<int64_t, int64_t>>& steps,
-                                               size_t top) {
+                                               size_t top, const std::vector<uint8_t>* given) {
   std::vector<StepEventTables> out(steps.size());
   if (steps.empty()) return out;
-  const std::vector<uint8_t> repeated = repeated_op_calls(t, link_launches(t));
+  std::vector<uint8_t> computed;
+  if (given == nullptr || given->size() != t.events.size()) computed = repeated_op_calls(t, link_launches(t));
+  const std::vector<uint8_t>& repeated = computed.empty() && given != nullptr ? *given : computed;
   std::vector<int64_t> starts;
   starts.reserve(steps.size());
   for (const auto& s : steps) starts.push_back(s.first);
@@ -440,10 +443,26 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
 
 AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   AnalysisTables a;
+  // The second thread links launches first and says so, then builds the operator, sync, kernel,
+  // copy and range tables; this one builds the breakdown and the memory table, then the device
+  // summary, which needs the links (ready long before) but none of those tables. About even:
+  // 0.22 and 0.21 s on a trace of 2 million events.
+  std::promise<void> links_ready;
+  std::future<void> links_done = links_ready.get_future();
   auto linked = [&] {
-    a.links = link_launches(t);
+    try {
+      a.links = link_launches(t);
+    } catch (...) {
+      links_ready.set_exception(std::current_exception());
+      throw;
+    }
+    links_ready.set_value();
     a.operators = operator_table(t, a.links);
     a.syncs = sync_table(t, a.links);
+    a.repeated_ops = repeated_op_calls(t, a.links);
+    a.kernels = kernel_table(t);
+    a.copies = copy_table(t);
+    a.ranges = range_table(t);
   };
   std::exception_ptr linked_error;
   std::thread side;
@@ -460,17 +479,15 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   }
   try {
     a.steps = compute_breakdown(t, options);
-    a.kernels = kernel_table(t);
-    a.copies = copy_table(t);
-    a.ranges = range_table(t);
     a.memory = step_memory_table(t, a.steps);
+    links_done.get();   // rethrows the linking's exception, if it failed
+    a.devices = summarize_devices(t, steps_window(a.steps), a.links);
   } catch (...) {
     if (side.joinable()) side.join();
     throw;
   }
   if (side.joinable()) side.join();
   if (linked_error) std::rethrow_exception(linked_error);
-  a.devices = summarize_devices(t, steps_window(a.steps), a.links);
   return a;
 }
 

@@ -32,10 +32,15 @@ def _us(ns: int) -> float:
 
 
 def analyse(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
-            source: Optional[dict] = None, drop_incomplete_last_step: bool = True) -> dict:
-    """The report dict (docs/schema.md) of a native Trace, without advice."""
+            source: Optional[dict] = None, drop_incomplete_last_step: bool = True,
+            native: Optional[dict] = None) -> dict:
+    """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
+    receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
+    for ``step_views``); it is not part of the report."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
+    if native is not None:
+        native["repeated_op_calls"] = analysed["repeated_op_calls"]
     bd = analysed["breakdown"]
     steps = []
     for s in bd["steps"]:
@@ -162,7 +167,7 @@ def _median_step(steps: list[dict]) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def step_views(trace, steps: list[dict]) -> dict:
+def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] = None) -> dict:
     """Computed when a report with its trace is first saved or drawn (``Report.to_dict``,
     ``to_json``, ``to_html``), not by ``analyse``: a text report does not need it. The per-step
     tables are one native pass, and each drawn step's timeline another (rows come to Python as
@@ -176,7 +181,8 @@ def step_views(trace, steps: list[dict]) -> dict:
     typical = _median_step(steps)
     drawn = [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
     # Per-step kernels and operators (the operator table's same-name rule), in one native pass.
-    tables = _core.step_event_tables(trace, [(s["start_ns"], s["end_ns"]) for s in steps], TOP_PER_STEP)
+    tables = _core.step_event_tables(trace, [(s["start_ns"], s["end_ns"]) for s in steps], TOP_PER_STEP,
+                                     repeated_op_calls)
     timelines = []
     for label, step in drawn:
         # Host threads and GPU streams, device work kept first up to the cap, then the longest host

@@ -20,15 +20,18 @@ class Report:
     def __init__(self, data: dict, trace: Optional[Any] = None) -> None:
         self._data = data
         self.trace = trace   # the native Trace the numbers came from (None when loaded from JSON)
+        self._native: dict = {}   # from_trace: what the analysis hands on to the step views
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
     def from_trace(cls, trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
                    source: Optional[dict] = None, drop_incomplete_last_step: bool = True) -> "Report":
         """analyse -> advise -> Report: the numbers of ``trace`` (gpuprof.analysis), then the advice."""
+        native: dict = {}
         data = analyse(trace, dataloaders=dataloaders, host=host, source=source,
-                       drop_incomplete_last_step=drop_incomplete_last_step)
+                       drop_incomplete_last_step=drop_incomplete_last_step, native=native)
         report = cls(data, trace)
+        report._native = native   # reused by the step views (not part of the report)
         report.advise()
         return report
 
@@ -164,7 +167,8 @@ class Report:
         if "step_views" not in self._data and self.trace is not None:
             from ..analysis import step_views
 
-            self._data["step_views"] = step_views(self.trace, self.steps)
+            self._data["step_views"] = step_views(self.trace, self.steps,
+                                                  repeated_op_calls=self._native.get("repeated_op_calls"))
 
     def to_dict(self) -> dict:
         self._ensure_step_views()
