@@ -59,6 +59,14 @@ TEST(Intervals, MergeSubtractUnite) {
   IntervalList u = unite(v, {{4, 5}, {20, 30}});   // [0,9) [20,30)
   EXPECT_EQ(u.size(), 2u);
   EXPECT_EQ(total_length(u), 19);
+  // Already in order (the pass that skips the sort), with equal starts and an empty one: the same
+  // merge as any order gives: [0,4) [5,9).
+  IntervalList sorted = {{0, 3}, {0, 4}, {2, 3}, {5, 5}, {5, 8}, {8, 9}};
+  merge_intervals(sorted);
+  ASSERT_EQ(sorted.size(), 2u);
+  EXPECT_EQ(sorted[0].end, 4);
+  EXPECT_EQ(sorted[1].start, 5);
+  EXPECT_EQ(sorted[1].end, 9);
 }
 
 // One step [0, 100) where every category overlaps another.
