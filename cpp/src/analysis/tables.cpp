@@ -372,12 +372,21 @@ bool is_host_blocking_call(const Trace& t, const Event& e) {
 
 std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
   std::map<std::pair<uint32_t, uint32_t>, SyncRow> by_key;   // (call name id, op name id)
+  // The answer depends on the name and on whether the record is a CUPTI sync: asked once per
+  // (name, sync or not), not per event (a trace has a few dozen runtime-call names).
+  std::vector<int8_t> known(t.strings.size() * 2, -1);
+  auto blocking = [&](const Event& e) {
+    if (e.kind != EventKind::Sync && e.kind != EventKind::Runtime && e.kind != EventKind::Driver) return false;
+    const size_t k = size_t(e.name) * 2 + (e.kind == EventKind::Sync ? 1 : 0);
+    if (k >= known.size()) return is_host_blocking_call(t, e);
+    if (known[k] < 0) known[k] = is_host_blocking_call(t, e) ? 1 : 0;
+    return known[k] == 1;
+  };
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (!is_host_blocking_call(t, e)) continue;
+    if (!blocking(e)) continue;
     // A CUPTI sync record of a call we already count is the same wait seen twice.
-    if (e.kind == EventKind::Sync && links.runtime_of[i] != kNoIndex &&
-        is_host_blocking_call(t, t.events[links.runtime_of[i]]))
+    if (e.kind == EventKind::Sync && links.runtime_of[i] != kNoIndex && blocking(t.events[links.runtime_of[i]]))
       continue;
     const uint32_t op = links.launching_op(i);
     const uint32_t top = op == kNoIndex ? kNoIndex : links.top_op[op];
