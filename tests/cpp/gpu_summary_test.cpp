@@ -2,6 +2,9 @@
 // Times are nanoseconds; every expected number is worked out beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/tables.h"
 #include "gpuprof/launch_links.h"
@@ -181,6 +184,25 @@ TEST(AnalyseTables, TheSameAsEachPassInTurn) {
   EXPECT_EQ(a.kernels.size(), kernel_table(t).size());
   EXPECT_EQ(a.syncs.size(), sync_table(t, links).size());
   EXPECT_EQ(a.memory.size(), step_memory_table(t, steps).size());
+}
+
+TEST(GpuSummary, SmEfficiencyDoesNotDependOnTheKernelsOrder) {
+  // Step [0, 1000) on a 10-SM GPU. Kernels (blocks -> share): A [100, 300) 5 -> 0.5, B [300, 500)
+  // 10 -> 1, C [300, 400) 5 -> 0.5 (starts as B starts and A ends), D [400, 600) 2 -> 0.2 (starts
+  // as C ends). Busy share: [100,300) 0.5; [300,400) 1 + 0.5 capped at 1; [400,500) 1 + 0.2 capped
+  // at 1; [500,600) 0.2 -> 100 + 100 + 100 + 20 = 320 of 1000: 32%, whatever order the trace
+  // lists them in (starts and ends that are not in order are sorted; ties are ends first).
+  const std::vector<std::array<int64_t, 3>> ks = {{100, 300, 5}, {300, 500, 10}, {300, 400, 5}, {400, 600, 2}};
+  std::vector<size_t> order = {0, 1, 2, 3};
+  do {
+    Trace t;
+    t.devices = {small_gpu(0)};
+    t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+    for (size_t i : order) add_kernel(t, "k", ks[i][0], ks[i][1], 0, int(ks[i][2]), 50.0f);
+    const DeviceSummary d = summarize_devices(t)[0];
+    ASSERT_EQ(d.window_ns, 1000);
+    EXPECT_NEAR(d.sm_efficiency_pct, 32.0, 1e-9);
+  } while (std::next_permutation(order.begin(), order.end()));
 }
 
 TEST(GpuSummary, KernelsOutsideTheWindowAreClipped) {

@@ -58,30 +58,41 @@ double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, c
                          const TimeWindow& w) {
   if (w.length_ns() == 0) return 0.0;
   // Sweep over kernel starts and ends: between two consecutive edges the SMs' busy share is the
-  // sum of the running kernels' shares, capped at 1.
+  // sum of the running kernels' shares, capped at 1. Starts and ends are kept apart, each sorted
+  // only when not already in order (a stream's kernels are), then walked together, ends first at
+  // equal times.
   struct Edge {
     int64_t ts;
-    double delta;
+    double share;
   };
-  std::vector<Edge> edges;
-  edges.reserve(kernels.size() * 2);
+  std::vector<Edge> starts, ends;
+  starts.reserve(kernels.size());
+  ends.reserve(kernels.size());
   for (uint32_t i : kernels) {
     const Event& e = t.events[i];
     const double share = sm_share(kernel_info(t, e), d);
     if (share <= 0.0 || e.dur_ns <= 0) continue;
     const int64_t lo = std::max(e.start_ns, w.start_ns), hi = std::min(e.end_ns(), w.end_ns);
     if (hi <= lo) continue;
-    edges.push_back({lo, share});
-    edges.push_back({hi, -share});
+    starts.push_back({lo, share});
+    ends.push_back({hi, share});
   }
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.ts < b.ts; });
+  const auto by_ts = [](const Edge& a, const Edge& b) { return a.ts < b.ts; };
+  for (std::vector<Edge>* v : {&starts, &ends})
+    if (!std::is_sorted(v->begin(), v->end(), by_ts)) std::sort(v->begin(), v->end(), by_ts);
   double running = 0.0, weighted_ns = 0.0;
-  for (size_t k = 0; k < edges.size(); ++k) {
-    running += edges[k].delta;
-    if (k + 1 < edges.size() && edges[k + 1].ts > edges[k].ts) {
+  size_t s = 0, e = 0;
+  while (s < starts.size() || e < ends.size()) {
+    const bool end_next = e < ends.size() && (s == starts.size() || ends[e].ts <= starts[s].ts);
+    const int64_t ts = end_next ? ends[e].ts : starts[s].ts;
+    running += end_next ? -ends[e++].share : starts[s++].share;
+    const bool more = s < starts.size() || e < ends.size();
+    const int64_t next = !more ? ts : (e < ends.size() && (s == starts.size() || ends[e].ts <= starts[s].ts))
+                                          ? ends[e].ts : starts[s].ts;
+    if (more && next > ts) {
       // Float sums of added and removed shares can leave a tiny residue; never negative.
       const double level = std::min(std::max(running, 0.0), 1.0);
-      weighted_ns += level * double(edges[k + 1].ts - edges[k].ts);
+      weighted_ns += level * double(next - ts);
     }
   }
   return 100.0 * weighted_ns / double(w.length_ns());
