@@ -295,40 +295,6 @@ void TextStream::inflate_loop() {
 
 // ---- the parser's side ------------------------------------------------------------------------------
 
-void TextStream::scan_unescaped() {
-  char* p = cur_;
-  char* const limit = end_ - 1;
-  char* q = dst_;
-  // Until the first escape the decoded string lies where its text does: nothing to move.
-  const bool shifted = q != p;
-#if defined(__SSE2__)
-  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), control = _mm_set1_epi8(0x1F);
-  while (limit - p >= 16) {
-    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(s, quote), _mm_cmpeq_epi8(s, backslash)),
-                                      _mm_cmpeq_epi8(_mm_max_epu8(s, control), control));   // s <= 0x1F
-    const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(stop));
-    if (mask != 0) {
-      const int plain = __builtin_ctz(mask);
-      if (shifted) std::memmove(q, p, static_cast<size_t>(plain));
-      cur_ = p + plain;
-      dst_ = q + plain;
-      return;
-    }
-    // q < p: the store may cover bytes at p.. already loaded, never unread ones past p + 16.
-    if (shifted) _mm_storeu_si128(reinterpret_cast<__m128i*>(q), s);
-    p += 16;
-    q += 16;
-  }
-#endif
-  while (p < limit) {
-    const unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '"' || c == '\\' || c < 0x20) break;
-    *q++ = *p++;
-  }
-  cur_ = p;
-  dst_ = q;
-}
 
 void TextStream::refill() {
   if (eof_) {
