@@ -82,14 +82,14 @@ double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, c
     if (!std::is_sorted(v->begin(), v->end(), by_ts)) std::sort(v->begin(), v->end(), by_ts);
   double running = 0.0, weighted_ns = 0.0;
   size_t s = 0, e = 0;
+  const auto end_next = [&] { return e < ends.size() && (s == starts.size() || ends[e].ts <= starts[s].ts); };
+  const auto next_ts = [&] { return end_next() ? ends[e].ts : starts[s].ts; };
   while (s < starts.size() || e < ends.size()) {
-    const bool end_next = e < ends.size() && (s == starts.size() || ends[e].ts <= starts[s].ts);
-    const int64_t ts = end_next ? ends[e].ts : starts[s].ts;
-    running += end_next ? -ends[e++].share : starts[s++].share;
-    const bool more = s < starts.size() || e < ends.size();
-    const int64_t next = !more ? ts : (e < ends.size() && (s == starts.size() || ends[e].ts <= starts[s].ts))
-                                          ? ends[e].ts : starts[s].ts;
-    if (more && next > ts) {
+    const int64_t ts = next_ts();
+    running += end_next() ? -ends[e++].share : starts[s++].share;
+    if (s == starts.size() && e == ends.size()) break;
+    const int64_t next = next_ts();
+    if (next > ts) {
       // Float sums of added and removed shares can leave a tiny residue; never negative.
       const double level = std::min(std::max(running, 0.0), 1.0);
       weighted_ns += level * double(next - ts);

@@ -994,15 +994,23 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
 // Just after the '}' of "}", white space, ",", white space, "{" in `window` (what lies between two
 // events of traceEvents), or -1.
 int64_t event_boundary(std::string_view w) {
+  const auto after_space = [&](size_t j) {
+    while (j < w.size() && (w[j] == ' ' || w[j] == '\n' || w[j] == '\r' || w[j] == '\t')) ++j;
+    return j;
+  };
   for (size_t i = w.find('}'); i != std::string_view::npos; i = w.find('}', i + 1)) {
-    size_t j = i + 1;
-    while (j < w.size() && (w[j] == ' ' || w[j] == '\n' || w[j] == '\r' || w[j] == '\t')) ++j;
-    if (j >= w.size() || w[j] != ',') continue;
-    ++j;
-    while (j < w.size() && (w[j] == ' ' || w[j] == '\n' || w[j] == '\r' || w[j] == '\t')) ++j;
-    if (j < w.size() && w[j] == '{') return static_cast<int64_t>(i + 1);
+    const size_t comma = after_space(i + 1);
+    if (comma >= w.size() || w[comma] != ',') continue;
+    const size_t open = after_space(comma + 1);
+    if (open < w.size() && w[open] == '{') return static_cast<int64_t>(i + 1);
   }
   return -1;
+}
+
+// A stream that ends early (as "interrupted") once *stop is set: the second half's.
+std::unique_ptr<io::TextStream> stoppable(std::unique_ptr<io::TextStream> in, const std::atomic<bool>* stop) {
+  in->set_interrupt_check([stop] { return stop->load(); });
+  return in;
 }
 
 bool split_wanted(uint64_t text_bytes, const ImportOptions& opts) {
@@ -1156,10 +1164,8 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
       const int64_t i = event_boundary(std::string_view(window.data(), size_t(got)));
       if (i >= 0) {
         src->at = uint64_t(middle) + uint64_t(i);
-        src->open = [path, opts, at = src->at](const std::atomic<bool>* stop) {
-          auto in = std::make_unique<io::TextStream>(path, 0, opts.max_token_bytes, at);
-          in->set_interrupt_check([stop] { return stop->load(); });
-          return in;
+        src->open = [path, tokens = opts.max_token_bytes, at = src->at](const std::atomic<bool>* stop) {
+          return stoppable(std::make_unique<io::TextStream>(path, 0, tokens, at), stop);
         };
         planned = true;
       }
@@ -1188,10 +1194,8 @@ Trace import_kineto_json(std::string_view json, const std::string& label, const 
     const int64_t i = event_boundary(json.substr(middle, kBoundaryWindow));
     if (i >= 0) {
       split.at = middle + uint64_t(i);
-      split.open = [json, &options, at = split.at](const std::atomic<bool>* stop) {
-        auto in = std::make_unique<io::TextStream>(json.substr(at), 0, options.max_token_bytes);
-        in->set_interrupt_check([stop] { return stop->load(); });
-        return in;
+      split.open = [json, tokens = options.max_token_bytes, at = split.at](const std::atomic<bool>* stop) {
+        return stoppable(std::make_unique<io::TextStream>(json.substr(at), 0, tokens), stop);
       };
       halves = true;
     }
