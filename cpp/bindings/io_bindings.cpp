@@ -26,7 +26,7 @@ py::dict stats_to_dict(const ImportStats& s) {
   d["compressed"] = s.compressed;
   d["time_unit"] = s.timestamps_ns ? "ns" : "us";
   d["read_s"] = s.decompress_parse_s;
-  d["threads"] = s.split ? 2 : 1;   // parsing threads (a large plain text is read in two halves)
+  d["threads"] = s.split ? 2 : 1;   // parsing threads (a large text is read in two halves)
   return d;
 }
 
@@ -39,6 +39,13 @@ ImportOptions options(uint64_t max_bytes, uint64_t max_events) {
     char* end = nullptr;
     const unsigned long long v = std::strtoull(mib, &end, 10);
     if (end != mib && *end == '\0' && v > 0 && v < (1ull << 24)) o.max_token_bytes = uint64_t(v) << 20;
+  }
+  // The CPUs this import may count on for its threads (docs/analyze.md): a folder's worker
+  // processes set it to their share, so that they do not each start threads for all of them.
+  if (const char* cpus = std::getenv("GPUPROF_IMPORT_CPUS")) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(cpus, &end, 10);
+    if (end != cpus && *end == '\0' && v > 0 && v < 65536) o.cpus = uint32_t(v);
   }
   // Ctrl-C during a long import: Python's handler runs here (it needs the GIL), and the import
   // stops at its next chunk; the binding then raises the KeyboardInterrupt it left.

@@ -110,8 +110,13 @@ def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Option
     # gh-115634, fixed only from 3.13), which hung every folder of more than workers x 25 files.
     ctx = multiprocessing.get_context("spawn")
     batch = workers * max(1, tasks_per_worker)
+    # Each worker's import may use its share of the CPUs for threads of its own (two parsers, and
+    # for gzip two inflaters, from 2 and 4 CPUs: docs/analyze.md), not all of them each.
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    share = max(1, cpus // workers)
     for first in range(0, len(files), batch):
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_import_cpus,
+                                 initargs=(share,)) as pool:
             futs = {pool.submit(summarize_file, files[i], drop_incomplete_last_step, keep_report): i
                     for i in range(first, min(first + batch, len(files)))}
             for fut in done(futs):
@@ -119,6 +124,11 @@ def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Option
                 if on_done:
                     on_done()
     return results
+
+
+def _import_cpus(share: int) -> None:
+    """Worker initializer: the CPUs this worker's imports may count on (read by the binding)."""
+    os.environ.setdefault("GPUPROF_IMPORT_CPUS", str(share))   # a value the user set stays
 
 
 def cross_rank_report(results: list[tuple]):

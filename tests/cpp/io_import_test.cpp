@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "gpuprof/breakdown.h"
@@ -496,6 +499,7 @@ ImportOptions one_thread() {
 ImportOptions two_threads() {
   ImportOptions o;
   o.split_min_bytes = 1;
+  o.gzip_split_cpus = 1;   // a gzip file too, without measuring first
   return o;
 }
 
@@ -600,4 +604,114 @@ TEST(SplitImport, AFileReadInTwoHalvesIsTheTextReadInOne) {
   }
   EXPECT_EQ(t.metadata, u.metadata);
   std::remove(path);
+}
+
+// ---- two threads for a large gzip file: the second inflates from the start itself --------------
+namespace {
+
+// `text` gzip-compressed into a new file (by the gzip program); "" when it cannot be.
+std::string gzip_file(const std::string& text, const std::string& name) {
+  // (named per process: ctest may run this test binary several times at once)
+  const std::string plain = testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
+  {
+    std::ofstream out(plain, std::ios::binary);
+    out.write(text.data(), std::streamsize(text.size()));
+  }
+  if (std::system(("gzip -n -f '" + plain + "' 2>/dev/null").c_str()) != 0) return "";
+  return plain + ".gz";
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+}  // namespace
+
+TEST(SplitImport, AGzipFileReadByTwoThreadsIsReadAsByOne) {
+  const std::string text = kineto_text(4000);
+  const std::string gz = gzip_file(text, "split.json");
+  if (gz.empty()) GTEST_SKIP() << "no gzip program to write the test file";
+  ImportStats one, two;
+  const std::string a = test_support::dump_import_file(gz, one_thread(), &one);
+  EXPECT_EQ(a, test_support::dump_import_file(gz, two_threads(), &two));
+  EXPECT_EQ(a.rfind("records 4000 ", 0), 0u) << a.substr(0, 200);
+  EXPECT_TRUE(two.compressed);
+  EXPECT_EQ(two.json_bytes, text.size());
+  EXPECT_FALSE(one.split);
+  if (two_cpus()) EXPECT_TRUE(two.split);   // the path under test was taken
+  // With fewer CPUs than gzip_split_cpus a gzip file is read by one thread.
+  ImportOptions few = two_threads();
+  few.gzip_split_cpus = 1 << 20;
+  ImportStats st;
+  EXPECT_EQ(a, test_support::dump_import_file(gz, few, &st));
+  EXPECT_FALSE(st.split);
+  // And as the same text read from memory or as a plain file.
+  EXPECT_EQ(a.substr(a.find('\n')), test_support::dump_import(text, one_thread()).substr(a.find('\n')));
+}
+
+TEST(SplitImport, AGzipFileWithBoundariesInStringsOrErrorsIsReadAsByOne) {
+  const int n = 3000;
+  std::vector<std::pair<std::string, std::string>> texts;
+  // "}, {" inside strings and nested lists everywhere: the second thread may start in one.
+  texts.emplace_back("strings", kineto_text(n, [](int i, std::string& ev) {
+    if (ev.find("\"cpu_op\"") != std::string::npos) ev.insert(ev.find("aten::op"), "x}, {\\\"y\\\": 1}, {z ");
+    if (i % 2 == 1 && ev.find("\"args\": {") != std::string::npos)
+      ev.insert(ev.find("\"args\": {") + 9, "\"list\": [{\"a\": 1}, {\"b\": 2},\n {\"c\": [3]}], ");
+  }));
+  // A broken event in the second half, in the first, and the last.
+  for (const int bad : {n * 3 / 4, n / 4, n - 1})
+    texts.emplace_back("bad" + std::to_string(bad), kineto_text(n, [bad](int i, std::string& ev) {
+      if (i == bad) ev.erase(ev.find("\"name\": \"") + 8, 1);
+    }));
+  // Nanosecond timestamps in the second half only: the first thread reads on.
+  texts.emplace_back("units", kineto_text(n, [n](int i, std::string& ev) {
+    const size_t ts = ev.find("\"ts\": ");
+    if (i > n / 2 && ts != std::string::npos) ev.insert(ts + 6, "10");
+  }));
+  for (const auto& [name, text] : texts) {
+    const std::string gz = gzip_file(text, name + ".json");
+    if (gz.empty()) GTEST_SKIP() << "no gzip program to write the test file";
+    EXPECT_EQ(test_support::dump_import_file(gz, one_thread()), test_support::dump_import_file(gz, two_threads()))
+        << name;
+  }
+}
+
+TEST(SplitImport, DamagedOrUnusualGzipFilesAreReadAsByOne) {
+  const std::string text = kineto_text(3000);
+  const std::string gz = gzip_file(text, "damaged.json");
+  if (gz.empty()) GTEST_SKIP() << "no gzip program to write the test file";
+  const std::string bytes = read_bytes(gz);
+  const std::string path = testing::TempDir() + "/" + std::to_string(getpid()) + "_damaged_copy.json.gz";
+  auto same = [&](const std::string& what, const std::string& file_bytes, bool expect_error) {
+    write_bytes(path, file_bytes);
+    const std::string one = test_support::dump_import_file(path, one_thread());
+    EXPECT_EQ(one, test_support::dump_import_file(path, two_threads())) << what;
+    EXPECT_EQ(one.rfind("error ", 0) == 0, expect_error) << what << ": " << one.substr(0, 300);
+  };
+  // Cut off in the second half (its trailer, so its length, is gone) and in the first.
+  same("cut at 3/4", bytes.substr(0, bytes.size() * 3 / 4), true);
+  same("cut at 1/4", bytes.substr(0, bytes.size() / 4), true);
+  // A flipped byte in the second half's compressed data, and in the first's.
+  for (const size_t at : {bytes.size() * 3 / 4, bytes.size() / 3}) {
+    std::string broken = bytes;
+    broken[at] = char(broken[at] ^ 0x55);
+    same("flipped byte at " + std::to_string(at), broken, true);
+  }
+  // A length in the trailer that is not the text's: the second thread starts elsewhere (or, past
+  // the end, nowhere), and the length check fails at the end for both.
+  for (const uint32_t len : {uint32_t(text.size() / 8), uint32_t(text.size() * 3), uint32_t(0)}) {
+    std::string lying = bytes;
+    for (int k = 0; k < 4; ++k) lying[lying.size() - 4 + k] = char((len >> (8 * k)) & 0xFF);
+    same("trailer length " + std::to_string(len), lying, true);
+  }
+  // Two members back to back (`cat a.gz b.gz`): the last member's length is only part of the text.
+  const std::string small = gzip_file("\n", "member.json");
+  same("two members", bytes + read_bytes(small), false);
+  same("a short member first", read_bytes(small) + bytes, false);
 }

@@ -11,11 +11,13 @@
 
 namespace gpuprof::test_support {
 
-inline std::string dump_import(std::string_view json, const ImportOptions& opts, ImportStats* stats_out = nullptr) {
+// `import(stats)` is one import (of a text or a file) returning its Trace.
+template <class Import>
+std::string dump_of(Import import, ImportStats* stats_out) {
   std::ostringstream o;
   try {
     ImportStats st;
-    const Trace t = import_kineto_json(json, "input.json", opts, &st);
+    const Trace t = import(&st);
     if (stats_out != nullptr) *stats_out = st;
     o << "records " << st.records << " ignored " << st.ignored_records << " bytes " << st.json_bytes
       << " ns " << st.timestamps_ns << " skipped " << t.skipped_events << "\n";
@@ -49,6 +51,15 @@ inline std::string dump_import(std::string_view json, const ImportOptions& opts,
     o << "error " << e.what() << " at " << e.byte_offset << " event " << e.event_index << "\n";
   }
   return o.str();
+}
+
+inline std::string dump_import(std::string_view json, const ImportOptions& opts, ImportStats* stats_out = nullptr) {
+  return dump_of([&](ImportStats* st) { return import_kineto_json(json, "input.json", opts, st); }, stats_out);
+}
+
+inline std::string dump_import_file(const std::string& path, const ImportOptions& opts,
+                                    ImportStats* stats_out = nullptr) {
+  return dump_of([&](ImportStats* st) { return import_kineto_trace(path, opts, st); }, stats_out);
 }
 
 }  // namespace gpuprof::test_support

@@ -6,7 +6,7 @@
 # ignored folder .whl/ (the device tool's `carry`):
 #   pip download --no-deps cmeel-zlib -d .whl
 # Raw results go to bench/results/gpu_run-<date>.json (device, driver, CUDA, torch, tests passed/
-# failed/skipped with the names of those that did not pass, roofline and overhead figures): commit
+# failed/skipped with the names of those that did not pass, roofline, overhead and import-thread figures): commit
 # that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, the
 # same files are also written there (the device tool brings them back).
 set -u
@@ -32,6 +32,8 @@ echo "== roofline"
 "$PY" -m gpuprof.roofline --n $((1 << 25)) --repeats 10 2>&1 | tee "$work/roofline.txt" || true
 echo "== benchmark: step overhead (bench/gpu_overhead.py)"
 "$PY" "$REPO/bench/gpu_overhead.py" --out "$work/gpu_overhead.json" || { echo "GPU BENCHMARK FAILED"; rc=1; }
+echo "== benchmark: trace import on one thread and split (bench/import_threads.py)"
+"$PY" "$REPO/bench/import_threads.py" --repeat 5 --out "$work/import_threads.json" || echo "IMPORT BENCHMARK FAILED"
 echo "== results"
 mkdir -p "$REPO/bench/results"
 result="$REPO/bench/results/gpu_run-$(date -u +%Y%m%dT%H%M%SZ).json"
@@ -87,6 +89,11 @@ try:
         doc["overhead"] = json.load(f)
 except Exception as e:
     doc["overhead"] = f"unavailable: {e}"
+try:
+    with open(os.path.join(work, "import_threads.json")) as f:
+        doc["import_threads"] = json.load(f)
+except Exception as e:
+    doc["import_threads"] = f"unavailable: {e}"
 try:
     with open(os.path.join(work, "roofline.txt")) as f:
         doc["roofline"] = f.read()[-4000:]

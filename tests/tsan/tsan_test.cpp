@@ -8,7 +8,7 @@
 // 2. The gzip reader: its inflating thread runs one chunk ahead of the parser; imports that finish,
 //    that stop early on bad JSON while the inflater still has data, and that meet truncated gzip data,
 //    from two threads at once, through the importer's public API.
-//    A large plain file is read by two threads, each from one half (2b).
+//    A large plain file is read by two threads, each from one half (2b), and a gzip file (2c).
 // 3. The analysis tables, computed on two threads (at the end of this file).
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -172,6 +172,36 @@ TEST(Tsan, PlainTextReadByTwoThreads) {
       EXPECT_EQ(t.events.size(), size_t(kEvents + 1));
       EXPECT_THROW(import_kineto_trace(early, two), TraceImportError);        // first thread fails first
       EXPECT_THROW(import_kineto_trace(broken_late, two), TraceImportError);  // second half refused
+    }
+  };
+  std::thread other(reader, 2);
+  reader(2);
+  other.join();
+}
+
+// 2c. A large gzip file read by two threads: the second thread's stream inflates the file from its
+//     start on its own inflating thread and tells the first where it starts, while the first waits
+//     for that at the earliest place it can be; from two threads at once.
+TEST(Tsan, GzipReadByTwoThreads) {
+  constexpr int kEvents = 60'000;
+  std::string late = trace_text(kEvents, false);
+  const size_t at = late.find("\"ph\": \"X\",", late.size() * 3 / 4);
+  late.insert(at + 10, ",");   // broken in the second half
+  const std::string good = write_gzip("good2.json.gz", trace_text(kEvents, false));
+  const std::string early = write_gzip("early2.json.gz", trace_text(kEvents, true));
+  const std::string broken_late = write_gzip("late2.json.gz", late);
+  const std::string cut = write_gzip("cut2.json.gz", trace_text(kEvents, false), 300'000);
+  ImportOptions two;
+  two.split_min_bytes = 1;
+  two.gzip_split_cpus = 1;
+  auto reader = [&](int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      ImportStats st;
+      Trace t = import_kineto_trace(good, two, &st);
+      EXPECT_EQ(t.events.size(), size_t(kEvents + 1));
+      EXPECT_THROW(import_kineto_trace(early, two), TraceImportError);        // first thread fails first
+      EXPECT_THROW(import_kineto_trace(broken_late, two), TraceImportError);  // second half refused
+      EXPECT_THROW(import_kineto_trace(cut, two), TraceImportError);          // the gzip data ends early
     }
   };
   std::thread other(reader, 2);

@@ -35,12 +35,23 @@ struct ImportOptions {
   uint64_t max_token_bytes = uint64_t(64) << 20;
   // Asked about every MiB of text; true stops the import with a TraceImportError "interrupted".
   std::function<bool()> interrupted;
-  // Plain (not gzip) text of at least this many bytes is parsed by two threads when the process
+  // A file or text of at least this many bytes of JSON is parsed by two threads when the process
   // may use two CPUs: one from the start, one from an event boundary near the middle; the first
   // checks the boundary when it gets there and takes the second's events only if that thread
   // read them exactly as it would have (else it reads on alone). The result is the same Trace,
-  // stats and errors either way. 0: always one thread. Not with max_bytes or max_events.
+  // stats and errors either way. For a gzip file the second thread's stream inflates the file
+  // from its start itself (the text before the middle thrown away), so the file is inflated one
+  // and a half times, on two more threads. 0: always one thread. Not with max_bytes or max_events,
+  // nor for pipes and FIFOs.
   uint64_t split_min_bytes = uint64_t(4) << 20;
+  // A gzip file is read that way only when the process may use at least this many CPUs: the
+  // two streams' inflating threads and the two parsers then each have one. On two CPUs
+  // inflating half the file again costs about what the second parser saves (docs/performance.md).
+  uint32_t gzip_split_cpus = 4;
+  // The CPUs the import may count on; 0: those the process may run on (its affinity). A caller
+  // running several imports at once gives each its share (the Python binding reads
+  // $GPUPROF_IMPORT_CPUS, which a folder's worker processes set).
+  uint32_t cpus = 0;
 };
 
 // How the import went, beyond the Trace itself.

@@ -286,11 +286,29 @@ enum class Arg : uint8_t {
   Grid, Block, Occupancy, Bytes, TotalAllocated, TotalReserved, DeviceType, DeviceId
 };
 
-// `k` (whose length the caller's switch has checked) is the literal: a compare of a length known
-// when compiling, which the compiler does inline (no memcmp call per key).
+// `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
+// known when compiling is a constant), with no memcmp call: GCC calls memcmp for most of these
+// lengths, once per key of every event (1.7% of an import's instructions).
+template <size_t L>
+inline uint64_t word_at(const char* p, size_t i) {   // bytes i..i+L-1 (L <= 8) as one integer
+  uint64_t w = 0;
+  std::memcpy(&w, p + i, L);
+  return w;
+}
+
 template <size_t N>
 inline bool is(std::string_view k, const char (&lit)[N]) {
-  return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
+  constexpr size_t L = N - 1;
+  if (k.size() != L) return false;
+  const char* const p = k.data();
+  if constexpr (L < 8) {
+    return word_at<L>(p, 0) == word_at<L>(lit, 0);
+  } else {
+    // Whole words, then the last 8 bytes (overlapping the previous word when L is not a multiple).
+    for (size_t i = 0; i + 8 <= L; i += 8)
+      if (word_at<8>(p, i) != word_at<8>(lit, i)) return false;
+    return L % 8 == 0 || word_at<8>(p, L - 8) == word_at<8>(lit, L - 8);
+  }
 }
 
 Field field_of(std::string_view k) {
@@ -422,7 +440,12 @@ int64_t trailing_number(std::string_view s) {
 // stops because the user interrupted the import while it waited for the second thread.
 enum class AtSplit { ReadOn, TakeSecondHalf, Interrupted };
 struct SplitPoint {
-  uint64_t at = 0;
+  // Where the second thread starts. For a gzip file, until the second thread has found that
+  // (`settled`), the earliest it can be: the first thread then waits there in settle(), which
+  // leaves `at` where the second thread starts, or the largest value when it found no place.
+  std::atomic<uint64_t> at{UINT64_MAX};
+  std::atomic<bool> settled{true};
+  std::function<void()> settle;
   std::function<AtSplit(bool exactly_here)> arrive;
 };
 
@@ -576,10 +599,12 @@ class KinetoHandler {
         in_event_ = false;
         finish_event();
         if (!abort_reason_.empty()) return false;
-        if (split_ != nullptr && in_.Tell() >= split_->at) {
+        if (split_ != nullptr && in_.Tell() >= split_->at.load(std::memory_order_acquire) &&
+            (split_->settled.load(std::memory_order_acquire) || (split_->settle(), true)) &&
+            in_.Tell() >= split_->at.load(std::memory_order_acquire)) {
           // Exactly at the second thread's start, between two events of {"traceEvents": [...]}?
-          const bool here = in_.Tell() == split_->at && ev_depth_ == 3 && top_is_object_ &&
-                            capture_depth_ == 0;
+          const bool here = in_.Tell() == split_->at.load(std::memory_order_relaxed) && ev_depth_ == 3 &&
+                            top_is_object_ && capture_depth_ == 0;
           SplitPoint* const split = split_;
           split_ = nullptr;
           const AtSplit next = split->arrive(here);
@@ -940,15 +965,19 @@ struct SecondHalf {
 };
 
 struct SplitSource {
-  uint64_t at = 0;   // text offset just after the '}' the second half starts behind
-  // The text from `at` on, as a stream that ends early once *stop is set.
-  std::function<std::unique_ptr<io::TextStream>(const std::atomic<bool>* stop)> open;
+  // Text offset just after the '}' the second half starts behind. For a gzip file only the
+  // earliest it can be (`at_is_earliest`): the second thread finds it and tells it to `found`.
+  uint64_t at = UINT64_MAX;
+  bool at_is_earliest = false;
+  // The text from there on, as a stream that ends early once *stop is set.
+  std::function<std::unique_ptr<io::TextStream>(const std::atomic<bool>* stop,
+                                                std::function<void(uint64_t)> found)> open;
 };
 
 void read_second_half(const SplitSource& src, const ImportOptions& opts, const std::atomic<bool>* stop,
-                      SecondHalf* out) {
+                      std::function<void(uint64_t)> found, SecondHalf* out) {
   try {
-    std::unique_ptr<io::TextStream> in = src.open(stop);
+    std::unique_ptr<io::TextStream> in = src.open(stop, std::move(found));
     KinetoHandler h(out->trace, out->stats, opts, *in);
     h.start_inside_trace_events();
     const io::JsonResult r = io::JsonSax<KinetoHandler>(*in, h).parse_rest({1, 0});
@@ -1013,15 +1042,20 @@ std::unique_ptr<io::TextStream> stoppable(std::unique_ptr<io::TextStream> in, co
   return in;
 }
 
+int usable_cpus(const ImportOptions& opts) {
+  if (opts.cpus > 0) return int(opts.cpus);
+  cpu_set_t cpus;
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+}
+
 bool split_wanted(uint64_t text_bytes, const ImportOptions& opts) {
   if (opts.split_min_bytes == 0 || text_bytes < opts.split_min_bytes || opts.max_bytes != 0 ||
       opts.max_events != 0)
     return false;
-  cpu_set_t cpus;
-  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2;
+  return usable_cpus(opts) >= 2;
 }
 
-constexpr size_t kBoundaryWindow = 64 << 10;   // bytes searched for an event boundary
+constexpr size_t kBoundaryWindow = io::TextStream::kBoundaryWindow;   // bytes searched for an event boundary
 
 Trace run_import(io::TextStream& in, const std::string& label, const ImportOptions& opts,
                  ImportStats* stats_out, const SplitSource* split = nullptr) {
@@ -1033,9 +1067,10 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
     throw TraceImportError(label, in.error());
   KinetoHandler handler(trace, stats, opts, in);
 
-  // A large plain text: a second thread reads from an event boundary near the middle while this
-  // one reads up to it (SplitPoint). The thread is stopped and joined on every way out.
+  // A large text: a second thread reads from an event boundary near the middle while this one
+  // reads up to it (SplitPoint). The thread is stopped and joined on every way out.
   SecondHalf half;
+  SplitPoint point;   // before the thread: the thread may tell it where it starts until joined
   std::atomic<bool> stop_second{false}, second_done{false};
   std::thread second;
   struct Joiner {
@@ -1048,18 +1083,34 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       }
     }
   } joiner{second, stop_second};
-  SplitPoint point;
   if (split != nullptr) {
     try {
+      point.at.store(split->at, std::memory_order_release);
+      point.settled.store(!split->at_is_earliest, std::memory_order_release);
       second = std::thread([&] {
-        read_second_half(*split, opts, &stop_second, &half);
+        read_second_half(*split, opts, &stop_second,
+                         [&point](uint64_t at) {
+                           point.at.store(at, std::memory_order_release);
+                           point.settled.store(true, std::memory_order_release);
+                         }, &half);
         second_done = true;
       });
     } catch (const std::system_error&) {
       // no thread to be had: one thread reads it all
     }
     if (second.joinable()) {
-      point.at = split->at;
+      // At the earliest place of a gzip file's split: wait until the second thread has found where
+      // it starts (it inflates faster than this thread parses, so it is mostly there already), or
+      // has stopped without finding one. A Ctrl-C meanwhile is seen within 50 ms.
+      point.settle = [&] {
+        for (int polls = 1; !point.settled.load(std::memory_order_acquire); ++polls) {
+          if (second_done || (opts.interrupted && polls % 50 == 0 && opts.interrupted())) {
+            if (!point.settled.load(std::memory_order_acquire)) point.at.store(UINT64_MAX);
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      };
       point.arrive = [&](bool here) {
         if (!here) {   // the guess was not an event boundary: read on alone
           stop_second = true;
@@ -1084,7 +1135,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   // whole in one: text_stream.h), never copied.
   const io::JsonResult ok = io::JsonSax<KinetoHandler>(in, handler).parse();
   const bool halves = handler.stopped_at_split();
-  const uint64_t text_bytes = halves ? split->at + half.text_bytes : in.bytes_delivered();
+  const uint64_t text_bytes = halves ? point.at.load() + half.text_bytes : in.bytes_delivered();
   if (!ok && !halves) {
     const int64_t idx = handler.event_index();
     const std::string where = idx >= 0 ? " (in traceEvents[" + std::to_string(idx) + "])" : "";
@@ -1147,24 +1198,47 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
 
 namespace {
 
-// The second half of a large plain file: an event boundary near its middle, read again by the
-// second thread with its own stream. Nothing for gzip (one stream, inflated in order), pipes and
-// FIFOs (read once), or small files.
+// The second half of a large file, from an event boundary near the middle of its text, read by a
+// second thread with its own stream. A plain file: the boundary is looked for now and the stream
+// starts there. A gzip file: its last member's trailer gives the text's length (modulo 4 GiB; a
+// wrong length only moves the split, or leaves the first thread reading alone); the second
+// thread's stream inflates the file from its start on a thread of its own, throws the first half
+// away and looks for the boundary after it. Nothing for pipes and FIFOs (read once) or small texts.
 bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSource* src) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   bool planned = false;
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && split_wanted(uint64_t(st.st_size), opts)) {
-    unsigned char magic[2] = {0, 0};
-    std::string window(kBoundaryWindow, '\0');
-    const off_t middle = st.st_size / 2;
-    const ssize_t got = ::pread(fd, window.data(), window.size(), middle);
-    if (::pread(fd, magic, 2, 0) == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b) && got > 0) {
-      const int64_t i = event_boundary(std::string_view(window.data(), size_t(got)));
+  unsigned char magic[2] = {0, 0};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, magic, 2, 0) == 2) {
+    const bool gzip = magic[0] == 0x1f && magic[1] == 0x8b;
+    unsigned char isize[4] = {0, 0, 0, 0};
+    if (gzip && st.st_size >= 18 && ::pread(fd, isize, 4, st.st_size - 4) == 4) {
+      const uint64_t text_bytes = uint64_t(isize[0]) | uint64_t(isize[1]) << 8 | uint64_t(isize[2]) << 16 |
+                                  uint64_t(isize[3]) << 24;
+      if (split_wanted(text_bytes, opts) && usable_cpus(opts) >= int(opts.gzip_split_cpus)) {
+        src->at = text_bytes / 2;
+        src->at_is_earliest = true;
+        src->open = [path, tokens = opts.max_token_bytes, from = src->at](
+                        const std::atomic<bool>* stop, std::function<void(uint64_t)> found) {
+          io::TextStream::GzipFrom g;
+          g.from = from;
+          g.boundary = event_boundary;
+          g.found = std::move(found);
+          g.stop = [stop] { return stop->load(); };
+          return std::make_unique<io::TextStream>(path, tokens, std::move(g));
+        };
+        planned = true;
+      }
+    } else if (!gzip && split_wanted(uint64_t(st.st_size), opts)) {
+      std::string window(kBoundaryWindow, '\0');
+      const off_t middle = st.st_size / 2;
+      const ssize_t got = ::pread(fd, window.data(), window.size(), middle);
+      const int64_t i = got > 0 ? event_boundary(std::string_view(window.data(), size_t(got))) : -1;
       if (i >= 0) {
         src->at = uint64_t(middle) + uint64_t(i);
-        src->open = [path, tokens = opts.max_token_bytes, at = src->at](const std::atomic<bool>* stop) {
+        src->open = [path, tokens = opts.max_token_bytes, at = src->at](const std::atomic<bool>* stop,
+                                                                         std::function<void(uint64_t)>) {
           return stoppable(std::make_unique<io::TextStream>(path, 0, tokens, at), stop);
         };
         planned = true;
@@ -1194,7 +1268,8 @@ Trace import_kineto_json(std::string_view json, const std::string& label, const 
     const int64_t i = event_boundary(json.substr(middle, kBoundaryWindow));
     if (i >= 0) {
       split.at = middle + uint64_t(i);
-      split.open = [json, tokens = options.max_token_bytes, at = split.at](const std::atomic<bool>* stop) {
+      split.open = [json, tokens = options.max_token_bytes, at = split.at](const std::atomic<bool>* stop,
+                                                                           std::function<void(uint64_t)>) {
         return stoppable(std::make_unique<io::TextStream>(json.substr(at), 0, tokens), stop);
       };
       halves = true;

@@ -67,11 +67,34 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max
       refill();
     return;
   }
+  start(false);
+}
+
+TextStream::TextStream(const std::string& path, uint64_t max_token_bytes, GzipFrom from)
+    : max_token_bytes_(max_token_bytes) {
+  text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
+  gzip_from_ = std::move(from);
+  has_gzip_from_ = true;
+  interrupted_ = gzip_from_.stop;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || (file_ = ::fdopen(fd, "rb")) == nullptr) {
+    fail(std::string("cannot open: ") + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  start(true);
+}
+
+void TextStream::start(bool gzip_only) {
   // The first two bytes say gzip or not. They are kept and read again first, rather than
   // rewinding: a pipe or FIFO (`gpuprof analyze /dev/stdin`) cannot rewind.
   head_len_ = std::fread(head_, 1, sizeof(head_), file_);
   compressed_ = head_len_ == 2 && static_cast<unsigned char>(head_[0]) == 0x1f &&
                 static_cast<unsigned char>(head_[1]) == 0x8b;
+  if (gzip_only && !compressed_) {
+    fail("not a gzip file");
+    return;
+  }
   if (compressed_) {
     in_buf_.resize(kCompressedBytes);
     // 15 + 16: gzip wrapper only (a zlib or raw stream in a .gz file is not what Kineto writes).
@@ -267,8 +290,51 @@ void TextStream::check_member_trailer(std::string* error) {
   member_bytes_ = 0;
 }
 
+bool TextStream::inflate_to_start(std::string* error) {
+  const uint64_t from = gzip_from_.from;
+  std::vector<char> buf(kChunkBytes);
+  uint64_t pos = 0;   // text offset of buf[0]
+  size_t got = 0;
+  for (;;) {   // whole chunks thrown away until the one that holds byte `from`
+    if (gzip_from_.stop && gzip_from_.stop()) {
+      *error = "interrupted";
+      return false;
+    }
+    got = inflate_some(buf.data(), buf.size(), error);
+    if (!error->empty()) return false;
+    if (pos + got > from) break;
+    if (got < buf.size()) {
+      *error = "the text ends before the place a second thread was to start reading";
+      return false;
+    }
+    pos += got;
+  }
+  std::string window(buf.data() + (from - pos), got - static_cast<size_t>(from - pos));
+  while (window.size() < kBoundaryWindow && got == buf.size()) {
+    got = inflate_some(buf.data(), buf.size(), error);
+    if (!error->empty()) return false;
+    window.append(buf.data(), got);
+  }
+  // (A short read above was the end of the text: the next inflate_some() gives nothing more.)
+  const int64_t i = gzip_from_.boundary(std::string_view(window).substr(0, kBoundaryWindow));
+  if (i < 0) {
+    *error = "no place to start a second thread near the middle of the text";
+    return false;
+  }
+  carry_.assign(window.begin() + i, window.end());
+  gzip_from_.found(from + static_cast<uint64_t>(i));
+  return true;
+}
+
 void TextStream::inflate_loop() {
   std::string error;
+  if (has_gzip_from_ && !inflate_to_start(&error)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inflate_error_ = error;
+    filled_.push_back({0, 0});
+    cv_.notify_all();
+    return;
+  }
   for (;;) {
     size_t slot;
     {

@@ -33,6 +33,9 @@
 
 namespace gpuprof::io {
 
+// The eight-bytes-at-a-time scans here and in the importer read the first byte as the lowest.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "gpuprof's text scans assume a little-endian CPU");
+
 class TextStream {
  public:
   typedef char Ch;
@@ -46,6 +49,20 @@ class TextStream {
   // importer's second thread reads the second half of a large plain file this way.
   TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes = kDefaultMaxTokenBytes,
              uint64_t plain_from = 0);
+  // The importer's second thread over a gzip file: the text from a place found at or after byte
+  // `from` of the inflated text. The file is inflated from its start on the stream's own inflating
+  // thread, the text before `from` thrown away; `boundary` is given the text from `from` on (64 KiB
+  // of it, less at the end) and says where the stream starts in it (-1: nowhere, and the stream
+  // fails), and `found` is told that text offset before the stream hands out any text. `stop` is
+  // asked about every MiB while inflating ahead, and before every chunk after (true: "interrupted").
+  struct GzipFrom {
+    uint64_t from = 0;
+    std::function<int64_t(std::string_view)> boundary;
+    std::function<void(uint64_t at)> found;
+    std::function<bool()> stop;
+  };
+  static constexpr size_t kBoundaryWindow = 64 << 10;
+  TextStream(const std::string& path, uint64_t max_token_bytes, GzipFrom from);
   // Streams the bytes of `text` (which must outlive the stream).
   TextStream(std::string_view text, uint64_t max_bytes, uint64_t max_token_bytes = kDefaultMaxTokenBytes);
   // Asked before each chunk (about every MiB of text): true ends the text with error "interrupted"
@@ -73,23 +90,44 @@ class TextStream {
 
   // Fast paths the reader (json_sax.h) takes.
   // Both stop before the chunk's last byte, which Take() reads (it refills after it).
-  // Skips white space (Kineto indents each field).
+  // Skips white space. Kineto writes one space after a colon or comma, and a newline and an
+  // indent of spaces before each field line: after a newline the spaces go eight at a time.
   void skip_whitespace() {
     for (;;) {
       char* p = cur_;
       char* const limit = end_ - 1;
-      while (p < limit && is_space(*p)) ++p;
+      while (p < limit) {
+        const char c = *p;
+        if (static_cast<unsigned char>(c) > ' ' || !is_space(c)) break;   // most bytes: one compare
+        ++p;
+        if (c == '\n') p = skip_spaces(p, limit);
+      }
       cur_ = p;
       if (!is_space(*cur_)) return;
       Take();
     }
   }
-  // Moves over a run of decimal digits; returns how many (the reader's number scan).
+  // Moves over a run of decimal digits; returns how many (the reader's number scan). Eight bytes
+  // at a time: a timestamp has 16 digits or more.
   size_t skip_digits() {
     size_t n = 0;
     for (;;) {
       char* p = cur_;
       char* const limit = end_ - 1;
+      while (limit - p >= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        // A byte is a digit when its high half is 3 and adding 6 keeps it there ('0'..'9' are
+        // 0x30..0x39). A carry out of a byte (0xFA..0xFF, not a digit) only changes later bytes:
+        // the first byte flagged is the first that is not a digit.
+        const uint64_t high = 0xF0F0F0F0F0F0F0F0ULL, threes = 0x3030303030303030ULL;
+        const uint64_t flags = ((w & high) ^ threes) | (((w + 0x0606060606060606ULL) & high) ^ threes);
+        if (flags != 0) {
+          p += __builtin_ctzll(flags) / 8;
+          break;
+        }
+        p += 8;
+      }
       while (p < limit && static_cast<unsigned char>(*p - '0') < 10) ++p;
       n += static_cast<size_t>(p - cur_);
       cur_ = p;
@@ -155,6 +193,17 @@ class TextStream {
 
  private:
   static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+  // Moves p over spaces (not other white space), eight bytes at a time, up to limit.
+  static char* skip_spaces(char* p, char* const limit) {
+    while (limit - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      const uint64_t other = w ^ 0x2020202020202020ULL;   // nonzero bytes: not a space
+      if (other != 0) return p + __builtin_ctzll(other) / 8;
+      p += 8;
+    }
+    return p;
+  }
 
   // One inflated chunk handed from the inflating thread to the parser.
   struct Chunk {
@@ -163,6 +212,7 @@ class TextStream {
   };
 
   void refill();
+  void start(bool gzip_only);   // after the file is open: gzip or not, then the first chunk
   void fail(std::string message);
   void set_eof();
   // Producer side (the inflating thread for gzip, the parser's thread otherwise).
@@ -171,6 +221,9 @@ class TextStream {
   // Up to n bytes of text from the source; fewer only at its end (or on an error).
   size_t produce(char* dst, size_t n, std::string* error);
   void inflate_loop();
+  // GzipFrom: inflates up to the place the stream starts; its text up to what was inflated is then
+  // in carry_. False (and *error set) when there is none or the text before it is bad.
+  bool inflate_to_start(std::string* error);
   size_t inflate_some(char* dst, size_t n, std::string* error);
   size_t read_compressed(std::string* error);
   size_t read_file(char* dst, size_t n);   // the kept first bytes, then the file
@@ -193,6 +246,8 @@ class TextStream {
   z_stream z_{};
   bool z_open_ = false;
   bool z_member_done_ = false;
+  GzipFrom gzip_from_;
+  bool has_gzip_from_ = false;
   uint64_t compressed_read_ = 0;
   std::vector<char> in_buf_;
   size_t in_buf_bytes_ = 0;                // bytes of the last read in in_buf_
