@@ -362,6 +362,22 @@ void TextStream::inflate_loop() {
 // ---- the parser's side ------------------------------------------------------------------------------
 
 
+void TextStream::skip_whitespace_run() {
+  for (;;) {
+    char* p = cur_;
+    char* const limit = end_ - 1;
+    while (p < limit) {
+      const char c = *p;
+      if (static_cast<unsigned char>(c) > ' ' || !is_space(c)) break;   // most bytes: one compare
+      ++p;
+      if (c == '\n') p = skip_spaces(p, limit);
+    }
+    cur_ = p;
+    if (!is_space(*cur_)) return;
+    Take();
+  }
+}
+
 void TextStream::refill() {
   if (eof_) {
     text_begin_ = cur_ = sentinel_;   // a Take() past the end keeps reading '\0'

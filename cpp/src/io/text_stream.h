@@ -92,20 +92,16 @@ class TextStream {
   // Both stop before the chunk's last byte, which Take() reads (it refills after it).
   // Skips white space. Kineto writes one space after a colon or comma, and a newline and an
   // indent of spaces before each field line: after a newline the spaces go eight at a time.
-  void skip_whitespace() {
-    for (;;) {
-      char* p = cur_;
-      char* const limit = end_ - 1;
-      while (p < limit) {
-        const char c = *p;
-        if (static_cast<unsigned char>(c) > ' ' || !is_space(c)) break;   // most bytes: one compare
-        ++p;
-        if (c == '\n') p = skip_spaces(p, limit);
-      }
-      cur_ = p;
-      if (!is_space(*cur_)) return;
-      Take();
+  // Inline for the two cases most calls meet (none, and one space before a token); the rest, and
+  // white space that runs to the chunk's end, out of line.
+  __attribute__((always_inline)) void skip_whitespace() {
+    const unsigned char c = static_cast<unsigned char>(*cur_);
+    if (c > ' ') return;
+    if (c == ' ' && end_ - cur_ > 1 && static_cast<unsigned char>(cur_[1]) > ' ') {
+      ++cur_;
+      return;
     }
+    skip_whitespace_run();
   }
   // Moves over a run of decimal digits; returns how many (the reader's number scan). Eight bytes
   // at a time: a timestamp has 16 digits or more.
@@ -193,6 +189,7 @@ class TextStream {
 
  private:
   static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+  void skip_whitespace_run();   // skip_whitespace()'s general case (text_stream.cpp)
   // Moves p over spaces (not other white space), eight bytes at a time, up to limit.
   static char* skip_spaces(char* p, char* const limit) {
     while (limit - p >= 8) {
