@@ -274,10 +274,15 @@ bool sanitize_utf8(std::string_view in, std::string* out) {
   return true;
 }
 
-// Numbers we keep as their exact decimal value until the time unit is known.
+// A time field: converted to nanoseconds where it is read once the file's time unit is known
+// (every event after the first with a nonzero timestamp), else kept as its exact decimal text
+// until the unit is decided at the event's end.
 struct RawNum {
   std::string text;
   bool present = false;
+  bool converted = false;   // `ns` and `ok` hold the conversion; `text` is not kept
+  bool ok = false;
+  int64_t ns = 0;
 };
 
 enum class Field : uint8_t { Ignore, Ph, Cat, Name, Pid, Tid, Ts, Dur, Args };
@@ -411,10 +416,8 @@ struct PendingEvent {
     name.clear();
     has_name = false;
     pid = tid = -1;
-    ts.text.clear();
-    ts.present = false;
-    dur.text.clear();
-    dur.present = false;
+    ts.present = ts.converted = false;
+    dur.present = dur.converted = false;
     correlation = external_id = 0;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
@@ -718,16 +721,10 @@ class KinetoHandler {
         }
         break;
       case Field::Ts:
-        if (type == Scalar::Number) {
-          ev_.ts.text.assign(v.data(), v.size());
-          ev_.ts.present = true;
-        }
+        if (type == Scalar::Number) keep_time(ev_.ts, v);
         break;
       case Field::Dur:
-        if (type == Scalar::Number) {
-          ev_.dur.text.assign(v.data(), v.size());
-          ev_.dur.present = true;
-        }
+        if (type == Scalar::Number) keep_time(ev_.dur, v);
         break;
       default: break;
     }
@@ -802,6 +799,10 @@ class KinetoHandler {
   // and the Chrome format write microseconds; a value of 1e17 or more cannot be microseconds
   // since any epoch we know (that is the year 5138), so the file is in nanoseconds.
   bool to_ns(const RawNum& n, int64_t* out) {
+    if (n.converted) {
+      *out = n.ns;
+      return n.ok;
+    }
     if (unit_ns_ == 0) {
       int64_t probe = 0;
       if (!parse_scaled_decimal(n.text, 0, &probe)) return false;
@@ -809,6 +810,17 @@ class KinetoHandler {
       unit_ns_ = (probe >= 100000000000000000LL || probe <= -100000000000000000LL) ? 1 : 1000;
     }
     return parse_scaled_decimal(n.text, unit_ns_ == 1 ? 0 : 3, out);
+  }
+
+  // A time field as it is read: what to_ns() will give for it (the unit cannot change before the
+  // event ends: only an event's end decides it).
+  void keep_time(RawNum& n, std::string_view v) {
+    n.present = true;
+    n.converted = unit_ns_ != 0;
+    if (n.converted)
+      n.ok = parse_scaled_decimal(v, unit_ns_ == 1 ? 0 : 3, &n.ns);
+    else
+      n.text.assign(v.data(), v.size());
   }
 
   uint32_t intern_name() {

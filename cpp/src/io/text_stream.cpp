@@ -1,5 +1,7 @@
 #include "text_stream.h"
 
+#include "crc32.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -207,7 +209,7 @@ size_t TextStream::inflate_some(char* dst, size_t n, std::string* error) {
     Bytef* const out_before = z_.next_out;
     const int rc = inflate(&z_, Z_NO_FLUSH);
     const size_t produced = static_cast<size_t>(z_.next_out - out_before);
-    member_crc_ = static_cast<uint32_t>(crc32_z(member_crc_, out_before, produced));
+    member_crc_ = gzip_crc32(member_crc_, out_before, produced);
     member_bytes_ += produced;
     if (rc == Z_STREAM_END) {
       z_member_done_ = true;
