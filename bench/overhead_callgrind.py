@@ -8,7 +8,9 @@ iterations (`x.add_(y)` on 1-element tensors: one RecordFunction each) in each v
 gpuprof recording; torch.profiler recording (CPU activity, no stack), each with and without
 record_shapes; the loop inside a gpuprof session during a `wait` step; and, for scale, with a
 RecordFunction callback that does nothing installed (LibTorch's own cost of calling any callback,
-without and with the inputs boxed for it, as record_shapes needs). Only the loop is counted:
+without and with the inputs boxed for it, as record_shapes needs). Only the loop is counted, on its
+own thread (callgrind --separate-threads: other threads' work, OpenBLAS workers spinning or the
+previous variant's report analysis, is not an op's cost and used to leak into the counts):
 callgrind's counters are zeroed right before it (at a getppid() call) and dumped right after it (at
 a getpgrp() call). Each loop runs with N and with 3N ops, and the per-op figure is the difference
 divided by 2N, so that costs paid once per loop cancel. "Added" is instructions per op over the
@@ -109,15 +111,19 @@ def measure(ops: int, before_dir: str | None) -> dict:
             # the cached first-use build must not stand in for the prebuilt hooks of DIR
             env["GPUPROF_CACHE_DIR"] = os.path.join(tmp, "cache")
         out = os.path.join(tmp, "callgrind.out")
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--zero-before=getppid",
-               "--dump-before=getpgrp", "--dump-instr=no", "--dump-line=no", sys.executable,
+        # Each thread counted apart, and only the loop's own thread read: instructions of other
+        # threads (numpy's OpenBLAS workers spinning, and the report analysis' second thread of the
+        # variant before, whose counts callgrind's zeroing did not clear) otherwise landed inside
+        # some measured loops and not others, by up to 10 million instructions.
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--separate-threads=yes",
+               "--zero-before=getppid", "--dump-before=getpgrp", "--dump-instr=no", "--dump-line=no", sys.executable,
                os.path.abspath(__file__), "--child", "--ops", str(ops)]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"the run under callgrind failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         order = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("MEASURED ")]
         dumps = []
-        for path in glob.glob(out + "*"):
+        for path in glob.glob(out + "*-01"):   # the main thread's dumps (out.N-01)
             text = open(path).read()
             if "Trigger: --dump-before=getpgrp" not in text[:4000]:
                 continue
