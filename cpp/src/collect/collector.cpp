@@ -153,6 +153,12 @@ std::once_flag g_base_once;
 ClockPair g_base{0, 0};
 
 ThreadBuffer* const kDeadBuffer = reinterpret_cast<ThreadBuffer*>(uintptr_t{1});
+// Read on every op's enter and exit. The initial-exec model reads it at a fixed offset from the
+// thread pointer instead of calling __tls_get_addr, as a shared library's thread-locals otherwise
+// need. It takes 8 bytes of the static TLS space that glibc keeps spare for libraries loaded later.
+#if defined(__GNUC__) && defined(__ELF__)
+__attribute__((tls_model("initial-exec")))
+#endif
 thread_local ThreadBuffer* tl_buffer = nullptr;
 
 struct ThreadExit {
