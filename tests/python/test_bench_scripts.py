@@ -85,3 +85,27 @@ def test_analyze_speed_times_an_earlier_build_beside_this_one(tmp_path):
     bad = subprocess.run([sys.executable, str(REPO / "bench" / "analyze_speed.py"), "--before", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no gpuprof package" in bad.stderr
+
+
+def test_import_threads_smoke_run_reads_a_gzip_file_by_one_and_by_two_threads(tmp_path):
+    # bench/import_threads.py (docs/performance.md): a small generated trace of 5 MiB of text, so
+    # that a split is wanted; no timing asserted, only that each setting ran and read the same
+    # events, and that the gzip file was read by two threads when told the process has four CPUs.
+    import gzip
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from analyze_speed import synthetic_trace
+
+    gz = synthetic_trace(tmp_path / "small.pt.trace.json.gz", n_events=25_000)
+    assert len(gzip.decompress(gz.read_bytes())) >= 4 << 20
+    out = tmp_path / "import_threads.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "import_threads.py"), "--repeat", "1",
+                           "--out", str(out), str(gz)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(out.read_text())["inputs"][gz.name]
+    assert row["one thread"]["threads"] == 1
+    if "as if 4 CPUs" in row:   # fewer than four CPUs here: the split is forced once
+        assert row["as if 4 CPUs"]["threads"] == 2
+    counts = {name: row[name]["events"] for name in row if isinstance(row[name], dict)}
+    assert len(set(counts.values())) == 1 and counts["one thread"] >= 25_000, counts   # the same trace

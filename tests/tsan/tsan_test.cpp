@@ -148,6 +148,30 @@ TEST(Tsan, GzipInflatingThread) {
 // 2b. A large plain file read by two threads (ImportOptions::split_min_bytes): the second reads
 //     from the middle while the first reads up to it, then hands its events over; or is stopped
 //     and joined when the first thread fails early, or refuses what the second read (broken late).
+// Imports `good` (expecting `events` events) and each of `bad` (expecting a TraceImportError), twice
+// over, from two threads at once.
+void import_from_two_threads(const std::string& good, size_t events, const std::vector<std::string>& bad,
+                             const ImportOptions& opts) {
+  auto reader = [&](int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      ImportStats st;
+      Trace t = import_kineto_trace(good, opts, &st);
+      EXPECT_EQ(t.events.size(), events);
+      for (const std::string& path : bad) EXPECT_THROW(import_kineto_trace(path, opts), TraceImportError) << path;
+    }
+  };
+  std::thread other(reader, 2);
+  reader(2);
+  other.join();
+}
+
+// A trace whose text is broken ({"ph": "X",, ...) in its second half.
+std::string broken_in_second_half(int events) {
+  std::string text = trace_text(events, false);
+  text.insert(text.find("\"ph\": \"X\",", text.size() * 3 / 4) + 10, ",");
+  return text;
+}
+
 TEST(Tsan, PlainTextReadByTwoThreads) {
   constexpr int kEvents = 60'000;
   auto write_plain = [](const std::string& name, const std::string& text) {
@@ -157,26 +181,13 @@ TEST(Tsan, PlainTextReadByTwoThreads) {
     std::fclose(f);
     return path;
   };
-  std::string late = trace_text(kEvents, false);
-  const size_t at = late.find("\"ph\": \"X\",", late.size() * 3 / 4);
-  late.insert(at + 10, ",");   // {"ph": "X",, ...: broken in the second half
-  const std::string good = write_plain("good.json", trace_text(kEvents, false));
-  const std::string early = write_plain("early.json", trace_text(kEvents, true));
-  const std::string broken_late = write_plain("late.json", late);
   ImportOptions two;
   two.split_min_bytes = 1;
-  auto reader = [&](int rounds) {
-    for (int r = 0; r < rounds; ++r) {
-      ImportStats st;
-      Trace t = import_kineto_trace(good, two, &st);
-      EXPECT_EQ(t.events.size(), size_t(kEvents + 1));
-      EXPECT_THROW(import_kineto_trace(early, two), TraceImportError);        // first thread fails first
-      EXPECT_THROW(import_kineto_trace(broken_late, two), TraceImportError);  // second half refused
-    }
-  };
-  std::thread other(reader, 2);
-  reader(2);
-  other.join();
+  // The first thread fails first (early); the second half is refused (late).
+  import_from_two_threads(write_plain("good.json", trace_text(kEvents, false)), kEvents + 1,
+                          {write_plain("early.json", trace_text(kEvents, true)),
+                           write_plain("late.json", broken_in_second_half(kEvents))},
+                          two);
 }
 
 // 2c. A large gzip file read by two threads: the second thread's stream inflates the file from its
@@ -184,29 +195,15 @@ TEST(Tsan, PlainTextReadByTwoThreads) {
 //     for that at the earliest place it can be; from two threads at once.
 TEST(Tsan, GzipReadByTwoThreads) {
   constexpr int kEvents = 60'000;
-  std::string late = trace_text(kEvents, false);
-  const size_t at = late.find("\"ph\": \"X\",", late.size() * 3 / 4);
-  late.insert(at + 10, ",");   // broken in the second half
-  const std::string good = write_gzip("good2.json.gz", trace_text(kEvents, false));
-  const std::string early = write_gzip("early2.json.gz", trace_text(kEvents, true));
-  const std::string broken_late = write_gzip("late2.json.gz", late);
-  const std::string cut = write_gzip("cut2.json.gz", trace_text(kEvents, false), 300'000);
   ImportOptions two;
   two.split_min_bytes = 1;
   two.gzip_split_cpus = 1;
-  auto reader = [&](int rounds) {
-    for (int r = 0; r < rounds; ++r) {
-      ImportStats st;
-      Trace t = import_kineto_trace(good, two, &st);
-      EXPECT_EQ(t.events.size(), size_t(kEvents + 1));
-      EXPECT_THROW(import_kineto_trace(early, two), TraceImportError);        // first thread fails first
-      EXPECT_THROW(import_kineto_trace(broken_late, two), TraceImportError);  // second half refused
-      EXPECT_THROW(import_kineto_trace(cut, two), TraceImportError);          // the gzip data ends early
-    }
-  };
-  std::thread other(reader, 2);
-  reader(2);
-  other.join();
+  // As above, and a file whose gzip data ends early.
+  import_from_two_threads(write_gzip("good2.json.gz", trace_text(kEvents, false)), kEvents + 1,
+                          {write_gzip("early2.json.gz", trace_text(kEvents, true)),
+                           write_gzip("late2.json.gz", broken_in_second_half(kEvents)),
+                           write_gzip("cut2.json.gz", trace_text(kEvents, false), 300'000)},
+                          two);
 }
 
 // 3. The analysis: analyse_tables runs the launch links and the tables built on them on a second
