@@ -112,8 +112,9 @@ def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Option
     batch = workers * max(1, tasks_per_worker)
     # Each worker's import may use its share of the CPUs for threads of its own (two parsers, and
     # for gzip two inflaters, from 2 and 4 CPUs: docs/analyze.md), not all of them each.
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    share = max(1, cpus // workers)
+    from .dataloader import cpus_available
+
+    share = max(1, cpus_available() // workers)
     for first in range(0, len(files), batch):
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_import_cpus,
                                  initargs=(share,)) as pool:

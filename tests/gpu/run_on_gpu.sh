@@ -84,16 +84,12 @@ try:
 except Exception as e:
     tests["error"] = f"no junit report: {e}"
 doc["tests_gpu"] = tests
-try:
-    with open(os.path.join(work, "gpu_overhead.json")) as f:
-        doc["overhead"] = json.load(f)
-except Exception as e:
-    doc["overhead"] = f"unavailable: {e}"
-try:
-    with open(os.path.join(work, "import_threads.json")) as f:
-        doc["import_threads"] = json.load(f)
-except Exception as e:
-    doc["import_threads"] = f"unavailable: {e}"
+for key, name in (("overhead", "gpu_overhead.json"), ("import_threads", "import_threads.json")):
+    try:
+        with open(os.path.join(work, name)) as f:
+            doc[key] = json.load(f)
+    except Exception as e:
+        doc[key] = f"unavailable: {e}"
 try:
     with open(os.path.join(work, "roofline.txt")) as f:
         doc["roofline"] = f.read()[-4000:]

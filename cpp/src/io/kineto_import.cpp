@@ -34,10 +34,7 @@ namespace {
 inline bool eight_digits(const char* p, uint64_t* value) {
   uint64_t w;
   std::memcpy(&w, p, 8);   // little-endian: the first digit in the low byte
-  // A byte is a digit when its high nibble is 3 and adding 6 does not carry into it.
-  if (((w & 0xF0F0F0F0F0F0F0F0ULL) | (((w + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) !=
-      0x3333333333333333ULL)
-    return false;
+  if (io::nondigit_flags(w) != 0) return false;
   w -= 0x3030303030303030ULL;
   w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFULL;             // pairs: 2-digit values
   w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFULL;           // quads

@@ -76,7 +76,6 @@ TextStream::TextStream(const std::string& path, uint64_t max_token_bytes, GzipFr
     : max_token_bytes_(max_token_bytes) {
   text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
   gzip_from_ = std::move(from);
-  has_gzip_from_ = true;
   interrupted_ = gzip_from_.stop;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 || (file_ = ::fdopen(fd, "rb")) == nullptr) {
@@ -328,13 +327,17 @@ bool TextStream::inflate_to_start(std::string* error) {
   return true;
 }
 
+void TextStream::post_end(const std::string& error) {   // (mu_ held)
+  inflate_error_ = error;
+  filled_.push_back({0, 0});
+  cv_.notify_all();
+}
+
 void TextStream::inflate_loop() {
   std::string error;
-  if (has_gzip_from_ && !inflate_to_start(&error)) {
+  if (gzip_from_.boundary && !inflate_to_start(&error)) {
     std::lock_guard<std::mutex> lock(mu_);
-    inflate_error_ = error;
-    filled_.push_back({0, 0});
-    cv_.notify_all();
+    post_end(error);
     return;
   }
   for (;;) {
@@ -352,9 +355,7 @@ void TextStream::inflate_loop() {
     if (got > 0) filled_.push_back({slot, got});
     else free_.push_back(slot);
     if (got == 0 || !error.empty()) {
-      inflate_error_ = error;
-      filled_.push_back({0, 0});
-      cv_.notify_all();
+      post_end(error);
       return;
     }
     cv_.notify_all();

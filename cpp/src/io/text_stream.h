@@ -36,6 +36,15 @@ namespace gpuprof::io {
 // The eight-bytes-at-a-time scans here and in the importer read the first byte as the lowest.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "gpuprof's text scans assume a little-endian CPU");
 
+// Eight bytes `w` of text (the first byte lowest): zero when all are '0'..'9', else the lowest set
+// bit lies in the first byte that is not a digit. A byte is a digit when its high half is 3 and
+// adding 6 keeps it 3 ('0'..'9' are 0x30..0x39): each byte's two high halves side by side must
+// read 0x33. A carry out of a byte (0xFA..0xFF, not a digit) changes only later bytes.
+inline uint64_t nondigit_flags(uint64_t w) {
+  const uint64_t high = 0xF0F0F0F0F0F0F0F0ULL;
+  return ((w & high) | (((w + 0x0606060606060606ULL) & high) >> 4)) ^ 0x3333333333333333ULL;
+}
+
 class TextStream {
  public:
   typedef char Ch;
@@ -51,10 +60,11 @@ class TextStream {
              uint64_t plain_from = 0);
   // The importer's second thread over a gzip file: the text from a place found at or after byte
   // `from` of the inflated text. The file is inflated from its start on the stream's own inflating
-  // thread, the text before `from` thrown away; `boundary` is given the text from `from` on (64 KiB
-  // of it, less at the end) and says where the stream starts in it (-1: nowhere, and the stream
-  // fails), and `found` is told that text offset before the stream hands out any text. `stop` is
-  // asked about every MiB while inflating ahead, and before every chunk after (true: "interrupted").
+  // thread, the text before `from` thrown away; `boundary` (required) is given the text from
+  // `from` on (64 KiB of it, less at the end) and says where the stream starts in it (-1: nowhere,
+  // and the stream fails), and `found` is told that text offset before the stream hands out any
+  // text. `stop` is asked about every MiB while inflating ahead, and before every chunk after
+  // (true: "interrupted").
   struct GzipFrom {
     uint64_t from = 0;
     std::function<int64_t(std::string_view)> boundary;
@@ -113,11 +123,7 @@ class TextStream {
       while (limit - p >= 8) {
         uint64_t w;
         std::memcpy(&w, p, 8);
-        // A byte is a digit when its high half is 3 and adding 6 keeps it there ('0'..'9' are
-        // 0x30..0x39). A carry out of a byte (0xFA..0xFF, not a digit) only changes later bytes:
-        // the first byte flagged is the first that is not a digit.
-        const uint64_t high = 0xF0F0F0F0F0F0F0F0ULL, threes = 0x3030303030303030ULL;
-        const uint64_t flags = ((w & high) ^ threes) | (((w + 0x0606060606060606ULL) & high) ^ threes);
+        const uint64_t flags = nondigit_flags(w);
         if (flags != 0) {
           p += __builtin_ctzll(flags) / 8;
           break;
@@ -218,6 +224,8 @@ class TextStream {
   // Up to n bytes of text from the source; fewer only at its end (or on an error).
   size_t produce(char* dst, size_t n, std::string* error);
   void inflate_loop();
+  // Posts the end of the text (with its error, if any) for the parser; mu_ held.
+  void post_end(const std::string& error);
   // GzipFrom: inflates up to the place the stream starts; its text up to what was inflated is then
   // in carry_. False (and *error set) when there is none or the text before it is bad.
   bool inflate_to_start(std::string* error);
@@ -243,8 +251,7 @@ class TextStream {
   z_stream z_{};
   bool z_open_ = false;
   bool z_member_done_ = false;
-  GzipFrom gzip_from_;
-  bool has_gzip_from_ = false;
+  GzipFrom gzip_from_;   // a second thread's gzip stream when gzip_from_.boundary is set
   uint64_t compressed_read_ = 0;
   std::vector<char> in_buf_;
   size_t in_buf_bytes_ = 0;                // bytes of the last read in in_buf_
