@@ -123,7 +123,7 @@ def train(data: Path, *, num_workers: int, steps: int, batch_size: int, device: 
                 done += 1
                 if done >= steps + 4:
                     break
-    return prof.report(), float(loss)
+    return prof.report(), float(loss.detach())   # (a scalar from a tensor that needs grad warns on torch 2.13)
 
 
 def median(xs: list[float]) -> float:
