@@ -166,6 +166,25 @@ def test_compiled_loop_record_shapes_silent_and_totals_match_torch_profiler(tmp_
     assert _range(run, "Optimizer.step#SGD.step")["calls"] == 4
 
 
+def test_compiled_note_counts_what_the_trace_marks():
+    """Traces from older torch have CompiledFunction(Backward) but no `## Call CompiledFxGraph`
+    marker: the note counts the wrappers' calls and says why, not "0 graph calls" beside their
+    host time. With the markers, it counts graph calls (fields as docs/metrics.md defines them)."""
+    from gpuprof.analysis import _compiled_regions
+
+    def op(name, calls, self_us):
+        return {"name": name, "calls": calls, "host_self_us": self_us, "host_total_us": self_us,
+                "device_self_us": 0.0}
+    old = _compiled_regions([op("CompiledFunction", 5, 700.0), op("CompiledFunctionBackward", 5, 300.0)])
+    assert old["graph_calls"] == 0 and old["unattributed_host_us"] == 1000.0
+    assert old["note"].startswith("torch.compile: 10 CompiledFunction calls (this trace marks no graph "
+                                  "call); 1.000 ms of host time inside the compiled graphs")
+    new = _compiled_regions([op("## Call CompiledFxGraph fx1 ##", 4, 200.0),
+                             op("CompiledFunction", 4, 50.0), op("Torch-Compiled Region: 0/0", 4, 900.0)])
+    assert new["graph_calls"] == 4 and new["region_calls"] == 4
+    assert new["note"].startswith("torch.compile: 4 graph calls; 0.250 ms")
+
+
 # ---- the optimizer rule on plain loops: live, and through gpuprof analyze of torch.profiler's trace --
 LOOP = textwrap.dedent("""
     import sys, torch, gpuprof

@@ -130,8 +130,12 @@ def _compiled_regions(operators: list) -> dict:
         "graph_device_self_us": total(graphs, "device_self_us"),
         "unattributed_host_us": total(graphs, "host_self_us"),
     }
+    # Older torch marks no graph call (no `## Call CompiledFxGraph`): then the note counts the
+    # autograd wrappers' calls, and says so, rather than "0 graph calls" beside their host time.
+    counted = (f"{out['graph_calls']} graph calls" if calls or not graphs else
+               f"{int(total(graphs, 'calls'))} CompiledFunction calls (this trace marks no graph call)")
     out["note"] = (
-        f"torch.compile: {out['graph_calls']} graph calls; {out['unattributed_host_us'] / 1000:.3f} ms "
+        f"torch.compile: {counted}; {out['unattributed_host_us'] / 1000:.3f} ms "
         "of host time inside the compiled graphs is inductor's generated code, with no operator to "
         "attribute it to"
         + (f"; {out['graph_device_self_us'] / 1000:.3f} ms of device work was launched by the graphs "
