@@ -40,7 +40,11 @@ INPUTS = {
     "resnet50_v100": TRACES / "tb_resnet50_v100_nw0" / "worker0.1623143089861.pt.trace.json.gz",
 }
 
-GPUPROF = "import sys; from gpuprof.cli import main; sys.exit(main(['analyze', sys.argv[1], '--json', sys.argv[2]]))"
+# The `gpuprof` command as its console script runs it (cli.entry); a --before build without entry()
+# is run as its console script ran it then.
+GPUPROF = ("import sys, gpuprof.cli as c\n"
+           "argv = ['analyze', sys.argv[1], '--json', sys.argv[2]]\n"
+           "c.entry(argv) if hasattr(c, 'entry') else sys.exit(c.main(argv))\n")
 HTA = ("import sys, logging; logging.disable(logging.WARNING)\n"
        "from hta.trace_analysis import TraceAnalysis\n"
        "ta = TraceAnalysis(trace_dir=sys.argv[1])\n"

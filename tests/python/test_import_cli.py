@@ -61,3 +61,35 @@ def test_analyze_bad_file_is_one_line_and_exit_2(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"gpuprof analyze: {bad}: invalid JSON at byte")
     proc = gpuprof_cli("analyze", str(tmp_path / "missing.json"))
     assert proc.returncode == 2 and "no such file or folder" in proc.stderr
+
+
+def test_the_command_ends_without_teardown_only_after_a_one_file_analyze(tmp_path):
+    """`gpuprof analyze FILE` (cli.entry) exits with os._exit once its output is flushed, skipping
+    Python's teardown of the loaded modules (docs/performance.md): everything it printed and wrote
+    is there, and the exit code is the command's. An atexit handler, which only a normal exit runs,
+    tells the two exits apart: an error, a folder and the other verbs exit normally."""
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
+         "ts": 100 * i, "dur": 90} for i in range(1, 4)]}))
+    code = ("import atexit, sys; atexit.register(lambda: print('ATEXIT_RAN', file=sys.stderr))\n"
+            "from gpuprof.cli import entry; entry(sys.argv[1:])")
+
+    def run(*args, stdout=subprocess.PIPE):
+        return subprocess.run([sys.executable, "-c", code, *args], stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+
+    out = tmp_path / "r.json"
+    with open(tmp_path / "stdout.txt", "w") as f:   # a file, not a pipe: block-buffered output
+        proc = run("analyze", str(trace), "--json", str(out), stdout=f)
+    assert proc.returncode == 0, proc.stderr
+    assert "ATEXIT_RAN" not in proc.stderr                     # the quick exit
+    text = (tmp_path / "stdout.txt").read_text()
+    assert text.startswith("gpuprof step breakdown") and text.rstrip().endswith("events: 3")
+    assert json.loads(out.read_text())["counts"]["steps"] == 3   # whole, closed
+    bad = run("analyze", str(tmp_path / "missing.json"))
+    assert bad.returncode == 2 and "ATEXIT_RAN" in bad.stderr   # an error: the normal exit
+    folder = run("analyze", str(tmp_path))
+    assert folder.returncode == 0 and "ATEXIT_RAN" in folder.stderr   # a folder: the normal exit
+    report = run("report", str(out))
+    assert report.returncode == 0 and "ATEXIT_RAN" in report.stderr   # other verbs too

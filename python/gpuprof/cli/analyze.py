@@ -49,6 +49,7 @@ def run(args) -> int:
         raise UserError(str(e)) from None
     if folder:
         return _run_folder(args)
+    args.quick_exit = True   # only files read and written: cli.entry() may skip the teardown
     files = [args.path]   # one file (a folder is every rank's file: _run_folder)
     reports = []
     # On a terminal, a bar over the files (a pulsing one for a single file: the import runs in C++
