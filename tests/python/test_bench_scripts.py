@@ -109,3 +109,27 @@ def test_import_threads_smoke_run_reads_a_gzip_file_by_one_and_by_two_threads(tm
         assert row["as if 4 CPUs"]["threads"] == 2
     counts = {name: row[name]["events"] for name in row if isinstance(row[name], dict)}
     assert len(set(counts.values())) == 1 and counts["one thread"] >= 25_000, counts   # the same trace
+
+
+def test_parser_bound_compares_with_simdjson_or_says_what_to_install(tmp_path):
+    # bench/parser_bound.py (docs/performance.md) needs pysimdjson, which gpuprof does not depend
+    # on: without it, one line naming the command that installs it and exit 2; with it, a smoke
+    # run on a small generated trace (no timing asserted, only that every figure was taken).
+    import gzip
+    import importlib.util
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from analyze_speed import synthetic_trace
+
+    gz = synthetic_trace(tmp_path / "small.pt.trace.json.gz", n_events=2_000)
+    out = tmp_path / "bound.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "parser_bound.py"), "--repeat", "1",
+                           "--out", str(out), str(gz)], capture_output=True, text=True, timeout=300)
+    if importlib.util.find_spec("simdjson") is None:
+        assert proc.returncode == 2 and "python -m pip install pysimdjson" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(out.read_text())["results"][gz.name]
+    assert round(row["json_mb"] * 1e6) == len(gzip.decompress(gz.read_bytes()))
+    assert all(row[k] > 0 for k in ("gpuprof_import_one_thread_s", "gpuprof_import_default_s",
+                                    "simdjson_parse_s", "read_text_s", "zlib_inflate_s"))
