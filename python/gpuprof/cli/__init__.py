@@ -39,6 +39,8 @@ def _named_verb(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _quick_exit
+    _quick_exit = False
     argv = sys.argv[1:] if argv is None else list(argv)
     # Only the named verb's module is imported (the others' imports cost ~10 ms of start-up);
     # `gpuprof`, `gpuprof --help` and a mistyped verb get the whole parser and its list of verbs.
@@ -51,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = int(args.run(args) or 0)
         sys.stdout.flush()   # a closed pipe shows here, inside the handler below
-        global _quick_exit
         _quick_exit = bool(getattr(args, "quick_exit", False))
         return rc
     except UserError as e:
