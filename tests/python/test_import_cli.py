@@ -81,12 +81,13 @@ def test_the_command_ends_without_teardown_only_after_a_one_file_analyze(tmp_pat
 
     out = tmp_path / "r.json"
     with open(tmp_path / "stdout.txt", "w") as f:   # a file, not a pipe: block-buffered output
-        proc = run("analyze", str(trace), "--json", str(out), stdout=f)
+        proc = run("analyze", str(trace), "--json", str(out), "--html", str(tmp_path / "r.html"), stdout=f)
     assert proc.returncode == 0, proc.stderr
     assert "ATEXIT_RAN" not in proc.stderr                     # the quick exit
     text = (tmp_path / "stdout.txt").read_text()
     assert text.startswith("gpuprof step breakdown") and text.rstrip().endswith("events: 3")
     assert json.loads(out.read_text())["counts"]["steps"] == 3   # whole, closed
+    assert (tmp_path / "r.html").read_text().rstrip().endswith("</html>")
     bad = run("analyze", str(tmp_path / "missing.json"))
     assert bad.returncode == 2 and "ATEXIT_RAN" in bad.stderr   # an error: the normal exit
     folder = run("analyze", str(tmp_path))
