@@ -166,6 +166,33 @@ def test_compiled_loop_record_shapes_silent_and_totals_match_torch_profiler(tmp_
     assert _range(run, "Optimizer.step#SGD.step")["calls"] == 4
 
 
+def test_record_shapes_on_nested_tensors_shows_them_as_torch_profiler_does():
+    """A nested tensor has no sizes() (asking throws, inside the op being observed): under
+    record_shapes it shows [] as in torch.profiler, the op runs, and the dense buffer op inside it
+    keeps its real shape. (Symbolic shapes: the torch.compile(dynamic=True) test above.)"""
+    import warnings
+
+    import gpuprof
+    from torch.profiler import ProfilerActivity, profile
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # "nested tensors are in prototype stage"
+        nt = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)])
+    dense = torch.randn(5, 3)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as tp:
+        with gpuprof.profile(record_shapes=True) as prof:
+            for _ in range(3):
+                y = nt * 2.0
+                z = dense + 1
+    assert y.is_nested and z.shape == (5, 3)
+    ours = {(o["name"], o["input_shapes"]): o["calls"] for o in prof.report().to_dict()["operators"]}
+    theirs = {(e.key, str(e.input_shapes)): e.count for e in tp.key_averages(group_by_input_shape=True)}
+    for key in [k for k in theirs if k[0] in ("aten::mul", "aten::add")]:
+        assert ours.get(key) == theirs[key] == 3, (key, ours, theirs)
+    assert ours[("aten::mul", "[[], []]")] == 3           # the nested tensor itself
+    assert ours[("aten::add", "[[5, 3], [], []]")] == 3   # a dense one beside it
+
+
 def test_compiled_note_counts_what_the_trace_marks():
     """Traces from older torch have CompiledFunction(Backward) but no `## Call CompiledFxGraph`
     marker: the note counts the wrappers' calls and says why, not "0 graph calls" beside their
