@@ -52,16 +52,7 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max
                        uint64_t plain_from)
     : max_bytes_(max_bytes), max_token_bytes_(max_token_bytes) {
   text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
-  // O_NONBLOCK only for the open itself: a FIFO's open would otherwise wait for a writer (the
-  // Python side has already waited for one, with a time limit, and holds the FIFO open, so the
-  // text written is there to read even if its writer has finished).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0 ||
-      (file_ = ::fdopen(fd, "rb")) == nullptr) {
-    fail(std::string("cannot open: ") + std::strerror(errno));
-    if (fd >= 0) ::close(fd);
-    return;
-  }
+  if (!open_file(path)) return;
   if (plain_from > 0) {   // the rest of a plain text file, from that byte (the importer's second half)
     if (::fseeko(file_, static_cast<off_t>(plain_from), SEEK_SET) != 0)
       fail(std::string("cannot seek: ") + std::strerror(errno));
@@ -75,15 +66,23 @@ TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max
 TextStream::TextStream(const std::string& path, uint64_t max_token_bytes, GzipFrom from)
     : max_token_bytes_(max_token_bytes) {
   text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
+  interrupted_ = std::move(from.stop);   // before the inflating thread starts (in start())
   gzip_from_ = std::move(from);
-  interrupted_ = gzip_from_.stop;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || (file_ = ::fdopen(fd, "rb")) == nullptr) {
+  if (open_file(path)) start(true);
+}
+
+bool TextStream::open_file(const std::string& path) {
+  // O_NONBLOCK only for the open itself: a FIFO's open would otherwise wait for a writer (the
+  // Python side has already waited for one, with a time limit, and holds the FIFO open, so the
+  // text written is there to read even if its writer has finished).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0 ||
+      (file_ = ::fdopen(fd, "rb")) == nullptr) {
     fail(std::string("cannot open: ") + std::strerror(errno));
     if (fd >= 0) ::close(fd);
-    return;
+    return false;
   }
-  start(true);
+  return true;
 }
 
 void TextStream::start(bool gzip_only) {
@@ -297,7 +296,7 @@ bool TextStream::inflate_to_start(std::string* error) {
   uint64_t pos = 0;   // text offset of buf[0]
   size_t got = 0;
   for (;;) {   // whole chunks thrown away until the one that holds byte `from`
-    if (gzip_from_.stop && gzip_from_.stop()) {
+    if (interrupted_ && interrupted_()) {
       *error = "interrupted";
       return false;
     }

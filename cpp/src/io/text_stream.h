@@ -63,8 +63,9 @@ class TextStream {
   // thread, the text before `from` thrown away; `boundary` (required) is given the text from
   // `from` on (64 KiB of it, less at the end) and says where the stream starts in it (-1: nowhere,
   // and the stream fails), and `found` is told that text offset before the stream hands out any
-  // text. `stop` is asked about every MiB while inflating ahead, and before every chunk after
-  // (true: "interrupted").
+  // text. `stop` becomes the stream's interrupt check (set_interrupt_check, which this stream must
+  // not be given: its inflating thread already asks it): asked about every MiB while inflating
+  // ahead, and before every chunk after (true: "interrupted").
   struct GzipFrom {
     uint64_t from = 0;
     std::function<int64_t(std::string_view)> boundary;
@@ -215,6 +216,7 @@ class TextStream {
   };
 
   void refill();
+  bool open_file(const std::string& path);   // file_, or fail() and false
   void start(bool gzip_only);   // after the file is open: gzip or not, then the first chunk
   void fail(std::string message);
   void set_eof();
