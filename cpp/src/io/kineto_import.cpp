@@ -458,6 +458,14 @@ struct SplitPoint {
   std::atomic<bool> settled{true};
   std::function<void()> settle;
   std::function<AtSplit(bool exactly_here)> arrive;
+
+  // Whether the first thread, at text offset `pos` after an event, has got to the second thread's
+  // start: if `pos` is past the earliest place and that is not settled yet, it settles it first.
+  bool reached(uint64_t pos) {
+    if (pos < at.load(std::memory_order_acquire)) return false;
+    if (!settled.load(std::memory_order_acquire)) settle();
+    return pos >= at.load(std::memory_order_acquire);
+  }
 };
 
 class KinetoHandler {
@@ -610,9 +618,7 @@ class KinetoHandler {
         in_event_ = false;
         finish_event();
         if (!abort_reason_.empty()) return false;
-        if (split_ != nullptr && in_.Tell() >= split_->at.load(std::memory_order_acquire) &&
-            (split_->settled.load(std::memory_order_acquire) || (split_->settle(), true)) &&
-            in_.Tell() >= split_->at.load(std::memory_order_acquire)) {
+        if (split_ != nullptr && split_->reached(in_.Tell())) {
           // Exactly at the second thread's start, between two events of {"traceEvents": [...]}?
           const bool here = in_.Tell() == split_->at.load(std::memory_order_relaxed) && ev_depth_ == 3 &&
                             top_is_object_ && capture_depth_ == 0;
