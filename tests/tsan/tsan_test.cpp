@@ -145,9 +145,6 @@ TEST(Tsan, GzipInflatingThread) {
   other.join();
 }
 
-// 2b. A large plain file read by two threads (ImportOptions::split_min_bytes): the second reads
-//     from the middle while the first reads up to it, then hands its events over; or is stopped
-//     and joined when the first thread fails early, or refuses what the second read (broken late).
 // Imports `good` (expecting `events` events) and each of `bad` (expecting a TraceImportError), twice
 // over, from two threads at once.
 void import_from_two_threads(const std::string& good, size_t events, const std::vector<std::string>& bad,
@@ -172,6 +169,9 @@ std::string broken_in_second_half(int events) {
   return text;
 }
 
+// 2b. A large plain file read by two threads (ImportOptions::split_min_bytes): the second reads
+//     from the middle while the first reads up to it, then hands its events over; or is stopped
+//     and joined when the first thread fails early, or refuses what the second read (broken late).
 TEST(Tsan, PlainTextReadByTwoThreads) {
   constexpr int kEvents = 60'000;
   auto write_plain = [](const std::string& name, const std::string& text) {
