@@ -27,9 +27,7 @@ import time
 import zlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLES = [REPO / ".." / "shared" / "traces" / "hta_2xv100_ddp" / "rank0.json.gz",
-           REPO / ".." / "shared" / "traces" / "tb_resnet50_v100_nw0" / "worker0.1623143089861.pt.trace.json.gz"]
+from import_threads import SAMPLES   # the two public samples (bench/ is this script's folder)
 
 
 def best(fn, repeat: int) -> float:
