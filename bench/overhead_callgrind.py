@@ -41,6 +41,16 @@ VARIANTS = ("none", "gpuprof", "gpuprof shapes", "torch.profiler", "torch.profil
             "gpuprof (wait step)", "idle callback", "idle callback inputs")
 
 
+def _load_hooks():
+    """The hooks module of the gpuprof being measured (an earlier one, --before, loads it from
+    gpuprof._native)."""
+    try:
+        from gpuprof.collect.hooks import hooks
+    except ImportError:
+        from gpuprof._native import hooks
+    return hooks()
+
+
 def child(ops: int, variants: list[str]) -> None:
     """Runs under callgrind: each variant's loop between the zero and dump markers."""
     import torch
@@ -65,9 +75,7 @@ def child(ops: int, variants: list[str]) -> None:
         if name == "none":
             body(n)
         elif name.startswith("idle"):   # LibTorch's own cost of running a callback that does nothing
-            from gpuprof import _native
-
-            hooks = _native.hooks()
+            hooks = _load_hooks()
             hooks._install_idle(name.endswith("inputs"))
             try:
                 body(n)
@@ -89,9 +97,7 @@ def child(ops: int, variants: list[str]) -> None:
                                         record_shapes=name.endswith("shapes"), with_stack=False):
                 body(n)
 
-    from gpuprof import _native
-
-    if not hasattr(_native.hooks(), "_install_idle"):   # an earlier gpuprof (--before) has no idle hooks
+    if not hasattr(_load_hooks(), "_install_idle"):   # an earlier gpuprof (--before) has no idle hooks
         variants = [v for v in variants if not v.startswith("idle")]
     for name in variants:   # warm every path (first-use allocations, lazy imports)
         run(name, 2000, measure=False)

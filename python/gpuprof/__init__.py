@@ -8,15 +8,15 @@
 """
 
 from ._build_info import GPUPROF_VERSION as __version__
-from .report import Report  # noqa: E402
-from .schedule import ProfilerAction, schedule  # noqa: E402
-from .analyze import TraceImportError, analyze  # noqa: E402  (trace import, issue 4)
+from .collect.schedule import ProfilerAction, schedule
+from .report import Report
+from .traces.read import TraceImportError
 
 # Names whose modules load on first use (PEP 562), so that `gpuprof analyze` and the renderers
-# skip the live profiler and the exporter. (`analyze` and `schedule` stay eager: their modules
-# share the function's name, and importing a submodule rebinds the package attribute.)
-_LAZY = {"profile": "profiler", "current": "profiler", "ProfilerError": "profiler",
-         "range": "ranges", "save": "export", "export_chrome_trace": "export"}
+# skip the live profiler and the exporter, and `import gpuprof` skips the advice rules.
+_LAZY = {"analyze": "report.build",
+         "profile": "collect.session", "current": "collect.session", "ProfilerError": "collect.session",
+         "range": "collect.ranges", "save": "traces.export", "export_chrome_trace": "traces.export"}
 
 
 def __getattr__(name: str):
@@ -36,11 +36,10 @@ def __dir__() -> list:
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext gpuprof``: the ``%%gpuprof`` cell magic (IPython is imported only here)."""
-    from .jupyter import load_ipython_extension as _load
+    from .integrations.jupyter import load_ipython_extension as _load
 
     _load(ipython)
 
 
 __all__ = ["profile", "schedule", "range", "Report", "ProfilerAction", "ProfilerError", "current",
-           "__version__"]
-__all__ += ["analyze", "TraceImportError", "save", "export_chrome_trace"]   # issue 4
+           "__version__", "analyze", "TraceImportError", "save", "export_chrome_trace"]

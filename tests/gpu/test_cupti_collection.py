@@ -20,7 +20,7 @@ def _profiled(fn):
 
 
 def test_gpu_collection_starts_with_cupti_13(cuda):
-    status = _core.gpu_start(gpuprof._gpu_session.cupti_search_dirs())
+    status = _core.gpu_start(gpuprof.collect.gpu.cupti_search_dirs())
     try:
         assert status["enabled"], status["message"]
         assert status["cupti_version"] // 10000 == 13

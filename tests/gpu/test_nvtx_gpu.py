@@ -88,7 +88,7 @@ def test_without_injection_no_user_range_is_collected_and_the_note_says_how():
 
 
 def test_user_nvtx_ranges_with_injection_set_before_python_starts():
-    from gpuprof._gpu_session import nvtx_injection_path
+    from gpuprof.collect.gpu import nvtx_injection_path
 
     out = _run({"NVTX_INJECTION64_PATH": nvtx_injection_path()})
     _check(out)

@@ -42,6 +42,6 @@ def train_step(model, opt, x, y, reps=1):
 
 
 def hooks():
-    from gpuprof import _native
+    from gpuprof.collect import hooks as _hooks_loader
 
-    return _native.hooks()
+    return _hooks_loader.hooks()

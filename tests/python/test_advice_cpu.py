@@ -19,7 +19,7 @@ from _loops import SleepyImages, make_cnn, train_step
 
 torch = pytest.importorskip("torch")
 import gpuprof  # noqa: E402
-from gpuprof.dataloader import cpus_available  # noqa: E402
+from gpuprof.collect.dataloader import cpus_available  # noqa: E402
 
 needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
 

@@ -69,7 +69,9 @@ def test_folder_of_saved_reports_is_a_cross_rank_report(run, tmp_path):
 
 def test_dask_local_cluster_gives_the_same_report(run, tmp_path):
     distributed = pytest.importorskip("distributed", reason="python -m pip install distributed")
-    from gpuprof.ranks_folder import cross_rank_report, rank_files, summarize_files
+    from gpuprof.analysis.summaries import summarize_files
+    from gpuprof.report.build import cross_rank_report
+    from gpuprof.traces.folders import rank_files
 
     files = rank_files(run / "traces")
     local = cross_rank_report(summarize_files(files, workers=1)).to_dict()
@@ -83,7 +85,8 @@ def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
     # Workers are replaced after tasks_per_worker files. With ProcessPoolExecutor's own
     # max_tasks_per_child this hung for ever on Python 3.11/3.12 once a worker retired with files
     # still queued (CPython gh-115634): 2 workers, 1 file each before retiring, 7 files.
-    from gpuprof.ranks_folder import cross_rank_report, summarize_files
+    from gpuprof.analysis.summaries import summarize_files
+    from gpuprof.report.build import cross_rank_report
 
     folder = tmp_path / "many"
     folder.mkdir()
@@ -95,7 +98,7 @@ def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
     done = []
     results = subprocess.run(
         [sys.executable, "-c",
-         "import sys, json; from gpuprof.ranks_folder import summarize_files; "
+         "import sys, json; from gpuprof.analysis.summaries import summarize_files; "
          "r = summarize_files(sys.argv[1:], workers=2, tasks_per_worker=1); "
          "print(json.dumps([s['source'] for s, _ in r]))", *map(str, files)],
         capture_output=True, text=True, timeout=120)

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import gpuprof
-from gpuprof._gpu_session import cupti_search_dirs
+from gpuprof.collect.gpu import cupti_search_dirs
 from gpuprof._native import _core
 
 torch = pytest.importorskip("torch")

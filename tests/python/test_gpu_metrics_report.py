@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 import gpuprof  # noqa: E402
 from gpuprof._native import _core  # noqa: E402
+from gpuprof.report.build import build_report
 
 FOUNDATION_KEYS = {"schema_version", "steps", "average", "dataloaders", "host", "counts", "source", "metadata"}
 GPU_KEYS = {"devices", "kernels", "operators", "copies", "syncs", "memory"}
@@ -60,7 +61,7 @@ def test_report_from_hand_built_gpu_trace():
     t.add_copy("Memcpy HtoD (Pinned -> Device)", 600_000, 100_000, bytes=1_000_000, copy_kind="HtoD",
                src_kind="pinned", dst_kind="device", device=0, correlation=10)
     t.add_memory_sample(50_000, 4096, 8192, device=0)
-    data = gpuprof.Report.from_trace(t).to_dict()
+    data = build_report(t).to_dict()
     dev = data["devices"][0]
     # Kernel 400 of 1000 us: utilization 40 %, SM efficiency 40 % (share 1), occupancy 50 %.
     assert dev["utilization_pct"] == pytest.approx(40.0)

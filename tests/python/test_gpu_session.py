@@ -16,11 +16,11 @@ def test_a_profile_never_stopped_is_released_at_interpreter_exit():
     script = textwrap.dedent("""
         import atexit, sys
         def after_gpuprof():
-            from gpuprof import _gpu_session as g
+            from gpuprof.collect import gpu as g
             print("unreleased", len(g._unreleased), "enabled", g._core.gpu_enabled(), flush=True)
         atexit.register(after_gpuprof)
         import torch, gpuprof
-        from gpuprof import _gpu_session as g
+        from gpuprof.collect import gpu as g
         prof = gpuprof.profile()
         prof.__enter__()
         for _ in range(2):
@@ -36,7 +36,7 @@ def test_a_profile_never_stopped_is_released_at_interpreter_exit():
 
 
 def test_devices_in_use_is_empty_before_cuda_is_initialised():
-    from gpuprof._gpu_session import devices_in_use
+    from gpuprof.collect.gpu import devices_in_use
     import torch
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         pytest.skip("CUDA initialised in this process")

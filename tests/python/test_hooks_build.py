@@ -1,4 +1,4 @@
-"""The operator hooks for whatever torch is installed (python/gpuprof/_hooks.py), tried as a user
+"""The operator hooks for whatever torch is installed (python/gpuprof/collect/hooks.py), tried as a user
 meets them, in fresh interpreters: a prebuilt module is used only beside the torch build it was
 compiled for; another torch build (an upgrade, or the CUDA build of the same release) gets hooks
 compiled on first use, once, then reused from the cache; no compiler means one line that says what
@@ -44,7 +44,7 @@ def _run(code: str, env_extra: dict, timeout: int = 600) -> subprocess.Completed
 
 
 def test_cache_key_ignores_local_labels_and_follows_what_breaks_the_abi():
-    from gpuprof import _hooks
+    from gpuprof.collect import hooks as _hooks
 
     cpu = {"version": "2.13.0+cpu", "git_version": "cf30153c4c13" + "0" * 28, "cxx11_abi": "1"}
     cuda = {**cpu, "version": "2.13.0+cu130"}
@@ -67,7 +67,8 @@ def test_no_compiler_is_one_line_and_the_run_goes_on(tmp_path):
 
 
 def test_the_prebuilt_hooks_serve_their_own_torch_without_compiling(tmp_path):
-    from gpuprof import _build_info, _hooks
+    from gpuprof import _build_info
+    from gpuprof.collect import hooks as _hooks
 
     if _hooks.torch_build(torch)["git_version"] != _build_info.PREBUILT_TORCH_GIT_VERSION:
         pytest.skip("this gpuprof was built without prebuilt hooks for the installed torch")
@@ -78,7 +79,7 @@ def test_the_prebuilt_hooks_serve_their_own_torch_without_compiling(tmp_path):
 
 
 def test_doctor_says_which_hooks_a_session_would_use(tmp_path):
-    code = OTHER_TORCH + "\nfrom gpuprof import _hooks; s = _hooks.status(); print(s['state'], '|', s['detail'])"
+    code = OTHER_TORCH + "\nfrom gpuprof.collect import hooks as _hooks; s = _hooks.status(); print(s['state'], '|', s['detail'])"
     out = _run(code, {"GPUPROF_CACHE_DIR": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("needs compile |")
@@ -90,7 +91,7 @@ def test_another_torch_build_compiles_once_for_ranks_starting_at_once_then_is_ca
     # Three ranks start together on an empty cache in which a builder killed earlier (SIGKILL,
     # scancel) left torch's lock file: all three record operators, exactly one compiles, and none
     # waits on the dead builder's lock (torch's builder alone would wait forever).
-    from gpuprof import _hooks
+    from gpuprof.collect import hooks as _hooks
 
     entry = tmp_path / "hooks" / _hooks.cache_key(_hooks.torch_build(torch))
     entry.mkdir(parents=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gpuprof
-from gpuprof.analyze import import_trace
+from gpuprof.traces.read import import_trace
 
 from _traces import TRACES  # noqa: E402
 

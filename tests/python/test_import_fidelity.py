@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import gpuprof
-from gpuprof.analyze import import_trace
+from gpuprof.report.build import build_report
+from gpuprof.traces.read import import_trace
 
 from _traces import TRACES  # noqa: E402
 RESNET = TRACES / "tb_resnet50_v100_nw0"
@@ -100,7 +101,7 @@ def test_nanosecond_resolution_trace_keeps_sub_microsecond_times():
     assert stats["time_unit"] == "us"
     events = gpuprof._native._core.trace_events(trace, limit=50)
     assert any(e["start_ns"] % 1000 != 0 for e in events), "sub-microsecond digits were lost"
-    steps = gpuprof.Report.from_trace(trace).steps
+    steps = build_report(trace).steps
     assert 100_000 < steps[0]["total_us"] < 1_000_000   # ~0.1 s training steps, not 1000x off
 
 
@@ -173,5 +174,5 @@ def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path
     for key in ("json_bytes", "records", "ignored_records", "skipped_by_reason", "time_unit"):
         assert s_plain[key] == s_one[key] == s_gz[key], key
     assert _core.export_chrome_json(t_plain) == _core.export_chrome_json(t_one) == _core.export_chrome_json(t_gz)
-    a = gpuprof.Report.from_trace(t_plain).to_dict()
-    assert a == gpuprof.Report.from_trace(t_one).to_dict() == gpuprof.Report.from_trace(t_gz).to_dict()
+    a = build_report(t_plain).to_dict()
+    assert a == build_report(t_one).to_dict() == build_report(t_gz).to_dict()

@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from gpuprof.analyze import TraceImportError, import_trace
+from gpuprof.traces.read import TraceImportError, import_trace
 
 # The importer reads gzip input 64 KiB at a time (cpp/src/io/text_stream.cpp).
 READ_BYTES = 1 << 16

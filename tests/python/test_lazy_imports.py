@@ -14,13 +14,13 @@ def _run(code: str) -> str:
 
 
 def test_import_gpuprof_leaves_the_profiler_and_exporter_unloaded():
-    out = _run("import sys, gpuprof; print(sorted(m for m in ('gpuprof.profiler', 'gpuprof.export', "
-               "'gpuprof.ranges', 'torch') if m in sys.modules))")
+    out = _run("import sys, gpuprof; print(sorted(m for m in ('gpuprof.collect.session', 'gpuprof.traces.export', "
+               "'gpuprof.collect.ranges', 'torch') if m in sys.modules))")
     assert out == "[]"
 
 
 def test_public_names_resolve_on_first_use_to_their_modules():
-    out = _run("import gpuprof, gpuprof.profiler as p, gpuprof.export as e, gpuprof.ranges as r\n"
+    out = _run("import gpuprof, gpuprof.collect.session as p, gpuprof.traces.export as e, gpuprof.collect.ranges as r\n"
                "assert gpuprof.profile is p.profile and gpuprof.current is p.current\n"
                "assert gpuprof.ProfilerError is p.ProfilerError and gpuprof.range is r.range\n"
                "assert gpuprof.save is e.save and gpuprof.export_chrome_trace is e.export_chrome_trace\n"

@@ -15,14 +15,14 @@ import pytest
 import torch
 
 import gpuprof
-from gpuprof import _native
-from gpuprof.schedule import schedule
+from gpuprof.collect import hooks as _hooks_loader
+from gpuprof.collect.schedule import schedule
 
 MiB = 1 << 20
 
 
 def _hooks():
-    return _native.hooks()
+    return _hooks_loader.hooks()
 
 
 def _rows(report, device):

@@ -6,6 +6,7 @@ import json
 
 import gpuprof
 from gpuprof._native import _core
+from gpuprof.report.build import build_report
 
 STEP_KEYS = ("step", "total_us", "kernel_us", "runtime_us", "cpu_exec_us", "other_us")
 
@@ -33,8 +34,8 @@ def _steps(report):
 
 
 def test_nvtx_ranges_change_no_step_and_every_output_renders(tmp_path):
-    plain = gpuprof.Report.from_trace(_trace(False))
-    annotated = gpuprof.Report.from_trace(_trace(True))
+    plain = build_report(_trace(False))
+    annotated = build_report(_trace(True))
     assert _steps(annotated) == _steps(plain)
     # CPU Exec per step: mm's 200 us minus the launch (10 us) and the kernel's overlap with it
     # ([200, 300) us: 100 us), which come first in priority: 90 us. The NVTX ranges add nothing.
@@ -57,4 +58,4 @@ def test_chrome_export_of_nvtx_events_reads_back_exactly(tmp_path):
     fields = ("name", "start_ns", "dur_ns", "tid", "device")
     assert [tuple(e[f] for f in fields) for e in _core.trace_events(again.trace, "nvtx")] == \
            [tuple(e[f] for f in fields) for e in _core.trace_events(trace, "nvtx")]
-    assert _steps(again) == _steps(gpuprof.Report.from_trace(trace))
+    assert _steps(again) == _steps(build_report(trace))

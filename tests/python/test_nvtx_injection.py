@@ -9,7 +9,7 @@ import os
 import pytest
 
 import gpuprof
-from gpuprof._gpu_session import NVTX_INJECTION_ENV, GpuCollection, nvtx_injection_path
+from gpuprof.collect.gpu import NVTX_INJECTION_ENV, GpuCollection, nvtx_injection_path
 from gpuprof._native import _core
 
 torch = pytest.importorskip("torch")

@@ -5,11 +5,11 @@ import torch
 
 import gpuprof
 from gpuprof import ProfilerAction as A
-from gpuprof import _native
+from gpuprof.collect import hooks as _hooks_loader
 
 
 def hooks():
-    return _native.hooks()
+    return _hooks_loader.hooks()
 
 
 @pytest.mark.parametrize("kw", [

@@ -2,7 +2,7 @@
 are worked out in the comments."""
 
 from gpuprof.advice import advise
-from gpuprof.analysis.ranks import analyze_ranks, summary_from_report
+from gpuprof.analysis.ranks import cross_rank, summary_from_report
 from gpuprof.report.model import CATEGORIES
 
 
@@ -23,7 +23,7 @@ def test_one_slow_rank_of_four_is_the_straggler_and_the_others_wait_for_it():
     # arrives last; the others wait those 4 ms inside the allreduce (6 ms in collectives).
     fast = [{"cpu_exec": 10_000, "communication": 6_000}] * 3
     slow = [{"cpu_exec": 10_000, "dataloader": 4_000, "communication": 2_000}] * 3
-    out = analyze_ranks([_rank(r, 4, slow if r == 2 else fast) for r in range(4)])
+    out = cross_rank([_rank(r, 4, slow if r == 2 else fast) for r in range(4)])
     assert [r["rank"] for r in out["ranks"]] == [0, 1, 2, 3]
     assert out["matched_steps"] == 3 and out["missing_ranks"] == []
     # Outside collectives: 10 ms on the median rank, 14 ms on rank 2 -> 4 ms, 25% of its 16 ms step.
@@ -40,7 +40,7 @@ def test_two_ranks_the_fast_one_is_the_reference():
     # The lower median: with two ranks the excess is the whole difference, not half of it.
     a = [{"cpu_exec": 5_000, "communication": 3_000}] * 2
     b = [{"cpu_exec": 7_000, "communication": 1_000}] * 2
-    out = analyze_ranks([_rank(0, 2, a), _rank(1, 2, b)])
+    out = cross_rank([_rank(0, 2, a), _rank(1, 2, b)])
     # 2 ms of rank 0's 8 ms step: 25%.
     assert out["stragglers"] == [{"rank": 1, "excess_us": 2000.0, "excess_pct": 25.0, "category": "cpu_exec_us"}]
 
@@ -49,12 +49,12 @@ def test_one_slow_step_is_not_a_straggler():
     # Rank 1 lost 30 ms once in 5 steps (descheduled): its mean is 6 ms above, its typical step is not.
     a = [{"cpu_exec": 5_000, "communication": 1_000}] * 5
     b = [{"cpu_exec": 5_000, "communication": 1_000}] * 4 + [{"cpu_exec": 5_000, "other": 30_000}]
-    assert analyze_ranks([_rank(0, 2, a), _rank(1, 2, b)])["stragglers"] == []
+    assert cross_rank([_rank(0, 2, a), _rank(1, 2, b)])["stragglers"] == []
 
 
 def test_balanced_ranks_name_no_straggler():
     # 5% apart: under the 10% threshold, noise.
-    out = analyze_ranks([_rank(0, 2, [{"kernel": 10_000, "communication": 1_000}]),
+    out = cross_rank([_rank(0, 2, [{"kernel": 10_000, "communication": 1_000}]),
                          _rank(1, 2, [{"kernel": 10_500, "communication": 500}])])
     assert out["stragglers"] == []
 
@@ -63,7 +63,7 @@ def test_steps_are_matched_by_number_and_missing_ranks_are_named():
     # Rank 1 recorded steps 1-3, rank 0 steps 1-2: only 1-2 count. Rank 2 of 3 never reported.
     r0 = _rank(0, 3, [{"cpu_exec": 1_000}] * 2)
     r1 = _rank(1, 3, [{"cpu_exec": 1_000}] * 2 + [{"cpu_exec": 90_000}])
-    out = analyze_ranks([r1, r0])
+    out = cross_rank([r1, r0])
     assert out["matched_steps"] == 2 and out["missing_ranks"] == [2]
     assert [r["steps"] for r in out["ranks"]] == [2, 2] and out["stragglers"] == []
 
@@ -71,7 +71,7 @@ def test_steps_are_matched_by_number_and_missing_ranks_are_named():
 def test_overlap_is_the_hidden_share_of_device_communication():
     # 1 ms of NCCL kernels per step of which 250 us exposed (not under compute): 75% overlapped.
     r = _rank(0, 1, [{"kernel": 5_000, "communication": 250}], comm_total_us=1_000)
-    assert analyze_ranks([r])["ranks"][0]["comm_comp_overlap_pct"] == 75.0
+    assert cross_rank([r])["ranks"][0]["comm_comp_overlap_pct"] == 75.0
 
 
 def test_summary_from_report_reads_distributed_info_and_nccl_kernels():
@@ -97,7 +97,7 @@ def _report_with(out, step_us, comm_us):
 def test_advice_blames_the_straggler_not_the_communication():
     fast = [{"cpu_exec": 10_000, "communication": 6_000}]
     slow = [{"cpu_exec": 10_000, "dataloader": 4_000, "communication": 2_000}]
-    out = analyze_ranks([_rank(r, 4, slow if r == 2 else fast) for r in range(4)])
+    out = cross_rank([_rank(r, 4, slow if r == 2 else fast) for r in range(4)])
     recs = advise(_report_with(out, 16_000, 6_000))
     rules = [r["rule"] for r in recs]
     assert "straggler" in rules and "communication" not in rules
@@ -109,7 +109,7 @@ def test_advice_blames_the_straggler_not_the_communication():
 
 def test_without_a_straggler_exposed_communication_is_advised():
     even = [{"cpu_exec": 10_000, "communication": 6_000}]
-    out = analyze_ranks([_rank(r, 2, even) for r in range(2)])
+    out = cross_rank([_rank(r, 2, even) for r in range(2)])
     rules = [r["rule"] for r in advise(_report_with(out, 16_000, 6_000))]
     assert "communication" in rules and "straggler" not in rules
 
@@ -124,7 +124,7 @@ def test_renderers_show_the_ranks_and_the_straggler_escaped():
     slow = [{"cpu_exec": 10_000, "dataloader": 4_000, "communication": 2_000}] * 3
     ranks = [_rank(r, 4, slow if r == 2 else fast) for r in range(4)]
     ranks[1]["hostname"] = "<b>node|1</b>"
-    data = attach(cpu_report_dict(), analyze_ranks(ranks))
+    data = attach(cpu_report_dict(), cross_rank(ranks))
     report = gpuprof.Report.from_dict(data)
     text = report.to_text(color=False, width=160)
     assert "Ranks" in text and "rank 2 is a straggler: 4.00 ms per step" in text and "mostly dataloader" in text

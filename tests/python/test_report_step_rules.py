@@ -2,6 +2,7 @@
 
 from gpuprof import Report
 from gpuprof._native import _core
+from gpuprof.report.build import build_report
 
 
 def three_steps_last_incomplete():
@@ -20,8 +21,8 @@ def three_steps_last_incomplete():
 
 
 def test_incomplete_last_step_dropped_by_default_and_kept_on_request():
-    dropped = Report.from_trace(three_steps_last_incomplete())
-    kept = Report.from_trace(three_steps_last_incomplete(), drop_incomplete_last_step=False)
+    dropped = build_report(three_steps_last_incomplete())
+    kept = build_report(three_steps_last_incomplete(), drop_incomplete_last_step=False)
     assert [s["step"] for s in dropped.steps] == [1, 2]
     assert [s["step"] for s in kept.steps] == [1, 2, 3]
     assert dropped.to_dict()["step_rules"]["dropped_incomplete_last"] is True
@@ -39,7 +40,7 @@ def test_nvml_samples_reach_the_report_and_its_html(tmp_path):
     t = three_steps_last_incomplete()
     t.add_gpu_sample(0, device=0, gpu_util_pct=35, memory_used_bytes=2 << 30, power_mw=-1)
     t.add_gpu_sample(100_000_000, device=0, gpu_util_pct=90, memory_used_bytes=3 << 30, power_mw=250_500)
-    report = Report.from_trace(t)
+    report = build_report(t)
     samples = report.to_dict()["gpu_samples"]
     assert [s["gpu_util_pct"] for s in samples] == [35, 90]
     assert [s["ts_ns"] for s in samples] == [0, 100_000_000]

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from ._facts import Facts, row_name
 
-# Thresholds (REFERENCE.md gives the plugin's: DataLoader > 5%, communication > 10%,
+# Thresholds (docs/advice.md gives the plugin's: DataLoader > 5%, communication > 10%,
 # utilization < 50%, memory > 90%).
 DATALOADER_PCT = 5.0
 COMMUNICATION_PCT = 10.0

@@ -2,16 +2,16 @@
 
 The package's data flow, one way only:
 
-    collect (profiler.py, _native, C++ collectors) -> store (the native Trace, export.py)
-      -> analyse (this module: one C++ pass, cpp/src/analysis) -> advise (advice/, reads the dict)
-      -> report (report/: the Report model and its renderers, which show the dict and its advice)
+    collect (collect/, C++ collectors) -> store (the native Trace; traces/ reads and writes it)
+      -> analyse (this package: one C++ pass, cpp/src/analysis) -> advise (advice/, reads the dict)
+      -> report (report/: the one builder, the read-only Report and its renderers)
 
 Nothing downstream is imported here, and advice/ reads the dict through ``section`` below, never
 through report/.
 
 Analyses over several reports live in the submodules: cross-rank (``ranks``) and scaling studies
 (``scaling``): pure functions over plain dicts (per-rank summaries, report dicts), no torch, shared by
-live runs and folders of traces.
+live runs and folders of traces; ``summaries`` reads a folder's files into those summaries.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 2   # 2: ranks, stragglers, cross_rank, distributed (distributed issue)
+SCHEMA_VERSION = 2   # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report)
 
 # (JSON key stem, display name), in the breakdown's priority order.
 CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
@@ -31,9 +31,9 @@ def _us(ns: int) -> float:
     return round(ns / 1000.0, 3)
 
 
-def analyse(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
-            source: Optional[dict] = None, drop_incomplete_last_step: bool = True,
-            native: Optional[dict] = None) -> dict:
+def report_dict(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
+                source: Optional[dict] = None, drop_incomplete_last_step: bool = True,
+                native: Optional[dict] = None) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
     for ``step_views``); it is not part of the report."""
@@ -67,7 +67,7 @@ def analyse(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] =
                    "skipped": int(trace.skipped_events), "steps": len(steps)},
         "metadata": dict(trace.metadata),
     }
-    # ---- GPU metrics (issue 3): per-device summary and the detail tables ----------------------
+    # GPU metrics: the per-device summary and the detail tables.
     # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
     # numbers are None. docs/metrics.md defines every field.
     for key in ("devices", "kernels", "operators", "copies", "syncs", "memory", "ranges"):
@@ -78,7 +78,6 @@ def analyse(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] =
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
     # "not reported by this device" and becomes None.
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
-    # ---- end GPU metrics -----------------------------------------------------------------------
     return data
 
 
@@ -172,10 +171,10 @@ def _median_step(steps: list[dict]) -> dict:
 
 
 def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] = None) -> dict:
-    """Computed when a report with its trace is first saved or drawn (``Report.to_dict``,
-    ``to_json``, ``to_html``), not by ``analyse``: a text report does not need it. The per-step
-    tables are one native pass, and each drawn step's timeline another (rows come to Python as
-    lists, not one dict per event).
+    """Computed by the report builder when the report will be saved or drawn (``build_report``'s
+    ``with_step_views``), not by ``report_dict``: a text report does not need it. The per-step tables
+    are one native pass, reusing the analysis pass's per-event flags, and each drawn step's
+    timeline another (rows come to Python as lists, not one dict per event).
 
     The events of the slowest and the median step (capped), per-step top kernels and
     operators, and which steps are outliers: what the HTML report draws and drills into."""

@@ -89,7 +89,7 @@ def _mean(vals: list) -> float:
     return sum(vals) / len(vals) if vals else 0.0
 
 
-def analyze_ranks(summaries: Iterable[dict], *, expected_world_size: Optional[int] = None) -> dict:
+def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] = None) -> dict:
     """The cross-rank result: ``ranks`` rows, ``stragglers``, ``imbalance_pct``, ``matched_steps``,
     ``missing_ranks``. Steps are matched by step number: only steps every rank recorded count
     (when no step is common, each rank's own steps are used and ``matched_steps`` is 0)."""

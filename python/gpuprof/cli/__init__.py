@@ -24,9 +24,9 @@ def build_parser(verbs: list[str] | None = None) -> argparse.ArgumentParser:
     """The command's parser with the given verbs' subcommands (all of them by default)."""
     parser = argparse.ArgumentParser(prog="gpuprof", description="Profile PyTorch training loops "
                                      "and explain where each step's time goes.")
-    from .. import __version__
+    from .._build_info import GPUPROF_VERSION
 
-    parser.add_argument("--version", action="version", version=f"gpuprof {__version__}")
+    parser.add_argument("--version", action="version", version=f"gpuprof {GPUPROF_VERSION}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in verbs or VERBS:
         importlib.import_module(f"{__name__}.{verb}").add_parser(sub)

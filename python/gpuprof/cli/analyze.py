@@ -20,7 +20,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--html", metavar="OUT", dest="html_out",
                    help="also write the one-file HTML report (for a folder: one file per trace, "
                         "OUT_<n>.html beside OUT)")
-    # ---- distributed issue: a folder of ranks ----
     p.add_argument("--ranks", action="store_true",
                    help="treat the folder's files as the ranks of one job (automatic when the files "
                         "carry distributedInfo with world_size > 1 or are gpuprof reports of a job)")
@@ -30,7 +29,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dask", metavar="ADDRESS", default=None,
                    help="read the files on an existing dask.distributed cluster (scheduler address, "
                         "e.g. tcp://head:8786); needs `python -m pip install distributed`")
-    # ---- end distributed issue ----
     p.add_argument("--keep-incomplete-last-step", action="store_true",
                    help="keep a last step with fewer than 0.8x the device work of the one before "
                         "(the old plugin dropped it)")
@@ -40,8 +38,9 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     import stat
 
-    from ..analyze import TraceImportError, analyze_file, check_path
+    from ..report.build import analyze_file
     from ..report.text import progress
+    from ..traces.read import TraceImportError, check_path
 
     try:
         folder = stat.S_ISDIR(check_path(args.path).st_mode)
@@ -59,18 +58,22 @@ def run(args) -> int:
                   total=None) as advance:
         for f in files:
             try:
-                reports.append(analyze_file(f, drop_incomplete_last_step=not args.keep_incomplete_last_step))
+                # The timelines and per-step tables only the JSON and HTML carry.
+                reports.append(analyze_file(f, drop_incomplete_last_step=not args.keep_incomplete_last_step,
+                                            with_step_views=bool(args.json_out or args.html_out)))
             except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
                 raise UserError(str(e)) from None
             advance()
     return _write_outputs(args, reports, lambda: reports[0].to_json())
 
 
-# ---- distributed issue: a folder is map-reduce over its files --------------------------------------
 def _run_folder(args) -> int:
-    from ..analyze import TraceImportError, display_path
-    from ..ranks_folder import cross_rank_report, rank_files, summarize_file, summarize_files
+    """A folder is map-reduce over its files (gpuprof.analysis.summaries)."""
+    from ..analysis.summaries import summarize_file, summarize_files
+    from ..report.build import build_report, cross_rank_report
     from ..report.text import progress
+    from ..traces.folders import rank_files
+    from ..traces.read import TraceImportError, display_path
 
     try:
         files = rank_files(args.path)
@@ -95,8 +98,6 @@ def _run_folder(args) -> int:
         if "--dask" in str(e):
             raise UserError(str(e)) from None
         raise
-    from ..report import Report
-
     job = args.ranks or any(s.get("world_size", 1) > 1 for s, _ in results)
     if job:
         reports = [cross_rank_report(results)]
@@ -104,8 +105,8 @@ def _run_folder(args) -> int:
     else:
         reports = []
         for f, (s, d) in zip(files, results):
-            reports.append(Report(d) if d is not None else
-                           Report(summarize_file(str(f), drop, keep_report="all")[1]))
+            reports.append(build_report(analysed=d if d is not None else
+                                        summarize_file(str(f), drop, keep_report="all")[1]))
         payload = lambda: "[\n" + ",\n".join(r.to_json() for r in reports) + "\n]"   # noqa: E731
     return _write_outputs(args, reports, payload)
 
@@ -113,7 +114,7 @@ def _run_folder(args) -> int:
 def _write_outputs(args, reports: list, payload) -> int:
     """Print the reports; write the JSON text ``payload()`` (--json) and one HTML file per report
     (--html)."""
-    from ..analyze import display_path
+    from ..traces.read import display_path
 
     for i, report in enumerate(reports):
         if i:

@@ -44,7 +44,6 @@ class Result:
                 f"{self.limit:g}")
 
 
-# ---- advice issue: --deny-rule ---------------------------------------------------------------------
 @dataclass
 class RuleResult(Result):
     """A denied advice rule: broken (value 1) when it fired."""
@@ -63,12 +62,9 @@ def denied_rules(report, rules: list[str]) -> list[RuleResult]:
     unknown = sorted(set(rules) - set(RULE_IDS))
     if unknown:
         raise UserError(f"--deny-rule {', '.join(unknown)}: unknown rule; known: {', '.join(RULE_IDS)}")
-    if "advice" not in report._data:   # a report written before advice existed
-        report.advise()
-    fired = {a.get("rule"): a for a in report._data["advice"]}
+    fired = {a.get("rule"): a for a in report.advice}   # a report loaded without advice is advised
     return [RuleResult(f"advice:{r}", "max", 0.0, 1.0 if r in fired else 0.0,
                        title=str(fired.get(r, {}).get("title", ""))) for r in rules]
-# ---- end of advice issue -----------------------------------------------------------------------------
 
 
 def _parse_budget(text: str, flag: str) -> tuple[str, float]:
@@ -94,8 +90,8 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
     out["step_time_us"] = [("", float(avg["total_us"]))]
     out["step_time_ms"] = [("", float(avg["total_us"]) / 1000.0)]
     out["dropped_events"] = [("", float(report.counts.get("dropped", 0)))]
-    out["advice_count"] = [("", float(len(sec.advice(report._data))))]
-    for d in sec.devices(report._data):
+    out["advice_count"] = [("", float(len(report.advice)))]
+    for d in report.devices:
         for key, _ in sec.DEVICE_FIELDS:
             if isinstance(d.get(key), (int, float)):
                 out.setdefault(key, []).append((f"GPU {d.get('id', '?')}", float(d[key])))
@@ -177,7 +173,7 @@ def run(args) -> int:
     deny = getattr(args, "deny_rule", [])
     if not budgets and not deny:
         raise UserError("no budget given: add --max NAME=VALUE, --min NAME=VALUE and/or --deny-rule RULE")
-    scaling = _scaling_results(args.report, budgets)   # distributed issue: gpuprof scaling --json
+    scaling = _scaling_results(args.report, budgets)
     if scaling is not None:
         return _print_results(args, scaling)
     report = load_report(args.report)
@@ -211,9 +207,8 @@ def _print_results(args, results: list[Result]) -> int:
     return 1 if failed else 0
 
 
-# ---- distributed issue: budgets on a scaling table (gpuprof scaling --json OUT) --------------------
 def _scaling_results(path: str, budgets) -> "list[Result] | None":
-    """Results for a ``{"scaling": [...]}`` file, else None. Metrics, per run (world size N):
+    """Results for a ``{"scaling": [...]}`` file (``gpuprof scaling --json OUT``), else None. Metrics, per run (world size N):
     ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``."""
     import json
 

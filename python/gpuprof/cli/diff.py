@@ -41,8 +41,8 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
                                   "new_pct": n_avg.get(f"{key}_pct", 0.0)})
     for key, title in sec.TABLES[:2]:
         time_key = _TABLE_TIME[key]
-        b_rows = {sec.name_of(r): r for r in sec.section(base._data, key)}
-        n_rows = {sec.name_of(r): r for r in sec.section(new._data, key)}
+        b_rows = {sec.name_of(r): r for r in sec.section(base.data, key)}
+        n_rows = {sec.name_of(r): r for r in sec.section(new.data, key)}
         rows = []
         for name in sorted(set(b_rows) | set(n_rows)):
             bt = (b_rows.get(name) or {}).get(time_key) or 0.0

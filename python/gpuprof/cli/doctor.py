@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
 
 
 def _torch_facts() -> dict:
-    from .. import _hooks
+    from ..collect import hooks as _hooks
 
     hooks = _hooks.status()
     facts = {"torch": hooks.get("torch"), "hooks_prebuilt_for": hooks["prebuilt_for"],
@@ -52,7 +52,7 @@ def _torch_facts() -> dict:
 
 
 def _gpu_collection_facts() -> dict:
-    from .._gpu_session import cupti_search_dirs, nvtx_injection_note
+    from ..collect.gpu import cupti_search_dirs, nvtx_injection_note
     from .._native import _core
 
     facts = {}
@@ -80,7 +80,7 @@ def _gpu_collection_facts() -> dict:
 def findings() -> dict:
     from .. import __version__
     from .._native import _core
-    from ..dataloader import cpus_available
+    from ..collect.dataloader import cpus_available
 
     out: dict = {"gpuprof": __version__, "python": platform.python_version(),
                  "platform": platform.platform()}

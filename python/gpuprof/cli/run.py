@@ -65,11 +65,9 @@ def _save(prof, out: Path, trace: bool = True) -> list[str]:
     report = prof.report()
     written = [str(out / "report.json"), str(out / "report.html")]
     if trace:
-        # The trace first, so that the reports can say where it is.
         written.append(str(out / "trace.json.gz"))
-        prof.export_chrome_trace(written[2])
-        report.set_trace_path(written[2])
-    report.to_json(written[0], trace=False)   # the trace, if any, is written above under its own name
+    # The trace is written with the first report file, so that both say where it is.
+    report.to_json(written[0], trace=written[2] if trace else False)
     report.to_html(written[1], trace=False)
     return written
 
@@ -85,8 +83,10 @@ def run(args) -> int:
     except OSError as e:
         raise UserError(f"cannot create --out {args.out}: {e.strerror}") from None
 
-    import gpuprof
-    from gpuprof.autostep import OptimizerSteps
+    from ..collect.autostep import OptimizerSteps
+    from ..collect.schedule import schedule
+    from ..collect.session import profile
+    from ..report.model import Report
 
     try:
         import torch  # noqa: F401  (the script needs it anyway; the optimizer hook lives there)
@@ -95,7 +95,7 @@ def run(args) -> int:
 
     # Warm up one step before the range so that first-call costs stay out of the recorded steps.
     warmup = 1 if start >= 1 else 0
-    sched = gpuprof.schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
+    sched = schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
     written: list[str] = []
 
     stopping: list[bool] = []
@@ -120,7 +120,7 @@ def run(args) -> int:
     exit_code = 0
     failure = None
     try:
-        with gpuprof.profile(schedule=sched, on_trace_ready=on_ready) as prof:
+        with profile(schedule=sched, on_trace_ready=on_ready) as prof:
             with OptimizerSteps(prof) as stepper:
                 try:
                     runpy.run_path(str(script), run_name="__main__")
@@ -157,7 +157,7 @@ def run(args) -> int:
         print(f"gpuprof run: the script ended after {steps_seen} steps; the report covers steps "
               f"{start}..{steps_seen - 1} only", file=sys.stderr)
     if not args.quiet:
-        print(gpuprof.Report.load(os.path.join(out, "report.json")).to_text())
+        print(Report.load(os.path.join(out, "report.json")).to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
         return 1

@@ -32,7 +32,9 @@ def add_parser(subparsers) -> None:
 
 def _load(path: str) -> dict:
     if os.path.isdir(path):
-        from ..ranks_folder import cross_rank_report, rank_files, summarize_files
+        from ..analysis.summaries import summarize_files
+        from ..report.build import cross_rank_report
+        from ..traces.folders import rank_files
 
         files = rank_files(path)
         if not files:

@@ -60,7 +60,7 @@ def _step_chart(report) -> Optional[dict]:
     if not steps:
         return None
     shown = sec.shown_categories(report)
-    outliers = set(sec.step_views(report._data).get("outliers", []))
+    outliers = set(sec.step_views(report.data).get("outliers", []))
     vmax_ms = max(s["total_us"] for s in steps) / 1000.0 or 1.0
     ticks = _nice_ticks(vmax_ms)
     vmax_ms = max(vmax_ms, ticks[-1])
@@ -195,29 +195,25 @@ def _json_for_script(value) -> str:
 
 def _views(report, shown) -> dict:
     """What the drill-down and the timeline script read (#gp-views)."""
-    views = sec.step_views(report._data)
+    views = sec.step_views(report.data)
     return {"steps": report.steps, "outliers": views.get("outliers", []),
             "per_step": views.get("per_step", {}), "timelines": views.get("timelines", []),
-            "memory": sec.section(report._data, "memory"),
+            "memory": sec.section(report.data, "memory"),
             "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
             "categories_all": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in sec.CATEGORIES]}
 
 
-def context(report) -> dict:
-    data = report._data
+def _overview(report) -> dict:
+    data = report.data
     avg = report.average
     shown = sec.shown_categories(report) if report.steps else []
-    devices = sec.devices(data)
-    samples = sec.gpu_samples(data)
-    memory = sec.section(data, "memory")
-    memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
     views = _views(report, shown)
     return {
         "views_json": _json_for_script(views),
         "timelines": views["timelines"],
         "outliers": views["outliers"],
         "categories_all": views["categories_all"],
-        "event_cap": sec.step_views(report._data).get("event_cap", 0),
+        "event_cap": sec.step_views(data).get("event_cap", 0),
         "title": "gpuprof report" + (f": {data['source']['path']}" if data.get("source", {}).get("path") else ""),
         "data": data,
         "steps": report.steps,
@@ -225,19 +221,51 @@ def context(report) -> dict:
         "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k],
                         "us": avg.get(f"{k}_us", 0.0), "pct": avg.get(f"{k}_pct", 0.0)} for k, n in shown],
         "step_chart": _step_chart(report),
+    }
+
+
+def _devices(report) -> dict:
+    devices = sec.devices(report.data)
+    samples = sec.gpu_samples(report.data)
+    return {
         "devices": devices,
         "device_fields": [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)],
         "nvml_charts": _time_series_charts(samples, [("utilization", ("_pct",)), ("memory", ("_bytes",)),
                                                      ("power", ("_w", "_watts")), ("temperature", ("_c",)),
                                                      ("clocks", ("_mhz",))], "NVML"),
+    }
+
+
+def _memory(report) -> dict:
+    memory = sec.section(report.data, "memory")
+    memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
+    return {
         "memory_charts": memory_charts,
         # Memory rows that are not a time series (e.g. per-device peaks) show as a table.
         "memory_rows": memory if memory and not memory_charts else [],
         "memory_cols": sec.columns(memory) if memory and not memory_charts else [],
-        "tables": _tables(data),
-        "advice": sec.ranked_advice(data),
+    }
+
+
+def _tables_and_advice(report) -> dict:
+    return {
+        "tables": _tables(report.data),
+        "advice": sec.ranked_advice(report.data),
         "evidence_lines": sec.evidence_lines,
         "explain": sec.advice_explanation_html,
+    }
+
+
+def _ranks(report) -> dict:
+    data = report.data
+    shown = sec.ranks_shown(data)
+    return {"ranks_shown": shown, "ranks_headers": sec.RANK_HEADERS, "ranks_rows": sec.rank_rows(data),
+            "ranks_summary": sec.rank_summary_lines(data) if shown else []}
+
+
+def _about(report) -> dict:
+    data = report.data
+    return {
         "dataloaders": report.dataloaders,
         "host": report.host,
         "counts": report.counts,
@@ -250,23 +278,22 @@ def context(report) -> dict:
     }
 
 
-def render_html(report, *, full: bool = True) -> str:
-    """The report as HTML: a whole document, or (``full=False``) a fragment for a notebook cell
-    whose styles are scoped to it."""
-    ctx = context(report)
-    ctx["full"] = full
-    from .ranks_section import html_context   # distributed issue: the cross-rank section
+class HtmlRenderer:
+    """One self-contained HTML file, or a fragment for a notebook cell (``full=False``)."""
 
-    ctx.update(html_context(report._data))
-    return _environment().get_template("report.html.j2").render(**ctx)
+    name = "html"
+    file_end = ""
+    # Each section gives the template what its block draws; report.html.j2 lays the blocks out in
+    # this order (overview and steps, timelines, ranks, GPU, memory, tables and advice, about).
+    sections = (_overview, _devices, _memory, _tables_and_advice, _ranks, _about)
 
-
-def write_html(report, path: str | os.PathLike) -> str:
-    text = render_html(report, full=True)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return os.fspath(path)
+    def render(self, report, *, full: bool = True) -> str:
+        ctx: dict = {"full": full}
+        for section in self.sections:
+            ctx.update(section(report))
+        return _environment().get_template("report.html.j2").render(**ctx)
 
 
-__all__ = ["render_html", "write_html", "context"]
+HTML = HtmlRenderer()
+
+__all__ = ["HTML"]

@@ -7,7 +7,8 @@ keys are allowed everywhere: later gpuprof versions add keys and never remove or
 
 from __future__ import annotations
 
-from .model import CATEGORIES, SCHEMA_VERSION
+from ..analysis import CATEGORIES, SCHEMA_VERSION
+from ..analysis.fields import BY_KEY
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -18,12 +19,17 @@ _BOOL = {"type": "boolean"}
 _CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
 _CATEGORY_PCT = {f"{k}_pct": _NUM for k, _ in CATEGORIES}
 
-# A table or time series: a list of flat rows (or {"rows": [...]}).
-_ROWS = {"oneOf": [
-    {"type": "array", "items": {"type": "object"}},
-    {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object"}}},
-     "required": ["rows"]},
-]}
+
+
+def _rows(table: str) -> dict:
+    """A result table (analysis/fields.py): a list of flat rows (or {"rows": [...]})."""
+    row = {"type": "object", "properties": {
+        f.key: {"type": f.type.split("|")[0] if "|" not in f.type else f.type.split("|")}
+        for f in BY_KEY[table].fields}}
+    return {"oneOf": [{"type": "array", "items": row},
+                      {"type": "object", "properties": {"rows": {"type": "array", "items": row}},
+                       "required": ["rows"]}]}
+
 
 SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -57,12 +63,8 @@ SCHEMA: dict = {
         "counts": {"type": "object", "required": ["events"], "properties": {
             "events": _INT, "dropped": _INT, "skipped": _INT, "steps": _INT}},
         "metadata": {"type": "object", "additionalProperties": _STR},
-        "devices": {"type": "array", "items": {"type": "object", "properties": {
-            "id": _INT, "name": _STR, "utilization_pct": _NUM_OR_NULL, "sm_efficiency_pct": _NUM_OR_NULL,
-            "achieved_occupancy_pct": _NUM_OR_NULL, "tensor_core_pct": _NUM_OR_NULL,
-            "tc_eligible_pct": _NUM_OR_NULL, "memory_total_bytes": _NUM_OR_NULL,
-            "peak_allocated_bytes": _NUM_OR_NULL}}},
-        # ---- distributed issue: the cross-rank report (docs/distributed.md) ----
+        "devices": {"type": "array", "items": _rows("devices")["oneOf"][0]["items"]},
+        # The cross-rank report (docs/distributed.md).
         "distributed": {"type": "object", "properties": {
             "rank": _INT, "local_rank": _INT, "world_size": _INT, "hostname": _STR, "backend": _STR,
             "device": _STR, "batch_size": {"type": ["integer", "null"]}}},
@@ -81,14 +83,13 @@ SCHEMA: dict = {
         "cross_rank": {"type": "object", "properties": {
             "world_size": _INT, "matched_steps": _INT, "missing_ranks": {"type": "array", "items": _INT},
             "imbalance_pct": _NUM, "note": _STR}},
-        # ---- end distributed issue ----
-        "kernels": _ROWS, "operators": _ROWS, "copies": _ROWS, "syncs": _ROWS, "memory": _ROWS,
-        "ranges": _ROWS,
+        "kernels": _rows("kernels"), "operators": _rows("operators"), "copies": _rows("copies"),
+        "syncs": _rows("syncs"), "memory": _rows("memory"), "ranges": _rows("ranges"),
         "compiled": {"type": "object", "properties": {
             "region_calls": _INT, "graph_calls": _INT, "region_host_total_us": _NUM,
             "cache_lookup_us": _NUM, "graph_device_self_us": _NUM, "unattributed_host_us": _NUM,
             "note": _STR}},
-        "gpu_samples": _ROWS,
+        "gpu_samples": _rows("gpu_samples"),
         "advice": {"type": "array", "items": {
             "type": "object", "required": ["rule", "title"],
             "properties": {"rule": _STR, "title": _STR,

@@ -46,96 +46,146 @@ def _rows_table(rows: list[dict], limit: int) -> list[str]:
                  [":--" if c in ("name", "kind") else "--:" for c in cols])
 
 
-def render_markdown(report, *, title: str = "gpuprof report", top: int = TOP_ROWS) -> str:
-    data = report._data
-    avg = report.average
-    out: list[str] = [f"## {md_escape(title)}", ""]
-    src = data.get("source", {})
+def _title(report, title: str, top: int) -> list[str]:
+    out = [f"## {md_escape(title)}", ""]
+    src = report.source
     if src.get("path"):
         out += [f"Source: {md_code(src['path'])}", ""]
     if src.get("trace_path"):
         out += [f"Trace: {md_code(src['trace_path'])}, open it in [Perfetto]({sec.PERFETTO_URL}) "
                 "(\"Open trace file\") or in `chrome://tracing`", ""]
-    out.append(f"**{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms**")
+    out.append(f"**{len(report.steps)} steps, mean step time {report.average['total_us'] / 1000.0:.3f} ms**")
     out.append("")
+    return out
+
+
+def _steps(report, title: str, top: int) -> list[str]:
     if not report.steps:
-        out += ["No complete step was recorded.", ""]
-    else:
-        shown = sec.shown_categories(report)
-        out += table(["category", "mean (us)", "% of step"],
-                     [[name, f"{avg[f'{k}_us']:,.1f}", f"{avg[f'{k}_pct']:.1f}"] for k, name in shown],
-                     [":--", "--:", "--:"])
-        out.append("")
-        steps = report.steps
-        if len(steps) > MAX_STEP_ROWS:   # job summaries have a size limit: first and last steps
-            half = MAX_STEP_ROWS // 2
-            steps = steps[:half] + [None] + steps[-half:]
-        out += ["<details><summary>Per step</summary>", ""]
-        out += table(["step", "total (us)"] + [f"{n} (us)" for _, n in shown],
-                     [[str(s["step"]), f"{s['total_us']:,.0f}"] + [f"{s[f'{k}_us']:,.0f}" for k, _ in shown]
-                      if s is not None else ["…"] * (len(shown) + 2) for s in steps],
-                     ["--:"] * (len(shown) + 2))
-        out += ["", "</details>", ""]
+        return ["No complete step was recorded.", ""]
+    avg = report.average
+    shown = sec.shown_categories(report)
+    out = table(["category", "mean (us)", "% of step"],
+                [[name, f"{avg[f'{k}_us']:,.1f}", f"{avg[f'{k}_pct']:.1f}"] for k, name in shown],
+                [":--", "--:", "--:"])
+    out.append("")
+    steps = report.steps
+    if len(steps) > MAX_STEP_ROWS:   # job summaries have a size limit: first and last steps
+        half = MAX_STEP_ROWS // 2
+        steps = steps[:half] + [None] + steps[-half:]
+    out += ["<details><summary>Per step</summary>", ""]
+    out += table(["step", "total (us)"] + [f"{n} (us)" for _, n in shown],
+                 [[str(s["step"]), f"{s['total_us']:,.0f}"] + [f"{s[f'{k}_us']:,.0f}" for k, _ in shown]
+                  if s is not None else ["…"] * (len(shown) + 2) for s in steps],
+                 ["--:"] * (len(shown) + 2))
+    out += ["", "</details>", ""]
+    return out
 
-    devices = sec.devices(data)
-    if devices:
-        fields = [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)]
-        out += ["### GPU summary", ""]
-        out += table(["GPU"] + [n for _, n in fields],
-                     [[md_escape(f"{d.get('id', '?')} {d.get('name') or ''}".strip())]
-                      + [sec.fmt(k, d.get(k)) + ("%" if k.endswith("_pct") and d.get(k) is not None else "")
-                         for k, _ in fields] for d in devices],
-                     [":--"] + ["--:"] * len(fields))
-        out.append("")
 
-    mem = sec.memory_lines(data)
-    if mem:
-        out += ["### Memory", ""] + [f"- {line}" for line in mem] + [""]
+def _devices(report, title: str, top: int) -> list[str]:
+    devices = sec.devices(report.data)
+    if not devices:
+        return []
+    fields = [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)]
+    out = ["### GPU summary", ""]
+    out += table(["GPU"] + [n for _, n in fields],
+                 [[md_escape(f"{d.get('id', '?')} {d.get('name') or ''}".strip())]
+                  + [sec.fmt(k, d.get(k)) + ("%" if k.endswith("_pct") and d.get(k) is not None else "")
+                     for k, _ in fields] for d in devices],
+                 [":--"] + ["--:"] * len(fields))
+    out.append("")
+    return out
 
-    items = sec.ranked_advice(data)
-    if items:
-        out += ["### Recommendations", ""]
-        for i, a in enumerate(items, 1):
-            bound = a.get("saving_bound_pct")
-            head = f"{i}. **{md_escape(a.get('title') or a.get('rule') or 'recommendation')}**"
-            extras = []
-            if a.get("rule"):
-                extras.append(md_code(a["rule"]))
-            if isinstance(bound, (int, float)):
-                extras.append(f"up to {bound:.0f}% of the step")
-            if a.get("confidence"):
-                extras.append(f"confidence {md_escape(a['confidence'])}")
-            out.append(head + (" (" + ", ".join(extras) + ")" if extras else ""))
-            for line in sec.evidence_lines(a.get("evidence")):
-                out.append(f"   - Evidence: {md_escape(line)}")
-            if a.get("fix"):
-                out.append(f"   - Fix: {md_escape(a['fix'])}")
-            if a.get("docs"):
-                out.append(f"   - Docs: {md_escape(a['docs'])}")
-        out.append("")
 
-    from .ranks_section import markdown_lines   # distributed issue: the cross-rank section
+def _memory(report, title: str, top: int) -> list[str]:
+    mem = sec.memory_lines(report.data)
+    return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
 
-    out += markdown_lines(data)
+
+def _recommendations(report, title: str, top: int) -> list[str]:
+    items = sec.ranked_advice(report.data)
+    if not items:
+        return []
+    out = ["### Recommendations", ""]
+    for i, a in enumerate(items, 1):
+        bound = a.get("saving_bound_pct")
+        head = f"{i}. **{md_escape(a.get('title') or a.get('rule') or 'recommendation')}**"
+        extras = []
+        if a.get("rule"):
+            extras.append(md_code(a["rule"]))
+        if isinstance(bound, (int, float)):
+            extras.append(f"up to {bound:.0f}% of the step")
+        if a.get("confidence"):
+            extras.append(f"confidence {md_escape(a['confidence'])}")
+        out.append(head + (" (" + ", ".join(extras) + ")" if extras else ""))
+        for line in sec.evidence_lines(a.get("evidence")):
+            out.append(f"   - Evidence: {md_escape(line)}")
+        if a.get("fix"):
+            out.append(f"   - Fix: {md_escape(a['fix'])}")
+        if a.get("docs"):
+            out.append(f"   - Docs: {md_escape(a['docs'])}")
+    out.append("")
+    return out
+
+
+def _ranks(report, title: str, top: int) -> list[str]:
+    data = report.data
+    if not sec.ranks_shown(data):
+        return []
+    out = ["### Ranks", ""]
+    out += table(sec.RANK_HEADERS, [[md_escape(c) for c in row] for row in sec.rank_rows(data)],
+                 ["---:", "---", "---", "---:", "---:", "---:", "---:", "---:"])
+    out.append("")
+    out += [f"- {md_escape(line)}" for line in sec.rank_summary_lines(data)]
+    out.append("")
+    return out
+
+
+def _tables(report, title: str, top: int) -> list[str]:
+    out: list[str] = []
     for key, name in sec.TABLES:
-        rows = sec.section(data, key)
+        rows = sec.section(report.data, key)
         if rows:
             out += [f"### {name} (top {min(top, len(rows))} of {len(rows)})", ""]
             out += _rows_table(rows, top)
             out.append("")
+    return out
 
+
+def _settings(report, title: str, top: int) -> list[str]:
+    out: list[str] = []
     for dl in report.dataloaders:
         out.append(f"DataLoader {md_code(dl.get('dataset') or '?')}: "
                    f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
                    f"pin_memory={dl.get('pin_memory')}, persistent_workers={dl.get('persistent_workers')}")
         out.append("")
-    c = report.counts
+    return out
+
+
+def _footer(report, title: str, top: int) -> list[str]:
+    data, c = report.data, report.counts
     note = f"{c.get('events', 0):,} events"
     if c.get("dropped"):
         note += f", {c['dropped']:,} dropped"
-    out.append(f"<sub>{note}; gpuprof {md_escape(data.get('gpuprof_version', ''))}, "
-               f"schema {data.get('schema_version')}</sub>")
-    return "\n".join(out) + "\n"
+    return [f"<sub>{note}; gpuprof {md_escape(data.get('gpuprof_version', ''))}, "
+            f"schema {data.get('schema_version')}</sub>"]
 
 
-__all__ = ["render_markdown", "md_escape", "table"]
+class MarkdownRenderer:
+    """The summary as Markdown, for CI comments and GitHub job summaries."""
+
+    name = "markdown"
+    file_end = ""
+    # The sections, in the order they are written: each returns its lines, or none.
+    sections = (_title, _steps, _devices, _memory, _recommendations, _ranks, _tables, _settings, _footer)
+
+    def render(self, report, *, title: str = "gpuprof report", top: int = TOP_ROWS) -> str:
+        out: list[str] = []
+        for section in self.sections:
+            out += section(report, title, top)
+        return "\n".join(out) + "\n"
+
+
+MARKDOWN = MarkdownRenderer()
+
+
+__all__ = ["MARKDOWN", "md_escape", "md_code", "table"]

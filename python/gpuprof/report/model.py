@@ -1,48 +1,47 @@
 """The Report: everything one span (or one imported trace) showed, in one documented schema.
 
-Renderers read it and never compute a metric; the numbers come from the C++ analysis.
-docs/schema.md documents ``to_dict()``; later versions add keys, never remove or rename one.
+A Report is read-only: ``gpuprof.report.build.build_report`` makes it whole (analysis, cross-rank
+section, advice, step views) and nothing edits it afterwards. Renderers read it through ``data``
+and the accessors below and never compute a metric. docs/schema.md documents ``to_dict()``; later
+versions add keys, never remove or rename one.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
 
-from .. import _build_info
-from ..analysis import CATEGORIES, SCHEMA_VERSION, analyse, section  # noqa: F401
-
+from .._build_info import GPUPROF_VERSION
+from ..analysis import CATEGORIES, SCHEMA_VERSION, section  # noqa: F401  (re-exported)
 
 class Report:
-    """Per-step breakdown, averages, DataLoader settings and counts of one profiled span."""
+    """Per-step breakdown, averages, tables, advice and settings of one profiled span or trace."""
 
     def __init__(self, data: dict, trace: Optional[Any] = None) -> None:
+        """Reports are made by ``gpuprof.report.build.build_report`` (or read back with ``from_dict``
+        and ``load``): ``data`` is a whole report (docs/schema.md), owned by this Report from now on."""
         self._data = data
-        self.trace = trace   # the native Trace the numbers came from (None when loaded from JSON)
-        self._native: dict = {}   # from_trace: what the analysis hands on to the step views
+        self._trace = trace   # the native Trace the numbers came from (None when loaded from JSON)
+        self._trace_path: Optional[str] = None   # where this report's Chrome trace was written
+        self._view: Optional[Mapping] = None
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_trace(cls, trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
-                   source: Optional[dict] = None, drop_incomplete_last_step: bool = True) -> "Report":
-        """analyse -> advise -> Report: the numbers of ``trace`` (gpuprof.analysis), then the advice."""
-        native: dict = {}
-        data = analyse(trace, dataloaders=dataloaders, host=host, source=source,
-                       drop_incomplete_last_step=drop_incomplete_last_step, native=native)
-        report = cls(data, trace)
-        report._native = native   # reused by the step views (not part of the report)
-        report.advise()
-        return report
-
-    @classmethod
     def from_dict(cls, data: dict) -> "Report":
+        """A saved report (``to_dict()`` or its JSON). One written before advice existed, or a
+        hand-built dict without ``advice``, is advised here, once."""
         version = data.get("schema_version")
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise ValueError(
-                f"report schema_version {version!r} is not one this gpuprof ({_build_info.GPUPROF_VERSION}) "
+                f"report schema_version {version!r} is not one this gpuprof ({GPUPROF_VERSION}) "
                 f"reads (it reads up to {SCHEMA_VERSION}); upgrade gpuprof to read it")
-        return cls(data)
+        if "advice" in data:
+            return cls(data)
+        from ..advice import advise
+
+        return cls({**data, "advice": advise(data)})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Report":
@@ -50,6 +49,26 @@ class Report:
             return cls.from_dict(json.load(f))
 
     # ---- access ---------------------------------------------------------------------------------
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The whole report, read-only at its top level (``to_dict()`` gives a copy to change)."""
+        if self._view is None:
+            data = self._data
+            if self._trace_path is not None:
+                data = {**data, "source": {**data.get("source", {}), "trace_path": self._trace_path}}
+            self._view = MappingProxyType(data)
+        return self._view
+
+    @property
+    def trace(self):
+        """The native Trace the numbers came from; None for a report loaded from JSON, or one a
+        session has let go of (``release_trace``)."""
+        return self._trace
+
+    def release_trace(self) -> None:
+        """Let the native Trace go (a long session keeps only its latest spans' traces)."""
+        self._trace = None
+
     @property
     def steps(self) -> list[dict]:
         return self._data["steps"]
@@ -69,6 +88,10 @@ class Report:
     @property
     def host(self) -> dict:
         return self._data["host"]
+
+    @property
+    def metadata(self) -> dict:
+        return self._data.get("metadata", {})
 
     # The analysis tables (docs/metrics.md defines every column): lists of row dicts, [] when the
     # report has no such section (a CPU-only run has no kernels, copies or devices).
@@ -115,120 +138,91 @@ class Report:
     @property
     def source(self) -> dict:
         """Where the report came from: ``kind`` ("live" or "trace"), and for a trace its ``path``."""
-        return self._data.get("source", {})
+        return self.data.get("source", {})
 
-    # ---- advice (advice issue: python/gpuprof/advice/) -----------------------------------------
     @property
     def advice(self) -> list[dict]:
+        """The ranked recommendations (docs/advice.md), computed when the report was built."""
         return self._data.get("advice", [])
 
     def advise(self, rules=None) -> list[dict]:
-        """Run the advice rules on this report and store the ranked result in ``data["advice"]``.
-
-        Reports built by ``from_trace`` are advised already; call it on a report from ``from_dict``
-        or ``load`` (an older file, a hand-built dict) to (re)compute the advice. ``rules`` limits
-        the run to those rule ids.
-        """
+        """Run the advice rules on this report again and return what fires (``rules`` limits the
+        run to those rule ids); the report's own ``advice`` does not change."""
         from ..advice import advise
 
-        self._data["advice"] = advise(self._data, rules=rules)
-        return self._data["advice"]
-    # ---- end of advice ---------------------------------------------------------------------------
+        return advise(self._data, rules=rules)
 
     # ---- the trace beside the report ------------------------------------------------------------
     @property
     def trace_path(self) -> Optional[str]:
         """Where this report's Chrome trace was written (open it in https://ui.perfetto.dev with
         "Open trace file", or in chrome://tracing); None when it was not written."""
-        return self._data.get("source", {}).get("trace_path")
+        return self.data.get("source", {}).get("trace_path")
 
-    def set_trace_path(self, path: str | os.PathLike) -> None:
-        self._data.setdefault("source", {})["trace_path"] = os.fspath(path)
-
-    def _write_trace_beside(self, path: str | os.PathLike, trace: bool) -> None:
-        """A live (or imported) report written to ``path`` gets ``<stem>.trace.json.gz`` beside it,
-        written once, so that every report file says where its trace is. ``trace=False`` skips it;
-        a report loaded from JSON has no trace to write."""
-        if not trace or self.trace is None or self.trace_path:
+    def _written_trace(self, path: str | os.PathLike, trace) -> None:
+        """Write the Chrome trace for a report file at ``path``, once: ``trace=True`` puts it beside
+        the file (``<stem>.trace.json.gz``), a path puts it there, False writes none. A report
+        loaded from JSON has no trace to write."""
+        if trace is False or trace is None or self._trace is None or self.trace_path:
             return
-        from ..export import export_chrome_trace
+        from ..traces.export import export_chrome_trace
 
-        stem = os.path.basename(os.fspath(path))
-        for ext in (".json", ".html", ".md", ".markdown"):
-            if stem.endswith(ext):
-                stem = stem[: -len(ext)]
-                break
-        target = os.path.join(os.path.dirname(os.path.abspath(path)), f"{stem}.trace.json.gz")
-        export_chrome_trace(self.trace, target)
-        self.set_trace_path(target)
-
-    def _ensure_step_views(self) -> None:
-        """Add ``step_views`` (the HTML's timeline and drill-down data) once, from the trace."""
-        if "step_views" not in self._data and self.trace is not None:
-            from ..analysis import step_views
-
-            self._data["step_views"] = step_views(self.trace, self.steps,
-                                                  repeated_op_calls=self._native.get("repeated_op_calls"))
+        if trace is True:
+            stem = os.path.basename(os.fspath(path))
+            for ext in (".json", ".html", ".md", ".markdown"):
+                if stem.endswith(ext):
+                    stem = stem[: -len(ext)]
+                    break
+            trace = os.path.join(os.path.dirname(os.path.abspath(path)), f"{stem}.trace.json.gz")
+        export_chrome_trace(self._trace, trace)
+        self._trace_path = os.fspath(trace)
+        self._view = None
 
     def to_dict(self) -> dict:
-        self._ensure_step_views()
-        return json.loads(json.dumps(self._data))   # a deep copy the caller may change
+        return json.loads(json.dumps(dict(self.data)))   # a deep copy the caller may change
 
-    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2, trace: bool = True) -> str:
+    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2, trace=True) -> str:
         """The report as JSON; written to ``path`` if given, with the Chrome trace beside it
-        (``<stem>.trace.json.gz``) unless ``trace=False`` or the report has no trace."""
-        if path is not None:
-            self._write_trace_beside(path, trace)
-        self._ensure_step_views()
-        text = dumps_report(self._data, indent=indent)
-        if path is not None:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
-        return text
+        (``<stem>.trace.json.gz``; ``trace=PATH`` writes it there) unless ``trace=False`` or the
+        report has no trace."""
+        from .renderers import JSON
+
+        return self._write(JSON, path, trace, indent=indent)
 
     # ---- rendering ------------------------------------------------------------------------------
     def to_text(self, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
-        from .text import render_text
+        from .renderers import TEXT
 
-        return render_text(self, color=color, width=width)
+        return TEXT.render(self, color=color, width=width)
 
-    # ---- other formats (reports issue: renderers in markdown.py and html.py) ----------------------
-    def to_markdown(self, path: str | os.PathLike | None = None, *, trace: bool = True) -> str:
+    def to_markdown(self, path: str | os.PathLike | None = None, *, trace=True) -> str:
         """The summary as Markdown (CI comments, job summaries); written to ``path`` if given, with
         the Chrome trace beside it unless ``trace=False``."""
-        from .markdown import render_markdown
+        from .renderers import MARKDOWN
 
-        if path is not None:
-            self._write_trace_beside(path, trace)
-        text = render_markdown(self)
-        if path is not None:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-        return text
+        return self._write(MARKDOWN, path, trace)
 
-    def to_html(self, path: str | os.PathLike | None = None, *, trace: bool = True) -> str:
+    def to_html(self, path: str | os.PathLike | None = None, *, trace=True) -> str:
         """The one-file HTML report (no network needed to view it); written to ``path`` if given,
         with the Chrome trace beside it unless ``trace=False``."""
-        from .html import render_html
+        from .renderers import HTML
 
+        return self._write(HTML, path, trace)
+
+    def _write(self, renderer, path, trace, **options) -> str:
         if path is not None:
-            self._write_trace_beside(path, trace)
-        self._ensure_step_views()
-        text = render_html(self, full=True)
+            self._written_trace(path, trace)
+        text = renderer.render(self, **options)
         if path is not None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+                f.write(text + renderer.file_end)
         return text
 
     def _repr_html_(self) -> str:
-        from .html import render_html
+        from .renderers import HTML
 
-        self._ensure_step_views()
-        return render_html(self, full=False)
-    # ---- end of other formats --------------------------------------------------------------------
+        return HTML.render(self, full=False)
 
     def __str__(self) -> str:
         return self.to_text()
@@ -246,17 +240,3 @@ def fmt_duration_us(us: float) -> str:
     if us >= 1e3:
         return f"{us / 1e3:.1f} ms"
     return f"{us:.0f} us"
-
-
-def dumps_report(data: dict, *, indent: Optional[int] = 2) -> str:
-    """A report dict as JSON text: indented for people, except ``step_views`` (the HTML's timeline
-    events, nine tenths of the file), which is written compact on one line, last. Indenting it made
-    the file 3x larger and was the slowest part of ``gpuprof analyze --json`` after the import."""
-    if indent is None or "step_views" not in data:
-        return json.dumps(data, indent=indent)
-    rest = {k: v for k, v in data.items() if k != "step_views"}
-    views = json.dumps(data["step_views"], separators=(",", ":"))
-    if not rest:
-        return '{"step_views": ' + views + "}"
-    text = json.dumps(rest, indent=indent)
-    return text[:-2] + ",\n" + " " * indent + '"step_views": ' + views + "\n}"

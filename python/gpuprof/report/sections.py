@@ -14,14 +14,10 @@ import re
 from typing import Any, Iterable, Optional
 
 from ..analysis import CATEGORIES, section  # noqa: F401  (section: re-exported for renderers)
+from ..analysis.fields import labelled, shown_tables
 
-# Tables a report may carry, in the order renderers show them: (key, title).
-TABLES: list[tuple[str, str]] = [
-    ("kernels", "GPU kernels"),
-    ("operators", "Operators"),
-    ("copies", "Memory copies"),
-    ("syncs", "Synchronisations"),
-]
+# Tables a report may carry, in the order renderers show them: (key, title) (analysis/fields.py).
+TABLES: list[tuple[str, str]] = shown_tables()
 
 # Columns shown first when present, then any other scalar column in the order the rows give it.
 _LEADING = ["name", "kind", "device", "stream", "calls", "count", "total_us", "self_us", "mean_us",
@@ -30,16 +26,8 @@ _NAME_KEYS = ("name", "op", "kernel")
 _SORT_KEYS = ("total_us", "device_total_us", "host_total_us", "self_us", "dur_us", "total_bytes", "bytes",
               "calls", "count")
 
-# GPU summary fields, with their display names.
-DEVICE_FIELDS: list[tuple[str, str]] = [
-    ("utilization_pct", "GPU utilization"),
-    ("sm_efficiency_pct", "Est. SM efficiency"),
-    ("achieved_occupancy_pct", "Est. achieved occupancy"),
-    ("tensor_core_pct", "Kernel time on tensor cores"),
-    ("tc_eligible_pct", "Tensor-core-eligible share"),
-    ("memory_total_bytes", "Device memory"),
-    ("peak_allocated_bytes", "Peak allocated"),
-]
+# GPU summary fields, with their display names (analysis/fields.py).
+DEVICE_FIELDS: list[tuple[str, str]] = labelled("devices")
 
 _TIME_KEYS = ("time_us", "t_us", "ts_us", "timestamp_us", "time_ns", "t_ns", "ts_ns", "timestamp_ns",
               "time_s", "t_s")
@@ -185,7 +173,7 @@ def evidence_lines(evidence: Any) -> list[str]:
     if isinstance(evidence, str):
         return [evidence]
     if isinstance(evidence, dict):
-        # advice issue: the rules' one-line `summary` leads; the numbers follow on one line, and
+        # The rules' one-line `summary` leads; the numbers follow on one line, and
         # unmeasured (None) numbers are left out
         lead = [str(evidence["summary"])] if evidence.get("summary") else []
         numbers = [f"{k} {fmt(k, v) if _is_scalar(v) else v}" for k, v in evidence.items()
@@ -364,3 +352,49 @@ def step_views(data: dict) -> dict:
     """The drawn steps' events, per-step tops and outliers (analysis.step_views); {} when absent."""
     v = data.get("step_views")
     return v if isinstance(v, dict) else {}
+
+
+# ---- the cross-rank section: one row per rank, and the stragglers ------------------------------------
+RANK_HEADERS = ["rank", "host", "device", "steps", "step ms", "outside collectives ms",
+           "waiting in collectives ms", "comm/compute overlap %"]
+
+
+def ranks_shown(data: dict) -> bool:
+    """The cross-rank section is shown when the report holds more than one rank or names missing
+    ranks. Its numbers come from analysis/ranks.py; this only formats them."""
+    return len(data.get("ranks") or []) > 1 or bool((data.get("cross_rank") or {}).get("missing_ranks"))
+
+
+def rank_rows(data: dict) -> list[list[str]]:
+    out = []
+    for r in data.get("ranks") or []:
+        avg = r.get("average") or {}
+        overlap = r.get("comm_comp_overlap_pct")
+        out.append([str(r.get("rank")), str(r.get("hostname", "")), str(r.get("device", "")),
+                    str(r.get("steps", "")), f"{(avg.get('total_us') or 0) / 1000:.2f}",
+                    f"{(r.get('busy_us') or 0) / 1000:.2f}", f"{(r.get('collective_wait_us') or 0) / 1000:.2f}",
+                    "-" if overlap is None else f"{overlap:.1f}"])
+    return out
+
+
+def straggler_lines(data: dict) -> list[str]:
+    lines = []
+    for s in data.get("stragglers") or []:
+        lines.append(f"rank {s['rank']} is a straggler: {s['excess_us'] / 1000:.2f} ms per step more than the "
+                     f"median rank outside collectives ({s['excess_pct']:.1f}% of the step), mostly "
+                     f"{str(s['category']).removesuffix('_us')}")
+    return lines
+
+
+def rank_summary_lines(data: dict) -> list[str]:
+    cr = data.get("cross_rank") or {}
+    lines = [f"{len(data.get('ranks') or [])} of {cr.get('world_size', '?')} ranks, "
+             f"{cr.get('matched_steps', 0)} steps matched by number, load imbalance "
+             f"{cr.get('imbalance_pct', 0):.1f}% of the step"]
+    if cr.get("missing_ranks"):
+        lines.append(f"missing ranks: {', '.join(map(str, cr['missing_ranks']))}"
+                     + (f" ({cr['note']})" if cr.get("note") else ""))
+    lines += straggler_lines(data)
+    if not data.get("stragglers"):
+        lines.append("no straggler: every rank spends about the same time outside collectives")
+    return lines

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from . import sections as sec
-from .model import CATEGORIES
+from .sections import CATEGORIES
 from .term import Console, Table
 
 _COLORS = {"kernel": "green", "memcpy": "cyan", "memset": "blue", "communication": "magenta",
@@ -120,17 +120,8 @@ def _advice(console: Console, data: dict, limit: int) -> None:
                           style="dim", indent=8)
 
 
-def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
-    if color is None:
-        color = sys.stdout.isatty()
-    if width is None:
-        # The terminal's width when there is one; 120 columns in files and CI logs.
-        width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
-        width = max(80, min(width, 200))
-    console = Console(width=width, color=color)
-    data = report._data
-    avg = report.average
-    src = data.get("source", {})
+def _title(console: Console, report) -> None:
+    data, avg, src = report.data, report.average, report.source
     title = [("gpuprof step breakdown", "bold")]
     if src.get("path"):
         title.append(f": {sec.printable(src['path'])}")   # outside strings: escaped
@@ -144,23 +135,39 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     note = sec.trace_note(data)
     if note:
         console.print(sec.printable(note))
-    gpu_note = report._data.get("metadata", {}).get("gpu_collection", "")   # GPU collection
+
+
+def _collection_notes(console: Console, report) -> None:
+    """Why the GPU records or the operators may be missing or incomplete."""
+    meta = report.metadata
+    gpu_note = meta.get("gpu_collection", "")
     if gpu_note.startswith("off:"):
         console.print(f"GPU collection {sec.printable(gpu_note)}", style="yellow")
-    for key in ("gpu_collection_error", "gpu_collection_warning"):   # GPU records may be incomplete
-        if report._data.get("metadata", {}).get(key):
-            console.print(f"GPU collection: {sec.printable(report._data['metadata'][key])}", style="yellow")
-    host_note = report._data.get("metadata", {}).get("host_ops", "")
+    for key in ("gpu_collection_error", "gpu_collection_warning"):
+        if meta.get(key):
+            console.print(f"GPU collection: {sec.printable(meta[key])}", style="yellow")
+    host_note = meta.get("host_ops", "")
     if host_note.startswith("off:"):
         console.print(f"Operators {sec.printable(host_note)}", style="yellow")
-    if report.steps:
-        console.print(*_bar(avg, max(10, width - 20)))
-        legend = []
-        for key, name in CATEGORIES:
-            if avg.get(f"{key}_pct", 0) > 0:
-                legend += [("■ ", _COLORS[key]), f"{name} {avg[f'{key}_pct']:.1f}%  "]
-        console.print(*legend)
 
+
+def _breakdown_bar(console: Console, report) -> None:
+    if not report.steps:
+        return
+    avg = report.average
+    console.print(*_bar(avg, max(10, console.width - 20)))
+    legend = []
+    for key, name in CATEGORIES:
+        if avg.get(f"{key}_pct", 0) > 0:
+            legend += [("■ ", _COLORS[key]), f"{name} {avg[f'{key}_pct']:.1f}%  "]
+    console.print(*legend)
+
+
+def _steps(console: Console, report) -> None:
+    if not report.steps:
+        console.print("No complete step was recorded.")
+        return
+    avg = report.average
     table = Table()
     table.add_column("step", justify="right")
     table.add_column("total us", justify="right")
@@ -176,25 +183,45 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
             table.add_row("…", *([""] * (len(shown) + 1)))
             continue
         table.add_row(str(s["step"]), f"{s['total_us']:,.0f}", *(f"{s[f'{k}_us']:,.0f}" for k, _ in shown))
-    if report.steps:
-        table.add_row("mean", f"{avg['total_us']:,.0f}", *(f"{avg[f'{k}_us']:,.0f}" for k, _ in shown),
-                      style="bold")
-        table.add_row("%", "100", *(f"{avg[f'{k}_pct']:.1f}" for k, _ in shown), style="dim")
-    if report.steps:
-        console.table(table)
-    else:
-        console.print("No complete step was recorded.")
+    table.add_row("mean", f"{avg['total_us']:,.0f}", *(f"{avg[f'{k}_us']:,.0f}" for k, _ in shown),
+                  style="bold")
+    table.add_row("%", "100", *(f"{avg[f'{k}_pct']:.1f}" for k, _ in shown), style="dim")
+    console.table(table)
 
-    from .ranks_section import render_text as _ranks   # distributed issue: the cross-rank section
 
-    _ranks(console, data)
-    _gpu_summary(console, sec.devices(data))
-    for line in sec.memory_lines(data):
+def _ranks(console: Console, report) -> None:
+    data = report.data
+    if not sec.ranks_shown(data):
+        return
+    table = Table("Ranks")
+    for i, h in enumerate(sec.RANK_HEADERS):
+        table.add_column(h, justify="left" if i in (1, 2) else "right")
+    for row in sec.rank_rows(data):   # host names come from the traces: shown inert
+        table.add_row(*map(sec.printable, row))
+    console.table(table)
+    for line in sec.rank_summary_lines(data):
+        console.print(sec.printable(line))
+
+
+def _devices(console: Console, report) -> None:
+    _gpu_summary(console, sec.devices(report.data))
+
+
+def _memory(console: Console, report) -> None:
+    for line in sec.memory_lines(report.data):
         console.print(line)
-    for key, name in sec.TABLES[:2]:
-        _table(console, name, sec.section(data, key), TOP_ROWS)
-    _advice(console, data, TOP_ADVICE)
 
+
+def _top_tables(console: Console, report) -> None:
+    for key, name in sec.TABLES[:2]:
+        _table(console, name, sec.section(report.data, key), TOP_ROWS)
+
+
+def _recommendations(console: Console, report) -> None:
+    _advice(console, report.data, TOP_ADVICE)
+
+
+def _settings(console: Console, report) -> None:
     for dl in report.dataloaders:
         console.print(
             f"DataLoader ({sec.printable(dl.get('dataset') or '?')}, {dl.get('dataset_length') or '?'} samples): "
@@ -204,6 +231,9 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     host = report.host
     if host.get("cpus_available"):
         console.print(f"CPUs available to the process: {host['cpus_available']} (of {host.get('cpu_count')})")
+
+
+def _counts(console: Console, report) -> None:
     c = report.counts
     line = f"events: {c['events']:,}"
     if c.get("dropped"):
@@ -211,7 +241,31 @@ def render_text(report, *, color: Optional[bool] = None, width: Optional[int] = 
     if c.get("skipped"):
         line += f", skipped: {c['skipped']:,}"
     console.print(line, style="dim")
-    return console.text()
+
+
+class TextRenderer:
+    """The terminal report (``print(report)``); colour only when writing to a terminal."""
+
+    name = "text"
+    file_end = ""
+    # The sections, in the order they are printed: each writes its lines, or nothing.
+    sections = (_title, _collection_notes, _breakdown_bar, _steps, _ranks, _devices, _memory, _top_tables,
+                _recommendations, _settings, _counts)
+
+    def render(self, report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
+        if color is None:
+            color = sys.stdout.isatty()
+        if width is None:
+            # The terminal's width when there is one; 120 columns in files and CI logs.
+            width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+            width = max(80, min(width, 200))
+        console = Console(width=width, color=color)
+        for section in self.sections:
+            section(console, report)
+        return console.text()
+
+
+TEXT = TextRenderer()
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Callable, Union
 
-from ._native import _core
+from .._native import _core
 
 
 def export_chrome_trace(trace, path: Union[str, os.PathLike]) -> str:
@@ -34,13 +34,11 @@ def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callab
 
     def _save(prof) -> None:
         report = prof.report()
-        span = report._data.get("source", {}).get("span", 0)
+        span = report.source.get("span", 0)
         folder = root / f"span_{int(span):03d}"
         folder.mkdir(parents=True, exist_ok=True)
         trace_file = folder / ("trace.json.gz" if compress else "trace.json")
-        export_chrome_trace(report.trace, trace_file)
-        report.set_trace_path(trace_file)   # the report says where its trace is
-        report.to_json(folder / "report.json", trace=False)
+        report.to_json(folder / "report.json", trace=trace_file)   # the report says where its trace is
 
     _save.directory = str(root)
     return _save

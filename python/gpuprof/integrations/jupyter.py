@@ -39,10 +39,11 @@ class GpuprofMagics(Magics):
     @cell_magic
     def gpuprof(self, line: str, cell: str):
         """Profile this cell and show where each step's time went."""
-        import gpuprof
-        from gpuprof.autostep import OptimizerSteps
-        from gpuprof.cli import UserError
-        from gpuprof.cli.run import parse_steps
+        from ..cli import UserError
+        from ..cli.run import parse_steps
+        from ..collect.autostep import OptimizerSteps
+        from ..collect.schedule import schedule
+        from ..collect.session import ProfilerError, profile
 
         args = magic_arguments.parse_argstring(self.gpuprof, line)
         sched = None
@@ -53,11 +54,11 @@ class GpuprofMagics(Magics):
                 print(f"%%gpuprof: {e}")
                 return None
             warmup = 1 if start >= 1 else 0
-            sched = gpuprof.schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
+            sched = schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
         ns = self.shell.user_ns
         code = self.shell.compile(cell, "<%%gpuprof cell>", "exec")
         error = None
-        with gpuprof.profile(schedule=sched) as prof:
+        with profile(schedule=sched) as prof:
             ns["prof"] = prof
             stepper = None if calls_prof_step(cell) else OptimizerSteps(prof).install()
             try:
@@ -69,7 +70,7 @@ class GpuprofMagics(Magics):
                     stepper.remove()
         try:
             report = prof.report()
-        except gpuprof.ProfilerError as e:
+        except ProfilerError as e:
             print(f"%%gpuprof: {e}")
             report = None
         if report is not None:

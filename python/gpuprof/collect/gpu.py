@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Optional
 
-from ._native import _core
+from .._native import _core
 
 log = logging.getLogger("gpuprof")
 
@@ -59,7 +59,7 @@ def nvtx_injection_path() -> str:
     """The libcupti that GPU collection uses: the value for ``NVTX_INJECTION64_PATH`` so that CUPTI
     sees every NVTX range of the process. Raises RuntimeError (with the reason) where there is none.
 
-    ``export NVTX_INJECTION64_PATH=$(python -c "from gpuprof._gpu_session import nvtx_injection_path; print(nvtx_injection_path())")``
+    ``export NVTX_INJECTION64_PATH=$(python -c "from gpuprof.collect.gpu import nvtx_injection_path; print(nvtx_injection_path())")``
     """
     path, why = _core.cupti_library_path(cupti_search_dirs())
     if not path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from ._native import _core
+from .._native import _core
 
 
 class range:  # noqa: A001  (mirrors torch.profiler.record_function's role, under our namespace)

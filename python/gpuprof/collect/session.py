@@ -12,12 +12,14 @@ import traceback
 from collections import deque
 from typing import Callable, Optional
 
-from . import _distributed, _native
-from ._hooks import HooksUnavailable
-from ._native import _core
-from ._gpu_session import AllocatorSampler, GpuCollection
+from .._native import _core
+from . import exchange as _distributed
+from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, cpus_available
-from .report import Report
+from .gpu import AllocatorSampler, GpuCollection
+from .hooks import HooksUnavailable
+from ..report.build import build_report
+from ..report.model import Report
 from .schedule import ProfilerAction, always_record
 
 log = logging.getLogger("gpuprof")
@@ -107,10 +109,8 @@ class profile:
         self._steps_in_span = 0
         self._capture = DataLoaderCapture()
         self._entered_at = ""
-        # ---- GPU collection ----
         self._gpu = GpuCollection(bool(gpu), self.max_events)
         self._nvtx_step_open = False
-        # ---- end GPU collection ----
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> "profile":
@@ -146,7 +146,7 @@ class profile:
         self._last_complete = None
         self._spans_completed = 0
         try:
-            self._exchange = None   # distributed issue: made at the first span end (see _cross_rank)
+            self._exchange = None   # made at the first span end (see _gather)
             self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
             self._nvtx_step()
@@ -176,12 +176,10 @@ class profile:
         global _active_session
         self._unhook()
         _core.collector_stop()
-        # ---- GPU collection ----
         self._gpu.release()
         if self._nvtx_step_open:
             _core.nvtx_pop()
             self._nvtx_step_open = False
-        # ---- end GPU collection ----
         self.current_action = ProfilerAction.NONE
         _active_session = None
 
@@ -247,7 +245,7 @@ class profile:
         if self._hooked or self._hooks_note:
             return
         try:
-            hooks = _native.hooks()
+            hooks = _hooks_loader.hooks()
         except HooksUnavailable as e:
             # The training run goes on: steps are still timed, operators are not recorded, and the
             # report says why (once on stderr, and in its metadata).
@@ -265,31 +263,53 @@ class profile:
             return
         self._hooked = False
         self._capture.remove()
-        hooks = _native.hooks()
+        hooks = _hooks_loader.hooks()
         hooks.remove_memory_reporter()
         hooks.remove()
 
     def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
-        self._gpu.flush()   # GPU collection: every record of the span, before the host side stops
+        self._gpu.flush()   # every GPU record of the span, before the host side stops
         _core.collector_stop()
         trace = _core.collector_drain()
         trace.metadata = {"source": "gpuprof live session", "pid": str(os.getpid()),
-                          "torch": _native.installed_torch_version() or ""}
+                          "torch": _hooks_loader.installed_torch_version() or ""}
         if self._memory_note:
             trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
         if self._hooks_note:
             trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
-        self._gpu.drain_into(trace)   # GPU collection
-        source = {"kind": "live", "partial_span": partial, "span": self._spans_completed,
-                  "created_unix": time.time()}
-        report = Report.from_trace(
-            trace, dataloaders=self._capture.records(),
-            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(),
-                  **_cuda_host_facts()},   # advice issue: no_gpu_work needs cuda_available
-            source=source)
-        # Which steps the span covers, and, for a span cut short by the end of the block, the
-        # complete span before it (torch.profiler's semantics: the last span is the one reported).
-        numbers = [s["step"] for s in report.steps]
+        self._gpu.drain_into(trace)
+        dataloaders = self._capture.records()
+        rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
+        report = build_report(
+            trace, source={"kind": "live", "partial_span": partial, "span": self._spans_completed,
+                           "created_unix": time.time()},
+            dataloaders=dataloaders,
+            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
+            span_source=lambda steps: self._span_source(steps, partial),
+            rank=rank, gather=self._gather(failed and not peer_failure))
+        if not partial:
+            self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
+        # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
+        # latest keep their native trace, so a long run with repeat=0 holds a bounded amount.
+        self._reports.append(report)
+        if len(self._reports) > 2:
+            self._reports[-3].release_trace()
+        self._report = report
+        self._spans_completed += 1
+        if self.on_trace_ready is not None:
+            try:
+                self.on_trace_ready(self)
+            except Exception:
+                if not failed:
+                    raise
+                # The block already failed: report ours without masking the user's exception.
+                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    def _span_source(self, steps: list, partial: bool) -> dict:
+        """Which steps the span covers, and, for a span cut short by the end of the block, the
+        complete span before it (torch.profiler's semantics: the last span is the one reported)."""
+        source: dict = {}
+        numbers = [s["step"] for s in steps]
         if numbers:
             source["first_step"], source["last_step"] = numbers[0], numbers[-1]
         last = self._last_complete
@@ -306,39 +326,11 @@ class profile:
                 f"span {last['span']} is complete ({_steps_text(last)})"
                 + (f": {where} gives it" if kept else
                    " (not kept: keep_reports=1; on_trace_ready received it)"))
-        report._data["source"] = source
-        if not partial:
-            self._last_complete = {k: source.get(k) for k in ("span", "first_step", "last_step")}
-        # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
-        # latest keep their native trace, so a long run with repeat=0 holds a bounded amount.
-        self._reports.append(report)
-        if len(self._reports) > 2:
-            self._reports[-3].trace = None
-        self._report = report
-        self._cross_rank(failed and not peer_failure)   # distributed issue
-        self._spans_completed += 1
-        if self.on_trace_ready is not None:
-            try:
-                self.on_trace_ready(self)
-            except Exception:
-                if not failed:
-                    raise
-                # The block already failed: report ours without masking the user's exception.
-                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+        return source
 
-    # ---- distributed issue: every rank's summary in rank 0's report -------------------------------
-    def _cross_rank(self, failed: bool) -> None:
-        from .analysis.ranks import analyze_ranks, attach, summary_from_report
-
-        data = self._report._data
-        info = _distributed.rank_info(self.batch_size or _loader_batch_size(data))
-        if info["world_size"] > 1:
-            data["metadata"]["distributedInfo"] = json.dumps(
-                {"backend": info["backend"], "rank": info["rank"], "world_size": info["world_size"]})
-        own = summary_from_report(data, rank_info=info)
-        data["distributed"] = {k: info[k] for k in ("rank", "local_rank", "world_size", "hostname",
-                                                      "backend", "device", "batch_size")}
-        gathered = None
+    def _gather(self, failed: bool):
+        """How this span's rank summary reaches the other ranks: every rank's summary in rank 0's
+        report, exchanged over the job's own process group (collect/exchange.py)."""
         if self._exchange is None:
             # At the first span end, not at session start: under `gpuprof run` the session starts
             # before the script calls init_process_group.
@@ -346,18 +338,18 @@ class profile:
         # A rank whose block raised its own error does not exchange (the others would wait for it in
         # their collectives until it exits): it is named missing in rank 0's report. Ranks whose
         # collectives failed because a peer left (peer_failure) still exchange.
-        if self._exchange is not None and self._exchange.active and not failed:
+        if not self._exchange.active or failed:
+            return None
+        span = self._spans_completed
+
+        def gather(own: dict):
             try:
-                gathered = self._exchange.gather(own, self._spans_completed)
+                return self._exchange.gather(own, span)
             except Exception as e:   # the training run and this rank's report come first
                 log.warning("gpuprof: cross-rank exchange failed: %s", e)
-        if gathered is None:
-            attach(data, analyze_ranks([own]))
-        else:
-            attach(data, analyze_ranks(gathered["summaries"], expected_world_size=info["world_size"]),
-                   note=gathered["note"])
-        self._report.advise()
-    # ---- end of distributed issue -----------------------------------------------------------------
+                return None
+
+        return gather
 
     # ---- results --------------------------------------------------------------------------------
     def reports(self) -> list:
@@ -378,12 +370,12 @@ class profile:
                 "prof.step() once per training step, or check the schedule's wait/warmup counts.")
         return self._report
 
-    # ---- export (issue 4) -----------------------------------------------------------------------
+    # ---- export -------------------------------------------------------------------------------
     def export_chrome_trace(self, path) -> str:
         """Write the latest span (``report().trace``) as a Kineto-style Chrome trace (``.json``,
         or gzip for ``.json.gz``) that Perfetto, chrome://tracing, Holistic Trace Analysis and
         ``gpuprof analyze`` read."""
-        from .export import export_chrome_trace
+        from ..traces.export import export_chrome_trace
 
         return export_chrome_trace(self.report().trace, path)
 
@@ -395,7 +387,6 @@ def _steps_text(source: dict) -> str:
     return f"steps {first}..{last}" if last != first else f"step {first}"
 
 
-# ---- advice issue: what the no_gpu_work rule needs to know about CUDA -----------------------------
 def _cuda_host_facts() -> dict:
     """``cuda_available`` and ``cuda_device_count``, asked of torch only when the user's program has
     imported it already (this module never imports torch itself); {} when it cannot be told."""
@@ -408,11 +399,10 @@ def _cuda_host_facts() -> dict:
         return {"cuda_available": available, "cuda_device_count": int(cuda.device_count()) if available else 0}
     except Exception:   # a broken driver install must not cost the user the report
         return {}
-# ---- end of advice issue --------------------------------------------------------------------------
 
 
-def _loader_batch_size(data: dict) -> Optional[int]:
-    sizes = [d.get("batch_size") for d in data.get("dataloaders") or [] if isinstance(d.get("batch_size"), int)]
+def _loader_batch_size(dataloaders: list) -> Optional[int]:
+    sizes = [d.get("batch_size") for d in dataloaders or [] if isinstance(d.get("batch_size"), int)]
     return sizes[0] if sizes else None
 
 

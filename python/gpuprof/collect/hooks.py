@@ -29,9 +29,9 @@ import sysconfig
 import time
 from pathlib import Path
 
-from . import _build_info
+from .. import _build_info
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent   # the gpuprof package
 SOURCE_DIR = _PACKAGE_DIR / "_hooks_src"
 _SOURCES = ("torch_module.cpp", "torch_hooks.cpp")
 _READY = "READY"   # in a cache entry: its module was built and loaded
@@ -40,6 +40,28 @@ _READY = "READY"   # in a cache entry: its module was built and loaded
 class HooksUnavailable(ImportError):
     """The hooks cannot be had for this torch: the message is one line, with the command that fixes
     it."""
+
+
+_loaded = None   # the hooks module, once loaded in this process
+
+
+def installed_torch_version() -> str | None:
+    """The installed torch's version, read from its metadata: cheap, and loads no LibTorch."""
+    import importlib.metadata   # here, not at import: 12 ms that trace analysis never needs
+
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def hooks():
+    """The hooks module, loaded (and compiled, the first time with this torch) on first use.
+    Raises HooksUnavailable with a one-line message when it cannot be had."""
+    global _loaded
+    if _loaded is None:
+        _loaded = load()
+    return _loaded
 
 
 def torch_build(torch) -> dict:
@@ -154,7 +176,7 @@ def load():
 
     build = torch_build(torch)
     if prebuilt_matches(build):
-        from . import _torchhooks
+        from .. import _torchhooks
 
         return _torchhooks
     key = cache_key(build)

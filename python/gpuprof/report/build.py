@@ -1,0 +1,162 @@
+"""The one report builder: analyse -> cross-rank attach -> advise, exactly once, for a live span, one
+trace file and a folder of ranks alike.
+
+Everything a report holds is gathered before ``build_report`` runs (the trace, where it came from,
+the DataLoaders and host it ran on, this rank's identity or every rank's summary); the Report it
+returns is read-only and nothing edits it afterwards. The step views the HTML and the JSON draw
+(``step_views``) come from the same build, with the per-event flags the analysis pass hands on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Callable, List, Optional, Union
+
+from ..advice import advise
+from ..analysis import report_dict, step_views
+from ..analysis.ranks import cross_rank, attach, summary_from_report
+from ..traces.folders import trace_files
+from ..traces.read import check_path, import_trace, trace_source
+from .model import Report
+
+#: Called by a live span's build with this rank's summary; returns every rank's summaries and a
+#: note ({"summaries": [...], "note": str}), or None when no exchange took place.
+Gather = Callable[[dict], Optional[dict]]
+
+# This rank's identity as a report's "distributed" key holds it.
+_RANK_KEYS = ("rank", "local_rank", "world_size", "hostname", "backend", "device", "batch_size")
+
+
+def build_report(trace=None, *, analysed: Optional[dict] = None, source: Optional[dict] = None,
+                 dataloaders: Optional[list] = None, host: Optional[dict] = None,
+                 metadata: Optional[dict] = None, drop_incomplete_last_step: bool = True,
+                 span_source: Optional[Callable[[list], dict]] = None,
+                 rank: Optional[dict] = None, gather: Optional[Gather] = None,
+                 rank_summaries: Optional[list] = None, rank_note: str = "",
+                 with_step_views: bool = True) -> Report:
+    """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
+    of a rank's file, or a saved report).
+
+    Args:
+        source: where the report came from (``kind``: "live" or "trace", ``path``...).
+        dataloaders, host: the DataLoader settings and host facts the span ran with.
+        metadata: added to the trace's own metadata (a live span's collection notes).
+        span_source: given the analysed steps, the entries a live span adds to ``source`` (which
+            steps it covers; for a span cut short, which complete span came before it).
+        rank: this process's identity in a torch.distributed job (``rank``, ``world_size``...):
+            its summary joins the cross-rank section, and ``gather`` (when given) exchanges it
+            with the other ranks' summaries.
+        rank_summaries, rank_note: every rank's summary, for a folder of ranks read from files.
+        with_step_views: also compute the timelines and per-step tables the HTML and JSON carry
+            (needs ``trace``; the terminal text does not use them).
+    """
+    native: dict = {}
+    if trace is not None:
+        data = report_dict(trace, dataloaders=dataloaders, host=host, source=source,
+                       drop_incomplete_last_step=drop_incomplete_last_step, native=native)
+    elif analysed is not None:
+        data = json.loads(json.dumps(analysed))   # the caller's dict stays as it was
+    else:
+        raise ValueError("build_report needs a trace or an analysed report dict")
+    if metadata:
+        data["metadata"] = {**data.get("metadata", {}), **metadata}
+    if span_source is not None:
+        data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
+    # The advice comes right after the analysis in the file (where a saved report had it).
+    keys = list(data)
+    analysed_keys = keys[:keys.index("advice")] if "advice" in keys else keys
+    data.pop("advice", None)
+    if rank is not None:
+        _attach_own_rank(data, rank, gather)
+    elif rank_summaries is not None:
+        world = max(s.get("world_size", 1) for s in rank_summaries)
+        attach(data, cross_rank(rank_summaries, expected_world_size=world), note=rank_note)
+    recommendations = advise(data)
+    ordered = {k: data[k] for k in analysed_keys}
+    ordered["advice"] = recommendations
+    ordered.update((k, v) for k, v in data.items() if k not in ordered)
+    if with_step_views and trace is not None:
+        ordered["step_views"] = step_views(trace, ordered["steps"],
+                                           repeated_op_calls=native.get("repeated_op_calls"))
+    return Report(ordered, trace)
+
+
+def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
+    """A live span's cross-rank section: its own summary, and every rank's when ``gather`` had them."""
+    if rank["world_size"] > 1:
+        data["metadata"]["distributedInfo"] = json.dumps(
+            {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]})
+    own = summary_from_report(data, rank_info=rank)
+    data["distributed"] = {k: rank[k] for k in _RANK_KEYS}
+    gathered = gather(own) if gather is not None else None
+    if gathered is None:
+        attach(data, cross_rank([own]))
+    else:
+        attach(data, cross_rank(gathered["summaries"], expected_world_size=rank["world_size"]),
+               note=gathered["note"])
+
+
+def analyze_file(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
+                 max_bytes: int = 0, max_events: int = 0, with_step_views: bool = True) -> Report:
+    """The Report of one trace file."""
+    trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events)
+    return build_report(trace, source=trace_source(path, stats),
+                        drop_incomplete_last_step=drop_incomplete_last_step,
+                        with_step_views=with_step_views)
+
+
+def analyze(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
+            max_bytes: int = 0, max_events: int = 0) -> Union[Report, List[Report]]:
+    """Analyse an existing PyTorch-profiler trace.
+
+    Args:
+        path: a ``.json`` / ``.json.gz`` Kineto trace file, or a folder of them (one per worker,
+            rank or span, searched recursively; see ``gpuprof.traces.folders.trace_files``).
+        drop_incomplete_last_step: the old plugin's rule (drop a last step with fewer than 0.8x
+            the device activities of the one before); False keeps it.
+        max_bytes / max_events: refuse files whose JSON text or event count is larger (0: no
+            limit). The text is streamed, so memory follows the events kept, not the file size.
+
+    Returns:
+        For a file, its ``Report``. For a folder, a list of Reports, one per trace file in path
+        order; each says which file it came from in ``report.source["path"]``.
+
+    Raises:
+        FileNotFoundError: the path does not exist, or a folder holds no trace file.
+        TraceImportError: a file is not a readable trace (the message names it and the place).
+    """
+    p = Path(path)
+    if stat.S_ISDIR(check_path(p).st_mode):
+        files = trace_files(p)
+        if not files:
+            raise FileNotFoundError(f"{p}: no trace files (*.json.gz, or *.json with traceEvents) in this folder")
+        return [analyze_file(f, drop_incomplete_last_step=drop_incomplete_last_step,
+                             max_bytes=max_bytes, max_events=max_events) for f in files]
+    return analyze_file(p, drop_incomplete_last_step=drop_incomplete_last_step,
+                        max_bytes=max_bytes, max_events=max_events)
+
+
+def cross_rank_report(results: list[tuple]) -> Report:
+    """The Report of rank 0 (or of the first file) with every rank's row, the stragglers and the
+    advice, from ``gpuprof.analysis.summaries.summarize_files``' results. Ranks come from each
+    file's distributedInfo (or the saved report's ``distributed``); when absent or repeated (copies
+    of one file), files are numbered in path order and the note says so."""
+    from ..analysis.summaries import summarize_file
+
+    summaries = [s for s, _ in results]
+    note = ""
+    ranks = [s["rank"] for s in summaries]
+    if len(set(ranks)) != len(ranks):
+        for i, s in enumerate(summaries):
+            s["rank"], s["world_size"] = i, len(summaries)
+        note = "rank numbers absent or repeated in the files: ranks are numbered in file order"
+    base = next((d for s, d in results if d is not None and s["rank"] == 0), None)
+    if base is None:
+        base = next((d for _, d in results if d is not None), None)
+    if base is None:   # only when no file was rank 0 and none was kept: re-read the first
+        base = summarize_file(summaries[0]["source"], keep_report="all")[1]
+    base = {**base, "source": base.get("source", {})}
+    return build_report(analysed=base, rank_summaries=summaries, rank_note=note)

@@ -1,0 +1,102 @@
+"""Reading one trace file into a native ``Trace``: the C++ core reads it (``.json`` or gzip,
+streamed: docs/analyze.md) into the same ``Trace`` a live session produces. Nothing here imports
+torch.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import List, Union
+
+from .._native import _core
+
+#: Raised for a file that cannot be read as a trace. A ``ValueError``; ``str(err)`` names the file
+#: and where it went wrong; ``err.path``, ``err.byte_offset`` (in the uncompressed JSON text) and
+#: ``err.event_index`` (in ``traceEvents``) say it for tools (``None`` when not known).
+TraceImportError = _core.TraceImportError
+
+def display_path(path: Union[str, os.PathLike]) -> str:
+    """A path as text any output can hold: bytes of a name that are not UTF-8 become \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def check_path(path: Union[str, os.PathLike]) -> os.stat_result:
+    """``os.stat`` with errors that say which: missing, or not allowed to look (a permission
+    problem is not reported as a missing file)."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{display_path(path)}: no such file or folder") from None
+    except PermissionError:
+        raise PermissionError(f"{display_path(path)}: permission denied (a folder on its path "
+                              "cannot be searched by this user)") from None
+
+
+def _wait_for_writer(path: Path, timeout_s: float):
+    """A FIFO opens for reading only once a process opens it for writing: wait for one, at most
+    timeout_s, in a thread (so Ctrl-C still works). Returns the descriptor to keep open while the
+    importer reads the FIFO (a second reader's open then returns at once)."""
+    import threading
+
+    box: dict = {}
+
+    def opener():
+        try:
+            box["fd"] = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            box["error"] = e
+
+    t = threading.Thread(target=opener, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        # Release the waiting open(): be its writer for a moment, then close both ends.
+        try:
+            w = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            t.join(5)
+            os.close(w)
+        except OSError:
+            pass
+        if "fd" in box:
+            os.close(box["fd"])
+        raise TraceImportError(f"{display_path(path)}: a FIFO that no process is writing to (waited "
+                               f"{timeout_s:g} s): start the program that writes it first")
+    if "error" in box:
+        raise box["error"]
+    return box["fd"]
+
+
+def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0,
+                 import_cpus: int = 0):
+    """Read one trace file into a native ``Trace``; returns ``(trace, stats)``.
+
+    ``stats`` says how the import went: ``json_bytes``, ``records``, ``ignored_records``,
+    ``skipped_by_reason``, ``compressed``, ``time_unit`` ("us" or "ns") and ``read_s``.
+    ``import_cpus``: the CPUs the import may count on for threads of its own (0: those this
+    process may use); a folder's worker processes each get their share.
+    """
+    p = Path(path)
+    st = check_path(p)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{display_path(p)}: is a folder; use gpuprof.analyze(folder) for a list of reports")
+    held = None
+    if stat.S_ISFIFO(st.st_mode):
+        held = _wait_for_writer(p, float(os.environ.get("GPUPROF_FIFO_WAIT_S", "10")))
+    try:
+        # The OS's bytes for the name: a file name need not be valid UTF-8.
+        return _core.import_trace(os.fsencode(p), max_bytes, max_events)
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def trace_source(path: Union[str, os.PathLike], stats: dict) -> dict:
+    """A trace file's ``source`` in its report: which file, and how its import went."""
+    return {"kind": "trace", "path": display_path(path), "format": "kineto",
+            "compressed": stats["compressed"], "json_bytes": stats["json_bytes"],
+            "time_unit": stats["time_unit"], "records": stats["records"],
+            "ignored_records": stats["ignored_records"],
+            "skipped_by_reason": dict(stats["skipped_by_reason"])}

@@ -1,0 +1,147 @@
+"""The Python package's shape (docs/design.md, "The rooms"), read from the source tree:
+
+- the stages are packages (collect, traces, analysis, advice, report, cli) and the top level holds
+  only the entry points, so a file's path says which stage it belongs to;
+- no import circle anywhere inside gpuprof, counting the imports inside functions too (they hide a
+  circle from Python at import time, not from the reader);
+- a Report's data is read through its public accessors: ``_data`` appears in report/model.py only.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "gpuprof"
+STAGES = ["collect", "traces", "analysis", "advice", "report", "cli"]
+TOP_LEVEL = {"__init__", "__main__", "_native", "demo", "roofline"}
+# Modules the build makes (the native extensions, and _build_info from _build_info.py.in).
+BUILT = ["_core", "_torchhooks", "_kernels", "_build_info"]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    for name in BUILT:
+        out[f"gpuprof.{name}"] = PACKAGE / f"{name}.py"
+    return out
+
+
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every gpuprof module ``name`` imports, wherever the import statement stands."""
+    here = _package_of(name, path)
+    found = set()
+
+    def target(dotted: str) -> str | None:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "gpuprof":
+                    found.add(target(alias.name))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            if base.split(".")[0] != "gpuprof":
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in modules else target(base))
+    found.discard(None)
+    found.discard(name)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_stages_are_packages_and_the_top_level_holds_entry_points_only():
+    for stage in STAGES:
+        assert (PACKAGE / stage / "__init__.py").is_file(), f"gpuprof/{stage}/ is not a package"
+    loose = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in TOP_LEVEL)
+    assert loose == [], f"modules outside the stage packages: {loose}"
+
+
+def test_no_import_circle_inside_the_package():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items() if path.is_file()}
+    assert graph["gpuprof.report.build"] >= {"gpuprof.advice", "gpuprof.analysis"}   # the walk sees imports
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_circle_hidden_in_a_function():
+    assert _cycles({"gpuprof.a": {"gpuprof.b"}, "gpuprof.b": {"gpuprof.a"}}) == [["gpuprof.a", "gpuprof.b"]]
+    assert _cycles({"gpuprof.a": {"gpuprof.b"}, "gpuprof.b": set()}) == []
+
+
+def test_report_data_is_private_to_the_report_model():
+    model = PACKAGE / "report" / "model.py"
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path == model:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "_data":
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_no_history_fences_in_the_code():
+    """History belongs in CHANGELOG.md: no "issue N" / "distributed issue" markers in code."""
+    import re
+
+    fence = re.compile(r"\bissue \d+\b|\b(distributed|advice|reports|reliability) issue\b", re.IGNORECASE)
+    hits = []
+    for path in PACKAGE.rglob("*.py"):
+        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if fence.search(line):
+                hits.append(f"{path.relative_to(PACKAGE)}:{no}: {line.strip()}")
+    assert hits == []
