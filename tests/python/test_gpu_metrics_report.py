@@ -12,6 +12,8 @@ import gpuprof  # noqa: E402
 from gpuprof._native import _core  # noqa: E402
 from gpuprof.report.build import build_report
 
+from _gpu_step import conv_step_trace  # noqa: E402
+
 FOUNDATION_KEYS = {"schema_version", "steps", "average", "dataloaders", "host", "counts", "source", "metadata"}
 GPU_KEYS = {"devices", "kernels", "operators", "copies", "syncs", "memory"}
 
@@ -44,23 +46,8 @@ def test_cpu_loop_report_has_operator_table_and_empty_gpu_sections():
 
 
 def test_report_from_hand_built_gpu_trace():
-    # One step [0, 1 ms) on GPU 0 (80 SMs): a 400 us kernel of 160 blocks (2 per SM, SM share 1)
-    # with Kineto's 50 % occupancy, launched by aten::conv2d; a 100 us pinned HtoD copy of 1 MB.
-    t = _core.Trace()
-    d = _core.DeviceProps()
-    d.id, d.name, d.compute_major, d.compute_minor, d.num_sms = 0, "Test V100", 7, 0, 80
-    d.total_global_mem = 32 << 30
-    t.add_device(d)
-    t.add_event("step", "ProfilerStep#0", 0, 1_000_000)
-    t.add_event("host_op", "aten::conv2d", 10_000, 100_000, external_id=5)
-    t.add_event("runtime", "cudaLaunchKernel", 20_000, 5_000, correlation=9, external_id=5)
-    t.add_event("runtime", "cudaMemcpyAsync", 200_000, 5_000, correlation=10)
-    t.add_kernel("void cudnn::cnn::conv_kernel", 100_000, 400_000, device=0, correlation=9,
-                 grid=[160, 1, 1], block=[256, 1, 1], registers_per_thread=64, shared_mem_bytes=0,
-                 est_occupancy_pct=50.0)
-    t.add_copy("Memcpy HtoD (Pinned -> Device)", 600_000, 100_000, bytes=1_000_000, copy_kind="HtoD",
-               src_kind="pinned", dst_kind="device", device=0, correlation=10)
-    t.add_memory_sample(50_000, 4096, 8192, device=0)
+    # _gpu_step.py: a 400 us kernel in a 1 ms step, launched by aten::conv2d; a 1 MB pinned copy.
+    t = conv_step_trace()
     data = build_report(t).to_dict()
     dev = data["devices"][0]
     # Kernel 400 of 1000 us: utilization 40 %, SM efficiency 40 % (share 1), occupancy 50 %.
