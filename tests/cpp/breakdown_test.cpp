@@ -1,4 +1,4 @@
-// Specifications of the step rules and the priority sweep (REFERENCE.md, "Step time breakdown").
+// Specifications of the step rules and the priority sweep (docs/breakdown.md).
 // Times are plain nanoseconds on a hand-built timeline; every expected number is worked out beside it.
 #include <gtest/gtest.h>
 

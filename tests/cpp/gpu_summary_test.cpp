@@ -1,4 +1,4 @@
-// Specifications of the GPU summary (REFERENCE.md, "GPU summary") on hand-built timelines.
+// Specifications of the GPU summary (docs/metrics.md, "GPU summary") on hand-built timelines.
 // Times are nanoseconds; every expected number is worked out beside it.
 #include <gtest/gtest.h>
 

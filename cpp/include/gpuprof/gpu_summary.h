@@ -1,5 +1,5 @@
-// The GPU summary of the overview page, per device (REFERENCE.md, "GPU summary"); docs/metrics.md
-// states each definition.
+// The GPU summary of the overview page, per device (docs/metrics.md, "GPU summary", states each
+// definition).
 #pragma once
 
 #include <cstdint>
