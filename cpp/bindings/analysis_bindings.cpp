@@ -43,27 +43,27 @@ struct Field {
 
 // The member as it is (an int stays an int, a double a float, a bool a bool, a string a str).
 template <class Row, class T>
-Field<Row> member(const char* key, T Row::*m) {
+Field<Row> member(const char* key, T Row::* m) {
   return {key, [m](const Row& r) { return py::cast(r.*m); }};
 }
 // A time in ns as microseconds (a float).
 template <class Row>
-Field<Row> micros(const char* key, int64_t Row::*ns) {
+Field<Row> micros(const char* key, int64_t Row::* ns) {
   return {key, [ns](const Row& r) { return py::object(py::float_(us(r.*ns))); }};
 }
 // None where the member is negative (not known), else the member.
 template <class Row, class T>
-Field<Row> known(const char* key, T Row::*m) {
+Field<Row> known(const char* key, T Row::* m) {
   return {key, [m](const Row& r) { return or_none(r.*m); }};
 }
 // None where the member is 0 or less (not known), else the member.
 template <class Row>
-Field<Row> positive(const char* key, int64_t Row::*m) {
+Field<Row> positive(const char* key, int64_t Row::* m) {
   return {key, [m](const Row& r) { return or_none(r.*m > 0 ? r.*m : int64_t(-1)); }};
 }
 // None where the string is empty, else the string.
 template <class Row>
-Field<Row> nonempty(const char* key, std::string Row::*m) {
+Field<Row> nonempty(const char* key, std::string Row::* m) {
   return {key, [m](const Row& r) { return (r.*m).empty() ? py::object(py::none()) : py::object(py::str(r.*m)); }};
 }
 
@@ -190,7 +190,8 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   py::dict out;
   out["breakdown"] = breakdown_to_dict(a.steps);   // the steps the GPU window was taken from
   // For step_event_tables later (one byte per event), so that it need not link launches again.
-  out["repeated_op_calls"] = py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
+  out["repeated_op_calls"] =
+      py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
   out["devices"] = row_dicts(a.devices, kDeviceFields);
   out["kernels"] = row_dicts(a.kernels, kKernelFields);
   out["operators"] = row_dicts(a.operators, kOperatorFields);
@@ -225,14 +226,17 @@ void bind_analysis(py::module_& m) {
       .def_readwrite("max_blocks_per_sm", &DeviceProps::max_blocks_per_sm);
 
   py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  trace.def("add_device", [](Trace& t, const DeviceProps& d) {
-    for (DeviceProps& old : t.devices)
-      if (old.id == d.id) {
-        old = d;
-        return;
-      }
-    t.devices.push_back(d);
-  }, py::arg("device"), "Add (or replace) the properties of one device.");
+  trace.def(
+      "add_device",
+      [](Trace& t, const DeviceProps& d) {
+        for (DeviceProps& old : t.devices)
+          if (old.id == d.id) {
+            old = d;
+            return;
+          }
+        t.devices.push_back(d);
+      },
+      py::arg("device"), "Add (or replace) the properties of one device.");
 
   trace.def(
       "add_kernel",
@@ -241,7 +245,8 @@ void bind_analysis(py::module_& m) {
          const std::vector<int64_t>& block, int registers_per_thread, int64_t shared_mem_bytes,
          float blocks_per_sm, float warps_per_sm, float est_occupancy_pct) {
         if (dur_ns < 0)
-          throw py::value_error("kernel '" + name + "' has a negative duration (" + std::to_string(dur_ns) + " ns)");
+          throw py::value_error("kernel '" + name + "' has a negative duration (" + std::to_string(dur_ns) +
+                                " ns)");
         KernelInfo k;
         const auto g = dims(grid, "grid", name), b = dims(block, "block", name);
         for (int i = 0; i < 3; ++i) {
@@ -265,8 +270,7 @@ void bind_analysis(py::module_& m) {
       py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("grid") = std::vector<int64_t>{},
       py::arg("block") = std::vector<int64_t>{}, py::arg("registers_per_thread") = -1,
       py::arg("shared_mem_bytes") = -1, py::arg("blocks_per_sm") = -1.0f, py::arg("warps_per_sm") = -1.0f,
-      py::arg("est_occupancy_pct") = -1.0f,
-      "Add a kernel with its launch shape (-1 / empty: not known).");
+      py::arg("est_occupancy_pct") = -1.0f, "Add a kernel with its launch shape (-1 / empty: not known).");
 
   trace.def(
       "add_copy",
@@ -301,8 +305,8 @@ void bind_analysis(py::module_& m) {
                                 std::to_string(t.events.size()) + " events)");
         Event& e = t.events[event_index];
         if (e.kind != EventKind::HostOp)
-          throw py::value_error("input shapes belong to host ops; event " + std::to_string(event_index) +
-                                " ('" + t.name_of(e) + "') is not one");
+          throw py::value_error("input shapes belong to host ops; event " + std::to_string(event_index) + " ('" +
+                                t.name_of(e) + "') is not one");
         e.aux = t.strings.intern(shapes);
       },
       py::arg("event_index"), py::arg("shapes"),
@@ -364,8 +368,9 @@ void bind_analysis(py::module_& m) {
       "{'error': <why>} instead of numbers.");
 
   m.def("is_tensor_core_kernel", [](const std::string& s) { return is_tensor_core_kernel(s); }, py::arg("name"));
-  m.def("is_tensor_core_eligible_op", [](const std::string& s) { return is_tensor_core_eligible_op(s); },
-        py::arg("name"));
+  m.def(
+      "is_tensor_core_eligible_op", [](const std::string& s) { return is_tensor_core_eligible_op(s); },
+      py::arg("name"));
   m.def(
       "gpu_summary",
       [](const Trace& t) {

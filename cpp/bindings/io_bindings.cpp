@@ -81,9 +81,8 @@ auto run_releasing_gil(F&& import) {
 }  // namespace
 
 void bind_io(py::module_& m) {
-  import_error_type.call_once_and_store_result([&]() {
-    return py::object(py::exception<TraceImportError>(m, "TraceImportError", PyExc_ValueError));
-  });
+  import_error_type.call_once_and_store_result(
+      [&]() { return py::object(py::exception<TraceImportError>(m, "TraceImportError", PyExc_ValueError)); });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -143,9 +142,7 @@ void bind_io(py::module_& m) {
       },
       py::arg("trace"), py::arg("path"),
       "Write a Trace as Kineto-style Chrome-trace JSON (gzip when the path ends in .gz).");
-  m.def(
-      "export_chrome_json",
-      [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
+  m.def("export_chrome_json", [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
   m.def(
       "trace_contents",
       [](const Trace& t) {

@@ -48,9 +48,9 @@ std::vector<DeviceSummary> summarize_devices(const Trace& trace);
 // The pieces, exposed for tests and for per-step use. `kernels` are indices into trace.events
 // of Kernel events of one device.
 double utilization_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const TimeWindow& w);
-double sm_efficiency_pct(const Trace& trace, const std::vector<uint32_t>& kernels,
-                         const DeviceProps* device, const TimeWindow& w);
-double achieved_occupancy_pct(const Trace& trace, const std::vector<uint32_t>& kernels,
-                              const DeviceProps* device, const TimeWindow& w);
+double sm_efficiency_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const DeviceProps* device,
+                         const TimeWindow& w);
+double achieved_occupancy_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const DeviceProps* device,
+                              const TimeWindow& w);
 
 }  // namespace gpuprof

@@ -73,8 +73,8 @@ Trace import_kineto_trace(const std::string& path, const ImportOptions& options 
                           ImportStats* stats = nullptr);
 
 // The same, from JSON text in memory (for tests and fuzzing); `label` names it in errors.
-Trace import_kineto_json(std::string_view json, const std::string& label,
-                         const ImportOptions& options = {}, ImportStats* stats = nullptr);
+Trace import_kineto_json(std::string_view json, const std::string& label, const ImportOptions& options = {},
+                         ImportStats* stats = nullptr);
 
 // Exact decimal-to-integer conversion used for timestamps: `text` is a JSON number, the result is
 // its value times 10^scale_exp, rounded half away from zero. False when it is not a number or does

@@ -87,8 +87,7 @@ bool event_category(const Trace& trace, const Event& e, Category* out) {
       else *out = Category::CpuExec;
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 

@@ -90,14 +90,13 @@ int64_t event_boundary(std::string_view w) {
   return -1;
 }
 
-Trace run_import(io::TextStream& in, const std::string& label, const ImportOptions& opts,
-                 ImportStats* stats_out, const SplitSource* split) {
+Trace run_import(io::TextStream& in, const std::string& label, const ImportOptions& opts, ImportStats* stats_out,
+                 const SplitSource* split) {
   const auto t0 = std::chrono::steady_clock::now();
   ImportStats stats;
   stats.compressed = in.compressed();
   Trace trace;
-  if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end())
-    throw TraceImportError(label, in.error());
+  if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end()) throw TraceImportError(label, in.error());
   // A large text: a second thread reads from an event boundary near the middle while this one
   // reads up to it (SplitPoint). The thread is stopped and joined on every way out.
   SecondHalf half;
@@ -119,11 +118,13 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       point.at.store(split->at, std::memory_order_release);
       point.settled.store(!split->at_is_earliest, std::memory_order_release);
       second = std::thread([&] {
-        read_second_half(*split, opts, &stop_second,
-                         [&point](uint64_t at) {
-                           point.at.store(at, std::memory_order_release);
-                           point.settled.store(true, std::memory_order_release);
-                         }, &half);
+        read_second_half(
+            *split, opts, &stop_second,
+            [&point](uint64_t at) {
+              point.at.store(at, std::memory_order_release);
+              point.settled.store(true, std::memory_order_release);
+            },
+            &half);
         second_done = true;
       });
     } catch (const std::system_error&) {
@@ -167,12 +168,12 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
     const int64_t idx = parsed.event_index;
     const std::string where = idx >= 0 ? " (in traceEvents[" + std::to_string(idx) + "])" : "";
     if (!in.error().empty())
-      throw TraceImportError(label, in.error() + " after " + std::to_string(in.error_offset()) +
-                                        " bytes of JSON text" + where, in.error_offset(), idx);
+      throw TraceImportError(
+          label, in.error() + " after " + std::to_string(in.error_offset()) + " bytes of JSON text" + where,
+          in.error_offset(), idx);
     const int64_t at = static_cast<int64_t>(ok.offset);
     if (!parsed.abort_reason.empty())
-      throw TraceImportError(label, parsed.abort_reason + " at byte " + std::to_string(at) + where,
-                             at, idx);
+      throw TraceImportError(label, parsed.abort_reason + " at byte " + std::to_string(at) + where, at, idx);
     // The reader takes a NUL byte for the end of the text: one that is not the end is binary data
     // (a file of zeros, a sparse file's hole), which deserves its own words.
     const bool nul_byte = in.Peek() == '\0' && !in.at_end();
@@ -188,8 +189,9 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   // The text parsed, yet reading past its end failed: most often a gzip member whose CRC-32 or
   // length does not match its text (a damaged file whose JSON happens to be whole).
   if (!in.error().empty() && !halves)
-    throw TraceImportError(label, in.error() + " after " + std::to_string(in.error_offset()) +
-                                      " bytes of JSON text", in.error_offset(), -1);
+    throw TraceImportError(label,
+                           in.error() + " after " + std::to_string(in.error_offset()) + " bytes of JSON text",
+                           in.error_offset(), -1);
   if (!parsed.saw_events)
     throw TraceImportError(label, "no traceEvents list: this JSON is not a Chrome/Kineto trace", -1, -1);
 
@@ -205,8 +207,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   }
   stats.json_bytes = text_bytes;
   stats.timestamps_ns = unit_ns == 1;
-  stats.decompress_parse_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats.decompress_parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   trace.metadata["import.format"] = "kineto-chrome-trace";
   // The same key a live session fills: the exporter writes host rows under this pid.
   if (host_pid >= 0 && !trace.metadata.count("pid")) trace.metadata["pid"] = std::to_string(host_pid);

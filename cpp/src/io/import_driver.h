@@ -26,7 +26,8 @@ struct SplitSource {
   bool at_is_earliest = false;
   // The text from there on, as a stream that ends early once *stop is set.
   std::function<std::unique_ptr<io::TextStream>(const std::atomic<bool>* stop,
-                                                std::function<void(uint64_t)> found)> open;
+                                                std::function<void(uint64_t)> found)>
+      open;
 };
 
 // Just after the '}' of "}", white space, ",", white space, "{" in `window` (what lies between two

@@ -30,10 +30,21 @@ bool sanitize_utf8(std::string_view in, std::string* out) {
     const unsigned char c = static_cast<unsigned char>(in[i]);
     int len = 0;
     uint32_t cp = 0;
-    if (c < 0x80) { out->push_back(char(c)); ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    if (c < 0x80) {
+      out->push_back(char(c));
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    }
     bool ok = len > 0 && i + len <= n;
     for (int k = 1; ok && k < len; ++k) {
       const unsigned char d = static_cast<unsigned char>(in[i + k]);
@@ -41,10 +52,16 @@ bool sanitize_utf8(std::string_view in, std::string* out) {
       cp = (cp << 6) | (d & 0x3F);
     }
     // Reject overlong forms, surrogates and values past U+10FFFF.
-    if (ok) ok = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-                   (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF);
-    if (ok) { out->append(in.data() + i, len); i += len; }
-    else { out->append("\xEF\xBF\xBD"); ++i; }
+    if (ok)
+      ok = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+             (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF);
+    if (ok) {
+      out->append(in.data() + i, len);
+      i += len;
+    } else {
+      out->append("\xEF\xBF\xBD");
+      ++i;
+    }
   }
   return true;
 }
@@ -276,7 +293,9 @@ class KinetoHandler {
     if (depth_ == 0) {
       top_seen_ = true;
       return fail(std::string("the top-level JSON value is a ") +
-                  (type == Scalar::String ? "string" : type == Scalar::Number ? "number" : "literal") +
+                  (type == Scalar::String   ? "string"
+                   : type == Scalar::Number ? "number"
+                                            : "literal") +
                   ", not an object with a traceEvents list: not a Chrome trace");
     }
     if (depth_ == 1 && top_is_object_) {
@@ -446,10 +465,8 @@ class KinetoHandler {
   void keep_time(RawNum& n, std::string_view v) {
     n.present = true;
     n.converted = unit_ns_ != 0;
-    if (n.converted)
-      n.ok = io::scaled_decimal(v, unit_ns_ == 1 ? 0 : 3, &n.ns);
-    else
-      n.text.assign(v.data(), v.size());
+    if (n.converted) n.ok = io::scaled_decimal(v, unit_ns_ == 1 ? 0 : 3, &n.ns);
+    else n.text.assign(v.data(), v.size());
   }
 
   uint32_t intern_name() {
@@ -476,19 +493,26 @@ class KinetoHandler {
         }
         ++stats_.ignored_records;
         return;
-      case 'M': case 's': case 't': case 'f': case 'C': case 'b': case 'e': case 'n':
-      case 'N': case 'O': case 'D': case 'P': case 'R': case 'c':
+      case 'M':
+      case 's':
+      case 't':
+      case 'f':
+      case 'C':
+      case 'b':
+      case 'e':
+      case 'n':
+      case 'N':
+      case 'O':
+      case 'D':
+      case 'P':
+      case 'R':
+      case 'c':
         ++stats_.ignored_records;   // metadata, flows, counters, async and object events
         return;
-      case 'B': case 'E':
-        skip("begin/end pair (ph B/E; Kineto writes complete events)");
-        return;
-      case 0:
-        skip("missing ph");
-        return;
-      default:
-        skip("unknown ph");
-        return;
+      case 'B':
+      case 'E': skip("begin/end pair (ph B/E; Kineto writes complete events)"); return;
+      case 0: skip("missing ph"); return;
+      default: skip("unknown ph"); return;
     }
     if (!p.ts.present) return skip("missing ts");
     if (!p.dur.present) return skip("missing dur");
@@ -570,7 +594,8 @@ class KinetoHandler {
     m.total_reserved = p.total_reserved;
     // Device Type 0 is the CPU allocator (c10::DeviceType::CPU); the rest name a device index.
     m.device = p.device_type > 0 && p.device_id >= 0 && p.device_id <= INT16_MAX
-                   ? static_cast<int16_t>(p.device_id) : int16_t(-1);
+                   ? static_cast<int16_t>(p.device_id)
+                   : int16_t(-1);
     trace_.memory.push_back(m);
   }
 
@@ -629,8 +654,7 @@ ParseResult parse_text(io::TextStream& in, Trace& trace, ImportStats& stats, con
   return result_of(handler, json);
 }
 
-ParseResult parse_rest_of_events(io::TextStream& in, Trace& trace, ImportStats& stats,
-                                 const ImportOptions& opts) {
+ParseResult parse_rest_of_events(io::TextStream& in, Trace& trace, ImportStats& stats, const ImportOptions& opts) {
   KinetoHandler handler(trace, stats, opts, in);
   handler.start_inside_trace_events();
   const io::JsonResult json = io::JsonSax<KinetoHandler>(in, handler).parse_rest({1, 0});

@@ -37,7 +37,6 @@ ParseResult parse_text(io::TextStream& in, Trace& trace, ImportStats& stats, con
 
 // A split import's second half: the rest of traceEvents, from between two of its events in
 // `{"traceEvents": [`, to the end of the text.
-ParseResult parse_rest_of_events(io::TextStream& in, Trace& trace, ImportStats& stats,
-                                 const ImportOptions& opts);
+ParseResult parse_rest_of_events(io::TextStream& in, Trace& trace, ImportStats& stats, const ImportOptions& opts);
 
 }  // namespace gpuprof::kineto

@@ -23,9 +23,11 @@
 
 namespace gpuprof {
 
-TraceImportError::TraceImportError(const std::string& path_, const std::string& message,
-                                   int64_t byte_offset_, int64_t event_index_)
-    : std::runtime_error(path_ + ": " + message), path(path_), byte_offset(byte_offset_),
+TraceImportError::TraceImportError(const std::string& path_, const std::string& message, int64_t byte_offset_,
+                                   int64_t event_index_)
+    : std::runtime_error(path_ + ": " + message),
+      path(path_),
+      byte_offset(byte_offset_),
       event_index(event_index_) {}
 
 bool parse_scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
@@ -68,19 +70,19 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   bool planned = false;
-  struct stat st {};
+  struct stat st{};
   unsigned char magic[2] = {0, 0};
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, magic, 2, 0) == 2) {
     const bool gzip = magic[0] == 0x1f && magic[1] == 0x8b;
     unsigned char isize[4] = {0, 0, 0, 0};
     if (gzip && st.st_size >= 18 && ::pread(fd, isize, 4, st.st_size - 4) == 4) {
-      const uint64_t text_bytes = uint64_t(isize[0]) | uint64_t(isize[1]) << 8 | uint64_t(isize[2]) << 16 |
-                                  uint64_t(isize[3]) << 24;
+      const uint64_t text_bytes =
+          uint64_t(isize[0]) | uint64_t(isize[1]) << 8 | uint64_t(isize[2]) << 16 | uint64_t(isize[3]) << 24;
       if (split_wanted(text_bytes, opts) && usable_cpus(opts) >= int(opts.gzip_split_cpus)) {
         src->at = text_bytes / 2;
         src->at_is_earliest = true;
-        src->open = [path, tokens = opts.max_token_bytes, from = src->at](
-                        const std::atomic<bool>* stop, std::function<void(uint64_t)> found) {
+        src->open = [path, tokens = opts.max_token_bytes, from = src->at](const std::atomic<bool>* stop,
+                                                                          std::function<void(uint64_t)> found) {
           io::TextStream::GzipFrom g;
           g.from = from;
           g.boundary = event_boundary;
@@ -98,7 +100,7 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
       if (i >= 0) {
         src->at = uint64_t(middle) + uint64_t(i);
         src->open = [path, tokens = opts.max_token_bytes, at = src->at](const std::atomic<bool>* stop,
-                                                                         std::function<void(uint64_t)>) {
+                                                                        std::function<void(uint64_t)>) {
           return stoppable(std::make_unique<io::TextStream>(path, 0, tokens, at), stop);
         };
         planned = true;

@@ -10,9 +10,11 @@ namespace gpuprof::kineto {
 namespace {
 
 CopyKind copy_kind_from(std::string_view s) {
-  static const std::pair<const char*, CopyKind> kinds[] = {
-      {"HtoD", CopyKind::HtoD}, {"DtoH", CopyKind::DtoH}, {"DtoD", CopyKind::DtoD},
-      {"HtoH", CopyKind::HtoH}, {"PtoP", CopyKind::PtoP}};
+  static const std::pair<const char*, CopyKind> kinds[] = {{"HtoD", CopyKind::HtoD},
+                                                           {"DtoH", CopyKind::DtoH},
+                                                           {"DtoD", CopyKind::DtoD},
+                                                           {"HtoH", CopyKind::HtoH},
+                                                           {"PtoP", CopyKind::PtoP}};
   for (const auto& [text, kind] : kinds)
     if (s.find(text) != std::string_view::npos) return kind;
   return CopyKind::Unknown;
@@ -21,10 +23,11 @@ CopyKind copy_kind_from(std::string_view s) {
 }  // namespace
 
 MemoryKind memory_kind_from(std::string_view s) {
-  static const std::pair<const char*, MemoryKind> kinds[] = {
-      {"Pageable", MemoryKind::Pageable}, {"Pinned", MemoryKind::Pinned},
-      {"Device", MemoryKind::Device},     {"Managed", MemoryKind::Managed},
-      {"Array", MemoryKind::Array}};
+  static const std::pair<const char*, MemoryKind> kinds[] = {{"Pageable", MemoryKind::Pageable},
+                                                             {"Pinned", MemoryKind::Pinned},
+                                                             {"Device", MemoryKind::Device},
+                                                             {"Managed", MemoryKind::Managed},
+                                                             {"Array", MemoryKind::Array}};
   for (const auto& [text, kind] : kinds)
     if (s.find(text) != std::string_view::npos) return kind;
   return MemoryKind::Unknown;   // "Host" (ROCm) does not say pageable or pinned

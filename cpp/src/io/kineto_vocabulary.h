@@ -25,23 +25,45 @@ inline bool eq_ci(std::string_view a, std::string_view b) {
 
 // Kineto's `cat` values, old and new spellings, compared case-insensitively.
 enum class Cat : uint8_t {
-  None, CpuOp, UserAnnotation, PythonFunction, Runtime, Driver, Kernel, Memcpy, Memset, Sync,
-  GpuUserAnnotation, Overhead, Nvtx, Unknown
+  None,
+  CpuOp,
+  UserAnnotation,
+  PythonFunction,
+  Runtime,
+  Driver,
+  Kernel,
+  Memcpy,
+  Memset,
+  Sync,
+  GpuUserAnnotation,
+  Overhead,
+  Nvtx,
+  Unknown
 };
 
 inline Cat classify_cat(std::string_view c) {
   // string_view names: no strlen per comparison (this runs once per event).
-  struct Entry { std::string_view name; Cat cat; };
+  struct Entry {
+    std::string_view name;
+    Cat cat;
+  };
   static constexpr Entry entries[] = {
-      {"cpu_op", Cat::CpuOp},           {"operator", Cat::CpuOp},
+      {"cpu_op", Cat::CpuOp},
+      {"operator", Cat::CpuOp},
       {"user_annotation", Cat::UserAnnotation},
       {"python_function", Cat::PythonFunction},
-      {"cuda_runtime", Cat::Runtime},   {"runtime", Cat::Runtime},
-      {"cuda_driver", Cat::Driver},     {"kernel", Cat::Kernel},
-      {"gpu_memcpy", Cat::Memcpy},      {"memcpy", Cat::Memcpy},
-      {"gpu_memset", Cat::Memset},      {"memset", Cat::Memset},
-      {"cuda_sync", Cat::Sync},         {"gpu_user_annotation", Cat::GpuUserAnnotation},
-      {"overhead", Cat::Overhead},      {"cuda_profiler_range", Cat::Overhead},
+      {"cuda_runtime", Cat::Runtime},
+      {"runtime", Cat::Runtime},
+      {"cuda_driver", Cat::Driver},
+      {"kernel", Cat::Kernel},
+      {"gpu_memcpy", Cat::Memcpy},
+      {"memcpy", Cat::Memcpy},
+      {"gpu_memset", Cat::Memset},
+      {"memset", Cat::Memset},
+      {"cuda_sync", Cat::Sync},
+      {"gpu_user_annotation", Cat::GpuUserAnnotation},
+      {"overhead", Cat::Overhead},
+      {"cuda_profiler_range", Cat::Overhead},
       {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
   };
   for (const auto& e : entries)
@@ -81,8 +103,23 @@ MemoryKind memory_kind_from(std::string_view s);
 // The keys of an event object, and of its args, that the importer reads.
 enum class Field : uint8_t { Ignore, Ph, Cat, Name, Pid, Tid, Ts, Dur, Args };
 enum class Arg : uint8_t {
-  Ignore, Correlation, ExternalId, Device, Stream, Registers, SharedMem, BlocksPerSm, WarpsPerSm,
-  Grid, Block, Occupancy, Bytes, TotalAllocated, TotalReserved, DeviceType, DeviceId
+  Ignore,
+  Correlation,
+  ExternalId,
+  Device,
+  Stream,
+  Registers,
+  SharedMem,
+  BlocksPerSm,
+  WarpsPerSm,
+  Grid,
+  Block,
+  Occupancy,
+  Bytes,
+  TotalAllocated,
+  TotalReserved,
+  DeviceType,
+  DeviceId
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
