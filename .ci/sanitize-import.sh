@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The importer's sanitizer checks (the reliability issue), called from .ci/test:
+# The importer's sanitizer checks (no input file may crash it or read out of bounds), called from
+# .ci/test:
 #  1. an ASan+UBSan build (clang) of the C++ tests, run whole;
 #  2. the importer's libFuzzer target, same build, replaying tests/corpus/import, tests/fuzz/seeds
 #     and every crash input ever kept in tests/fuzz/crashes;

@@ -3,8 +3,9 @@ side in one run: what the split import (docs/analyze.md) gains on this machine's
 
 Each import runs in a fresh process (as `gpuprof analyze` does), the settings taking turns; the table
 gives each setting's median and best wall time, CPU time and peak RSS, and the ratio of the medians.
-`GPUPROF_IMPORT_CPUS` sets how many CPUs the import counts on: 1 keeps it on one thread; unset, it
-counts the CPUs the process may use (a gzip file is split from 4, plain text from 2).
+The import's `import_cpus` (what `GPUPROF_IMPORT_CPUS` sets for `gpuprof analyze`) says how many CPUs
+it counts on: 1 keeps it on one thread; 0, the default, counts the CPUs the process may use (a gzip
+file is split from 4, plain text from 2).
 
     python bench/import_threads.py [--repeat 7] [--out results.json] [FILE ...]
 
@@ -36,25 +37,23 @@ ONE_IMPORT = r"""
 import json, resource, sys, time
 from gpuprof._native import _core
 t = time.perf_counter(); c = time.process_time()
-trace, stats = _core.import_trace(sys.argv[1])
+trace, stats = _core.import_trace(sys.argv[1], import_cpus=int(sys.argv[2]))
 print(json.dumps({"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c,
                   "threads": stats["threads"], "events": trace.num_events,
                   "json_bytes": stats["json_bytes"],
                   "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
-SETTINGS = {"one thread": {"GPUPROF_IMPORT_CPUS": "1"}, "default": {}}
+SETTINGS = {"one thread": 1, "default": 0}   # import_cpus
 
 
 def cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def one_run(path: Path, env_extra: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "GPUPROF_IMPORT_CPUS"}
-    env.update(env_extra)
-    proc = subprocess.run([sys.executable, "-c", ONE_IMPORT, str(path)], capture_output=True, text=True,
-                          env=env, cwd=tempfile.gettempdir())
+def one_run(path: Path, import_cpus: int) -> dict:
+    proc = subprocess.run([sys.executable, "-c", ONE_IMPORT, str(path), str(import_cpus)], capture_output=True,
+                          text=True, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
         raise RuntimeError(f"import of {path} failed: {proc.stderr[-800:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -91,12 +90,12 @@ def main() -> int:
     print(f"{'input':44} {'setting':12} {'median s':>9} {'best s':>8} {'CPU s':>7} {'threads':>7} {'MiB':>6}")
     settings = dict(SETTINGS)
     if cpus() < 4:   # what splitting a gzip file would do here: why the default does not
-        settings["as if 4 CPUs"] = {"GPUPROF_IMPORT_CPUS": "4"}
+        settings["as if 4 CPUs"] = 4
     for path in inputs(args):
         runs = {name: [] for name in settings}
         for _ in range(args.repeat):
-            for name, env in settings.items():   # taking turns: drifts of a shared machine hit all
-                runs[name].append(one_run(path, env))
+            for name, import_cpus in settings.items():   # taking turns: drifts of a shared machine hit all
+                runs[name].append(one_run(path, import_cpus))
         row = {}
         for name, rs in runs.items():
             walls = [r["wall_s"] for r in rs]

@@ -18,8 +18,7 @@ namespace gpuprof::kernels {
 namespace {
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 // One stream and one pair of events per call; runs `launch` `repeats` times, timing each run.
@@ -248,7 +247,8 @@ std::vector<float> gemm_check(int n, bool tensor_core) {
   }
   check(cudaGetLastError(), "gemm launch");
   std::vector<float> out(static_cast<size_t>(count));
-  check(cudaMemcpyAsync(out.data(), C.p, size_t(count) * sizeof(float), cudaMemcpyDeviceToHost, st.s), "cudaMemcpy");
+  check(cudaMemcpyAsync(out.data(), C.p, size_t(count) * sizeof(float), cudaMemcpyDeviceToHost, st.s),
+        "cudaMemcpy");
   check(cudaStreamSynchronize(st.s), "cudaStreamSynchronize");
   return out;
 }

@@ -5,8 +5,11 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/gpu_summary.h"
@@ -29,6 +32,132 @@ double us(int64_t ns) { return double(ns) / 1000.0; }
 py::object or_none(double v) { return v < 0.0 ? py::none() : py::object(py::float_(v)); }
 py::object or_none(int64_t v) { return v < 0 ? py::none() : py::object(py::int_(v)); }
 
+// ---- result rows as dicts: one field table per row type -----------------------------------------
+// A column is its key and how its value is read from the row; a row's dict has the table's keys
+// in the table's order. A new column is one line in its table.
+template <class Row>
+struct Field {
+  const char* key;
+  std::function<py::object(const Row&)> value;
+};
+
+// The member as it is (an int stays an int, a double a float, a bool a bool, a string a str).
+template <class Row, class T>
+Field<Row> member(const char* key, T Row::* m) {
+  return {key, [m](const Row& r) { return py::cast(r.*m); }};
+}
+// A time in ns as microseconds (a float).
+template <class Row>
+Field<Row> micros(const char* key, int64_t Row::* ns) {
+  return {key, [ns](const Row& r) { return py::object(py::float_(us(r.*ns))); }};
+}
+// None where the member is negative (not known), else the member.
+template <class Row, class T>
+Field<Row> known(const char* key, T Row::* m) {
+  return {key, [m](const Row& r) { return or_none(r.*m); }};
+}
+// None where the member is 0 or less (not known), else the member.
+template <class Row>
+Field<Row> positive(const char* key, int64_t Row::* m) {
+  return {key, [m](const Row& r) { return or_none(r.*m > 0 ? r.*m : int64_t(-1)); }};
+}
+// None where the string is empty, else the string.
+template <class Row>
+Field<Row> nonempty(const char* key, std::string Row::* m) {
+  return {key, [m](const Row& r) { return (r.*m).empty() ? py::object(py::none()) : py::object(py::str(r.*m)); }};
+}
+
+template <class Row>
+py::dict row_dict(const Row& row, const std::vector<Field<Row>>& fields) {
+  py::dict d;
+  for (const Field<Row>& f : fields) d[f.key] = f.value(row);
+  return d;
+}
+
+template <class Row>
+py::list row_dicts(const std::vector<Row>& rows, const std::vector<Field<Row>>& fields) {
+  py::list out;
+  for (const Row& r : rows) out.append(row_dict(r, fields));
+  return out;
+}
+
+const std::vector<Field<DeviceSummary>> kDeviceFields = {
+    member("id", &DeviceSummary::id),
+    member("name", &DeviceSummary::name),
+    {"compute_capability",
+     [](const DeviceSummary& s) {
+       return s.compute_major > 0
+                  ? py::object(py::str(std::to_string(s.compute_major) + "." + std::to_string(s.compute_minor)))
+                  : py::object(py::none());
+     }},
+    member("utilization_pct", &DeviceSummary::utilization_pct),
+    member("sm_efficiency_pct", &DeviceSummary::sm_efficiency_pct),
+    known("achieved_occupancy_pct", &DeviceSummary::achieved_occupancy_pct),
+    member("tensor_core_pct", &DeviceSummary::tensor_core_pct),
+    member("tc_eligible_pct", &DeviceSummary::tc_eligible_pct),
+    positive("memory_total_bytes", &DeviceSummary::memory_total_bytes),
+    known("peak_allocated_bytes", &DeviceSummary::peak_allocated_bytes),
+    micros("window_us", &DeviceSummary::window_ns),
+    micros("kernel_us", &DeviceSummary::kernel_ns),
+    member("kernels", &DeviceSummary::kernels),
+};
+
+const std::vector<Field<KernelRow>> kKernelFields = {
+    member("name", &KernelRow::name),
+    member("calls", &KernelRow::calls),
+    micros("total_us", &KernelRow::total_ns),
+    {"mean_us", [](const KernelRow& r) { return py::object(py::float_(r.mean_ns() / 1000.0)); }},
+    micros("min_us", &KernelRow::min_ns),
+    micros("max_us", &KernelRow::max_ns),
+    known("mean_blocks_per_sm", &KernelRow::mean_blocks_per_sm),
+    known("mean_occupancy_pct", &KernelRow::mean_occupancy_pct),
+    member("tensor_cores", &KernelRow::tensor_cores),
+};
+
+const std::vector<Field<OperatorRow>> kOperatorFields = {
+    member("name", &OperatorRow::name),
+    member("input_shapes", &OperatorRow::input_shapes),
+    member("calls", &OperatorRow::calls),
+    micros("host_self_us", &OperatorRow::host_self_ns),
+    micros("host_total_us", &OperatorRow::host_total_ns),
+    micros("device_self_us", &OperatorRow::device_self_ns),
+    micros("device_total_us", &OperatorRow::device_total_ns),
+    member("tc_eligible", &OperatorRow::tc_eligible),
+};
+
+const std::vector<Field<RangeRow>> kRangeFields = {
+    member("name", &RangeRow::name),
+    member("calls", &RangeRow::calls),
+    micros("host_total_us", &RangeRow::host_total_ns),
+    micros("closure_us", &RangeRow::closure_ns),
+};
+
+const std::vector<Field<CopyRow>> kCopyFields = {
+    member("kind", &CopyRow::kind),
+    nonempty("host_memory", &CopyRow::host_memory),
+    member("count", &CopyRow::count),
+    member("bytes", &CopyRow::bytes),
+    micros("total_us", &CopyRow::total_ns),
+    {"gb_per_s", [](const CopyRow& r) { return py::object(py::float_(r.gb_per_s())); }},
+};
+
+const std::vector<Field<SyncRow>> kSyncFields = {
+    member("name", &SyncRow::name),
+    member("op", &SyncRow::op),
+    member("count", &SyncRow::count),
+    micros("total_us", &SyncRow::total_ns),
+};
+
+const std::vector<Field<StepMemoryRow>> kStepMemoryFields = {
+    member("step", &StepMemoryRow::step),
+    member("ts_ns", &StepMemoryRow::start_ns),   // a time column, so renderers can draw the peaks over the run
+    member("device", &StepMemoryRow::device),
+    known("peak_allocated_bytes", &StepMemoryRow::peak_allocated_bytes),
+    known("peak_reserved_bytes", &StepMemoryRow::peak_reserved_bytes),
+    positive("capacity_bytes", &StepMemoryRow::capacity_bytes),
+    known("peak_rss_bytes", &StepMemoryRow::peak_rss_bytes),
+};
+
 CopyKind copy_kind_arg(const std::string& s) {
   CopyKind k;
   if (parse_copy_kind(s, &k)) return k;
@@ -50,26 +179,6 @@ std::array<int32_t, 3> dims(const std::vector<int64_t>& v, const char* what, con
   return {int32_t(v[0]), int32_t(v[1]), int32_t(v[2])};
 }
 
-py::dict summary_to_dict(const DeviceSummary& s) {
-  py::dict d;
-  d["id"] = s.id;
-  d["name"] = s.name;
-  d["compute_capability"] =
-      s.compute_major > 0 ? py::object(py::str(std::to_string(s.compute_major) + "." + std::to_string(s.compute_minor)))
-                          : py::object(py::none());
-  d["utilization_pct"] = s.utilization_pct;
-  d["sm_efficiency_pct"] = s.sm_efficiency_pct;
-  d["achieved_occupancy_pct"] = or_none(s.achieved_occupancy_pct);
-  d["tensor_core_pct"] = s.tensor_core_pct;
-  d["tc_eligible_pct"] = s.tc_eligible_pct;
-  d["memory_total_bytes"] = or_none(s.memory_total_bytes > 0 ? s.memory_total_bytes : int64_t(-1));
-  d["peak_allocated_bytes"] = or_none(s.peak_allocated_bytes);
-  d["window_us"] = us(s.window_ns);
-  d["kernel_us"] = us(s.kernel_ns);
-  d["kernels"] = s.kernels;
-  return d;
-}
-
 py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   AnalysisTables a;
   {
@@ -81,90 +190,15 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   py::dict out;
   out["breakdown"] = breakdown_to_dict(a.steps);   // the steps the GPU window was taken from
   // For step_event_tables later (one byte per event), so that it need not link launches again.
-  out["repeated_op_calls"] = py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
-  py::list dl;
-  for (const DeviceSummary& s : a.devices) dl.append(summary_to_dict(s));
-  out["devices"] = dl;
-
-  py::list kl;
-  for (const KernelRow& r : a.kernels) {
-    py::dict d;
-    d["name"] = r.name;
-    d["calls"] = r.calls;
-    d["total_us"] = us(r.total_ns);
-    d["mean_us"] = r.mean_ns() / 1000.0;
-    d["min_us"] = us(r.min_ns);
-    d["max_us"] = us(r.max_ns);
-    d["mean_blocks_per_sm"] = or_none(r.mean_blocks_per_sm);
-    d["mean_occupancy_pct"] = or_none(r.mean_occupancy_pct);
-    d["tensor_cores"] = r.tensor_cores;
-    kl.append(d);
-  }
-  out["kernels"] = kl;
-
-  py::list ol;
-  for (const OperatorRow& r : a.operators) {
-    py::dict d;
-    d["name"] = r.name;
-    d["input_shapes"] = r.input_shapes;
-    d["calls"] = r.calls;
-    d["host_self_us"] = us(r.host_self_ns);
-    d["host_total_us"] = us(r.host_total_ns);
-    d["device_self_us"] = us(r.device_self_ns);
-    d["device_total_us"] = us(r.device_total_ns);
-    d["tc_eligible"] = r.tc_eligible;
-    ol.append(d);
-  }
-  out["operators"] = ol;
-
-  py::list rl;
-  for (const RangeRow& r : a.ranges) {
-    py::dict d;
-    d["name"] = r.name;
-    d["calls"] = r.calls;
-    d["host_total_us"] = us(r.host_total_ns);
-    d["closure_us"] = us(r.closure_ns);
-    rl.append(d);
-  }
-  out["ranges"] = rl;
-
-  py::list cl;
-  for (const CopyRow& r : a.copies) {
-    py::dict d;
-    d["kind"] = r.kind;
-    d["host_memory"] = r.host_memory.empty() ? py::object(py::none()) : py::object(py::str(r.host_memory));
-    d["count"] = r.count;
-    d["bytes"] = r.bytes;
-    d["total_us"] = us(r.total_ns);
-    d["gb_per_s"] = r.gb_per_s();
-    cl.append(d);
-  }
-  out["copies"] = cl;
-
-  py::list sl;
-  for (const SyncRow& r : a.syncs) {
-    py::dict d;
-    d["name"] = r.name;
-    d["op"] = r.op;
-    d["count"] = r.count;
-    d["total_us"] = us(r.total_ns);
-    sl.append(d);
-  }
-  out["syncs"] = sl;
-
-  py::list ml;
-  for (const StepMemoryRow& r : a.memory) {
-    py::dict d;
-    d["step"] = r.step;
-    d["ts_ns"] = r.start_ns;   // a time column, so renderers can draw the peaks over the run
-    d["device"] = r.device;
-    d["peak_allocated_bytes"] = or_none(r.peak_allocated_bytes);
-    d["peak_reserved_bytes"] = or_none(r.peak_reserved_bytes);
-    d["capacity_bytes"] = or_none(r.capacity_bytes > 0 ? r.capacity_bytes : int64_t(-1));
-    d["peak_rss_bytes"] = or_none(r.peak_rss_bytes);
-    ml.append(d);
-  }
-  out["memory"] = ml;
+  out["repeated_op_calls"] =
+      py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
+  out["devices"] = row_dicts(a.devices, kDeviceFields);
+  out["kernels"] = row_dicts(a.kernels, kKernelFields);
+  out["operators"] = row_dicts(a.operators, kOperatorFields);
+  out["ranges"] = row_dicts(a.ranges, kRangeFields);
+  out["copies"] = row_dicts(a.copies, kCopyFields);
+  out["syncs"] = row_dicts(a.syncs, kSyncFields);
+  out["memory"] = row_dicts(a.memory, kStepMemoryFields);
   return out;
 }
 
@@ -192,14 +226,17 @@ void bind_analysis(py::module_& m) {
       .def_readwrite("max_blocks_per_sm", &DeviceProps::max_blocks_per_sm);
 
   py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  trace.def("add_device", [](Trace& t, const DeviceProps& d) {
-    for (DeviceProps& old : t.devices)
-      if (old.id == d.id) {
-        old = d;
-        return;
-      }
-    t.devices.push_back(d);
-  }, py::arg("device"), "Add (or replace) the properties of one device.");
+  trace.def(
+      "add_device",
+      [](Trace& t, const DeviceProps& d) {
+        for (DeviceProps& old : t.devices)
+          if (old.id == d.id) {
+            old = d;
+            return;
+          }
+        t.devices.push_back(d);
+      },
+      py::arg("device"), "Add (or replace) the properties of one device.");
 
   trace.def(
       "add_kernel",
@@ -208,7 +245,8 @@ void bind_analysis(py::module_& m) {
          const std::vector<int64_t>& block, int registers_per_thread, int64_t shared_mem_bytes,
          float blocks_per_sm, float warps_per_sm, float est_occupancy_pct) {
         if (dur_ns < 0)
-          throw py::value_error("kernel '" + name + "' has a negative duration (" + std::to_string(dur_ns) + " ns)");
+          throw py::value_error("kernel '" + name + "' has a negative duration (" + std::to_string(dur_ns) +
+                                " ns)");
         KernelInfo k;
         const auto g = dims(grid, "grid", name), b = dims(block, "block", name);
         for (int i = 0; i < 3; ++i) {
@@ -232,8 +270,7 @@ void bind_analysis(py::module_& m) {
       py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("grid") = std::vector<int64_t>{},
       py::arg("block") = std::vector<int64_t>{}, py::arg("registers_per_thread") = -1,
       py::arg("shared_mem_bytes") = -1, py::arg("blocks_per_sm") = -1.0f, py::arg("warps_per_sm") = -1.0f,
-      py::arg("est_occupancy_pct") = -1.0f,
-      "Add a kernel with its launch shape (-1 / empty: not known).");
+      py::arg("est_occupancy_pct") = -1.0f, "Add a kernel with its launch shape (-1 / empty: not known).");
 
   trace.def(
       "add_copy",
@@ -268,8 +305,8 @@ void bind_analysis(py::module_& m) {
                                 std::to_string(t.events.size()) + " events)");
         Event& e = t.events[event_index];
         if (e.kind != EventKind::HostOp)
-          throw py::value_error("input shapes belong to host ops; event " + std::to_string(event_index) +
-                                " ('" + t.name_of(e) + "') is not one");
+          throw py::value_error("input shapes belong to host ops; event " + std::to_string(event_index) + " ('" +
+                                t.name_of(e) + "') is not one");
         e.aux = t.strings.intern(shapes);
       },
       py::arg("event_index"), py::arg("shapes"),
@@ -331,8 +368,9 @@ void bind_analysis(py::module_& m) {
       "{'error': <why>} instead of numbers.");
 
   m.def("is_tensor_core_kernel", [](const std::string& s) { return is_tensor_core_kernel(s); }, py::arg("name"));
-  m.def("is_tensor_core_eligible_op", [](const std::string& s) { return is_tensor_core_eligible_op(s); },
-        py::arg("name"));
+  m.def(
+      "is_tensor_core_eligible_op", [](const std::string& s) { return is_tensor_core_eligible_op(s); },
+      py::arg("name"));
   m.def(
       "gpu_summary",
       [](const Trace& t) {
@@ -341,9 +379,7 @@ void bind_analysis(py::module_& m) {
           py::gil_scoped_release release;
           devices = summarize_devices(t);
         }
-        py::list out;
-        for (const DeviceSummary& s : devices) out.append(summary_to_dict(s));
-        return out;
+        return row_dicts(devices, kDeviceFields);
       },
       py::arg("trace"), "Per-device GPU summary (utilization, SM efficiency, occupancy, tensor cores).");
   m.def(

@@ -30,8 +30,8 @@ py::dict status_dict(const collect::GpuStatus& s) {
 void bind_collect(py::module_& m) {
   m.def(
       "gpu_start",
-      [](std::vector<std::string> search_dirs, size_t buffer_bytes, size_t max_buffers,
-         uint64_t max_events, bool driver_api, int64_t nvml_interval_ms, std::vector<int> nvml_devices) {
+      [](std::vector<std::string> search_dirs, size_t buffer_bytes, size_t max_buffers, uint64_t max_events,
+         bool driver_api, int64_t nvml_interval_ms, std::vector<int> nvml_devices) {
         collect::GpuConfig c;
         c.search_dirs = std::move(search_dirs);
         c.buffer_bytes = buffer_bytes;
@@ -51,16 +51,29 @@ void bind_collect(py::module_& m) {
       py::arg("max_buffers") = 32, py::arg("max_events") = 4'000'000, py::arg("driver_api") = true,
       py::arg("nvml_interval_ms") = 100, py::arg("nvml_devices") = std::vector<int>{},
       "Start CUPTI activity collection and NVML sampling; returns a status dict (enabled, message, ...).");
-  m.def("gpu_flush", [] { py::gil_scoped_release r; collect::gpu_flush(); });
-  m.def("gpu_stop", [] { py::gil_scoped_release r; collect::gpu_stop(); });
-  m.def("gpu_release", [] { py::gil_scoped_release r; collect::gpu_release(); });
+  m.def("gpu_flush", [] {
+    py::gil_scoped_release r;
+    collect::gpu_flush();
+  });
+  m.def("gpu_stop", [] {
+    py::gil_scoped_release r;
+    collect::gpu_stop();
+  });
+  m.def("gpu_release", [] {
+    py::gil_scoped_release r;
+    collect::gpu_release();
+  });
   m.def("gpu_enabled", &collect::gpu_enabled);
   m.def("gpu_devices_seen", &collect::gpu_devices_seen,
         "CUDA ordinals whose records arrived since the first gpu_start (synchronised before a flush).");
   m.def("gpu_status", [] { return status_dict(collect::gpu_status()); });
   m.def(
-      "gpu_drain", [](Trace& t) { py::gil_scoped_release r; collect::gpu_drain(t); }, py::arg("trace"),
-      "Merge the GPU records staged since gpu_start into `trace` (after collector_drain()).");
+      "gpu_drain",
+      [](Trace& t) {
+        py::gil_scoped_release r;
+        collect::gpu_drain(t);
+      },
+      py::arg("trace"), "Merge the GPU records staged since gpu_start into `trace` (after collector_drain()).");
   m.def("gpu_counters", [] {
     const collect::GpuCounters c = collect::gpu_counters();
     py::dict d;
@@ -94,8 +107,8 @@ void bind_collect(py::module_& m) {
   py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
   trace.def(
       "add_gpu_sample",
-      [](Trace& t, int64_t ts_ns, int device, int gpu_util_pct, int mem_util_pct,
-         int64_t memory_used_bytes, int power_mw, int sm_clock_mhz, int temperature_c) {
+      [](Trace& t, int64_t ts_ns, int device, int gpu_util_pct, int mem_util_pct, int64_t memory_used_bytes,
+         int power_mw, int sm_clock_mhz, int temperature_c) {
         GpuSample s;
         s.ts_ns = ts_ns;
         s.device = static_cast<int16_t>(device);

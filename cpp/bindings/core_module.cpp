@@ -83,7 +83,6 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
   return out;
 }
 
-
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gpuprof native core: events, traces, analysis (no torch, no CUDA needed)";
 
@@ -91,26 +90,26 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<>())
       .def(
           "add_event",
-          [](Trace& t, const std::string& kind, const std::string& name, int64_t start_ns,
-             int64_t dur_ns, uint64_t correlation, uint64_t external_id, int device, uint32_t tid) {
+          [](Trace& t, const std::string& kind, const std::string& name, int64_t start_ns, int64_t dur_ns,
+             uint64_t correlation, uint64_t external_id, int device, uint32_t tid) {
             if (dur_ns < 0)
-              throw py::value_error("event '" + name + "' has a negative duration (" +
-                                    std::to_string(dur_ns) + " ns)");
+              throw py::value_error("event '" + name + "' has a negative duration (" + std::to_string(dur_ns) +
+                                    " ns)");
             Event& e = t.add(parse_kind(kind), name, start_ns, dur_ns);
             e.correlation = correlation;
             e.external_id = external_id;
             e.device = static_cast<int16_t>(device);
             e.tid = tid;
           },
-          py::arg("kind"), py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"),
-          py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("device") = -1,
-          py::arg("tid") = 0)
+          py::arg("kind"), py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("correlation") = 0,
+          py::arg("external_id") = 0, py::arg("device") = -1, py::arg("tid") = 0)
       .def_property_readonly("num_events", [](const Trace& t) { return t.events.size(); })
       .def_readwrite("dropped_events", &Trace::dropped_events)
       .def_readwrite("skipped_events", &Trace::skipped_events)
       .def_readwrite("metadata", &Trace::metadata)
       .def(
-          "event_names", [](const Trace& t, const std::string& kind) {
+          "event_names",
+          [](const Trace& t, const std::string& kind) {
             const EventKind k = parse_kind(kind);
             std::vector<std::string> out;
             for (const Event& e : t.events)
@@ -159,8 +158,7 @@ PYBIND11_MODULE(_core, m) {
 
   py::list cats;
   for (int c = 0; c < kNumCategories; ++c)
-    cats.append(py::make_tuple(category_key(static_cast<Category>(c)),
-                               category_name(static_cast<Category>(c))));
+    cats.append(py::make_tuple(category_key(static_cast<Category>(c)), category_name(static_cast<Category>(c))));
   m.attr("CATEGORIES") = cats;
   bind_io(m);
   m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });

@@ -1,7 +1,5 @@
 // Python face of trace import and export (cpp/src/io). Translation only.
 #include <pybind11/pybind11.h>
-
-#include <cstdlib>
 #include <pybind11/stl.h>
 
 #include <array>
@@ -30,23 +28,34 @@ py::dict stats_to_dict(const ImportStats& s) {
   return d;
 }
 
-ImportOptions options(uint64_t max_bytes, uint64_t max_events) {
+// The import's settings, as Python passes them (python/gpuprof/analyze.py reads them from the
+// environment: GPUPROF_MAX_TOKEN_MIB, GPUPROF_IMPORT_CPUS; docs/analyze.md). 0 keeps the default.
+struct ImportSettings {
+  int64_t max_token_bytes = 0;   // the longest single JSON string or number; 0: 64 MiB
+  int64_t import_cpus = 0;       // the CPUs the import may count on; 0: those the process may use
+};
+
+constexpr int64_t kMiB = int64_t(1) << 20;
+constexpr int64_t kMaxTokenMiB = (int64_t(1) << 24) - 1;   // errors give the limit in MiB
+constexpr int64_t kMaxImportCpus = 65535;
+
+ImportOptions options(uint64_t max_bytes, uint64_t max_events, const ImportSettings& settings) {
   ImportOptions o;
   o.max_bytes = max_bytes;
   o.max_events = max_events;
-  // The one-value limit (docs/analyze.md): GPUPROF_MAX_TOKEN_MIB overrides the default 64 MiB.
-  if (const char* mib = std::getenv("GPUPROF_MAX_TOKEN_MIB")) {
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(mib, &end, 10);
-    if (end != mib && *end == '\0' && v > 0 && v < (1ull << 24)) o.max_token_bytes = uint64_t(v) << 20;
+  const int64_t token = settings.max_token_bytes;
+  if (token != 0) {
+    if (token < kMiB || token % kMiB != 0 || token / kMiB > kMaxTokenMiB)
+      throw py::value_error("max_token_bytes must be 0 (the default, 64 MiB) or a whole number of MiB from 1 to " +
+                            std::to_string(kMaxTokenMiB) + " MiB, got " + std::to_string(token));
+    o.max_token_bytes = uint64_t(token);
   }
-  // The CPUs this import may count on for its threads (docs/analyze.md): a folder's worker
-  // processes set it to their share, so that they do not each start threads for all of them.
-  if (const char* cpus = std::getenv("GPUPROF_IMPORT_CPUS")) {
-    char* end = nullptr;
-    const unsigned long v = std::strtoul(cpus, &end, 10);
-    if (end != cpus && *end == '\0' && v > 0 && v < 65536) o.cpus = uint32_t(v);
-  }
+  const int64_t cpus = settings.import_cpus;
+  if (cpus < 0 || cpus > kMaxImportCpus)
+    throw py::value_error("import_cpus must be 0 (the CPUs this process may run on) or 1 to " +
+                          std::to_string(kMaxImportCpus) + ", got " + std::to_string(cpus));
+  // A folder's worker processes pass their share, so that they do not each start threads for all.
+  o.cpus = uint32_t(cpus);
   // Ctrl-C during a long import: Python's handler runs here (it needs the GIL), and the import
   // stops at its next chunk; the binding then raises the KeyboardInterrupt it left.
   o.interrupted = [] {
@@ -72,9 +81,8 @@ auto run_releasing_gil(F&& import) {
 }  // namespace
 
 void bind_io(py::module_& m) {
-  import_error_type.call_once_and_store_result([&]() {
-    return py::object(py::exception<TraceImportError>(m, "TraceImportError", PyExc_ValueError));
-  });
+  import_error_type.call_once_and_store_result(
+      [&]() { return py::object(py::exception<TraceImportError>(m, "TraceImportError", PyExc_ValueError)); });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -100,23 +108,32 @@ void bind_io(py::module_& m) {
 
   m.def(
       "import_trace",
-      [](const std::string& path, uint64_t max_bytes, uint64_t max_events) {
+      [](const std::string& path, uint64_t max_bytes, uint64_t max_events, int64_t max_token_bytes,
+         int64_t import_cpus) {
+        const ImportOptions o = options(max_bytes, max_events, {max_token_bytes, import_cpus});
         ImportStats stats;
-        Trace t = run_releasing_gil([&] { return import_kineto_trace(path, options(max_bytes, max_events), &stats); });
+        Trace t = run_releasing_gil([&] { return import_kineto_trace(path, o, &stats); });
         return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
       },
-      py::arg("path"), py::arg("max_bytes") = 0, py::arg("max_events") = 0,
-      "Read a Kineto Chrome trace (.json or gzip) into a Trace; returns (trace, import stats).");
+      py::arg("path"), py::arg("max_bytes") = 0, py::arg("max_events") = 0, py::kw_only(),
+      py::arg("max_token_bytes") = 0, py::arg("import_cpus") = 0,
+      "Read a Kineto Chrome trace (.json or gzip) into a Trace; returns (trace, import stats). "
+      "max_token_bytes: the longest single JSON string or number, a whole number of MiB (0: 64 MiB); "
+      "import_cpus: the CPUs the import may count on for its threads (0: those this process may run on).");
   m.def(
       "import_trace_json",
-      [](py::bytes data, const std::string& label, uint64_t max_bytes, uint64_t max_events) {
+      [](py::bytes data, const std::string& label, uint64_t max_bytes, uint64_t max_events,
+         int64_t max_token_bytes, int64_t import_cpus) {
         const std::string_view text = data;
+        const ImportOptions o = options(max_bytes, max_events, {max_token_bytes, import_cpus});
         ImportStats stats;
-        Trace t = run_releasing_gil([&] { return import_kineto_json(text, label, options(max_bytes, max_events), &stats); });
+        Trace t = run_releasing_gil([&] { return import_kineto_json(text, label, o, &stats); });
         return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
       },
       py::arg("data"), py::arg("label") = "<memory>", py::arg("max_bytes") = 0, py::arg("max_events") = 0,
-      "Read Kineto Chrome-trace JSON text (bytes) into a Trace; returns (trace, import stats).");
+      py::kw_only(), py::arg("max_token_bytes") = 0, py::arg("import_cpus") = 0,
+      "Read Kineto Chrome-trace JSON text (bytes) into a Trace; returns (trace, import stats). "
+      "max_token_bytes and import_cpus as for import_trace.");
   m.def(
       "export_chrome_trace",
       [](const Trace& t, const std::string& path) {
@@ -125,9 +142,7 @@ void bind_io(py::module_& m) {
       },
       py::arg("trace"), py::arg("path"),
       "Write a Trace as Kineto-style Chrome-trace JSON (gzip when the path ends in .gz).");
-  m.def(
-      "export_chrome_json",
-      [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
+  m.def("export_chrome_json", [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
   m.def(
       "trace_contents",
       [](const Trace& t) {

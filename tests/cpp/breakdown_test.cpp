@@ -1,4 +1,4 @@
-// Specifications of the step rules and the priority sweep (REFERENCE.md, "Step time breakdown").
+// Specifications of the step rules and the priority sweep (docs/breakdown.md).
 // Times are plain nanoseconds on a hand-built timeline; every expected number is worked out beside it.
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@ using namespace gpuprof;
 namespace {
 
 constexpr int K = int(Category::Kernel), MC = int(Category::Memcpy), MS = int(Category::Memset),
-              CO = int(Category::Communication), RT = int(Category::Runtime),
-              DL = int(Category::DataLoader), CPU = int(Category::CpuExec), OT = int(Category::Other);
+              CO = int(Category::Communication), RT = int(Category::Runtime), DL = int(Category::DataLoader),
+              CPU = int(Category::CpuExec), OT = int(Category::Other);
 
 const char* kDataLoader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
 
@@ -24,10 +24,9 @@ void host(Trace& t, const char* name, int64_t start, int64_t end) {
   t.add(EventKind::HostOp, name, start, end - start);
 }
 // A runtime call at [start, end) that launches `kind` on the device at [dstart, dend).
-void launch(Trace& t, uint64_t corr, int64_t start, int64_t end, EventKind kind, int64_t dstart,
-            int64_t dend, const char* kernel = "volta_sgemm_128x64_nn") {
-  t.add(EventKind::Runtime, kind == EventKind::Kernel ? "cudaLaunchKernel" : "cudaMemcpyAsync", start,
-        end - start)
+void launch(Trace& t, uint64_t corr, int64_t start, int64_t end, EventKind kind, int64_t dstart, int64_t dend,
+            const char* kernel = "volta_sgemm_128x64_nn") {
+  t.add(EventKind::Runtime, kind == EventKind::Kernel ? "cudaLaunchKernel" : "cudaMemcpyAsync", start, end - start)
       .correlation = corr;
   const char* name = kind == EventKind::Kernel   ? kernel
                      : kind == EventKind::Memcpy ? "Memcpy HtoD (Pageable -> Device)"
@@ -49,8 +48,10 @@ TEST(Intervals, MergeSubtractUnite) {
   IntervalList v = {{5, 8}, {0, 3}, {2, 4}, {8, 9}, {7, 7}};
   merge_intervals(v);   // [0,4) and [5,9): touching [5,8)+[8,9) merge; the empty [7,7) goes
   ASSERT_EQ(v.size(), 2u);
-  EXPECT_EQ(v[0].start, 0); EXPECT_EQ(v[0].end, 4);
-  EXPECT_EQ(v[1].start, 5); EXPECT_EQ(v[1].end, 9);
+  EXPECT_EQ(v[0].start, 0);
+  EXPECT_EQ(v[0].end, 4);
+  EXPECT_EQ(v[1].start, 5);
+  EXPECT_EQ(v[1].end, 9);
   EXPECT_EQ(total_length(v), 8);
   EXPECT_EQ(length_within(v, 3, 6), 2);   // [3,4) + [5,6)
   IntervalList d = subtract(v, {{1, 2}, {3, 6}});   // [0,1) [2,3) [6,9)
@@ -155,12 +156,21 @@ TEST(Breakdown, DeviceWorkPastHostStep) {
   const auto& a = r.steps[0];
   const auto& b = r.steps[1];
   const auto& c = r.steps[2];
-  EXPECT_EQ(a.start_ns, 0);   EXPECT_EQ(a.end_ns, 130);
-  EXPECT_EQ(b.start_ns, 130); EXPECT_EQ(b.end_ns, 200);
-  EXPECT_EQ(c.start_ns, 200); EXPECT_EQ(c.end_ns, 320);
-  EXPECT_EQ(a.ns[K], 80); EXPECT_EQ(a.ns[RT], 2); EXPECT_EQ(a.ns[OT], 48);
-  EXPECT_EQ(b.ns[K], 50); EXPECT_EQ(b.ns[RT], 0); EXPECT_EQ(b.ns[OT], 20);
-  EXPECT_EQ(c.ns[K], 70); EXPECT_EQ(c.ns[RT], 2); EXPECT_EQ(c.ns[OT], 48);
+  EXPECT_EQ(a.start_ns, 0);
+  EXPECT_EQ(a.end_ns, 130);
+  EXPECT_EQ(b.start_ns, 130);
+  EXPECT_EQ(b.end_ns, 200);
+  EXPECT_EQ(c.start_ns, 200);
+  EXPECT_EQ(c.end_ns, 320);
+  EXPECT_EQ(a.ns[K], 80);
+  EXPECT_EQ(a.ns[RT], 2);
+  EXPECT_EQ(a.ns[OT], 48);
+  EXPECT_EQ(b.ns[K], 50);
+  EXPECT_EQ(b.ns[RT], 0);
+  EXPECT_EQ(b.ns[OT], 20);
+  EXPECT_EQ(c.ns[K], 70);
+  EXPECT_EQ(c.ns[RT], 2);
+  EXPECT_EQ(c.ns[OT], 48);
   for (const auto& s : r.steps) EXPECT_EQ(sum(s), s.total_ns());
 }
 

@@ -138,7 +138,8 @@ TEST(Collector, BudgetDropsAreCounted) {
   collect::SessionConfig c;
   c.max_events = 5000;
   collect::start(c);
-  for (int k = 0; k < 20000; ++k) collect::record(EventKind::HostOp, "aten::add", collect::ticks(), collect::ticks());
+  for (int k = 0; k < 20000; ++k)
+    collect::record(EventKind::HostOp, "aten::add", collect::ticks(), collect::ticks());
   collect::stop();
   Trace t = collect::drain();
   EXPECT_EQ(t.events.size(), 8192u);
@@ -241,8 +242,8 @@ TEST(Collector, ClockIsMonotonic) {
 // never the one cached from an earlier op at the same address. Same length and a different last
 // character (ProfilerStep#10 / #11), shorter, longer, and back to an earlier text: each is caught.
 TEST(Collector, NameAtAReusedAddressIsNeverStale) {
-  const std::vector<std::string> texts = {"ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#1",
-                                          "ProfilerStep#100", "aten::add", "ProfilerStep#10"};
+  const std::vector<std::string> texts = {"ProfilerStep#10",  "ProfilerStep#11", "ProfilerStep#1",
+                                          "ProfilerStep#100", "aten::add",       "ProfilerStep#10"};
   char storage[64];
   collect::start({});
   for (int round = 0; round < 3; ++round) {

@@ -473,7 +473,8 @@ TEST(CuptiDecode, ApiCallsTheDecoderDropsAreTheOnesCuptiIsToldNotToRecord) {
   const std::vector<uint32_t> driver =
       unused_api_cbids(names, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
   EXPECT_EQ(driver.size(), size_t(CUPTI_DRIVER_TRACE_CBID_SIZE) - 2);   // all but the two work calls
-  for (uint32_t kept : {uint32_t(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel), uint32_t(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2)})
+  for (uint32_t kept :
+       {uint32_t(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel), uint32_t(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2)})
     EXPECT_EQ(std::count(driver.begin(), driver.end(), kept), 0);
   // And the decoder agrees, record by record.
   Trace t;

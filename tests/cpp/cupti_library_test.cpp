@@ -66,8 +66,8 @@ TEST(CuptiLibrary, AnAlreadyLoadedLibraryIsFoundWithTheFileItWasLoadedFrom) {
 
 TEST(CuptiLibrary, CudaTwelveAndElevenCuptisAreProbedBeforeTheUnversionedName) {
   const auto& names = gpuprof::collect::cupti::cupti_sonames();
-  EXPECT_EQ(names, (std::vector<std::string>{"libcupti.so.13", "libcupti.so.12", "libcupti.so.11",
-                                             "libcupti.so"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"libcupti.so.13", "libcupti.so.12", "libcupti.so.11", "libcupti.so"}));
 }
 
 #endif  // GPUPROF_HAVE_CUPTI

@@ -15,11 +15,13 @@ using namespace gpuprof::collect::cupti;
 
 namespace {
 
-ApiNames no_names() { return ApiNames([](CUpti_CallbackDomain, uint32_t) { return std::string(); }); }
+ApiNames no_names() {
+  return ApiNames([](CUpti_CallbackDomain, uint32_t) { return std::string(); });
+}
 
 // One marker record as CUPTI writes it for an NVTX call on host thread `tid`.
-CUpti_ActivityMarker2 marker(CUpti_ActivityFlag flag, uint32_t id, uint64_t ts, uint32_t tid,
-                             const char* name, const char* domain) {
+CUpti_ActivityMarker2 marker(CUpti_ActivityFlag flag, uint32_t id, uint64_t ts, uint32_t tid, const char* name,
+                             const char* domain) {
   CUpti_ActivityMarker2 m;
   std::memset(&m, 0, sizeof(m));
   m.kind = CUPTI_ACTIVITY_KIND_MARKER;
@@ -98,9 +100,9 @@ TEST(CuptiMarkers, InstantaneousMarkerIsAZeroLengthEvent) {
   auto names = no_names();
   MarkerRanges ranges;
   Trace t;
-  EXPECT_EQ(feed(marker(CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 9, 7777, 42, "checkpoint", nullptr), names, t,
-                 ranges),
-            DecodeResult::What::Event);
+  EXPECT_EQ(
+      feed(marker(CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 9, 7777, 42, "checkpoint", nullptr), names, t, ranges),
+      DecodeResult::What::Event);
   ASSERT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.events[0].kind, EventKind::Nvtx);
   EXPECT_EQ(t.name_of(t.events[0]), "checkpoint");

@@ -1,4 +1,4 @@
-// Specifications of the GPU summary (REFERENCE.md, "GPU summary") on hand-built timelines.
+// Specifications of the GPU summary (docs/metrics.md, "GPU summary") on hand-built timelines.
 // Times are nanoseconds; every expected number is worked out beside it.
 #include <gtest/gtest.h>
 
@@ -6,16 +6,16 @@
 #include <array>
 
 #include "gpuprof/gpu_summary.h"
-#include "gpuprof/tables.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/tables.h"
 #include "trace_builders.h"
 
 using namespace gpuprof;
 
 namespace {
 
-using spec::small_gpu;
 using spec::add_kernel;
+using spec::small_gpu;
 
 Event& host(Trace& t, const char* name, int64_t start, int64_t end, uint64_t external_id = 0) {
   Event& e = t.add(EventKind::HostOp, name, start, end - start);

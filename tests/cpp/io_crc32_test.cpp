@@ -79,7 +79,8 @@ TEST(GzipCrc32, UniformAndJsonLikeTextsAsTheDefinition) {
     EXPECT_EQ(gzip_crc32(0, v.data(), v.size()), reference_crc(0, v.data(), v.size())) << int(fill);
   }
   std::string json;
-  while (json.size() < (1 << 20)) json += "  {\n    \"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1669783687464181, \"dur\": 45\n  },\n";
+  while (json.size() < (1 << 20))
+    json += "  {\n    \"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1669783687464181, \"dur\": 45\n  },\n";
   const auto* p = reinterpret_cast<const unsigned char*>(json.data());
   EXPECT_EQ(gzip_crc32(0, p, json.size()), reference_crc(0, p, json.size()));
 }

@@ -2,6 +2,7 @@
 // the real traces in ../shared/traces.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -9,7 +10,6 @@
 #include <iterator>
 #include <string>
 #include <vector>
-#include <unistd.h>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/chrome_export.h"
@@ -260,7 +260,9 @@ TEST(KinetoImport, UnusableEventsAreSkippedAndCounted) {
      {"ph":"X","cat":"kernel","name":"huge id","pid":0,"tid":7,"ts":1,"dur":1,"args":{"correlation":123456789012345678901234567890}},
      {"ph":"X","cat":"cpu_op","name":"far future","pid":1,"tid":1,"ts":1e30,"dur":1},
      {"ph":"B","cat":"cpu_op","name":"begin","pid":1,"tid":1,"ts":1},
-     {"ph":"X","cat":"cpu_op","name":"bad )J" "\xff\xfe" R"J( name","pid":1,"tid":1,"ts":2,"dur":1},
+     {"ph":"X","cat":"cpu_op","name":"bad )J"
+                           "\xff\xfe"
+                           R"J( name","pid":1,"tid":1,"ts":2,"dur":1},
      42,
      {"ph":"X","cat":"cpu_op","name":"ok","pid":1,"tid":1,"ts":3,"dur":1}
     ]})J";
@@ -311,7 +313,8 @@ TEST(KinetoImport, ErrorsNameTheFileAndThePlace) {
     ImportOptions o;
     o.max_bytes = 100;
     std::string big = R"J({"traceEvents":[)J";
-    for (int i = 0; i < 50; ++i) big += R"J({"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":1},)J";
+    for (int i = 0; i < 50; ++i)
+      big += R"J({"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":1},)J";
     big += "{}]}";
     const std::string e = error_of(big, o);
     EXPECT_NE(e.find("larger than the limit of 100 bytes"), std::string::npos) << e;
@@ -353,8 +356,10 @@ TEST(KinetoImport, TruncatedAndCorruptGzip) {
 }
 
 TEST(KinetoImport, EveryRealTraceReadsAndAddsUp) {
-  const char* files[] = {"hta_2xv100_ddp/rank0.json.gz", "hta_a100_nccl/rank0.json.gz",
-                         "hta_cpu_only/rank-34.pt.trace.json.gz", "hta_mi250_rocm/rank0.json.gz",
+  const char* files[] = {"hta_2xv100_ddp/rank0.json.gz",
+                         "hta_a100_nccl/rank0.json.gz",
+                         "hta_cpu_only/rank-34.pt.trace.json.gz",
+                         "hta_mi250_rocm/rank0.json.gz",
                          "hta_v100_ns/rank-0.pt.trace.json.gz",
                          "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz",
                          "tb_resnet50_v100_nw0/worker0.1623143566756.pt.trace.json.gz"};
@@ -461,32 +466,56 @@ std::string kineto_text(int n, const std::function<void(int, std::string&)>& edi
     const std::string ts = ts_base.substr(0, ts_base.size() - 6) + std::to_string(100000 + i * 7);
     std::string ev;
     switch (i % 7) {
-      case 0: ev = "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#" + std::to_string(i / 7) +
-                   "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts + ", \"dur\": 6.5}"; break;
-      case 1: ev = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op" + std::to_string(i % 13) +
-                   "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts + ".250, \"dur\": 3, \"args\": {\"External id\": " +
-                   std::to_string(i) + ", \"Input Dims\": [[4, 5], []], \"Input type\": [\"float\", \"\"]}}"; break;
-      case 2: ev = "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 10, \"tid\": 11, \"ts\": " +
-                   ts + ", \"dur\": 1, \"args\": {\"External id\": " + std::to_string(i - 1) + ", \"correlation\": " +
-                   std::to_string(i) + "}}"; break;
-      case 3: ev = "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"kernel_" + std::to_string(i % 5) +
-                   "\", \"pid\": 0, \"tid\": 7, \"ts\": " + ts + ", \"dur\": 2, \"args\": {\"device\": 0, \"stream\": 7, "
-                   "\"correlation\": " + std::to_string(i - 1) + ", \"grid\": [" + std::to_string(i) + ", 1, 1], "
-                   "\"block\": [128, 1, 1], \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 1.5, "
-                   "\"warps per SM\": 6, \"est. achieved occupancy %\": 40}}"; break;
-      case 4: ev = "{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pageable -> Device)\", \"pid\": 0, "
-                   "\"tid\": 7, \"ts\": " + ts + ", \"dur\": 1, \"args\": {\"device\": 0, \"stream\": 7, \"bytes\": " +
-                   std::to_string(1024 * i) + "}}"; break;
-      case 5: ev = "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 10, \"tid\": 11, "
-                   "\"ts\": " + ts + ", \"args\": {\"Bytes\": " + std::to_string(512 * i) + ", \"Total Allocated\": " +
-                   std::to_string(4096 * i) + ", \"Total Reserved\": 1048576, \"Device Type\": 1, \"Device Id\": 0}}"; break;
-      default: ev = "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 10, \"tid\": 11, \"args\": {\"name\": \"t\"}}"; break;
+      case 0:
+        ev = "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#" + std::to_string(i / 7) +
+             "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts + ", \"dur\": 6.5}";
+        break;
+      case 1:
+        ev = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op" + std::to_string(i % 13) +
+             "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts +
+             ".250, \"dur\": 3, \"args\": {\"External id\": " + std::to_string(i) +
+             ", \"Input Dims\": [[4, 5], []], \"Input type\": [\"float\", \"\"]}}";
+        break;
+      case 2:
+        ev = "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 10, \"tid\": "
+             "11, \"ts\": " +
+             ts + ", \"dur\": 1, \"args\": {\"External id\": " + std::to_string(i - 1) +
+             ", \"correlation\": " + std::to_string(i) + "}}";
+        break;
+      case 3:
+        ev = "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"kernel_" + std::to_string(i % 5) +
+             "\", \"pid\": 0, \"tid\": 7, \"ts\": " + ts +
+             ", \"dur\": 2, \"args\": {\"device\": 0, \"stream\": 7, "
+             "\"correlation\": " +
+             std::to_string(i - 1) + ", \"grid\": [" + std::to_string(i) +
+             ", 1, 1], "
+             "\"block\": [128, 1, 1], \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 1.5, "
+             "\"warps per SM\": 6, \"est. achieved occupancy %\": 40}}";
+        break;
+      case 4:
+        ev =
+            "{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD (Pageable -> Device)\", \"pid\": 0, "
+            "\"tid\": 7, \"ts\": " +
+            ts + ", \"dur\": 1, \"args\": {\"device\": 0, \"stream\": 7, \"bytes\": " + std::to_string(1024 * i) +
+            "}}";
+        break;
+      case 5:
+        ev = "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 10, \"tid\": 11, "
+             "\"ts\": " +
+             ts + ", \"args\": {\"Bytes\": " + std::to_string(512 * i) +
+             ", \"Total Allocated\": " + std::to_string(4096 * i) +
+             ", \"Total Reserved\": 1048576, \"Device Type\": 1, \"Device Id\": 0}}";
+        break;
+      default:
+        ev = "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 10, \"tid\": 11, \"args\": {\"name\": \"t\"}}";
+        break;
     }
     if (edit) edit(i, ev);
     out += "  " + ev + (i + 1 < n ? ",\n" : "\n");
   }
-  out += "],\n\"deviceProperties\": [{\"id\": 0, \"name\": \"GPU\", \"totalGlobalMem\": 1000, \"computeMajor\": 9, "
-         "\"computeMinor\": 0, \"numSms\": 132}],\n\"traceName\": \"last\", \"baseTimeNanoseconds\": 17}\n";
+  out +=
+      "],\n\"deviceProperties\": [{\"id\": 0, \"name\": \"GPU\", \"totalGlobalMem\": 1000, \"computeMajor\": 9, "
+      "\"computeMinor\": 0, \"numSms\": 132}],\n\"traceName\": \"last\", \"baseTimeNanoseconds\": 17}\n";
   return out;
 }
 
@@ -533,11 +562,13 @@ TEST(SplitImport, ABoundaryGuessedWrongIsReadByTheFirstThread) {
       if (i % every == 1 && ev.find("\"args\": {") != std::string::npos)
         ev.insert(ev.find("\"args\": {") + 9, "\"list\": [{\"a\": 1}, {\"b\": 2},\n {\"c\": [3]}], ");
     });
-    EXPECT_EQ(test_support::dump_import(text, one_thread()), test_support::dump_import(text, two_threads())) << every;
+    EXPECT_EQ(test_support::dump_import(text, one_thread()), test_support::dump_import(text, two_threads()))
+        << every;
   }
   // A bare list of events (the Trace Event Format's array form): never in {"traceEvents": [...]}.
   std::string bare = kineto_text(1000);
-  bare = "[" + bare.substr(bare.find("[\n") + 2, bare.find("],\n\"deviceProperties\"") - bare.find("[\n") - 2) + "]";
+  bare =
+      "[" + bare.substr(bare.find("[\n") + 2, bare.find("],\n\"deviceProperties\"") - bare.find("[\n") - 2) + "]";
   EXPECT_EQ(test_support::dump_import(bare, one_thread()), test_support::dump_import(bare, two_threads()));
 }
 
@@ -631,7 +662,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-}  // namespace
+}   // namespace
 
 TEST(SplitImport, AGzipFileReadByTwoThreadsIsReadAsByOne) {
   const std::string text = kineto_text(4000);
@@ -660,20 +691,22 @@ TEST(SplitImport, AGzipFileWithBoundariesInStringsOrErrorsIsReadAsByOne) {
   std::vector<std::pair<std::string, std::string>> texts;
   // "}, {" inside strings and nested lists everywhere: the second thread may start in one.
   texts.emplace_back("strings", kineto_text(n, [](int i, std::string& ev) {
-    if (ev.find("\"cpu_op\"") != std::string::npos) ev.insert(ev.find("aten::op"), "x}, {\\\"y\\\": 1}, {z ");
-    if (i % 2 == 1 && ev.find("\"args\": {") != std::string::npos)
-      ev.insert(ev.find("\"args\": {") + 9, "\"list\": [{\"a\": 1}, {\"b\": 2},\n {\"c\": [3]}], ");
-  }));
+                       if (ev.find("\"cpu_op\"") != std::string::npos)
+                         ev.insert(ev.find("aten::op"), "x}, {\\\"y\\\": 1}, {z ");
+                       if (i % 2 == 1 && ev.find("\"args\": {") != std::string::npos)
+                         ev.insert(ev.find("\"args\": {") + 9,
+                                   "\"list\": [{\"a\": 1}, {\"b\": 2},\n {\"c\": [3]}], ");
+                     }));
   // A broken event in the second half, in the first, and the last.
   for (const int bad : {n * 3 / 4, n / 4, n - 1})
     texts.emplace_back("bad" + std::to_string(bad), kineto_text(n, [bad](int i, std::string& ev) {
-      if (i == bad) ev.erase(ev.find("\"name\": \"") + 8, 1);
-    }));
+                         if (i == bad) ev.erase(ev.find("\"name\": \"") + 8, 1);
+                       }));
   // Nanosecond timestamps in the second half only: the first thread reads on.
   texts.emplace_back("units", kineto_text(n, [n](int i, std::string& ev) {
-    const size_t ts = ev.find("\"ts\": ");
-    if (i > n / 2 && ts != std::string::npos) ev.insert(ts + 6, "10");
-  }));
+                       const size_t ts = ev.find("\"ts\": ");
+                       if (i > n / 2 && ts != std::string::npos) ev.insert(ts + 6, "10");
+                     }));
   for (const auto& [name, text] : texts) {
     const std::string gz = gzip_file(text, name + ".json");
     if (gz.empty()) GTEST_SKIP() << "no gzip program to write the test file";

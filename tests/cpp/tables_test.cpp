@@ -4,8 +4,8 @@
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/launch_links.h"
-#include "trace_builders.h"
 #include "gpuprof/tables.h"
+#include "trace_builders.h"
 
 using namespace gpuprof;
 
@@ -241,20 +241,21 @@ TEST(StepTimeline, LanesNamesCategoriesAndTheCap) {
     names.push_back(all.names.at(e.name));
     cats.push_back(e.category);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"ProfilerStep#4",
-                                             "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-                                             "aten::mm", "gemm", "record_param_comms",
-                                             "ncclKernel_AllReduce_RING_LL_Sum_float", "cudaStreamSynchronize",
-                                             "Memcpy"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "ProfilerStep#4", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "aten::mm",
+                       "gemm", "record_param_comms", "ncclKernel_AllReduce_RING_LL_Sum_float",
+                       "cudaStreamSynchronize", "Memcpy"}));
   EXPECT_EQ(cats, (std::vector<Category>{Category::CpuExec, Category::DataLoader, Category::CpuExec,
                                          Category::Kernel, Category::Communication, Category::Communication,
                                          Category::Runtime, Category::Memcpy}));
   EXPECT_EQ(all.events[3].lane, 1u);            // gemm on the GPU lane
   EXPECT_EQ(all.events[3].offset_ns, 700);      // 1700 - 1000
   EXPECT_EQ(all.events[3].dur_ns, 700);
-  EXPECT_EQ(all.counts, (std::vector<std::pair<EventKind, int64_t>>{
-                            {EventKind::UserRange, 2}, {EventKind::HostOp, 2}, {EventKind::Kernel, 2},
-                            {EventKind::Sync, 1}, {EventKind::Memcpy, 1}}));
+  EXPECT_EQ(all.counts, (std::vector<std::pair<EventKind, int64_t>>{{EventKind::UserRange, 2},
+                                                                    {EventKind::HostOp, 2},
+                                                                    {EventKind::Kernel, 2},
+                                                                    {EventKind::Sync, 1},
+                                                                    {EventKind::Memcpy, 1}}));
 
   const StepTimeline capped = step_timeline(t, 1000, 5000, 4);
   EXPECT_EQ(capped.total, 8);

@@ -23,7 +23,8 @@ TEST(TensorCoreKernel, HopperAndBlackwell) {
       "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int>, "
       "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4>, "
       "cute::SM90_64x128x16_F32BF16BF16_SS<(cute::GMMA::Major)0> wgmma>>>"));
-  EXPECT_TRUE(is_tensor_core_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"));
+  EXPECT_TRUE(
+      is_tensor_core_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"));
   EXPECT_TRUE(is_tensor_core_kernel("sm100_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize256x128x64"));
   EXPECT_TRUE(is_tensor_core_kernel("void gemmSm90<__nv_bfloat16, float>(cublasLtGemmParams)"));
   EXPECT_TRUE(is_tensor_core_kernel("nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NTN"));
@@ -47,11 +48,14 @@ TEST(TensorCoreKernel, LowPrecisionGemmsButNotLowPrecisionElementwise) {
 }
 
 TEST(TensorCoreKernel, Attention) {
-  EXPECT_TRUE(is_tensor_core_kernel("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64>>"));
+  EXPECT_TRUE(
+      is_tensor_core_kernel("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64>>"));
   EXPECT_TRUE(is_tensor_core_kernel("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>"));
-  EXPECT_TRUE(is_tensor_core_kernel("fmha_cutlassF_bf16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"));
+  EXPECT_TRUE(
+      is_tensor_core_kernel("fmha_cutlassF_bf16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"));
   // The memory-efficient kernel's sm50 build is SIMT.
-  EXPECT_FALSE(is_tensor_core_kernel("fmha_cutlassF_f32_aligned_64x64_rf_sm50(PyTorchMemEffAttention::AttentionKernel)"));
+  EXPECT_FALSE(
+      is_tensor_core_kernel("fmha_cutlassF_f32_aligned_64x64_rf_sm50(PyTorchMemEffAttention::AttentionKernel)"));
 }
 
 TEST(TensorCoreKernel, CudaCoreKernels) {
@@ -63,37 +67,58 @@ TEST(TensorCoreKernel, CudaCoreKernels) {
 }
 
 TEST(TensorCoreEligibleOp, ForwardOps) {
-  for (const char* op : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose2d",
-                         "aten::cudnn_convolution", "aten::_convolution", "aten::convolution", "aten::mm",
-                         "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
-                         "aten::linear", "aten::mv", "aten::addmv", "aten::addr", "aten::chain_matmul",
-                         "aten::linalg_multi_dot", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell",
-                         "aten::rnn_relu_cell", "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell",
-                         "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+  for (const char* op : {"aten::conv1d",
+                         "aten::conv2d",
+                         "aten::conv3d",
+                         "aten::conv_transpose2d",
+                         "aten::cudnn_convolution",
+                         "aten::_convolution",
+                         "aten::convolution",
+                         "aten::mm",
+                         "aten::addmm",
+                         "aten::bmm",
+                         "aten::baddbmm",
+                         "aten::addbmm",
+                         "aten::matmul",
+                         "aten::linear",
+                         "aten::mv",
+                         "aten::addmv",
+                         "aten::addr",
+                         "aten::chain_matmul",
+                         "aten::linalg_multi_dot",
+                         "aten::lstm_cell",
+                         "aten::gru_cell",
+                         "aten::rnn_tanh_cell",
+                         "aten::rnn_relu_cell",
+                         "aten::_thnn_fused_lstm_cell",
+                         "aten::_thnn_fused_gru_cell",
+                         "aten::scaled_dot_product_attention",
+                         "aten::_scaled_dot_product_flash_attention",
                          "aten::_scaled_dot_product_efficient_attention"})
     EXPECT_TRUE(is_tensor_core_eligible_op(op)) << op;
 }
 
 TEST(TensorCoreEligibleOp, BackwardNodes) {
-  for (const char* op : {"ConvolutionBackward0", "CudnnConvolutionBackward", "MmBackward0", "AddmmBackward0",
-                         "BmmBackward0", "BaddbmmBackward0", "ThnnFusedLstmCellBackward0",
-                         "ScaledDotProductFlashAttentionBackward0", "autograd::engine::evaluate_function: MmBackward0",
-                         "aten::convolution_backward", "aten::cudnn_convolution_backward_input",
-                         "aten::_scaled_dot_product_flash_attention_backward"})
+  for (const char* op :
+       {"ConvolutionBackward0", "CudnnConvolutionBackward", "MmBackward0", "AddmmBackward0", "BmmBackward0",
+        "BaddbmmBackward0", "ThnnFusedLstmCellBackward0", "ScaledDotProductFlashAttentionBackward0",
+        "autograd::engine::evaluate_function: MmBackward0", "aten::convolution_backward",
+        "aten::cudnn_convolution_backward_input", "aten::_scaled_dot_product_flash_attention_backward"})
     EXPECT_TRUE(is_tensor_core_eligible_op(op)) << op;
 }
 
 TEST(TensorCoreEligibleOp, OtherOps) {
-  for (const char* op : {"aten::add", "aten::relu", "aten::batch_norm", "aten::softmax", "aten::conj", "AddBackward0",
-                         "ReluBackward0", "SoftmaxBackward0", "Backward0", "MmBackwardX", "mm", "aten::mm_out_x",
-                         "autograd::engine::evaluate_function: AddBackward0", ""})
+  for (const char* op : {"aten::add", "aten::relu", "aten::batch_norm", "aten::softmax", "aten::conj",
+                         "AddBackward0", "ReluBackward0", "SoftmaxBackward0", "Backward0", "MmBackwardX", "mm",
+                         "aten::mm_out_x", "autograd::engine::evaluate_function: AddBackward0", ""})
     EXPECT_FALSE(is_tensor_core_eligible_op(op)) << op;
 }
 
 TEST(TensorCoreEligibleKernel, MatrixAndConvolutionWorkByName) {
-  for (const char* k : {"volta_h884gemm_64x64_ldg8_nn", "ampere_sgemm_128x64_nn", "cutlass_80_simt_sgemm_128x128",
-                        "triton_tem_fused_mm_0", "triton_tem_fused_addmm_relu_3", "triton_tem_fused_convolution_1",
-                        "sm80_xmma_fprop_implicit_gemm_f32f32", "implicit_convolve_sgemm", "cudnn::winograd_nonfused::conv2d"})
+  for (const char* k :
+       {"volta_h884gemm_64x64_ldg8_nn", "ampere_sgemm_128x64_nn", "cutlass_80_simt_sgemm_128x128",
+        "triton_tem_fused_mm_0", "triton_tem_fused_addmm_relu_3", "triton_tem_fused_convolution_1",
+        "sm80_xmma_fprop_implicit_gemm_f32f32", "implicit_convolve_sgemm", "cudnn::winograd_nonfused::conv2d"})
     EXPECT_TRUE(is_tensor_core_eligible_kernel(k)) << k;
   for (const char* k : {"triton_poi_fused_add_0", "triton_red_fused_sum_1", "gemv2T_kernel_val",
                         "void at::native::vectorized_elementwise_kernel<4, relu>", "nchwToNhwcKernel", ""})

@@ -27,8 +27,8 @@ inline DeviceProps small_gpu(int id = 0) {
 
 // A kernel of `blocks` blocks of 128 threads (32 registers, no shared memory) with Kineto's
 // occupancy (-1: absent); `blocks` 0: the launch shape is unknown (no KernelInfo).
-inline Event& add_kernel(Trace& t, const char* name, int64_t start, int64_t end, uint64_t correlation,
-                         int blocks, float occupancy_pct, int device = 0) {
+inline Event& add_kernel(Trace& t, const char* name, int64_t start, int64_t end, uint64_t correlation, int blocks,
+                         float occupancy_pct, int device = 0) {
   Event& e = t.add(EventKind::Kernel, name, start, end - start);
   e.correlation = correlation;
   e.device = static_cast<int16_t>(device);

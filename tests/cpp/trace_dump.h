@@ -19,8 +19,8 @@ std::string dump_of(Import import, ImportStats* stats_out) {
     ImportStats st;
     const Trace t = import(&st);
     if (stats_out != nullptr) *stats_out = st;
-    o << "records " << st.records << " ignored " << st.ignored_records << " bytes " << st.json_bytes
-      << " ns " << st.timestamps_ns << " skipped " << t.skipped_events << "\n";
+    o << "records " << st.records << " ignored " << st.ignored_records << " bytes " << st.json_bytes << " ns "
+      << st.timestamps_ns << " skipped " << t.skipped_events << "\n";
     for (const auto& [reason, n] : st.skipped_by_reason) o << "skip " << reason << " " << n << "\n";
     for (const Event& e : t.events) {
       o << "ev " << e.name << " '" << t.strings.at(e.name) << "' " << int(e.kind) << " " << e.start_ns << " "
@@ -53,7 +53,8 @@ std::string dump_of(Import import, ImportStats* stats_out) {
   return o.str();
 }
 
-inline std::string dump_import(std::string_view json, const ImportOptions& opts, ImportStats* stats_out = nullptr) {
+inline std::string dump_import(std::string_view json, const ImportOptions& opts,
+                               ImportStats* stats_out = nullptr) {
   return dump_of([&](ImportStats* st) { return import_kineto_json(json, "input.json", opts, st); }, stats_out);
 }
 

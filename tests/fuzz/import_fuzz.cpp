@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "gpuprof/kineto_import.h"
 #include "../cpp/trace_dump.h"
+#include "gpuprof/kineto_import.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -132,3 +132,36 @@ def test_corrupt_gzip_of_a_real_trace(tmp_path):
     data[200:260] = b"\x55" * 60
     err = import_error(write(tmp_path, "corrupt.json.gz", bytes(data)))
     assert "corrupt gzip" in str(err) or "invalid JSON" in str(err)
+
+
+def test_import_settings_are_read_from_the_environment_by_python(monkeypatch):
+    # The binding reads no environment; Python parses the two variables and passes them. Values
+    # out of range or not a whole number are ignored (0: the default), as they always were.
+    from gpuprof.traces.read import import_settings
+
+    monkeypatch.delenv("GPUPROF_MAX_TOKEN_MIB", raising=False)
+    monkeypatch.delenv("GPUPROF_IMPORT_CPUS", raising=False)
+    assert import_settings() == {"max_token_bytes": 0, "import_cpus": 0}
+    monkeypatch.setenv("GPUPROF_MAX_TOKEN_MIB", " 2")
+    monkeypatch.setenv("GPUPROF_IMPORT_CPUS", "+3")
+    assert import_settings() == {"max_token_bytes": 2 << 20, "import_cpus": 3}
+    for bad in ("0", "-1", "1.5", "abc", "16777216"):
+        monkeypatch.setenv("GPUPROF_MAX_TOKEN_MIB", bad)
+        assert import_settings()["max_token_bytes"] == 0, bad
+    for bad in ("0", "-2", "two", "65536"):
+        monkeypatch.setenv("GPUPROF_IMPORT_CPUS", bad)
+        assert import_settings()["import_cpus"] == 0, bad
+
+
+def test_import_settings_out_of_range_are_value_errors(tmp_path):
+    from gpuprof._native import _core
+
+    path = str(write(tmp_path, "t.json", json.dumps({"traceEvents": [event()]}).encode()))
+    _, stats = _core.import_trace(path, max_token_bytes=1 << 20, import_cpus=1)
+    assert stats["records"] == 1
+    with pytest.raises(ValueError, match="max_token_bytes must be 0 .* whole number of MiB"):
+        _core.import_trace(path, max_token_bytes=1000)
+    with pytest.raises(ValueError, match="import_cpus must be 0 .* or 1 to 65535, got -1"):
+        _core.import_trace(path, import_cpus=-1)
+    with pytest.raises(ValueError, match="import_cpus must be"):
+        _core.import_trace_json(b"{}", import_cpus=70000)

@@ -143,7 +143,7 @@ def test_memsets_keep_their_bytes_through_import_and_export(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["hta_2xv100_ddp/rank0.json.gz", "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz"])
-def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path, shared_traces, monkeypatch):
+def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path, shared_traces):
     """torch.profiler writes plain JSON by default: a file of 4 MiB or more is read by two threads
     (docs/analyze.md), and must give exactly what the gzip file read by one parser gives; so must
     the gzip file read by two threads (the default on four CPUs or more)."""
@@ -161,16 +161,15 @@ def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path
     assert s_one["threads"] == 1
     if len(os.sched_getaffinity(0)) >= 2:
         assert s_plain["threads"] == 2       # the halves were used
-    # The gzip file read by two threads (the default from four CPUs: GPUPROF_IMPORT_CPUS says how
-    # many the import counts on), and as by default here; the same trace.
-    monkeypatch.setenv("GPUPROF_IMPORT_CPUS", "4")
-    t_gz, s_gz = _core.import_trace(str(gz))
+    # The gzip file read by two threads (the default from four CPUs: import_cpus, which Python reads
+    # from GPUPROF_IMPORT_CPUS, says how many the import counts on), and as by default here; the
+    # same trace.
+    t_gz, s_gz = _core.import_trace(str(gz), import_cpus=4)
     assert s_gz["threads"] == 2
-    monkeypatch.setenv("GPUPROF_IMPORT_CPUS", "1")   # what a folder's worker gets on a busy machine
-    t_plain_one, s_plain_one = _core.import_trace(str(plain))
+    # What a folder's worker gets on a busy machine.
+    t_plain_one, s_plain_one = _core.import_trace(str(plain), import_cpus=1)
     assert s_plain_one["threads"] == 1
     assert _core.export_chrome_json(t_plain_one) == _core.export_chrome_json(t_plain)
-    monkeypatch.delenv("GPUPROF_IMPORT_CPUS")
     for key in ("json_bytes", "records", "ignored_records", "skipped_by_reason", "time_unit"):
         assert s_plain[key] == s_one[key] == s_gz[key], key
     assert _core.export_chrome_json(t_plain) == _core.export_chrome_json(t_one) == _core.export_chrome_json(t_gz)

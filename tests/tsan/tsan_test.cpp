@@ -57,10 +57,10 @@ TEST(Tsan, CollectorEightProducersWhileSessionsStartStopAndDrain) {
       collect::host_exit_now(&inner);
       collect::host_exit_now(&outer);
       // A name new in every session, like ProfilerStep#N.
-      collect::record(EventKind::UserRange,
-                      "op-new-" + std::to_string(session.load(std::memory_order_relaxed)) + "-" +
-                          std::to_string(id),
-                      t, t + 4);
+      collect::record(
+          EventKind::UserRange,
+          "op-new-" + std::to_string(session.load(std::memory_order_relaxed)) + "-" + std::to_string(id), t,
+          t + 4);
       collect::record_memory(t, 64, 1024, 2048, 0);
       if (++k % 64 == 0) std::this_thread::yield();
     }
@@ -122,7 +122,8 @@ std::string trace_text(int events, bool broken_early) {
     s += std::to_string(10 * i) + ", \"dur\": 5, \"args\": {\"External id\": " + std::to_string(i) + "}},\n";
   }
   s += "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#1\", \"pid\": 1, \"tid\": 1, "
-       "\"ts\": 0, \"dur\": " + std::to_string(10 * events) + "}\n]}\n";
+       "\"ts\": 0, \"dur\": " +
+       std::to_string(10 * events) + "}\n]}\n";
   return s;
 }
 }  // namespace

@@ -1,4 +1,4 @@
-// Step segmentation and the per-step time breakdown (REFERENCE.md, "Step time breakdown").
+// Step segmentation and the per-step time breakdown (docs/breakdown.md).
 #pragma once
 
 #include <array>

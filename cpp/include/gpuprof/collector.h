@@ -45,8 +45,8 @@ bool active();
 // dropped count). Call after stop(); calling it while active gives a consistent prefix.
 Trace drain();
 
-// Producers, from any thread; timestamps are ticks(). `key` matches an exit to its enter (e.g. the RecordFunction's
-// address); the event gets a process-unique external id, returned by host_enter.
+// Producers, from any thread; timestamps are ticks(). `key` matches an exit to its enter (e.g. the
+// RecordFunction's address); the event gets a process-unique external id, returned by host_enter.
 uint64_t host_enter(const void* key, std::string_view name, EventKind kind, int64_t ts_ns,
                     std::string_view shapes = {});
 void host_exit(const void* key, int64_t ts_ns);
@@ -61,20 +61,17 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind);
 // (0 for a non-tensor or a tensor whose sizes are not read): {2, 64, 3, 0} is "[[64, 3], []]"
 // and an empty list "[]". Each thread keeps the text it interned for each list it has seen, so
 // the text is written once per distinct list, not once per op. dims == nullptr: no shapes.
-uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims,
-                        size_t n_dims);
+uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims, size_t n_dims);
 void host_exit_now(const void* key);
 // The text host_enter_now records for a dims list (see above); for tests.
 std::string shapes_text(const int64_t* dims, size_t n_dims);
 // A complete event (step markers, imported or synthesised ranges).
-void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns,
-            uint64_t external_id = 0);
+void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns, uint64_t external_id = 0);
 
 // One level of a device allocator, from the allocating thread (torch's caching allocator reports
 // every malloc and free): the size of this block (negative when freed) and the allocator's totals
 // after it. Drained into Trace::memory.
-void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved,
-                   int device);
+void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device);
 // The process's resident set size now (/proc/self/statm), -1 where it cannot be read.
 int64_t host_rss_bytes();
 // Samples host_rss_bytes() at `ts`; drained into Trace::host_memory.

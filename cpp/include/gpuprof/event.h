@@ -1,5 +1,5 @@
 // The one record type for every timed thing gpuprof sees, live or imported.
-// Plain C++: no Python, no torch, no CUDA types (DESIGN.md, "The core").
+// Plain C++: no Python, no torch, no CUDA types (docs/design.md, "The core").
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 namespace gpuprof {
 
 // What produced an event. The category an event falls into (Kernel, DataLoader, ...) is derived
-// from its kind and its name in analysis/categories.h, never stored.
+// from its kind and its name by the breakdown (gpuprof/breakdown.h, docs/breakdown.md), never stored.
 enum class EventKind : uint8_t {
   HostOp = 0,        // a RecordFunction operator (aten::*) or Kineto `cpu_op` / `Operator`
   UserRange,         // user annotation: gpuprof.range, record_function, DataLoader __next__

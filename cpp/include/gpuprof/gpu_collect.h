@@ -39,8 +39,8 @@ struct GpuStatus {
   uint32_t cupti_version = 0;  // cuptiGetVersion()
   bool nvtx_markers = false;   // CUPTI's NVTX marker activity is on (records come only where
                                // libcupti is the NVTX injection library: NVTX_INJECTION64_PATH)
-  bool nvml = false;           // NVML sampling is on
-  std::string nvml_message;    // why not
+  bool nvml = false;   // NVML sampling is on
+  std::string nvml_message;   // why not
   // The first CUPTI call of the session that failed after collection started ("cuptiActivityFlushAll:
   // CUPTI_ERROR_... (code n)"), "" when none did: collection goes on, but the records may be partial.
   std::string error;
@@ -74,13 +74,13 @@ GpuStatus gpu_status();
 void gpu_drain(Trace& trace);
 
 struct GpuCounters {
-  uint64_t records = 0;            // activity records read from CUPTI buffers
-  uint64_t events = 0;             // decoded into events
-  uint64_t cupti_dropped = 0;      // cuptiActivityGetNumDroppedRecords
-  uint64_t buffers_refused = 0;    // buffer requests refused (max_buffers in use)
-  uint64_t events_dropped = 0;     // decoded events over max_events
-  uint64_t untimed = 0;            // kernels, copies, sets, markers CUPTI delivered without a time
-  uint64_t nvtx_unclosed = 0;      // NVTX ranges still open at the end of the span: dropped
+  uint64_t records = 0;   // activity records read from CUPTI buffers
+  uint64_t events = 0;   // decoded into events
+  uint64_t cupti_dropped = 0;   // cuptiActivityGetNumDroppedRecords
+  uint64_t buffers_refused = 0;   // buffer requests refused (max_buffers in use)
+  uint64_t events_dropped = 0;   // decoded events over max_events
+  uint64_t untimed = 0;   // kernels, copies, sets, markers CUPTI delivered without a time
+  uint64_t nvtx_unclosed = 0;   // NVTX ranges still open at the end of the span: dropped
   uint64_t buffers_in_use = 0;
 };
 GpuCounters gpu_counters();
@@ -109,4 +109,4 @@ inline bool gpu_correlation_used() { return g_gpu_correlation_used.load(std::mem
 void nvtx_push(const char* name);
 void nvtx_pop();
 
-}  // namespace gpuprof::collect
+}   // namespace gpuprof::collect

@@ -1,5 +1,5 @@
-// The GPU summary of the overview page, per device (REFERENCE.md, "GPU summary"); docs/metrics.md
-// states each definition.
+// The GPU summary of the overview page, per device (docs/metrics.md, "GPU summary", states each
+// definition).
 #pragma once
 
 #include <cstdint>
@@ -48,9 +48,9 @@ std::vector<DeviceSummary> summarize_devices(const Trace& trace);
 // The pieces, exposed for tests and for per-step use. `kernels` are indices into trace.events
 // of Kernel events of one device.
 double utilization_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const TimeWindow& w);
-double sm_efficiency_pct(const Trace& trace, const std::vector<uint32_t>& kernels,
-                         const DeviceProps* device, const TimeWindow& w);
-double achieved_occupancy_pct(const Trace& trace, const std::vector<uint32_t>& kernels,
-                              const DeviceProps* device, const TimeWindow& w);
+double sm_efficiency_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const DeviceProps* device,
+                         const TimeWindow& w);
+double achieved_occupancy_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const DeviceProps* device,
+                              const TimeWindow& w);
 
 }  // namespace gpuprof

@@ -31,7 +31,8 @@ struct ImportOptions {
   // Refuse a trace with more kept events than this; 0 = no limit (about 48 bytes per kept event).
   uint64_t max_events = 0;
   // The longest single JSON string or number accepted (Kineto's are a few KiB): it bounds the
-  // memory a file made of one huge value can take, and such a file fails when the limit is reached.
+  // memory a file made of one huge value can take, and such a file fails when the limit is reached
+  // (Python passes $GPUPROF_MAX_TOKEN_MIB).
   uint64_t max_token_bytes = uint64_t(64) << 20;
   // Asked about every MiB of text; true stops the import with a TraceImportError "interrupted".
   std::function<bool()> interrupted;
@@ -49,8 +50,8 @@ struct ImportOptions {
   // inflating half the file again costs about what the second parser saves (docs/performance.md).
   uint32_t gzip_split_cpus = 4;
   // The CPUs the import may count on; 0: those the process may run on (its affinity). A caller
-  // running several imports at once gives each its share (the Python binding reads
-  // $GPUPROF_IMPORT_CPUS, which a folder's worker processes set).
+  // running several imports at once gives each its share (Python passes $GPUPROF_IMPORT_CPUS,
+  // which a folder's worker processes set: python/gpuprof/analyze.py).
   uint32_t cpus = 0;
 };
 
@@ -72,8 +73,8 @@ Trace import_kineto_trace(const std::string& path, const ImportOptions& options 
                           ImportStats* stats = nullptr);
 
 // The same, from JSON text in memory (for tests and fuzzing); `label` names it in errors.
-Trace import_kineto_json(std::string_view json, const std::string& label,
-                         const ImportOptions& options = {}, ImportStats* stats = nullptr);
+Trace import_kineto_json(std::string_view json, const std::string& label, const ImportOptions& options = {},
+                         ImportStats* stats = nullptr);
 
 // Exact decimal-to-integer conversion used for timestamps: `text` is a JSON number, the result is
 // its value times 10^scale_exp, rounded half away from zero. False when it is not a number or does

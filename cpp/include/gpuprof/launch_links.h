@@ -17,7 +17,7 @@ struct LaunchLinks {
   std::vector<uint32_t> parent_op;      // host op -> host op directly enclosing it (same thread)
   std::vector<uint32_t> top_op;         // host op -> outermost host op enclosing it (itself if none)
   std::vector<uint32_t> eligible_root;  // host op -> outermost tensor-core-eligible op among itself
-                                        //            and its enclosing ops
+                                         //            and its enclosing ops
   // The host op a device or runtime event is attributed to, following the links above.
   uint32_t launching_op(uint32_t event_index) const {
     return event_index < op_of.size() ? op_of[event_index] : kNoIndex;
@@ -27,4 +27,4 @@ struct LaunchLinks {
 // O(n log n): one sort of each thread's host events, hash maps for the ids.
 LaunchLinks link_launches(const Trace& trace);
 
-}  // namespace gpuprof
+}   // namespace gpuprof

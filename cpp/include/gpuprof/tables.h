@@ -63,8 +63,8 @@ struct StepEventTables {
 // `repeated`: repeated_op_calls of this trace when the caller has it (analyse_tables computes it),
 // so the launches are not linked again; ignored unless it has one entry per event.
 std::vector<StepEventTables> step_event_tables(const Trace& trace,
-                                               const std::vector<std::pair<int64_t, int64_t>>& steps,
-                                               size_t top, const std::vector<uint8_t>* repeated = nullptr);
+                                               const std::vector<std::pair<int64_t, int64_t>>& steps, size_t top,
+                                               const std::vector<uint8_t>* repeated = nullptr);
 
 // The events drawn in the HTML timeline of one step: host ops, user ranges, synchronisations,
 // kernels, copies and sets that start in [start_ns, end_ns). With more than `cap`, device work is

@@ -1,5 +1,5 @@
 // Which kernels run on tensor cores (judged from the kernel's name), and which operators are the
-// ones that could (REFERENCE.md, "Kernel time using Tensor Cores" and "Tensor-core-eligible").
+// ones that could (docs/metrics.md, "Tensor-core kernels" and "Tensor-core-eligible operators").
 #pragma once
 
 #include <string_view>

@@ -1,5 +1,5 @@
 // Step segmentation and the priority sweep. The rules are those of the old TensorBoard plugin's
-// overview page (REFERENCE.md), so that users can compare numbers; each is commented with why.
+// overview page (docs/breakdown.md), so that users can compare numbers; each is commented with why.
 #include "gpuprof/breakdown.h"
 
 #include <cstdint>
@@ -87,8 +87,7 @@ bool event_category(const Trace& trace, const Event& e, Category* out) {
       else *out = Category::CpuExec;
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 

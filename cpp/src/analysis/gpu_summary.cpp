@@ -27,10 +27,8 @@ const KernelInfo* kernel_info(const Trace& t, const Event& e) {
 double sm_share(const KernelInfo* k, const DeviceProps* d) {
   if (k == nullptr) return 0.0;
   double blocks_per_sm = -1.0;
-  if (d != nullptr && d->num_sms > 0 && k->blocks() > 0)
-    blocks_per_sm = double(k->blocks()) / d->num_sms;
-  else if (k->blocks_per_sm >= 0.0f)
-    blocks_per_sm = k->blocks_per_sm;
+  if (d != nullptr && d->num_sms > 0 && k->blocks() > 0) blocks_per_sm = double(k->blocks()) / d->num_sms;
+  else if (k->blocks_per_sm >= 0.0f) blocks_per_sm = k->blocks_per_sm;
   if (blocks_per_sm <= 0.0) return 0.0;
   return std::min(blocks_per_sm, 1.0);
 }
@@ -134,7 +132,8 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
   // Classify each distinct kernel name once: traces repeat a few hundred names over many kernels.
   std::vector<int8_t> tensor_core_by_name(t.strings.size(), -1);
   auto on_tensor_cores = [&](uint32_t name) {
-    if (tensor_core_by_name[name] < 0) tensor_core_by_name[name] = is_tensor_core_kernel(t.strings.at(name)) ? 1 : 0;
+    if (tensor_core_by_name[name] < 0)
+      tensor_core_by_name[name] = is_tensor_core_kernel(t.strings.at(name)) ? 1 : 0;
     return tensor_core_by_name[name] == 1;
   };
   std::vector<int8_t> eligible_by_name(t.strings.size(), -1);

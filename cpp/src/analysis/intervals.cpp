@@ -28,8 +28,7 @@ int64_t total_length(const IntervalList& v) {
 }
 
 static IntervalList::const_iterator first_ending_after(const IntervalList& v, int64_t lo) {
-  return std::upper_bound(v.begin(), v.end(), lo,
-                          [](int64_t t, const Interval& iv) { return t < iv.end; });
+  return std::upper_bound(v.begin(), v.end(), lo, [](int64_t t, const Interval& iv) { return t < iv.end; });
 }
 
 int64_t length_within(const IntervalList& v, int64_t lo, int64_t hi) {
@@ -53,10 +52,8 @@ IntervalList unite(const IntervalList& a, const IntervalList& b) {
              [](const Interval& x, const Interval& y) { return x.start < y.start; });
   size_t n = 0;
   for (const Interval& iv : out) {
-    if (n > 0 && iv.start <= out[n - 1].end)
-      out[n - 1].end = std::max(out[n - 1].end, iv.end);
-    else
-      out[n++] = iv;
+    if (n > 0 && iv.start <= out[n - 1].end) out[n - 1].end = std::max(out[n - 1].end, iv.end);
+    else out[n++] = iv;
   }
   out.resize(n);
   return out;

@@ -22,7 +22,9 @@ class IdIndex {
     else sparse_.reserve(ids.size());
   }
   // The slot for `id` (kNoIndex when new), to read or to set.
-  uint32_t& operator[](uint64_t id) { return dense_ ? slots_[size_t(id)] : sparse_.try_emplace(id, kNoIndex).first->second; }
+  uint32_t& operator[](uint64_t id) {
+    return dense_ ? slots_[size_t(id)] : sparse_.try_emplace(id, kNoIndex).first->second;
+  }
   uint32_t find(uint64_t id) const {
     if (dense_) return id < slots_.size() ? slots_[size_t(id)] : kNoIndex;
     const auto it = sparse_.find(id);
@@ -116,7 +118,8 @@ LaunchLinks link_launches(const Trace& t) {
       // Only runtime calls launch device work; a driver call with the same id never shadows one.
       if (e.correlation != 0 && e.kind != EventKind::Sync) {
         uint32_t& call = runtime_by_correlation[e.correlation];
-        if (call == kNoIndex || (t.events[call].kind == EventKind::Driver && e.kind == EventKind::Runtime)) call = i;
+        if (call == kNoIndex || (t.events[call].kind == EventKind::Driver && e.kind == EventKind::Runtime))
+          call = i;
       }
       host_items_by_thread[e.tid].push_back(i);
     }

@@ -87,8 +87,7 @@ bool arch_limits_for(int major, int minor, ArchLimits* out) {
       a.max_blocks_per_sm = 24;
       set_carveouts(&a, kAmpereGfxCarveouts);
       break;
-    default:
-      return false;
+    default: return false;
   }
   *out = a;
   return true;
@@ -106,9 +105,10 @@ OccupancyResult active_blocks_per_sm(const DeviceProps& d, const LaunchResources
     r.why_not = "compute capability outside the occupancy rules gpuprof knows (7.0 to 12.x)";
     return r;
   }
-  if (d.max_threads_per_sm <= 0 || d.max_threads_per_block <= 0 || d.regs_per_sm <= 0 ||
-      d.regs_per_block <= 0 || d.shared_mem_per_sm <= 0 || d.shared_mem_per_block <= 0) {
-    r.why_not = "device properties incomplete (threads, registers and shared memory per SM and per block are needed)";
+  if (d.max_threads_per_sm <= 0 || d.max_threads_per_block <= 0 || d.regs_per_sm <= 0 || d.regs_per_block <= 0 ||
+      d.shared_mem_per_sm <= 0 || d.shared_mem_per_block <= 0) {
+    r.why_not =
+        "device properties incomplete (threads, registers and shared memory per SM and per block are needed)";
     return r;
   }
   if (launch.threads_per_block <= 0 || launch.registers_per_thread < 0 || launch.shared_mem_bytes < 0) {
@@ -140,8 +140,8 @@ OccupancyResult active_blocks_per_sm(const DeviceProps& d, const LaunchResources
 
   // Shared memory: per block rounded up to the granularity (with the driver's reserve), against
   // the SM's configured size (the default carveout: the most the SM offers).
-  const int64_t smem_per_block = round_up(launch.shared_mem_bytes + arch.reserved_shared_mem_per_block,
-                                          arch.shared_mem_alloc_granularity);
+  const int64_t smem_per_block =
+      round_up(launch.shared_mem_bytes + arch.reserved_shared_mem_per_block, arch.shared_mem_alloc_granularity);
   int64_t smem_block_limit = d.shared_mem_per_block + arch.reserved_shared_mem_per_block;
   if (smem_limit == SharedMemLimit::Auto && smem_per_block > smem_block_limit &&
       d.shared_mem_per_block_optin > d.shared_mem_per_block)
@@ -178,15 +178,14 @@ double occupancy_pct(const DeviceProps& d, const KernelInfo& k, SharedMemLimit s
   const float blocks_per_sm = static_cast<float>(k.blocks()) / static_cast<float>(d.num_sms);
   const float active = static_cast<float>(r.active_blocks_per_sm);
   const float resident = active < blocks_per_sm ? active : blocks_per_sm;
-  const float fraction = resident * static_cast<float>(launch.threads_per_block) /
-                         static_cast<float>(d.max_threads_per_sm);
+  const float fraction =
+      resident * static_cast<float>(launch.threads_per_block) / static_cast<float>(d.max_threads_per_sm);
   return static_cast<double>(fraction) * 100.0;
 }
 
 double kernel_occupancy_pct(const DeviceProps* d, const KernelInfo& k) {
   if (k.est_occupancy_pct >= 0.0f) {
-    const bool kineto_ignored_optin = k.est_occupancy_pct == 0.0f && d != nullptr &&
-                                      d->shared_mem_per_block > 0 &&
+    const bool kineto_ignored_optin = k.est_occupancy_pct == 0.0f && d != nullptr && d->shared_mem_per_block > 0 &&
                                       k.shared_mem_bytes > d->shared_mem_per_block;
     if (!kineto_ignored_optin) return k.est_occupancy_pct;
     const double ours = occupancy_pct(*d, k);

@@ -178,12 +178,13 @@ std::vector<uint8_t> repeated_op_calls(const Trace& t, const LaunchLinks& links)
 }
 
 std::vector<StepEventTables> step_event_tables(const Trace& t,
-                                               const std::vector<std::pair<int64_t, int64_t>>& steps,
-                                               size_t top, const std::vector<uint8_t>* given) {
+                                               const std::vector<std::pair<int64_t, int64_t>>& steps, size_t top,
+                                               const std::vector<uint8_t>* given) {
   std::vector<StepEventTables> out(steps.size());
   if (steps.empty()) return out;
   const bool use_given = given != nullptr && given->size() == t.events.size();
-  const std::vector<uint8_t> computed = use_given ? std::vector<uint8_t>() : repeated_op_calls(t, link_launches(t));
+  const std::vector<uint8_t> computed =
+      use_given ? std::vector<uint8_t>() : repeated_op_calls(t, link_launches(t));
   const std::vector<uint8_t>& repeated = use_given ? *given : computed;
   std::vector<int64_t> starts;
   starts.reserve(steps.size());
@@ -281,7 +282,8 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
     }
     r.category = cit->second;
     out.events.push_back(r);
-    auto c = std::find_if(out.counts.begin(), out.counts.end(), [&](const auto& kc) { return kc.first == e.kind; });
+    auto c =
+        std::find_if(out.counts.begin(), out.counts.end(), [&](const auto& kc) { return kc.first == e.kind; });
     if (c == out.counts.end()) out.counts.emplace_back(e.kind, 1);
     else ++c->second;
   }
@@ -354,17 +356,36 @@ bool is_host_blocking_call(const Trace& t, const Event& e) {
   if (e.kind != EventKind::Runtime && e.kind != EventKind::Driver) return false;
   // Explicit synchronisation, and the copies that are synchronous with the host by definition
   // (the non-Async cudaMemcpy family; the driver's cuMemcpy without Async).
-  static const std::string_view kBlocking[] = {
-      "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
-      "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
-      "cudaMemcpyPeer", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-      "cuMemcpy", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2", "cuMemcpy2D_v2",
-      "cuMemcpy3D_v2", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
-      "hipMemcpy", "hipMemcpyWithStream", "hipMemcpy2D", "hipMemcpyToSymbol", "hipMemcpyFromSymbol"};
+  static const std::string_view kBlocking[] = {"cudaDeviceSynchronize",
+                                               "cudaStreamSynchronize",
+                                               "cudaEventSynchronize",
+                                               "cudaThreadSynchronize",
+                                               "cudaMemcpy",
+                                               "cudaMemcpy2D",
+                                               "cudaMemcpy3D",
+                                               "cudaMemcpyToSymbol",
+                                               "cudaMemcpyFromSymbol",
+                                               "cudaMemcpyPeer",
+                                               "cuCtxSynchronize",
+                                               "cuStreamSynchronize",
+                                               "cuEventSynchronize",
+                                               "cuMemcpy",
+                                               "cuMemcpyHtoD_v2",
+                                               "cuMemcpyDtoH_v2",
+                                               "cuMemcpyDtoD_v2",
+                                               "cuMemcpy2D_v2",
+                                               "cuMemcpy3D_v2",
+                                               "hipDeviceSynchronize",
+                                               "hipStreamSynchronize",
+                                               "hipEventSynchronize",
+                                               "hipMemcpy",
+                                               "hipMemcpyWithStream",
+                                               "hipMemcpy2D",
+                                               "hipMemcpyToSymbol",
+                                               "hipMemcpyFromSymbol"};
   for (std::string_view b : kBlocking) {
     // CUPTI names carry a version suffix in some traces (cudaMemcpy_v3020).
-    if (name == b || (starts_with(name, b) && name.size() > b.size() + 2 &&
-                      name.compare(b.size(), 2, "_v") == 0))
+    if (name == b || (starts_with(name, b) && name.size() > b.size() + 2 && name.compare(b.size(), 2, "_v") == 0))
       return true;
   }
   return false;

@@ -20,11 +20,24 @@ std::string lower(std::string_view s) {
 }
 
 // The TensorBoard plugin's markers, matched as it matched them (case-sensitive substrings).
-constexpr std::string_view kPluginMarkers[] = {
-    "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
-    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
-    "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm",
-    "c1688"};
+constexpr std::string_view kPluginMarkers[] = {"h884",
+                                               "s884",
+                                               "h1688",
+                                               "s1688",
+                                               "hmma",
+                                               "i8816",
+                                               "16816",
+                                               "dgrad_1x1_stride_2x2",
+                                               "first_layer_wgrad_kernel",
+                                               "conv1x1",
+                                               "conv2d_c1_k1",
+                                               "direct_group",
+                                               "xmma_implicit_gemm",
+                                               "xmma_sparse_conv",
+                                               "xmma_warp_specialized_implicit_gemm",
+                                               "xmma_gemm",
+                                               "xmma_sparse_gemm",
+                                               "c1688"};
 
 // Markers of kernels newer than the plugin's list, matched on the lower-cased name.
 constexpr std::string_view kModernMarkers[] = {
@@ -37,9 +50,8 @@ constexpr std::string_view kModernMarkers[] = {
     "gemmsm100",
     "nvjet_",       // cuBLAS 12.x Hopper/Blackwell GEMMs (nvjet_hsh_..., nvjet_tst_...)
     "i16832",       // Ampere int8 IMMA GEMMs
-    "s16832", "h16832",
-    "flash_fwd", "flash_bwd",   // FlashAttention (always MMA-based)
-    "flash::", "pytorch_flash::",
+    "s16832",     "h16832",          "flash_fwd", "flash_bwd",   // FlashAttention (always MMA-based)
+    "flash::",    "pytorch_flash::",
 };
 
 }  // namespace
@@ -55,8 +67,7 @@ bool is_tensor_core_kernel(std::string_view name) {
   // bf16/fp8 GEMMs. The data type alone is not enough (elementwise kernels are templated on
   // BFloat16 and Float8_e4m3fn too), so it must come with "gemm" and not be a GEMV.
   const bool low_precision = contains(n, "bf16") || contains(n, "e4m3") || contains(n, "e5m2");
-  if (low_precision && contains(n, "gemm") && !contains(n, "gemv") && !contains(n, "elementwise"))
-    return true;
+  if (low_precision && contains(n, "gemm") && !contains(n, "gemv") && !contains(n, "elementwise")) return true;
   // AMD rocBLAS/hipBLASLt Tensile kernels: "_MI<m>x<n>x<k>" is the MFMA (matrix-core) instruction.
   if (starts_with(name, "Cijk_") && contains(name, "_MI")) return true;
   return false;
@@ -67,8 +78,7 @@ bool is_tensor_core_eligible_kernel(std::string_view name) {
   const std::string n = lower(name);
   if (contains(n, "gemm") && !contains(n, "gemv")) return true;   // sgemm, cutlass gemm, implicit_gemm
   if (contains(n, "triton_tem_") && (contains(n, "mm") || contains(n, "conv"))) return true;
-  constexpr std::string_view kConv[] = {"convolution", "conv2d", "conv3d", "conv1d", "fprop", "dgrad",
-                                        "wgrad"};
+  constexpr std::string_view kConv[] = {"convolution", "conv2d", "conv3d", "conv1d", "fprop", "dgrad", "wgrad"};
   for (std::string_view m : kConv)
     if (contains(n, m)) return true;
   return false;
@@ -81,23 +91,57 @@ bool is_tensor_core_eligible_op(std::string_view name) {
 
   if (starts_with(name, "aten::")) {
     std::string_view op = name.substr(6);
-    constexpr std::string_view kOps[] = {
-        "mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "mv", "addmv", "addr",
-        "chain_matmul", "linalg_multi_dot", "_addmm_activation", "_scaled_mm", "_int_mm",
-        "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell", "_thnn_fused_lstm_cell",
-        "_thnn_fused_gru_cell", "lstm", "gru", "rnn_tanh", "rnn_relu", "_cudnn_rnn",
-        "scaled_dot_product_attention", "_convolution", "convolution", "_convolution_mode",
-        "_convolution_double_backward", "convolution_backward", "linear_backward",
-        "matmul_backward", "_cudnn_rnn_backward", "_thnn_fused_lstm_cell_backward",
-        "_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_gru_cell_backward"};
+    constexpr std::string_view kOps[] = {"mm",
+                                         "addmm",
+                                         "bmm",
+                                         "baddbmm",
+                                         "addbmm",
+                                         "matmul",
+                                         "linear",
+                                         "mv",
+                                         "addmv",
+                                         "addr",
+                                         "chain_matmul",
+                                         "linalg_multi_dot",
+                                         "_addmm_activation",
+                                         "_scaled_mm",
+                                         "_int_mm",
+                                         "lstm_cell",
+                                         "gru_cell",
+                                         "rnn_tanh_cell",
+                                         "rnn_relu_cell",
+                                         "_thnn_fused_lstm_cell",
+                                         "_thnn_fused_gru_cell",
+                                         "lstm",
+                                         "gru",
+                                         "rnn_tanh",
+                                         "rnn_relu",
+                                         "_cudnn_rnn",
+                                         "scaled_dot_product_attention",
+                                         "_convolution",
+                                         "convolution",
+                                         "_convolution_mode",
+                                         "_convolution_double_backward",
+                                         "convolution_backward",
+                                         "linear_backward",
+                                         "matmul_backward",
+                                         "_cudnn_rnn_backward",
+                                         "_thnn_fused_lstm_cell_backward",
+                                         "_thnn_fused_lstm_cell_backward_impl",
+                                         "_thnn_fused_gru_cell_backward"};
     for (std::string_view o : kOps)
       if (op == o) return true;
     constexpr std::string_view kPrefixes[] = {
         "conv",                               // conv1d/2d/3d, conv_transpose*, conv_tbc
         "cudnn_convolution",                  // incl. _transpose, _backward_*, _relu, _add_relu
-        "miopen_convolution", "mkldnn_convolution", "_slow_conv2d", "slow_conv",
+        "miopen_convolution",
+        "mkldnn_convolution",
+        "_slow_conv2d",
+        "slow_conv",
         "_scaled_dot_product_",               // flash / efficient / cudnn attention and backward
-        "_flash_attention_", "_efficient_attention_", "_fused_sdp"};
+        "_flash_attention_",
+        "_efficient_attention_",
+        "_fused_sdp"};
     for (std::string_view p : kPrefixes)
       if (starts_with(op, p)) return true;
     return false;
@@ -110,14 +154,37 @@ bool is_tensor_core_eligible_op(std::string_view name) {
   for (char c : tail)
     if (!std::isdigit(static_cast<unsigned char>(c))) return false;
   const std::string_view fwd = name.substr(0, at);
-  constexpr std::string_view kBackwardOf[] = {
-      "Mm", "Addmm", "Bmm", "Baddbmm", "Addbmm", "Matmul", "Linear", "Mv", "Addmv", "Addr",
-      "AddmmActivation", "ScaledMm", "Convolution", "CudnnConvolution", "CudnnConvolutionTranspose",
-      "ConvolutionOverrideable", "SlowConv2D", "SlowConvTranspose2D", "SlowConvDilated2D",
-      "ThnnConv2D", "MkldnnConvolution", "MiopenConvolution", "ThnnFusedLstmCell",
-      "ThnnFusedGruCell", "CudnnRnn", "ScaledDotProductFlashAttention",
-      "ScaledDotProductEfficientAttention", "ScaledDotProductCudnnAttention",
-      "ScaledDotProductFusedAttentionOverrideable", "FlashAttention", "EfficientAttention"};
+  constexpr std::string_view kBackwardOf[] = {"Mm",
+                                              "Addmm",
+                                              "Bmm",
+                                              "Baddbmm",
+                                              "Addbmm",
+                                              "Matmul",
+                                              "Linear",
+                                              "Mv",
+                                              "Addmv",
+                                              "Addr",
+                                              "AddmmActivation",
+                                              "ScaledMm",
+                                              "Convolution",
+                                              "CudnnConvolution",
+                                              "CudnnConvolutionTranspose",
+                                              "ConvolutionOverrideable",
+                                              "SlowConv2D",
+                                              "SlowConvTranspose2D",
+                                              "SlowConvDilated2D",
+                                              "ThnnConv2D",
+                                              "MkldnnConvolution",
+                                              "MiopenConvolution",
+                                              "ThnnFusedLstmCell",
+                                              "ThnnFusedGruCell",
+                                              "CudnnRnn",
+                                              "ScaledDotProductFlashAttention",
+                                              "ScaledDotProductEfficientAttention",
+                                              "ScaledDotProductCudnnAttention",
+                                              "ScaledDotProductFusedAttentionOverrideable",
+                                              "FlashAttention",
+                                              "EfficientAttention"};
   for (std::string_view b : kBackwardOf)
     if (fwd == b) return true;
   return false;

@@ -23,8 +23,8 @@
 #include <deque>
 #include <fstream>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -212,8 +212,7 @@ inline ThreadBuffer* buffer() {
 }
 
 // Miss path only (first time this thread sees a name): takes the registry lock.
-std::unordered_map<std::string_view, uint32_t>::iterator intern_slow(ThreadBuffer* b,
-                                                                     std::string_view name) {
+std::unordered_map<std::string_view, uint32_t>::iterator intern_slow(ThreadBuffer* b, std::string_view name) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   const uint32_t id = registry().names.intern(name);
   b->name_text.emplace_back(name);
@@ -236,10 +235,8 @@ inline uint32_t intern(ThreadBuffer* b, std::string_view name) { return intern_e
 inline uint32_t intern_address(ThreadBuffer* b, const char* name) {
   const size_t size = std::strlen(name);
   const uintptr_t a = reinterpret_cast<uintptr_t>(name);
-  ThreadBuffer::AddressSlot& slot =
-      b->by_address[((a >> 3) ^ (a >> 12)) & (ThreadBuffer::kAddressSlots - 1)];
-  if (__builtin_expect(slot.address == name && slot.size == size &&
-                           std::memcmp(slot.text, name, size) == 0, 1))
+  ThreadBuffer::AddressSlot& slot = b->by_address[((a >> 3) ^ (a >> 12)) & (ThreadBuffer::kAddressSlots - 1)];
+  if (__builtin_expect(slot.address == name && slot.size == size && std::memcmp(slot.text, name, size) == 0, 1))
     return slot.id;
   const auto it = intern_entry(b, std::string_view(name, size));
   slot = {name, it->first.data(), size, it->second};
@@ -281,8 +278,7 @@ inline void append(ThreadBuffer* b, const Event& e) {
   const size_t chunk = n / kChunkEvents, slot = n % kChunkEvents;
   if (slot == 0) {
     if (chunk >= kMaxChunksPerThread ||
-        g_chunks_used.fetch_add(1, std::memory_order_relaxed) >=
-            g_chunk_limit.load(std::memory_order_relaxed)) {
+        g_chunks_used.fetch_add(1, std::memory_order_relaxed) >= g_chunk_limit.load(std::memory_order_relaxed)) {
       b->dropped.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -332,9 +328,7 @@ struct TickConverter {
     ns_per_tick = double(now.mono - g_base.mono) / double(now.tsc - g_base.tsc);
   }
   // Anchored at the drain: the events closest to it are the ones whose offset matters most.
-  int64_t time(int64_t t) const {
-    return g_tsc ? now.mono - std::llround(double(now.tsc - t) * ns_per_tick) : t;
-  }
+  int64_t time(int64_t t) const { return g_tsc ? now.mono - std::llround(double(now.tsc - t) * ns_per_tick) : t; }
   int64_t duration(int64_t d) const { return g_tsc ? std::llround(double(d) * ns_per_tick) : d; }
 };
 
@@ -409,8 +403,8 @@ void stop() { g_active.store(false, std::memory_order_release); }
 bool active() { return g_active.load(std::memory_order_acquire); }
 
 namespace {
-inline uint64_t open_range(ThreadBuffer* b, const void* key, uint32_t name, EventKind kind,
-                           uint32_t shapes, int64_t ts) {
+inline uint64_t open_range(ThreadBuffer* b, const void* key, uint32_t name, EventKind kind, uint32_t shapes,
+                           int64_t ts) {
   OpenRange r;
   r.key = key;
   r.start_ns = ts;
@@ -471,8 +465,7 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind) {
   return open_range(b, key, name_id, kind, kNoIndex, tick_now());
 }
 
-uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims,
-                        size_t n_dims) {
+uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims, size_t n_dims) {
   if (!g_active.load(std::memory_order_relaxed)) return 0;
   ThreadBuffer* b = buffer();
   if (b == nullptr) return 0;
@@ -488,8 +481,7 @@ void host_exit_now(const void* key) {
   if (ThreadBuffer* b = exit_buffer()) close_range(b, key, ts);
 }
 
-void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns,
-            uint64_t external_id) {
+void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns, uint64_t external_id) {
   ThreadBuffer* b = buffer();
   if (b == nullptr) return;
   Event e;
@@ -502,8 +494,7 @@ void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end
   append(b, e);
 }
 
-void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved,
-                   int device) {
+void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device) {
   if (!g_active.load(std::memory_order_relaxed)) return;
   ThreadBuffer* b = buffer();
   if (b == nullptr) return;

@@ -41,10 +41,9 @@ namespace {
 
 const CUpti_ActivityKind kRequiredKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
 const CUpti_ActivityKind kOptionalKinds[] = {
-    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,   // MEMCPY2: peer-to-peer copies
-    CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,   // MEMCPY2: peer-to-peer copies
+    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     // NVTX ranges and marks; CUPTI makes these records only when it is the NVTX injection library
     // (NVTX_INJECTION64_PATH, which the user sets before Python starts: docs/gpu.md).
     CUPTI_ACTIVITY_KIND_MARKER};
@@ -185,15 +184,14 @@ void CuptiSession::on_buffer_requested(uint8_t** buffer, size_t* size) {
 
 bool is_launch(const std::string& api_name) { return api_name.find("Launch") != std::string::npos; }
 
-void CuptiSession::on_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer,
-                                       size_t size, size_t valid_bytes) {
+void CuptiSession::on_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
+                                       size_t valid_bytes) {
   if (!buffer_pool().lent(buffer)) return;   // another CUPTI client's buffer: not ours to read or free
   const cupti::CuptiApi* api = api_;
   // CUPTI calls first, without stage_mutex_ (see the top of this file).
   size_t dropped = 0;
-  if (api != nullptr &&
-      !check(api->cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped),
-             "cuptiActivityGetNumDroppedRecords"))
+  if (api != nullptr && !check(api->cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped),
+                               "cuptiActivityGetNumDroppedRecords"))
     dropped = 0;
   if (api != nullptr && valid_bytes > 0 && !exiting_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(stage_mutex_);
@@ -217,8 +215,7 @@ void CuptiSession::on_buffer_completed(CUcontext context, uint32_t stream_id, ui
           all_devices_.insert(e.device);
         }
         if (e.kind == EventKind::Kernel) ++st.kernels;
-        else if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) &&
-                 is_launch(st.trace.name_of(e)))
+        else if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && is_launch(st.trace.name_of(e)))
           ++st.launches;
       } else if (d.what == cupti::DecodeResult::What::ExternalCorrelation) {
         st.external_ids[d.correlation] = d.external_id;
@@ -279,8 +276,8 @@ bool CuptiSession::subscribe() {
     return false;
   }
   if (r != CUPTI_SUCCESS) {
-    status_.message = "CUPTI could not start (cuptiSubscribe: " + api_->describe(r) +
-                      "); profiling host-side only";
+    status_.message =
+        "CUPTI could not start (cuptiSubscribe: " + api_->describe(r) + "); profiling host-side only";
     return false;
   }
   subscribed_ = true;
@@ -299,8 +296,7 @@ bool CuptiSession::enable() {
   for (CUpti_ActivityKind k : kRequiredKinds)
     if (r == CUPTI_SUCCESS) r = api.cuptiActivityEnable(k);
   if (r != CUPTI_SUCCESS) {
-    if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ||
-        r == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) {
+    if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES || r == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) {
       status_.message =
           "GPU profiling is restricted to admin users on this machine "
           "(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES); profiling host-side only. Run as root, or allow "
@@ -308,8 +304,7 @@ bool CuptiSession::enable() {
           "/etc/modprobe.d/nvidia-profiling.conf, then reboot (in a container: start it with "
           "--cap-add=SYS_ADMIN or the host setting above)";
     } else {
-      status_.message = "CUPTI refused kernel tracing (" + api.describe(r) +
-                        "); profiling host-side only";
+      status_.message = "CUPTI refused kernel tracing (" + api.describe(r) + "); profiling host-side only";
     }
     set_kinds(false);
     return false;
@@ -318,8 +313,9 @@ bool CuptiSession::enable() {
   for (CUpti_ActivityKind k : kOptionalKinds) {
     const CUptiResult ok = api.cuptiActivityEnable(k);
     if (k == CUPTI_ACTIVITY_KIND_MARKER) status_.nvtx_markers = ok == CUPTI_SUCCESS;
-    if (ok != CUPTI_SUCCESS) notes += (notes.empty() ? "" : "; ") + std::string("activity kind ") +
-                                      std::to_string(int(k)) + " unavailable: " + api.describe(ok);
+    if (ok != CUPTI_SUCCESS)
+      notes += (notes.empty() ? "" : "; ") + std::string("activity kind ") + std::to_string(int(k)) +
+               " unavailable: " + api.describe(ok);
   }
   if (config_.driver_api) check(api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "cuptiActivityEnable");
   skip_unused_apis();   // after the kinds: enabling RUNTIME / DRIVER resets the per-API switches
@@ -343,8 +339,7 @@ void CuptiSession::start_nvml() {
   status_.nvml_message.clear();
   if (config_.nvml_interval_ms <= 0) return;
   std::string why;
-  if (nvml_.start(cuda_pci_bus_ids(), config_.nvml_devices, config_.nvml_interval_ms, why))
-    status_.nvml = true;
+  if (nvml_.start(cuda_pci_bus_ids(), config_.nvml_devices, config_.nvml_interval_ms, why)) status_.nvml = true;
   else status_.nvml_message = why;
 }
 
@@ -401,8 +396,7 @@ GpuStatus CuptiSession::start(const GpuConfig& config) {
     status_.enabled = true;
     exiting_.store(false, std::memory_order_release);
     g_gpu_correlation_used.store(true, std::memory_order_release);   // before the first push
-    correlation().begin(api_->cuptiActivityPushExternalCorrelationId,
-                        api_->cuptiActivityPopExternalCorrelationId);
+    correlation().begin(api_->cuptiActivityPushExternalCorrelationId, api_->cuptiActivityPopExternalCorrelationId);
     if (!atexit_registered_) {
       atexit_registered_ = true;
       std::atexit(exit_handler);
@@ -501,7 +495,8 @@ void CuptiSession::drain(Trace& trace) {
   trace.gpu_samples.insert(trace.gpu_samples.end(), samples.begin(), samples.end());
   if (st.launches > 0 && st.kernels == 0)
     status_.warning =
-        std::to_string(st.launches) + " kernel launches were recorded but no kernel record arrived: "
+        std::to_string(st.launches) +
+        " kernel launches were recorded but no kernel record arrived: "
         "another CUPTI client in this process (torch.profiler) probably turned kernel records off or "
         "took the activity buffers; run gpuprof outside torch.profiler, or set TEARDOWN_CUPTI=1 "
         "before torch starts";

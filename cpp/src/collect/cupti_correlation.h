@@ -53,8 +53,7 @@ class Correlation {
   // path) and pops nothing, which is right since it pushed nothing.
   // CUPTI's answer (CUPTI_SUCCESS when nothing was pushed): a refusal is worth reporting.
   CUptiResult push(uint64_t external_id) {
-    if (!correlating_.load(std::memory_order_relaxed) &&
-        outstanding_.load(std::memory_order_relaxed) == 0)
+    if (!correlating_.load(std::memory_order_relaxed) && outstanding_.load(std::memory_order_relaxed) == 0)
       return CUPTI_SUCCESS;
     Stack& c = tl_;
     const uint32_t d = c.depth++;
@@ -75,8 +74,7 @@ class Correlation {
 
   // CUPTI's answer (CUPTI_SUCCESS when nothing was popped).
   CUptiResult pop() {
-    if (!correlating_.load(std::memory_order_relaxed) &&
-        outstanding_.load(std::memory_order_relaxed) == 0)
+    if (!correlating_.load(std::memory_order_relaxed) && outstanding_.load(std::memory_order_relaxed) == 0)
       return CUPTI_SUCCESS;
     Stack& c = tl_;
     if (c.depth == 0) return CUPTI_SUCCESS;

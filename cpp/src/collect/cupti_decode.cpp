@@ -29,7 +29,8 @@ const std::string& ApiNames::name(CUpti_CallbackDomain domain, uint32_t cbid) {
 }
 
 const std::string& ApiNames::kernel_name(const char* mangled) {
-  static const std::string& kUnnamed = *new std::string("<unnamed kernel>");   // leaked: callbacks may run during exit
+  static const std::string& kUnnamed =
+      *new std::string("<unnamed kernel>");   // leaked: callbacks may run during exit
   if (mangled == nullptr) return kUnnamed;
   KernelName& k = kernels_[mangled];
   if (k.demangled.empty() || k.mangled != mangled) {
@@ -41,19 +42,18 @@ const std::string& ApiNames::kernel_name(const char* mangled) {
 
 bool is_state_query_runtime_api(std::string_view name) {
   static constexpr std::string_view kQueries[] = {
-      "cudaGetDevice",       "cudaSetDevice",         "cudaGetLastError",
-      "cudaPeekAtLastError", "cudaGetDeviceCount",    "cudaDeviceGetAttribute",
-      "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaFuncGetAttributes",
-      "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaGetDeviceProperties"};
+      "cudaGetDevice",         "cudaSetDevice",          "cudaGetLastError",      "cudaPeekAtLastError",
+      "cudaGetDeviceCount",    "cudaDeviceGetAttribute", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+      "cudaFuncGetAttributes", "cudaDriverGetVersion",   "cudaRuntimeGetVersion", "cudaGetDeviceProperties"};
   for (std::string_view q : kQueries)
     if (name == q) return true;
   return false;
 }
 
 bool is_work_driver_api(std::string_view name) {
-  static constexpr std::string_view kPrefixes[] = {
-      "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuStreamSynchronize",
-      "cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent"};
+  static constexpr std::string_view kPrefixes[] = {"cuLaunch",           "cuGraphLaunch",       "cuMemcpy",
+                                                   "cuMemset",           "cuStreamSynchronize", "cuCtxSynchronize",
+                                                   "cuEventSynchronize", "cuStreamWaitEvent"};
   for (std::string_view p : kPrefixes)
     if (name.substr(0, p.size()) == p) return true;
   return false;
@@ -155,8 +155,8 @@ Event& add(Trace& out, EventKind kind, std::string_view name, uint64_t start, ui
 
 // A copy, named as Kineto names it ("Memcpy HtoD (Pageable -> Device)") so that tables read the
 // same as torch.profiler's, with its properties beside it.
-void add_copy(Trace& out, const CopyInfo& info, uint64_t start, uint64_t end, uint32_t device,
-              uint32_t stream, uint64_t correlation) {
+void add_copy(Trace& out, const CopyInfo& info, uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
+              uint64_t correlation) {
   thread_local std::string name;   // reused: no allocation per record once warm
   name.assign("Memcpy ").append(copy_kind_key(info.kind)).append(" (");
   name.append(memory_kind_name(info.src)).append(" -> ").append(memory_kind_name(info.dst)).append(")");
@@ -209,8 +209,7 @@ DecodeResult MarkerRanges::decode(const CUpti_ActivityMarker2& m, Trace& out) {
   return r;
 }
 
-DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out,
-                           MarkerRanges* markers) {
+DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace& out, MarkerRanges* markers) {
   DecodeResult r;
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -306,8 +305,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       Event& e = add(out, EventKind::Overhead, overhead_kind_name(o.overheadKind), o.start, o.end);
       if (o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS) {
         e.tid = o.objectId.pt.threadId;
-      } else if (o.objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE ||
-                 o.objectKind == CUPTI_ACTIVITY_OBJECT_CONTEXT ||
+      } else if (o.objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE || o.objectKind == CUPTI_ACTIVITY_OBJECT_CONTEXT ||
                  o.objectKind == CUPTI_ACTIVITY_OBJECT_STREAM) {
         e.tid = o.objectId.dcs.streamId;
       }
@@ -326,8 +324,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
     case CUPTI_ACTIVITY_KIND_MARKER:
       if (markers == nullptr) return r;
       return markers->decode(reinterpret_cast<const CUpti_ActivityMarker2&>(record), out);
-    default:
-      return r;
+    default: return r;
   }
 }
 

@@ -62,8 +62,7 @@ std::string CudaDriver::pci_bus_id(int ordinal) const {
   if (!ok || cuDeviceGetPCIBusId == nullptr) return "";
   CUdevice dev;
   char id[64] = {0};
-  if (cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS ||
-      cuDeviceGetPCIBusId(id, sizeof(id) - 1, dev) != CUDA_SUCCESS)
+  if (cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS || cuDeviceGetPCIBusId(id, sizeof(id) - 1, dev) != CUDA_SUCCESS)
     return "";
   return id;
 }
@@ -220,9 +219,8 @@ const CuptiApi& cupti(const std::vector<std::string>& extra_dirs) {
   resolve(lib, "cuptiActivityEnableRuntimeApi", api->cuptiActivityEnableRuntimeApi, optional);
   resolve(lib, "cuptiActivityEnableDriverApi", api->cuptiActivityEnableDriverApi, optional);
   if (!missing.empty()) {
-    api->error = api->path + " lacks " + missing + " (a CUPTI older than CUDA " +
-                 std::to_string(kCompiledMajor) + "?); set GPUPROF_CUPTI to a CUDA " +
-                 std::to_string(kCompiledMajor) + " libcupti.so";
+    api->error = api->path + " lacks " + missing + " (a CUPTI older than CUDA " + std::to_string(kCompiledMajor) +
+                 "?); set GPUPROF_CUPTI to a CUDA " + std::to_string(kCompiledMajor) + " libcupti.so";
     return *api;
   }
   if (!api->already_loaded) {   // a bare soname found on the loader's path: the file it names
@@ -234,20 +232,21 @@ const CuptiApi& cupti(const std::vector<std::string>& extra_dirs) {
   if (api->cuptiGetVersion(&api->version) != CUPTI_SUCCESS) api->version = 0;
   // CUDA 13 numbers the API major * 10000 + ...; CUDA 12 and 11 numbered it 13..28.
   if (api->version / 10000 != kCompiledMajor && api->already_loaded) {
-    api->error = "this process already loaded " + api->path + " (CUPTI API version " +
-                 std::to_string(api->version) + ", " + loaded.soname +
-                 ": torch built for an older CUDA), and gpuprof reads only CUDA " +
-                 std::to_string(kCompiledMajor) + "'s CUPTI records and never loads a second CUPTI "
-                 "beside it; use a torch built for CUDA " + std::to_string(kCompiledMajor) +
-                 " (pip install torch --index-url https://download.pytorch.org/whl/cu130)";
+    api->error =
+        "this process already loaded " + api->path + " (CUPTI API version " + std::to_string(api->version) + ", " +
+        loaded.soname + ": torch built for an older CUDA), and gpuprof reads only CUDA " +
+        std::to_string(kCompiledMajor) +
+        "'s CUPTI records and never loads a second CUPTI "
+        "beside it; use a torch built for CUDA " +
+        std::to_string(kCompiledMajor) + " (pip install torch --index-url https://download.pytorch.org/whl/cu130)";
     return *api;
   }
   if (api->version / 10000 != kCompiledMajor) {
     api->error = api->path + " is CUPTI API version " + std::to_string(api->version) +
-                 ", but gpuprof was built for CUDA " + std::to_string(kCompiledMajor) +
-                 "'s CUPTI (API " + std::to_string(CUPTI_API_VERSION) +
-                 "): its activity records differ; set GPUPROF_CUPTI to a CUDA " +
-                 std::to_string(kCompiledMajor) + " libcupti.so";
+                 ", but gpuprof was built for CUDA " + std::to_string(kCompiledMajor) + "'s CUPTI (API " +
+                 std::to_string(CUPTI_API_VERSION) +
+                 "): its activity records differ; set GPUPROF_CUPTI to a CUDA " + std::to_string(kCompiledMajor) +
+                 " libcupti.so";
     return *api;
   }
   api->ok = true;

@@ -12,8 +12,12 @@ namespace {
 // The few NVML entry points used, declared from NVML's documented C ABI (nvml.h is not part of the
 // CUDA toolkit install here): every call returns an int status, 0 = NVML_SUCCESS.
 using nvmlDevice_t = void*;
-struct NvmlUtilization { unsigned int gpu, memory; };
-struct NvmlMemory { unsigned long long total, free, used; };
+struct NvmlUtilization {
+  unsigned int gpu, memory;
+};
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
 constexpr int kNvmlClockSm = 1;         // NVML_CLOCK_SM
 constexpr int kNvmlTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 
@@ -47,9 +51,8 @@ const Nvml& nvml() {
     const bool all = sym(n->init, "nvmlInit_v2") && sym(n->count, "nvmlDeviceGetCount_v2") &&
                      sym(n->by_index, "nvmlDeviceGetHandleByIndex_v2") &&
                      sym(n->utilization, "nvmlDeviceGetUtilizationRates") &&
-                     sym(n->memory, "nvmlDeviceGetMemoryInfo") &&
-                     sym(n->power, "nvmlDeviceGetPowerUsage") && sym(n->clock, "nvmlDeviceGetClockInfo") &&
-                     sym(n->temperature, "nvmlDeviceGetTemperature") &&
+                     sym(n->memory, "nvmlDeviceGetMemoryInfo") && sym(n->power, "nvmlDeviceGetPowerUsage") &&
+                     sym(n->clock, "nvmlDeviceGetClockInfo") && sym(n->temperature, "nvmlDeviceGetTemperature") &&
                      sym(n->error_string, "nvmlErrorString");
     sym(n->by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
     if (!all) {

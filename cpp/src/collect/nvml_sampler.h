@@ -26,8 +26,8 @@ class NvmlSampler {
   // Only the ordinals in `wanted` (the devices this process uses; every device when empty): a rank
   // of an 8-GPU job polls its own GPU, not all eight.
   // False with `why` when NVML is absent or sees none of them. Restarting while running is a no-op.
-  bool start(const std::vector<std::string>& cuda_pci_bus_ids, const std::vector<int>& wanted,
-             int64_t interval_ms, std::string& why);
+  bool start(const std::vector<std::string>& cuda_pci_bus_ids, const std::vector<int>& wanted, int64_t interval_ms,
+             std::string& why);
   void stop();
   // The samples taken since the last take().
   std::vector<GpuSample> take();

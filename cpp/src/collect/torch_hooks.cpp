@@ -39,8 +39,7 @@ void input_dims_unguarded(const at::RecordFunction& fn, std::vector<int64_t>& ou
     if (!v.isTensor()) continue;
     const at::Tensor& t = v.toTensor();
     const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
-    if (impl == nullptr || impl->is_nested() || impl->has_symbolic_sizes_strides() ||
-        impl->is_python_dispatch())
+    if (impl == nullptr || impl->is_nested() || impl->has_symbolic_sizes_strides() || impl->is_python_dispatch())
       continue;
     const c10::IntArrayRef sizes = impl->sizes();
     out[count_at] = static_cast<int64_t>(sizes.size());
@@ -72,7 +71,8 @@ std::unique_ptr<at::ObserverContext> on_enter_with_shapes(const at::RecordFuncti
 #if defined(__GNUC__) && defined(__ELF__)
   __attribute__((tls_model("initial-exec")))
 #endif
-  thread_local std::vector<int64_t> dims;
+  thread_local std::vector<int64_t>
+      dims;
   const bool ok = input_dims(fn, dims);
   static const int64_t kNoInputs = 0;   // an op without inputs: "[]" (data() may be null then)
   const int64_t* list = !ok ? nullptr : dims.empty() ? &kNoInputs : dims.data();
@@ -99,8 +99,7 @@ void install_hooks(bool record_shapes) {
   if (g_installed) return;
   at::RecordFunctionCallback cb(record_shapes ? &on_enter_with_shapes : &on_enter, &on_exit);
   cb.needsInputs(record_shapes)
-      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-               at::RecordScope::USER_SCOPE});
+      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
   g_handle = at::addGlobalCallback(std::move(cb));
   g_installed = true;
 }
@@ -117,8 +116,7 @@ void install_idle_hooks(bool needs_inputs) {
   if (g_idle_handle != 0) return;
   at::RecordFunctionCallback cb(&idle_enter, &idle_exit);
   cb.needsInputs(needs_inputs)
-      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-               at::RecordScope::USER_SCOPE});
+      .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
   g_idle_handle = at::addGlobalCallback(std::move(cb));
 }
 
@@ -147,8 +145,8 @@ class AllocatorReporter final : public torch::profiler::impl::ProfilerStateBase 
                          c10::Device device) override {
     // Host tensors (and DataLoader shared-memory maps) are the process's RSS, sampled per step.
     if (!enabled.load(std::memory_order_relaxed) || device.is_cpu()) return;
-    record_memory(ticks(), alloc_size, static_cast<int64_t>(total_allocated),
-                  static_cast<int64_t>(total_reserved), device.index());
+    record_memory(ticks(), alloc_size, static_cast<int64_t>(total_allocated), static_cast<int64_t>(total_reserved),
+                  device.index());
   }
   bool memoryProfilingEnabled() const override { return false; }
   torch::profiler::impl::ActiveProfilerType profilerType() override {
@@ -206,8 +204,7 @@ bool remove_memory_reporter() {
   // it stays behind, switched off, where it costs nothing.
   if (std::this_thread::get_id() != g_reporter_thread) return false;
   try {
-    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE).get() != reporter.get())
-      return false;
+    if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE).get() != reporter.get()) return false;
     c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
     return true;
   } catch (const std::exception&) {

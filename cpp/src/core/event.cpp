@@ -7,8 +7,8 @@ namespace gpuprof {
 namespace {
 
 constexpr std::array<const char*, 14> kEventKinds = {
-    "host_op", "user_range", "step",   "python_function", "runtime",        "driver",   "kernel",
-    "memcpy",  "memset",     "sync",   "nvtx",            "gpu_user_range", "overhead", "other"};
+    "host_op", "user_range", "step", "python_function", "runtime",  "driver", "kernel", "memcpy",
+    "memset",  "sync",       "nvtx", "gpu_user_range",  "overhead", "other"};
 constexpr std::array<const char*, 6> kCopyKinds = {"unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
 constexpr std::array<const char*, 6> kMemoryKinds = {"unknown", "pageable", "pinned",
                                                      "device",  "managed",  "array"};
@@ -37,12 +37,18 @@ const char* event_kind_key(EventKind k) { return kEventKinds[static_cast<size_t>
 bool parse_event_kind(std::string_view s, EventKind* out) { return parse(kEventKinds, s, out); }
 const char* copy_kind_key(CopyKind k) { return kCopyKinds[static_cast<size_t>(k)]; }
 bool parse_copy_kind(std::string_view s, CopyKind* out) {
-  if (s.empty()) { *out = CopyKind::Unknown; return true; }
+  if (s.empty()) {
+    *out = CopyKind::Unknown;
+    return true;
+  }
   return parse(kCopyKinds, s, out);
 }
 const char* memory_kind_key(MemoryKind k) { return kMemoryKinds[static_cast<size_t>(k)]; }
 bool parse_memory_kind(std::string_view s, MemoryKind* out) {
-  if (s.empty()) { *out = MemoryKind::Unknown; return true; }
+  if (s.empty()) {
+    *out = MemoryKind::Unknown;
+    return true;
+  }
   return parse(kMemoryKinds, s, out);
 }
 

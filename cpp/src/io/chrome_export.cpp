@@ -111,7 +111,11 @@ class JsonWriter {
         case '\r': esc[1] = 'r'; break;
         case '\t': esc[1] = 't'; break;
         default:
-          esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = digits[c >> 4]; esc[5] = digits[c & 15];
+          esc[1] = 'u';
+          esc[2] = '0';
+          esc[3] = '0';
+          esc[4] = digits[c >> 4];
+          esc[5] = digits[c & 15];
           len = 6;
       }
       out_.write(esc, len);
@@ -181,8 +185,8 @@ class JsonWriter {
 void write_us(JsonWriter& w, int64_t ns) {
   char text[32];
   const uint64_t mag = ns < 0 ? uint64_t(0) - uint64_t(ns) : uint64_t(ns);
-  const int n = std::snprintf(text, sizeof text, "%s%" PRIu64 ".%03" PRIu64, ns < 0 ? "-" : "",
-                              mag / 1000, mag % 1000);
+  const int n =
+      std::snprintf(text, sizeof text, "%s%" PRIu64 ".%03" PRIu64, ns < 0 ? "-" : "", mag / 1000, mag % 1000);
   w.RawValue(text, size_t(n));
 }
 
@@ -234,21 +238,38 @@ void write_trace(const Trace& t, BlockSink& sink) {
   w.StartArray();
   for (const DeviceProps& d : t.devices) {
     w.StartObject();
-    key(w, "id"); w.Int(d.id);
-    key(w, "name"); str(w, d.name);
-    key(w, "totalGlobalMem"); w.Int64(d.total_global_mem);
-    key(w, "computeMajor"); w.Int(d.compute_major);
-    key(w, "computeMinor"); w.Int(d.compute_minor);
-    key(w, "maxThreadsPerBlock"); w.Int(d.max_threads_per_block);
-    key(w, "maxThreadsPerMultiprocessor"); w.Int(d.max_threads_per_sm);
-    key(w, "regsPerBlock"); w.Int(d.regs_per_block);
-    key(w, "regsPerMultiprocessor"); w.Int(d.regs_per_sm);
-    key(w, "warpSize"); w.Int(d.warp_size);
-    key(w, "sharedMemPerBlock"); w.Int64(d.shared_mem_per_block);
-    key(w, "sharedMemPerMultiprocessor"); w.Int64(d.shared_mem_per_sm);
-    key(w, "numSms"); w.Int(d.num_sms);
-    key(w, "sharedMemPerBlockOptin"); w.Int64(d.shared_mem_per_block_optin);
-    if (d.max_blocks_per_sm > 0) { key(w, "maxBlocksPerMultiprocessor"); w.Int(d.max_blocks_per_sm); }
+    key(w, "id");
+    w.Int(d.id);
+    key(w, "name");
+    str(w, d.name);
+    key(w, "totalGlobalMem");
+    w.Int64(d.total_global_mem);
+    key(w, "computeMajor");
+    w.Int(d.compute_major);
+    key(w, "computeMinor");
+    w.Int(d.compute_minor);
+    key(w, "maxThreadsPerBlock");
+    w.Int(d.max_threads_per_block);
+    key(w, "maxThreadsPerMultiprocessor");
+    w.Int(d.max_threads_per_sm);
+    key(w, "regsPerBlock");
+    w.Int(d.regs_per_block);
+    key(w, "regsPerMultiprocessor");
+    w.Int(d.regs_per_sm);
+    key(w, "warpSize");
+    w.Int(d.warp_size);
+    key(w, "sharedMemPerBlock");
+    w.Int64(d.shared_mem_per_block);
+    key(w, "sharedMemPerMultiprocessor");
+    w.Int64(d.shared_mem_per_sm);
+    key(w, "numSms");
+    w.Int(d.num_sms);
+    key(w, "sharedMemPerBlockOptin");
+    w.Int64(d.shared_mem_per_block_optin);
+    if (d.max_blocks_per_sm > 0) {
+      key(w, "maxBlocksPerMultiprocessor");
+      w.Int(d.max_blocks_per_sm);
+    }
     w.EndObject();
   }
   w.EndArray();
@@ -277,11 +298,19 @@ void write_trace(const Trace& t, BlockSink& sink) {
     if (on_device_timeline(e)) devices.insert(e.device < 0 ? 0 : e.device);
   auto process_name = [&](int64_t p, const std::string& name) {
     w.StartObject();
-    key(w, "name"); w.String("process_name");
-    key(w, "ph"); w.String("M");
-    key(w, "pid"); w.Int64(p);
-    key(w, "tid"); w.Int(0);
-    key(w, "args"); w.StartObject(); key(w, "name"); str(w, name); w.EndObject();
+    key(w, "name");
+    w.String("process_name");
+    key(w, "ph");
+    w.String("M");
+    key(w, "pid");
+    w.Int64(p);
+    key(w, "tid");
+    w.Int(0);
+    key(w, "args");
+    w.StartObject();
+    key(w, "name");
+    str(w, name);
+    w.EndObject();
     w.EndObject();
   };
   process_name(pid, "python");
@@ -296,43 +325,80 @@ void write_trace(const Trace& t, BlockSink& sink) {
     const bool dev = on_device_timeline(e);
     const int64_t e_pid = dev ? (e.device < 0 ? 0 : e.device) : pid;
     w.StartObject();
-    key(w, "ph"); w.String("X");
-    key(w, "cat"); w.String(cat_of(e.kind));
-    key(w, "name"); str(w, t.name_of(e));
+    key(w, "ph");
+    w.String("X");
+    key(w, "cat");
+    w.String(cat_of(e.kind));
+    key(w, "name");
+    str(w, t.name_of(e));
     if (e.kind == EventKind::Other) {
       // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
       // such as HTA would take them for work (and shift the trace's start).
-      key(w, "pid"); w.String("Spans");
-      key(w, "tid"); w.String("gpuprof");
+      key(w, "pid");
+      w.String("Spans");
+      key(w, "tid");
+      w.String("gpuprof");
     } else {
-      key(w, "pid"); w.Int64(e_pid);
-      key(w, "tid"); w.Uint(e.tid);
+      key(w, "pid");
+      w.Int64(e_pid);
+      key(w, "tid");
+      w.Uint(e.tid);
     }
-    key(w, "ts"); write_us(w, e.start_ns);
-    key(w, "dur"); write_us(w, e.dur_ns);
+    key(w, "ts");
+    write_us(w, e.start_ns);
+    key(w, "dur");
+    write_us(w, e.dur_ns);
     key(w, "args");
     w.StartObject();
-    if (e.external_id != 0) { key(w, "External id"); w.Uint64(e.external_id); }
-    if (e.correlation != 0) { key(w, "correlation"); w.Uint64(e.correlation); }
+    if (e.external_id != 0) {
+      key(w, "External id");
+      w.Uint64(e.external_id);
+    }
+    if (e.correlation != 0) {
+      key(w, "correlation");
+      w.Uint64(e.correlation);
+    }
     // Only activities carry a stream: HTA takes any event with one for GPU work, and the
     // GPU-side user ranges Kineto writes have none.
     if (e.on_device() || e.kind == EventKind::Sync) {
-      key(w, "device"); w.Int(e.device < 0 ? 0 : e.device);
-      key(w, "stream"); w.Uint(e.tid);
+      key(w, "device");
+      w.Int(e.device < 0 ? 0 : e.device);
+      key(w, "stream");
+      w.Uint(e.tid);
     }
     if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
       const KernelInfo& k = t.kernels[e.aux];
-      if (k.registers_per_thread >= 0) { key(w, "registers per thread"); w.Int(k.registers_per_thread); }
-      if (k.shared_mem_bytes >= 0) { key(w, "shared memory"); w.Int64(k.shared_mem_bytes); }
-      if (k.blocks_per_sm >= 0) { key(w, "blocks per SM"); w.Double(k.blocks_per_sm); }
-      if (k.warps_per_sm >= 0) { key(w, "warps per SM"); w.Double(k.warps_per_sm); }
+      if (k.registers_per_thread >= 0) {
+        key(w, "registers per thread");
+        w.Int(k.registers_per_thread);
+      }
+      if (k.shared_mem_bytes >= 0) {
+        key(w, "shared memory");
+        w.Int64(k.shared_mem_bytes);
+      }
+      if (k.blocks_per_sm >= 0) {
+        key(w, "blocks per SM");
+        w.Double(k.blocks_per_sm);
+      }
+      if (k.warps_per_sm >= 0) {
+        key(w, "warps per SM");
+        w.Double(k.warps_per_sm);
+      }
       key(w, "grid");
-      w.StartArray(); for (int v : k.grid) w.Int(v); w.EndArray();
+      w.StartArray();
+      for (int v : k.grid) w.Int(v);
+      w.EndArray();
       key(w, "block");
-      w.StartArray(); for (int v : k.block) w.Int(v); w.EndArray();
-      if (k.est_occupancy_pct >= 0) { key(w, "est. achieved occupancy %"); w.Double(k.est_occupancy_pct); }
+      w.StartArray();
+      for (int v : k.block) w.Int(v);
+      w.EndArray();
+      if (k.est_occupancy_pct >= 0) {
+        key(w, "est. achieved occupancy %");
+        w.Double(k.est_occupancy_pct);
+      }
     } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
-      key(w, "bytes"); w.Int64(t.copies[e.aux].bytes);
+      key(w, "bytes");
+      w.Int64(t.copies[e.aux].bytes);
     }
     w.EndObject();
     w.EndObject();
@@ -340,40 +406,64 @@ void write_trace(const Trace& t, BlockSink& sink) {
     const bool launch = e.kind == EventKind::Runtime || e.kind == EventKind::Driver;
     if (e.correlation != 0 && (launch || e.on_device()) && device_correlations.count(e.correlation)) {
       w.StartObject();
-      key(w, "ph"); w.String(launch ? "s" : "f");
-      key(w, "id"); w.Uint64(e.correlation);
-      key(w, "pid"); w.Int64(e_pid);
-      key(w, "tid"); w.Uint(e.tid);
-      key(w, "ts"); write_us(w, e.start_ns);
-      key(w, "cat"); w.String("ac2g");
-      key(w, "name"); w.String("ac2g");
-      if (!launch) { key(w, "bp"); w.String("e"); }
+      key(w, "ph");
+      w.String(launch ? "s" : "f");
+      key(w, "id");
+      w.Uint64(e.correlation);
+      key(w, "pid");
+      w.Int64(e_pid);
+      key(w, "tid");
+      w.Uint(e.tid);
+      key(w, "ts");
+      write_us(w, e.start_ns);
+      key(w, "cat");
+      w.String("ac2g");
+      key(w, "name");
+      w.String("ac2g");
+      if (!launch) {
+        key(w, "bp");
+        w.String("e");
+      }
       w.EndObject();
     }
   }
 
   for (const MemorySample& m : t.memory) {
     w.StartObject();
-    key(w, "ph"); w.String("i");
-    key(w, "s"); w.String("t");
-    key(w, "cat"); w.String("cpu_instant_event");
-    key(w, "name"); w.String("[memory]");
-    key(w, "pid"); w.Int64(pid);
-    key(w, "tid"); w.Int(0);
-    key(w, "ts"); write_us(w, m.ts_ns);
+    key(w, "ph");
+    w.String("i");
+    key(w, "s");
+    w.String("t");
+    key(w, "cat");
+    w.String("cpu_instant_event");
+    key(w, "name");
+    w.String("[memory]");
+    key(w, "pid");
+    w.Int64(pid);
+    key(w, "tid");
+    w.Int(0);
+    key(w, "ts");
+    write_us(w, m.ts_ns);
     key(w, "args");
     w.StartObject();
-    key(w, "Device Type"); w.Int(m.device >= 0 ? 1 : 0);
-    key(w, "Device Id"); w.Int(m.device);
-    key(w, "Bytes"); w.Int64(m.bytes_delta);
-    key(w, "Total Allocated"); w.Int64(m.total_allocated);
-    key(w, "Total Reserved"); w.Int64(m.total_reserved);
+    key(w, "Device Type");
+    w.Int(m.device >= 0 ? 1 : 0);
+    key(w, "Device Id");
+    w.Int(m.device);
+    key(w, "Bytes");
+    w.Int64(m.bytes_delta);
+    key(w, "Total Allocated");
+    w.Int64(m.total_allocated);
+    key(w, "Total Reserved");
+    w.Int64(m.total_reserved);
     w.EndObject();
     w.EndObject();
   }
   w.EndArray();
-  key(w, "displayTimeUnit"); w.String("ms");
-  key(w, "traceName"); w.String("gpuprof");
+  key(w, "displayTimeUnit");
+  w.String("ms");
+  key(w, "traceName");
+  w.String("gpuprof");
   w.EndObject();
 }
 

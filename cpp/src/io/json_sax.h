@@ -19,9 +19,23 @@
 namespace gpuprof::io {
 
 enum class JsonError : uint8_t {
-  None, Empty, RootNotSingular, ValueInvalid, MissName, MissColon, MissCommaOrBrace,
-  MissCommaOrBracket, BadHex, BadSurrogate, BadEscape, MissQuote, ControlInString, NumberTooBig,
-  MissFraction, MissExponent, Stopped
+  None,
+  Empty,
+  RootNotSingular,
+  ValueInvalid,
+  MissName,
+  MissColon,
+  MissCommaOrBrace,
+  MissCommaOrBracket,
+  BadHex,
+  BadSurrogate,
+  BadEscape,
+  MissQuote,
+  ControlInString,
+  NumberTooBig,
+  MissFraction,
+  MissExponent,
+  Stopped
 };
 
 inline const char* json_error_text(JsonError e) {
@@ -93,10 +107,18 @@ class JsonSax {
         goto closing;
       }
       switch (in_.Peek()) {
-        case 'n': if (!literal("null", 0)) return false; break;
-        case 't': if (!literal("true", 1)) return false; break;
-        case 'f': if (!literal("false", 2)) return false; break;
-        case '"': if (!string(false)) return false; break;
+        case 'n':
+          if (!literal("null", 0)) return false;
+          break;
+        case 't':
+          if (!literal("true", 1)) return false;
+          break;
+        case 'f':
+          if (!literal("false", 2)) return false;
+          break;
+        case '"':
+          if (!string(false)) return false;
+          break;
         case '{':
         case '[': {
           const bool object = in_.Take() == '{';
@@ -112,7 +134,9 @@ class JsonSax {
           opened = true;
           break;
         }
-        default: if (!number()) return false; break;
+        default:
+          if (!number()) return false;
+          break;
       }
       if (opened) continue;   // parse the first element
     closing:
@@ -165,7 +189,10 @@ class JsonSax {
   // JSON's number grammar; the text goes to the handler as it lies in the chunk.
   bool number() {
     size_t n = 0;   // the number starts n bytes before the read position (one chunk)
-    auto take = [&] { in_.Take(); ++n; };
+    auto take = [&] {
+      in_.Take();
+      ++n;
+    };
     if (in_.Peek() == '-') take();
     size_t int_digits = 0;
     if (in_.Peek() == '0') {
@@ -334,9 +361,18 @@ class JsonWriter {
     out_.push_back(levels_.back().object ? '}' : ']');
     levels_.pop_back();
   }
-  void null() { prefix(); out_ += "null"; }
-  void boolean(bool b) { prefix(); out_ += b ? "true" : "false"; }
-  void raw_number(std::string_view t) { prefix(); out_.append(t.data(), t.size()); }
+  void null() {
+    prefix();
+    out_ += "null";
+  }
+  void boolean(bool b) {
+    prefix();
+    out_ += b ? "true" : "false";
+  }
+  void raw_number(std::string_view t) {
+    prefix();
+    out_.append(t.data(), t.size());
+  }
   void string(std::string_view s) {
     prefix();
     static const char digits[] = "0123456789ABCDEF";

@@ -35,8 +35,8 @@ size_t safe_cut(const char* text, size_t n) {
       else if (c == '"') in_string = false;
     } else if (c == '"') {
       in_string = true;
-    } else if (c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == ' ' ||
-               c == '\t' || c == '\r') {
+    } else if (c == ',' || c == ':' || c == '[' || c == ']' || c == '{' || c == '}' || c == ' ' || c == '\t' ||
+               c == '\r') {
       cut = i + 1;
     }
     // A control character is invalid JSON wherever it stands (in a string it must be escaped):
@@ -48,16 +48,14 @@ size_t safe_cut(const char* text, size_t n) {
 }
 }  // namespace
 
-TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes,
-                       uint64_t plain_from)
+TextStream::TextStream(const std::string& path, uint64_t max_bytes, uint64_t max_token_bytes, uint64_t plain_from)
     : max_bytes_(max_bytes), max_token_bytes_(max_token_bytes) {
   text_begin_ = cur_ = end_ = chunk_begin_ = sentinel_;
   if (!open_file(path)) return;
   if (plain_from > 0) {   // the rest of a plain text file, from that byte (the importer's second half)
     if (::fseeko(file_, static_cast<off_t>(plain_from), SEEK_SET) != 0)
       fail(std::string("cannot seek: ") + std::strerror(errno));
-    else
-      refill();
+    else refill();
     return;
   }
   start(false);
@@ -258,12 +256,13 @@ size_t TextStream::fill_chunk(std::vector<char>& buf, std::string* error) {
       return cut;
     }
     if (len >= max_token_bytes_) {
-      *error = "a single JSON string or number is longer than " +
-               std::to_string(max_token_bytes_ >> 20) + " MiB (the limit for one value; set "
+      *error = "a single JSON string or number is longer than " + std::to_string(max_token_bytes_ >> 20) +
+               " MiB (the limit for one value; set "
                "GPUPROF_MAX_TOKEN_MIB to raise it if this file is right)";
       return 0;
     }
-    buf.resize(std::min<size_t>(2 * buf.size(), max_token_bytes_ + kChunkBytes + 1));   // one value longer than the chunk
+    buf.resize(
+        std::min<size_t>(2 * buf.size(), max_token_bytes_ + kChunkBytes + 1));   // one value longer than the chunk
   }
 }
 
@@ -281,11 +280,12 @@ void TextStream::check_member_trailer(std::string* error) {
   auto le32 = [](const unsigned char* p) {
     return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
   };
-  const char* wrong = le32(t) != member_crc_ ? "incorrect data check"
-                      : le32(t + 4) != uint32_t(member_bytes_) ? "incorrect length check" : nullptr;
+  const char* wrong = le32(t) != member_crc_                   ? "incorrect data check"
+                      : le32(t + 4) != uint32_t(member_bytes_) ? "incorrect length check"
+                                                               : nullptr;
   if (wrong != nullptr)
-    *error = "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - z_.avail_in) +
-             ": " + wrong;
+    *error =
+        "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - z_.avail_in) + ": " + wrong;
   member_crc_ = 0;
   member_bytes_ = 0;
 }
@@ -362,7 +362,6 @@ void TextStream::inflate_loop() {
 }
 
 // ---- the parser's side ------------------------------------------------------------------------------
-
 
 void TextStream::skip_whitespace_run() {
   for (;;) {
@@ -445,4 +444,4 @@ void TextStream::refill() {
   end_ = base + got;
 }
 
-}  // namespace gpuprof::io
+}   // namespace gpuprof::io

@@ -177,7 +177,6 @@ class TextStream {
     dst_ = q;
   }
 
-
   // The n characters just read, for a number the reader parsed in situ: it ends at the read
   // position and lies in the current chunk (safe cuts). Empty if that cannot hold (a read error).
   std::string_view last_read(size_t n) const {

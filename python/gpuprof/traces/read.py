@@ -69,6 +69,23 @@ def _wait_for_writer(path: Path, timeout_s: float):
     return box["fd"]
 
 
+def import_settings() -> dict:
+    """The import's settings from the environment, as keyword arguments of ``_core.import_trace``
+    (docs/analyze.md): ``GPUPROF_MAX_TOKEN_MIB``, the longest single JSON string or number in MiB
+    (1 to 2**24 - 1; default 64), and ``GPUPROF_IMPORT_CPUS``, the CPUs an import may count on (1 to
+    65535). Unset or invalid: 0, the default."""
+    def unsigned(name: str, below: int) -> int:
+        # Read as C's strtoul did: leading white space and a '+' allowed, then decimal digits only.
+        text = os.environ.get(name, "").lstrip(" \t\n\v\f\r")
+        text = text[1:] if text.startswith("+") else text
+        ok = text.isascii() and text.isdigit() and len(text.lstrip("0")) <= 20
+        value = int(text) if ok else 0
+        return value if 0 < value < below else 0
+
+    return {"max_token_bytes": unsigned("GPUPROF_MAX_TOKEN_MIB", 1 << 24) << 20,
+            "import_cpus": unsigned("GPUPROF_IMPORT_CPUS", 65536)}
+
+
 def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0,
                  import_cpus: int = 0):
     """Read one trace file into a native ``Trace``; returns ``(trace, stats)``.
@@ -76,7 +93,8 @@ def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_event
     ``stats`` says how the import went: ``json_bytes``, ``records``, ``ignored_records``,
     ``skipped_by_reason``, ``compressed``, ``time_unit`` ("us" or "ns") and ``read_s``.
     ``import_cpus``: the CPUs the import may count on for threads of its own (0: those this
-    process may use); a folder's worker processes each get their share.
+    process may use); a folder's worker processes each get their share. ``GPUPROF_IMPORT_CPUS``, when
+    set, wins over it.
     """
     p = Path(path)
     st = check_path(p)
@@ -87,7 +105,10 @@ def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_event
         held = _wait_for_writer(p, float(os.environ.get("GPUPROF_FIFO_WAIT_S", "10")))
     try:
         # The OS's bytes for the name: a file name need not be valid UTF-8.
-        return _core.import_trace(os.fsencode(p), max_bytes, max_events)
+        settings = import_settings()
+        if import_cpus and not settings["import_cpus"]:   # a value the user set stays
+            settings["import_cpus"] = import_cpus
+        return _core.import_trace(os.fsencode(p), max_bytes, max_events, **settings)
     finally:
         if held is not None:
             os.close(held)

@@ -1,0 +1,155 @@
+// Number parsing for the importer: a JSON number's text to an exact integer (timestamps scaled to
+// nanoseconds), to a double, and the trailing number of a thread label. Numbers reach the importer
+// as their raw text (json_sax.h) so that timestamps are converted exactly: a double holds 1.6e15 us
+// only to a quarter of a microsecond. Inline, in a header: the handler (kineto_handler.cpp) calls
+// these for every number of every event, and the fast path must be inlined there.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <system_error>
+
+#include "text_stream.h"
+
+namespace gpuprof::io {
+
+// Eight ASCII digits at once (SWAR): true and their value when all eight bytes are '0'..'9'.
+inline bool eight_digits(const char* p, uint64_t* value) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);   // little-endian: the first digit in the low byte
+  if (nondigit_flags(w) != 0) return false;
+  w -= 0x3030303030303030ULL;
+  w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFULL;             // pairs: 2-digit values
+  w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFULL;           // quads
+  *value = (w * 10000 + (w >> 32)) & 0xFFFFFFFFULL;            // the eight digits
+  return true;
+}
+
+// Exact decimal-to-integer conversion (gpuprof::parse_scaled_decimal in kineto_import.h documents
+// it): `text` is a JSON number, the result its value times 10^scale_exp, rounded half away from zero.
+inline bool scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
+  // Fast path for what Kineto writes: up to 16 integer digits (below 9e15, so that the scaled
+  // value stays below 9e18 < INT64_MAX) and at most scale_exp (<= 3) decimals.
+  {
+    size_t i = 0;
+    const size_t n = text.size();
+    int64_t v = 0;
+    uint64_t eight = 0;
+    while (i + 8 <= n && i < 16 && eight_digits(text.data() + i, &eight)) {   // timestamps: 16 digits
+      v = v * 100000000 + int64_t(eight);
+      i += 8;
+    }
+    while (i < n && i < 17 && text[i] >= '0' && text[i] <= '9') v = v * 10 + (text[i++] - '0');
+    if (i > 0 && i <= 16 && v < 9000000000000000LL) {
+      int frac = 0;
+      if (i < n && text[i] == '.') {
+        ++i;
+        while (i < n && frac < scale_exp && text[i] >= '0' && text[i] <= '9') {
+          v = v * 10 + (text[i++] - '0');
+          ++frac;
+        }
+      }
+      if (i == n && (frac > 0 || text.back() != '.')) {
+        for (int k = frac; k < scale_exp; ++k) v *= 10;   // < 1e17 * 1e3: fits in int64
+        if (scale_exp <= 3) {
+          *out = v;
+          return true;
+        }
+      }
+    }
+  }
+  using u128 = unsigned __int128;
+  size_t i = 0;
+  const size_t n = text.size();
+  bool neg = false;
+  if (i < n && (text[i] == '-' || text[i] == '+')) neg = text[i++] == '-';
+  u128 mant = 0;
+  int digits = 0;          // significant digits kept in mant
+  int exp10 = 0;           // value = mant * 10^exp10
+  bool any_digit = false;
+  bool round_up = false;   // first dropped digit >= 5
+  bool dropped = false;
+  for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i) {
+    any_digit = true;
+    if (digits < 36) {
+      mant = mant * 10 + unsigned(text[i] - '0');
+      if (mant != 0) ++digits;
+    } else {
+      ++exp10;   // integer digits past 36 only scale the value (it then overflows int64 anyway)
+    }
+  }
+  if (i < n && text[i] == '.') {
+    ++i;
+    for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i) {
+      any_digit = true;
+      if (digits < 36) {
+        mant = mant * 10 + unsigned(text[i] - '0');
+        if (mant != 0) ++digits;
+        --exp10;
+      } else if (!dropped) {
+        dropped = true;
+        round_up = text[i] >= '5';
+      }
+    }
+  }
+  if (!any_digit) return false;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    bool eneg = false;
+    if (i < n && (text[i] == '-' || text[i] == '+')) eneg = text[i++] == '-';
+    if (i >= n || text[i] < '0' || text[i] > '9') return false;
+    int e = 0;
+    for (; i < n && text[i] >= '0' && text[i] <= '9'; ++i)
+      if (e < 100000) e = e * 10 + (text[i] - '0');
+    exp10 += eneg ? -e : e;
+  }
+  if (i != n) return false;
+  if (round_up) ++mant;
+  exp10 += scale_exp;
+  const u128 limit = neg ? u128(INT64_MAX) + 1 : u128(INT64_MAX);
+  if (mant == 0) {
+    *out = 0;
+    return true;
+  }
+  if (exp10 >= 0) {
+    for (int k = 0; k < exp10; ++k) {
+      if (mant > limit / 10) return false;
+      mant *= 10;
+    }
+  } else {
+    if (exp10 < -38) {
+      mant = 0;
+    } else {
+      u128 p = 1;
+      for (int k = 0; k < -exp10; ++k) p *= 10;
+      const u128 q = mant / p, r = mant % p;
+      mant = q + (2 * r >= p ? 1 : 0);   // half away from zero (sign applied below)
+    }
+  }
+  if (mant > limit) return false;
+  *out = neg ? static_cast<int64_t>(-static_cast<__int128>(mant)) : static_cast<int64_t>(mant);
+  return true;
+}
+
+inline bool parse_int(std::string_view s, int64_t* out) { return scaled_decimal(s, 0, out); }
+
+inline bool parse_double(std::string_view s, double* out) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// Trailing digits of a tid label ("stream 7" -> 7, "25738" -> 25738); -1 when there are none.
+inline int64_t trailing_number(std::string_view s) {
+  size_t e = s.size();
+  while (e > 0 && (s[e - 1] == ' ')) --e;
+  size_t b = e;
+  while (b > 0 && s[b - 1] >= '0' && s[b - 1] <= '9') --b;
+  if (b == e || e - b > 18) return -1;
+  int64_t v = 0;
+  for (size_t i = b; i < e; ++i) v = v * 10 + (s[i] - '0');
+  return v;
+}
+
+}  // namespace gpuprof::io

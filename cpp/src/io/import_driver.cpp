@@ -1,0 +1,225 @@
+// The import driver (import_driver.h): one thread, or two for the halves of a large text, and
+// what a finished (or failed) import reports. The threads' protocol: the second thread reads its
+// half into a Trace of its own; the first stops at the split point only when it is exactly there
+// and the second thread read its half whole, and then appends that half as if it had read it.
+#include "import_driver.h"
+
+#include <chrono>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "json_sax.h"
+#include "kineto_handler.h"
+#include "split_point.h"
+
+namespace gpuprof::kineto {
+
+namespace {
+
+// ---- the second thread -------------------------------------------------------------------------
+
+// The second thread's result: what it read from the split point to the end of the text.
+struct SecondHalf {
+  Trace trace;
+  ImportStats stats;
+  bool ok = false;   // read to the end with no error of any kind
+  int unit_ns = 0;
+  int64_t host_pid = -1;
+  uint64_t invalid_utf8 = 0;
+  uint64_t text_bytes = 0;
+};
+
+void read_second_half(const SplitSource& src, const ImportOptions& opts, const std::atomic<bool>* stop,
+                      std::function<void(uint64_t)> found, SecondHalf* out) {
+  try {
+    std::unique_ptr<io::TextStream> in = src.open(stop, std::move(found));
+    const ParseResult r = parse_rest_of_events(*in, out->trace, out->stats, opts);
+    if (!r.json || !in->error().empty() || !r.abort_reason.empty()) return;
+    out->unit_ns = r.unit_ns;
+    out->host_pid = r.host_pid;
+    out->invalid_utf8 = r.invalid_utf8;
+    out->text_bytes = in->bytes_delivered();
+    out->ok = true;
+  } catch (...) {
+    // Anything unusual (memory, threads): the first thread reads this half itself.
+  }
+}
+
+// Appends the second half to the first: names re-interned in order of first use (the ids the one
+// thread would have given), kernel and copy indices moved past the first half's.
+void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
+  std::vector<uint32_t> ids(h.trace.strings.size(), kNoIndex);
+  const uint32_t kernels0 = static_cast<uint32_t>(t.kernels.size());
+  const uint32_t copies0 = static_cast<uint32_t>(t.copies.size());
+  t.events.reserve(t.events.size() + h.trace.events.size());
+  for (Event e : h.trace.events) {
+    uint32_t& id = ids[e.name];
+    if (id == kNoIndex) id = t.strings.intern(h.trace.strings.at(e.name));
+    e.name = id;
+    if (e.aux != kNoIndex) {
+      if (e.kind == EventKind::Kernel) e.aux += kernels0;
+      else if (e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) e.aux += copies0;
+    }
+    t.events.push_back(e);
+  }
+  t.kernels.insert(t.kernels.end(), h.trace.kernels.begin(), h.trace.kernels.end());
+  t.copies.insert(t.copies.end(), h.trace.copies.begin(), h.trace.copies.end());
+  t.memory.insert(t.memory.end(), h.trace.memory.begin(), h.trace.memory.end());
+  t.devices.insert(t.devices.end(), h.trace.devices.begin(), h.trace.devices.end());
+  for (auto& [k, v] : h.trace.metadata) t.metadata[k] = v;   // later keys win, as in one pass
+  t.skipped_events += h.trace.skipped_events;
+  s.records += h.stats.records;
+  s.ignored_records += h.stats.ignored_records;
+  for (const auto& [reason, n] : h.stats.skipped_by_reason) s.skipped_by_reason[reason] += n;
+}
+
+}  // namespace
+
+int64_t event_boundary(std::string_view w) {
+  const auto after_space = [&](size_t j) {
+    while (j < w.size() && (w[j] == ' ' || w[j] == '\n' || w[j] == '\r' || w[j] == '\t')) ++j;
+    return j;
+  };
+  for (size_t i = w.find('}'); i != std::string_view::npos; i = w.find('}', i + 1)) {
+    const size_t comma = after_space(i + 1);
+    if (comma >= w.size() || w[comma] != ',') continue;
+    const size_t open = after_space(comma + 1);
+    if (open < w.size() && w[open] == '{') return static_cast<int64_t>(i + 1);
+  }
+  return -1;
+}
+
+Trace run_import(io::TextStream& in, const std::string& label, const ImportOptions& opts, ImportStats* stats_out,
+                 const SplitSource* split) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ImportStats stats;
+  stats.compressed = in.compressed();
+  Trace trace;
+  if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end()) throw TraceImportError(label, in.error());
+  // A large text: a second thread reads from an event boundary near the middle while this one
+  // reads up to it (SplitPoint). The thread is stopped and joined on every way out.
+  SecondHalf half;
+  SplitPoint point;   // before the thread: the thread may tell it where it starts until joined
+  std::atomic<bool> stop_second{false}, second_done{false};
+  std::thread second;
+  struct Joiner {
+    std::thread& t;
+    std::atomic<bool>& stop;
+    ~Joiner() {
+      if (t.joinable()) {
+        stop = true;
+        t.join();
+      }
+    }
+  } joiner{second, stop_second};
+  if (split != nullptr) {
+    try {
+      point.at.store(split->at, std::memory_order_release);
+      point.settled.store(!split->at_is_earliest, std::memory_order_release);
+      second = std::thread([&] {
+        read_second_half(
+            *split, opts, &stop_second,
+            [&point](uint64_t at) {
+              point.at.store(at, std::memory_order_release);
+              point.settled.store(true, std::memory_order_release);
+            },
+            &half);
+        second_done = true;
+      });
+    } catch (const std::system_error&) {
+      // no thread to be had: one thread reads it all
+    }
+    if (second.joinable()) {
+      // At the earliest place of a gzip file's split: wait until the second thread has found where
+      // it starts (it inflates faster than this thread parses, so it is mostly there already), or
+      // has stopped without finding one. A Ctrl-C meanwhile is seen within 50 ms.
+      point.settle = [&] {
+        for (int polls = 1; !point.settled.load(std::memory_order_acquire); ++polls) {
+          if (second_done || (opts.interrupted && polls % 50 == 0 && opts.interrupted())) {
+            if (!point.settled.load(std::memory_order_acquire)) point.at.store(UINT64_MAX);
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      };
+      point.arrive = [&](bool here, int unit) {
+        if (!here) {   // the guess was not an event boundary: read on alone
+          stop_second = true;
+          return AtSplit::ReadOn;
+        }
+        // Wait for the second half; a Ctrl-C meanwhile is seen within 50 ms, as between chunks.
+        for (int polls = 1; !second_done; ++polls) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          if (opts.interrupted && polls % 50 == 0 && opts.interrupted()) return AtSplit::Interrupted;
+        }
+        second.join();
+        const bool same = half.ok && (unit == 0 || half.unit_ns == 0 || unit == half.unit_ns);
+        return same ? AtSplit::TakeSecondHalf : AtSplit::ReadOn;
+      };
+    }
+  }
+
+  const ParseResult parsed = parse_text(in, trace, stats, opts, second.joinable() ? &point : nullptr);
+  const io::JsonResult& ok = parsed.json;
+  const bool halves = parsed.stopped_at_split;
+  const uint64_t text_bytes = halves ? point.at.load() + half.text_bytes : in.bytes_delivered();
+  if (!ok && !halves) {
+    const int64_t idx = parsed.event_index;
+    const std::string where = idx >= 0 ? " (in traceEvents[" + std::to_string(idx) + "])" : "";
+    if (!in.error().empty())
+      throw TraceImportError(
+          label, in.error() + " after " + std::to_string(in.error_offset()) + " bytes of JSON text" + where,
+          in.error_offset(), idx);
+    const int64_t at = static_cast<int64_t>(ok.offset);
+    if (!parsed.abort_reason.empty())
+      throw TraceImportError(label, parsed.abort_reason + " at byte " + std::to_string(at) + where, at, idx);
+    // The reader takes a NUL byte for the end of the text: one that is not the end is binary data
+    // (a file of zeros, a sparse file's hole), which deserves its own words.
+    const bool nul_byte = in.Peek() == '\0' && !in.at_end();
+    if (ok.error == io::JsonError::Empty && !nul_byte)
+      throw TraceImportError(label, "the file is empty (or only white space): not a trace", 0, -1);
+    std::string msg = std::string("invalid JSON at byte ") + std::to_string(at) + where + ": " +
+                      (nul_byte ? "a NUL byte (binary data, or a hole in a sparse file: not JSON text)"
+                                : io::json_error_text(ok.error));
+    if (in.at_end() && uint64_t(at) >= text_bytes)
+      msg += " (the text ends early: was the file cut off while being written or copied?)";
+    throw TraceImportError(label, msg, at, idx);
+  }
+  // The text parsed, yet reading past its end failed: most often a gzip member whose CRC-32 or
+  // length does not match its text (a damaged file whose JSON happens to be whole).
+  if (!in.error().empty() && !halves)
+    throw TraceImportError(label,
+                           in.error() + " after " + std::to_string(in.error_offset()) + " bytes of JSON text",
+                           in.error_offset(), -1);
+  if (!parsed.saw_events)
+    throw TraceImportError(label, "no traceEvents list: this JSON is not a Chrome/Kineto trace", -1, -1);
+
+  int64_t host_pid = parsed.host_pid;
+  uint64_t invalid_utf8 = parsed.invalid_utf8;
+  int unit_ns = parsed.unit_ns;
+  if (halves) {
+    append_second_half(trace, stats, half);
+    if (host_pid < 0) host_pid = half.host_pid;
+    invalid_utf8 += half.invalid_utf8;
+    if (unit_ns == 0) unit_ns = half.unit_ns;
+    stats.split = true;
+  }
+  stats.json_bytes = text_bytes;
+  stats.timestamps_ns = unit_ns == 1;
+  stats.decompress_parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  trace.metadata["import.format"] = "kineto-chrome-trace";
+  // The same key a live session fills: the exporter writes host rows under this pid.
+  if (host_pid >= 0 && !trace.metadata.count("pid")) trace.metadata["pid"] = std::to_string(host_pid);
+  trace.metadata["import.time_unit"] = stats.timestamps_ns ? "ns" : "us";
+  trace.metadata["import.json_bytes"] = std::to_string(stats.json_bytes);
+  trace.metadata["import.records"] = std::to_string(stats.records);
+  trace.metadata["import.ignored_records"] = std::to_string(stats.ignored_records);
+  if (invalid_utf8 > 0) trace.metadata["import.invalid_utf8_strings"] = std::to_string(invalid_utf8);
+  for (const auto& [reason, count] : stats.skipped_by_reason)
+    trace.metadata["import.skipped." + reason] = std::to_string(count);
+  if (stats_out != nullptr) *stats_out = stats;
+  return trace;
+}
+
+}  // namespace gpuprof::kineto

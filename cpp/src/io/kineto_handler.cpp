@@ -1,0 +1,664 @@
+// The SAX handler (kineto_handler.h): the nesting it tracks, each field and arg it keeps, and the
+// Trace records an event becomes when its object closes. Numbers arrive as their raw text
+// (decimal.h converts timestamps exactly).
+#include "kineto_handler.h"
+
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "decimal.h"
+#include "gpuprof/breakdown.h"
+#include "kineto_vocabulary.h"
+
+namespace gpuprof::kineto {
+
+namespace {
+
+using io::parse_double;
+using io::parse_int;
+using io::trailing_number;
+
+// Valid UTF-8 is kept as is; each invalid byte becomes U+FFFD so Python can always decode names.
+bool sanitize_utf8(std::string_view in, std::string* out) {
+  size_t i = 0;
+  const size_t n = in.size();
+  while (i < n && static_cast<unsigned char>(in[i]) < 0x80) ++i;
+  if (i == n) return false;
+  out->assign(in.data(), i);
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(in[i]);
+    int len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      out->push_back(char(c));
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    }
+    bool ok = len > 0 && i + len <= n;
+    for (int k = 1; ok && k < len; ++k) {
+      const unsigned char d = static_cast<unsigned char>(in[i + k]);
+      ok = (d & 0xC0) == 0x80;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Reject overlong forms, surrogates and values past U+10FFFF.
+    if (ok)
+      ok = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+             (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF);
+    if (ok) {
+      out->append(in.data() + i, len);
+      i += len;
+    } else {
+      out->append("\xEF\xBF\xBD");
+      ++i;
+    }
+  }
+  return true;
+}
+
+// A time field: converted to nanoseconds where it is read once the file's time unit is known
+// (every event after the first with a nonzero timestamp), else kept as its exact decimal text
+// until the unit is decided at the event's end.
+struct RawNum {
+  std::string text;
+  bool present = false;
+  bool converted = false;   // `ns` and `ok` hold the conversion; `text` is not kept
+  bool ok = false;
+  int64_t ns = 0;
+};
+
+// One entry of traceEvents, filled field by field.
+struct PendingEvent {
+  char ph = 0;
+  Cat cat = Cat::None;
+  std::string name;
+  bool has_name = false;
+  int64_t pid = -1;      // numeric pid, -1 when absent or a label
+  int64_t tid = -1;
+  RawNum ts, dur;
+  int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
+  int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
+  int64_t device_type = -1, device_id = -1;
+  double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
+  int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  bool has_bytes = false;   // memory samples: a free is a negative Bytes
+  bool bad_number = false;
+
+  void reset() {
+    // Field by field: the three strings keep their capacity, so no allocation per event.
+    ph = 0;
+    cat = Cat::None;
+    name.clear();
+    has_name = false;
+    pid = tid = -1;
+    ts.present = ts.converted = false;
+    dur.present = dur.converted = false;
+    correlation = external_id = 0;
+    device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
+    total_allocated = total_reserved = -1;
+    blocks_per_sm = warps_per_sm = occupancy = -1;
+    for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
+    has_bytes = false;
+    bad_number = false;
+  }
+};
+
+class KinetoHandler {
+ public:
+  KinetoHandler(Trace& trace, ImportStats& stats, const ImportOptions& opts, const io::TextStream& in)
+      : trace_(trace), stats_(stats), opts_(opts), in_(in) {}
+
+  // ---- the SAX interface ------------------------------------------------------------------------
+  bool Null() { return scalar(Scalar::Null, {}); }
+  bool Bool(bool b) { return scalar(Scalar::Bool, b ? "true" : "false"); }
+  bool RawNumber(std::string_view text, size_t) { return scalar(Scalar::Number, text); }
+  bool String(const char* s, size_t n) { return scalar(Scalar::String, {s, n}); }
+  bool StartObject() { return open(true); }
+  bool EndObject() { return close(); }
+  bool StartArray() { return open(false); }
+  bool EndArray() { return close(); }
+
+  bool Key(const char* s, size_t n) {
+    const std::string_view k(s, n);
+    if (capture_depth_ > 0) {
+      capture_.key(k);
+      return true;
+    }
+    if (depth_ == 1 && top_is_object_) {
+      top_key_ = clean(std::string(k));   // becomes a metadata key: valid UTF-8 like every name
+      return true;
+    }
+    if (in_events_ && depth_ == ev_depth_) {
+      field_ = field_of(k);
+      return true;
+    }
+    if (in_events_ && in_args_ && depth_ == ev_depth_ + 1) {
+      arg_ = arg_of(k);
+      return true;
+    }
+    if (in_devices_ && depth_ == 3) {
+      device_key_.assign(s, n);
+      return true;
+    }
+    return true;
+  }
+
+  // ---- results ----------------------------------------------------------------------------------
+  bool saw_events() const { return saw_events_; }
+  bool top_ok() const { return top_seen_; }
+  const std::string& abort_reason() const { return abort_reason_; }
+  int64_t event_index() const { return in_events_ ? int64_t(stats_.records) : -1; }
+  uint64_t invalid_utf8() const { return invalid_utf8_; }
+  bool timestamps_ns() const { return unit_ns_ == 1; }
+  int unit_ns() const { return unit_ns_; }
+  int64_t host_pid() const { return host_pid_; }
+  bool stopped_at_split() const { return stopped_at_split_; }
+  void set_split(SplitPoint* split) { split_ = split; }
+  // The second thread of a split import reads from between two events of traceEvents, in
+  // `{"traceEvents": [`: the state the first thread is in there.
+  void start_inside_trace_events() {
+    depth_ = 2;
+    top_seen_ = top_is_object_ = true;
+    top_key_ = "traceEvents";
+    in_events_ = saw_events_ = true;
+    ev_depth_ = 3;
+  }
+
+ private:
+  enum class Scalar { Null, Bool, Number, String };
+
+  bool fail(std::string reason) {
+    abort_reason_ = std::move(reason);
+    return false;
+  }
+
+  bool open(bool object) {
+    ++depth_;
+    // Kineto nests at most 5 levels (args holding lists of lists); far deeper input is not a
+    // trace, and refusing it bounds the parser's stack, inside captured metadata values too.
+    if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
+    if (capture_depth_ > 0) {
+      ++capture_depth_;
+      capture_.start(object);
+      return true;
+    }
+    if (depth_ == 1) {
+      top_seen_ = true;
+      top_is_object_ = object;
+      if (!object) {
+        // The Trace Event Format's "JSON Array Format": a bare list of events.
+        in_events_ = saw_events_ = true;
+        ev_depth_ = 2;
+      }
+      return true;
+    }
+    if (depth_ == 2 && top_is_object_) {
+      if (top_key_ == "traceEvents" && !object) {
+        in_events_ = saw_events_ = true;
+        ev_depth_ = 3;
+        return true;
+      }
+      if (top_key_ == "deviceProperties" && !object) {
+        in_devices_ = true;
+        return true;
+      }
+      // Any other top-level value is kept as compact JSON in the metadata.
+      capture_.clear();
+      capture_depth_ = 1;
+      capture_.start(object);
+      return true;
+    }
+    if (in_events_) {
+      if (depth_ == ev_depth_) {
+        if (!object) {
+          ++stats_.records;
+          skip("not an object");
+          return true;
+        }
+        in_event_ = true;
+        ev_.reset();
+        field_ = Field::Ignore;
+        return true;
+      }
+      if (in_event_ && depth_ == ev_depth_ + 1 && object && field_ == Field::Args) {
+        in_args_ = true;
+        arg_ = Arg::Ignore;
+        return true;
+      }
+      if (in_args_ && depth_ == ev_depth_ + 2 && !object && (arg_ == Arg::Grid || arg_ == Arg::Block)) {
+        dims_ = arg_ == Arg::Grid ? ev_.grid : ev_.block;
+        dim_i_ = 0;
+        return true;
+      }
+      return true;
+    }
+    if (in_devices_ && depth_ == 3 && object) {
+      trace_.devices.emplace_back();
+      device_key_.clear();
+    }
+    return true;
+  }
+
+  bool close() {
+    if (capture_depth_ > 0) {
+      --depth_;
+      capture_.end();
+      if (--capture_depth_ == 0) trace_.metadata[top_key_] = clean(capture_.text());
+      return true;
+    }
+    if (in_events_) {
+      if (depth_ == ev_depth_ && in_event_) {
+        in_event_ = false;
+        finish_event();
+        if (!abort_reason_.empty()) return false;
+        if (split_ != nullptr && split_->reached(in_.Tell())) {
+          // Exactly at the second thread's start, between two events of {"traceEvents": [...]}?
+          const bool here = in_.Tell() == split_->at.load(std::memory_order_relaxed) && ev_depth_ == 3 &&
+                            top_is_object_ && capture_depth_ == 0;
+          SplitPoint* const split = split_;
+          split_ = nullptr;
+          const AtSplit next = split->arrive(here, unit_ns_);
+          if (next == AtSplit::TakeSecondHalf) {
+            stopped_at_split_ = true;
+            return false;
+          }
+          if (next == AtSplit::Interrupted) return fail("interrupted");
+        }
+      } else if (depth_ == ev_depth_ + 1 && in_args_) {
+        in_args_ = false;
+      } else if (depth_ == ev_depth_ + 2) {
+        dims_ = nullptr;
+      } else if (depth_ == ev_depth_ - 1) {
+        in_events_ = false;
+      }
+    } else if (in_devices_) {
+      if (depth_ == 2) in_devices_ = false;
+    }
+    --depth_;
+    return true;
+  }
+
+  bool scalar(Scalar type, std::string_view v) {
+    if (capture_depth_ > 0) return capture_scalar(type, v);
+    if (depth_ == 0) {
+      top_seen_ = true;
+      return fail(std::string("the top-level JSON value is a ") +
+                  (type == Scalar::String   ? "string"
+                   : type == Scalar::Number ? "number"
+                                            : "literal") +
+                  ", not an object with a traceEvents list: not a Chrome trace");
+    }
+    if (depth_ == 1 && top_is_object_) {
+      std::string text(v);
+      if (type == Scalar::Null) text = "null";
+      trace_.metadata[top_key_] = clean(text);
+      return true;
+    }
+    if (in_events_) {
+      if (depth_ == ev_depth_ - 1) {   // a number or string where an event object belongs
+        ++stats_.records;
+        skip("not an object");
+        return true;
+      }
+      if (in_event_ && depth_ == ev_depth_) return event_field(type, v);
+      if (in_args_ && depth_ == ev_depth_ + 1) return event_arg(type, v);
+      if (dims_ != nullptr && depth_ == ev_depth_ + 2 && type == Scalar::Number) {
+        int64_t x;
+        if (dim_i_ < 3 && parse_int(v, &x) && x >= 0 && x <= INT32_MAX) dims_[dim_i_] = int32_t(x);
+        ++dim_i_;
+      }
+      return true;
+    }
+    if (in_devices_ && depth_ == 3 && !trace_.devices.empty()) device_field(type, v);
+    return true;
+  }
+
+  bool capture_scalar(Scalar type, std::string_view v) {
+    switch (type) {
+      case Scalar::Null: capture_.null(); break;
+      case Scalar::Bool: capture_.boolean(v == "true"); break;
+      case Scalar::Number: capture_.raw_number(v); break;
+      case Scalar::String: capture_.string(clean(std::string(v))); break;
+    }
+    return true;
+  }
+
+  std::string clean(const std::string& s) {
+    std::string fixed;
+    if (sanitize_utf8(s, &fixed)) {
+      ++invalid_utf8_;
+      return fixed;
+    }
+    return s;
+  }
+
+  bool event_field(Scalar type, std::string_view v) {
+    switch (field_) {
+      case Field::Ph:
+        if (type == Scalar::String && !v.empty()) ev_.ph = v[0];
+        break;
+      case Field::Cat:
+        if (type == Scalar::String) ev_.cat = classify_cat(v);
+        break;
+      case Field::Name:
+        if (type == Scalar::String) {
+          ev_.name.assign(v.data(), v.size());
+          ev_.has_name = true;
+        }
+        break;
+      case Field::Pid:
+        if (type == Scalar::Number) {
+          if (!parse_int(v, &ev_.pid)) ev_.pid = -1;
+        }
+        break;
+      case Field::Tid:
+        if (type == Scalar::Number) {
+          if (!parse_int(v, &ev_.tid)) ev_.tid = -1;
+        } else if (type == Scalar::String) {
+          ev_.tid = trailing_number(v);
+        }
+        break;
+      case Field::Ts:
+        if (type == Scalar::Number) keep_time(ev_.ts, v);
+        break;
+      case Field::Dur:
+        if (type == Scalar::Number) keep_time(ev_.dur, v);
+        break;
+      default: break;
+    }
+    field_ = Field::Ignore;
+    return true;
+  }
+
+  bool event_arg(Scalar type, std::string_view v) {
+    if (type != Scalar::Number || arg_ == Arg::Ignore) return true;
+    auto as_int = [&](int64_t* out) {
+      if (!parse_int(v, out)) ev_.bad_number = true;
+    };
+    auto as_double = [&](double* out) {
+      if (!parse_double(v, out)) ev_.bad_number = true;
+    };
+    switch (arg_) {
+      case Arg::Correlation: as_int(&ev_.correlation); break;
+      case Arg::ExternalId: as_int(&ev_.external_id); break;
+      case Arg::Device: as_int(&ev_.device); break;
+      case Arg::Stream: as_int(&ev_.stream); break;
+      case Arg::Registers: as_int(&ev_.registers); break;
+      case Arg::SharedMem: as_int(&ev_.shared_mem); break;
+      case Arg::Bytes:
+        as_int(&ev_.bytes);
+        ev_.has_bytes = true;
+        break;
+      case Arg::TotalAllocated: as_int(&ev_.total_allocated); break;
+      case Arg::TotalReserved: as_int(&ev_.total_reserved); break;
+      case Arg::DeviceType: as_int(&ev_.device_type); break;
+      case Arg::DeviceId: as_int(&ev_.device_id); break;
+      case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
+      case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
+      case Arg::Occupancy: as_double(&ev_.occupancy); break;
+      default: break;
+    }
+    arg_ = Arg::Ignore;
+    return true;
+  }
+
+  void device_field(Scalar type, std::string_view v) {
+    DeviceProps& d = trace_.devices.back();
+    if (device_key_ == "name") {
+      if (type == Scalar::String) d.name = clean(std::string(v));
+      return;
+    }
+    int64_t x = 0;
+    if (type != Scalar::Number || !parse_int(v, &x)) return;
+    const int xi = x > INT32_MAX || x < INT32_MIN ? 0 : int(x);
+    const std::string& k = device_key_;
+    if (k == "id") d.id = xi;
+    else if (k == "totalGlobalMem") d.total_global_mem = x;
+    else if (k == "computeMajor") d.compute_major = xi;
+    else if (k == "computeMinor") d.compute_minor = xi;
+    else if (k == "maxThreadsPerBlock") d.max_threads_per_block = xi;
+    else if (k == "maxThreadsPerMultiprocessor") d.max_threads_per_sm = xi;
+    else if (k == "regsPerBlock") d.regs_per_block = xi;
+    else if (k == "regsPerMultiprocessor") d.regs_per_sm = xi;
+    else if (k == "warpSize") d.warp_size = xi;
+    else if (k == "sharedMemPerBlock") d.shared_mem_per_block = x;
+    else if (k == "sharedMemPerMultiprocessor" || k == "maxSharedMemoryPerMultiProcessor") d.shared_mem_per_sm = x;
+    else if (k == "sharedMemPerBlockOptin") d.shared_mem_per_block_optin = x;
+    else if (k == "numSms") d.num_sms = xi;
+    else if (k == "maxBlocksPerMultiprocessor") d.max_blocks_per_sm = xi;
+  }
+
+  void skip(const char* reason) {
+    ++trace_.skipped_events;
+    ++stats_.skipped_by_reason[reason];
+  }
+
+  // The time unit of the file, decided by the first nonzero timestamp (docs/analyze.md): Kineto
+  // and the Chrome format write microseconds; a value of 1e17 or more cannot be microseconds
+  // since any epoch we know (that is the year 5138), so the file is in nanoseconds.
+  bool to_ns(const RawNum& n, int64_t* out) {
+    if (n.converted) {
+      *out = n.ns;
+      return n.ok;
+    }
+    if (unit_ns_ == 0) {
+      int64_t probe = 0;
+      if (!io::scaled_decimal(n.text, 0, &probe)) return false;
+      if (probe == 0) return io::scaled_decimal(n.text, 3, out);
+      unit_ns_ = (probe >= 100000000000000000LL || probe <= -100000000000000000LL) ? 1 : 1000;
+    }
+    return io::scaled_decimal(n.text, unit_ns_ == 1 ? 0 : 3, out);
+  }
+
+  // A time field as it is read: what to_ns() will give for it (the unit cannot change before the
+  // event ends: only an event's end decides it).
+  void keep_time(RawNum& n, std::string_view v) {
+    n.present = true;
+    n.converted = unit_ns_ != 0;
+    if (n.converted) n.ok = io::scaled_decimal(v, unit_ns_ == 1 ? 0 : 3, &n.ns);
+    else n.text.assign(v.data(), v.size());
+  }
+
+  uint32_t intern_name() {
+    const uint32_t id = trace_.strings.find(ev_.name);
+    if (id != kNoIndex) return id;
+    std::string fixed;
+    if (sanitize_utf8(ev_.name, &fixed)) {
+      ++invalid_utf8_;
+      return trace_.strings.intern(fixed);
+    }
+    return trace_.strings.intern(ev_.name);
+  }
+
+  void finish_event() {
+    ++stats_.records;
+    PendingEvent& p = ev_;
+    switch (p.ph) {
+      case 'X': break;
+      case 'i':
+      case 'I':
+        if (p.name == "[memory]") {
+          add_memory_sample();
+          return;
+        }
+        ++stats_.ignored_records;
+        return;
+      case 'M':
+      case 's':
+      case 't':
+      case 'f':
+      case 'C':
+      case 'b':
+      case 'e':
+      case 'n':
+      case 'N':
+      case 'O':
+      case 'D':
+      case 'P':
+      case 'R':
+      case 'c':
+        ++stats_.ignored_records;   // metadata, flows, counters, async and object events
+        return;
+      case 'B':
+      case 'E': skip("begin/end pair (ph B/E; Kineto writes complete events)"); return;
+      case 0: skip("missing ph"); return;
+      default: skip("unknown ph"); return;
+    }
+    if (!p.ts.present) return skip("missing ts");
+    if (!p.dur.present) return skip("missing dur");
+    if (p.bad_number) return skip("number out of 64-bit range");
+    int64_t start_ns = 0, dur_ns = 0;
+    if (!to_ns(p.ts, &start_ns) || !to_ns(p.dur, &dur_ns)) return skip("time out of range");
+    if (dur_ns < 0) return skip("negative dur");
+    if (start_ns > INT64_MAX - dur_ns) return skip("time out of range");
+    if (opts_.max_events != 0 && trace_.events.size() >= opts_.max_events) {
+      abort_reason_ = "more than " + std::to_string(opts_.max_events) +
+                      " events (the max_events limit; raise it to read this trace)";
+      return;
+    }
+
+    EventKind kind = kind_of(p.cat);
+    Event e;
+    e.name = intern_name();
+    if ((kind == EventKind::HostOp || kind == EventKind::UserRange) &&
+        is_step_marker_name(trace_.strings.at(e.name)))
+      kind = EventKind::StepMarker;
+    e.kind = kind;
+    e.start_ns = start_ns;
+    e.dur_ns = dur_ns;
+    e.correlation = p.correlation > 0 ? uint64_t(p.correlation) : 0;
+    e.external_id = p.external_id > 0 ? uint64_t(p.external_id) : 0;
+    if (is_device_kind(kind)) {
+      // New Kineto: pid = device, tid = stream; old: pid 0, tid "stream 7"; args say it exactly.
+      int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
+      e.device = static_cast<int16_t>(dev <= INT16_MAX ? dev : 0);
+      e.tid = static_cast<uint32_t>(p.stream >= 0 ? p.stream : (p.tid >= 0 ? p.tid : 0));
+    } else {
+      e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
+      if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;
+    }
+    if (kind == EventKind::Kernel) {
+      KernelInfo k;
+      for (int i = 0; i < 3; ++i) {
+        k.grid[i] = p.grid[i];
+        k.block[i] = p.block[i];
+      }
+      k.registers_per_thread = p.registers > INT32_MAX ? -1 : int32_t(p.registers);
+      k.shared_mem_bytes = p.shared_mem;
+      k.blocks_per_sm = float(p.blocks_per_sm);
+      k.warps_per_sm = float(p.warps_per_sm);
+      k.est_occupancy_pct = float(p.occupancy);
+      e.aux = static_cast<uint32_t>(trace_.kernels.size());
+      trace_.kernels.push_back(k);
+    } else if (kind == EventKind::Memcpy || kind == EventKind::Memset) {
+      // Parsing the name once per distinct name: a trace has a handful of copy names. A set's
+      // `bytes` are what it wrote; its name says only the memory it wrote to ("Memset (Device)").
+      auto it = copy_by_name_.find(e.name);
+      if (it == copy_by_name_.end()) {
+        const std::string& name = trace_.strings.at(e.name);
+        CopyInfo info;
+        if (kind == EventKind::Memcpy) {
+          info = copy_info_from_name(name);
+        } else {
+          const size_t open = name.find('(');
+          if (open != std::string::npos) info.dst = memory_kind_from(std::string_view(name).substr(open + 1));
+        }
+        it = copy_by_name_.emplace(e.name, info).first;
+      }
+      CopyInfo c = it->second;
+      c.bytes = p.has_bytes && p.bytes > 0 ? p.bytes : 0;
+      e.aux = static_cast<uint32_t>(trace_.copies.size());
+      trace_.copies.push_back(c);
+    }
+    trace_.events.push_back(e);
+  }
+
+  void add_memory_sample() {
+    const PendingEvent& p = ev_;
+    if (!p.ts.present) return skip("missing ts");
+    if (p.bad_number) return skip("number out of 64-bit range");
+    MemorySample m;
+    if (!to_ns(p.ts, &m.ts_ns)) return skip("time out of range");
+    m.bytes_delta = p.has_bytes ? p.bytes : 0;
+    m.total_allocated = p.total_allocated;
+    m.total_reserved = p.total_reserved;
+    // Device Type 0 is the CPU allocator (c10::DeviceType::CPU); the rest name a device index.
+    m.device = p.device_type > 0 && p.device_id >= 0 && p.device_id <= INT16_MAX
+                   ? static_cast<int16_t>(p.device_id)
+                   : int16_t(-1);
+    trace_.memory.push_back(m);
+  }
+
+  Trace& trace_;
+  ImportStats& stats_;
+  const ImportOptions& opts_;
+  const io::TextStream& in_;
+  int depth_ = 0;
+  bool top_seen_ = false;
+  bool top_is_object_ = false;
+  std::string top_key_;
+  bool in_events_ = false, saw_events_ = false, in_event_ = false, in_args_ = false;
+  int ev_depth_ = 0;
+  bool in_devices_ = false;
+  std::string device_key_;
+  Field field_ = Field::Ignore;
+  Arg arg_ = Arg::Ignore;
+  int32_t* dims_ = nullptr;
+  int dim_i_ = 0;
+  PendingEvent ev_;
+  int64_t host_pid_ = -1;   // the profiled process (first host event's pid)
+  int unit_ns_ = 0;   // ns per unit of ts/dur: 0 until known, then 1000 (us) or 1 (ns)
+  std::string abort_reason_;
+  uint64_t invalid_utf8_ = 0;
+  std::unordered_map<uint32_t, CopyInfo> copy_by_name_;
+  // Capture of other top-level values as compact JSON.
+  io::JsonWriter capture_;
+  int capture_depth_ = 0;
+  SplitPoint* split_ = nullptr;
+  bool stopped_at_split_ = false;
+};
+
+ParseResult result_of(const KinetoHandler& h, io::JsonResult json) {
+  ParseResult r;
+  r.json = json;
+  r.saw_events = h.saw_events();
+  r.abort_reason = h.abort_reason();
+  r.event_index = h.event_index();
+  r.unit_ns = h.unit_ns();
+  r.host_pid = h.host_pid();
+  r.invalid_utf8 = h.invalid_utf8();
+  r.stopped_at_split = h.stopped_at_split();
+  return r;
+}
+
+}  // namespace
+
+ParseResult parse_text(io::TextStream& in, Trace& trace, ImportStats& stats, const ImportOptions& opts,
+                       SplitPoint* split) {
+  KinetoHandler handler(trace, stats, opts, in);
+  if (split != nullptr) handler.set_split(split);
+  // The reader keeps its nesting on the heap; the handler stops the parse past 64 levels.
+  // In-situ: strings and numbers are handed over where they lie in the stream's chunk (each lies
+  // whole in one: text_stream.h), never copied.
+  const io::JsonResult json = io::JsonSax<KinetoHandler>(in, handler).parse();
+  return result_of(handler, json);
+}
+
+ParseResult parse_rest_of_events(io::TextStream& in, Trace& trace, ImportStats& stats, const ImportOptions& opts) {
+  KinetoHandler handler(trace, stats, opts, in);
+  handler.start_inside_trace_events();
+  const io::JsonResult json = io::JsonSax<KinetoHandler>(in, handler).parse_rest({1, 0});
+  return result_of(handler, json);
+}
+
+}  // namespace gpuprof::kineto

@@ -1,0 +1,226 @@
+// The Kineto vocabulary: which `cat` values, event keys and args keys the importer knows, and what
+// each means (the event kinds of event.h, copy directions and memory kinds from copy names).
+// docs/analyze.md lists the dialects. The key and category lookups run for every key of every
+// event, so they are inline here, beside the handler that calls them (kineto_handler.cpp).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "gpuprof/event.h"
+#include "gpuprof/trace.h"
+
+namespace gpuprof::kineto {
+
+inline bool eq_ci(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i];
+    if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
+    if (x != b[i]) return false;   // b is lower case
+  }
+  return true;
+}
+
+// Kineto's `cat` values, old and new spellings, compared case-insensitively.
+enum class Cat : uint8_t {
+  None,
+  CpuOp,
+  UserAnnotation,
+  PythonFunction,
+  Runtime,
+  Driver,
+  Kernel,
+  Memcpy,
+  Memset,
+  Sync,
+  GpuUserAnnotation,
+  Overhead,
+  Nvtx,
+  Unknown
+};
+
+inline Cat classify_cat(std::string_view c) {
+  // string_view names: no strlen per comparison (this runs once per event).
+  struct Entry {
+    std::string_view name;
+    Cat cat;
+  };
+  static constexpr Entry entries[] = {
+      {"cpu_op", Cat::CpuOp},
+      {"operator", Cat::CpuOp},
+      {"user_annotation", Cat::UserAnnotation},
+      {"python_function", Cat::PythonFunction},
+      {"cuda_runtime", Cat::Runtime},
+      {"runtime", Cat::Runtime},
+      {"cuda_driver", Cat::Driver},
+      {"kernel", Cat::Kernel},
+      {"gpu_memcpy", Cat::Memcpy},
+      {"memcpy", Cat::Memcpy},
+      {"gpu_memset", Cat::Memset},
+      {"memset", Cat::Memset},
+      {"cuda_sync", Cat::Sync},
+      {"gpu_user_annotation", Cat::GpuUserAnnotation},
+      {"overhead", Cat::Overhead},
+      {"cuda_profiler_range", Cat::Overhead},
+      {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
+  };
+  for (const auto& e : entries)
+    if (eq_ci(c, e.name)) return e.cat;
+  return Cat::Unknown;
+}
+
+inline EventKind kind_of(Cat c) {
+  switch (c) {
+    case Cat::CpuOp: return EventKind::HostOp;
+    case Cat::UserAnnotation: return EventKind::UserRange;
+    case Cat::PythonFunction: return EventKind::PythonFunction;
+    case Cat::Runtime: return EventKind::Runtime;
+    case Cat::Driver: return EventKind::Driver;
+    case Cat::Kernel: return EventKind::Kernel;
+    case Cat::Memcpy: return EventKind::Memcpy;
+    case Cat::Memset: return EventKind::Memset;
+    case Cat::Sync: return EventKind::Sync;
+    case Cat::GpuUserAnnotation: return EventKind::GpuUserRange;
+    case Cat::Overhead: return EventKind::Overhead;
+    case Cat::Nvtx: return EventKind::Nvtx;
+    default: return EventKind::Other;   // `Trace` spans, unknown categories: kept, never counted
+  }
+}
+
+inline bool is_device_kind(EventKind k) {
+  return k == EventKind::Kernel || k == EventKind::Memcpy || k == EventKind::Memset ||
+         k == EventKind::GpuUserRange || k == EventKind::Sync;
+}
+
+// Copy direction and memory kinds from a name like "Memcpy HtoD (Pageable -> Device)"
+// (kineto_vocabulary.cpp: once per distinct copy name, not per event).
+CopyInfo copy_info_from_name(std::string_view name);
+// The memory kind a name's text names ("Pageable", "Pinned", "Device", ...), or Unknown.
+MemoryKind memory_kind_from(std::string_view s);
+
+// The keys of an event object, and of its args, that the importer reads.
+enum class Field : uint8_t { Ignore, Ph, Cat, Name, Pid, Tid, Ts, Dur, Args };
+enum class Arg : uint8_t {
+  Ignore,
+  Correlation,
+  ExternalId,
+  Device,
+  Stream,
+  Registers,
+  SharedMem,
+  BlocksPerSm,
+  WarpsPerSm,
+  Grid,
+  Block,
+  Occupancy,
+  Bytes,
+  TotalAllocated,
+  TotalReserved,
+  DeviceType,
+  DeviceId
+};
+
+// `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
+// known when compiling is a constant), with no memcmp call: GCC calls memcmp for most of these
+// lengths, once per key of every event (1.7% of an import's instructions). Every load is of 2, 4
+// or 8 bytes straight into a register; a length in between is two overlapping loads. (Copying 3,
+// 5, 6 or 7 bytes into a zeroed word made GCC build the word on the stack and read it back
+// whole, a store-forwarding stall on every key: 13% of an import's time.)
+template <class W>
+inline W load(const char* p) {
+  W w;
+  std::memcpy(&w, p, sizeof(W));
+  return w;
+}
+
+template <class W, size_t L>
+inline bool same_words(const char* p, const char* lit) {   // L bytes as two overlapping W loads
+  return load<W>(p) == load<W>(lit) && load<W>(p + L - sizeof(W)) == load<W>(lit + L - sizeof(W));
+}
+
+template <size_t N>
+inline bool is(std::string_view k, const char (&lit)[N]) {
+  constexpr size_t L = N - 1;
+  static_assert(L >= 2, "keys of one byte are not compared this way");
+  if (k.size() != L) return false;
+  const char* const p = k.data();
+  if constexpr (L < 4) {
+    return same_words<uint16_t, L>(p, lit);
+  } else if constexpr (L < 8) {
+    return same_words<uint32_t, L>(p, lit);
+  } else {
+    // Whole words, then the last 8 bytes (overlapping the previous word when L is not a multiple).
+    for (size_t i = 0; i + 8 <= L; i += 8)
+      if (load<uint64_t>(p + i) != load<uint64_t>(lit + i)) return false;
+    return L % 8 == 0 || load<uint64_t>(p + L - 8) == load<uint64_t>(lit + L - 8);
+  }
+}
+
+inline Field field_of(std::string_view k) {
+  switch (k.size()) {
+    case 2:
+      if (is(k, "ph")) return Field::Ph;
+      if (is(k, "ts")) return Field::Ts;
+      break;
+    case 3:
+      if (is(k, "cat")) return Field::Cat;
+      if (is(k, "pid")) return Field::Pid;
+      if (is(k, "tid")) return Field::Tid;
+      if (is(k, "dur")) return Field::Dur;
+      break;
+    case 4:
+      if (is(k, "name")) return Field::Name;
+      if (is(k, "args")) return Field::Args;
+      break;
+  }
+  return Field::Ignore;
+}
+
+inline Arg arg_of(std::string_view k) {
+  // By length first: an event has several args and most are not ours ("Ev Idx", "cbid", ...).
+  switch (k.size()) {
+    case 4:
+      if (is(k, "grid")) return Arg::Grid;
+      break;
+    case 5:
+      if (is(k, "block")) return Arg::Block;
+      if (is(k, "bytes") || is(k, "Bytes")) return Arg::Bytes;
+      break;
+    case 6:
+      if (is(k, "device")) return Arg::Device;
+      if (is(k, "stream")) return Arg::Stream;
+      break;
+    case 9:
+      if (is(k, "Device Id")) return Arg::DeviceId;
+      break;
+    case 11:
+      if (is(k, "correlation")) return Arg::Correlation;
+      if (is(k, "External id") || is(k, "external id")) return Arg::ExternalId;
+      if (is(k, "Device Type")) return Arg::DeviceType;
+      break;
+    case 12:
+      if (is(k, "warps per SM")) return Arg::WarpsPerSm;
+      break;
+    case 13:
+      if (is(k, "shared memory")) return Arg::SharedMem;
+      if (is(k, "blocks per SM")) return Arg::BlocksPerSm;
+      break;
+    case 14:
+      if (is(k, "Total Reserved")) return Arg::TotalReserved;
+      break;
+    case 15:
+      if (is(k, "Total Allocated")) return Arg::TotalAllocated;
+      break;
+    case 20:
+      if (is(k, "registers per thread")) return Arg::Registers;
+      break;
+    case 25:
+      if (is(k, "est. achieved occupancy %")) return Arg::Occupancy;
+      break;
+  }
+  return Arg::Ignore;
+}
+
+}  // namespace gpuprof::kineto
