@@ -40,9 +40,10 @@ def main() -> int:
     import gpuprof
 
     out.mkdir(parents=True, exist_ok=True)
-    files = sorted(p for p in traces.rglob("*") if p.name.endswith((".pt.trace.json.gz", ".json.gz"))
-                   and p.is_file())
-    os.chdir(out)   # every path a report holds is relative to OUT, the same in both runs
+    files = sorted(
+        p for p in traces.rglob("*") if p.name.endswith((".pt.trace.json.gz", ".json.gz")) and p.is_file()
+    )
+    os.chdir(out)  # every path a report holds is relative to OUT, the same in both runs
     for f in files:
         rel = f.relative_to(traces)
         stem = str(rel).replace("/", "__").removesuffix(".json.gz")
@@ -51,19 +52,37 @@ def main() -> int:
         report.to_markdown(f"{stem}.md", trace=False)
         report.to_json(f"{stem}.json")
         report.to_html(f"{stem}.html", trace=False)
-        cli = subprocess.run([sys.executable, "-m", "gpuprof", "analyze", str(f), "--json",
-                              f"{stem}.cli.json", "--html", f"{stem}.cli.html"],
-                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})
-        (out / f"{stem}.cli.txt").write_text(f"exit {cli.returncode}\n{cli.stdout}{cli.stderr}",
-                                              encoding="utf-8")
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpuprof",
+                "analyze",
+                str(f),
+                "--json",
+                f"{stem}.cli.json",
+                "--html",
+                f"{stem}.cli.html",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": "120"},
+        )
+        (out / f"{stem}.cli.txt").write_text(
+            f"exit {cli.returncode}\n{cli.stdout}{cli.stderr}", encoding="utf-8"
+        )
     for folder in sorted({f.parent for f in files}):
         if sum(1 for f in files if f.parent == folder) < 2:
             continue
         stem = str(folder.relative_to(traces)).replace("/", "__")
-        cli = subprocess.run([sys.executable, "-m", "gpuprof", "analyze", str(folder), "--json",
-                              f"{stem}.folder.json"], capture_output=True, text=True)
-        (out / f"{stem}.folder.txt").write_text(f"exit {cli.returncode}\n{cli.stdout}{cli.stderr}",
-                                                 encoding="utf-8")
+        cli = subprocess.run(
+            [sys.executable, "-m", "gpuprof", "analyze", str(folder), "--json", f"{stem}.folder.json"],
+            capture_output=True,
+            text=True,
+        )
+        (out / f"{stem}.folder.txt").write_text(
+            f"exit {cli.returncode}\n{cli.stdout}{cli.stderr}", encoding="utf-8"
+        )
     _normalise(out)
     print(f"report-snapshot: {len(files)} traces -> {out}")
     return 0

@@ -42,21 +42,27 @@ INPUTS = {
 
 # The `gpuprof` command as its console script runs it (cli.entry); a --before build without entry()
 # is run as its console script ran it then.
-GPUPROF = ("import sys, gpuprof.cli as c\n"
-           "argv = ['analyze', sys.argv[1], '--json', sys.argv[2]]\n"
-           "c.entry(argv) if hasattr(c, 'entry') else sys.exit(c.main(argv))\n")
-HTA = ("import sys, logging; logging.disable(logging.WARNING)\n"
-       "from hta.trace_analysis import TraceAnalysis\n"
-       "ta = TraceAnalysis(trace_dir=sys.argv[1])\n"
-       "print(ta.get_temporal_breakdown(visualize=False).to_string())\n")
-TB = ("import sys, tempfile, logging; logging.disable(logging.WARNING)\n"
-      "from torch_tb_profiler.io.cache import Cache\n"
-      "from torch_tb_profiler.profiler.loader import RunLoader\n"
-      "if __name__ == '__main__':\n"
-      "    run = RunLoader('bench', sys.argv[1], Cache(tempfile.mkdtemp())).load()\n"
-      "    profiles = [p for p in run.get_profiles() if getattr(p, 'overview', None)]\n"
-      "    assert profiles, 'the plugin produced no overview'\n"
-      "    print(len(profiles), 'profiles; steps:', len(profiles[0].overview['steps']['rows']))\n")
+GPUPROF = (
+    "import sys, gpuprof.cli as c\n"
+    "argv = ['analyze', sys.argv[1], '--json', sys.argv[2]]\n"
+    "c.entry(argv) if hasattr(c, 'entry') else sys.exit(c.main(argv))\n"
+)
+HTA = (
+    "import sys, logging; logging.disable(logging.WARNING)\n"
+    "from hta.trace_analysis import TraceAnalysis\n"
+    "ta = TraceAnalysis(trace_dir=sys.argv[1])\n"
+    "print(ta.get_temporal_breakdown(visualize=False).to_string())\n"
+)
+TB = (
+    "import sys, tempfile, logging; logging.disable(logging.WARNING)\n"
+    "from torch_tb_profiler.io.cache import Cache\n"
+    "from torch_tb_profiler.profiler.loader import RunLoader\n"
+    "if __name__ == '__main__':\n"
+    "    run = RunLoader('bench', sys.argv[1], Cache(tempfile.mkdtemp())).load()\n"
+    "    profiles = [p for p in run.get_profiles() if getattr(p, 'overview', None)]\n"
+    "    assert profiles, 'the plugin produced no overview'\n"
+    "    print(len(profiles), 'profiles; steps:', len(profiles[0].overview['steps']['rows']))\n"
+)
 
 
 def synthetic_trace(path: Path, n_events: int = 2_000_000, seed: int = 0) -> Path:
@@ -68,12 +74,14 @@ def synthetic_trace(path: Path, n_events: int = 2_000_000, seed: int = 0) -> Pat
     ops_per_step = 2000
     ts = 1_700_000_000_000_000.0
     out = gzip.open(path, "wt", compresslevel=1)
-    out.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Synthetic GPU", '
-              '"totalGlobalMem": 34089730048, "computeMajor": 8, "computeMinor": 0, '
-              '"maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, '
-              '"regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152, '
-              '"sharedMemPerMultiprocessor": 167936, "numSms": 108, "sharedMemPerBlockOptin": 166912}],\n'
-              '"traceEvents": [\n')
+    out.write(
+        '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Synthetic GPU", '
+        '"totalGlobalMem": 34089730048, "computeMajor": 8, "computeMinor": 0, '
+        '"maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, '
+        '"regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152, '
+        '"sharedMemPerMultiprocessor": 167936, "numSms": 108, "sharedMemPerBlockOptin": 166912}],\n'
+        '"traceEvents": [\n'
+    )
     written = 0
     corr = 1
     step = 0
@@ -88,31 +96,42 @@ def synthetic_trace(path: Path, n_events: int = 2_000_000, seed: int = 0) -> Pat
     while written < n_events:
         step_start = ts
         dl = rnd.uniform(50, 500)
-        emit(f'{{"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", '
-             f'"pid": 100, "tid": 100, "ts": {ts + 1:.3f}, "dur": {dl:.3f}}}')
+        emit(
+            '{"ph": "X", "cat": "user_annotation", '
+            '"name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", '
+            f'"pid": 100, "tid": 100, "ts": {ts + 1:.3f}, "dur": {dl:.3f}}}'
+        )
         ts += dl + 2
         gpu_ts = ts
         for i in range(ops_per_step):
             if written >= n_events - 4:
                 break
             op_dur = rnd.uniform(8, 40)
-            emit(f'{{"ph": "X", "cat": "cpu_op", "name": "aten::op{i % 50}", "pid": 100, "tid": 100, '
-                 f'"ts": {ts:.3f}, "dur": {op_dur:.3f}, "args": {{"External id": {corr}}}}}')
-            emit(f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, '
-                 f'"ts": {ts + 2:.3f}, "dur": 4.5, "args": {{"External id": {corr}, "correlation": {corr}}}}}')
+            emit(
+                f'{{"ph": "X", "cat": "cpu_op", "name": "aten::op{i % 50}", "pid": 100, "tid": 100, '
+                f'"ts": {ts:.3f}, "dur": {op_dur:.3f}, "args": {{"External id": {corr}}}}}'
+            )
+            emit(
+                f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, '
+                f'"ts": {ts + 2:.3f}, "dur": 4.5, "args": {{"External id": {corr}, "correlation": {corr}}}}}'
+            )
             gpu_ts = max(gpu_ts, ts + 8)
             k_dur = rnd.uniform(3, 60)
-            emit(f'{{"ph": "X", "cat": "kernel", "name": "kernel_{i % 80}", "pid": 0, "tid": 7, '
-                 f'"ts": {gpu_ts:.3f}, "dur": {k_dur:.3f}, "args": {{"device": 0, "stream": 7, '
-                 f'"correlation": {corr}, "External id": {corr}, "registers per thread": 32, '
-                 f'"shared memory": 0, "blocks per SM": 1.2, "warps per SM": 9.6, "grid": [130, 1, 1], '
-                 f'"block": [256, 1, 1], "est. achieved occupancy %": 50}}}}')
+            emit(
+                f'{{"ph": "X", "cat": "kernel", "name": "kernel_{i % 80}", "pid": 0, "tid": 7, '
+                f'"ts": {gpu_ts:.3f}, "dur": {k_dur:.3f}, "args": {{"device": 0, "stream": 7, '
+                f'"correlation": {corr}, "External id": {corr}, "registers per thread": 32, '
+                f'"shared memory": 0, "blocks per SM": 1.2, "warps per SM": 9.6, "grid": [130, 1, 1], '
+                f'"block": [256, 1, 1], "est. achieved occupancy %": 50}}}}'
+            )
             gpu_ts += k_dur
             ts += op_dur + 1
             corr += 1
         end = max(ts, gpu_ts) + 5
-        emit(f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": 100, "tid": 100, '
-             f'"ts": {step_start:.3f}, "dur": {end - step_start:.3f}}}')
+        emit(
+            f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": 100, "tid": 100, '
+            f'"ts": {step_start:.3f}, "dur": {end - step_start:.3f}}}'
+        )
         ts = end + 1
         step += 1
     out.write('\n], "traceName": "synthetic"}\n')
@@ -123,16 +142,20 @@ def synthetic_trace(path: Path, n_events: int = 2_000_000, seed: int = 0) -> Pat
 def run_with_rss(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
     # A tiny wrapper process runs the command and reports its children's ru_maxrss, so that each
     # measurement starts from zero (RUSAGE_CHILDREN of this process would keep the max of all runs).
-    wrapper = ("import resource, subprocess, sys, time, json\n"
-               "t0 = time.perf_counter()\n"
-               "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
-               "wall = time.perf_counter() - t0\n"
-               "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-               "print(json.dumps({'rc': p.returncode, 'wall_s': wall, 'peak_rss_kib': ru.ru_maxrss, "
-               "'cpu_s': ru.ru_utime + ru.ru_stime, "
-               "'stderr_tail': p.stderr.decode(errors='replace')[-600:] if p.returncode else ''}))\n")
+    wrapper = (
+        "import resource, subprocess, sys, time, json\n"
+        "t0 = time.perf_counter()\n"
+        "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
+        "wall = time.perf_counter() - t0\n"
+        "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(json.dumps({'rc': p.returncode, 'wall_s': wall, 'peak_rss_kib': ru.ru_maxrss, "
+        "'cpu_s': ru.ru_utime + ru.ru_stime, "
+        "'stderr_tail': p.stderr.decode(errors='replace')[-600:] if p.returncode else ''}))\n"
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, timeout=timeout, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-c", wrapper, *cmd], capture_output=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"did not finish within {timeout:.0f} s"}
     res = json.loads(proc.stdout.decode().strip().splitlines()[-1])
@@ -151,7 +174,7 @@ def single_file_dir(src: Path, name: str, root: Path) -> Path:
 
 def gpuprof_phases(path: Path, repeats: int = 3) -> dict:
     """gpuprof's time, phase by phase, in this process (best of `repeats`)."""
-    code = r'''
+    code = r"""
 import json, sys, time, zlib
 t0 = time.perf_counter()
 import gpuprof
@@ -176,16 +199,20 @@ for _ in range(repeats):
         for i in range(0, len(raw), 1 << 16):
             n += len(d.decompress(raw[i:i + (1 << 16)]))
     keep("inflate_s", time.perf_counter() - t)
-    t = time.perf_counter(); trace, stats = _core.import_trace(path); keep("import_s", time.perf_counter() - t)
-    t = time.perf_counter(); _core.compute_breakdown(trace, True); keep("breakdown_s", time.perf_counter() - t)
+    t = time.perf_counter(); trace, stats = _core.import_trace(path)
+    keep("import_s", time.perf_counter() - t)
+    t = time.perf_counter(); _core.compute_breakdown(trace, True)
+    keep("breakdown_s", time.perf_counter() - t)
     t = time.perf_counter(); report = make_report(trace); keep("report_s", time.perf_counter() - t)
     t = time.perf_counter(); str(report); keep("text_render_s", time.perf_counter() - t)
 best["python_and_module_import_s"] = t_import
 best["renderer_import_s"] = t_renderer
 best["json_bytes"] = stats["json_bytes"]; best["events"] = trace.num_events
 print(json.dumps(best))
-'''
-    proc = subprocess.run([sys.executable, "-c", code, str(path), str(repeats)], capture_output=True, text=True)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(repeats)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         return {"error": proc.stderr[-500:]}
     ph = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -196,17 +223,24 @@ print(json.dumps(best))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="gpuprof,hta,tb")
-    ap.add_argument("--inputs", default="hta_2xv100_ddp,resnet50_v100,synthetic_2m",
-                    help="comma-separated: hta_2xv100_ddp, resnet50_v100, synthetic_2m, and NAME_plain for "
-                         "the first two as plain JSON (torch.profiler's default output), synthetic_2m_plain")
+    ap.add_argument(
+        "--inputs",
+        default="hta_2xv100_ddp,resnet50_v100,synthetic_2m",
+        help="comma-separated: hta_2xv100_ddp, resnet50_v100, synthetic_2m, and NAME_plain for "
+        "the first two as plain JSON (torch.profiler's default output), synthetic_2m_plain",
+    )
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool and input (best one kept)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gpuprof-bench"))
     ap.add_argument("--out", default=None, help="write the results as JSON here")
-    ap.add_argument("--before", metavar="DIR", default=None,
-                    help="also time an earlier gpuprof (a folder holding its installed `gpuprof` package, "
-                         "e.g. from `pip install --no-deps --target DIR .` at an older commit) as the tool "
-                         "gpuprof_before, taking turns with the others")
+    ap.add_argument(
+        "--before",
+        metavar="DIR",
+        default=None,
+        help="also time an earlier gpuprof (a folder holding its installed `gpuprof` package, "
+        "e.g. from `pip install --no-deps --target DIR .` at an older commit) as the tool "
+        "gpuprof_before, taking turns with the others",
+    )
     args = ap.parse_args()
     tools = args.only.split(",")
     if args.before:
@@ -216,14 +250,17 @@ def main() -> int:
         # Byte-compile it first: a copied package (cp -r gives new mtimes, so its .pyc files are
         # stale) run with PYTHONDONTWRITEBYTECODE=1 compiles every module on every run, 15-25 ms
         # that made earlier builds look slower than they were.
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(args.before) / "gpuprof")], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(Path(args.before) / "gpuprof")],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         tools.append("gpuprof_before")
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
 
     inputs = {k: v for k, v in INPUTS.items() if k in args.inputs.split(",")}
-    for k, v in inputs.items():
+    for _k, v in inputs.items():
         if not v.exists():
             print(f"missing {v}: the shared traces are not beside this checkout", file=sys.stderr)
             return 2
@@ -232,7 +269,9 @@ def main() -> int:
         base = name.removesuffix("_plain")
         if name.endswith("_plain") and base in INPUTS:
             if not INPUTS[base].exists():
-                print(f"missing {INPUTS[base]}: the shared traces are not beside this checkout", file=sys.stderr)
+                print(
+                    f"missing {INPUTS[base]}: the shared traces are not beside this checkout", file=sys.stderr
+                )
                 return 2
             plain = work / f"{name}.pt.trace.json"
             if not plain.exists():
@@ -257,19 +296,25 @@ def main() -> int:
     results = {}
     for name, path in inputs.items():
         folder = single_file_dir(path, name, work / "dirs")
-        json_bytes = sum(len(c) for c in _gunzip_chunks(path)) if path.suffix == ".gz" else path.stat().st_size
+        json_bytes = (
+            sum(len(c) for c in _gunzip_chunks(path)) if path.suffix == ".gz" else path.stat().st_size
+        )
         row = {"json_mb": json_bytes / 1e6, "gz_mb": path.stat().st_size / 1e6}
         runs = {tool: [] for tool in tools}
         for _ in range(max(1, args.repeat)):
             for tool in tools:
                 if runs[tool] and not runs[tool][-1].get("ok"):
-                    continue   # a tool that failed once is not retried
+                    continue  # a tool that failed once is not retried
                 env = None
                 if tool in ("gpuprof", "gpuprof_before"):
                     cmd = [sys.executable, "-c", GPUPROF, str(path), str(work / f"{name}.{tool}.json")]
                     if tool == "gpuprof_before":
-                        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-                            [args.before] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+                        env = dict(
+                            os.environ,
+                            PYTHONPATH=os.pathsep.join(
+                                [args.before] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+                            ),
+                        )
                 elif tool == "hta":
                     cmd = [sys.executable, "-c", HTA, str(folder)]
                 else:
@@ -282,10 +327,12 @@ def main() -> int:
                 res["runs"] = len(ok)
                 res["median_wall_s"] = ok[len(ok) // 2]["wall_s"]
             row[tool] = res
-            shown = (f"{res['wall_s']:8.2f} s wall {res['cpu_s']:8.2f} s CPU {res['peak_rss_kib'] / 1024:8.0f} MiB"
-                     f"  (median wall of {res['runs']}: {res['median_wall_s']:.2f} s)"
-                     if res.get("ok")
-                     else f"FAILED: {res.get('error') or res.get('stderr_tail')}")
+            shown = (
+                f"{res['wall_s']:8.2f} s wall {res['cpu_s']:8.2f} s CPU {res['peak_rss_kib'] / 1024:8.0f} MiB"
+                f"  (median wall of {res['runs']}: {res['median_wall_s']:.2f} s)"
+                if res.get("ok")
+                else f"FAILED: {res.get('error') or res.get('stderr_tail')}"
+            )
             print(f"{name:16s} {tool:8s} {shown}", flush=True)
         if "gpuprof" in tools:
             row["gpuprof_phases"] = gpuprof_phases(path)
@@ -293,26 +340,34 @@ def main() -> int:
         results[name] = row
 
     print()
-    print(f"{'input':16s} {'JSON MB':>8s} {'gpuprof s':>10s} {'MiB':>6s} {'HTA x':>8s} {'tb x':>8s} "
-          f"{'HTA cpu x':>9s} {'tb cpu x':>9s} {'HTA mem x':>9s} {'tb mem x':>9s} {'gpuprof RSS / JSON':>18s}")
+    print(
+        f"{'input':16s} {'JSON MB':>8s} {'gpuprof s':>10s} {'MiB':>6s} {'HTA x':>8s} {'tb x':>8s} "
+        f"{'HTA cpu x':>9s} {'tb cpu x':>9s} {'HTA mem x':>9s} {'tb mem x':>9s} {'gpuprof RSS / JSON':>18s}"
+    )
     for name, row in results.items():
         g = row.get("gpuprof", {})
-        def ratio(tool, key):
+
+        def ratio(tool, key, row=row, g=g):
             r = row.get(tool, {})
             return f"{r[key] / g[key]:8.1f}" if r.get("ok") and g.get("ok") else "     n/a"
-        print(f"{name:16s} {row['json_mb']:8.1f} {g.get('wall_s', float('nan')):10.2f} "
-              f"{g.get('peak_rss_kib', 0) / 1024:6.0f} {ratio('hta', 'wall_s')} {ratio('tb', 'wall_s')} "
-              f"{ratio('hta', 'cpu_s'):>9s} {ratio('tb', 'cpu_s'):>9s} "
-              f"{ratio('hta', 'peak_rss_kib'):>9s} {ratio('tb', 'peak_rss_kib'):>9s} "
-              f"{g.get('peak_rss_kib', 0) * 1024 / (row['json_mb'] * 1e6):18.2f}")
+
+        print(
+            f"{name:16s} {row['json_mb']:8.1f} {g.get('wall_s', float('nan')):10.2f} "
+            f"{g.get('peak_rss_kib', 0) / 1024:6.0f} {ratio('hta', 'wall_s')} {ratio('tb', 'wall_s')} "
+            f"{ratio('hta', 'cpu_s'):>9s} {ratio('tb', 'cpu_s'):>9s} "
+            f"{ratio('hta', 'peak_rss_kib'):>9s} {ratio('tb', 'peak_rss_kib'):>9s} "
+            f"{g.get('peak_rss_kib', 0) * 1024 / (row['json_mb'] * 1e6):18.2f}"
+        )
     if args.before:
         print()
         for name, row in results.items():
             g, b = row.get("gpuprof", {}), row.get("gpuprof_before", {})
             if g.get("ok") and b.get("ok"):
-                print(f"{name:16s} before {b['wall_s']:.3f} s wall / {b['cpu_s']:.3f} s CPU / "
-                      f"{b['peak_rss_kib'] / 1024:.0f} MiB -> now {g['wall_s']:.3f} s / {g['cpu_s']:.3f} s / "
-                      f"{g['peak_rss_kib'] / 1024:.0f} MiB ({100 * (g['wall_s'] / b['wall_s'] - 1):+.0f}% wall)")
+                print(
+                    f"{name:16s} before {b['wall_s']:.3f} s wall / {b['cpu_s']:.3f} s CPU / "
+                    f"{b['peak_rss_kib'] / 1024:.0f} MiB -> now {g['wall_s']:.3f} s / {g['cpu_s']:.3f} s / "
+                    f"{g['peak_rss_kib'] / 1024:.0f} MiB ({100 * (g['wall_s'] / b['wall_s'] - 1):+.0f}% wall)"
+                )
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -1,6 +1,7 @@
-"""Step-time cost of profiling a real CNN training step on the GPU (issue 3's benchmark).
+"""Step-time cost of profiling a real CNN training step on the GPU.
 
-    python bench/gpu_overhead.py [--steps 30] [--rounds 5] [--batch 64] [--image-size 224] [--out results.json]
+    python bench/gpu_overhead.py [--steps 30] [--rounds 5] [--batch 64] [--image-size 224]
+                                 [--out results.json]
 
 A ResNet-18-shaped CNN (written here, no torchvision) trains on a fixed random batch with SGD
 (momentum): real forward, backward and optimizer step. Four conditions, interleaved in one run so
@@ -51,7 +52,7 @@ import torch.nn.functional as F  # noqa: E402
 import gpuprof  # noqa: E402
 
 CONDITIONS = ("none", "gpuprof", "torch.profiler", "gpuprof+memory")
-TARGET_RATIO = 0.5        # gpuprof's overhead at most half of torch.profiler's
+TARGET_RATIO = 0.5  # gpuprof's overhead at most half of torch.profiler's
 TARGET_OVERHEAD_PCT = 3.0  # and under 3% of the unprofiled step
 
 
@@ -76,8 +77,9 @@ class BasicBlock(nn.Module):
 class ResNet18(nn.Module):
     def __init__(self, num_classes: int = 1000) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
-                                  nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        )
         layers, cin = [], 64
         for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
             layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
@@ -141,27 +143,33 @@ def settle_cupti(trainer: Trainer) -> None:
     if trainer.device.type != "cuda":
         return
     for _ in range(10):
-        trainer.sync()   # cudaDeviceSynchronize: a runtime call
+        trainer.sync()  # cudaDeviceSynchronize: a runtime call
         time.sleep(0.01)
 
 
-def cond_gpuprof(trainer: Trainer, warmup: int, steps: int, retry: bool = True,
-                 profile_memory: bool = False) -> dict:
+def cond_gpuprof(
+    trainer: Trainer, warmup: int, steps: int, retry: bool = True, profile_memory: bool = False
+) -> dict:
     settle_cupti(trainer)
     sched = gpuprof.schedule(wait=0, warmup=warmup, active=steps, repeat=1)
     with gpuprof.profile(schedule=sched, profile_memory=profile_memory) as prof:
         times = run_steps(trainer, warmup, steps, prof.step)
         t0 = time.perf_counter()
-        prof.step()   # the last active step ends: flush CUPTI, drain, build the Report
+        prof.step()  # the last active step ends: flush CUPTI, drain, build the Report
     report = prof.report()
     end = time.perf_counter() - t0
     md = report.to_dict()["metadata"]
     if retry and "another CUDA profiler" in md.get("gpu_collection", ""):
         # Kineto's teardown had not run yet: once more, after it has had its runtime calls.
         return cond_gpuprof(trainer, warmup, steps, retry=False, profile_memory=profile_memory)
-    return {"step_s": times, "end_of_span_s": end, "gpu_collection": md.get("gpu_collection", ""),
-            "dropped": int(report.counts["dropped"]), "events": int(report.counts["events"]),
-            "steps_recorded": int(report.counts["steps"])}
+    return {
+        "step_s": times,
+        "end_of_span_s": end,
+        "gpu_collection": md.get("gpu_collection", ""),
+        "dropped": int(report.counts["dropped"]),
+        "events": int(report.counts["events"]),
+        "steps_recorded": int(report.counts["steps"]),
+    }
 
 
 def cond_torch_profiler(trainer: Trainer, warmup: int, steps: int) -> dict:
@@ -172,7 +180,7 @@ def cond_torch_profiler(trainer: Trainer, warmup: int, steps: int) -> dict:
     with torch.profiler.profile(activities=acts, schedule=sched) as prof:
         times = run_steps(trainer, warmup, steps, prof.step)
         t0 = time.perf_counter()
-        prof.step()   # the last active step ends: the trace stops and is processed
+        prof.step()  # the last active step ends: the trace stops and is processed
     averages = prof.key_averages()
     end = time.perf_counter() - t0
     return {"step_s": times, "end_of_span_s": end, "ops": len(averages)}
@@ -183,8 +191,12 @@ def cond_gpuprof_memory(trainer: Trainer, warmup: int, steps: int) -> dict:
     return cond_gpuprof(trainer, warmup, steps, profile_memory=True)
 
 
-RUNNERS = {"none": cond_none, "gpuprof": cond_gpuprof, "torch.profiler": cond_torch_profiler,
-           "gpuprof+memory": cond_gpuprof_memory}
+RUNNERS = {
+    "none": cond_none,
+    "gpuprof": cond_gpuprof,
+    "torch.profiler": cond_torch_profiler,
+    "gpuprof+memory": cond_gpuprof_memory,
+}
 
 
 # ---- statistics -----------------------------------------------------------------------------------
@@ -204,11 +216,15 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
     for name, rounds in runs.items():
         steps = [t for r in rounds for t in r["step_s"]]
         ends = [r["end_of_span_s"] for r in rounds]
-        row = {"median_ms": 1e3 * statistics.median(steps), "p10_ms": 1e3 * quantile(steps, 0.1),
-               "p90_ms": 1e3 * quantile(steps, 0.9), "steps": len(steps),
-               "round_median_ms": [1e3 * statistics.median(r["step_s"]) for r in rounds],
-               "end_of_span_ms": [1e3 * e for e in ends],
-               "end_of_span_median_ms": 1e3 * statistics.median(ends)}
+        row = {
+            "median_ms": 1e3 * statistics.median(steps),
+            "p10_ms": 1e3 * quantile(steps, 0.1),
+            "p90_ms": 1e3 * quantile(steps, 0.9),
+            "steps": len(steps),
+            "round_median_ms": [1e3 * statistics.median(r["step_s"]) for r in rounds],
+            "end_of_span_ms": [1e3 * e for e in ends],
+            "end_of_span_median_ms": 1e3 * statistics.median(ends),
+        }
         for key in ("gpu_collection", "dropped", "events", "steps_recorded", "ops"):
             if key in rounds[0]:
                 row[key] = [r[key] for r in rounds]
@@ -218,18 +234,21 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
         row = out[name]
         row["overhead_pct"] = 100.0 * (row["median_ms"] - base) / base
         # Paired by round: each round's profiled median against that round's unprofiled median.
-        row["round_overhead_pct"] = [100.0 * (p - b) / b for p, b in
-                                     zip(row["round_median_ms"], out["none"]["round_median_ms"])]
+        row["round_overhead_pct"] = [
+            100.0 * (p - b) / b for p, b in zip(row["round_median_ms"], out["none"]["round_median_ms"])
+        ]
     return out
 
 
 def verdict(summary: dict) -> dict:
     g = summary["gpuprof"]["overhead_pct"]
     t = summary["torch.profiler"]["overhead_pct"]
-    ratio = g / t if t > 0 else None   # torch.profiler within noise of none: no ratio to speak of
-    return {"ratio_gpuprof_to_torch": ratio,
-            "meets_half_of_torch": (ratio is not None and ratio <= TARGET_RATIO) or (t > 0 and g <= 0),
-            "meets_under_3pct": g < TARGET_OVERHEAD_PCT}
+    ratio = g / t if t > 0 else None  # torch.profiler within noise of none: no ratio to speak of
+    return {
+        "ratio_gpuprof_to_torch": ratio,
+        "meets_half_of_torch": (ratio is not None and ratio <= TARGET_RATIO) or (t > 0 and g <= 0),
+        "meets_under_3pct": g < TARGET_OVERHEAD_PCT,
+    }
 
 
 # ---- main -----------------------------------------------------------------------------------------
@@ -237,8 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda", help="cuda (the benchmark) or cpu (a smoke run)")
     p.add_argument("--steps", type=int, default=30, help="measured steps per condition per round")
-    p.add_argument("--warmup", type=int, default=None, help="warm-up steps per condition per round "
-                   "(default 10 on cuda, 1 on cpu)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="warm-up steps per condition per round (default 10 on cuda, 1 on cpu)",
+    )
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image-size", type=int, default=None, help="default 224 on cuda, 64 on cpu")
@@ -249,8 +272,11 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--{name} must be at least 1")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        print("gpu_overhead: no CUDA device visible to torch (torch.cuda.is_available() is False); "
-              "run with --device cpu for a smoke run", file=sys.stderr)
+        print(
+            "gpu_overhead: no CUDA device visible to torch (torch.cuda.is_available() is False); "
+            "run with --device cpu for a smoke run",
+            file=sys.stderr,
+        )
         return 2
     warmup = args.warmup if args.warmup is not None else (10 if device.type == "cuda" else 1)
     image = args.image_size or (224 if device.type == "cuda" else 64)
@@ -268,49 +294,81 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {name: [] for name in CONDITIONS}
     for r in range(args.rounds):
         k = r % len(CONDITIONS)
-        order = CONDITIONS[k:] + CONDITIONS[:k]   # rotated: none first, then second, ...
+        order = CONDITIONS[k:] + CONDITIONS[:k]  # rotated: none first, then second, ...
         for name in order:
             runs[name].append(RUNNERS[name](trainer, warmup, args.steps))
     summary = summarize(runs)
     result = verdict(summary)
 
-    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or platform.machine())
-    print(f"ResNet-18 layout, batch {args.batch}, 3x{image}x{image}, SGD; {args.rounds} interleaved rounds x "
-          f"{args.steps} measured steps (+{warmup} warm-up) per condition; {dev_name}, torch {torch.__version__}, "
-          f"gpuprof {gpuprof.__version__}")
+    dev_name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else (platform.processor() or platform.machine())
+    )
+    print(
+        f"ResNet-18 layout, batch {args.batch}, 3x{image}x{image}, SGD; {args.rounds} interleaved rounds x "
+        f"{args.steps} measured steps (+{warmup} warm-up) per condition; {dev_name}, "
+        f"torch {torch.__version__}, "
+        f"gpuprof {gpuprof.__version__}"
+    )
     if device.type != "cuda":
         print("SMOKE RUN on the CPU (torch.profiler with CPU activities only): not the GPU result")
-    print(f"{'condition':16} {'median ms':>10} {'p10 ms':>9} {'p90 ms':>9} {'overhead':>9} {'end of span ms':>15}")
+    print(
+        f"{'condition':16} {'median ms':>10} {'p10 ms':>9} {'p90 ms':>9} {'overhead':>9} "
+        f"{'end of span ms':>15}"
+    )
     for name in CONDITIONS:
         row = summary[name]
         ov = f"{row['overhead_pct']:+8.2f}%" if "overhead_pct" in row else f"{'':>9}"
-        print(f"{name:16} {row['median_ms']:10.2f} {row['p10_ms']:9.2f} {row['p90_ms']:9.2f} {ov} "
-              f"{row['end_of_span_median_ms']:15.1f}")
+        print(
+            f"{name:16} {row['median_ms']:10.2f} {row['p10_ms']:9.2f} {row['p90_ms']:9.2f} {ov} "
+            f"{row['end_of_span_median_ms']:15.1f}"
+        )
     ratio = result["ratio_gpuprof_to_torch"]
     g = summary["gpuprof"]
-    print(f"gpuprof overhead / torch.profiler overhead: {'n/a' if ratio is None else f'{ratio:.2f}'} "
-          f"(target <= {TARGET_RATIO}: {'met' if result['meets_half_of_torch'] else 'NOT met'}); "
-          f"gpuprof overhead {g['overhead_pct']:+.2f}% of the step (target < {TARGET_OVERHEAD_PCT}%: "
-          f"{'met' if result['meets_under_3pct'] else 'NOT met'})")
+    print(
+        f"gpuprof overhead / torch.profiler overhead: {'n/a' if ratio is None else f'{ratio:.2f}'} "
+        f"(target <= {TARGET_RATIO}: {'met' if result['meets_half_of_torch'] else 'NOT met'}); "
+        f"gpuprof overhead {g['overhead_pct']:+.2f}% of the step (target < {TARGET_OVERHEAD_PCT}%: "
+        f"{'met' if result['meets_under_3pct'] else 'NOT met'})"
+    )
     collection = g.get("gpu_collection", [])
     gpu_on_all = bool(collection) and all(str(c).startswith("on") for c in collection)
     result["gpuprof_gpu_collection_on_all_rounds"] = gpu_on_all
-    print(f"gpuprof GPU collection: {collection[-1] if collection else '?'}; on in "
-          f"{sum(str(c).startswith('on') for c in collection)}/{len(collection)} rounds; "
-          f"dropped records per round: {g.get('dropped')}")
+    print(
+        f"gpuprof GPU collection: {collection[-1] if collection else '?'}; on in "
+        f"{sum(str(c).startswith('on') for c in collection)}/{len(collection)} rounds; "
+        f"dropped records per round: {g.get('dropped')}"
+    )
     if device.type == "cuda" and not gpu_on_all:
-        print("WARNING: gpuprof's GPU collection was off in some rounds (see gpu_collection in the "
-              "JSON), so those compare host-only gpuprof with torch.profiler's CPU+CUDA tracing",
-              file=sys.stderr)
+        print(
+            "WARNING: gpuprof's GPU collection was off in some rounds (see gpu_collection in the "
+            "JSON), so those compare host-only gpuprof with torch.profiler's CPU+CUDA tracing",
+            file=sys.stderr,
+        )
 
     if args.out:
-        doc = {"benchmark": "gpu_overhead", "smoke": device.type != "cuda", "device": str(device),
-               "device_name": dev_name, "torch": torch.__version__, "gpuprof": gpuprof.__version__,
-               "python": platform.python_version(),
-               "config": {"batch": args.batch, "image_size": image, "steps": args.steps, "warmup": warmup,
-                          "rounds": args.rounds, "model": "ResNet-18 layout", "optimizer": "SGD momentum 0.9"},
-               "targets": {"ratio_max": TARGET_RATIO, "overhead_pct_max": TARGET_OVERHEAD_PCT},
-               "conditions": summary, **result}
+        doc = {
+            "benchmark": "gpu_overhead",
+            "smoke": device.type != "cuda",
+            "device": str(device),
+            "device_name": dev_name,
+            "torch": torch.__version__,
+            "gpuprof": gpuprof.__version__,
+            "python": platform.python_version(),
+            "config": {
+                "batch": args.batch,
+                "image_size": image,
+                "steps": args.steps,
+                "warmup": warmup,
+                "rounds": args.rounds,
+                "model": "ResNet-18 layout",
+                "optimizer": "SGD momentum 0.9",
+            },
+            "targets": {"ratio_max": TARGET_RATIO, "overhead_pct_max": TARGET_OVERHEAD_PCT},
+            "conditions": summary,
+            **result,
+        }
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=2)
     return 0

@@ -30,8 +30,10 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = [REPO / ".." / "shared" / "traces" / "hta_2xv100_ddp" / "rank0.json.gz",
-           REPO / ".." / "shared" / "traces" / "tb_resnet50_v100_nw0" / "worker0.1623143089861.pt.trace.json.gz"]
+SAMPLES = [
+    REPO / ".." / "shared" / "traces" / "hta_2xv100_ddp" / "rank0.json.gz",
+    REPO / ".." / "shared" / "traces" / "tb_resnet50_v100_nw0" / "worker0.1623143089861.pt.trace.json.gz",
+]
 
 ONE_IMPORT = r"""
 import json, resource, sys, time
@@ -44,7 +46,7 @@ print(json.dumps({"wall_s": time.perf_counter() - t, "cpu_s": time.process_time(
                   "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
-SETTINGS = {"one thread": 1, "default": 0}   # import_cpus
+SETTINGS = {"one thread": 1, "default": 0}  # import_cpus
 
 
 def cpus() -> int:
@@ -52,8 +54,12 @@ def cpus() -> int:
 
 
 def one_run(path: Path, import_cpus: int) -> dict:
-    proc = subprocess.run([sys.executable, "-c", ONE_IMPORT, str(path), str(import_cpus)], capture_output=True,
-                          text=True, cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        [sys.executable, "-c", ONE_IMPORT, str(path), str(import_cpus)],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"import of {path} failed: {proc.stderr[-800:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -69,6 +75,7 @@ def inputs(args) -> list[Path]:
     if not gz.exists():
         sys.path.insert(0, str(REPO / "bench"))
         from analyze_speed import synthetic_trace
+
         synthetic_trace(gz, n_events=args.events)
     plain = work / f"synthetic_{args.events}.pt.trace.json"
     if not plain.exists():
@@ -85,30 +92,45 @@ def main() -> int:
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "gpuprof-bench"))
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    doc = {"machine": platform.processor() or platform.machine(), "cpus": cpus(), "repeat": args.repeat,
-           "python": platform.python_version(), "inputs": {}}
+    doc = {
+        "machine": platform.processor() or platform.machine(),
+        "cpus": cpus(),
+        "repeat": args.repeat,
+        "python": platform.python_version(),
+        "inputs": {},
+    }
     print(f"{'input':44} {'setting':12} {'median s':>9} {'best s':>8} {'CPU s':>7} {'threads':>7} {'MiB':>6}")
     settings = dict(SETTINGS)
-    if cpus() < 4:   # what splitting a gzip file would do here: why the default does not
+    if cpus() < 4:  # what splitting a gzip file would do here: why the default does not
         settings["as if 4 CPUs"] = 4
     for path in inputs(args):
         runs = {name: [] for name in settings}
         for _ in range(args.repeat):
-            for name, import_cpus in settings.items():   # taking turns: drifts of a shared machine hit all
+            for name, import_cpus in settings.items():  # taking turns: drifts of a shared machine hit all
                 runs[name].append(one_run(path, import_cpus))
         row = {}
         for name, rs in runs.items():
             walls = [r["wall_s"] for r in rs]
-            row[name] = {"median_wall_s": statistics.median(walls), "best_wall_s": min(walls),
-                         "median_cpu_s": statistics.median(r["cpu_s"] for r in rs),
-                         "threads": rs[0]["threads"], "max_rss_mib": max(r["max_rss_mib"] for r in rs),
-                         "events": rs[0]["events"], "json_bytes": rs[0]["json_bytes"]}
-            print(f"{path.name[:44]:44} {name:12} {row[name]['median_wall_s']:9.3f} {row[name]['best_wall_s']:8.3f} "
-                  f"{row[name]['median_cpu_s']:7.3f} {row[name]['threads']:7} {row[name]['max_rss_mib']:6.0f}")
+            row[name] = {
+                "median_wall_s": statistics.median(walls),
+                "best_wall_s": min(walls),
+                "median_cpu_s": statistics.median(r["cpu_s"] for r in rs),
+                "threads": rs[0]["threads"],
+                "max_rss_mib": max(r["max_rss_mib"] for r in rs),
+                "events": rs[0]["events"],
+                "json_bytes": rs[0]["json_bytes"],
+            }
+            print(
+                f"{path.name[:44]:44} {name:12} {row[name]['median_wall_s']:9.3f} "
+                f"{row[name]['best_wall_s']:8.3f} "
+                f"{row[name]['median_cpu_s']:7.3f} {row[name]['threads']:7} {row[name]['max_rss_mib']:6.0f}"
+            )
         row["one_thread_over_default"] = row["one thread"]["median_wall_s"] / row["default"]["median_wall_s"]
         print(f"{'':44} one thread / default: {row['one_thread_over_default']:.2f}x")
         if "as if 4 CPUs" in row:
-            row["one_thread_over_as_if_4_cpus"] = row["one thread"]["median_wall_s"] / row["as if 4 CPUs"]["median_wall_s"]
+            row["one_thread_over_as_if_4_cpus"] = (
+                row["one thread"]["median_wall_s"] / row["as if 4 CPUs"]["median_wall_s"]
+            )
             print(f"{'':44} one thread / as if 4 CPUs: {row['one_thread_over_as_if_4_cpus']:.2f}x")
         doc["inputs"][path.name] = row
     if args.out:

@@ -37,8 +37,16 @@ import subprocess
 import sys
 import tempfile
 
-VARIANTS = ("none", "gpuprof", "gpuprof shapes", "torch.profiler", "torch.profiler shapes",
-            "gpuprof (wait step)", "idle callback", "idle callback inputs")
+VARIANTS = (
+    "none",
+    "gpuprof",
+    "gpuprof shapes",
+    "torch.profiler",
+    "torch.profiler shapes",
+    "gpuprof (wait step)",
+    "idle callback",
+    "idle callback inputs",
+)
 
 
 def _load_hooks():
@@ -66,15 +74,15 @@ def child(ops: int, variants: list[str]) -> None:
             x.add_(y)
 
     def measured(n):
-        os.getppid()   # callgrind: --zero-before=getppid
+        os.getppid()  # callgrind: --zero-before=getppid
         loop(n)
-        os.getpgrp()   # callgrind: --dump-before=getpgrp
+        os.getpgrp()  # callgrind: --dump-before=getpgrp
 
     def run(name, n, measure):
         body = measured if measure else loop
         if name == "none":
             body(n)
-        elif name.startswith("idle"):   # LibTorch's own cost of running a callback that does nothing
+        elif name.startswith("idle"):  # LibTorch's own cost of running a callback that does nothing
             hooks = _load_hooks()
             hooks._install_idle(name.endswith("inputs"))
             try:
@@ -82,26 +90,31 @@ def child(ops: int, variants: list[str]) -> None:
             finally:
                 hooks._remove_idle()
         elif name.startswith("gpuprof (wait"):
-            with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=0, active=1, repeat=1),
-                                 gpu=False) as prof:
+            with gpuprof.profile(
+                schedule=gpuprof.schedule(wait=1, warmup=0, active=1, repeat=1), gpu=False
+            ) as prof:
                 body(n)
                 prof.step()
         elif name.startswith("gpuprof"):
-            with gpuprof.profile(record_shapes=name.endswith("shapes"), max_events=4 * n + 1000,
-                                 gpu=False) as prof:
+            with gpuprof.profile(
+                record_shapes=name.endswith("shapes"), max_events=4 * n + 1000, gpu=False
+            ) as prof:
                 body(n)
                 prof.step()
             assert prof.report().counts["dropped"] == 0
         else:
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                        record_shapes=name.endswith("shapes"), with_stack=False):
+            with torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU],
+                record_shapes=name.endswith("shapes"),
+                with_stack=False,
+            ):
                 body(n)
 
-    if not hasattr(_load_hooks(), "_install_idle"):   # an earlier gpuprof (--before) has no idle hooks
+    if not hasattr(_load_hooks(), "_install_idle"):  # an earlier gpuprof (--before) has no idle hooks
         variants = [v for v in variants if not v.startswith("idle")]
-    for name in variants:   # warm every path (first-use allocations, lazy imports)
+    for name in variants:  # warm every path (first-use allocations, lazy imports)
         run(name, 2000, measure=False)
-    measured(ops)   # the first counted segment carries a one-off cost (~1e7 instructions): not a variant's
+    measured(ops)  # the first counted segment carries a one-off cost (~1e7 instructions): not a variant's
     print("MEASURED discard", flush=True)
     for name in variants:
         for n in (ops, 3 * ops):
@@ -121,15 +134,27 @@ def measure(ops: int, before_dir: str | None) -> dict:
         # threads (numpy's OpenBLAS workers spinning, and the report analysis' second thread of the
         # variant before, whose counts callgrind's zeroing did not clear) otherwise landed inside
         # some measured loops and not others, by up to 10 million instructions.
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--separate-threads=yes",
-               "--zero-before=getppid", "--dump-before=getpgrp", "--dump-instr=no", "--dump-line=no", sys.executable,
-               os.path.abspath(__file__), "--child", "--ops", str(ops)]
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            "--separate-threads=yes",
+            "--zero-before=getppid",
+            "--dump-before=getpgrp",
+            "--dump-instr=no",
+            "--dump-line=no",
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child",
+            "--ops",
+            str(ops),
+        ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"the run under callgrind failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         order = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("MEASURED ")]
         dumps = []
-        for path in glob.glob(out + "*-01"):   # the main thread's dumps (out.N-01)
+        for path in glob.glob(out + "*-01"):  # the main thread's dumps (out.N-01)
             text = open(path).read()
             if "Trigger: --dump-before=getpgrp" not in text[:4000]:
                 continue
@@ -139,22 +164,35 @@ def measure(ops: int, before_dir: str | None) -> dict:
         dumps.sort()
         if len(dumps) != len(order):
             sys.exit(f"expected {len(order)} callgrind dumps, found {len(dumps)}")
-        version = subprocess.run([sys.executable, "-c", "import gpuprof, torch; print(gpuprof.__file__)"],
-                                 env=env, capture_output=True, text=True).stdout.strip()
+        version = subprocess.run(
+            [sys.executable, "-c", "import gpuprof, torch; print(gpuprof.__file__)"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     counts = {label: total for label, (_, total) in zip(order, dumps)}
     # Per op: the difference between the 3N and the N loop, so that nothing paid once per loop
     # (its first iteration, a lazily grown buffer, a stray background thread's burst) counts.
-    per_op = {name: (counts[f"{name}@{3 * ops}"] - counts[f"{name}@{ops}"]) / (2 * ops) for name in VARIANTS
-              if f"{name}@{ops}" in counts}
+    per_op = {
+        name: (counts[f"{name}@{3 * ops}"] - counts[f"{name}@{ops}"]) / (2 * ops)
+        for name in VARIANTS
+        if f"{name}@{ops}" in counts
+    }
     base = per_op["none"]
     added = {k: v - base for k, v in per_op.items()}
     variants = [v for v in VARIANTS if f"{v}@{ops}" in counts]
     per_op = {name: per_op[name] for name in variants}
-    ratio = {"no shapes": added["gpuprof"] / added["torch.profiler"],
-             "record_shapes": added["gpuprof shapes"] / added["torch.profiler shapes"]}
-    return {"gpuprof_package": os.path.dirname(version), "instructions_per_op": per_op,
-            "added_instructions_per_op": added, "ratio_gpuprof_to_torch_profiler": ratio,
-            "wait_step_added_pct": 100.0 * added["gpuprof (wait step)"] / base}
+    ratio = {
+        "no shapes": added["gpuprof"] / added["torch.profiler"],
+        "record_shapes": added["gpuprof shapes"] / added["torch.profiler shapes"],
+    }
+    return {
+        "gpuprof_package": os.path.dirname(version),
+        "instructions_per_op": per_op,
+        "added_instructions_per_op": added,
+        "ratio_gpuprof_to_torch_profiler": ratio,
+        "wait_step_added_pct": 100.0 * added["gpuprof (wait step)"] / base,
+    }
 
 
 def show(label: str, r: dict) -> None:
@@ -163,9 +201,11 @@ def show(label: str, r: dict) -> None:
     for k, v in r["instructions_per_op"].items():
         print(f"  {k:24} {v:10.0f} {r['added_instructions_per_op'][k]:10.0f}")
     ratio = r["ratio_gpuprof_to_torch_profiler"]
-    print(f"  gpuprof adds {ratio['no shapes']:.3f}x torch.profiler's instructions per op "
-          f"({ratio['record_shapes']:.3f}x with record_shapes); a wait step adds "
-          f"{r['wait_step_added_pct']:+.2f}% to an unprofiled op")
+    print(
+        f"  gpuprof adds {ratio['no shapes']:.3f}x torch.profiler's instructions per op "
+        f"({ratio['record_shapes']:.3f}x with record_shapes); a wait step adds "
+        f"{r['wait_step_added_pct']:+.2f}% to an unprofiled op"
+    )
 
 
 def main() -> None:
@@ -173,8 +213,11 @@ def main() -> None:
     p.add_argument("--ops", type=int, default=5_000)
     p.add_argument("--before", help="a folder holding an earlier `gpuprof` package to compare with")
     p.add_argument("--json", help="write the figures here")
-    p.add_argument("--variants", default=",".join(VARIANTS),
-                   help="comma-separated subset, in this order (none is always measured first)")
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated subset, in this order (none is always measured first)",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -182,9 +225,14 @@ def main() -> None:
         return
     import torch
 
-    results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "ops": args.ops, "op": "Tensor.add_ on 1-element tensors", "torch": torch.__version__,
-               "machine": platform.processor() or platform.machine(), "tool": "valgrind --tool=callgrind"}
+    results = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "ops": args.ops,
+        "op": "Tensor.add_ on 1-element tensors",
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "tool": "valgrind --tool=callgrind",
+    }
     if args.before:
         results["before"] = measure(args.ops, args.before)
         show("before", results["before"])

@@ -27,7 +27,7 @@ import time
 import zlib
 from pathlib import Path
 
-from import_threads import SAMPLES   # the two public samples (bench/ is this script's folder)
+from import_threads import SAMPLES  # the two public samples (bench/ is this script's folder)
 
 
 def best(fn, repeat: int) -> float:
@@ -43,7 +43,7 @@ def inflate(data: bytes) -> None:
     d = zlib.decompressobj(31)
     view = memoryview(data)
     for i in range(0, len(data), 1 << 16):
-        out = d.decompress(view[i:i + (1 << 16)], 1 << 20)
+        out = d.decompress(view[i : i + (1 << 16)], 1 << 20)
         while d.unconsumed_tail:
             out = d.decompress(d.unconsumed_tail, 1 << 20)
         del out
@@ -99,13 +99,26 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
             results[f.name] = r = measure(f, args.repeat, Path(tmp))
-            print(f"{f.name}: {r['json_mb']:.1f} MB of JSON; gpuprof import {r['gpuprof_import_one_thread_s']:.4f} s "
-                  f"on one thread, {r['gpuprof_import_default_s']:.4f} s by default; simdjson parse "
-                  f"{r['simdjson_parse_s']:.4f} s (+ reading the text {r['read_text_s']:.4f} s); zlib inflate "
-                  f"{r['zlib_inflate_s']:.4f} s; gpuprof / simdjson {r['gpuprof_one_thread_over_simdjson']:.2f}x")
+            print(
+                f"{f.name}: {r['json_mb']:.1f} MB of JSON; "
+                f"gpuprof import {r['gpuprof_import_one_thread_s']:.4f} s "
+                f"on one thread, {r['gpuprof_import_default_s']:.4f} s by default; simdjson parse "
+                f"{r['simdjson_parse_s']:.4f} s (+ reading the text {r['read_text_s']:.4f} s); zlib inflate "
+                f"{r['zlib_inflate_s']:.4f} s; "
+                f"gpuprof / simdjson {r['gpuprof_one_thread_over_simdjson']:.2f}x"
+            )
     if args.out:
-        Path(args.out).write_text(json.dumps({"machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}",
-                                              "repeat": args.repeat, "results": results}, indent=1) + "\n")
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}",
+                    "repeat": args.repeat,
+                    "results": results,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 

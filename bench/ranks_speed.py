@@ -29,9 +29,9 @@ TRACE = REPO / ".." / "shared" / "traces" / "hta_2xv100_ddp" / "rank0.json.gz"
 
 
 def measure(cmd: list[str], timeout: float) -> dict:
-    import psutil
-
     import resource
+
+    import psutil
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
@@ -67,8 +67,7 @@ def measure(cmd: list[str], timeout: float) -> dict:
     # CPU of the whole tree: every descendant was waited for by its parent, so RUSAGE_CHILDREN has it.
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "peak_rss_mib": round(peak[0] / 2**20, 1)}
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_mib": round(peak[0] / 2**20, 1)}
 
 
 def main() -> int:
@@ -88,10 +87,27 @@ def main() -> int:
         ours.mkdir()
         for i in range(args.ranks):
             (ours / f"rank{i}.json.gz").symlink_to(TRACE.resolve())
-        r = measure([sys.executable, "-m", "gpuprof", "analyze", str(ours), "--ranks",
-                     "--workers", str(args.workers), "--json", str(Path(tmp) / "out.json")], args.timeout)
-        r.update(ranks=args.ranks, workers=args.workers, ranks_per_s=round(args.ranks / r["wall_s"], 2),
-                 ranks_per_cpu_s=round(args.ranks / r["cpu_s"], 2) if r["cpu_s"] else None)
+        r = measure(
+            [
+                sys.executable,
+                "-m",
+                "gpuprof",
+                "analyze",
+                str(ours),
+                "--ranks",
+                "--workers",
+                str(args.workers),
+                "--json",
+                str(Path(tmp) / "out.json"),
+            ],
+            args.timeout,
+        )
+        r.update(
+            ranks=args.ranks,
+            workers=args.workers,
+            ranks_per_s=round(args.ranks / r["wall_s"], 2),
+            ranks_per_cpu_s=round(args.ranks / r["cpu_s"], 2) if r["cpu_s"] else None,
+        )
         results["gpuprof"] = r
         print(f"gpuprof: {args.ranks} ranks, {args.workers} workers: {r}", flush=True)
         if args.hta_ranks:
@@ -104,19 +120,25 @@ def main() -> int:
                 with gzip.open(hta_dir / f"rank{i}.json.gz", "wt") as f:
                     json.dump(doc, f)
             del doc
-            code = ("from hta.trace_analysis import TraceAnalysis; "
-                    f"a = TraceAnalysis(trace_dir={str(hta_dir)!r}); "
-                    "a.get_temporal_breakdown(visualize=False); a.get_comm_comp_overlap(visualize=False)")
+            code = (
+                "from hta.trace_analysis import TraceAnalysis; "
+                f"a = TraceAnalysis(trace_dir={str(hta_dir)!r}); "
+                "a.get_temporal_breakdown(visualize=False); a.get_comm_comp_overlap(visualize=False)"
+            )
             h = measure([sys.executable, "-c", code], args.timeout)
-            h.update(ranks=args.hta_ranks, ranks_per_s=round(args.hta_ranks / h["wall_s"], 2),
-                     ranks_per_cpu_s=round(args.hta_ranks / h["cpu_s"], 2) if h["cpu_s"] else None)
+            h.update(
+                ranks=args.hta_ranks,
+                ranks_per_s=round(args.hta_ranks / h["wall_s"], 2),
+                ranks_per_cpu_s=round(args.hta_ranks / h["cpu_s"], 2) if h["cpu_s"] else None,
+            )
             results["hta"] = h
             print(f"HTA: {args.hta_ranks} ranks: {h}", flush=True)
             g = results["gpuprof"]
             results["ratios"] = {
                 "ranks_per_s": round(g["ranks_per_s"] / h["ranks_per_s"], 1),
                 "ranks_per_cpu_s": round(g["ranks_per_cpu_s"] / h["ranks_per_cpu_s"], 1),
-                "rss_per_rank": round((h["peak_rss_mib"] / h["ranks"]) / (g["peak_rss_mib"] / g["ranks"]), 1)}
+                "rss_per_rank": round((h["peak_rss_mib"] / h["ranks"]) / (g["peak_rss_mib"] / g["ranks"]), 1),
+            }
             print("gpuprof / HTA:", results["ratios"])
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")

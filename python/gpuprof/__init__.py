@@ -1,10 +1,10 @@
 """gpuprof: where each training step's time goes, and what to change.
 
-    with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=3)) as prof:
-        for batch in loader:
-            train_step(batch)
-            prof.step()
-    print(prof.report())
+with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=3)) as prof:
+    for batch in loader:
+        train_step(batch)
+        prof.step()
+print(prof.report())
 """
 
 from ._build_info import GPUPROF_VERSION as __version__
@@ -14,9 +14,15 @@ from .traces.read import TraceImportError
 
 # Names whose modules load on first use (PEP 562), so that `gpuprof analyze` and the renderers
 # skip the live profiler and the exporter, and `import gpuprof` skips the advice rules.
-_LAZY = {"analyze": "report.build",
-         "profile": "collect.session", "current": "collect.session", "ProfilerError": "collect.session",
-         "range": "collect.ranges", "save": "traces.export", "export_chrome_trace": "traces.export"}
+_LAZY = {
+    "analyze": "report.build",
+    "profile": "collect.session",
+    "current": "collect.session",
+    "ProfilerError": "collect.session",
+    "range": "collect.ranges",
+    "save": "traces.export",
+    "export_chrome_trace": "traces.export",
+}
 
 
 def __getattr__(name: str):
@@ -41,5 +47,17 @@ def load_ipython_extension(ipython) -> None:
     _load(ipython)
 
 
-__all__ = ["profile", "schedule", "range", "Report", "ProfilerAction", "ProfilerError", "current",
-           "__version__", "analyze", "TraceImportError", "save", "export_chrome_trace"]
+__all__ = [
+    "profile",
+    "schedule",
+    "range",
+    "Report",
+    "ProfilerAction",
+    "ProfilerError",
+    "current",
+    "__version__",
+    "analyze",
+    "TraceImportError",
+    "save",
+    "export_chrome_trace",
+]

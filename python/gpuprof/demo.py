@@ -14,7 +14,6 @@ within noise.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,7 +40,9 @@ def make_dataset(root: Path, per_class: int = 160, seed: int = 0) -> int:
         for i in range(per_class):
             img = rng.normal(110, 40, (IMAGE_SIZE, IMAGE_SIZE, 3))
             cx, cy, r = rng.integers(8, 24), rng.integers(8, 24), 4 + c % 5
-            shape = (xx - cx) ** 2 + (yy - cy) ** 2 < r * r if c % 2 else (abs(xx - cx) < r) & (abs(yy - cy) < r)
+            shape = (
+                (xx - cx) ** 2 + (yy - cy) ** 2 < r * r if c % 2 else (abs(xx - cx) < r) & (abs(yy - cy) < r)
+            )
             img[shape] = colour
             Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(d / f"{i:05d}.png")
             n += 1
@@ -79,16 +80,34 @@ def make_model(width: int = 32):
     import torch.nn as nn
 
     w = width
+
     def block(cin, cout):
-        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
-                             nn.ReLU(inplace=True))
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)
+        )
 
-    return nn.Sequential(block(3, w), block(w, w), nn.MaxPool2d(2), block(w, 2 * w), nn.MaxPool2d(2),
-                         block(2 * w, 4 * w), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * w, CLASSES))
+    return nn.Sequential(
+        block(3, w),
+        block(w, w),
+        nn.MaxPool2d(2),
+        block(w, 2 * w),
+        nn.MaxPool2d(2),
+        block(2 * w, 4 * w),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * w, CLASSES),
+    )
 
 
-def train(data: Path, *, num_workers: int, steps: int, batch_size: int, device: str,
-          loader_settings: dict | None = None):
+def train(
+    data: Path,
+    *,
+    num_workers: int,
+    steps: int,
+    batch_size: int,
+    device: str,
+    loader_settings: dict | None = None,
+):
     """One profiled run; returns the Report of its recorded span and the final loss.
 
     ``loader_settings`` (DataLoader keyword arguments, e.g. an advice's ``change``) override the
@@ -123,7 +142,7 @@ def train(data: Path, *, num_workers: int, steps: int, batch_size: int, device: 
                 done += 1
                 if done >= steps + 4:
                     break
-    return prof.report(), float(loss.detach())   # (a scalar from a tensor that needs grad warns on torch 2.13)
+    return prof.report(), float(loss.detach())  # (a scalar from a tensor that needs grad warns on torch 2.13)
 
 
 def median(xs: list[float]) -> float:
@@ -180,16 +199,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default="gpuprof_demo", help="where the data set and reports go")
     p.add_argument("--steps", type=int, default=12, help="recorded steps per run")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--rounds", type=int, default=3,
-                   help="timed rounds of each setting, alternated (default %(default)s)")
+    p.add_argument(
+        "--rounds", type=int, default=3, help="timed rounds of each setting, alternated (default %(default)s)"
+    )
     p.add_argument("--images-per-class", type=int, default=160, help=argparse.SUPPRESS)
-    p.add_argument("--workers", type=int, default=None,
-                   help="num_workers of the second run (default: what run 1's advice says)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="num_workers of the second run (default: what run 1's advice says)",
+    )
     args = p.parse_args(argv)
 
     import torch
 
-    import gpuprof
     from gpuprof.collect.dataloader import cpus_available
 
     out = Path(args.dir)
@@ -200,11 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     threads = demo_threads(device, cpus_available())
     if threads:
         torch.set_num_threads(threads)
-    print(f"training a small CNN on the {device.upper()}, batch {args.batch_size}"
-          + (f", {threads} intra-op thread(s) of {cpus_available()} CPUs" if threads else "") + "\n")
+    print(
+        f"training a small CNN on the {device.upper()}, batch {args.batch_size}"
+        + (f", {threads} intra-op thread(s) of {cpus_available()} CPUs" if threads else "")
+        + "\n"
+    )
 
-    before, loss0 = train(out / "data", num_workers=0, steps=args.steps, batch_size=args.batch_size,
-                          device=device)
+    before, loss0 = train(
+        out / "data", num_workers=0, steps=args.steps, batch_size=args.batch_size, device=device
+    )
     print("Run 1: DataLoader(num_workers=0), as most tutorials write it")
     print(before)
     before.to_json(out / "run1_report.json")
@@ -214,12 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     # Run 2 applies run 1's DataLoader advice: the settings come from the recommendation itself.
     top = before.advice[0] if before.advice else None
     if top is not None:
-        print(f"\nTop recommendation [{top['rule']}]: {top['title']} (saves at most "
-              f"{top['saving_bound_pct']:.0f}% of the step, confidence {top['confidence']})")
+        print(
+            f"\nTop recommendation [{top['rule']}]: {top['title']} (saves at most "
+            f"{top['saving_bound_pct']:.0f}% of the step, confidence {top['confidence']})"
+        )
         print(f"  evidence: {top['evidence']['summary']}\n  fix: {top['fix']}")
     dl_advice = next((a for a in before.advice if a["rule"] == "dataloader"), None)
     settings = dict((dl_advice or {}).get("change", {}).get("DataLoader", {}))
-    if args.workers is not None:   # the user's own choice wins over the advice
+    if args.workers is not None:  # the user's own choice wins over the advice
         settings.update(num_workers=args.workers, persistent_workers=args.workers > 0)
     workers = int(settings.get("num_workers", 0))
     if not settings:
@@ -236,11 +265,18 @@ def main(argv: list[str] | None = None) -> int:
     rounds = max(1, args.rounds)
     for r in range(rounds):
         if r > 0:
-            rep, _ = train(out / "data", num_workers=0, steps=args.steps, batch_size=args.batch_size,
-                           device=device)
+            rep, _ = train(
+                out / "data", num_workers=0, steps=args.steps, batch_size=args.batch_size, device=device
+            )
             before_ms.append(round(rep.average["total_us"] / 1000.0, 1))
-        after, loss1 = train(out / "data", num_workers=workers, steps=args.steps,
-                             batch_size=args.batch_size, device=device, loader_settings=settings)
+        after, loss1 = train(
+            out / "data",
+            num_workers=workers,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            device=device,
+            loader_settings=settings,
+        )
         after_ms.append(round(after.average["total_us"] / 1000.0, 1))
         print(f"round {r + 1}/{rounds}: num_workers=0 {before_ms[-1]:.1f} ms, {shown} {after_ms[-1]:.1f} ms")
     print(f"\nRun 2 (last round): DataLoader({shown}), {how}")
@@ -253,8 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     a = after.average
     b = before.average
     print(f"\nDataLoader(num_workers=0) -> DataLoader({shown}): {result['text']}")
-    print(f"DataLoader share {b['dataloader_pct']:.1f}% -> {a['dataloader_pct']:.1f}% (run 1, last round); "
-          f"loss {loss0:.3f} / {loss1:.3f}")
+    print(
+        f"DataLoader share {b['dataloader_pct']:.1f}% -> {a['dataloader_pct']:.1f}% (run 1, last round); "
+        f"loss {loss0:.3f} / {loss1:.3f}"
+    )
     print("reports: " + ", ".join(str(w) for w in written))
     print(f"total demo time {time.perf_counter() - t0:.1f} s")
     return 0

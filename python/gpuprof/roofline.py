@@ -23,10 +23,10 @@ DEFAULT_KS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
 def fp32_lanes_per_sm(major: int, minor: int) -> int:
     """FP32 units per SM (CUDA C Programming Guide, arithmetic instruction throughput table)."""
     if (major, minor) in ((6, 0), (7, 0), (7, 2), (7, 5), (8, 0)):
-        return 64    # P100, Volta, Turing, A100
+        return 64  # P100, Volta, Turing, A100
     if major >= 5:
-        return 128   # Maxwell, other Pascal, GA10x, Ada, Hopper, Blackwell
-    return 192       # Kepler
+        return 128  # Maxwell, other Pascal, GA10x, Ada, Hopper, Blackwell
+    return 192  # Kepler
 
 
 def peak_gflops(info: dict) -> float:
@@ -42,12 +42,12 @@ def peak_gbps(info: dict) -> float:
 @dataclass
 class Row:
     k: int
-    ai: float             # flop / byte
+    ai: float  # flop / byte
     median_ms: float
-    spread_pct: float     # (max - min) / median over the timed runs
+    spread_pct: float  # (max - min) / median over the timed runs
     gflops: float
     gbps: float
-    pct_of_roof: float    # attained GFLOP/s / min(peak compute, AI x peak bandwidth)
+    pct_of_roof: float  # attained GFLOP/s / min(peak compute, AI x peak bandwidth)
 
     @property
     def unstable(self) -> bool:
@@ -66,13 +66,17 @@ def summarize(k: int, n: int, runs_ms: list[float], peak_flops: float, peak_bw: 
 
 
 def format_table(rows: list[Row], info: dict, peak_flops: float, peak_bw: float) -> str:
-    lines = [f"{info['name']}: {info['sm_count']} SMs, peak FP32 {peak_flops:,.0f} GFLOP/s, "
-             f"peak memory bandwidth {peak_bw:,.0f} GB/s (ridge at AI {peak_flops / peak_bw:.1f})",
-             f"{'k':>5} {'AI flop/B':>10} {'ms':>9} {'GFLOP/s':>10} {'GB/s':>9} {'% of roof':>10} {'spread %':>9}"]
+    lines = [
+        f"{info['name']}: {info['sm_count']} SMs, peak FP32 {peak_flops:,.0f} GFLOP/s, "
+        f"peak memory bandwidth {peak_bw:,.0f} GB/s (ridge at AI {peak_flops / peak_bw:.1f})",
+        f"{'k':>5} {'AI flop/B':>10} {'ms':>9} {'GFLOP/s':>10} {'GB/s':>9} {'% of roof':>10} {'spread %':>9}",
+    ]
     for r in rows:
         warn = "  <- spread > 5%: rerun on an idle GPU" if r.unstable else ""
-        lines.append(f"{r.k:>5} {r.ai:>10.2f} {r.median_ms:>9.3f} {r.gflops:>10,.0f} {r.gbps:>9,.0f} "
-                     f"{r.pct_of_roof:>10.1f} {r.spread_pct:>9.1f}{warn}")
+        lines.append(
+            f"{r.k:>5} {r.ai:>10.2f} {r.median_ms:>9.3f} {r.gflops:>10,.0f} {r.gbps:>9,.0f} "
+            f"{r.pct_of_roof:>10.1f} {r.spread_pct:>9.1f}{warn}"
+        )
     return "\n".join(lines)
 
 
@@ -89,21 +93,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from . import _kernels
     except ImportError:
-        print("gpuprof roofline: this gpuprof was built without its CUDA validation kernels (nvcc was "
-              "not found at build time); rebuild gpuprof from its source checkout where nvcc is on PATH: `pip install .` in that folder",
-              file=sys.stderr)
+        print(
+            "gpuprof roofline: this gpuprof was built without its CUDA validation kernels (nvcc was "
+            "not found at build time); rebuild gpuprof from its source checkout where nvcc is on PATH: "
+            "`pip install .` in that folder",
+            file=sys.stderr,
+        )
         return 2
     try:
         ctypes.CDLL("libcuda.so.1")
     except OSError:
-        print("gpuprof roofline: no NVIDIA driver (libcuda.so.1 not found); run it on a machine with "
-              "an NVIDIA GPU and its driver", file=sys.stderr)
+        print(
+            "gpuprof roofline: no NVIDIA driver (libcuda.so.1 not found); run it on a machine with "
+            "an NVIDIA GPU and its driver",
+            file=sys.stderr,
+        )
         return 1
     try:
         info = _kernels.device_info(args.device)
     except RuntimeError as e:
-        print(f"gpuprof roofline: no usable NVIDIA GPU ({e}); run it on a machine with a GPU and driver",
-              file=sys.stderr)
+        print(
+            f"gpuprof roofline: no usable NVIDIA GPU ({e}); run it on a machine with a GPU and driver",
+            file=sys.stderr,
+        )
         return 1
     pf, pb = peak_gflops(info), peak_gbps(info)
     rows = []

@@ -61,5 +61,5 @@ def cuda():
     import torch
 
     torch.cuda.init()
-    torch.zeros(1, device="cuda")   # context up before any timing
+    torch.zeros(1, device="cuda")  # context up before any timing
     return torch

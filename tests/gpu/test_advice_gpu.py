@@ -55,7 +55,7 @@ def test_cpu_model_with_cuda_available_fires_no_gpu_work():
 
 
 def test_pageable_copies_fire_pin_memory_and_pinning_is_faster():
-    host = torch.randn(64, 1024, 1024)   # 256 MiB, pageable
+    host = torch.randn(64, 1024, 1024)  # 256 MiB, pageable
     w = torch.randn(1024, 1024, device="cuda")
 
     def pageable():
@@ -127,6 +127,7 @@ def test_tiny_batch_fires_a_batch_rule_and_a_larger_batch_is_faster_per_sample()
             opt.zero_grad()
             loss.backward()
             opt.step()
+
         return run
 
     fired = set(advice(profiled(step(2))))

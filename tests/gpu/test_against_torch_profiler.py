@@ -12,10 +12,19 @@ from gpuprof.report.build import build_report
 pytestmark = pytest.mark.gpu
 
 SHARES = ("kernel", "memcpy", "runtime", "dataloader", "cpu_exec")
-KINETO_KINDS = {"cpu_op": "host_op", "operator": "host_op", "user_annotation": "user_range",
-                "cuda_runtime": "runtime", "runtime": "runtime", "cuda_driver": "driver",
-                "kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
-                "gpu_memset": "memset", "memset": "memset"}
+KINETO_KINDS = {
+    "cpu_op": "host_op",
+    "operator": "host_op",
+    "user_annotation": "user_range",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "driver",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
 
 
 def _trace_from_kineto(path):
@@ -31,19 +40,30 @@ def _trace_from_kineto(path):
             kind = "step"
         args = e.get("args") or {}
         on_device = kind in ("kernel", "memcpy", "memset")
-        t.add_event(kind, e["name"], int(round(float(e["ts"]) * 1000)), int(round(float(e.get("dur", 0)) * 1000)),
-                    correlation=int(args.get("correlation", 0) or 0),
-                    external_id=int(args.get("External id", args.get("external id", 0)) or 0),
-                    device=int(args.get("device", 0)) if on_device else -1,
-                    tid=int(args.get("stream", 0)) if on_device else 0)
+        t.add_event(
+            kind,
+            e["name"],
+            int(round(float(e["ts"]) * 1000)),
+            int(round(float(e.get("dur", 0)) * 1000)),
+            correlation=int(args.get("correlation", 0) or 0),
+            external_id=int(args.get("External id", args.get("external id", 0)) or 0),
+            device=int(args.get("device", 0)) if on_device else -1,
+            tid=int(args.get("stream", 0)) if on_device else 0,
+        )
     return t
 
 
 def _training_loop(torch):
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-        torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()
+        torch.nn.Conv2d(3, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64, 10),
+    ).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = torch.utils.data.TensorDataset(torch.randn(2048, 3, 32, 32), torch.randint(0, 10, (2048,)))
     loader = torch.utils.data.DataLoader(data, batch_size=64, num_workers=0)
@@ -66,7 +86,7 @@ def _training_loop(torch):
 def test_breakdown_shares_match_torch_profiler_within_2_points(cuda, tmp_path):
     torch = cuda
     run = _training_loop(torch)
-    run(10, lambda: None)   # warm up cuDNN, the allocator, lazy module loading
+    run(10, lambda: None)  # warm up cuDNN, the allocator, lazy module loading
 
     with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=8)) as prof:
         run(10, prof.step)
@@ -75,9 +95,10 @@ def test_breakdown_shares_match_torch_profiler_within_2_points(cuda, tmp_path):
 
     path = tmp_path / "torch_trace.json"
     with torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
-            schedule=torch.profiler.schedule(wait=1, warmup=1, active=8),
-            on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as tprof:
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=8),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as tprof:
         run(10, tprof.step)
     theirs = build_report(_trace_from_kineto(path))
 
@@ -96,8 +117,9 @@ def _kernel_names_in(tprof, path):
 
 def test_torch_profiler_active_means_host_only_with_the_message(cuda, tmp_path):
     torch = cuda
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.CUDA]) as tprof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    ) as tprof:
         with gpuprof.profile() as prof:
             a = torch.randn(256, 256, device="cuda")
             (a @ a).sum().item()

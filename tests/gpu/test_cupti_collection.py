@@ -36,13 +36,13 @@ def test_spin_kernel_duration_matches_cuda_events_within_2_percent(cuda, kernels
     for k, ms in zip(sorted(spins, key=lambda k: k["start_ns"]), event_ms):
         cupti_ms = k["dur_ns"] / 1e6
         assert cupti_ms == pytest.approx(ms, rel=0.02), (cupti_ms, ms)
-        assert cupti_ms >= duration_ms * 0.999   # it spun at least as long as asked
+        assert cupti_ms >= duration_ms * 0.999  # it spun at least as long as asked
         assert k["grid"] == (1, 1, 1) and k["block"] == (32, 1, 1)
         assert k["registers_per_thread"] > 0
 
 
 def test_copy_bytes_are_exact_and_pageable_vs_pinned_is_recognised(cuda, kernels):
-    nbytes = 48 * 1024 * 1024 + 123   # an odd size: no rounding hides a mistake
+    nbytes = 48 * 1024 * 1024 + 123  # an odd size: no rounding hides a mistake
 
     def copies():
         kernels.host_to_device(nbytes, False, 2)
@@ -74,7 +74,7 @@ def test_torch_copies_are_attributed_and_pinned_memory_recognised(cuda):
     assert sorted(c["src_kind"] for c in h2d) == ["pageable", "pinned"]
     assert all(c["bytes"] == 4 << 20 for c in h2d)
     op_ids = {e["external_id"] for e in _core.trace_events(trace, "host_op")}
-    assert all(c["external_id"] in op_ids for c in h2d)   # both come from aten::copy_ / to
+    assert all(c["external_id"] in op_ids for c in h2d)  # both come from aten::copy_ / to
 
 
 def _torch_work(torch, steps=5):
@@ -89,12 +89,12 @@ def test_kernels_never_start_before_their_launch_and_carry_the_host_op(cuda):
     # Launches through the runtime (cudaLaunchKernel) or straight through the driver (cuLaunchKernel).
     runtime = {r["correlation"]: r for kind in ("driver", "runtime") for r in _core.trace_events(trace, kind)}
     kernels = _core.trace_events(trace, "kernel")
-    assert len(kernels) >= 15   # 5 x (gemm, relu, sum)
+    assert len(kernels) >= 15  # 5 x (gemm, relu, sum)
     op_ids = {e["external_id"] for e in _core.trace_events(trace, "host_op")}
     for k in kernels:
         launch = runtime.get(k["correlation"])
         assert launch is not None, f"kernel {k['name']} has no runtime call (correlation {k['correlation']})"
-        assert launch["start_ns"] <= k["start_ns"], (launch, k)   # one clock for host and device
+        assert launch["start_ns"] <= k["start_ns"], (launch, k)  # one clock for host and device
         assert k["external_id"] in op_ids, f"kernel {k['name']} not attributed to a host op"
         assert launch["external_id"] == k["external_id"]
 
@@ -111,7 +111,7 @@ def test_device_properties_match_torch(cuda):
 
 
 def test_nvml_samples_every_100_ms_while_active(cuda, kernels):
-    _, trace = _profiled(lambda: kernels.spin_ns(600_000_000, 132, 1))   # 0.6 s of a busy GPU
+    _, trace = _profiled(lambda: kernels.spin_ns(600_000_000, 132, 1))  # 0.6 s of a busy GPU
     samples = [s for s in _core.gpu_samples(trace) if s["device"] == cuda.cuda.current_device()]
     assert 4 <= len(samples) <= 9, samples
     assert all(0 <= s["gpu_util_pct"] <= 100 for s in samples)

@@ -48,8 +48,9 @@ def _run(env_extra):
     env = dict(os.environ)
     env.pop("NVTX_INJECTION64_PATH", None)
     env.update(env_extra)
-    done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -68,12 +69,17 @@ def _check(out):
     assert [e["name"] for e in out["user_ranges"]].count("gpuprof range") == 3
     kernel_correlations = {k["correlation"] for k in out["kernels"]}
     for r in (e for e in nvtx if e["name"].startswith("user step")):
-        assert r["tid"] == out["tid"], (r, out["tid"])   # the thread that pushed it
+        assert r["tid"] == out["tid"], (r, out["tid"])  # the thread that pushed it
         assert r["dur_ns"] > 0
-        inside = [l for l in out["launches"] if l["correlation"] in kernel_correlations
-                  and r["start_ns"] <= l["start_ns"] and l["start_ns"] + l["dur_ns"] <= r["start_ns"] + r["dur_ns"]]
-        assert inside, f"no kernel launch inside {r}"   # the matmul's launch
-        assert all(l["tid"] == out["tid"] for l in inside)
+        inside = [
+            launch
+            for launch in out["launches"]
+            if launch["correlation"] in kernel_correlations
+            and r["start_ns"] <= launch["start_ns"]
+            and launch["start_ns"] + launch["dur_ns"] <= r["start_ns"] + r["dur_ns"]
+        ]
+        assert inside, f"no kernel launch inside {r}"  # the matmul's launch
+        assert all(launch["tid"] == out["tid"] for launch in inside)
     for m in (e for e in nvtx if e["name"] == "user mark"):
         assert m["dur_ns"] == 0 and m["tid"] == out["tid"]
 
@@ -83,7 +89,9 @@ def test_without_injection_no_user_range_is_collected_and_the_note_says_how():
     # are there once each, and the metadata gives the variable's value to set.
     out = _run({})
     assert out["nvtx"] == []
-    assert out["metadata"]["nvtx_ranges"].startswith("off: to collect your own NVTX ranges, start Python with")
+    assert out["metadata"]["nvtx_ranges"].startswith(
+        "off: to collect your own NVTX ranges, start Python with"
+    )
     assert sorted(e["name"] for e in out["steps"]) == [f"ProfilerStep#{i}" for i in range(3)]
 
 

@@ -22,11 +22,27 @@ def trace() -> dict:
     # then 600 us of CPU operators in step 1, and 900 us of operators in step 2.
     ev = []
     for step, start in ((1, 1000), (2, 2000)):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
-                   "tid": 1, "ts": start, "dur": 1000})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": 1000,
+            }
+        )
     ev += [
-        {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-         "pid": 1, "tid": 1, "ts": 1000, "dur": 300},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1000,
+            "dur": 300,
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 1300, "dur": 600},
         {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 2000, "dur": 900},
     ]
@@ -44,7 +60,10 @@ def need(ok: bool, what: str, proc: subprocess.CompletedProcess | None = None) -
 
 
 def main() -> int:
-    need(importlib.util.find_spec("torch") is None, "torch is installed here; this test needs an environment without it")
+    need(
+        importlib.util.find_spec("torch") is None,
+        "torch is installed here; this test needs an environment without it",
+    )
     work = Path(tempfile.mkdtemp(prefix="gpuprof-wheel-"))
     path = work / "rank0.pt.trace.json.gz"
     with gzip.open(path, "wt") as f:
@@ -55,8 +74,11 @@ def main() -> int:
     data = json.loads((work / "a.json").read_text())
     steps = data["steps"]
     need(len(steps) == 2, f"expected 2 steps, got {len(steps)}", proc)
-    need(abs(steps[0]["total_us"] - 1000) < 1e-6 and abs(steps[0]["dataloader_us"] - 300) < 1e-6,
-         f"step 1 should be 1000 us with 300 us in the DataLoader: {steps[0]}", proc)
+    need(
+        abs(steps[0]["total_us"] - 1000) < 1e-6 and abs(steps[0]["dataloader_us"] - 300) < 1e-6,
+        f"step 1 should be 1000 us with 300 us in the DataLoader: {steps[0]}",
+        proc,
+    )
 
     for fmt in ("text", "md", "html", "json"):
         out = work / f"r.{fmt}"
@@ -67,14 +89,24 @@ def main() -> int:
     proc = gpuprof("check", str(work / "a.json"), "--max", "step_time_ms=100")
     need(proc.returncode == 0, "gpuprof check failed", proc)
     proc = gpuprof("doctor")
-    need(proc.returncode == 0 and "torch cannot be imported" in proc.stdout, "gpuprof doctor should say torch is missing", proc)
+    need(
+        proc.returncode == 0 and "torch cannot be imported" in proc.stdout,
+        "gpuprof doctor should say torch is missing",
+        proc,
+    )
 
     # A live session without torch: one clear line, not a traceback.
-    code = ("import gpuprof\nwith gpuprof.profile() as p:\n    p.step()\n    p.step()\n")
+    code = "import gpuprof\nwith gpuprof.profile() as p:\n    p.step()\n    p.step()\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    need("Traceback" not in proc.stderr and "torch is not installed" in proc.stderr,
-         "a live session without torch should say torch is not installed, in one line", proc)
-    print(f"wheel smoke test passed: analyze, report (4 formats), diff, check, doctor, live session without torch ({os.path.basename(sys.executable)} {sys.version.split()[0]})")
+    need(
+        "Traceback" not in proc.stderr and "torch is not installed" in proc.stderr,
+        "a live session without torch should say torch is not installed, in one line",
+        proc,
+    )
+    print(
+        "wheel smoke test passed: analyze, report (4 formats), diff, check, doctor, live session "
+        f"without torch ({os.path.basename(sys.executable)} {sys.version.split()[0]})"
+    )
     return 0
 
 

@@ -34,7 +34,7 @@ class SlowData:
 
     def __getitem__(self, i):
         if self.delay_s and i % self.batch == 0:
-            time.sleep(self.delay_s)   # once per batch: the injected data-loading delay
+            time.sleep(self.delay_s)  # once per batch: the injected data-loading delay
         return self.x[i], self.y[i]
 
 
@@ -54,11 +54,13 @@ def worker(rank, args, port):
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.body = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
+            self.body = torch.nn.Sequential(
+                torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4)
+            )
 
         def forward(self, x):
             if slow and args.where == "forward":
-                time.sleep(delay)      # the injected extra forward work
+                time.sleep(delay)  # the injected extra forward work
             return self.body(x)
 
     torch.manual_seed(0)
@@ -72,10 +74,14 @@ def worker(rank, args, port):
         tprof = torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU],
             schedule=torch.profiler.schedule(wait=1, warmup=1, active=args.steps),
-            on_trace_ready=torch.profiler.tensorboard_trace_handler(args.torch_traces, worker_name=f"rank{rank}"))
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(
+                args.torch_traces, worker_name=f"rank{rank}"
+            ),
+        )
         tprof.start()
-    prof = gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=args.steps),
-                           rank_timeout_s=args.timeout)
+    prof = gpuprof.profile(
+        schedule=gpuprof.schedule(wait=1, warmup=1, active=args.steps), rank_timeout_s=args.timeout
+    )
     try:
         with prof:
             for i, (x, y) in enumerate(loader):
@@ -105,7 +111,7 @@ def _run(rank, args, port):
         worker(rank, args, port)
     except RuntimeError as e:
         if "(test)" in str(e):
-            os._exit(3)   # the failing rank leaves; the others must not hang
+            os._exit(3)  # the failing rank leaves; the others must not hang
         raise
 
 

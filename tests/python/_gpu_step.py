@@ -15,10 +15,28 @@ def conv_step_trace():
     t.add_event("host_op", "aten::conv2d", 10_000, 100_000, external_id=5)
     t.add_event("runtime", "cudaLaunchKernel", 20_000, 5_000, correlation=9, external_id=5)
     t.add_event("runtime", "cudaMemcpyAsync", 200_000, 5_000, correlation=10)
-    t.add_kernel("void cudnn::cnn::conv_kernel", 100_000, 400_000, device=0, correlation=9,
-                 grid=[160, 1, 1], block=[256, 1, 1], registers_per_thread=64, shared_mem_bytes=0,
-                 est_occupancy_pct=50.0)
-    t.add_copy("Memcpy HtoD (Pinned -> Device)", 600_000, 100_000, bytes=1_000_000, copy_kind="HtoD",
-               src_kind="pinned", dst_kind="device", device=0, correlation=10)
+    t.add_kernel(
+        "void cudnn::cnn::conv_kernel",
+        100_000,
+        400_000,
+        device=0,
+        correlation=9,
+        grid=[160, 1, 1],
+        block=[256, 1, 1],
+        registers_per_thread=64,
+        shared_mem_bytes=0,
+        est_occupancy_pct=50.0,
+    )
+    t.add_copy(
+        "Memcpy HtoD (Pinned -> Device)",
+        600_000,
+        100_000,
+        bytes=1_000_000,
+        copy_kind="HtoD",
+        src_kind="pinned",
+        dst_kind="device",
+        device=0,
+        correlation=10,
+    )
     t.add_memory_sample(50_000, 4096, 8192, device=0)
     return t

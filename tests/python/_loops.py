@@ -7,9 +7,15 @@ def make_cnn():
     import torch
 
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(4),
-        torch.nn.Flatten(), torch.nn.Linear(16 * 16, 10))
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(4),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16 * 16, 10),
+    )
 
 
 class SleepyImages:

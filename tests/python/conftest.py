@@ -1,9 +1,6 @@
-import os
-import time
 from pathlib import Path
 
 import pytest
-
 from _traces import TRACES as SHARED_TRACES
 
 

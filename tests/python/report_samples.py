@@ -13,7 +13,7 @@ SCRIPT_PAYLOAD = "<script>document.documentElement.setAttribute('data-pwned','1'
 IMG_PAYLOAD = "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','2')\">"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cpu_report_dict(num_workers: int = 0, steps: int = 6) -> dict:
     import torch
 
@@ -24,7 +24,7 @@ def _cpu_report_dict(num_workers: int = 0, steps: int = 6) -> dict:
             return 256
 
         def __getitem__(self, i):
-            time.sleep(0.001)   # 8 samples per batch: ~8 ms of DataLoader per step
+            time.sleep(0.001)  # 8 samples per batch: ~8 ms of DataLoader per step
             return torch.randn(16), i % 4
 
     torch.manual_seed(0)
@@ -70,31 +70,75 @@ def with_gpu_sections(data: dict, *, hostile_names: bool = False) -> dict:
     d = copy.deepcopy(data)
     k0 = (SCRIPT_PAYLOAD + "ampere_sgemm_128x64_nn") if hostile_names else "ampere_sgemm_128x64_nn"
     op0 = ("aten::addmm" + IMG_PAYLOAD) if hostile_names else "aten::addmm"
-    d["devices"] = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "utilization_pct": 71.5,
-                     "sm_efficiency_pct": 60.2, "achieved_occupancy_pct": 45.0, "tensor_core_pct": 12.0,
-                     "tc_eligible_pct": 80.0, "memory_total_bytes": 80 * 2**30,
-                     "peak_allocated_bytes": 30 * 2**30}]
+    d["devices"] = [
+        {
+            "id": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "utilization_pct": 71.5,
+            "sm_efficiency_pct": 60.2,
+            "achieved_occupancy_pct": 45.0,
+            "tensor_core_pct": 12.0,
+            "tc_eligible_pct": 80.0,
+            "memory_total_bytes": 80 * 2**30,
+            "peak_allocated_bytes": 30 * 2**30,
+        }
+    ]
     names = [k0] + [f"kernel_{i}" for i in range(1, 7)]
     # Listed lightest first, so that a renderer must sort to get k0 on top.
-    d["kernels"] = [{"name": names[i], "calls": 10 * (i + 1), "total_us": float(700 - 100 * i),
-                     "mean_us": (700 - 100 * i) / (10 * (i + 1))} for i in reversed(range(7))]
-    d["operators"] = [{"name": "aten::relu", "calls": 40, "total_us": 300.0, "self_us": 300.0},
-                      {"name": op0, "calls": 40, "total_us": 2000.0, "self_us": 500.0}]
-    d["copies"] = [{"name": "Memcpy HtoD (Pageable -> Device)", "calls": 12, "total_us": 420.0,
-                    "total_bytes": 12 * 2**20}]
+    d["kernels"] = [
+        {
+            "name": names[i],
+            "calls": 10 * (i + 1),
+            "total_us": float(700 - 100 * i),
+            "mean_us": (700 - 100 * i) / (10 * (i + 1)),
+        }
+        for i in reversed(range(7))
+    ]
+    d["operators"] = [
+        {"name": "aten::relu", "calls": 40, "total_us": 300.0, "self_us": 300.0},
+        {"name": op0, "calls": 40, "total_us": 2000.0, "self_us": 500.0},
+    ]
+    d["copies"] = [
+        {
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "calls": 12,
+            "total_us": 420.0,
+            "total_bytes": 12 * 2**20,
+        }
+    ]
     d["syncs"] = [{"name": "cudaStreamSynchronize", "op": "aten::item", "calls": 6, "total_us": 90.0}]
-    d["gpu_samples"] = [{"device": 0, "time_us": i * 100_000, "utilization_pct": 50.0 + i,
-                         "memory_used_bytes": (10 + i) * 2**30} for i in range(20)]
-    d["memory"] = [{"device": 0, "time_us": i * 1000, "allocated_bytes": (i % 7) * 2**28,
-                    "reserved_bytes": 2**31} for i in range(50)]
+    d["gpu_samples"] = [
+        {
+            "device": 0,
+            "time_us": i * 100_000,
+            "utilization_pct": 50.0 + i,
+            "memory_used_bytes": (10 + i) * 2**30,
+        }
+        for i in range(20)
+    ]
+    d["memory"] = [
+        {"device": 0, "time_us": i * 1000, "allocated_bytes": (i % 7) * 2**28, "reserved_bytes": 2**31}
+        for i in range(50)
+    ]
     d["advice"] = [
-        {"rule": "mixed_precision", "title": "Use mixed precision", "evidence": ["FP32 GEMMs: 80% of kernel time"],
-         "saving_bound_pct": 20.0, "confidence": "medium", "fix": "torch.autocast('cuda', dtype=torch.bfloat16)",
-         "docs": "docs/advice.md#mixed_precision"},
-        {"rule": "dataloader", "title": "The input pipeline starves the GPU",
-         "evidence": "DataLoader is 73% of the step with num_workers=0", "saving_bound_pct": 73.0,
-         "confidence": "high", "fix": "DataLoader(..., num_workers=8, persistent_workers=True)",
-         "docs": "docs/advice.md#dataloader"},
+        {
+            "rule": "mixed_precision",
+            "title": "Use mixed precision",
+            "evidence": ["FP32 GEMMs: 80% of kernel time"],
+            "saving_bound_pct": 20.0,
+            "confidence": "medium",
+            "fix": "torch.autocast('cuda', dtype=torch.bfloat16)",
+            "docs": "docs/advice.md#mixed_precision",
+        },
+        {
+            "rule": "dataloader",
+            "title": "The input pipeline starves the GPU",
+            "evidence": "DataLoader is 73% of the step with num_workers=0",
+            "saving_bound_pct": 73.0,
+            "confidence": "high",
+            "fix": "DataLoader(..., num_workers=8, persistent_workers=True)",
+            "docs": "docs/advice.md#dataloader",
+        },
     ]
     return d
 

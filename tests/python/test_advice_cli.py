@@ -2,8 +2,9 @@
 
 import json
 
-from gpuprof.cli import main
 from test_advice_scenarios import report
+
+from gpuprof.cli import main
 
 
 def _write(tmp_path, r, advised=True):
@@ -25,8 +26,12 @@ def test_deny_rule_exits_1_when_the_rule_fires_and_0_when_it_does_not(tmp_path, 
     assert "ok    advice:host_sync did not fire" in capsys.readouterr().out
     # Mixed with a metric budget, in the JUnit file too.
     junit = tmp_path / "junit.xml"
-    assert main(["check", path, "--max", "dataloader_pct=50", "--deny-rule", "dataloader",
-                 "--junit", str(junit)]) == 1
+    assert (
+        main(
+            ["check", path, "--max", "dataloader_pct=50", "--deny-rule", "dataloader", "--junit", str(junit)]
+        )
+        == 1
+    )
     assert 'failures="1"' in junit.read_text() and "advice:dataloader" in junit.read_text()
 
 

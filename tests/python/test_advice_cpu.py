@@ -7,14 +7,13 @@ restriction, inherited by the DataLoader's worker processes), and put it back af
 """
 
 import contextlib
+import json
 import os
 import re
-import json
 import subprocess
 import sys
 
 import pytest
-
 from _loops import SleepyImages, make_cnn, train_step
 
 torch = pytest.importorskip("torch")
@@ -52,8 +51,9 @@ class HeavyTransforms(SleepyImages):
 def profile_loop(dataset, *, num_workers, batch_size=8, steps=6, reps=1):
     model = make_cnn()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                                         persistent_workers=num_workers > 0)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, num_workers=num_workers, persistent_workers=num_workers > 0
+    )
     with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=steps)) as prof:
         for i, (x, y) in enumerate(loader):
             train_step(model, opt, x, y, reps=reps)
@@ -72,22 +72,22 @@ def test_slow_dataset_without_workers_gets_num_workers_sized_to_the_cpus():
     # ~90% of the step, far above the 5% threshold, and the loop loads in the training process.
     report = profile_loop(SleepyImages(sleep_s=0.004), num_workers=0)
     assert report.average["dataloader_pct"] > 50
-    assert rules_of(report) == ["dataloader"]          # nothing else is wrong with this loop
+    assert rules_of(report) == ["dataloader"]  # nothing else is wrong with this loop
     a = report.advice[0]
     ev = a["evidence"]
     n_cpus = cpus_available()
     assert ev["num_workers"] == 0 and ev["cpus_available"] == n_cpus
     # The bound is the whole DataLoader share: workers can at best hide all of the waiting.
     assert a["saving_bound_pct"] == pytest.approx(report.average["dataloader_pct"], abs=0.05)
-    assert a["confidence"] == "medium"                  # CPU-only: workers share the CPUs with training
+    assert a["confidence"] == "medium"  # CPU-only: workers share the CPUs with training
     assert "CPU-only run" in a["fix"]
     # Workers needed: a batch's load time over the rest of the step, plus one; capped at the CPUs
     # this process may use.
-    assert ev["workers_needed_est"] >= 3    # ~32 ms of loading against ~15 ms of the rest
+    assert ev["workers_needed_est"] >= 3  # ~32 ms of loading against ~15 ms of the rest
     expected = min(n_cpus, ev["workers_needed_est"])
     assert f"num_workers={expected}, persistent_workers=True" in a["fix"]
     assert f"{expected} of the {n_cpus} CPUs this process may use" in a["fix"]
-    assert "pin_memory" not in a["fix"]                 # no CUDA here: pinning would not help
+    assert "pin_memory" not in a["fix"]  # no CUDA here: pinning would not help
     assert a["docs"] == "docs/advice.md#dataloader"
     assert "Top recommendations" in report.to_text() and "num_workers=" in report.to_text()
 
@@ -98,8 +98,10 @@ def test_following_the_dataloader_advice_cuts_the_dataloader_share():
     fix = before.advice[0]["fix"]
     workers = int(re.search(r"num_workers=(\d+)", fix).group(1))
     after = profile_loop(SleepyImages(sleep_s=0.004), num_workers=workers, steps=8)
-    assert after.average["dataloader_pct"] < before.average["dataloader_pct"] / 2 or \
-        after.average["total_us"] < before.average["total_us"] / 1.5
+    assert (
+        after.average["dataloader_pct"] < before.average["dataloader_pct"] / 2
+        or after.average["total_us"] < before.average["total_us"] / 1.5
+    )
 
 
 @needs_affinity
@@ -119,7 +121,7 @@ def test_workers_equal_to_cpus_with_heavy_transforms_points_at_per_sample_cost()
 
 
 @needs_affinity
-@pytest.mark.filterwarnings("ignore:This DataLoader will create")   # torch warns about the same thing
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # torch warns about the same thing
 def test_more_workers_than_cpus_is_called_oversubscription():
     # One CPU, three workers doing CPU-heavy transforms: they and the training process take turns
     # on one core, the loop waits for data, and the fix brings the workers down to what fits.
@@ -168,8 +170,8 @@ def test_advice_and_rendering_never_import_torch(tmp_path):
         "rules = [a['rule'] for a in r.advise()]\n"
         "r.to_text(); r.to_markdown()\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
-        "print(rules)\n")
+        "print(rules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "dataloader" in out.stdout
-

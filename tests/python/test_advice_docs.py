@@ -12,7 +12,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "advice.md"
 def test_every_rule_has_a_section_with_trigger_fix_and_bound():
     text = DOC.read_text()
     headings = re.findall(r"^## (\w+)$", text, flags=re.M)
-    assert [h for h in headings if h in RULE_IDS] == RULE_IDS   # all, in the registry's order
+    assert [h for h in headings if h in RULE_IDS] == RULE_IDS  # all, in the registry's order
     for rule in RULE_IDS:
         body = text.split(f"\n## {rule}\n")[1].split("\n## ")[0]
         assert "Bound" in body and ("Trigger" in body or "High:" in body) and "Fix" in body or "fix" in body

@@ -14,20 +14,38 @@ REPO = Path(__file__).resolve().parents[2]
 def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
     out = tmp_path / "gpu_overhead.json"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "gpu_overhead.py"), "--device", "cpu", "--steps", "2",
-         "--rounds", "1", "--batch", "2", "--image-size", "32", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        [
+            sys.executable,
+            str(REPO / "bench" / "gpu_overhead.py"),
+            "--device",
+            "cpu",
+            "--steps",
+            "2",
+            "--rounds",
+            "1",
+            "--batch",
+            "2",
+            "--image-size",
+            "32",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "SMOKE RUN" in proc.stdout   # CPU figures are never presented as the GPU result
+    assert "SMOKE RUN" in proc.stdout  # CPU figures are never presented as the GPU result
     doc = json.loads(out.read_text())
     assert doc["smoke"] is True
     assert set(doc["conditions"]) == {"none", "gpuprof", "torch.profiler", "gpuprof+memory"}
     for name, row in doc["conditions"].items():
-        assert row["steps"] == 2, name                       # 2 measured steps x 1 round
+        assert row["steps"] == 2, name  # 2 measured steps x 1 round
         assert 0 < row["p10_ms"] <= row["median_ms"] <= row["p90_ms"], name
     gp = doc["conditions"]["gpuprof"]
-    assert gp["steps_recorded"] == [2]   # gpuprof's span covered exactly the measured steps
-    assert gp["gpu_collection"][0].startswith("off")   # no GPU here: host-side only, and it says so
+    assert gp["steps_recorded"] == [2]  # gpuprof's span covered exactly the measured steps
+    assert gp["gpu_collection"][0].startswith("off")  # no GPU here: host-side only, and it says so
     assert doc["gpuprof_gpu_collection_on_all_rounds"] is False
     assert gp["end_of_span_median_ms"] > 0
     assert doc["conditions"]["torch.profiler"]["end_of_span_median_ms"] > 0
@@ -41,8 +59,13 @@ def test_gpu_overhead_without_a_gpu_says_so_and_exits_2(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the real benchmark runs from tests/gpu/run_on_gpu.sh")
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_overhead.py"), "--device", "cuda"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu_overhead.py"), "--device", "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     assert "--device cpu" in proc.stderr
 
@@ -51,13 +74,32 @@ def test_cpu_overhead_smoke_run_measures_every_variant(tmp_path):
     # bench/overhead.py (docs/performance.md, "Profiling overhead on the CPU"): a tiny run; no
     # timing asserted, only that every variant ran, with and without record_shapes.
     out = tmp_path / "overhead.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "overhead.py"), "--ops", "300",
-                           "--rounds", "1", "--json", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "overhead.py"),
+            "--ops",
+            "300",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
-    assert set(doc["ns_per_op"]) == {"none", "gpuprof", "torch.profiler", "gpuprof (wait step)",
-                                     "gpuprof shapes", "torch.profiler shapes"}
+    assert set(doc["ns_per_op"]) == {
+        "none",
+        "gpuprof",
+        "torch.profiler",
+        "gpuprof (wait step)",
+        "gpuprof shapes",
+        "torch.profiler shapes",
+    }
     assert all(v > 0 for v in doc["ns_per_op"].values())
     assert isinstance(doc["ratio_recording"], float)
     assert isinstance(doc["ratio_recording_record_shapes"], float)
@@ -74,16 +116,35 @@ def test_analyze_speed_times_an_earlier_build_beside_this_one(tmp_path):
     before = Path(gpuprof.__file__).resolve().parents[1]
     out = tmp_path / "speed.json"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "analyze_speed.py"), "--only", "gpuprof", "--inputs", "resnet50_v100",
-         "--before", str(before), "--workdir", str(tmp_path / "work"), "--out", str(out)],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(REPO / "bench" / "analyze_speed.py"),
+            "--only",
+            "gpuprof",
+            "--inputs",
+            "resnet50_v100",
+            "--before",
+            str(before),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(out.read_text())["resnet50_v100"]
     assert row["gpuprof"]["ok"] and row["gpuprof_before"]["ok"]
     assert row["gpuprof_before"]["wall_s"] > 0 and row["gpuprof"]["cpu_s"] > 0
     assert "before" in proc.stdout and "-> now" in proc.stdout
-    bad = subprocess.run([sys.executable, str(REPO / "bench" / "analyze_speed.py"), "--before", str(tmp_path)],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "analyze_speed.py"), "--before", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "no gpuprof package" in bad.stderr
 
 
@@ -99,16 +160,28 @@ def test_import_threads_smoke_run_reads_a_gzip_file_by_one_and_by_two_threads(tm
     gz = synthetic_trace(tmp_path / "small.pt.trace.json.gz", n_events=25_000)
     assert len(gzip.decompress(gz.read_bytes())) >= 4 << 20
     out = tmp_path / "import_threads.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "import_threads.py"), "--repeat", "1",
-                           "--out", str(out), str(gz)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "import_threads.py"),
+            "--repeat",
+            "1",
+            "--out",
+            str(out),
+            str(gz),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(out.read_text())["inputs"][gz.name]
     assert row["one thread"]["threads"] == 1
-    if "as if 4 CPUs" in row:   # fewer than four CPUs here: the split is forced once
+    if "as if 4 CPUs" in row:  # fewer than four CPUs here: the split is forced once
         assert row["as if 4 CPUs"]["threads"] == 2
     counts = {name: row[name]["events"] for name in row if isinstance(row[name], dict)}
-    assert len(set(counts.values())) == 1 and counts["one thread"] >= 25_000, counts   # the same trace
+    assert len(set(counts.values())) == 1 and counts["one thread"] >= 25_000, counts  # the same trace
 
 
 def test_parser_bound_compares_with_simdjson_or_says_what_to_install(tmp_path):
@@ -123,13 +196,33 @@ def test_parser_bound_compares_with_simdjson_or_says_what_to_install(tmp_path):
 
     gz = synthetic_trace(tmp_path / "small.pt.trace.json.gz", n_events=2_000)
     out = tmp_path / "bound.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "parser_bound.py"), "--repeat", "1",
-                           "--out", str(out), str(gz)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "parser_bound.py"),
+            "--repeat",
+            "1",
+            "--out",
+            str(out),
+            str(gz),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if importlib.util.find_spec("simdjson") is None:
         assert proc.returncode == 2 and "python -m pip install pysimdjson" in proc.stderr
         return
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(out.read_text())["results"][gz.name]
     assert round(row["json_mb"] * 1e6) == len(gzip.decompress(gz.read_bytes()))
-    assert all(row[k] > 0 for k in ("gpuprof_import_one_thread_s", "gpuprof_import_default_s",
-                                    "simdjson_parse_s", "read_text_s", "zlib_inflate_s"))
+    assert all(
+        row[k] > 0
+        for k in (
+            "gpuprof_import_one_thread_s",
+            "gpuprof_import_default_s",
+            "simdjson_parse_s",
+            "read_text_s",
+            "zlib_inflate_s",
+        )
+    )

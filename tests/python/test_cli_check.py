@@ -21,8 +21,9 @@ def _report(tmp_path, *, total_us=100_000.0, dataloader_pct=73.0, gpus=(71.5,), 
     """A report whose mean step is total_us with dataloader_pct of it in DataLoader, and one GPU
     per entry of ``gpus`` with that utilization."""
     d = with_gpu_sections(cpu_report_dict())
-    d["average"].update(total_us=total_us, dataloader_pct=dataloader_pct,
-                        dataloader_us=total_us * dataloader_pct / 100)
+    d["average"].update(
+        total_us=total_us, dataloader_pct=dataloader_pct, dataloader_us=total_us * dataloader_pct / 100
+    )
     d["devices"] = [dict(d["devices"][0], id=i, utilization_pct=u) for i, u in enumerate(gpus)]
     return _write(tmp_path, name, d)
 
@@ -65,24 +66,32 @@ def test_junit_xml_and_github_step_summary(tmp_path, monkeypatch, capsys):
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     junit = tmp_path / "out" / "check.xml"
-    rc = main(["check", path, "--max", "dataloader_pct=5", "--max", "step_time_ms=1000", "--junit", str(junit)])
+    rc = main(
+        ["check", path, "--max", "dataloader_pct=5", "--max", "step_time_ms=1000", "--junit", str(junit)]
+    )
     assert rc == 1
     suite = ET.parse(junit).getroot()
     assert suite.get("tests") == "2" and suite.get("failures") == "1"
     failed = [c.get("name") for c in suite if c.find("failure") is not None]
     assert failed == ["dataloader_pct max 5"]
     text = summary.read_text()
-    assert text.startswith("earlier step\n")   # appended, not overwritten
-    assert "### gpuprof check: 1 of 2 budgets broken" in text and "| ❌ | dataloader\\_pct | 73 | max 5 |" in text
+    assert text.startswith("earlier step\n")  # appended, not overwritten
+    assert (
+        "### gpuprof check: 1 of 2 budgets broken" in text
+        and "| ❌ | dataloader\\_pct | 73 | max 5 |" in text
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--max", "dataloader_pct"], "--max 'dataloader_pct': write NAME=NUMBER"),
-    (["--max", "dataloader_pct=lots"], "write NAME=NUMBER"),
-    (["--max", "nonsense_pct=1"], "unknown metric 'nonsense_pct'; known here:"),
-    (["--max", "step_time_regression_pct=10"], "add --baseline BASE"),
-    ([], "no budget given"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max", "dataloader_pct"], "--max 'dataloader_pct': write NAME=NUMBER"),
+        (["--max", "dataloader_pct=lots"], "write NAME=NUMBER"),
+        (["--max", "nonsense_pct=1"], "unknown metric 'nonsense_pct'; known here:"),
+        (["--max", "step_time_regression_pct=10"], "add --baseline BASE"),
+        ([], "no budget given"),
+    ],
+)
 def test_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     path = _report(tmp_path)
     assert main(["check", path, *argv]) == 2

@@ -13,8 +13,13 @@ def _doctor(*extra_env, prefix=()):
     env = dict(os.environ)
     env.pop("NVTX_INJECTION64_PATH", None)
     env.update(dict(extra_env))
-    done = subprocess.run([*prefix, sys.executable, "-m", "gpuprof", "doctor", "--json"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "gpuprof", "doctor", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -28,6 +33,7 @@ def test_doctor_on_this_cpu_machine():
         assert facts["cuda"]["state"] == "--"
         # The reason is the very message a session would log, not a guess.
         from gpuprof._native import _core
+
         status = _core.gpu_start()
         _core.gpu_release()
         assert not status["enabled"]
@@ -37,7 +43,9 @@ def test_doctor_on_this_cpu_machine():
 
 
 def test_doctor_reports_the_clock_and_the_nvtx_injection_it_finds():
-    facts = _doctor(("GPUPROF_CLOCK", "monotonic"), ("NVTX_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so"))
+    facts = _doctor(
+        ("GPUPROF_CLOCK", "monotonic"), ("NVTX_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
+    )
     assert facts["clock"]["detail"].startswith("CLOCK_MONOTONIC on the hot path")
     inj = facts["nvtx_injection"]
     assert inj["state"] == "--"
@@ -45,16 +53,18 @@ def test_doctor_reports_the_clock_and_the_nvtx_injection_it_finds():
         assert "another NVTX tool" in inj["detail"] and "/opt/nsys/libToolsInjection64.so" in inj["detail"]
 
 
-@pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs taskset and two CPUs")
+@pytest.mark.skipif(
+    shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2, reason="needs taskset and two CPUs"
+)
 def test_doctor_counts_the_cpus_the_process_may_use_not_the_machine():
     facts = _doctor(prefix=("taskset", "-c", "0"))
     assert facts["cpus"]["detail"].startswith(f"1 CPU available to this process (of {os.cpu_count()})")
 
 
 def test_doctor_text_has_one_line_per_finding():
-    done = subprocess.run([sys.executable, "-m", "gpuprof", "doctor"], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuprof", "doctor"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0
     lines = done.stdout.splitlines()
     assert lines[0].startswith("gpuprof ") and lines[1].startswith("torch: ")

@@ -18,11 +18,18 @@ def _save(tmp_path, name, data):
     return str(path)
 
 
-@pytest.mark.parametrize("fmt, marker", [("text", "gpuprof step breakdown"), ("md", "## gpuprof report"),
-                                         ("html", "<!DOCTYPE html>"), ("json", '"schema_version": 2')])
+@pytest.mark.parametrize(
+    "fmt, marker",
+    [
+        ("text", "gpuprof step breakdown"),
+        ("md", "## gpuprof report"),
+        ("html", "<!DOCTYPE html>"),
+        ("json", '"schema_version": 2'),
+    ],
+)
 def test_report_formats(tmp_path, capsys, fmt, marker):
     path = _save(tmp_path, "report.json", cpu_report_dict())
-    assert main(["report", str(tmp_path), "--format", fmt]) == 0   # a folder holding report.json
+    assert main(["report", str(tmp_path), "--format", fmt]) == 0  # a folder holding report.json
     assert marker in capsys.readouterr().out
     out = tmp_path / f"out.{fmt}"
     assert main(["report", path, "--format", fmt, "-o", str(out)]) == 0
@@ -62,8 +69,11 @@ def test_diff_categories_and_kernels(tmp_path, capsys):
     # kernel_1 (600 us) doubles, kernel_6 disappears, a new kernel appears.
     for d, total, dl in ((base, 100_000.0, 60_000.0), (new, 80_000.0, 40_000.0)):
         d["average"].update(total_us=total, dataloader_us=dl, dataloader_pct=100 * dl / total)
-    new["kernels"] = [dict(k, total_us=1200.0) if k["name"] == "kernel_1" else k
-                      for k in new["kernels"] if k["name"] != "kernel_6"]
+    new["kernels"] = [
+        dict(k, total_us=1200.0) if k["name"] == "kernel_1" else k
+        for k in new["kernels"]
+        if k["name"] != "kernel_6"
+    ]
     new["kernels"].append({"name": "fresh_kernel", "calls": 1, "total_us": 50.0})
     b, n = _save(tmp_path, "base.json", base), _save(tmp_path, "new.json", new)
     assert main(["diff", b, n]) == 0

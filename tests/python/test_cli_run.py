@@ -30,8 +30,13 @@ TRAIN = textwrap.dedent("""
 
 
 def _gpuprof(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "gpuprof.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprof.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -53,7 +58,7 @@ def test_run_records_the_requested_optimizer_steps(tmp_path, script):
     report = json.loads((out / "report.json").read_text())
     # --steps 2:5 records optimizer steps 2, 3 and 4 (0-based, end excluded).
     assert [s["step"] for s in report["steps"]] == [2, 3, 4]
-    assert all(s["cpu_exec_us"] > 0 for s in report["steps"])   # the ops ran inside the steps
+    assert all(s["cpu_exec_us"] > 0 for s in report["steps"])  # the ops ran inside the steps
     assert (out / "report.html").read_text().lstrip().startswith("<!DOCTYPE html>")
     assert "gpuprof step breakdown" in p.stdout and "recorded steps 2..4" in p.stderr
 
@@ -68,10 +73,13 @@ def test_run_with_a_short_script_keeps_what_it_recorded(tmp_path, script):
     assert "the script ended after 4 steps" in p.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--steps", "5:3"], "--steps '5:3': write START:STOP"),
-    (["--steps", "x"], "write START:STOP"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--steps", "5:3"], "--steps '5:3': write START:STOP"),
+        (["--steps", "x"], "write START:STOP"),
+    ],
+)
 def test_run_mistakes(tmp_path, script, args, message):
     p = _gpuprof("run", *args, "--out", tmp_path / "o", script, tmp_path / "s.json", 3)
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
@@ -132,9 +140,11 @@ def test_a_script_that_fails_before_the_range_is_named_with_its_exit_code(tmp_pa
 def test_run_stop_after_ends_the_script_once_the_window_is_recorded(tmp_path, script):
     out = tmp_path / "out"
     # 100000 steps would take minutes; --stop-after ends the script after step 4.
-    p = _gpuprof("run", "--steps", "2:5", "--stop-after", "--out", out, script, tmp_path / "seen.json", 100000)
+    p = _gpuprof(
+        "run", "--steps", "2:5", "--stop-after", "--out", out, script, tmp_path / "seen.json", 100000
+    )
     assert p.returncode == 0, p.stderr
-    assert "script done" not in p.stdout   # the script did not run to its end
+    assert "script done" not in p.stdout  # the script did not run to its end
     assert "--stop-after" in p.stderr
     report = json.loads((out / "report.json").read_text())
     assert [s["step"] for s in report["steps"]] == [2, 3, 4]

@@ -46,12 +46,32 @@ def test_threads_leave_cpus_to_the_workers():
 
 def test_demo_runs_and_its_claim_matches_its_rounds(tmp_path):
     pytest.importorskip("torch")
-    p = subprocess.run([sys.executable, "-m", "gpuprof.demo", "--dir", str(tmp_path), "--steps", "3",
-                        "--rounds", "2", "--images-per-class", "16", "--batch-size", "16"],
-                       capture_output=True, text=True, timeout=400)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuprof.demo",
+            "--dir",
+            str(tmp_path),
+            "--steps",
+            "3",
+            "--rounds",
+            "2",
+            "--images-per-class",
+            "16",
+            "--batch-size",
+            "16",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
-    rounds = [tuple(float(x) for x in re.findall(r"([\d.]+) ms", line))
-              for line in p.stdout.splitlines() if line.startswith("round ")]
+    rounds = [
+        tuple(float(x) for x in re.findall(r"([\d.]+) ms", line))
+        for line in p.stdout.splitlines()
+        if line.startswith("round ")
+    ]
     assert len(rounds) == 2
     before, after = [r[0] for r in rounds], [r[1] for r in rounds]
     # round 1's baseline is run 1 itself; the claim follows from the printed rounds, whatever the load

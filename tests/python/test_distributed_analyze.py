@@ -22,16 +22,35 @@ DELAY_MS = 60.0
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    res = subprocess.run([sys.executable, str(JOB), str(out), "--world", "2", "--slow-rank", "1",
-                          "--delay-ms", str(DELAY_MS), "--torch-traces", str(out / "traces")],
-                         capture_output=True, text=True, timeout=180)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(JOB),
+            str(out),
+            "--world",
+            "2",
+            "--slow-rank",
+            "1",
+            "--delay-ms",
+            str(DELAY_MS),
+            "--torch-traces",
+            str(out / "traces"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert (out / "rank0.json").exists(), res.stdout[-3000:] + res.stderr[-3000:]
     return out
 
 
 def analyze(*args):
-    return subprocess.run([sys.executable, "-m", "gpuprof", "analyze", *map(str, args)],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprof", "analyze", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_trace_folder_gives_the_live_ranks_and_straggler(run, tmp_path):
@@ -61,8 +80,9 @@ def test_folder_of_saved_reports_is_a_cross_rank_report(run, tmp_path):
     got = json.loads(out.read_text())
     live = json.loads((run / "rank0.json").read_text())
     assert [r["rank"] for r in got["ranks"]] == [0, 1]
-    assert [(s["rank"], s["category"]) for s in got["stragglers"]] == \
-        [(s["rank"], s["category"]) for s in live["stragglers"]]
+    assert [(s["rank"], s["category"]) for s in got["stragglers"]] == [
+        (s["rank"], s["category"]) for s in live["stragglers"]
+    ]
     # The same numbers: the per-step rows are the ones the ranks recorded.
     assert got["ranks"][1]["busy_us"] == pytest.approx(live["ranks"][1]["busy_us"], rel=1e-6)
 
@@ -75,8 +95,9 @@ def test_dask_local_cluster_gives_the_same_report(run, tmp_path):
 
     files = rank_files(run / "traces")
     local = cross_rank_report(summarize_files(files, workers=1)).to_dict()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
         remote = cross_rank_report(summarize_files(files, dask_address=cluster.scheduler_address)).to_dict()
     assert remote["ranks"] == local["ranks"] and remote["stragglers"] == local["stragglers"]
 
@@ -97,13 +118,20 @@ def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
         files.append(f)
     done = []
     results = subprocess.run(
-        [sys.executable, "-c",
-         "import sys, json; from gpuprof.analysis.summaries import summarize_files; "
-         "r = summarize_files(sys.argv[1:], workers=2, tasks_per_worker=1); "
-         "print(json.dumps([s['source'] for s, _ in r]))", *map(str, files)],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-c",
+            "import sys, json; from gpuprof.analysis.summaries import summarize_files; "
+            "r = summarize_files(sys.argv[1:], workers=2, tasks_per_worker=1); "
+            "print(json.dumps([s['source'] for s, _ in r]))",
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert results.returncode == 0, results.stderr
-    assert json.loads(results.stdout) == [str(f) for f in files]   # every file, in order
+    assert json.loads(results.stdout) == [str(f) for f in files]  # every file, in order
     # And in this process, with the progress callback called once per file.
     got = summarize_files(files, workers=2, tasks_per_worker=2, on_done=lambda: done.append(1))
     assert len(done) == 7 and all(s is not None for s, _ in got)

@@ -21,19 +21,25 @@ DELAY_MS = 60.0
 
 
 def run_job(out: Path, *args, timeout=150) -> list[dict]:
-    res = subprocess.run([sys.executable, str(JOB), str(out), *map(str, args)], capture_output=True,
-                         text=True, timeout=timeout)
+    res = subprocess.run(
+        [sys.executable, str(JOB), str(out), *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
     reports = {int(p.stem[4:]): json.loads(p.read_text()) for p in out.glob("rank*.json")}
     assert 0 in reports, res.stdout[-3000:] + res.stderr[-3000:]
     return reports
 
 
-@pytest.mark.parametrize("world,slow,where,category", [
-    (4, 2, "dataset", "dataloader_us"),
-    (2, 1, "forward", "cpu_exec_us"),    # DDP's forward is a recorded range: the sleep is inside it
-])
+@pytest.mark.parametrize(
+    "world,slow,where,category",
+    [
+        (4, 2, "dataset", "dataloader_us"),
+        (2, 1, "forward", "cpu_exec_us"),  # DDP's forward is a recorded range: the sleep is inside it
+    ],
+)
 def test_the_slow_rank_is_named_with_its_category_and_delay(tmp_path, world, slow, where, category):
-    reports = run_job(tmp_path, "--world", world, "--slow-rank", slow, "--delay-ms", DELAY_MS, "--where", where)
+    reports = run_job(
+        tmp_path, "--world", world, "--slow-rank", slow, "--delay-ms", DELAY_MS, "--where", where
+    )
     r0 = reports[0]
     assert [r["rank"] for r in r0["ranks"]] == list(range(world))
     assert r0["cross_rank"]["missing_ranks"] == [] and r0["cross_rank"]["matched_steps"] == 6
@@ -60,7 +66,7 @@ def test_a_clean_run_names_no_straggler(tmp_path):
 def test_a_rank_that_raises_is_named_missing_and_nobody_hangs(tmp_path):
     t0 = time.monotonic()
     reports = run_job(tmp_path, "--world", 3, "--raise-rank", 1, "--timeout", 8)
-    assert time.monotonic() - t0 < 100   # the job ends: timeout 8 s, not torch's 30 minutes
+    assert time.monotonic() - t0 < 100  # the job ends: timeout 8 s, not torch's 30 minutes
     r0 = reports[0]
     assert r0["cross_rank"]["missing_ranks"] == [1]
     assert "rank 1 did not report" in r0["cross_rank"]["note"]

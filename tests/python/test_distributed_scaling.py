@@ -17,16 +17,21 @@ JOB = Path(__file__).with_name("_ddp_job.py")
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "gpuprof", *map(str, args)], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprof", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_scaling_table_of_one_job_at_1_2_and_4_ranks(tmp_path):
     runs = []
     for world in (1, 2, 4):
         out = tmp_path / f"w{world}"
-        res = subprocess.run([sys.executable, str(JOB), str(out), "--world", str(world), "--steps", "4"],
-                             capture_output=True, text=True, timeout=150)
+        res = subprocess.run(
+            [sys.executable, str(JOB), str(out), "--world", str(world), "--steps", "4"],
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
         assert (out / "rank0.json").exists(), res.stderr[-3000:]
         runs.append(out / "rank0.json")
     table_json = tmp_path / "scaling.json"
@@ -34,13 +39,15 @@ def test_scaling_table_of_one_job_at_1_2_and_4_ranks(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "parallel efficiency %" in proc.stdout
     rows = json.loads(table_json.read_text())["scaling"]
-    assert [r["world_size"] for r in rows] == [1, 2, 4]            # sorted by size
-    assert [r["global_batch"] for r in rows] == [16, 32, 64]       # DataLoader batch 16 per rank
+    assert [r["world_size"] for r in rows] == [1, 2, 4]  # sorted by size
+    assert [r["global_batch"] for r in rows] == [16, 32, 64]  # DataLoader batch 16 per rank
     assert [r["nodes"] for r in rows] == [1, 1, 1]
     for r in rows:
         assert r["samples_per_s"] == pytest.approx(r["global_batch"] / (r["step_us"] / 1e6), rel=1e-3)
         # speedup is rounded to 3 decimals in the table
-        assert r["speedup"] == pytest.approx(r["samples_per_s"] / rows[0]["samples_per_s"], rel=1e-3, abs=5e-4)
+        assert r["speedup"] == pytest.approx(
+            r["samples_per_s"] / rows[0]["samples_per_s"], rel=1e-3, abs=5e-4
+        )
         assert r["efficiency_pct"] == pytest.approx(100 * r["speedup"] / r["world_size"], abs=0.1)
     assert rows[0]["speedup"] == 1.0 and rows[0]["efficiency_pct"] == 100.0
     # More ranks than cores and an allreduce per step: the 4-rank run has communication in its step.

@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _traces import TRACES  # noqa: E402
 
 import gpuprof
 from gpuprof._native import _core
 
-from _traces import TRACES  # noqa: E402
 ROCM = TRACES / "hta_mi250_rocm" / "rank0.json.gz"
 
 STEP_KEYS = ["step", "total_us"] + [f"{k}_us" for k, _ in gpuprof.report.model.CATEGORIES]
@@ -59,7 +59,7 @@ def test_save_writes_report_and_trace_per_span_and_analyze_reads_them_back(live_
     assert spans == ["span_000", "span_001"]
     for span in spans:
         assert (out / span / "report.json").is_file() and (out / span / "trace.json.gz").is_file()
-    reports = gpuprof.analyze(out)   # report.json files are not traces and are left out
+    reports = gpuprof.analyze(out)  # report.json files are not traces and are left out
     assert [Path(r.to_dict()["source"]["path"]).parent.name for r in reports] == spans
     saved = [gpuprof.Report.load(out / s / "report.json") for s in spans]
     for imported, original in zip(reports, saved):
@@ -78,8 +78,9 @@ def test_export_chrome_trace_round_trip_is_exact(live_session, tmp_path):
         same_steps(again, prof.report())
         ours = _core.trace_events(prof.report().trace)
         back = _core.trace_events(again.trace)
-        assert [(e["kind"], e["name"], e["start_ns"], e["dur_ns"], e["tid"]) for e in ours] == \
-               [(e["kind"], e["name"], e["start_ns"], e["dur_ns"], e["tid"]) for e in back]
+        assert [(e["kind"], e["name"], e["start_ns"], e["dur_ns"], e["tid"]) for e in ours] == [
+            (e["kind"], e["name"], e["start_ns"], e["dur_ns"], e["tid"]) for e in back
+        ]
 
 
 def test_export_is_kineto_shaped(live_session, tmp_path):
@@ -91,7 +92,7 @@ def test_export_is_kineto_shaped(live_session, tmp_path):
     cats = {e.get("cat") for e in doc["traceEvents"] if e["ph"] == "X"}
     assert {"cpu_op", "user_annotation"} <= cats
     steps = [e["name"] for e in doc["traceEvents"] if e["name"].startswith("ProfilerStep#")]
-    assert steps == ["ProfilerStep#6", "ProfilerStep#7"]   # the second span: steps 6 and 7
+    assert steps == ["ProfilerStep#6", "ProfilerStep#7"]  # the second span: steps 6 and 7
 
 
 def test_gpu_trace_export_keeps_kernels_devices_and_flows(tmp_path):
@@ -160,12 +161,20 @@ def test_perfetto_trace_processor_reads_our_export(live_session, tmp_path):
     path = tmp_path / "t.json"
     prof.export_chrome_trace(path)
     try:
-        tp = tp_mod.TraceProcessor(trace=str(path), config=config) if config else tp_mod.TraceProcessor(trace=str(path))
-    except Exception as e:   # the download of the binary failed: no network here
-        pytest.skip(f"Perfetto's trace_processor_shell is not available ({type(e).__name__}: {e}); "
-                    "set GPUPROF_TRACE_PROCESSOR to a local trace_processor_shell")
+        tp = (
+            tp_mod.TraceProcessor(trace=str(path), config=config)
+            if config
+            else tp_mod.TraceProcessor(trace=str(path))
+        )
+    except Exception as e:  # the download of the binary failed: no network here
+        pytest.skip(
+            f"Perfetto's trace_processor_shell is not available ({type(e).__name__}: {e}); "
+            "set GPUPROF_TRACE_PROCESSOR to a local trace_processor_shell"
+        )
     try:
-        rows = tp.query("select name, ts, dur from slice where name like 'ProfilerStep#%' order by ts").as_pandas_dataframe()
+        rows = tp.query(
+            "select name, ts, dur from slice where name like 'ProfilerStep#%' order by ts"
+        ).as_pandas_dataframe()
     finally:
         tp.close()
     steps = [s for s in prof.report().steps]

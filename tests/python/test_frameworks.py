@@ -1,4 +1,4 @@
-"""Real frameworks on the CPU (issue 16): a transformers Trainer (tiny GPT-2 from a config), a
+"""Real frameworks on the CPU: a transformers Trainer (tiny GPT-2 from a config), a
 lightning Trainer (MLP, optimizer stepped with a closure), a torch.compile(dynamic=True) loop with
 inductor, each under `gpuprof run` and driven by a callback; and the optimizer rule on real loops,
 live and through `gpuprof analyze` of a torch.profiler trace. Synthetic data, nothing from a hub.
@@ -29,21 +29,43 @@ SHAPES_ERROR = "Exception in RecordFunction callback"
 
 def _needs(*modules):
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed "
-                              "(pip install -r .ci/requirements.txt)")
+    return pytest.mark.skipif(
+        bool(missing), reason=f"{', '.join(missing)} not installed (pip install -r .ci/requirements.txt)"
+    )
 
 
 def _run(args, tmp_path, env=None, timeout=300):
     e = dict(os.environ, **(env or {}))
     e.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=tmp_path, env=e)
+    return subprocess.run(
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+        env=e,
+    )
 
 
 def _gpuprof_run(script, tmp_path, steps, *script_args, env=None):
     out = tmp_path / "run-out"
-    p = _run(["-m", "gpuprof.cli", "run", "-q", "--steps", steps, "--out", out, HERE / script,
-              tmp_path / "unused.json", *script_args], tmp_path, env)
+    p = _run(
+        [
+            "-m",
+            "gpuprof.cli",
+            "run",
+            "-q",
+            "--steps",
+            steps,
+            "--out",
+            out,
+            HERE / script,
+            tmp_path / "unused.json",
+            *script_args,
+        ],
+        tmp_path,
+        env,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert SHAPES_ERROR not in p.stderr
     return json.loads((out / "report.json").read_text())
@@ -53,7 +75,7 @@ def _callback(script, tmp_path, *script_args, env=None):
     out = tmp_path / "cb.json"
     p = _run([HERE / script, out, "callback", *script_args], tmp_path, env)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert SHAPES_ERROR not in p.stderr   # record_shapes stays silent
+    assert SHAPES_ERROR not in p.stderr  # record_shapes stays silent
     return json.loads(out.read_text()), p
 
 
@@ -69,13 +91,13 @@ def _rules(report):
 
 def _assert_whole_steps(report, skip_first=False):
     """One optimizer range per step (a boundary inside the range loses the last step's range, as
-    issue 16 saw), and no step with less CPU work than 0.3x the median (a step cut before its
-    forward and backward). Only gross cuts: a machine loaded 8x over its 2 cores moves steps by 2x
+    an earlier build did), and no step with less CPU work than 0.3x the median (a step cut before
+    its forward and backward). Only gross cuts: a machine loaded 8x over its 2 cores moves steps by 2x
     either way. Longer steps are left alone for the same reason."""
     steps = report["steps"]
     assert len(steps) >= 3
     assert _range(report, "Optimizer.step#")["calls"] == len(steps)
-    cpu = [s["cpu_exec_us"] for s in steps[1 if skip_first else 0:]]
+    cpu = [s["cpu_exec_us"] for s in steps[1 if skip_first else 0 :]]
     mid = statistics.median(cpu)
     assert all(c >= 0.3 * mid for c in cpu), cpu
 
@@ -89,7 +111,7 @@ def test_lightning_under_gpuprof_run_has_whole_steps_and_optimizer_advice(tmp_pa
     opt = _range(report, "Optimizer.step#Adam.step")
     # The closure (forward, backward) is inside the range and is not the optimizer's own time.
     assert 0 < opt["closure_us"] < opt["host_total_us"]
-    assert "optimizer" in _rules(report)   # Adam(foreach=False): a per-parameter loop
+    assert "optimizer" in _rules(report)  # Adam(foreach=False): a per-parameter loop
 
 
 @_needs("lightning")
@@ -118,7 +140,7 @@ def test_hf_trainer_under_gpuprof_run_and_with_a_callback(tmp_path):
     run = _gpuprof_run("hf_trainer.py", tmp_path, "2:7", env=env)
     assert [s["step"] for s in run["steps"]] == [2, 3, 4, 5, 6]
     _assert_whole_steps(run)
-    data, _ = _callback("hf_trainer.py", tmp_path, env=env)   # record_shapes=True
+    data, _ = _callback("hf_trainer.py", tmp_path, env=env)  # record_shapes=True
     cb = data["report"]
     _assert_whole_steps(cb, skip_first=True)
     assert any(o["input_shapes"] for o in cb["operators"])
@@ -155,10 +177,14 @@ def test_compiled_loop_record_shapes_silent_and_totals_match_torch_profiler(tmp_
     # The compiled regions are summarised: graph calls, and the host time inside the graphs that no
     # operator explains (inductor's generated C++ code on the CPU), said in the text report.
     compiled = report["compiled"]
-    assert compiled["graph_calls"] >= 2 * 7   # forward and backward graph, each step
+    assert compiled["graph_calls"] >= 2 * 7  # forward and backward graph, each step
     assert compiled["region_calls"] == 7
-    assert 0 < compiled["unattributed_host_us"] < compiled["region_host_total_us"] + sum(
-        r["host_total_us"] for r in report["operators"] if r["name"] == "CompiledFunctionBackward")
+    assert (
+        0
+        < compiled["unattributed_host_us"]
+        < compiled["region_host_total_us"]
+        + sum(r["host_total_us"] for r in report["operators"] if r["name"] == "CompiledFunctionBackward")
+    )
     assert "inductor's generated code" in compiled["note"]
     # And under gpuprof run (the inductor cache of the run above keeps this one short).
     run = _gpuprof_run("compile_loop.py", tmp_path, "2:6")
@@ -172,11 +198,12 @@ def test_record_shapes_on_nested_tensors_shows_them_as_torch_profiler_does():
     keeps its real shape. (Symbolic shapes: the torch.compile(dynamic=True) test above.)"""
     import warnings
 
-    import gpuprof
     from torch.profiler import ProfilerActivity, profile
 
+    import gpuprof
+
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # "nested tensors are in prototype stage"
+        warnings.simplefilter("ignore")  # "nested tensors are in prototype stage"
         nt = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)])
     dense = torch.randn(5, 3)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as tp:
@@ -189,8 +216,8 @@ def test_record_shapes_on_nested_tensors_shows_them_as_torch_profiler_does():
     theirs = {(e.key, str(e.input_shapes)): e.count for e in tp.key_averages(group_by_input_shape=True)}
     for key in [k for k in theirs if k[0] in ("aten::mul", "aten::add")]:
         assert ours.get(key) == theirs[key] == 3, (key, ours, theirs)
-    assert ours[("aten::mul", "[[], []]")] == 3           # the nested tensor itself
-    assert ours[("aten::add", "[[5, 3], [], []]")] == 3   # a dense one beside it
+    assert ours[("aten::mul", "[[], []]")] == 3  # the nested tensor itself
+    assert ours[("aten::add", "[[5, 3], [], []]")] == 3  # a dense one beside it
 
 
 def test_compiled_note_counts_what_the_trace_marks():
@@ -200,14 +227,27 @@ def test_compiled_note_counts_what_the_trace_marks():
     from gpuprof.analysis import _compiled_regions
 
     def op(name, calls, self_us):
-        return {"name": name, "calls": calls, "host_self_us": self_us, "host_total_us": self_us,
-                "device_self_us": 0.0}
+        return {
+            "name": name,
+            "calls": calls,
+            "host_self_us": self_us,
+            "host_total_us": self_us,
+            "device_self_us": 0.0,
+        }
+
     old = _compiled_regions([op("CompiledFunction", 5, 700.0), op("CompiledFunctionBackward", 5, 300.0)])
     assert old["graph_calls"] == 0 and old["unattributed_host_us"] == 1000.0
-    assert old["note"].startswith("torch.compile: 10 CompiledFunction calls (this trace marks no graph "
-                                  "call); 1.000 ms of host time inside the compiled graphs")
-    new = _compiled_regions([op("## Call CompiledFxGraph fx1 ##", 4, 200.0),
-                             op("CompiledFunction", 4, 50.0), op("Torch-Compiled Region: 0/0", 4, 900.0)])
+    assert old["note"].startswith(
+        "torch.compile: 10 CompiledFunction calls (this trace marks no graph "
+        "call); 1.000 ms of host time inside the compiled graphs"
+    )
+    new = _compiled_regions(
+        [
+            op("## Call CompiledFxGraph fx1 ##", 4, 200.0),
+            op("CompiledFunction", 4, 50.0),
+            op("Torch-Compiled Region: 0/0", 4, 900.0),
+        ]
+    )
     assert new["graph_calls"] == 4 and new["region_calls"] == 4
     assert new["note"].startswith("torch.compile: 4 graph calls; 0.250 ms")
 
@@ -260,8 +300,9 @@ def test_optimizer_rule_on_real_loops_live_and_analyzed(tmp_path, kind, fires):
 
 def test_same_name_nested_ops_counted_as_torch_profiler_counts_them():
     """x.div_(scalar) runs aten::div_ inside aten::div_ (an only child): one call, as key_averages."""
-    import gpuprof
     from torch.profiler import ProfilerActivity, profile
+
+    import gpuprof
 
     # 512x512: each call takes tens of microseconds, so the two profilers' callbacks (each one's
     # time lands inside the other's measurement) stay a few percent of it even on a loaded

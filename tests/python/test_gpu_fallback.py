@@ -9,8 +9,8 @@ import os
 import pytest
 
 import gpuprof
-from gpuprof.collect.gpu import cupti_search_dirs
 from gpuprof._native import _core
+from gpuprof.collect.gpu import cupti_search_dirs
 
 torch = pytest.importorskip("torch")
 
@@ -37,7 +37,7 @@ def test_no_driver_means_host_only_with_the_reason():
     assert "no NVIDIA driver" in status["message"] and "libcuda.so.1" in status["message"]
     assert "host-side only" in status["message"]
     assert not _core.gpu_enabled()
-    _core.gpu_release()   # harmless when nothing was started
+    _core.gpu_release()  # harmless when nothing was started
 
     with gpuprof.profile() as prof:
         _small_loop(prof)
@@ -90,9 +90,15 @@ def test_trace_events_expose_kernel_and_copy_properties_of_a_hand_built_trace():
     t.add_event("kernel", "spin", 100, 50, correlation=7, device=0, tid=13)
     t.add_event("runtime", "cudaLaunchKernel", 90, 5, correlation=7, external_id=3)
     (k,) = _core.trace_events(t, "kernel")
-    assert (k["name"], k["start_ns"], k["dur_ns"], k["device"], k["tid"], k["correlation"]) == \
-        ("spin", 100, 50, 0, 13, 7)
-    assert "grid" not in k   # hand-added events carry no launch properties
+    assert (k["name"], k["start_ns"], k["dur_ns"], k["device"], k["tid"], k["correlation"]) == (
+        "spin",
+        100,
+        50,
+        0,
+        13,
+        7,
+    )
+    assert "grid" not in k  # hand-added events carry no launch properties
     (r,) = _core.trace_events(t, "runtime")
     assert (r["name"], r["external_id"], r["device"]) == ("cudaLaunchKernel", 3, -1)
     assert _core.gpu_samples(t) == []

@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import gzip
 import json
-from functools import lru_cache
-from pathlib import Path
+from functools import cache
 
 import pytest
+from _traces import TRACES  # noqa: E402
 
 from gpuprof._native import _core
 
-from _traces import TRACES  # noqa: E402
-ALL_TRACES = ["tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz", "hta_a100_nccl/rank0.json.gz",
-              "hta_v100_ns/rank-0.pt.trace.json.gz",
-              "hta_mi250_rocm/rank0.json.gz"]
+ALL_TRACES = [
+    "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz",
+    "hta_a100_nccl/rank0.json.gz",
+    "hta_v100_ns/rank-0.pt.trace.json.gz",
+    "hta_mi250_rocm/rank0.json.gz",
+]
 
 
-@lru_cache(maxsize=None)
-def _names(cats: tuple[str, ...]) -> tuple[str, ...]:
+def _need_traces() -> None:
     if not TRACES.exists():
         pytest.skip(f"shared traces folder {TRACES} is absent (tests read ../shared/traces beside the repo)")
+
+
+@cache
+def _names(cats: tuple[str, ...]) -> tuple[str, ...]:
+    _need_traces()
     names = set()
     for rel in ALL_TRACES:
         with gzip.open(TRACES / rel, "rt", encoding="utf-8") as f:
@@ -43,27 +49,53 @@ def _real(prefix: str, cats: tuple[str, ...]) -> str:
 
 KERNELS = [
     # (prefix of a real kernel name, tensor cores?, why)
-    ("sm80_xmma_fprop_implicit_gemm_tf32f32", True, "cuDNN 8 implicit-GEMM conv in TF32: Ampere tensor cores"),
+    (
+        "sm80_xmma_fprop_implicit_gemm_tf32f32",
+        True,
+        "cuDNN 8 implicit-GEMM conv in TF32: Ampere tensor cores",
+    ),
     ("sm80_xmma_dgrad_implicit_gemm_tf32f32", True, "same family, data gradient"),
     ("sm80_xmma_wgrad_implicit_gemm_indexed", True, "same family, weight gradient"),
-    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm", True, "CUTLASS tensor-op GEMM, s1688 = TF32 HMMA 16x8x8"),
-    ("void cutlass_cudnn_infer::Kernel<cutlass_tensorop_s1688dgrad", True, "CUTLASS tensor-op conv inside cuDNN"),
-    ("void cutlass_cudnn_train::Kernel<cutlass_tensorop_s1688wgrad", True, "CUTLASS tensor-op wgrad inside cuDNN"),
-    ("_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolution", True,
-     "mangled CUTLASS conv whose warp-level MMA is MmaTensorOp (the plugin's list misses it)"),
+    (
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm",
+        True,
+        "CUTLASS tensor-op GEMM, s1688 = TF32 HMMA 16x8x8",
+    ),
+    (
+        "void cutlass_cudnn_infer::Kernel<cutlass_tensorop_s1688dgrad",
+        True,
+        "CUTLASS tensor-op conv inside cuDNN",
+    ),
+    (
+        "void cutlass_cudnn_train::Kernel<cutlass_tensorop_s1688wgrad",
+        True,
+        "CUTLASS tensor-op wgrad inside cuDNN",
+    ),
+    (
+        "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolution",
+        True,
+        "mangled CUTLASS conv whose warp-level MMA is MmaTensorOp (the plugin's list misses it)",
+    ),
     ("Cijk_Ailk_Bjlk_SB_Bias", True, "rocBLAS Tensile GEMM with _MI16x16x1: AMD MFMA matrix cores"),
     ("void cutlass::Kernel<cutlass_80_simt_sgemm", False, "CUTLASS SIMT SGEMM: CUDA cores"),
     ("volta_sgemm_64x64_nn", False, "cuBLAS FP32 SGEMM on Volta: CUDA cores"),
     ("ampere_sgemm_32x128_nt", False, "cuBLAS FP32 SGEMM on Ampere without TF32: CUDA cores"),
     ("volta_scudnn_128x64_relu_interior_nn_v1", False, "cuDNN FP32 (s = single) conv: CUDA cores"),
-    ("volta_scudnn_128x32_sliced1x4_ldg4_relu_exp_medium_nhwc_tn_v1", False,
-     "NHWC layout alone does not mean tensor cores: an FP32 scudnn kernel"),
+    (
+        "volta_scudnn_128x32_sliced1x4_ldg4_relu_exp_medium_nhwc_tn_v1",
+        False,
+        "NHWC layout alone does not mean tensor cores: an FP32 scudnn kernel",
+    ),
     ("cudnn_infer_ampere_scudnn_128x64_relu_xregs_large_nn_v1", False, "FP32 cuDNN conv on Ampere"),
     ("void implicit_convolve_sgemm", False, "cuDNN implicit SGEMM: FP32"),
     ("void cudnn::ops::nhwcToNchwKernel", False, "a layout transform, no math"),
     ("void cudnn::winograd_nonfused::winogradForwardData4x4", False, "FP32 Winograd transform"),
     ("ncclKernel_AllReduce_RING_LL_Sum_float", False, "communication kernel"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>", False, "elementwise"),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>",
+        False,
+        "elementwise",
+    ),
     ("void cublasLt::splitKreduce_kernel", False, "split-K reduction epilogue: plain adds"),
 ]
 
@@ -76,6 +108,7 @@ def test_tensor_core_kernel_on_real_names(prefix, expected, why):
 
 def test_no_fp32_v100_kernel_is_called_tensor_core():
     # The ResNet-50 V100 run is FP32 throughout; the plugin reported 0.0 % on tensor cores.
+    _need_traces()
     with gzip.open(TRACES / ALL_TRACES[0], "rt", encoding="utf-8") as f:
         doc = json.load(f)
     names = {e["name"] for e in doc["traceEvents"] if str(e.get("cat", "")).lower() == "kernel"}
@@ -118,12 +151,30 @@ def test_tensor_core_eligible_op_on_real_names(name, expected, why):
 def test_eligible_attention_ops():
     # Scaled-dot-product attention and its fused kernels' ops (not in the shared traces; torch 2.x
     # names): forward and the autograd nodes of the flash / efficient / cuDNN paths.
-    for name in ["aten::bmm", "aten::baddbmm", "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
-                 "aten::_scaled_dot_product_efficient_attention_backward",
-                 "ScaledDotProductFlashAttentionBackward0", "ScaledDotProductEfficientAttentionBackward0",
-                 "aten::_flash_attention_forward", "aten::lstm_cell", "aten::_thnn_fused_lstm_cell",
-                 "ThnnFusedLstmCellBackward0", "aten::linalg_multi_dot", "aten::matmul", "MmBackward0"]:
+    for name in [
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention_backward",
+        "ScaledDotProductFlashAttentionBackward0",
+        "ScaledDotProductEfficientAttentionBackward0",
+        "aten::_flash_attention_forward",
+        "aten::lstm_cell",
+        "aten::_thnn_fused_lstm_cell",
+        "ThnnFusedLstmCellBackward0",
+        "aten::linalg_multi_dot",
+        "aten::matmul",
+        "MmBackward0",
+    ]:
         assert _core.is_tensor_core_eligible_op(name), name
-    for name in ["aten::softmax", "aten::_softmax_backward_data", "SoftmaxBackward0", "aten::copy_",
-                 "aten::conj", "Backward0", "MmBackwardX"]:
+    for name in [
+        "aten::softmax",
+        "aten::_softmax_backward_data",
+        "SoftmaxBackward0",
+        "aten::copy_",
+        "aten::conj",
+        "Backward0",
+        "MmBackwardX",
+    ]:
         assert not _core.is_tensor_core_eligible_op(name), name

@@ -8,13 +8,22 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import gpuprof  # noqa: E402
-from gpuprof._native import _core  # noqa: E402
-from gpuprof.report.build import build_report
-
 from _gpu_step import conv_step_trace  # noqa: E402
 
-FOUNDATION_KEYS = {"schema_version", "steps", "average", "dataloaders", "host", "counts", "source", "metadata"}
+import gpuprof  # noqa: E402
+from gpuprof._native import _core  # noqa: E402
+from gpuprof.report.build import build_report  # noqa: E402
+
+FOUNDATION_KEYS = {
+    "schema_version",
+    "steps",
+    "average",
+    "dataloaders",
+    "host",
+    "counts",
+    "source",
+    "metadata",
+}
 GPU_KEYS = {"devices", "kernels", "operators", "copies", "syncs", "memory"}
 
 
@@ -58,12 +67,29 @@ def test_report_from_hand_built_gpu_trace():
     assert dev["compute_capability"] == "7.0" and dev["memory_total_bytes"] == 32 << 30
     assert dev["peak_allocated_bytes"] == 4096
     assert data["kernels"][0]["mean_blocks_per_sm"] == pytest.approx(2.0)
-    assert data["copies"] == [{"kind": "HtoD", "host_memory": "pinned", "count": 1, "bytes": 1_000_000,
-                               "total_us": 100.0, "gb_per_s": 10.0}]
+    assert data["copies"] == [
+        {
+            "kind": "HtoD",
+            "host_memory": "pinned",
+            "count": 1,
+            "bytes": 1_000_000,
+            "total_us": 100.0,
+            "gb_per_s": 10.0,
+        }
+    ]
     conv = next(r for r in data["operators"] if r["name"] == "aten::conv2d")
     assert conv["device_self_us"] == 400.0 and conv["tc_eligible"]
-    assert data["memory"] == [{"step": 0, "ts_ns": 0, "device": 0, "peak_allocated_bytes": 4096, "peak_reserved_bytes": 8192,
-                               "capacity_bytes": 32 << 30, "peak_rss_bytes": None}]
+    assert data["memory"] == [
+        {
+            "step": 0,
+            "ts_ns": 0,
+            "device": 0,
+            "peak_allocated_bytes": 4096,
+            "peak_reserved_bytes": 8192,
+            "capacity_bytes": 32 << 30,
+            "peak_rss_bytes": None,
+        }
+    ]
 
 
 def test_bad_builder_input_is_a_clear_error():
@@ -115,13 +141,23 @@ def test_tables_scale_n_log_n():
         ts = 10 * i + 1
         t.add_event("host_op", "aten::addmm", ts, 8, external_id=i + 2)
         t.add_event("runtime", "cudaLaunchKernel", ts + 1, 2, correlation=i + 1, external_id=i + 2)
-        t.add_kernel(f"gemm_{i % 50}", ts + 4, 5, correlation=i + 1, grid=[80, 1, 1], block=[128, 1, 1],
-                     registers_per_thread=32, shared_mem_bytes=0)
+        t.add_kernel(
+            f"gemm_{i % 50}",
+            ts + 4,
+            5,
+            correlation=i + 1,
+            grid=[80, 1, 1],
+            block=[128, 1, 1],
+            registers_per_thread=32,
+            shared_mem_bytes=0,
+        )
     start = time.perf_counter()
     tables = _core.gpu_tables(t)
     elapsed = time.perf_counter() - start
     assert elapsed < 5.0
     ops = {r["name"]: r for r in tables["operators"]}
-    assert ops["aten::addmm"]["calls"] == n and ops["aten::addmm"]["device_self_us"] == pytest.approx(n * 0.005)
+    assert ops["aten::addmm"]["calls"] == n and ops["aten::addmm"]["device_self_us"] == pytest.approx(
+        n * 0.005
+    )
     assert ops["aten::linear"]["device_total_us"] == pytest.approx(n * 0.005)
     assert len(tables["kernels"]) == 50 and tables["devices"][0]["tc_eligible_pct"] == pytest.approx(100.0)

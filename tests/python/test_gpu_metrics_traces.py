@@ -13,10 +13,10 @@ import math
 from pathlib import Path
 
 import pytest
+from _traces import TRACES  # noqa: E402
 
 from gpuprof._native import _core
 
-from _traces import TRACES  # noqa: E402
 RESNET = TRACES / "tb_resnet50_v100_nw0"
 RESNET_SPAN1 = RESNET / "worker0.1623143089861.pt.trace.json.gz"
 
@@ -66,9 +66,17 @@ def _kernels(doc: dict):
             yield e
 
 
-_KINDS = {"cpu_op": "host_op", "operator": "host_op", "user_annotation": "user_range",
-          "python_function": "python_function", "cuda_runtime": "runtime", "runtime": "runtime",
-          "cuda_driver": "driver", "cuda_sync": "sync", "gpu_user_annotation": "gpu_user_range"}
+_KINDS = {
+    "cpu_op": "host_op",
+    "operator": "host_op",
+    "user_annotation": "user_range",
+    "python_function": "python_function",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "driver",
+    "cuda_sync": "sync",
+    "gpu_user_annotation": "gpu_user_range",
+}
 
 
 def _copy_kinds(name: str) -> tuple[str, str, str]:
@@ -79,7 +87,7 @@ def _copy_kinds(name: str) -> tuple[str, str, str]:
         kind = ""
     src = dst = ""
     if "(" in name and "->" in name:
-        inner = name[name.index("(") + 1:name.rindex(")")]
+        inner = name[name.index("(") + 1 : name.rindex(")")]
         left, right = (x.strip().lower() for x in inner.split("->", 1))
         known = {"pageable", "pinned", "device", "managed", "array"}
         src = left if left in known else ""
@@ -105,8 +113,13 @@ def _build_trace(doc: dict):
             total = allocated.get(device, 0) + int(a.get("Bytes", 0))
             total = int(a.get("Total Allocated", total))
             allocated[device] = total
-            t.add_memory_sample(ns(e["ts"]), total, int(a.get("Total Reserved", 0)), device=device,
-                                bytes_delta=int(a.get("Bytes", 0)))
+            t.add_memory_sample(
+                ns(e["ts"]),
+                total,
+                int(a.get("Total Reserved", 0)),
+                device=device,
+                bytes_delta=int(a.get("Bytes", 0)),
+            )
             continue
         if e.get("ph") != "X":
             continue
@@ -117,25 +130,54 @@ def _build_trace(doc: dict):
         corr = int(a.get("correlation", 0) or 0)
         ext = int(a.get("External id", a.get("external id", 0)) or 0)
         if cat == "kernel":
-            t.add_kernel(name, start, dur, device=int(a.get("device", 0)), stream=int(a.get("stream", 0)),
-                         correlation=corr, external_id=ext, grid=a.get("grid", []), block=a.get("block", []),
-                         registers_per_thread=int(a.get("registers per thread", -1)),
-                         shared_mem_bytes=int(a.get("shared memory", -1)),
-                         blocks_per_sm=float(a.get("blocks per SM", -1.0)),
-                         warps_per_sm=float(a.get("warps per SM", -1.0)),
-                         est_occupancy_pct=float(a.get("est. achieved occupancy %", -1.0)))
+            t.add_kernel(
+                name,
+                start,
+                dur,
+                device=int(a.get("device", 0)),
+                stream=int(a.get("stream", 0)),
+                correlation=corr,
+                external_id=ext,
+                grid=a.get("grid", []),
+                block=a.get("block", []),
+                registers_per_thread=int(a.get("registers per thread", -1)),
+                shared_mem_bytes=int(a.get("shared memory", -1)),
+                blocks_per_sm=float(a.get("blocks per SM", -1.0)),
+                warps_per_sm=float(a.get("warps per SM", -1.0)),
+                est_occupancy_pct=float(a.get("est. achieved occupancy %", -1.0)),
+            )
         elif cat in ("gpu_memcpy", "memcpy", "gpu_memset", "memset"):
             copy_kind, src, dst = _copy_kinds(name)
-            t.add_copy(name, start, dur, bytes=int(a.get("bytes", 0)), copy_kind=copy_kind, src_kind=src,
-                       dst_kind=dst, device=int(a.get("device", 0)), stream=int(a.get("stream", 0)),
-                       correlation=corr, external_id=ext, memset=cat.endswith("memset"))
-        elif cat in _KINDS or (cat in ("cpu_op", "operator", "user_annotation") and name.startswith("ProfilerStep#")):
+            t.add_copy(
+                name,
+                start,
+                dur,
+                bytes=int(a.get("bytes", 0)),
+                copy_kind=copy_kind,
+                src_kind=src,
+                dst_kind=dst,
+                device=int(a.get("device", 0)),
+                stream=int(a.get("stream", 0)),
+                correlation=corr,
+                external_id=ext,
+                memset=cat.endswith("memset"),
+            )
+        elif cat in _KINDS or (
+            cat in ("cpu_op", "operator", "user_annotation") and name.startswith("ProfilerStep#")
+        ):
             kind = "step" if name.startswith("ProfilerStep#") else _KINDS[cat]
             tid = e.get("tid", 0)
             tid = tid & 0xFFFFFFFF if isinstance(tid, int) else abs(hash(tid)) % (1 << 31)
             # A runtime call's "correlation" links it to its kernel; a host op has only an External id.
-            t.add_event(kind, name, start, dur, correlation=corr if kind in ("runtime", "driver", "sync") else 0,
-                        external_id=ext, tid=tid)
+            t.add_event(
+                kind,
+                name,
+                start,
+                dur,
+                correlation=corr if kind in ("runtime", "driver", "sync") else 0,
+                external_id=ext,
+                tid=tid,
+            )
     return t
 
 
@@ -161,6 +203,7 @@ def _pct(text: str) -> float:
 
 # ---- occupancy calculator ------------------------------------------------------------------------
 
+
 def _occupancy_matches(doc: dict, kineto_compatible: bool):
     """(kernels compared, kernels whose rounded occupancy equals Kineto's, mismatches)."""
     props = {p["id"]: _device_props(p) for p in doc.get("deviceProperties", [])}
@@ -170,16 +213,31 @@ def _occupancy_matches(doc: dict, kineto_compatible: bool):
         if "est. achieved occupancy %" not in a:
             continue
         d = props[int(a["device"])]
-        r = _core.occupancy(d, math.prod(a["block"]), int(a["registers per thread"]), int(a["shared memory"]),
-                            blocks=math.prod(a["grid"]), kineto_compatible=kineto_compatible)
+        r = _core.occupancy(
+            d,
+            math.prod(a["block"]),
+            int(a["registers per thread"]),
+            int(a["shared memory"]),
+            blocks=math.prod(a["grid"]),
+            kineto_compatible=kineto_compatible,
+        )
         compared += 1
         # Kineto writes (int)(0.5 + occupancy * 100).
         ours = int(0.5 + r["occupancy_pct"]) if r.get("occupancy_pct") is not None else None
         if ours == a["est. achieved occupancy %"]:
             matched += 1
         else:
-            mismatches.append((e["name"][:80], a["block"], a["registers per thread"], a["shared memory"],
-                               a["grid"], a["est. achieved occupancy %"], ours))
+            mismatches.append(
+                (
+                    e["name"][:80],
+                    a["block"],
+                    a["registers per thread"],
+                    a["shared memory"],
+                    a["grid"],
+                    a["est. achieved occupancy %"],
+                    ours,
+                )
+            )
     return compared, matched, mismatches
 
 
@@ -210,8 +268,13 @@ def test_occupancy_corrects_kineto_for_opted_in_shared_memory():
     for e in _kernels(doc):
         a = e["args"]
         d = props[int(a["device"])]
-        r = _core.occupancy(d, math.prod(a["block"]), int(a["registers per thread"]), int(a["shared memory"]),
-                            blocks=math.prod(a["grid"]))
+        r = _core.occupancy(
+            d,
+            math.prod(a["block"]),
+            int(a["registers per thread"]),
+            int(a["shared memory"]),
+            blocks=math.prod(a["grid"]),
+        )
         if a["shared memory"] > d.shared_mem_per_block:
             big += 1
             assert a["est. achieved occupancy %"] == 0
@@ -229,10 +292,22 @@ def test_occupancy_example_worked_by_hand():
     #              / 8 per block = 4 blocks
     #   shared memory: 96 KiB / 16 KiB = 6 blocks; blocks per SM cap 32
     #   -> 4 active blocks; the launch has 1000 / 80 = 12.5 blocks per SM, so 4 x 256 / 2048 = 50 %.
-    d = _device_props({"id": 0, "computeMajor": 7, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-                       "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                       "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-                       "sharedMemPerMultiprocessor": 98304, "numSms": 80, "sharedMemPerBlockOptin": 98304})
+    d = _device_props(
+        {
+            "id": 0,
+            "computeMajor": 7,
+            "computeMinor": 0,
+            "maxThreadsPerBlock": 1024,
+            "maxThreadsPerMultiprocessor": 2048,
+            "regsPerBlock": 65536,
+            "regsPerMultiprocessor": 65536,
+            "warpSize": 32,
+            "sharedMemPerBlock": 49152,
+            "sharedMemPerMultiprocessor": 98304,
+            "numSms": 80,
+            "sharedMemPerBlockOptin": 98304,
+        }
+    )
     r = _core.occupancy(d, 256, 64, 16384, blocks=1000)
     assert (r["limit_warps"], r["limit_registers"], r["limit_shared_mem"], r["limit_blocks"]) == (8, 4, 6, 32)
     assert r["active_blocks_per_sm"] == 4
@@ -250,11 +325,12 @@ def test_occupancy_refuses_amd_devices_with_a_reason():
 
 # ---- GPU summary ---------------------------------------------------------------------------------
 
+
 def test_gpu_summary_matches_plugin_on_resnet50(resnet_trace, resnet_expected):
     # The plugin's overview for span 1: 55.51 / 54.68 / 49.13 / 0.0 %; 68 % of kernel time launched
     # by tensor-core-eligible ops (its mixed-precision advice). Within 0.5 points.
     devices = _core.gpu_summary(resnet_trace)
-    assert [d["id"] for d in devices] == [0]   # the trace lists 4 GPUs; only GPU 0 ran kernels
+    assert [d["id"] for d in devices] == [0]  # the trace lists 4 GPUs; only GPU 0 ran kernels
     d = devices[0]
     exp = resnet_expected["gpu_summary"]
     assert d["name"] == exp["Name"]
@@ -295,6 +371,7 @@ def test_tensor_core_share_on_a100_trace():
 
 # ---- tables --------------------------------------------------------------------------------------
 
+
 def test_tables_on_resnet50(resnet_doc, resnet_trace):
     tables = _core.gpu_tables(resnet_trace)
     kernel_events = list(_kernels(resnet_doc))
@@ -304,7 +381,7 @@ def test_tables_on_resnet50(resnet_doc, resnet_trace):
     assert sum(r["calls"] for r in rows) == len(kernel_events)
     assert sum(r["total_us"] for r in rows) == pytest.approx(sum(e["dur"] for e in kernel_events))
     assert len(rows) == len({e["name"] for e in kernel_events})
-    assert not any(r["tensor_cores"] for r in rows)   # FP32 on V100: no tensor-core kernel
+    assert not any(r["tensor_cores"] for r in rows)  # FP32 on V100: no tensor-core kernel
     for r in rows:
         assert r["min_us"] <= r["mean_us"] <= r["max_us"]
         assert 0.0 <= r["mean_occupancy_pct"] <= 100.0
@@ -325,13 +402,18 @@ def test_tables_on_resnet50(resnet_doc, resnet_trace):
     ops = {r["name"]: r for r in tables["operators"]}
     conv_bw = ops["CudnnConvolutionBackward"]
     assert conv_bw["tc_eligible"] and conv_bw["device_total_us"] > 0
-    assert ops["aten::cudnn_convolution"]["tc_eligible"] and ops["aten::cudnn_convolution"]["device_self_us"] > 0
+    assert (
+        ops["aten::cudnn_convolution"]["tc_eligible"] and ops["aten::cudnn_convolution"]["device_self_us"] > 0
+    )
     for r in tables["operators"]:
         assert r["host_self_us"] <= r["host_total_us"] + 1e-6
         assert r["device_self_us"] <= r["device_total_us"] + 1e-6
     # Every device microsecond launched by an op is some op's self time, exactly once.
-    device_us = sum(e["dur"] for e in resnet_doc["traceEvents"]
-                    if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("kernel", "memcpy", "memset"))
+    device_us = sum(
+        e["dur"]
+        for e in resnet_doc["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("kernel", "memcpy", "memset")
+    )
     attributed = sum(r["device_self_us"] for r in tables["operators"])
     assert 0.95 * device_us <= attributed <= device_us + 1e-6
 

@@ -36,8 +36,10 @@ def test_a_profile_never_stopped_is_released_at_interpreter_exit():
 
 
 def test_devices_in_use_is_empty_before_cuda_is_initialised():
-    from gpuprof.collect.gpu import devices_in_use
     import torch
+
+    from gpuprof.collect.gpu import devices_in_use
+
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         pytest.skip("CUDA initialised in this process")
     assert devices_in_use() == []

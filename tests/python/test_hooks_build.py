@@ -29,18 +29,22 @@ LOOP = textwrap.dedent("""
             prof.step()
     r = prof.report()
     names = {o["name"] for o in r.to_dict()["operators"]}
-    print("STEPS", len(r.steps), "HAS_ADDMM", "aten::addmm" in names, "NOTE", r.to_dict()["metadata"].get("host_ops", ""))
+    note = r.to_dict()["metadata"].get("host_ops", "")
+    print("STEPS", len(r.steps), "HAS_ADDMM", "aten::addmm" in names, "NOTE", note)
 """)
 
 # The prebuilt module claims another torch build: what a torch upgrade after installing looks like.
-OTHER_TORCH = ("import gpuprof._build_info as b; b.PREBUILT_TORCH_GIT_VERSION = '0' * 40; "
-               "b.PREBUILT_TORCH_VERSION = '2.0.0'")
+OTHER_TORCH = (
+    "import gpuprof._build_info as b; b.PREBUILT_TORCH_GIT_VERSION = '0' * 40; "
+    "b.PREBUILT_TORCH_VERSION = '2.0.0'"
+)
 
 
 def _run(code: str, env_extra: dict, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, **env_extra}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def test_cache_key_ignores_local_labels_and_follows_what_breaks_the_abi():
@@ -48,7 +52,7 @@ def test_cache_key_ignores_local_labels_and_follows_what_breaks_the_abi():
 
     cpu = {"version": "2.13.0+cpu", "git_version": "cf30153c4c13" + "0" * 28, "cxx11_abi": "1"}
     cuda = {**cpu, "version": "2.13.0+cu130"}
-    assert _hooks.cache_key(cpu) == _hooks.cache_key(cuda)              # same release, same binary interface
+    assert _hooks.cache_key(cpu) == _hooks.cache_key(cuda)  # same release, same binary interface
     assert _hooks.cache_key(cpu) != _hooks.cache_key({**cpu, "git_version": "5c4886908584" + "0" * 28})
     assert _hooks.cache_key(cpu) != _hooks.cache_key({**cpu, "cxx11_abi": "0"})
     assert sys.implementation.cache_tag in _hooks.cache_key(cpu)
@@ -57,9 +61,9 @@ def test_cache_key_ignores_local_labels_and_follows_what_breaks_the_abi():
 def test_no_compiler_is_one_line_and_the_run_goes_on(tmp_path):
     env = {"GPUPROF_CACHE_DIR": str(tmp_path), "CXX": "gpuprof-test-no-such-compiler"}
     proc = _run(LOOP.replace("{prelude}", OTHER_TORCH), env)
-    assert proc.returncode == 0, proc.stderr                   # the training loop finished
-    assert "STEPS 2 HAS_ADDMM False" in proc.stdout            # steps timed, operators not recorded
-    notes = [l for l in proc.stderr.splitlines() if "operators are not recorded" in l]
+    assert proc.returncode == 0, proc.stderr  # the training loop finished
+    assert "STEPS 2 HAS_ADDMM False" in proc.stdout  # steps timed, operators not recorded
+    notes = [line for line in proc.stderr.splitlines() if "operators are not recorded" in line]
     assert len(notes) == 1, proc.stderr
     assert "no C++ compiler was found" in notes[0] and "module load gcc" in notes[0]
     assert "Traceback" not in proc.stderr
@@ -72,14 +76,20 @@ def test_the_prebuilt_hooks_serve_their_own_torch_without_compiling(tmp_path):
 
     if _hooks.torch_build(torch)["git_version"] != _build_info.PREBUILT_TORCH_GIT_VERSION:
         pytest.skip("this gpuprof was built without prebuilt hooks for the installed torch")
-    proc = _run(LOOP.replace("{prelude}", ""), {"GPUPROF_CACHE_DIR": str(tmp_path), "CXX": "no-such-compiler"})
+    proc = _run(
+        LOOP.replace("{prelude}", ""), {"GPUPROF_CACHE_DIR": str(tmp_path), "CXX": "no-such-compiler"}
+    )
     assert proc.returncode == 0, proc.stderr
     assert "HAS_ADDMM True" in proc.stdout and "compiling" not in proc.stderr
     assert not (tmp_path / "hooks").exists()
 
 
 def test_doctor_says_which_hooks_a_session_would_use(tmp_path):
-    code = OTHER_TORCH + "\nfrom gpuprof.collect import hooks as _hooks; s = _hooks.status(); print(s['state'], '|', s['detail'])"
+    code = (
+        OTHER_TORCH
+        + "\nfrom gpuprof.collect import hooks as _hooks; s = _hooks.status()"
+        + "\nprint(s['state'], '|', s['detail'])"
+    )
     out = _run(code, {"GPUPROF_CACHE_DIR": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("needs compile |")
@@ -98,8 +108,12 @@ def test_another_torch_build_compiles_once_for_ranks_starting_at_once_then_is_ca
     (entry / "lock").touch()
     env = {**os.environ, "GPUPROF_CACHE_DIR": str(tmp_path)}
     code = LOOP.replace("{prelude}", OTHER_TORCH)
-    ranks = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for _ in range(3)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(3)
+    ]
     results = [(p.communicate(timeout=900), p.returncode) for p in ranks]
     for (out, err), rc in results:
         assert rc == 0, err
@@ -107,13 +121,13 @@ def test_another_torch_build_compiles_once_for_ranks_starting_at_once_then_is_ca
         assert "Traceback" not in err
     compiled = [err for (_, err), _ in results if "compiling its operator hooks" in err]
     assert len(compiled) == 1, [err for (_, err), _ in results]
-    lines = [l for l in compiled[0].splitlines() if l.startswith("gpuprof:")]
-    assert len(lines) == 2, compiled[0]                        # what it does, then how long it took
+    lines = [line for line in compiled[0].splitlines() if line.startswith("gpuprof:")]
+    assert len(lines) == 2, compiled[0]  # what it does, then how long it took
     assert f"compiling its operator hooks for torch {torch.__version__}" in lines[0]
     assert "hooks compiled in" in lines[1]
     assert (entry / "READY").is_file() and not (entry / "lock").exists()
 
-    again = _run(code, {"GPUPROF_CACHE_DIR": str(tmp_path)})   # a later run: from the cache
+    again = _run(code, {"GPUPROF_CACHE_DIR": str(tmp_path)})  # a later run: from the cache
     assert again.returncode == 0, again.stderr
     assert "HAS_ADDMM True" in again.stdout
     assert "gpuprof:" not in again.stderr, again.stderr

@@ -60,7 +60,7 @@ def test_ops_on_four_threads_keep_their_names():
     tids_of = defaultdict(set)
     for e in ranges:
         tids_of[e["name"][:2]].add(e["tid"])
-    assert all(len(tids) == 1 for tids in tids_of.values())   # each thread's names on its own thread
+    assert all(len(tids) == 1 for tids in tids_of.values())  # each thread's names on its own thread
     assert len({next(iter(t)) for t in tids_of.values()}) == 4
     ops = Counter(trace.event_names("host_op"))
     assert ops["aten::mul_"] == 4 * per_thread and ops["aten::add_"] == 4 * per_thread
@@ -78,16 +78,19 @@ def test_record_shapes_match_torch_profiler_input_shapes():
         torch.relu(a)
         a.add(1.5)
         torch.cat([a, a])
-        torch.mm(a, b)   # the same list again: the text interned the first time
+        torch.mm(a, b)  # the same list again: the text interned the first time
 
     with gpuprof.profile(record_shapes=True) as prof:
         work()
         prof.step()
     ours = {(r["name"], r["input_shapes"]) for r in prof.report().to_dict()["operators"]}
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                record_shapes=True) as tp:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as tp:
         work()
     theirs = {(e.key, str(e.input_shapes)) for e in tp.key_averages(group_by_input_shape=True)}
-    assert {("aten::mm", "[[4, 5], [5, 6]]"), ("aten::addmm", "[[6], [4, 5], [5, 6], [], []]"),
-            ("aten::add", "[[4, 5], [], []]"), ("aten::cat", "[[], []]")} <= ours
+    assert {
+        ("aten::mm", "[[4, 5], [5, 6]]"),
+        ("aten::addmm", "[[6], [4, 5], [5, 6], [], []]"),
+        ("aten::add", "[[4, 5], [], []]"),
+        ("aten::cat", "[[], []]"),
+    } <= ours
     assert ours <= theirs, ours - theirs

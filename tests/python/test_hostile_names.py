@@ -38,11 +38,11 @@ def test_terminal_report_shows_outside_strings_escaped():
     for color in (False, True):
         out = report.to_text(color=color, width=200)
         assert "\x07" not in out and "\r" not in out and "\u202e" not in out
-        assert "\x1b[31m[red]" not in out                    # the trace's ESC never reaches the terminal
+        assert "\x1b[31m[red]" not in out  # the trace's ESC never reaches the terminal
         if not color:
             assert "\x1b" not in out
         assert not any(line.startswith("# Heading") for line in out.splitlines())
-        assert "\\x1b[31m[red]RED[/red]" in out              # shown, escaped, markup left as text
+        assert "\\x1b[31m[red]RED[/red]" in out  # shown, escaped, markup left as text
         assert "evil\\n# Heading" in out
     assert "DataLoader (evil\\n# Heading" in report.to_text(color=False, width=200)
 
@@ -52,7 +52,7 @@ def test_markdown_report_keeps_names_in_their_cells():
     assert "\x1b" not in md and "\u202e" not in md and "\r" not in md
     for line in md.splitlines():
         assert not line.startswith("# Heading"), line
-        outside = re.sub(r"(`+)(?:(?!\1).)+?\1", "", line)   # inside a code span nothing is markup
+        outside = re.sub(r"(`+)(?:(?!\1).)+?\1", "", line)  # inside a code span nothing is markup
         assert "<script>" not in outside and "[red]" not in outside.replace("\\[red\\]", ""), line
         if line.startswith("|") and "evil" in line:
             # every | inside a cell is escaped: the row has as many cells as its header
@@ -78,8 +78,9 @@ def test_cli_error_about_a_hostile_file_name_is_one_line(tmp_path):
     bad = tmp_path / "evil\n# Heading\x1b[31m.json"
     bad.write_bytes(b'{"traceEvents": [1, 2')
     for verb in ("analyze", "report"):
-        proc = subprocess.run([sys.executable, "-m", "gpuprof", verb, str(bad)], capture_output=True,
-                              timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuprof", verb, str(bad)], capture_output=True, timeout=300
+        )
         assert proc.returncode == 2, proc
         err = proc.stderr.decode()
         assert "Traceback" not in err and "\x1b" not in err
@@ -99,8 +100,19 @@ def test_rank_hosts_from_traces_show_inert_in_the_terminal():
     """The cross-rank table's host names come from the traces' metadata."""
     d = copy.deepcopy(cpu_report_dict())
     avg = d["average"]
-    d["ranks"] = [{"rank": r, "hostname": HOSTILE, "device": HOSTILE, "steps": 3, "average": avg,
-                   "busy_us": 10.0, "collective_wait_us": 0.0, "comm_comp_overlap_pct": None} for r in (0, 1)]
+    d["ranks"] = [
+        {
+            "rank": r,
+            "hostname": HOSTILE,
+            "device": HOSTILE,
+            "steps": 3,
+            "average": avg,
+            "busy_us": 10.0,
+            "collective_wait_us": 0.0,
+            "comm_comp_overlap_pct": None,
+        }
+        for r in (0, 1)
+    ]
     d["cross_rank"] = {"world_size": 2, "matched_steps": 3, "imbalance_pct": 0.0}
     out = gpuprof.Report.from_dict(d).to_text(color=True, width=200)
     assert "Ranks" in out and "\x1b[31m[red]" not in out and "\r" not in out and "\u202e" not in out

@@ -17,8 +17,9 @@ import subprocess
 import pytest
 from report_samples import gpu_report
 
-CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(n)), None)
+CHROMIUM = next(
+    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
+)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")
 
 # The injected names would set this attribute on <html> if they ran (the text itself is on the page).
@@ -55,15 +56,26 @@ window.addEventListener("load", function () {
 
 
 def _chromium(*args, timeout=120):
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-           "--no-first-run", "--hide-scrollbars", "--enable-logging=stderr", "--v=0", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def _console_errors(stderr: str) -> list[str]:
     """Page errors chromium logs itself with --enable-logging (e.g. a script that fails to parse)."""
-    return [line for line in stderr.splitlines()
-            if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
+    return [
+        line for line in stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +88,9 @@ def report_file(tmp_path_factory):
 def test_page_loads_charts_render_tables_sort(report_file, tmp_path):
     page = report_file.read_text()
     harness = tmp_path / "harness.html"
-    harness.write_text(page.replace("<head>", "<head>" + CATCH_ERRORS, 1)
-                       .replace("</body>", MEASURE + "</body>", 1))
+    harness.write_text(
+        page.replace("<head>", "<head>" + CATCH_ERRORS, 1).replace("</body>", MEASURE + "</body>", 1)
+    )
     p = _chromium("--virtual-time-budget=5000", "--dump-dom", harness.as_uri())
     assert p.returncode == 0, p.stderr[-2000:]
     dom = p.stdout
@@ -93,7 +106,7 @@ def test_page_loads_charts_render_tables_sort(report_file, tmp_path):
     # and with visible bars or lines.
     assert len(charts) == 4
     assert all(c["w"] > 100 and c["h"] > 100 and c["drawn"] > 0 for c in charts.values()), charts
-    assert charts["step-chart"]["drawn"] >= 6   # at least one segment per recorded step
+    assert charts["step-chart"]["drawn"] >= 6  # at least one segment per recorded step
     # Kernel totals are 700..100 us: one click sorts descending, the next ascending.
     assert result["desc"] == [700.0, 600.0, 500.0]
     assert result["asc"] == [100.0, 200.0, 300.0]
@@ -118,7 +131,7 @@ def test_untouched_page_runs_no_injected_script_and_screenshots(report_file):
         return
     with Image.open(shot) as img:
         colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
-    assert colours is None or len(colours) > 50   # text, bars and lines, not a blank page
+    assert colours is None or len(colours) > 50  # text, bars and lines, not a blank page
     keep = os.environ.get("GPUPROF_SCREENSHOT_DIR")
-    if keep:   # for a person to look at
+    if keep:  # for a person to look at
         shutil.copy(shot, os.path.join(keep, "report.png"))

@@ -18,7 +18,8 @@ ERRORS = {
     "bad_crc.json.gz": "corrupt gzip data",
     "bad_escape.json": "invalid JSON at byte 25 (in traceEvents[0]): Invalid escape character",
     "bad_hex.json": "invalid JSON at byte 25 (in traceEvents[0]): Incorrect hex digit",
-    "control_in_string.json": "invalid JSON at byte 26 (in traceEvents[0]): Invalid escape character in string",
+    "control_in_string.json": "invalid JSON at byte 26 (in traceEvents[0]): "
+    "Invalid escape character in string",
     "deep_in_args.json": "nested more than 64 levels deep",
     "deep_under_key.json": "nested more than 64 levels deep",
     "empty.json": "the file is empty",
@@ -56,8 +57,11 @@ def test_the_corpus_is_there_and_every_error_file_exists():
 def test_corpus_file_gives_a_report_or_one_error_line(name, tmp_path):
     path = CORPUS / name
     code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, "analyze", str(path), "--json", str(tmp_path / "r.json")],
-                          capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "analyze", str(path), "--json", str(tmp_path / "r.json")],
+        capture_output=True,
+        timeout=120,
+    )
     assert b"Traceback" not in proc.stderr, proc.stderr.decode("utf-8", "replace")
     if name in ERRORS:
         assert proc.returncode == 2, proc

@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from _traces import TRACES  # noqa: E402
 
 import gpuprof
 from gpuprof.traces.read import import_trace
-
-from _traces import TRACES  # noqa: E402
 
 
 def event(**kw):
@@ -42,7 +41,7 @@ def test_empty_file(tmp_path):
 
 def test_invalid_json_says_byte_and_event(tmp_path):
     text = json.dumps({"traceEvents": [event(), event()]}).encode()
-    broken = text.replace(b'"ts": 10, "dur": 5}]', b'"ts": 10 "dur": 5}]')   # comma lost in event 1
+    broken = text.replace(b'"ts": 10, "dur": 5}]', b'"ts": 10 "dur": 5}]')  # comma lost in event 1
     err = import_error(write(tmp_path, "bad.json", broken))
     assert err.event_index == 1
     assert err.byte_offset == broken.index(b' "dur": 5}]') + 1
@@ -59,7 +58,7 @@ def test_truncated_gzip(tmp_path):
     full = gzip.compress(json.dumps({"traceEvents": [event(ts=i) for i in range(20000)]}).encode())
     err = import_error(write(tmp_path, "cut.json.gz", full[: len(full) // 2]))
     assert "gzip data ends early" in str(err)
-    assert err.byte_offset > 0   # the good text before the cut was read
+    assert err.byte_offset > 0  # the good text before the cut was read
 
 
 def test_gzip_detected_by_content_not_name(tmp_path):
@@ -69,8 +68,11 @@ def test_gzip_detected_by_content_not_name(tmp_path):
 
 def test_top_level_array_is_the_chrome_array_format(tmp_path):
     # A bare list of events is the Trace Event Format's "JSON Array Format": read, not refused.
-    p = write(tmp_path, "array.json", json.dumps([event(name="ProfilerStep#1", cat="user_annotation",
-                                                        ts=0, dur=100), event()]).encode())
+    p = write(
+        tmp_path,
+        "array.json",
+        json.dumps([event(name="ProfilerStep#1", cat="user_annotation", ts=0, dur=100), event()]).encode(),
+    )
     r = gpuprof.analyze(p)
     assert r.counts["steps"] == 1 and r.steps[0]["total_us"] == 100.0
 
@@ -83,20 +85,29 @@ def test_not_a_trace(tmp_path):
 
 
 def test_events_without_ts_or_dur_and_negative_durations_are_counted(tmp_path):
-    bad = [{k: v for k, v in event().items() if k != "ts"},
-           {k: v for k, v in event().items() if k != "dur"},
-           event(dur=-4)]
+    bad = [
+        {k: v for k, v in event().items() if k != "ts"},
+        {k: v for k, v in event().items() if k != "dur"},
+        event(dur=-4),
+    ]
     p = write(tmp_path, "skips.json", json.dumps({"traceEvents": bad + [event()]}).encode())
     r = gpuprof.analyze(p)
     assert r.counts["skipped"] == 3 and r.counts["events"] == 1
-    assert r.to_dict()["source"]["skipped_by_reason"] == {"missing ts": 1, "missing dur": 1, "negative dur": 1}
+    assert r.to_dict()["source"]["skipped_by_reason"] == {
+        "missing ts": 1,
+        "missing dur": 1,
+        "negative dur": 1,
+    }
 
 
 def test_integers_beyond_64_bits_skip_the_event(tmp_path):
     text = json.dumps({"traceEvents": [event(args={"External id": 10**30}), event(ts=10**40), event()]})
     r = gpuprof.analyze(write(tmp_path, "big.json", text.encode()))
     assert r.counts["events"] == 1
-    assert r.to_dict()["source"]["skipped_by_reason"] == {"number out of 64-bit range": 1, "time out of range": 1}
+    assert r.to_dict()["source"]["skipped_by_reason"] == {
+        "number out of 64-bit range": 1,
+        "time out of range": 1,
+    }
 
 
 def test_non_utf8_names_are_repaired_not_fatal(tmp_path):

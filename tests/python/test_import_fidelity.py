@@ -10,18 +10,24 @@ import json
 from pathlib import Path
 
 import pytest
+from _traces import TRACES  # noqa: E402
 
 import gpuprof
 from gpuprof.report.build import build_report
 from gpuprof.traces.read import import_trace
 
-from _traces import TRACES  # noqa: E402
 RESNET = TRACES / "tb_resnet50_v100_nw0"
 SPAN1 = RESNET / "worker0.1623143089861.pt.trace.json.gz"
 
-PLUGIN_KEYS = {"Kernel": "kernel_us", "Memcpy": "memcpy_us", "Memset": "memset_us",
-               "Runtime": "runtime_us", "DataLoader": "dataloader_us", "CPU Exec": "cpu_exec_us",
-               "Other": "other_us"}
+PLUGIN_KEYS = {
+    "Kernel": "kernel_us",
+    "Memcpy": "memcpy_us",
+    "Memset": "memset_us",
+    "Runtime": "runtime_us",
+    "DataLoader": "dataloader_us",
+    "CPU Exec": "cpu_exec_us",
+    "Other": "other_us",
+}
 
 ALL_TRACES = sorted(TRACES.glob("*/*.json.gz")) if TRACES.is_dir() else []
 NCCL_TRACES = {"hta_2xv100_ddp", "hta_a100_nccl"}
@@ -47,8 +53,11 @@ def test_resnet_span1_every_step_and_category_matches_the_plugin(span1):
         tolerance = 0.005 * their_total
         assert ours["total_us"] == pytest.approx(their_total, abs=tolerance), ours["step"]
         for plugin_key, our_key in PLUGIN_KEYS.items():
-            assert ours[our_key] == pytest.approx(theirs[plugin_key], abs=tolerance), (ours["step"], plugin_key)
-        assert ours["communication_us"] == 0   # a single-GPU run
+            assert ours[our_key] == pytest.approx(theirs[plugin_key], abs=tolerance), (
+                ours["step"],
+                plugin_key,
+            )
+        assert ours["communication_us"] == 0  # a single-GPU run
 
 
 def test_resnet_span1_averages_match_the_plugin(span1):
@@ -58,7 +67,9 @@ def test_resnet_span1_averages_match_the_plugin(span1):
     assert avg["total_us"] == pytest.approx(step_time, abs=0.005 * step_time)
     for plugin_key, our_key in PLUGIN_KEYS.items():
         assert avg[our_key] == pytest.approx(expected["average_us"][plugin_key], abs=0.005 * step_time)
-        assert avg[our_key.replace("_us", "_pct")] == pytest.approx(expected["average_pct"][plugin_key], abs=0.5)
+        assert avg[our_key.replace("_us", "_pct")] == pytest.approx(
+            expected["average_pct"][plugin_key], abs=0.5
+        )
 
 
 def test_resnet_span1_report_says_where_it_came_from(span1):
@@ -88,7 +99,9 @@ def test_folder_gives_one_report_per_trace_file():
     reports = gpuprof.analyze(RESNET)
     # expected_overview.json is not a trace (no traceEvents) and is left out.
     assert [Path(r.to_dict()["source"]["path"]).name for r in reports] == [
-        "worker0.1623143089861.pt.trace.json.gz", "worker0.1623143566756.pt.trace.json.gz"]
+        "worker0.1623143089861.pt.trace.json.gz",
+        "worker0.1623143566756.pt.trace.json.gz",
+    ]
     assert [s["step"] for s in reports[1].steps] == [16, 17, 18, 19, 20, 21]
 
 
@@ -102,7 +115,7 @@ def test_nanosecond_resolution_trace_keeps_sub_microsecond_times():
     events = gpuprof._native._core.trace_events(trace, limit=50)
     assert any(e["start_ns"] % 1000 != 0 for e in events), "sub-microsecond digits were lost"
     steps = build_report(trace).steps
-    assert 100_000 < steps[0]["total_us"] < 1_000_000   # ~0.1 s training steps, not 1000x off
+    assert 100_000 < steps[0]["total_us"] < 1_000_000  # ~0.1 s training steps, not 1000x off
 
 
 def test_distributed_info_and_devices_reach_the_report():
@@ -114,7 +127,7 @@ def test_distributed_info_and_devices_reach_the_report():
     contents = gpuprof._native._core.trace_contents(report.trace)
     assert [d["name"] for d in contents["devices"]] == ["Tesla V100-SXM2-32GB"] * 2
     assert contents["devices"][0]["num_sms"] == 80
-    assert contents["memory_samples"] == 28010   # every [memory] instant event
+    assert contents["memory_samples"] == 28010  # every [memory] instant event
     # copy properties: 2040 copies and 880 sets (a set keeps its bytes too)
     assert contents["kernels"] == 19370 and contents["copies"] == 2040 + 880
 
@@ -123,11 +136,35 @@ def test_memsets_keep_their_bytes_through_import_and_export(tmp_path):
     # A step with one 1 MiB set and one 4 KiB pageable copy, as Kineto writes them: the copy table
     # must show each one's bytes, after import and again after exporting and re-importing.
     ev = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
-        {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 100, "dur": 20,
-         "args": {"device": 0, "stream": 7, "bytes": 1048576, "memory bandwidth (GB/s)": 52.4}},
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
-         "ts": 200, "dur": 10, "args": {"device": 0, "stream": 7, "bytes": 4096}},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 1000,
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memset",
+            "name": "Memset (Device)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 100,
+            "dur": 20,
+            "args": {"device": 0, "stream": 7, "bytes": 1048576, "memory bandwidth (GB/s)": 52.4},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 200,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "bytes": 4096},
+        },
     ]
     path = tmp_path / "sets.json"
     path.write_text(json.dumps({"traceEvents": ev}))
@@ -142,7 +179,9 @@ def test_memsets_keep_their_bytes_through_import_and_export(tmp_path):
     assert bytes_by_kind(gpuprof.analyze(again)) == {"Memset": 1048576, "HtoD": 4096}
 
 
-@pytest.mark.parametrize("name", ["hta_2xv100_ddp/rank0.json.gz", "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz"])
+@pytest.mark.parametrize(
+    "name", ["hta_2xv100_ddp/rank0.json.gz", "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz"]
+)
 def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path, shared_traces):
     """torch.profiler writes plain JSON by default: a file of 4 MiB or more is read by two threads
     (docs/analyze.md), and must give exactly what the gzip file read by one parser gives; so must
@@ -160,7 +199,7 @@ def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path
     t_one, s_one = _core.import_trace(str(gz), max_bytes=1 << 40)
     assert s_one["threads"] == 1
     if len(os.sched_getaffinity(0)) >= 2:
-        assert s_plain["threads"] == 2       # the halves were used
+        assert s_plain["threads"] == 2  # the halves were used
     # The gzip file read by two threads (the default from four CPUs: import_cpus, which Python reads
     # from GPUPROF_IMPORT_CPUS, says how many the import counts on), and as by default here; the
     # same trace.
@@ -172,6 +211,8 @@ def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path
     assert _core.export_chrome_json(t_plain_one) == _core.export_chrome_json(t_plain)
     for key in ("json_bytes", "records", "ignored_records", "skipped_by_reason", "time_unit"):
         assert s_plain[key] == s_one[key] == s_gz[key], key
-    assert _core.export_chrome_json(t_plain) == _core.export_chrome_json(t_one) == _core.export_chrome_json(t_gz)
+    assert (
+        _core.export_chrome_json(t_plain) == _core.export_chrome_json(t_one) == _core.export_chrome_json(t_gz)
+    )
     a = build_report(t_plain).to_dict()
     assert a == build_report(t_one).to_dict() == build_report(t_gz).to_dict()

@@ -16,27 +16,81 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _traces import TRACES
 
 FUZZ_SECONDS = 20
 SEEDS = [
-    {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1.5, "dur": 100},
-                     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                      "ts": 2, "dur": 3, "args": {"correlation": 9, "External id": 4}},
-                     {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 6, "dur": 50,
-                      "args": {"device": 0, "stream": 7, "correlation": 9, "grid": [1, 2, 3], "block": [64, 1, 1],
-                               "registers per thread": 32, "blocks per SM": 0.5}},
-                     {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3,
-                      "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Total Allocated": 512}}],
-     "deviceProperties": [{"id": 0, "name": "GPU", "numSms": 80}],
-     "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}},
-    {"schemaVersion": 1, "traceEvents": [
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7",
-         "ts": 1623142623529248, "dur": 1940, "args": {"bytes": 19267584, "external id": 537}},
-        {"ph": "s", "id": 34417, "pid": 0, "tid": 0, "ts": 1, "cat": "async", "name": "launch"}]},
-    [{"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-      "pid": 1, "tid": 1, "ts": 1712195495519689000, "dur": 5}],
+    {
+        "traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1.5, "dur": 100},
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": 2,
+                "dur": 3,
+                "args": {"correlation": 9, "External id": 4},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": 6,
+                "dur": 50,
+                "args": {
+                    "device": 0,
+                    "stream": 7,
+                    "correlation": 9,
+                    "grid": [1, 2, 3],
+                    "block": [64, 1, 1],
+                    "registers per thread": 32,
+                    "blocks per SM": 0.5,
+                },
+            },
+            {
+                "ph": "i",
+                "s": "t",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": 3,
+                "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Total Allocated": 512},
+            },
+        ],
+        "deviceProperties": [{"id": 0, "name": "GPU", "numSms": 80}],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2},
+    },
+    {
+        "schemaVersion": 1,
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "Memcpy",
+                "name": "Memcpy HtoD (Pageable -> Device)",
+                "pid": 0,
+                "tid": "stream 7",
+                "ts": 1623142623529248,
+                "dur": 1940,
+                "args": {"bytes": 19267584, "external id": 537},
+            },
+            {"ph": "s", "id": 34417, "pid": 0, "tid": 0, "ts": 1, "cat": "async", "name": "launch"},
+        ],
+    },
+    [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1712195495519689000,
+            "dur": 5,
+        }
+    ],
 ]
 
 
@@ -57,7 +111,7 @@ def fuzz_main(argv: list[str]) -> None:
     def mutate(data: bytes) -> bytes:
         fdp = atheris.FuzzedDataProvider(data)
         if fdp.ConsumeBool():
-            return fdp.ConsumeBytes(fdp.remaining_bytes())   # raw bytes too
+            return fdp.ConsumeBytes(fdp.remaining_bytes())  # raw bytes too
         buf = bytearray(seeds[fdp.ConsumeIntInRange(0, len(seeds) - 1)])
         for _ in range(fdp.ConsumeIntInRange(0, 6)):
             op = fdp.ConsumeIntInRange(0, 3)
@@ -66,11 +120,11 @@ def fuzz_main(argv: list[str]) -> None:
             if op == 0:
                 buf[pos:pos] = chunk
             elif op == 1:
-                del buf[pos:pos + len(chunk)]
+                del buf[pos : pos + len(chunk)]
             elif op == 2:
-                buf[pos:pos + len(chunk)] = chunk
+                buf[pos : pos + len(chunk)] = chunk
             else:
-                del buf[pos:]   # a cut-off file
+                del buf[pos:]  # a cut-off file
         return bytes(buf)
 
     def target(data: bytes) -> None:
@@ -102,12 +156,24 @@ def test_importer_survives_bounded_fuzzing(tmp_path):
         (tmp_path / "rocm.json").write_bytes(gzip.decompress(rocm.read_bytes()))
         env["GPUPROF_FUZZ_SEED_FILE"] = str(tmp_path / "rocm.json")
     proc = subprocess.run(
-        [sys.executable, __file__, f"-max_total_time={FUZZ_SECONDS}", "-timeout=10", "-rss_limit_mb=2048",
-         "-max_len=100000", f"-artifact_prefix={tmp_path}/", str(corpus)],
-        capture_output=True, text=True, timeout=FUZZ_SECONDS + 60, env=env)
+        [
+            sys.executable,
+            __file__,
+            f"-max_total_time={FUZZ_SECONDS}",
+            "-timeout=10",
+            "-rss_limit_mb=2048",
+            "-max_len=100000",
+            f"-artifact_prefix={tmp_path}/",
+            str(corpus),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=FUZZ_SECONDS + 60,
+        env=env,
+    )
     tail = (proc.stdout + proc.stderr)[-3000:]
     assert proc.returncode == 0, f"the fuzzer found a failing input (saved under {tmp_path}):\n{tail}"
-    assert "Done" in tail, tail   # libFuzzer's summary line: the run really happened
+    assert "Done" in tail, tail  # libFuzzer's summary line: the run really happened
 
 
 if __name__ == "__main__":

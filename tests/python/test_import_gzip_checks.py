@@ -15,13 +15,15 @@ READ_BYTES = 1 << 16
 
 
 def trace_text(n_events: int) -> bytes:
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1,
-               "ts": 1000 + 3 * i, "dur": 2} for i in range(n_events)]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 1, "ts": 1000 + 3 * i, "dur": 2}
+        for i in range(n_events)
+    ]
     return json.dumps({"traceEvents": events}, indent=1).encode()
 
 
 def gzip_member(data: bytes, level: int = 6) -> bytes:
-    c = zlib.compressobj(level, zlib.DEFLATED, 31)   # 31: gzip wrapper
+    c = zlib.compressobj(level, zlib.DEFLATED, 31)  # 31: gzip wrapper
     return c.compress(data) + c.flush()
 
 
@@ -40,7 +42,7 @@ def test_a_wrong_crc_or_length_in_the_trailer_is_an_error(tmp_path):
     assert trace.num_events == 2000 and stats["json_bytes"] == len(text)
     for offset, what in ((8, "incorrect data check"), (4, "incorrect length check")):
         bad = tmp_path / f"bad{offset}.json.gz"
-        bad.write_bytes(damaged(gz, offset))   # 8: first CRC byte; 4: first length byte
+        bad.write_bytes(damaged(gz, offset))  # 8: first CRC byte; 4: first length byte
         with pytest.raises(TraceImportError, match=what):
             import_trace(bad)
 
@@ -59,10 +61,10 @@ def test_a_trailer_across_two_reads_is_checked(tmp_path):
     path = tmp_path / "split.json.gz"
     path.write_bytes(gz)
     assert import_trace(path)[0].num_events == 540
-    path.write_bytes(damaged(gz, 8))   # the CRC's first byte: in the first read
+    path.write_bytes(damaged(gz, 8))  # the CRC's first byte: in the first read
     with pytest.raises(TraceImportError, match="incorrect data check"):
         import_trace(path)
-    path.write_bytes(damaged(gz, 1))   # the length's last byte: in the second read
+    path.write_bytes(damaged(gz, 1))  # the length's last byte: in the second read
     with pytest.raises(TraceImportError, match="incorrect length check"):
         import_trace(path)
 

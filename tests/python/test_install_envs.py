@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,30 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENVS = os.environ.get("GPUPROF_INSTALL_ENVS")
 pytestmark = pytest.mark.skipif(
-    not ENVS, reason="GPUPROF_INSTALL_ENVS is not set: .ci/test builds these environments with "
-                     ".ci/install-envs.sh (bash .ci/install-envs.sh, then export GPUPROF_INSTALL_ENVS=build)")
+    not ENVS,
+    reason="GPUPROF_INSTALL_ENVS is not set: .ci/test builds these environments with "
+    ".ci/install-envs.sh (bash .ci/install-envs.sh, then export GPUPROF_INSTALL_ENVS=build)",
+)
 
 
 def _env_python(name: str) -> Path:
-    python = (ROOT / ENVS / name / "bin" / "python") if not Path(ENVS).is_absolute() else Path(ENVS) / name / "bin" / "python"
+    python = (
+        (ROOT / ENVS / name / "bin" / "python")
+        if not Path(ENVS).is_absolute()
+        else Path(ENVS) / name / "bin" / "python"
+    )
     assert python.exists(), f"{python} is missing: run .ci/install-envs.sh"
     return python
 
 
 def test_wheel_in_a_venv_without_torch():
     python = _env_python("venv-notorch")
-    proc = subprocess.run([str(python), str(ROOT / "tests" / "install" / "wheel_smoke.py")],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(python), str(ROOT / "tests" / "install" / "wheel_smoke.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "wheel smoke test passed" in proc.stdout
 
@@ -59,11 +68,17 @@ def test_torch_2_14_cuda_build_profiles_a_loop_and_analyses_its_trace(tmp_path):
     python = _env_python("venv-torch214")
     trace = tmp_path / "loop.pt.trace.json"
     env = {**os.environ, "GPUPROF_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([str(python), "-c", LOOP, str(trace)], capture_output=True, text=True,
-                          timeout=900, env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(python), "-c", LOOP, str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     live = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert live["torch"].startswith("2.14.1+cu"), live          # PyPI's CUDA build, run on the CPU
+    assert live["torch"].startswith("2.14.1+cu"), live  # PyPI's CUDA build, run on the CPU
     assert live["steps"] == 3
     assert {"aten::addmm", "aten::relu", "aten::linear"} <= set(live["operators"]), live
     assert "compiling its operator hooks for torch 2.14.1" in proc.stderr
@@ -71,18 +86,35 @@ def test_torch_2_14_cuda_build_profiles_a_loop_and_analyses_its_trace(tmp_path):
 
     # A second process with this torch finds the hooks in the cache: operators again, no compile,
     # and `gpuprof doctor` says so.
-    again = subprocess.run([str(python), "-c", LOOP, str(tmp_path / "again.json")], capture_output=True,
-                           text=True, timeout=600, env=env, cwd=tmp_path)
+    again = subprocess.run(
+        [str(python), "-c", LOOP, str(tmp_path / "again.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert "aten::addmm" in json.loads(again.stdout.strip().splitlines()[-1])["operators"]
     assert "compiling" not in again.stderr, again.stderr
-    doctor = subprocess.run([str(python.parent / "gpuprof"), "doctor"], capture_output=True, text=True,
-                            timeout=300, env=env, cwd=tmp_path)
+    doctor = subprocess.run(
+        [str(python.parent / "gpuprof"), "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert "operator hooks for torch 2.14.1" in doctor.stdout and ": cached (" in doctor.stdout, doctor.stdout
 
     out = tmp_path / "analysed.json"
-    proc = subprocess.run([str(python.parent / "gpuprof"), "analyze", str(trace), "--json", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(python.parent / "gpuprof"), "analyze", str(trace), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     analysed = json.loads(out.read_text())
     assert len(analysed["steps"]) == 3

@@ -41,7 +41,7 @@ def test_steps_come_from_the_optimizer(ip):
     # Six optimizer steps, all recorded; the code after the last one is not a whole step.
     assert [s["step"] for s in rep.steps] == [0, 1, 2, 3, 4, 5]
     assert all(s["cpu_exec_us"] > 0 for s in rep.steps)
-    assert _global_optimizer_hooks() == hooks_before   # the hook is gone after the cell
+    assert _global_optimizer_hooks() == hooks_before  # the hook is gone after the cell
 
 
 def test_steps_range(ip):
@@ -73,7 +73,7 @@ def test_a_failing_cell_keeps_its_report_and_raises(ip):
 def test_the_report_displays_as_html(ip, capsys):
     ip.run_cell_magic("gpuprof", "--name shown", "for _ in range(3):\n    one_step()\n")
     rep = ip.user_ns["shown"]
-    ip.display_formatter.formatters["text/html"].enabled = True   # as in a notebook
+    ip.display_formatter.formatters["text/html"].enabled = True  # as in a notebook
     fmt = ip.display_formatter.format(rep)[0]
     assert fmt["text/html"].lstrip().startswith('<div class="gpuprof-report">')
     assert "mean step time" in fmt["text/html"]

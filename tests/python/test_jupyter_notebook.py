@@ -17,16 +17,20 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "demo.ipynb"
 
 def test_demo_notebook_runs(tmp_path):
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     started = time.monotonic()
-    client.execute()   # raises CellExecutionError, with the cell and traceback, on any error
+    client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
     elapsed = time.monotonic() - started
     assert elapsed < 90, f"the demo notebook took {elapsed:.0f} s"
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
-    html = [o["data"]["text/html"] for o in outputs
-            if o.output_type == "display_data" and "text/html" in o.get("data", {})]
-    assert len(html) == 2 and all('<div class="gpuprof-report">' in h for h in html)   # before and after
+    html = [
+        o["data"]["text/html"]
+        for o in outputs
+        if o.output_type == "display_data" and "text/html" in o.get("data", {})
+    ]
+    assert len(html) == 2 and all('<div class="gpuprof-report">' in h for h in html)  # before and after
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "DataLoader share:" in text and "mean step time:" in text

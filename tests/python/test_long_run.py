@@ -1,5 +1,5 @@
-"""A long live run costs the same per step at its end as near its start, and holds no more memory
-(reliability issue, item 5). With schedule(active=1, repeat=0) every step is a span of its own, so
+"""A long live run costs the same per step at its end as near its start, and holds no more memory.
+With schedule(active=1, repeat=0) every step is a span of its own, so
 each step starts a collector epoch, records a `ProfilerStep#N` name never seen before, drains and
 builds a Report; the collector's name table used to keep every such name and each drain copied it
 all, so a step cost 1.1 ms at the start and 6.5 ms after 20,000 steps; prof.reports() used to keep
@@ -24,8 +24,8 @@ import importlib.util
 import statistics
 import sys
 import time
-from collections import Counter
 from array import array
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -35,7 +35,8 @@ import gpuprof
 
 MiB = 1 << 20
 _spec = importlib.util.spec_from_file_location(
-    "long_run", Path(__file__).resolve().parents[2] / "bench" / "long_run.py")
+    "long_run", Path(__file__).resolve().parents[2] / "bench" / "long_run.py"
+)
 long_run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(long_run)
 
@@ -48,9 +49,11 @@ def test_per_step_cost_and_memory_stay_flat_over_6000_one_step_spans():
     y = torch.ones(4)
     times = array("q", bytes(8 * steps))
     memory = {}
-    spans = Counter()   # steps per span -> spans (a list would grow by a step's worth itself)
+    spans = Counter()  # steps per span -> spans (a list would grow by a step's worth itself)
     sched = gpuprof.schedule(wait=0, warmup=0, active=1, repeat=0)
-    with gpuprof.profile(schedule=sched, on_trace_ready=lambda p: spans.update((len(p.report().steps),))) as prof:
+    with gpuprof.profile(
+        schedule=sched, on_trace_ready=lambda p: spans.update((len(p.report().steps),))
+    ) as prof:
         t_prev = time.perf_counter_ns()
         for i in range(steps):
             if i in (early + window, steps - 1):
@@ -64,13 +67,13 @@ def test_per_step_cost_and_memory_stay_flat_over_6000_one_step_spans():
             times[i] = now - t_prev
             t_prev = now
         last = prof.report()
-    assert spans == {1: steps}                                 # every step was its own span
-    assert len(prof.reports()) == 8                            # of which the latest 8 are kept
+    assert spans == {1: steps}  # every step was its own span
+    assert len(prof.reports()) == 8  # of which the latest 8 are kept
     ops = {r["name"] for r in last.to_dict()["operators"]}
-    assert {"aten::add_", "aten::mul_"} <= ops                 # and recorded its operators
+    assert {"aten::add_", "aten::mul_"} <= ops  # and recorded its operators
 
-    first = statistics.median(times[early:early + window])
-    final = statistics.median(times[late:late + window])
+    first = statistics.median(times[early : early + window])
+    final = statistics.median(times[late : late + window])
     assert final / first < 1.5, (first, final)
     (heap0, rss0, blocks0), (heap1, rss1, blocks1) = memory[early + window], memory[steps - 1]
     assert heap1 - heap0 < 1 * MiB, (heap1 - heap0) / MiB
@@ -98,11 +101,15 @@ def test_steps_call_the_extension_without_keyword_arguments(monkeypatch):
                 if kwargs:
                     keyword_calls[name] += 1
                 return attr(*args, **kwargs)
+
             return call
 
-    users = [m for n, m in list(sys.modules.items())
-             if n.startswith("gpuprof") and getattr(m, "_core", None) is _core]
-    assert len(users) >= 2   # at least collect/session.py and collect/gpu.py
+    users = [
+        m
+        for n, m in list(sys.modules.items())
+        if n.startswith("gpuprof") and getattr(m, "_core", None) is _core
+    ]
+    assert len(users) >= 2  # at least collect/session.py and collect/gpu.py
     for module in users:
         monkeypatch.setattr(module, "_core", Watch())
     x = torch.zeros(4)

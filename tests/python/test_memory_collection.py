@@ -53,7 +53,7 @@ def test_host_rss_per_step_shows_memory_a_loop_keeps():
     rss = [r["peak_rss_bytes"] for r in host]
     assert all(b >= a for a, b in zip(rss, rss[1:])), rss
     assert abs((rss[-1] - rss[0]) - 7 * 32 * MiB) <= slack, rss
-    assert all(r["peak_allocated_bytes"] is None for r in host)   # no host allocator levels
+    assert all(r["peak_allocated_bytes"] is None for r in host)  # no host allocator levels
 
 
 def test_device_allocator_levels_become_per_step_peaks():
@@ -74,7 +74,10 @@ def test_device_allocator_levels_become_per_step_peaks():
     report = prof.report()
     dev = _rows(report, 0)
     assert [(r["step"], r["peak_allocated_bytes"] // MiB, r["peak_reserved_bytes"] // MiB) for r in dev] == [
-        (0, 150, 256), (1, 120, 256), (2, 100, 256)]
+        (0, 150, 256),
+        (1, 120, 256),
+        (2, 100, 256),
+    ]
     assert all(r["peak_allocated_bytes"] is None for r in _rows(report, -1))
     # The device summary's peak is the span's highest level.
     (summary,) = report.to_dict()["devices"]
@@ -85,7 +88,9 @@ def test_levels_are_kept_only_in_active_steps():
     # schedule(wait=1, active=1, repeat=1): step 0 waits, step 1 records. A level reported while
     # waiting is not in the report; the one in step 1 is.
     h = _hooks()
-    with gpuprof.profile(schedule=schedule(wait=1, warmup=0, active=1, repeat=1), profile_memory=True) as prof:
+    with gpuprof.profile(
+        schedule=schedule(wait=1, warmup=0, active=1, repeat=1), profile_memory=True
+    ) as prof:
         for allocated in (700, 300):
             h.report_memory_usage(MiB, allocated * MiB, 1024 * MiB, "cuda:0")
             prof.step()
@@ -165,11 +170,29 @@ def test_text_and_markdown_reports_state_the_memory_in_a_sentence():
     # the last, peak 1.5 GiB in step 1.
     GiB = 1 << 30
     d = _real_cpu_report().to_dict()
-    d["memory"] = (
-        [{"step": s, "ts_ns": s, "device": 0, "peak_allocated_bytes": p * GiB, "peak_reserved_bytes": 32 * GiB,
-          "capacity_bytes": 80 * GiB, "peak_rss_bytes": None} for s, p in ((0, 10), (1, 30), (2, 20))]
-        + [{"step": s, "ts_ns": s, "device": -1, "peak_allocated_bytes": None, "peak_reserved_bytes": None,
-            "capacity_bytes": None, "peak_rss_bytes": int(p * GiB)} for s, p in ((0, 1.0), (1, 1.5), (2, 1.25))])
+    d["memory"] = [
+        {
+            "step": s,
+            "ts_ns": s,
+            "device": 0,
+            "peak_allocated_bytes": p * GiB,
+            "peak_reserved_bytes": 32 * GiB,
+            "capacity_bytes": 80 * GiB,
+            "peak_rss_bytes": None,
+        }
+        for s, p in ((0, 10), (1, 30), (2, 20))
+    ] + [
+        {
+            "step": s,
+            "ts_ns": s,
+            "device": -1,
+            "peak_allocated_bytes": None,
+            "peak_reserved_bytes": None,
+            "capacity_bytes": None,
+            "peak_rss_bytes": int(p * GiB),
+        }
+        for s, p in ((0, 1.0), (1, 1.5), (2, 1.25))
+    ]
     rep = gpuprof.Report.from_dict(d)
     gpu_line = "GPU 0: peak allocated 30.0 GiB of 80.0 GiB (38%) in step 1, reserved 32.0 GiB"
     host_line = "Host RSS: 1.0 GiB at step 0, 1.2 GiB at step 2 (+256.0 MiB), peak 1.5 GiB (step 1)"

@@ -20,8 +20,9 @@ def _trace(with_nvtx: bool):
         t.add_event("step", f"ProfilerStep#{n}", base, 1_000_000, tid=7)
         t.add_event("host_op", "aten::mm", base + 100_000, 200_000, tid=7)
         t.add_event("runtime", "cudaLaunchKernel", base + 150_000, 10_000, correlation=n + 1, tid=7)
-        t.add_event("kernel", "volta_sgemm_128x64_nn", base + 200_000, 300_000, correlation=n + 1,
-                    device=0, tid=7)
+        t.add_event(
+            "kernel", "volta_sgemm_128x64_nn", base + 200_000, 300_000, correlation=n + 1, device=0, tid=7
+        )
     if with_nvtx:
         t.add_event("nvtx", "epoch", -500_000, 3_000_000, tid=7)
         t.add_event("nvtx", "idle wait", 600_000, 300_000, tid=7)
@@ -53,9 +54,10 @@ def test_chrome_export_of_nvtx_events_reads_back_exactly(tmp_path):
     doc = json.loads(path.read_text())
     nvtx = [e for e in doc["traceEvents"] if e.get("cat") == "nvtx"]
     assert sorted(e["name"] for e in nvtx) == ["checkpoint", "epoch", "idle wait"]
-    assert all(e["pid"] == 99 and e["tid"] == 7 for e in nvtx)   # the host thread's row
+    assert all(e["pid"] == 99 and e["tid"] == 7 for e in nvtx)  # the host thread's row
     again = gpuprof.analyze(path)
     fields = ("name", "start_ns", "dur_ns", "tid", "device")
-    assert [tuple(e[f] for f in fields) for e in _core.trace_events(again.trace, "nvtx")] == \
-           [tuple(e[f] for f in fields) for e in _core.trace_events(trace, "nvtx")]
+    assert [tuple(e[f] for f in fields) for e in _core.trace_events(again.trace, "nvtx")] == [
+        tuple(e[f] for f in fields) for e in _core.trace_events(trace, "nvtx")
+    ]
     assert _steps(again) == _steps(build_report(trace))

@@ -9,16 +9,23 @@ import os
 import pytest
 
 import gpuprof
-from gpuprof.collect.gpu import NVTX_INJECTION_ENV, GpuCollection, nvtx_injection_path
 from gpuprof._native import _core
+from gpuprof.collect.gpu import NVTX_INJECTION_ENV, GpuCollection, nvtx_injection_path
 
 torch = pytest.importorskip("torch")
 
 
 def _collection_started_with(library: str, nvtx_markers: bool = True) -> GpuCollection:
     g = GpuCollection(True, 1000)
-    g.status = {"enabled": True, "message": "", "cupti_library": library, "cupti_version": 130001,
-                "nvtx_markers": nvtx_markers, "nvml": False, "nvml_message": ""}
+    g.status = {
+        "enabled": True,
+        "message": "",
+        "cupti_library": library,
+        "cupti_version": 130001,
+        "nvtx_markers": nvtx_markers,
+        "nvml": False,
+        "nvml_message": "",
+    }
     g.status["nvtx"] = g._nvtx_injection()
     return g
 
@@ -34,8 +41,10 @@ def fake_libcupti(tmp_path, monkeypatch):
 def test_unset_injection_is_left_unset_and_the_note_says_how_to_turn_it_on(fake_libcupti):
     g = _collection_started_with(fake_libcupti)
     assert NVTX_INJECTION_ENV not in os.environ
-    assert g.status["nvtx"] == (f"off: to collect your own NVTX ranges, start Python with "
-                                f"{NVTX_INJECTION_ENV}={fake_libcupti} (docs/gpu.md)")
+    assert g.status["nvtx"] == (
+        f"off: to collect your own NVTX ranges, start Python with "
+        f"{NVTX_INJECTION_ENV}={fake_libcupti} (docs/gpu.md)"
+    )
     g.release()
     assert NVTX_INJECTION_ENV not in os.environ
 
@@ -46,8 +55,9 @@ def test_another_tools_injection_is_never_overridden(fake_libcupti, monkeypatch,
     monkeypatch.setenv(NVTX_INJECTION_ENV, str(nsys))
     g = _collection_started_with(fake_libcupti)
     assert os.environ[NVTX_INJECTION_ENV] == str(nsys)
-    assert g.status["nvtx"] == (f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({nsys}), which "
-                                "receives the NVTX ranges")
+    assert g.status["nvtx"] == (
+        f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({nsys}), which receives the NVTX ranges"
+    )
     g.release()
     assert os.environ[NVTX_INJECTION_ENV] == str(nsys)
 
@@ -72,7 +82,7 @@ def test_no_marker_activity_means_no_injection(fake_libcupti):
 def test_metadata_says_whether_nvtx_ranges_are_collected(fake_libcupti):
     g = _collection_started_with(fake_libcupti)
     trace = _core.Trace()
-    g.drain_into(trace)   # never started natively: only the notes
+    g.drain_into(trace)  # never started natively: only the notes
     md = dict(trace.metadata)
     assert md["nvtx_ranges"] == g.status["nvtx"] and md["nvtx_ranges"].startswith("off: to collect")
     assert md["gpu_collection"].startswith("on (CUPTI 130001")
@@ -90,9 +100,11 @@ def test_a_host_only_session_leaves_the_environment_alone(monkeypatch):
     assert "nvtx_ranges" not in prof.report().to_dict()["metadata"]
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/lib64/libcupti.so.13")
-                    and not os.path.exists("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"),
-                    reason="no CUDA 13 toolkit libcupti on this machine")
+@pytest.mark.skipif(
+    not os.path.exists("/usr/local/cuda/lib64/libcupti.so.13")
+    and not os.path.exists("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"),
+    reason="no CUDA 13 toolkit libcupti on this machine",
+)
 def test_nvtx_injection_path_names_the_libcupti_gpu_collection_loads():
     path = nvtx_injection_path()
     assert os.path.isfile(path)

@@ -6,10 +6,10 @@ import time
 
 import pytest
 import torch
+from _loops import SleepyImages, make_cnn, train_step
 from torch.utils.data import DataLoader
 
 import gpuprof
-from _loops import SleepyImages, make_cnn, train_step
 
 CATS = ["kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"]
 
@@ -18,7 +18,7 @@ def calibrated_reps(model, opt, x, y, target_s):
     """How many forward/backward passes make a step last about `target_s` on this machine."""
     train_step(model, opt, x, y)
     per = float("inf")
-    for _ in range(5):   # the fastest pass: what the machine does when nothing else runs
+    for _ in range(5):  # the fastest pass: what the machine does when nothing else runs
         t0 = time.perf_counter()
         train_step(model, opt, x, y)
         per = min(per, time.perf_counter() - t0)
@@ -29,8 +29,11 @@ def profile_loop(num_workers, reps, steps=7, sleep_s=0.008, batch_size=8):
     torch.manual_seed(0)
     model = make_cnn()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(SleepyImages(n=batch_size * (steps + 2), sleep_s=sleep_s),
-                        batch_size=batch_size, num_workers=num_workers)
+    loader = DataLoader(
+        SleepyImages(n=batch_size * (steps + 2), sleep_s=sleep_s),
+        batch_size=batch_size,
+        num_workers=num_workers,
+    )
     # wait=2, warmup=1: worker start-up and first-call costs stay out of the recorded steps.
     with gpuprof.profile(schedule=gpuprof.schedule(wait=2, warmup=1, active=steps - 3)) as prof:
         for x, y in loader:
@@ -57,8 +60,8 @@ def test_slow_dataset_makes_dataloader_the_largest_category(reps):
     # 64 ms of sleeping per batch against ~25 ms of compute: ~72% in the DataLoader.
     assert avg["dataloader_pct"] > 50, report
     assert avg["dataloader_pct"] == max(avg[f"{c}_pct"] for c in CATS)
-    assert avg["cpu_exec_pct"] > 5, report   # the forward/backward ops were seen
-    assert avg["kernel_us"] == 0 and avg["runtime_us"] == 0   # no GPU here
+    assert avg["cpu_exec_pct"] > 5, report  # the forward/backward ops were seen
+    assert avg["kernel_us"] == 0 and avg["runtime_us"] == 0  # no GPU here
 
 
 # torch warns that 4 workers exceed a 2-CPU machine's suggestion: they sleep, that is the point.
@@ -85,18 +88,29 @@ def test_categories_add_up_to_step_time(reps):
 def test_dataloader_settings_and_cpus_are_recorded():
     model = make_cnn()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(SleepyImages(n=64), batch_size=16, num_workers=2, prefetch_factor=3,
-                        persistent_workers=True)
+    loader = DataLoader(
+        SleepyImages(n=64), batch_size=16, num_workers=2, prefetch_factor=3, persistent_workers=True
+    )
     with gpuprof.profile() as prof:
         for x, y in loader:
             train_step(model, opt, x, y)
             prof.step()
     report = prof.report()
-    assert report.dataloaders == [{
-        "iterator": "_MultiProcessingDataLoaderIter", "dataset": "SleepyImages", "dataset_length": 64,
-        "batch_size": 16, "num_workers": 2, "pin_memory": False, "prefetch_factor": 3,
-        "persistent_workers": True, "batches_seen": 4}]
+    assert report.dataloaders == [
+        {
+            "iterator": "_MultiProcessingDataLoaderIter",
+            "dataset": "SleepyImages",
+            "dataset_length": 64,
+            "batch_size": 16,
+            "num_workers": 2,
+            "pin_memory": False,
+            "prefetch_factor": 3,
+            "persistent_workers": True,
+            "batches_seen": 4,
+        }
+    ]
     import os
+
     assert report.host["cpus_available"] == len(os.sched_getaffinity(0))
 
 
@@ -110,7 +124,7 @@ def test_ranges_and_ops_on_other_threads_are_seen():
             torch.randn(128, 128).sum()
         t = threading.Thread(target=worker)
         t.start()
-        t.join()   # the thread has exited before the span is drained: its events must survive
+        t.join()  # the thread has exited before the span is drained: its events must survive
         prof.step()
     trace = prof.report().trace
     names = trace.event_names("user_range")
@@ -164,9 +178,9 @@ def test_json_schema_and_text(tmp_path):
     assert set(d["average"]) >= {f"{c}_pct" for c in CATS} | {f"{c}_us" for c in CATS}
     assert set(d["counts"]) >= {"events", "dropped"}
     path = tmp_path / "r" / "report.json"
-    report.to_json(path, trace=False)   # (with the trace, source also names the trace file written)
+    report.to_json(path, trace=False)  # (with the trace, source also names the trace file written)
     assert json.loads(path.read_text()) == d
     again = gpuprof.Report.load(path)
     assert again.average == report.average
     text = str(report)
-    assert "CPU Exec" in text and "step" in text and "\x1b[" not in text   # no colour off a TTY
+    assert "CPU Exec" in text and "step" in text and "\x1b[" not in text  # no colour off a TTY

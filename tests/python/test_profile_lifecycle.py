@@ -12,13 +12,16 @@ def hooks():
     return _hooks_loader.hooks()
 
 
-@pytest.mark.parametrize("kw", [
-    dict(wait=1, warmup=1, active=3),
-    dict(wait=0, warmup=0, active=1),
-    dict(wait=2, warmup=1, active=2, repeat=2),
-    dict(wait=1, warmup=2, active=3, repeat=1, skip_first=3),
-    dict(wait=0, warmup=1, active=2, repeat=0, skip_first=1),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(wait=1, warmup=1, active=3),
+        dict(wait=0, warmup=0, active=1),
+        dict(wait=2, warmup=1, active=2, repeat=2),
+        dict(wait=1, warmup=2, active=3, repeat=1, skip_first=3),
+        dict(wait=0, warmup=1, active=2, repeat=0, skip_first=1),
+    ],
+)
 def test_schedule_matches_torch_profiler(kw):
     # torch.profiler.schedule is the semantics users know; ours must give the same action per step.
     theirs = torch.profiler.schedule(**kw)
@@ -45,7 +48,7 @@ def test_recorded_steps_follow_the_schedule():
 
     sched = gpuprof.schedule(wait=1, warmup=1, active=2, repeat=2, skip_first=1)
     with gpuprof.profile(schedule=sched, on_trace_ready=ready) as prof:
-        for step in range(12):
+        for _step in range(12):
             hooked.append(hooks().aten_has_global_callbacks())
             torch.ones(2).add(1)
             prof.step()
@@ -97,7 +100,7 @@ def test_no_callback_remains_after_the_block():
 
     original_next = dl._BaseDataLoaderIter.__next__
     with gpuprof.profile() as prof:
-        for x in torch.utils.data.DataLoader(list(range(8)), batch_size=4):
+        for _x in torch.utils.data.DataLoader(list(range(8)), batch_size=4):
             prof.step()
         assert hooks().aten_has_global_callbacks()
     assert not hooks().aten_has_global_callbacks()
@@ -105,6 +108,7 @@ def test_no_callback_remains_after_the_block():
     assert dl._BaseDataLoaderIter.__next__ is original_next
     # And the collector is idle: ops after the block are not recorded anywhere.
     from gpuprof._native import _core
+
     before = _core.collector_stats()["events"]
     torch.ones(3).add(1)
     assert _core.collector_stats()["events"] == before
@@ -126,7 +130,7 @@ def test_exception_removes_hooks_and_keeps_data(exc):
     assert [s["step"] for s in report.steps] == [0, 1, 2, 3]
     assert report.to_dict()["source"]["partial_span"] is True
     assert "aten::mm" in report.trace.event_names("host_op")
-    assert len(seen) == 1   # what ran before the error was handed to on_trace_ready too
+    assert len(seen) == 1  # what ran before the error was handed to on_trace_ready too
     # A new session starts cleanly afterwards.
     with gpuprof.profile() as again:
         torch.ones(1).add(1)

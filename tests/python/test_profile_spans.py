@@ -1,5 +1,5 @@
-"""Which span prof.report() gives, and the latest spans through prof.reports() (issue 16, item 7;
-bounded to keep_reports spans for long runs: reliability issue, item 5)."""
+"""Which span prof.report() gives, and the latest spans through prof.reports() (bounded to
+keep_reports spans for long runs)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,11 @@ def test_partial_last_span_is_reported_and_names_the_complete_one():
     src = prof.report().to_dict()["source"]
     assert prof.report() is spans[-1]
     assert src["partial_span"] and (src["first_step"], src["last_step"]) == (7, 7)
-    assert src["complete_span"] == 0 and "steps 2..4" in src["note"] and "prof.reports()[0] gives it" in src["note"]
+    assert (
+        src["complete_span"] == 0
+        and "steps 2..4" in src["note"]
+        and "prof.reports()[0] gives it" in src["note"]
+    )
     assert src["note"] in prof.report().to_text(width=200)
     first = spans[0].to_dict()["source"]
     assert not first["partial_span"] and (first["first_step"], first["last_step"]) == (2, 4)
@@ -42,7 +46,7 @@ def test_partial_last_span_is_reported_and_names_the_complete_one():
 
 
 def test_repeat_zero_keeps_every_cycle_and_drops_old_traces():
-    prof = _loop(gpuprof.schedule(wait=0, warmup=1, active=2), 12)   # cycles of 3: 4 spans
+    prof = _loop(gpuprof.schedule(wait=0, warmup=1, active=2), 12)  # cycles of 3: 4 spans
     spans = prof.reports()
     assert [[s["step"] for s in r.steps] for r in spans] == [[1, 2], [4, 5], [7, 8], [10, 11]]
     assert [r.to_dict()["source"]["span"] for r in spans] == [0, 1, 2, 3]
@@ -63,15 +67,17 @@ def test_many_spans_keep_only_the_latest_reports_and_free_the_others():
     steps = 300
     torch.manual_seed(0)
     m = torch.nn.Linear(8, 8)
-    with gpuprof.profile(schedule=gpuprof.schedule(wait=0, warmup=0, active=1),
-                         on_trace_ready=lambda p: refs.append(weakref.ref(p.report()))) as prof:
+    with gpuprof.profile(
+        schedule=gpuprof.schedule(wait=0, warmup=0, active=1),
+        on_trace_ready=lambda p: refs.append(weakref.ref(p.report())),
+    ) as prof:
         for _ in range(steps):
             m(torch.randn(4, 8)).sum().backward()
             prof.step()
     assert len(refs) == steps
     assert gpuprof.profile().keep_reports == 8
     kept = prof.reports()
-    assert len(kept) == 8 and _spans(prof) == list(range(steps - 8, steps))   # true span indices
+    assert len(kept) == 8 and _spans(prof) == list(range(steps - 8, steps))  # true span indices
     assert [r.steps[0]["step"] for r in kept] == list(range(steps - 8, steps))
     assert prof.report() is kept[-1]
     assert [r.trace is not None for r in kept] == [False] * 6 + [True, True]
@@ -107,5 +113,7 @@ def test_partial_span_note_with_keep_reports_1_says_the_complete_span_is_not_kep
     assert _spans(prof) == [5]
     src = prof.report().to_dict()["source"]
     assert src["complete_span"] == 4
-    assert "span 4 is complete (steps 13..14) (not kept: keep_reports=1; on_trace_ready received it)" \
+    assert (
+        "span 4 is complete (steps 13..14) (not kept: keep_reports=1; on_trace_ready received it)"
         in src["note"]
+    )

@@ -14,8 +14,17 @@ def _rank(rank, world, steps, comm_total_us=None):
         row.update({f"{k}_us": v for k, v in cats.items()})
         row["total_us"] = sum(cats.values())
         rows.append(row)
-    return {"rank": rank, "local_rank": rank % 2, "world_size": world, "hostname": f"n{rank // 2}",
-            "device": "cpu", "backend": "gloo", "steps": rows, "average": {}, "comm_total_us": comm_total_us}
+    return {
+        "rank": rank,
+        "local_rank": rank % 2,
+        "world_size": world,
+        "hostname": f"n{rank // 2}",
+        "device": "cpu",
+        "backend": "gloo",
+        "steps": rows,
+        "average": {},
+        "comm_total_us": comm_total_us,
+    }
 
 
 def test_one_slow_rank_of_four_is_the_straggler_and_the_others_wait_for_it():
@@ -27,13 +36,14 @@ def test_one_slow_rank_of_four_is_the_straggler_and_the_others_wait_for_it():
     assert [r["rank"] for r in out["ranks"]] == [0, 1, 2, 3]
     assert out["matched_steps"] == 3 and out["missing_ranks"] == []
     # Outside collectives: 10 ms on the median rank, 14 ms on rank 2 -> 4 ms, 25% of its 16 ms step.
-    assert out["stragglers"] == [{"rank": 2, "excess_us": 4000.0, "excess_pct": 25.0,
-                                  "category": "dataloader_us"}]
+    assert out["stragglers"] == [
+        {"rank": 2, "excess_us": 4000.0, "excess_pct": 25.0, "category": "dataloader_us"}
+    ]
     waits = {r["rank"]: r["collective_wait_us"] for r in out["ranks"]}
     assert waits == {0: 4000.0, 1: 4000.0, 2: 0.0, 3: 4000.0}
     # Imbalance: (max busy 14 ms - mean busy 11 ms) / mean step 16 ms = 18.75%.
     assert out["imbalance_pct"] == 18.75
-    assert all(r["comm_comp_overlap_pct"] is None for r in out["ranks"])   # no device collectives
+    assert all(r["comm_comp_overlap_pct"] is None for r in out["ranks"])  # no device collectives
 
 
 def test_two_ranks_the_fast_one_is_the_reference():
@@ -42,7 +52,9 @@ def test_two_ranks_the_fast_one_is_the_reference():
     b = [{"cpu_exec": 7_000, "communication": 1_000}] * 2
     out = cross_rank([_rank(0, 2, a), _rank(1, 2, b)])
     # 2 ms of rank 0's 8 ms step: 25%.
-    assert out["stragglers"] == [{"rank": 1, "excess_us": 2000.0, "excess_pct": 25.0, "category": "cpu_exec_us"}]
+    assert out["stragglers"] == [
+        {"rank": 1, "excess_us": 2000.0, "excess_pct": 25.0, "category": "cpu_exec_us"}
+    ]
 
 
 def test_one_slow_step_is_not_a_straggler():
@@ -54,8 +66,12 @@ def test_one_slow_step_is_not_a_straggler():
 
 def test_balanced_ranks_name_no_straggler():
     # 5% apart: under the 10% threshold, noise.
-    out = cross_rank([_rank(0, 2, [{"kernel": 10_000, "communication": 1_000}]),
-                         _rank(1, 2, [{"kernel": 10_500, "communication": 500}])])
+    out = cross_rank(
+        [
+            _rank(0, 2, [{"kernel": 10_000, "communication": 1_000}]),
+            _rank(1, 2, [{"kernel": 10_500, "communication": 500}]),
+        ]
+    )
     assert out["stragglers"] == []
 
 
@@ -75,23 +91,35 @@ def test_overlap_is_the_hidden_share_of_device_communication():
 
 
 def test_summary_from_report_reads_distributed_info_and_nccl_kernels():
-    data = {"steps": [{"step": 7, "total_us": 10.0, "communication_us": 1.0, "start_ns": 5}],
-            "average": {"total_us": 10.0},
-            "metadata": {"distributedInfo": '{"backend": "nccl", "rank": 3, "world_size": 8}'},
-            "kernels": [{"name": "ncclKernel_AllReduce_RING_LL_Sum_float", "total_us": 4.0},
-                        {"name": "volta_sgemm", "total_us": 6.0}]}
+    data = {
+        "steps": [{"step": 7, "total_us": 10.0, "communication_us": 1.0, "start_ns": 5}],
+        "average": {"total_us": 10.0},
+        "metadata": {"distributedInfo": '{"backend": "nccl", "rank": 3, "world_size": 8}'},
+        "kernels": [
+            {"name": "ncclKernel_AllReduce_RING_LL_Sum_float", "total_us": 4.0},
+            {"name": "volta_sgemm", "total_us": 6.0},
+        ],
+    }
     s = summary_from_report(data)
     assert (s["rank"], s["world_size"], s["backend"], s["comm_total_us"]) == (3, 8, "nccl", 4.0)
     assert s["steps"] == [{"step": 7, "total_us": 10.0, "communication_us": 1.0}]
 
 
 def _report_with(out, step_us, comm_us):
-    avg = {"total_us": step_us, **{f"{k}_us": 0.0 for k, _ in CATEGORIES},
-           **{f"{k}_pct": 0.0 for k, _ in CATEGORIES}}
+    avg = {
+        "total_us": step_us,
+        **{f"{k}_us": 0.0 for k, _ in CATEGORIES},
+        **{f"{k}_pct": 0.0 for k, _ in CATEGORIES},
+    }
     avg["communication_us"] = comm_us
     avg["communication_pct"] = 100.0 * comm_us / step_us
-    return {"steps": [{"step": 1, "total_us": step_us}], "average": avg, "counts": {"steps": 1},
-            "ranks": out["ranks"], "stragglers": out["stragglers"]}
+    return {
+        "steps": [{"step": 1, "total_us": step_us}],
+        "average": avg,
+        "counts": {"steps": 1},
+        "ranks": out["ranks"],
+        "stragglers": out["stragglers"],
+    }
 
 
 def test_advice_blames_the_straggler_not_the_communication():
@@ -103,7 +131,7 @@ def test_advice_blames_the_straggler_not_the_communication():
     assert "straggler" in rules and "communication" not in rules
     rec = recs[rules.index("straggler")]
     assert rec["evidence"]["rank"] == 2 and rec["evidence"]["category"] == "dataloader_us"
-    assert rec["saving_bound_pct"] == 25.0          # 4 ms of a 16 ms step
+    assert rec["saving_bound_pct"] == 25.0  # 4 ms of a 16 ms step
     assert "DistributedSampler" in rec["fix"]
 
 
@@ -115,10 +143,10 @@ def test_without_a_straggler_exposed_communication_is_advised():
 
 
 def test_renderers_show_the_ranks_and_the_straggler_escaped():
+    from report_samples import cpu_report_dict
+
     import gpuprof
     from gpuprof.analysis.ranks import attach
-
-    from report_samples import cpu_report_dict
 
     fast = [{"cpu_exec": 10_000, "communication": 6_000}] * 3
     slow = [{"cpu_exec": 10_000, "dataloader": 4_000, "communication": 2_000}] * 3
@@ -127,7 +155,9 @@ def test_renderers_show_the_ranks_and_the_straggler_escaped():
     data = attach(cpu_report_dict(), cross_rank(ranks))
     report = gpuprof.Report.from_dict(data)
     text = report.to_text(color=False, width=160)
-    assert "Ranks" in text and "rank 2 is a straggler: 4.00 ms per step" in text and "mostly dataloader" in text
+    assert (
+        "Ranks" in text and "rank 2 is a straggler: 4.00 ms per step" in text and "mostly dataloader" in text
+    )
     md = report.to_markdown()
     assert "### Ranks" in md and "| &lt;b&gt;node\\|1&lt;/b&gt; |" in md
     html = report.to_html()

@@ -49,7 +49,7 @@ def test_deep_nesting_under_a_metadata_key_is_an_error_not_a_segfault(tmp_path):
 def test_invalid_utf8_in_a_metadata_key_is_cleaned(tmp_path):
     path = tmp_path / "key.json"
     path.write_bytes(b'{"traceEvents":[' + json.dumps(STEP).encode() + b'],"k\xff":1,"v":{"\xfex":"\xfd"}}')
-    report = gpuprof.analyze(path)          # no UnicodeDecodeError: names are cleaned to U+FFFD
+    report = gpuprof.analyze(path)  # no UnicodeDecodeError: names are cleaned to U+FFFD
     md = report.to_dict()["metadata"]
     assert md["k\ufffd"] == "1"
     assert "\ufffd" in md["v"]
@@ -65,10 +65,12 @@ def test_a_file_name_that_is_not_utf8_as_argument_and_inside_a_folder(tmp_path):
         json.dump({"traceEvents": [STEP]}, f)
     shown = os.fsdecode(raw)
     report = gpuprof.analyze(shown)
-    assert report.source["path"].endswith("rank\\xff.json")       # printable, says which bytes
+    assert report.source["path"].endswith("rank\\xff.json")  # printable, says which bytes
     assert [r.source["path"] for r in gpuprof.analyze(folder)] == [report.source["path"]]
     for target in (raw, os.fsencode(folder)):
-        proc = subprocess.run([sys.executable, "-m", "gpuprof", "analyze", target], capture_output=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuprof", "analyze", target], capture_output=True, timeout=300
+        )
         assert proc.returncode == 0, proc.stderr
         assert b"Traceback" not in proc.stderr and b"rank\\xff.json" in proc.stdout
 
@@ -77,17 +79,19 @@ def test_a_file_name_that_is_not_utf8_as_argument_and_inside_a_folder(tmp_path):
         f.write(b'{"traceEvents": [1, 2')
     with pytest.raises(gpuprof.TraceImportError) as e:
         gpuprof.analyze(os.fsdecode(bad))
-    assert os.fsencode(e.value.path) == bad                      # round-trips to the file
+    assert os.fsencode(e.value.path) == bad  # round-trips to the file
     assert "broken\\xfe.json" in str(e.value)
-    one_error_line(subprocess.run([sys.executable, "-m", "gpuprof", "analyze", bad], capture_output=True,
-                                  timeout=300), b"broken\\xfe.json")
+    one_error_line(
+        subprocess.run([sys.executable, "-m", "gpuprof", "analyze", bad], capture_output=True, timeout=300),
+        b"broken\\xfe.json",
+    )
 
 
 def test_a_huge_step_number_does_not_overflow(tmp_path):
     path = tmp_path / "big.json"
     path.write_text(json.dumps({"traceEvents": [{**STEP, "name": "ProfilerStep#99999999999999999999999"}]}))
     report = gpuprof.analyze(path)
-    assert len(report.steps) == 1          # still a step marker; just not a usable number
+    assert len(report.steps) == 1  # still a step marker; just not a usable number
 
 
 HOSTILE = "evil\n# Heading\n<img src=x onerror=alert(1)>`x`\r\n| a | b |\x1b[31m"
@@ -113,7 +117,7 @@ def test_markdown_outputs_keep_outside_strings_inert(tmp_path, capsys):
     assert main(["report", str(path), "-f", "md"]) == 0
     md = capsys.readouterr().out
     _markdown_is_inert(md)
-    assert "evil\\n# Heading" in md                      # shown, escaped, inside one code span
+    assert "evil\\n# Heading" in md  # shown, escaped, inside one code span
 
     hostile_file = tmp_path / "evil\n# Heading `x`.json"
     gpuprof.Report.from_dict(cpu_report_dict()).to_json(hostile_file)
@@ -134,8 +138,13 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     path = tmp_path / "r.json"
     gpuprof.Report.from_dict(cpu_report_dict()).to_json(path)
     code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run(f"{sys.executable} -c '{code}' report {path} -f text | head -n 1",
-                          shell=True, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        f"{sys.executable} -c '{code}' report {path} -f text | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.stdout.startswith("gpuprof step breakdown")
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
 
@@ -158,10 +167,10 @@ def test_diff_compares_operators_by_host_time(tmp_path, capsys):
 
 
 def test_binary_and_sparse_files_fail_at_once_at_the_first_bad_byte(tmp_path):
-    proc = cli("analyze", "/dev/zero")         # used to run forever, growing 100 MB/s
+    proc = cli("analyze", "/dev/zero")  # used to run forever, growing 100 MB/s
     assert "invalid JSON at byte 0: a NUL byte" in one_error_line(proc, b"/dev/zero")
     sparse = tmp_path / "sparse.json"
-    with open(sparse, "wb") as f:              # 5 GB, all of it a hole after byte 15
+    with open(sparse, "wb") as f:  # 5 GB, all of it a hole after byte 15
         f.write(b'{"traceEvents":')
         f.truncate(5 << 30)
     proc = cli("analyze", str(sparse))
@@ -178,8 +187,12 @@ def test_one_huge_string_stops_at_the_token_limit(tmp_path, gz):
     path = tmp_path / ("big.json.gz" if gz else "big.json")
     path.write_bytes(gzip.compress(text, 1) if gz else text)
     code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, "analyze", str(path)], capture_output=True,
-                          timeout=300, env={**os.environ, "GPUPROF_MAX_TOKEN_MIB": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "analyze", str(path)],
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "GPUPROF_MAX_TOKEN_MIB": "1"},
+    )
     line = one_error_line(proc, str(path).encode())
     assert "a single JSON string or number is longer than 1 MiB" in line and "GPUPROF_MAX_TOKEN_MIB" in line
 
@@ -189,15 +202,21 @@ def test_ctrl_c_stops_a_long_import_within_a_second(tmp_path):
     import signal
     import time
 
-    writer = ("import sys\nw = sys.stdout.buffer\nw.write(b'{\"traceEvents\":[')\n"
-              "ev = b'{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1},' * 1000\n"
-              "try:\n    while True: w.write(ev)\nexcept BrokenPipeError:\n    pass\n")
+    writer = (
+        "import sys\nw = sys.stdout.buffer\nw.write(b'{\"traceEvents\":[')\n"
+        'ev = b\'{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1},\' * 1000\n'
+        "try:\n    while True: w.write(ev)\nexcept BrokenPipeError:\n    pass\n"
+    )
     producer = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE)
     code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    reader = subprocess.Popen([sys.executable, "-c", code, "analyze", "/dev/stdin"], stdin=producer.stdout,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", code, "analyze", "/dev/stdin"],
+        stdin=producer.stdout,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     producer.stdout.close()
-    time.sleep(3.0)                            # well inside the import by now
+    time.sleep(3.0)  # well inside the import by now
     assert reader.poll() is None
     sent = time.monotonic()
     reader.send_signal(signal.SIGINT)
@@ -206,15 +225,19 @@ def test_ctrl_c_stops_a_long_import_within_a_second(tmp_path):
     producer.kill()
     assert reader.returncode == 130, err
     assert b"interrupted" in err and b"Traceback" not in err
-    assert waited < 5.0, waited                # about one chunk; generous for a loaded machine
+    assert waited < 5.0, waited  # about one chunk; generous for a loaded machine
 
 
 def test_a_fifo_without_a_writer_is_reported_not_waited_on_forever(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)
     code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, "analyze", str(fifo)], capture_output=True,
-                          timeout=120, env={**os.environ, "GPUPROF_FIFO_WAIT_S": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "analyze", str(fifo)],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "GPUPROF_FIFO_WAIT_S": "1"},
+    )
     assert "a FIFO that no process is writing to" in one_error_line(proc, str(fifo).encode())
 
 
@@ -256,7 +279,7 @@ def test_permission_problems_are_named_as_such(tmp_path):
     readable = tmp_path / "readable.json"
     readable.write_text(json.dumps({"traceEvents": [STEP]}))
     assert main(["analyze", str(readable)]) == 0
-    readable_folder = tmp_path / "readable_folder"   # and the folder path's modules
+    readable_folder = tmp_path / "readable_folder"  # and the folder path's modules
     readable_folder.mkdir()
     (readable_folder / "rank0.json").write_text(json.dumps({"traceEvents": [STEP]}))
     assert main(["analyze", str(readable_folder)]) == 0
@@ -285,10 +308,13 @@ def test_permission_problems_are_named_as_such(tmp_path):
             err = f.read()
         _, status = os.waitpid(pid, 0)
         return subprocess.CompletedProcess(args, os.waitstatus_to_exitcode(status), b"", err)
+
     try:
-        for target, words in ((locked, b"permission denied (cannot list this folder)"),
-                              (locked / "rank0.json", b"permission denied"),
-                              (unreadable, b"Permission denied")):
+        for target, words in (
+            (locked, b"permission denied (cannot list this folder)"),
+            (locked / "rank0.json", b"permission denied"),
+            (unreadable, b"Permission denied"),
+        ):
             proc = as_nobody("analyze", str(target))
             line = one_error_line(proc, str(target).encode())
             assert words.decode() in line and "no such file" not in line, line

@@ -35,22 +35,31 @@ def test_step_chart_has_one_bar_segment_per_nonzero_category_and_step():
     keys = [k for k, _ in gpuprof.report.model.CATEGORIES]
     expected = sum(1 for s in r.steps for k in keys if s[f"{k}_us"] > 0)
     assert chart.count("<rect") == expected > 0
-    assert f"step {r.steps[0]['step']}: DataLoader" in chart   # each segment has its tooltip
+    assert f"step {r.steps[0]['step']}: DataLoader" in chart  # each segment has its tooltip
 
 
 def test_gpu_sections_render_when_present_and_notes_when_absent():
     gpu = gpu_report().to_html()
-    for anchor in ('id="gpu-summary"', 'id="table-kernels"', 'id="table-operators"', 'id="table-copies"',
-                   'id="table-syncs"', "NVML, GPU 0: utilization", "GPU 0 memory"):
+    for anchor in (
+        'id="gpu-summary"',
+        'id="table-kernels"',
+        'id="table-operators"',
+        'id="table-copies"',
+        'id="table-syncs"',
+        "NVML, GPU 0: utilization",
+        "GPU 0 memory",
+    ):
         assert anchor in gpu
     assert gpu.index("The input pipeline starves the GPU") < gpu.index("Use mixed precision")
-    assert gpu.count("<polyline") == 4   # NVML utilization, NVML memory used, allocated, reserved
+    assert gpu.count("<polyline") == 4  # NVML utilization, NVML memory used, allocated, reserved
     cpu = cpu_report().to_html()
-    # advice issue: the sample's sleepy DataLoader (~8 ms per step) is advised; without advice the
+    # Advice: the sample's sleepy DataLoader (~8 ms per step) is advised; without advice the
     # section says there is none.
     assert "No GPU activity in this report" in cpu and "docs/advice.md#dataloader" in cpu
-    assert "No recommendation in this report" in gpuprof.Report.from_dict(
-        {**cpu_report().to_dict(), "advice": []}).to_html()
+    assert (
+        "No recommendation in this report"
+        in gpuprof.Report.from_dict({**cpu_report().to_dict(), "advice": []}).to_html()
+    )
     # A CPU run has no GPU sections; its memory section charts the host's resident set size.
     assert 'id="gpu-summary"' not in cpu and "GPU 0 memory" not in cpu
     assert "Host memory" in cpu and cpu.count("<polyline") == 1
@@ -59,7 +68,9 @@ def test_gpu_sections_render_when_present_and_notes_when_absent():
 def test_kernel_table_rows_carry_sort_values():
     html = gpu_report().to_html()
     table = html.split('id="table-kernels"')[1].split("</table>")[0]
-    totals = re.findall(r'data-v="([0-9.]+)">[0-9,]+</td><td class="num" data-v="[0-9.]+">[0-9.]+</td></tr>', table)
+    totals = re.findall(
+        r'data-v="([0-9.]+)">[0-9,]+</td><td class="num" data-v="[0-9.]+">[0-9.]+</td></tr>', table
+    )
     assert [float(t) for t in totals] == [700.0, 600.0, 500.0, 400.0, 300.0, 200.0, 100.0]
 
 
@@ -84,12 +95,14 @@ def test_to_html_writes_the_file(tmp_path):
 def test_long_series_are_thinned_but_keep_their_peaks():
     d = gpu_report().to_dict()
     # 100k memory samples 1 us apart, allocated 0 except one 4 GiB spike at sample 31,337.
-    d["memory"] = [{"device": 0, "time_us": i, "allocated_bytes": (4 * 2**30 if i == 31_337 else 0)}
-                   for i in range(100_000)]
+    d["memory"] = [
+        {"device": 0, "time_us": i, "allocated_bytes": (4 * 2**30 if i == 31_337 else 0)}
+        for i in range(100_000)
+    ]
     html = gpuprof.Report.from_dict(d).to_html()
     chart = html.split("GPU 0 memory")[1].split("</svg>")[0]
     points = re.search(r'points="([^"]*)"', chart).group(1).split()
-    assert len(points) <= 2 * 760   # at most two points per pixel column
+    assert len(points) <= 2 * 760  # at most two points per pixel column
     ys = [float(p.split(",")[1]) for p in points]
     # The spike is the maximum: 4 GiB is the top tick (ticks 0..4 GiB), drawn at y = PAD_T = 12.
     assert min(ys) == 12.0

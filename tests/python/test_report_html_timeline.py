@@ -16,9 +16,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT.parent / "shared" / "traces" / "hta_v100_ns"
-CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(n)), None)
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")
+CHROMIUM = next(
+    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
+)
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)"
+)
 PWNED = re.compile(r"<html[^>]*\sdata-pwned=")
 
 CATCH = """<script>
@@ -56,27 +59,59 @@ window.addEventListener("load", function () {
 def _probe(page: str, tmp_path: Path) -> tuple[dict, str]:
     harness = tmp_path / "harness.html"
     harness.write_text(page.replace("<head>", "<head>" + CATCH, 1).replace("</body>", PROBE + "</body>", 1))
-    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                        "--no-first-run", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
-                        "--dump-dom", harness.as_uri()], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            harness.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     m = re.search(r'data-test="([^"]*)"', p.stdout)
     assert m, "the probe did not run: " + p.stderr[-2000:]
-    assert not [l for l in p.stderr.splitlines() if "CONSOLE" in l and ("Error" in l or "Uncaught" in l)]
+    assert not [
+        line
+        for line in p.stderr.splitlines()
+        if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)
+    ]
     return json.loads(html.unescape(m.group(1))), p.stdout
 
 
 def _screenshot(path: Path) -> Path:
     shot = path.with_suffix(".png")
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--hide-scrollbars", "--window-size=1280,4000", f"--screenshot={shot}", path.as_uri()],
-                   capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            "--window-size=1280,4000",
+            f"--screenshot={shot}",
+            path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return shot
 
 
 def _check_common(result: dict) -> None:
     assert result["errors"] == []
-    assert result["resources"] == 0            # nothing fetched: no network, no external file
+    assert result["resources"] == 0  # nothing fetched: no network, no external file
     assert "Select a step" in result["before"]
     assert result["afterBar"] != result["before"] and result["afterRow"] != result["afterBar"]
     assert result["selected"] == 1
@@ -102,8 +137,9 @@ def test_timeline_of_a_real_gpu_trace_has_the_steps_kernels(tmp_path):
         # Every kernel of the step is drawn (device events are kept first), and the kernel table's
         # calls over the span are the per-step counts added up.
         assert drawn["kernel"] == tl["counts"]["kernel"] == step_kernels > 0
-    assert sum(v["kernels_count"] for v in views["per_step"].values()) == \
-        sum(r["calls"] for r in report.kernels)
+    assert sum(v["kernels_count"] for v in views["per_step"].values()) == sum(
+        r["calls"] for r in report.kernels
+    )
     _screenshot(path)
 
 
@@ -120,7 +156,7 @@ def test_timeline_colours_are_the_breakdowns_categories():
     report = gpuprof.analyze(files[0])
     seen = {}
     for tl in report.to_dict()["step_views"]["timelines"]:
-        for lane, name, start_us, dur_us, category, kind in tl["events"]:
+        for _lane, name, start_us, dur_us, category, kind in tl["events"]:
             seen.setdefault((kind, tl["names"][name]), set()).add(category)
             assert 0 <= start_us and dur_us >= 0
     assert all(len(cats) == 1 for cats in seen.values())
@@ -128,7 +164,9 @@ def test_timeline_colours_are_the_breakdowns_categories():
     comm_ranges = [k for k in cat if k[0] == "user_range" and k[1].startswith("nccl:")]
     assert comm_ranges and all(cat[k] == "communication" for k in comm_ranges)
     kernels = [k for k in cat if k[0] == "kernel"]
-    assert kernels and all(cat[k] == ("communication" if "nccl" in k[1].lower() else "kernel") for k in kernels)
+    assert kernels and all(
+        cat[k] == ("communication" if "nccl" in k[1].lower() else "kernel") for k in kernels
+    )
     assert all(cat[k] == "dataloader" for k in cat if k[1].startswith("enumerate(DataLoader)#"))
     assert all(cat[k] == "runtime" for k in cat if k[0] == "sync")
     assert all(cat[k] == "memcpy" for k in cat if k[0] == "memcpy")
@@ -144,7 +182,7 @@ def test_timeline_of_a_live_cpu_loop_has_the_steps_operators_and_names_stay_text
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    hostile = '</script><img src=x onerror="document.documentElement.setAttribute(\'data-pwned\',1)">'
+    hostile = "</script><img src=x onerror=\"document.documentElement.setAttribute('data-pwned',1)\">"
     with gpuprof.profile(gpu=False) as prof:
         for _ in range(6):
             with gpuprof.range(hostile):
@@ -166,17 +204,24 @@ def test_timeline_of_a_live_cpu_loop_has_the_steps_operators_and_names_stay_text
         assert tl["left_out"] == 0
         # Every host op is drawn; the step's operator count leaves out the inner half of a same-name
         # pair (aten::add_ inside aten::add_), as the operator table does.
-        assert drawn["host_op"] == tl["counts"]["host_op"] >= views["per_step"][str(tl["step"])]["operators_count"] > 0
+        assert (
+            drawn["host_op"]
+            == tl["counts"]["host_op"]
+            >= views["per_step"][str(tl["step"])]["operators_count"]
+            > 0
+        )
     # the span's operator table is the per-step counts added up
-    assert sum(v["operators_count"] for v in views["per_step"].values()) == \
-        sum(r["calls"] for r in report.operators)
+    assert sum(v["operators_count"] for v in views["per_step"].values()) == sum(
+        r["calls"] for r in report.operators
+    )
     _screenshot(path)
 
 
 def test_packaged_advice_explanations_are_docs_advice_md():
     packaged = ROOT / "python" / "gpuprof" / "advice" / "advice.md"
-    assert packaged.read_text() == (ROOT / "docs" / "advice.md").read_text(), \
+    assert packaged.read_text() == (ROOT / "docs" / "advice.md").read_text(), (
         "copy docs/advice.md to python/gpuprof/advice/advice.md"
+    )
 
 
 def test_each_recommendation_embeds_its_explanation():

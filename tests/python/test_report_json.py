@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from report_samples import cpu_report, gpu_report
 
 import gpuprof
@@ -47,8 +46,8 @@ def test_reports_validate_against_the_json_schema():
     jsonschema = pytest.importorskip("jsonschema", reason="pip install jsonschema")
     from gpuprof.report.json_schema import SCHEMA
 
-    jsonschema.validate(cpu_report().to_dict(), SCHEMA)   # a real CPU loop
-    jsonschema.validate(gpu_report().to_dict(), SCHEMA)   # with every GPU section
+    jsonschema.validate(cpu_report().to_dict(), SCHEMA)  # a real CPU loop
+    jsonschema.validate(gpu_report().to_dict(), SCHEMA)  # with every GPU section
     broken = cpu_report().to_dict()
     broken["steps"][0]["total_us"] = "12 ms"
     with pytest.raises(jsonschema.ValidationError, match="'12 ms' is not of type 'number'"):

@@ -12,7 +12,7 @@ def _table_rows(md: str, first_header: str) -> list[list[str]]:
     lines = md.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         rows.append([c.strip() for c in line.strip("|").split(" | ")])
@@ -32,7 +32,7 @@ def test_category_table_holds_the_reports_averages():
     # One per-step row per recorded step.
     assert len(_table_rows(md, "step")) == len(r.steps)
     assert "### GPU summary" not in md
-    # advice issue: the sample's sleepy DataLoader is advised, and only that.
+    # Advice: the sample's sleepy DataLoader is advised, and only that.
     assert "### Recommendations" in md and "(`dataloader`, up to" in md and md.count("1. **") == 1
 
 
@@ -43,7 +43,7 @@ def test_gpu_sections_and_ranked_advice():
     recs = md.split("### Recommendations")[1]
     assert recs.index("The input pipeline starves the GPU") < recs.index("Use mixed precision")
     assert "(`dataloader`, up to 73% of the step, confidence high)" in recs
-    kernels = _table_rows(md, "name")   # the first name table is the kernels', heaviest first
+    kernels = _table_rows(md, "name")  # the first name table is the kernels', heaviest first
     assert [k[2] for k in kernels] == ["700", "600", "500", "400", "300", "200", "100"]
 
 
@@ -52,5 +52,5 @@ def test_names_cannot_break_the_table_or_inject_html():
     d["kernels"][-1]["name"] = "a|b\n<script>x</script>"
     md = gpuprof.Report.from_dict(d).to_markdown()
     assert "<script>" not in md and "<img" not in md
-    assert "a\\|b\\\\n&lt;script&gt;x&lt;/script&gt;" in md   # the newline shown as \n (escaped)
+    assert "a\\|b\\\\n&lt;script&gt;x&lt;/script&gt;" in md  # the newline shown as \n (escaped)
     assert md_escape("*bold* _it_ `code`") == "\\*bold\\* \\_it\\_ \\`code\\`"

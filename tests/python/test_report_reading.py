@@ -54,7 +54,7 @@ def test_tables_are_attributes(live_report):
     d = live_report.to_dict()
     assert live_report.operators == d["operators"] and live_report.operators
     assert any(r["name"] == "aten::addmm" for r in live_report.operators)
-    assert live_report.kernels == d["kernels"] == []   # CPU only: no kernels
+    assert live_report.kernels == d["kernels"] == []  # CPU only: no kernels
     assert live_report.memory == d["memory"]
 
 
@@ -100,13 +100,14 @@ def test_about_shows_dates_not_unix_seconds(live_report):
 
 def test_terminal_tables_keep_calls_and_host_total_at_80_columns(live_report):
     text = live_report.to_text(width=80, color=False)
-    block = text[text.index("Operators"):]
+    block = text[text.index("Operators") :]
     header = block.splitlines()[1]
     assert "calls" in header and "host total" in header
     assert all(len(line) <= 80 for line in text.splitlines())
     # a long name is elided, its numbers are not
     long = dict(live_report.operators[0], name="x" * 300)
     from gpuprof.report.text import fit_columns
+
     cols = ["name", "calls", "host_self_us", "host_total_us", "tc_eligible"]
     kept = fit_columns(cols, {c: c for c in cols}, [long], 60)
     assert kept[0] == "name" and "calls" in kept and "host_total_us" in kept

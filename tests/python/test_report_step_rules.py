@@ -1,6 +1,5 @@
 """The breakdown and the GPU summary of one Report come from the same steps, whatever the step rules."""
 
-from gpuprof import Report
 from gpuprof._native import _core
 from gpuprof.report.build import build_report
 

@@ -23,9 +23,9 @@ def test_cpu_report_shows_steps_and_categories_without_colour_when_not_a_tty():
     assert "DataLoader us" in text and "CPU Exec us" in text
     # A CPU report has no GPU sections: nothing about them is printed.
     assert "GPU summary" not in text and "GPU kernels" not in text
-    # advice issue: the sample's sleepy DataLoader is advised, and only that.
+    # Advice: the sample's sleepy DataLoader is advised, and only that.
     assert "Top recommendations (1 of 1)" in text and "fix: DataLoader(..., num_workers=" in text
-    assert str(r).startswith("gpuprof step breakdown")   # print(report) uses this renderer
+    assert str(r).startswith("gpuprof step breakdown")  # print(report) uses this renderer
 
 
 def test_colour_when_asked():
@@ -52,7 +52,7 @@ def test_gpu_summary_top_kernels_and_ranked_advice():
 
 def test_names_are_never_read_as_rich_markup():
     d = gpu_report().to_dict()
-    d["kernels"][-1]["name"] = "[bold red]not markup[/bold red]"   # the heaviest: shown
+    d["kernels"][-1]["name"] = "[bold red]not markup[/bold red]"  # the heaviest: shown
     text = gpuprof.Report.from_dict(d).to_text(color=False, width=140)
     assert "[bold red]not markup[/bold red]" in text
 

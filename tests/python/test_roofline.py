@@ -8,8 +8,14 @@ import pytest
 from gpuprof import roofline
 
 # An H100 SXM as the CUDA runtime describes it: 132 SMs at 1980 MHz, HBM3 at 2619 MHz on 5120 bits.
-H100 = {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "compute_capability": (9, 0),
-        "clock_khz": 1_980_000, "memory_clock_khz": 2_619_000, "memory_bus_bits": 5120}
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "sm_count": 132,
+    "compute_capability": (9, 0),
+    "clock_khz": 1_980_000,
+    "memory_clock_khz": 2_619_000,
+    "memory_bus_bits": 5120,
+}
 
 
 def test_peaks_of_an_h100():
@@ -20,10 +26,10 @@ def test_peaks_of_an_h100():
 
 
 def test_fp32_lanes_per_sm_by_architecture():
-    assert roofline.fp32_lanes_per_sm(7, 0) == 64    # V100
-    assert roofline.fp32_lanes_per_sm(8, 0) == 64    # A100
-    assert roofline.fp32_lanes_per_sm(8, 6) == 128   # A10 / RTX 30
-    assert roofline.fp32_lanes_per_sm(9, 0) == 128   # H100
+    assert roofline.fp32_lanes_per_sm(7, 0) == 64  # V100
+    assert roofline.fp32_lanes_per_sm(8, 0) == 64  # A100
+    assert roofline.fp32_lanes_per_sm(8, 6) == 128  # A10 / RTX 30
+    assert roofline.fp32_lanes_per_sm(9, 0) == 128  # H100
     assert roofline.fp32_lanes_per_sm(12, 0) == 128  # Blackwell
 
 
@@ -40,7 +46,7 @@ def test_summarize_a_memory_bound_and_a_compute_bound_k():
     # k = 1000: AI 250, far past the ridge (~20): the roof is the compute peak.
     row = roofline.summarize(1000, n, [1.0, 1.02, 1.07], 66_908.16, 3352.32)
     assert row.median_ms == 1.02
-    assert row.spread_pct == pytest.approx(0.07 / 1.02 * 100)   # 6.9% > 5%: flagged
+    assert row.spread_pct == pytest.approx(0.07 / 1.02 * 100)  # 6.9% > 5%: flagged
     assert row.unstable
     assert row.pct_of_roof == pytest.approx(2 * 1000 * n / 1.02e-3 / 1e9 / 66_908.16 * 100)
     table = roofline.format_table([row], H100, 66_908.16, 3352.32)
@@ -50,17 +56,25 @@ def test_summarize_a_memory_bound_and_a_compute_bound_k():
 def test_without_a_gpu_it_says_so_and_fails():
     try:
         import torch
+
         if torch.cuda.is_available():
             pytest.skip("a GPU is present: tests/gpu runs the sweep")
     except ImportError:
         pass
-    r = subprocess.run([sys.executable, "-m", "gpuprof.roofline", "--k", "1", "--repeats", "2"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuprof.roofline", "--k", "1", "--repeats", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode != 0
     assert r.stdout == ""
     msg = r.stderr.strip()
     assert msg.startswith("gpuprof roofline:"), msg
-    assert any(m in msg for m in ("no NVIDIA driver", "no usable NVIDIA GPU", "built without its CUDA validation kernels"))
+    assert any(
+        m in msg
+        for m in ("no NVIDIA driver", "no usable NVIDIA GPU", "built without its CUDA validation kernels")
+    )
     assert len(msg.splitlines()) == 1
 
 

@@ -10,7 +10,8 @@ imported trace gets the same advice as a live session. docs/advice.md documents 
 from __future__ import annotations
 
 import warnings
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 from ._facts import Facts
 from .rules import RULES
@@ -37,8 +38,12 @@ def advise(data: dict, *, rules: Optional[Iterable[str]] = None) -> list[dict]:
         try:
             rec = rule(facts)
         except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError) as e:
-            warnings.warn(f"gpuprof advice rule {rule_id!r} skipped: the report has data it cannot read "
-                          f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"gpuprof advice rule {rule_id!r} skipped: the report has data it cannot read "
+                f"({type(e).__name__}: {e})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             continue
         if rec is not None:
             fired.append(rec)

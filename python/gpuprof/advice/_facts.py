@@ -48,8 +48,9 @@ def _total_us(row: dict) -> float:
 
 # ---- kernel name classes --------------------------------------------------------------------------
 # cuDNN/cuBLAS NCHW <-> NHWC conversions: what a convolution net in NCHW pays on tensor cores.
-_LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|convertTensor|transpose_readWrite",
-                            re.IGNORECASE)
+_LAYOUT_KERNEL = re.compile(
+    r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|convertTensor|transpose_readWrite", re.IGNORECASE
+)
 _CONV_KERNEL = re.compile(r"conv|implicit_gemm|wgrad|dgrad|fprop", re.IGNORECASE)
 _CONV_OP = re.compile(r"^aten::(_?convolution|conv\d|cudnn_convolution|mkldnn_convolution|conv_)")
 
@@ -177,8 +178,11 @@ class Facts:
 
     @property
     def conv_kernel_us(self) -> float:
-        return sum(row_total_us(k) for k in self.kernels
-                   if _CONV_KERNEL.search(_name(k)) and not _LAYOUT_KERNEL.search(_name(k)))
+        return sum(
+            row_total_us(k)
+            for k in self.kernels
+            if _CONV_KERNEL.search(_name(k)) and not _LAYOUT_KERNEL.search(_name(k))
+        )
 
     def mean_blocks_per_sm(self) -> Optional[float]:
         """Kernel-time-weighted mean blocks per SM over the kernel table (None: not given)."""
@@ -277,14 +281,13 @@ class Facts:
         gpu_rows = [r for r in section(self.data, "memory") if _num(r, "device") != -1]
         peaks = [_num(d, "peak_allocated_bytes") for d in self.devices]
         peaks += [_num(r, "peak_allocated_bytes") for r in gpu_rows]
-        peaks = [p for p in peaks if p is not None and p > 0]   # 0: no allocator samples in the trace
+        peaks = [p for p in peaks if p is not None and p > 0]  # 0: no allocator samples in the trace
         return max(peaks) if peaks else None
 
     @property
     def memory_total_bytes(self) -> Optional[float]:
         totals = [_num(d, "memory_total_bytes") for d in self.devices]
-        totals += [_num(r, "capacity_bytes") for r in section(self.data, "memory")
-                   if _num(r, "device") != -1]
+        totals += [_num(r, "capacity_bytes") for r in section(self.data, "memory") if _num(r, "device") != -1]
         totals = [t for t in totals if t]
         return min(totals) if totals else None
 

@@ -20,11 +20,11 @@ DATALOADER_PCT = 5.0
 COMMUNICATION_PCT = 10.0
 LOW_UTILIZATION_PCT = 50.0
 MEMORY_HIGH_PCT = 90.0
-MEMORY_LOW_PCT = 50.0          # peak below this share of capacity = room for a larger batch
+MEMORY_LOW_PCT = 50.0  # peak below this share of capacity = room for a larger batch
 LOW_SM_EFFICIENCY_PCT = 50.0
-COPY_MIN_PCT = 1.0             # pageable copies below 1% of the step are not worth a rule
+COPY_MIN_PCT = 1.0  # pageable copies below 1% of the step are not worth a rule
 SYNC_MIN_PER_STEP = 1.0
-SYNC_MIN_BOUND_PCT = 1.0       # below this a logging .item() per step is not worth a rule
+SYNC_MIN_BOUND_PCT = 1.0  # below this a logging .item() per step is not worth a rule
 UNEXPLAINED_IDLE_MIN_PCT = 5.0
 LAUNCH_MAX_MEAN_KERNEL_US = 20.0
 LAUNCH_MIN_PER_STEP = 100.0
@@ -37,9 +37,18 @@ Recommendation = dict
 Rule = Callable[[Facts], Optional[Recommendation]]
 
 
-def recommendation(rule: str, title: str, *, summary: str, numbers: dict, bound_pct: float,
-                   confidence: str, confidence_reason: str, fix: str,
-                   change: Optional[dict] = None) -> Recommendation:
+def recommendation(
+    rule: str,
+    title: str,
+    *,
+    summary: str,
+    numbers: dict,
+    bound_pct: float,
+    confidence: str,
+    confidence_reason: str,
+    fix: str,
+    change: Optional[dict] = None,
+) -> Recommendation:
     evidence = {"summary": summary}
     evidence.update({k: (round(v, 2) if isinstance(v, float) else v) for k, v in numbers.items()})
     return {
@@ -78,17 +87,28 @@ def no_gpu_work(f: Facts) -> Optional[Recommendation]:
     if f.devices:
         conf, why = "high", "GPU collection ran and found no kernel or copy in the recorded steps"
     else:
-        conf, why = ("medium", "CUDA was available, but this report has no GPU section: if GPU activity "
-                     "was not collected (no CUPTI), the GPU may have worked unseen")
+        conf, why = (
+            "medium",
+            "CUDA was available, but this report has no GPU section: if GPU activity "
+            "was not collected (no CUPTI), the GPU may have worked unseen",
+        )
     return recommendation(
-        "no_gpu_work", "CUDA is available but no GPU work ran in the profiled steps",
+        "no_gpu_work",
+        "CUDA is available but no GPU work ran in the profiled steps",
         summary=f"CUDA was available to the process, yet the {f.num_steps} recorded steps ran no kernel and "
-                f"no copy: {f.pct('cpu_exec'):.0f}% of the step is CPU work",
-        numbers={"cuda_available": True, "kernel_us": f.us("kernel"), "cpu_exec_pct": f.pct("cpu_exec"),
-                 "steps": f.num_steps},
-        bound_pct=f.pct("cpu_exec"), confidence=conf, confidence_reason=why,
+        f"no copy: {f.pct('cpu_exec'):.0f}% of the step is CPU work",
+        numbers={
+            "cuda_available": True,
+            "kernel_us": f.us("kernel"),
+            "cpu_exec_pct": f.pct("cpu_exec"),
+            "steps": f.num_steps,
+        },
+        bound_pct=f.pct("cpu_exec"),
+        confidence=conf,
+        confidence_reason=why,
         fix="device = torch.device('cuda'); model.to(device); and in the loop x, y = x.to(device, "
-            "non_blocking=True), y.to(device, non_blocking=True) (check with next(model.parameters()).device)")
+        "non_blocking=True), y.to(device, non_blocking=True) (check with next(model.parameters()).device)",
+    )
 
 
 # ---- dataloader -----------------------------------------------------------------------------------
@@ -109,15 +129,20 @@ def dataloader(f: Facts) -> Optional[Recommendation]:
     summary_tail = f"DataLoader is {share:.0f}% of the step ({_ms(dl_us)} of {_ms(f.step_us)})"
     if dl is None:
         return recommendation(
-            "dataloader", "The input pipeline starves the training loop",
+            "dataloader",
+            "The input pipeline starves the training loop",
             summary=summary_tail + "; the DataLoader settings were not recorded (imported trace)",
-            numbers=numbers, bound_pct=share, confidence="medium",
+            numbers=numbers,
+            bound_pct=share,
+            confidence="medium",
             confidence_reason="the DataLoader share is measured; its settings and the CPU count are not "
-                              "in this trace",
+            "in this trace",
             fix="DataLoader(..., num_workers=N, persistent_workers=True"
-                + (", pin_memory=True" if uses_cuda else "") + "): worker processes load batches while "
-                "the model trains; start with N = the CPUs this process may use (per GPU process on a "
-                "multi-GPU node)")
+            + (", pin_memory=True" if uses_cuda else "")
+            + "): worker processes load batches while "
+            "the model trains; start with N = the CPUs this process may use (per GPU process on a "
+            "multi-GPU node)",
+        )
 
     nw = int(dl.get("num_workers") or 0)
     batch = dl.get("batch_size")
@@ -140,27 +165,35 @@ def dataloader(f: Facts) -> Optional[Recommendation]:
         if uses_cuda:
             settings["pin_memory"] = True
         return recommendation(
-            "dataloader", "More DataLoader workers than CPUs: they compete for the same cores",
+            "dataloader",
+            "More DataLoader workers than CPUs: they compete for the same cores",
             summary=summary + f": {nw} workers share {cpus} CPUs with the training process",
-            numbers=numbers, bound_pct=share, confidence="high",
+            numbers=numbers,
+            bound_pct=share,
+            confidence="high",
             confidence_reason="worker count and CPU affinity are recorded from the run",
             fix=f"{_dataloader_call(settings)}: {cap} of the {cpus} CPUs this process may use "
-                f"(num_workers={nw} oversubscribes them; on a shared node ask the scheduler for more "
-                "CPUs, e.g. SLURM --cpus-per-task, rather than adding workers)",
-            change={"DataLoader": settings})
+            f"(num_workers={nw} oversubscribes them; on a shared node ask the scheduler for more "
+            "CPUs, e.g. SLURM --cpus-per-task, rather than adding workers)",
+            change={"DataLoader": settings},
+        )
 
     if cap is not None and nw >= cap:
         per_sample = f", about {_ms(load_us / batch)} per sample" if isinstance(batch, int) and batch else ""
         return recommendation(
-            "dataloader", "Every CPU already loads data, and loading still starves the step",
+            "dataloader",
+            "Every CPU already loads data, and loading still starves the step",
             summary=summary + f": a batch takes about {_ms(load_us)} to load{per_sample}, "
-                    f"so it needs about {needed} workers and only {cap} CPUs are free for them",
-            numbers=numbers, bound_pct=share, confidence="medium",
+            f"so it needs about {needed} workers and only {cap} CPUs are free for them",
+            numbers=numbers,
+            bound_pct=share,
+            confidence="medium",
             confidence_reason="the wait is measured, its cause (decode, transforms, file I/O) is not",
             fix="Make each sample cheaper rather than adding workers: move per-sample normalisation and "
-                "augmentation to the GPU on whole batches (after x = x.to(device, non_blocking=True)); "
-                "store the data packed and decoded (a numpy memmap, WebDataset tar shards, LMDB) instead "
-                f"of one small file per sample; or run with more CPUs (this process may use {cpus})")
+            "augmentation to the GPU on whole batches (after x = x.to(device, non_blocking=True)); "
+            "store the data packed and decoded (a numpy memmap, WebDataset tar shards, LMDB) instead "
+            f"of one small file per sample; or run with more CPUs (this process may use {cpus})",
+        )
 
     target = max(nw + 1, needed if cap is None else min(cap, needed))
     settings = {"num_workers": target, "persistent_workers": True}
@@ -168,29 +201,43 @@ def dataloader(f: Facts) -> Optional[Recommendation]:
         settings["pin_memory"] = True
     if nw > 0:
         settings["prefetch_factor"] = max(4, int(dl.get("prefetch_factor") or 2))
-    why = (f"{target} of the {cpus} CPUs this process may use" if cpus else f"{target} workers")
+    why = f"{target} of the {cpus} CPUs this process may use" if cpus else f"{target} workers"
     why += f"; DataLoader is {share:.0f}% of the step with num_workers={nw}"
     if cap is not None and needed > cap:
-        why += (f"; a batch needs about {needed} workers' time, so expect part of the wait to remain: "
-                "also make per-sample work cheaper (see docs)")
+        why += (
+            f"; a batch needs about {needed} workers' time, so expect part of the wait to remain: "
+            "also make per-sample work cheaper (see docs)"
+        )
     if nw > 0 and not dl.get("persistent_workers"):
         why += "; persistent_workers keeps workers alive between epochs instead of restarting them"
     if not uses_cuda:
-        why += ("; on this CPU-only run the workers share the CPUs with the training computation, so "
-                "expect less than the bound unless loading waits on files or the computation leaves CPUs idle")
+        why += (
+            "; on this CPU-only run the workers share the CPUs with the training computation, so "
+            "expect less than the bound unless loading waits on files or the computation leaves CPUs idle"
+        )
     strong = nw == 0 and share >= 20.0 and uses_cuda
     if nw > 0:
-        reason = "workers already run; how much more they help depends on whether loading is CPU- or I/O-bound"
+        reason = (
+            "workers already run; how much more they help depends on whether loading is CPU- or I/O-bound"
+        )
     elif uses_cuda:
         reason = "the loop waits for batches loaded in the training process itself, while the GPU idles"
     else:
-        reason = ("the loop waits for batches loaded in the training process itself; on a CPU-only run "
-                  "workers gain most when loading waits on I/O, less when it competes for the same CPUs")
+        reason = (
+            "the loop waits for batches loaded in the training process itself; on a CPU-only run "
+            "workers gain most when loading waits on I/O, less when it competes for the same CPUs"
+        )
     return recommendation(
-        "dataloader", "The input pipeline starves the training loop",
-        summary=summary, numbers=numbers, bound_pct=share, confidence="high" if strong else "medium",
+        "dataloader",
+        "The input pipeline starves the training loop",
+        summary=summary,
+        numbers=numbers,
+        bound_pct=share,
+        confidence="high" if strong else "medium",
         confidence_reason=reason,
-        fix=f"{_dataloader_call(settings)}: {why}", change={"DataLoader": settings})
+        fix=f"{_dataloader_call(settings)}: {why}",
+        change={"DataLoader": settings},
+    )
 
 
 # ---- pin_memory -----------------------------------------------------------------------------------
@@ -202,15 +249,19 @@ def pin_memory(f: Facts) -> Optional[Recommendation]:
     dl = f.dataloader
     if pageable:
         rows, what = pageable, "host-to-device copies from pageable memory"
-    elif dl is not None and dl.get("pin_memory") is False and f.ran_gpu_work and \
-            not any(f.copy_is_pageable(c) is False for c in h2d):
+    elif (
+        dl is not None
+        and dl.get("pin_memory") is False
+        and f.ran_gpu_work
+        and not any(f.copy_is_pageable(c) is False for c in h2d)
+    ):
         rows, what = h2d, "host-to-device copies of batches from a DataLoader with pin_memory=False"
     else:
         return None
     if rows:
         copy_us = f.per_step(sum(f.copy_total_us(c) for c in rows))
         copy_pct = 100.0 * copy_us / f.step_us
-        if f.us("memcpy") > 0:   # copies hidden behind kernels do not lengthen the step
+        if f.us("memcpy") > 0:  # copies hidden behind kernels do not lengthen the step
             copy_pct = min(copy_pct, f.pct("memcpy"))
     else:
         copy_us, copy_pct = f.us("memcpy"), f.pct("memcpy")
@@ -219,43 +270,68 @@ def pin_memory(f: Facts) -> Optional[Recommendation]:
     count = f.per_step(sum(f.copy_count(c) for c in rows))
     nbytes = f.per_step(sum(f.copy_bytes(c) for c in rows))
     gbps = nbytes / (copy_us * 1e3) if copy_us > 0 else None
-    settings = ("DataLoader(..., pin_memory=True)" if dl is not None else
-                "DataLoader(..., pin_memory=True) (or tensor.pin_memory() on your own host buffers)")
+    settings = (
+        "DataLoader(..., pin_memory=True)"
+        if dl is not None
+        else "DataLoader(..., pin_memory=True) (or tensor.pin_memory() on your own host buffers)"
+    )
     return recommendation(
-        "pin_memory", "Copies to the GPU come from pageable memory and block the host",
+        "pin_memory",
+        "Copies to the GPU come from pageable memory and block the host",
         summary=f"{count:.0f} {what} per step, {nbytes / 1e6:.1f} MB in {_ms(copy_us)}"
-                + (f" ({gbps:.1f} GB/s)" if gbps else "") + f": {copy_pct:.1f}% of the step",
-        numbers={"h2d_copies_per_step": count, "h2d_bytes_per_step": nbytes, "h2d_us_per_step": copy_us,
-                 "copy_pct": copy_pct, "achieved_gbps": gbps,
-                 "dataloader_pin_memory": dl.get("pin_memory") if dl else None},
-        bound_pct=copy_pct, confidence="high" if pageable else "medium",
-        confidence_reason=("the copies' host memory kind is recorded as pageable" if pageable else
-                           "the loader does not pin; the copies' memory kind was not recorded"),
+        + (f" ({gbps:.1f} GB/s)" if gbps else "")
+        + f": {copy_pct:.1f}% of the step",
+        numbers={
+            "h2d_copies_per_step": count,
+            "h2d_bytes_per_step": nbytes,
+            "h2d_us_per_step": copy_us,
+            "copy_pct": copy_pct,
+            "achieved_gbps": gbps,
+            "dataloader_pin_memory": dl.get("pin_memory") if dl else None,
+        },
+        bound_pct=copy_pct,
+        confidence="high" if pageable else "medium",
+        confidence_reason=(
+            "the copies' host memory kind is recorded as pageable"
+            if pageable
+            else "the loader does not pin; the copies' memory kind was not recorded"
+        ),
         fix=f"{settings} and x = x.to(device, non_blocking=True): pinned copies run at full PCIe speed "
-            "and overlap with kernels instead of blocking the host")
+        "and overlap with kernels instead of blocking the host",
+    )
 
 
 # ---- host_sync ------------------------------------------------------------------------------------
 def _sync_fix(op: str, call: str) -> str:
-    if not op:   # made outside any host op: only the runtime call is known
+    if not op:  # made outside any host op: only the runtime call is known
         if "event" in call.lower():
-            return (f"{call} outside any op: a CUDA event waited on in the loop (torch.cuda.Event.synchronize(), "
-                    "elapsed_time(), or timing code in a library): wait on events only outside the step")
+            return (
+                f"{call} outside any op: a CUDA event waited on in the loop (torch.cuda.Event.synchronize(), "
+                "elapsed_time(), or timing code in a library): wait on events only outside the step"
+            )
         op = call
     o = op.lower()
     if "item" in o or "local_scalar" in o:
-        return ("`.item()` (aten::_local_scalar_dense) waits for the GPU: accumulate on the GPU "
-                "(running_loss += loss.detach()) and call .item() once every N steps for logging")
+        return (
+            "`.item()` (aten::_local_scalar_dense) waits for the GPU: accumulate on the GPU "
+            "(running_loss += loss.detach()) and call .item() once every N steps for logging"
+        )
     if "nonzero" in o or "masked_select" in o or "unique" in o or "index" in o:
-        return (f"{op} has a data-dependent output size, so the host waits for the GPU: use fixed-size "
-                "ops (torch.where, a multiplied mask) inside the step")
+        return (
+            f"{op} has a data-dependent output size, so the host waits for the GPU: use fixed-size "
+            "ops (torch.where, a multiplied mask) inside the step"
+        )
     if "synchron" in o:
         return "torch.cuda.synchronize() in the loop: remove it (keep it only around timing code)"
     if "to" in o or "copy" in o or "cpu" in o:
-        return (f"{op} copies to the host and waits: keep the tensor on the GPU, or copy with "
-                "non_blocking=True into a pinned buffer and read it a step later")
-    return (f"{op} blocks the host until the GPU finishes: avoid .item(), .cpu(), .tolist(), printing or "
-            "`if tensor:` on CUDA tensors inside the step")
+        return (
+            f"{op} copies to the host and waits: keep the tensor on the GPU, or copy with "
+            "non_blocking=True into a pinned buffer and read it a step later"
+        )
+    return (
+        f"{op} blocks the host until the GPU finishes: avoid .item(), .cpu(), .tolist(), printing or "
+        "`if tensor:` on CUDA tensors inside the step"
+    )
 
 
 def host_sync(f: Facts) -> Optional[Recommendation]:
@@ -280,17 +356,25 @@ def host_sync(f: Facts) -> Optional[Recommendation]:
     if bound < SYNC_MIN_BOUND_PCT:
         return None
     return recommendation(
-        "host_sync", f"The host waits for the GPU {per_step:.0f} times per step (mostly in {top_op})",
+        "host_sync",
+        f"The host waits for the GPU {per_step:.0f} times per step (mostly in {top_op})",
         summary=f"{per_step:.1f} host-blocking synchronisations per step ({f.per_step(top_count):.1f} in "
-                f"{top_op}), {_ms(wait_us)} blocked per step; the GPU idles {idle:.0f}% of the step for "
-                "reasons other than input loading",
-        numbers={"syncs_per_step": per_step, "top_op": top_op,
-                 "top_op_syncs_per_step": f.per_step(top_count), "blocked_us_per_step": wait_us,
-                 "blocked_pct": 100.0 * wait_us / f.step_us, "gpu_idle_not_dataloader_pct": idle},
-        bound_pct=bound, confidence="high" if per_step >= 10 else "medium",
+        f"{top_op}), {_ms(wait_us)} blocked per step; the GPU idles {idle:.0f}% of the step for "
+        "reasons other than input loading",
+        numbers={
+            "syncs_per_step": per_step,
+            "top_op": top_op,
+            "top_op_syncs_per_step": f.per_step(top_count),
+            "blocked_us_per_step": wait_us,
+            "blocked_pct": 100.0 * wait_us / f.step_us,
+            "gpu_idle_not_dataloader_pct": idle,
+        },
+        bound_pct=bound,
+        confidence="high" if per_step >= 10 else "medium",
         confidence_reason="each sync drains the GPU's queue; the gain is bounded by both the host's "
-                          "blocked time and the GPU's idle time, both measured",
-        fix=_sync_fix(op, call))
+        "blocked time and the GPU's idle time, both measured",
+        fix=_sync_fix(op, call),
+    )
 
 
 # ---- launch_bound ---------------------------------------------------------------------------------
@@ -302,24 +386,36 @@ def launch_bound(f: Facts) -> Optional[Recommendation]:
     mean_us = f.kernel_total_us / calls
     host_pct = f.pct("runtime") + f.pct("cpu_exec")
     idle = _unexplained_idle_pct(f)
-    if (mean_us >= LAUNCH_MAX_MEAN_KERNEL_US or per_step < LAUNCH_MIN_PER_STEP
-            or host_pct < LAUNCH_MIN_HOST_PCT or idle < 2 * UNEXPLAINED_IDLE_MIN_PCT):
+    if (
+        mean_us >= LAUNCH_MAX_MEAN_KERNEL_US
+        or per_step < LAUNCH_MIN_PER_STEP
+        or host_pct < LAUNCH_MIN_HOST_PCT
+        or idle < 2 * UNEXPLAINED_IDLE_MIN_PCT
+    ):
         return None
     dl = f.dataloader
     batch = dl.get("batch_size") if dl else None
     bigger = f"batch_size={2 * batch} (now {batch})" if isinstance(batch, int) and batch else "a larger batch"
     return recommendation(
-        "launch_bound", "Many short kernels: the GPU waits for the host to launch them",
+        "launch_bound",
+        "Many short kernels: the GPU waits for the host to launch them",
         summary=f"{per_step:.0f} kernel launches per step averaging {mean_us:.1f} us each; the host spends "
-                f"{host_pct:.0f}% of the step in launches and operators while the GPU idles {idle:.0f}%",
-        numbers={"launches_per_step": per_step, "mean_kernel_us": mean_us, "runtime_pct": f.pct("runtime"),
-                 "cpu_exec_pct": f.pct("cpu_exec"), "gpu_idle_not_dataloader_pct": idle},
-        bound_pct=idle, confidence="medium",
+        f"{host_pct:.0f}% of the step in launches and operators while the GPU idles {idle:.0f}%",
+        numbers={
+            "launches_per_step": per_step,
+            "mean_kernel_us": mean_us,
+            "runtime_pct": f.pct("runtime"),
+            "cpu_exec_pct": f.pct("cpu_exec"),
+            "gpu_idle_not_dataloader_pct": idle,
+        },
+        bound_pct=idle,
+        confidence="medium",
         confidence_reason="short kernels and a busy host are measured; graphs remove launch cost, not "
-                          "the kernels' own time",
+        "the kernels' own time",
         fix="model = torch.compile(model, mode='reduce-overhead') (fuses kernels and replays them as a CUDA "
-            f"graph), or capture the step with torch.cuda.graphs; or {bigger} so the same launches do "
-            "more work each")
+        f"graph), or capture the step with torch.cuda.graphs; or {bigger} so the same launches do "
+        "more work each",
+    )
 
 
 # ---- low_utilization / batch_size / memory_capacity ---------------------------------------------
@@ -342,22 +438,25 @@ def low_utilization(f: Facts) -> Optional[Recommendation]:
         return None
     mem_pct = _memory_room(f)
     if mem_pct is not None and mem_pct < MEMORY_LOW_PCT:
-        return None   # memory_capacity says the same with the room for a larger batch
+        return None  # memory_capacity says the same with the room for a larger batch
     idle = _unexplained_idle_pct(f)
     if idle < UNEXPLAINED_IDLE_MIN_PCT:
-        return None   # the idle time is waiting for data: the dataloader rule covers it
+        return None  # the idle time is waiting for data: the dataloader rule covers it
     return recommendation(
-        "low_utilization", f"The GPU runs kernels only {util:.0f}% of the time",
+        "low_utilization",
+        f"The GPU runs kernels only {util:.0f}% of the time",
         summary=f"GPU utilization {util:.0f}% (< {LOW_UTILIZATION_PCT:.0f}%); {idle:.0f}% of the step the "
-                "GPU idles for reasons other than input loading"
-                + (f"; peak memory {mem_pct:.0f}% of the device" if mem_pct is not None else ""),
+        "GPU idles for reasons other than input loading"
+        + (f"; peak memory {mem_pct:.0f}% of the device" if mem_pct is not None else ""),
         numbers={"utilization_pct": util, "gpu_idle_not_dataloader_pct": idle, "peak_memory_pct": mem_pct},
-        bound_pct=idle, confidence="low",
+        bound_pct=idle,
+        confidence="low",
         confidence_reason="low utilization has several causes; fix host_sync/launch_bound first when "
-                          "they fire; a larger batch changes the optimisation (scale the learning rate)",
+        "they fire; a larger batch changes the optimisation (scale the learning rate)",
         fix=f"{_bigger_batch(f, 2)} if memory allows"
-            + (f" (peak {mem_pct:.0f}% of device memory)" if mem_pct is not None else "")
-            + ": more work per kernel launch and per step; bound is per sample")
+        + (f" (peak {mem_pct:.0f}% of device memory)" if mem_pct is not None else "")
+        + ": more work per kernel launch and per step; bound is per sample",
+    )
 
 
 def _small_grids(f: Facts) -> bool:
@@ -379,22 +478,29 @@ def batch_size(f: Facts) -> Optional[Recommendation]:
         return None
     mem_pct = _memory_room(f)
     if mem_pct is not None and mem_pct < MEMORY_LOW_PCT:
-        return None   # memory_capacity says the same with the room for a larger batch
-    fill = min(1.0, sm / util)   # mean share of the SMs busy while some kernel runs
+        return None  # memory_capacity says the same with the room for a larger batch
+    fill = min(1.0, sm / util)  # mean share of the SMs busy while some kernel runs
     bound = f.pct("kernel") * (1.0 - fill)
     if bound < 1.0:
         return None
     return recommendation(
-        "batch_size", "Kernels are too small to fill the GPU's SMs",
+        "batch_size",
+        "Kernels are too small to fill the GPU's SMs",
         summary=f"Est. SM efficiency {sm:.0f}% at {util:.0f}% utilization: while kernels run, about "
-                f"{100 * fill:.0f}% of the SMs have work"
-                + (f"; mean {blocks:.2f} blocks per SM" if blocks is not None else ""),
-        numbers={"sm_efficiency_pct": sm, "utilization_pct": util, "mean_blocks_per_sm": blocks,
-                 "kernel_pct": f.pct("kernel")},
-        bound_pct=bound, confidence="medium",
+        f"{100 * fill:.0f}% of the SMs have work"
+        + (f"; mean {blocks:.2f} blocks per SM" if blocks is not None else ""),
+        numbers={
+            "sm_efficiency_pct": sm,
+            "utilization_pct": util,
+            "mean_blocks_per_sm": blocks,
+            "kernel_pct": f.pct("kernel"),
+        },
+        bound_pct=bound,
+        confidence="medium",
         confidence_reason="grid sizes are measured; a larger batch fills SMs but changes the optimisation",
         fix=f"{_bigger_batch(f, 2)}, or several samples per kernel (torch.compile fuses small ops); "
-            "bound is per sample")
+        "bound is per sample",
+    )
 
 
 def memory_capacity(f: Facts) -> Optional[Recommendation]:
@@ -405,33 +511,44 @@ def memory_capacity(f: Facts) -> Optional[Recommendation]:
     numbers = {"peak_allocated_bytes": peak, "memory_total_bytes": total, "peak_memory_pct": mem_pct}
     if mem_pct > MEMORY_HIGH_PCT:
         return recommendation(
-            "memory_capacity", f"Peak device memory is {mem_pct:.0f}% of the GPU's",
-            summary=f"peak allocated {peak / 2**30:.1f} GiB of {total / 2**30:.1f} GiB (> {MEMORY_HIGH_PCT:.0f}%): "
-                    "one larger batch or sequence away from out-of-memory, and the allocator may be "
-                    "freeing and retrying",
-            numbers=numbers, bound_pct=0.0, confidence="high",
+            "memory_capacity",
+            f"Peak device memory is {mem_pct:.0f}% of the GPU's",
+            summary=f"peak allocated {peak / 2**30:.1f} GiB of {total / 2**30:.1f} GiB "
+            f"(> {MEMORY_HIGH_PCT:.0f}%): "
+            "one larger batch or sequence away from out-of-memory, and the allocator may be "
+            "freeing and retrying",
+            numbers=numbers,
+            bound_pct=0.0,
+            confidence="high",
             confidence_reason="allocator peak against device capacity; this rule prevents failures, "
-                              "it does not promise speed",
+            "it does not promise speed",
             fix="torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) on the largest blocks, "
-                "autocast to bf16/fp16 (halves activations), or a smaller batch with gradient accumulation")
+            "autocast to bf16/fp16 (halves activations), or a smaller batch with gradient accumulation",
+        )
     util = _mean_device(f, "utilization_pct")
     sm = _mean_device(f, "sm_efficiency_pct")
     underused = (util is not None and util < LOW_UTILIZATION_PCT) or _small_grids(f)
     if mem_pct >= MEMORY_LOW_PCT or not underused:
         return None
     factor = max(2, min(8, int(0.8 * 100.0 / max(mem_pct, 1.0))))
-    idle = _unexplained_idle_pct(f) if util is not None and util < LOW_UTILIZATION_PCT else \
-        f.pct("kernel") * (1.0 - min(1.0, (sm or 0.0) / max(util or 1.0, 1.0)))
+    idle = (
+        _unexplained_idle_pct(f)
+        if util is not None and util < LOW_UTILIZATION_PCT
+        else f.pct("kernel") * (1.0 - min(1.0, (sm or 0.0) / max(util or 1.0, 1.0)))
+    )
     return recommendation(
-        "memory_capacity", f"Only {mem_pct:.0f}% of device memory used while the GPU is underused",
+        "memory_capacity",
+        f"Only {mem_pct:.0f}% of device memory used while the GPU is underused",
         summary=f"peak allocated {peak / 2**30:.2f} GiB of {total / 2**30:.1f} GiB; GPU utilization "
-                + (f"{util:.0f}%" if util is not None else "unknown")
-                + (f", Est. SM efficiency {sm:.0f}%" if sm is not None else ""),
+        + (f"{util:.0f}%" if util is not None else "unknown")
+        + (f", Est. SM efficiency {sm:.0f}%" if sm is not None else ""),
         numbers={**numbers, "utilization_pct": util, "sm_efficiency_pct": sm, "batch_factor": factor},
-        bound_pct=idle, confidence="medium",
+        bound_pct=idle,
+        confidence="medium",
         confidence_reason="memory headroom is measured; activations grow about linearly with the batch",
         fix=f"{_bigger_batch(f, factor)}: about {factor}x the batch still fits in 80% of device memory; "
-            "scale the learning rate with it; bound is per sample")
+        "scale the learning rate with it; bound is per sample",
+    )
 
 
 # ---- mixed_precision / channels_last / optimizer --------------------------------------------------
@@ -444,7 +561,7 @@ def mixed_precision(f: Facts) -> Optional[Recommendation]:
         if cc is None or cc < TENSOR_CORE_MIN_CC or eligible is None or eligible <= 0:
             continue
         if tc >= 0.5 * eligible:
-            continue   # already on tensor cores for most of the eligible work
+            continue  # already on tensor cores for most of the eligible work
         if best is None or eligible - tc > best[2] - best[3]:
             best = (d, cc, eligible, tc)
     if best is None:
@@ -453,23 +570,34 @@ def mixed_precision(f: Facts) -> Optional[Recommendation]:
     bound = f.pct("kernel") * (eligible - tc) / 100.0
     name = d.get("name") or f"GPU {d.get('id', 0)}"
     if cc >= 8.0:
-        fix = ("with torch.autocast('cuda', dtype=torch.bfloat16): loss = ... around the forward pass "
-               "(bf16 needs no GradScaler); and torch.set_float32_matmul_precision('high') so the FP32 "
-               f"matmuls that remain use TF32 ({name}, compute capability {cc:.1f}, has both)")
+        fix = (
+            "with torch.autocast('cuda', dtype=torch.bfloat16): loss = ... around the forward pass "
+            "(bf16 needs no GradScaler); and torch.set_float32_matmul_precision('high') so the FP32 "
+            f"matmuls that remain use TF32 ({name}, compute capability {cc:.1f}, has both)"
+        )
     else:
-        fix = ("with torch.autocast('cuda', dtype=torch.float16): loss = ... and scaler = "
-               "torch.amp.GradScaler('cuda'); scaler.scale(loss).backward(); scaler.step(opt); "
-               f"scaler.update() ({name}, compute capability {cc:.1f}, has FP16 tensor cores, no BF16/TF32)")
+        fix = (
+            "with torch.autocast('cuda', dtype=torch.float16): loss = ... and scaler = "
+            "torch.amp.GradScaler('cuda'); scaler.scale(loss).backward(); scaler.step(opt); "
+            f"scaler.update() ({name}, compute capability {cc:.1f}, has FP16 tensor cores, no BF16/TF32)"
+        )
     return recommendation(
-        "mixed_precision", "Matrix and convolution work runs in FP32 on tensor-core hardware",
+        "mixed_precision",
+        "Matrix and convolution work runs in FP32 on tensor-core hardware",
         summary=f"{eligible:.0f}% of kernel time is launched by tensor-core-eligible operators, "
-                f"{tc:.0f}% runs on tensor cores ({name}, compute capability {cc:.1f})",
-        numbers={"tc_eligible_pct": eligible, "tensor_core_pct": tc, "compute_capability": cc,
-                 "kernel_pct": f.pct("kernel")},
-        bound_pct=bound, confidence="high" if eligible >= 20 else "medium",
+        f"{tc:.0f}% runs on tensor cores ({name}, compute capability {cc:.1f})",
+        numbers={
+            "tc_eligible_pct": eligible,
+            "tensor_core_pct": tc,
+            "compute_capability": cc,
+            "kernel_pct": f.pct("kernel"),
+        },
+        bound_pct=bound,
+        confidence="high" if eligible >= 20 else "medium",
         confidence_reason="eligible operators and tensor-core kernels are measured; the gain depends on "
-                          "how compute-bound those kernels are",
-        fix=fix)
+        "how compute-bound those kernels are",
+        fix=fix,
+    )
 
 
 def channels_last(f: Facts) -> Optional[Recommendation]:
@@ -483,15 +611,18 @@ def channels_last(f: Facts) -> Optional[Recommendation]:
     if share < LAYOUT_MIN_PCT:
         return None
     return recommendation(
-        "channels_last", "Convolutions convert between NCHW and NHWC on every call",
+        "channels_last",
+        "Convolutions convert between NCHW and NHWC on every call",
         summary=f"layout-conversion kernels (nchwToNhwc/nhwcToNchw) take {_ms(conv_us)} per step, "
-                f"{share:.1f}% of the step, in a convolution net on tensor-core hardware",
+        f"{share:.1f}% of the step, in a convolution net on tensor-core hardware",
         numbers={"layout_conversion_us_per_step": conv_us, "layout_conversion_pct": share},
-        bound_pct=share, confidence="medium",
+        bound_pct=share,
+        confidence="medium",
         confidence_reason="the conversion kernels are measured; channels_last removes them when every "
-                          "layer supports it",
+        "layer supports it",
         fix="model = model.to(memory_format=torch.channels_last) and x = x.to(device, "
-            "memory_format=torch.channels_last, non_blocking=True), with autocast on")
+        "memory_format=torch.channels_last, non_blocking=True), with autocast on",
+    )
 
 
 _OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#(\w+)\.step|optimizer\.step", re.IGNORECASE)
@@ -505,8 +636,12 @@ def optimizer(f: Facts) -> Optional[Recommendation]:
     # hand-made tables that list it as an operator are read too.
     ranges = f.ranges_matching(_OPTIMIZER_STEP)
     rows = ranges or f.operators_matching(_OPTIMIZER_STEP)
-    if not rows or f.step_us <= 0 or f.kernel_time_matching(_FUSED_KERNEL) > 0 \
-            or f.operators_matching(_FUSED_OP):   # already fused (on the CPU: no kernels, the op)
+    if (
+        not rows
+        or f.step_us <= 0
+        or f.kernel_time_matching(_FUSED_KERNEL) > 0
+        or f.operators_matching(_FUSED_OP)
+    ):  # already fused (on the CPU: no kernels, the op)
         return None
     own = f.range_own_us if ranges else f.operator_time_us
     opt_us = f.per_step(sum(own(r) for r in rows))
@@ -524,15 +659,22 @@ def optimizer(f: Facts) -> Optional[Recommendation]:
         change = f"torch.optim.{cls}(params, ..., foreach=True)"
         how = "one multi-tensor kernel per step over all parameters instead of a loop per parameter"
     return recommendation(
-        "optimizer", f"The optimizer step ({cls}) takes {share:.0f}% of the step",
+        "optimizer",
+        f"The optimizer step ({cls}) takes {share:.0f}% of the step",
         summary=f"{cls}.step takes {_ms(opt_us)} per step ({share:.1f}%)"
-                + ("; it already uses foreach (multi_tensor_apply) kernels" if foreach else ""),
-        numbers={"optimizer": cls, "optimizer_us_per_step": opt_us, "optimizer_pct": share,
-                 "foreach_kernels": foreach},
-        bound_pct=share, confidence="medium",
+        + ("; it already uses foreach (multi_tensor_apply) kernels" if foreach else ""),
+        numbers={
+            "optimizer": cls,
+            "optimizer_us_per_step": opt_us,
+            "optimizer_pct": share,
+            "foreach_kernels": foreach,
+        },
+        bound_pct=share,
+        confidence="medium",
         confidence_reason="the optimizer's time is measured; fused/foreach removes its per-parameter "
-                          "overhead, not its arithmetic",
-        fix=f"{change}: {how}")
+        "overhead, not its arithmetic",
+        fix=f"{change}: {how}",
+    )
 
 
 # ---- distributed ----------------------------------------------------------------------------------
@@ -546,34 +688,44 @@ def data_parallel(f: Facts) -> Optional[Recommendation]:
     mean_util = sum(utils) / len(utils) if utils else None
     bound = 100.0 - mean_util if mean_util is not None else f.gpu_idle_pct
     return recommendation(
-        "data_parallel", f"One process drives {len(devices)} GPUs (DataParallel)",
+        "data_parallel",
+        f"One process drives {len(devices)} GPUs (DataParallel)",
         summary=f"{len(devices)} GPUs ran kernels from one process with no distributed job"
-                + (f"; mean GPU utilization {mean_util:.0f}%" if mean_util is not None else ""),
+        + (f"; mean GPU utilization {mean_util:.0f}%" if mean_util is not None else ""),
         numbers={"gpus": len(devices), "mean_utilization_pct": mean_util},
-        bound_pct=bound, confidence="medium",
+        bound_pct=bound,
+        confidence="medium",
         confidence_reason="several GPUs in one process is DataParallel's signature; its scatter/gather "
-                          "and single Python thread are what DDP removes",
+        "and single Python thread are what DDP removes",
         fix=f"torchrun --nproc_per_node={len(devices)} train.py with torch.distributed.init_process_group"
-            "('nccl') and model = DistributedDataParallel(model, device_ids=[local_rank]) instead of "
-            "nn.DataParallel(model), with a DistributedSampler")
+        "('nccl') and model = DistributedDataParallel(model, device_ids=[local_rank]) instead of "
+        "nn.DataParallel(model), with a DistributedSampler",
+    )
 
 
 def nccl_backend(f: Facts) -> Optional[Recommendation]:
     info = f.distributed
     backend = str(info.get("backend") or "")
     world = info.get("world_size")
-    if not backend or backend.lower() == "nccl" or not (isinstance(world, int) and world > 1) \
-            or not f.ran_gpu_work:
+    if (
+        not backend
+        or backend.lower() == "nccl"
+        or not (isinstance(world, int) and world > 1)
+        or not f.ran_gpu_work
+    ):
         return None
     return recommendation(
-        "nccl_backend", f"Distributed training on GPUs uses the {backend} backend, not NCCL",
+        "nccl_backend",
+        f"Distributed training on GPUs uses the {backend} backend, not NCCL",
         summary=f"world size {world} with backend {backend!r} while the model runs on the GPU; "
-                f"communication is {f.pct('communication'):.0f}% of the step",
+        f"communication is {f.pct('communication'):.0f}% of the step",
         numbers={"backend": backend, "world_size": world, "communication_pct": f.pct("communication")},
-        bound_pct=f.pct("communication"), confidence="high",
+        bound_pct=f.pct("communication"),
+        confidence="high",
         confidence_reason="the backend is recorded in the trace's distributedInfo",
         fix="torch.distributed.init_process_group(backend='nccl') (or 'cuda:nccl,cpu:gloo' when CPU "
-            "tensors are also reduced): NCCL moves GPU tensors GPU-to-GPU without host copies")
+        "tensors are also reduced): NCCL moves GPU tensors GPU-to-GPU without host copies",
+    )
 
 
 def _stragglers(f: Facts) -> list:
@@ -582,16 +734,16 @@ def _stragglers(f: Facts) -> list:
 
 _STRAGGLER_FIX = {
     "dataloader_us": "data skew or a slower input pipeline on that rank: give every rank the same "
-                     "amount of data per step (DistributedSampler(dataset, drop_last=True), samples of "
-                     "similar size or a length-grouped sampler), and the same DataLoader num_workers",
+    "amount of data per step (DistributedSampler(dataset, drop_last=True), samples of "
+    "similar size or a length-grouped sampler), and the same DataLoader num_workers",
     "cpu_exec_us": "extra host work on that rank: move logging, metrics, evaluation and checkpointing "
-                   "off the step (every N steps, or on a background thread: torch.distributed.checkpoint."
-                   "async_save), or do them on every rank at the same step; check for a slower host CPU",
+    "off the step (every N steps, or on a background thread: torch.distributed.checkpoint."
+    "async_save), or do them on every rank at the same step; check for a slower host CPU",
     "other_us": "time outside any recorded operator on that rank (Python work, sleeps, I/O such as "
-                "logging or checkpointing on rank 0): do it every N steps or in the background",
+    "logging or checkpointing on rank 0): do it every N steps or in the background",
     "kernel_us": "a slower GPU or more device work on that rank: check its clocks and temperature "
-                 "(nvidia-smi -q -d CLOCK,TEMPERATURE), other jobs on it, and that every rank runs the "
-                 "same shapes",
+    "(nvidia-smi -q -d CLOCK,TEMPERATURE), other jobs on it, and that every rank runs the "
+    "same shapes",
 }
 
 
@@ -603,21 +755,35 @@ def straggler(f: Facts) -> Optional[Recommendation]:
     cat = str(s.get("category", ""))
     excess = float(s.get("excess_us") or 0.0)
     share = 100.0 * excess / f.step_us
-    waits = [r.get("collective_wait_us") or 0.0 for r in (f.data.get("ranks") or []) if isinstance(r, dict)
-             and r.get("rank") != s.get("rank")]
+    waits = [
+        r.get("collective_wait_us") or 0.0
+        for r in (f.data.get("ranks") or [])
+        if isinstance(r, dict) and r.get("rank") != s.get("rank")
+    ]
     return recommendation(
-        "straggler", f"Rank {s.get('rank')} is a straggler: every other rank waits for it",
+        "straggler",
+        f"Rank {s.get('rank')} is a straggler: every other rank waits for it",
         summary=f"rank {s.get('rank')} spends {_ms(excess)} more per step outside collectives than the "
-                f"median rank ({s.get('excess_pct', 0):.0f}% more), mostly in {cat.removesuffix('_us')}; "
-                f"the other ranks wait {_ms(sum(waits) / len(waits) if waits else 0.0)} per step in "
-                "collectives for it",
-        numbers={"rank": s.get("rank"), "excess_us": excess, "excess_pct": s.get("excess_pct"),
-                 "category": cat, "stragglers": len(found)},
-        bound_pct=share, confidence="high",
+        f"median rank ({s.get('excess_pct', 0):.0f}% more), mostly in {cat.removesuffix('_us')}; "
+        f"the other ranks wait {_ms(sum(waits) / len(waits) if waits else 0.0)} per step in "
+        "collectives for it",
+        numbers={
+            "rank": s.get("rank"),
+            "excess_us": excess,
+            "excess_pct": s.get("excess_pct"),
+            "category": cat,
+            "stragglers": len(found),
+        },
+        bound_pct=share,
+        confidence="high",
         confidence_reason="measured on every rank over the same step numbers: the excess outside "
-                          "collectives on this rank matches the others' waiting inside them",
-        fix=_STRAGGLER_FIX.get(cat, "find what that rank does more than the others in "
-                                    f"{cat.removesuffix('_us')} (its report's tables) and even it out"))
+        "collectives on this rank matches the others' waiting inside them",
+        fix=_STRAGGLER_FIX.get(
+            cat,
+            "find what that rank does more than the others in "
+            f"{cat.removesuffix('_us')} (its report's tables) and even it out",
+        ),
+    )
 
 
 def communication(f: Facts) -> Optional[Recommendation]:
@@ -625,22 +791,29 @@ def communication(f: Facts) -> Optional[Recommendation]:
     if share <= COMMUNICATION_PCT:
         return None
     if _stragglers(f):
-        return None   # the collectives wait for a slow rank: the straggler rule says which
+        return None  # the collectives wait for a slow rank: the straggler rule says which
     info = f.distributed
     world = info.get("world_size")
     return recommendation(
-        "communication", "Gradient communication is exposed, not hidden behind compute",
+        "communication",
+        "Gradient communication is exposed, not hidden behind compute",
         summary=f"communication not overlapped by compute kernels is {share:.0f}% of the step "
-                f"({_ms(f.us('communication'))})" + (f", world size {world}" if world else ""),
-        numbers={"communication_pct": share, "communication_us": f.us("communication"), "world_size": world,
-                 "backend": info.get("backend")},
-        bound_pct=share, confidence="medium",
+        f"({_ms(f.us('communication'))})" + (f", world size {world}" if world else ""),
+        numbers={
+            "communication_pct": share,
+            "communication_us": f.us("communication"),
+            "world_size": world,
+            "backend": info.get("backend"),
+        },
+        bound_pct=share,
+        confidence="medium",
         confidence_reason="the exposed communication time is measured (kernels take priority in the "
-                          "breakdown, so this is time no compute overlapped)",
+        "breakdown, so this is time no compute overlapped)",
         fix="accumulate gradients over k steps with `with model.no_sync():` on all but the last, "
-            "a larger per-GPU batch, DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True), or "
-            "compress gradients: model.register_comm_hook(None, torch.distributed.algorithms."
-            "ddp_comm_hooks.default_hooks.bf16_compress_hook)")
+        "a larger per-GPU batch, DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True), or "
+        "compress gradients: model.register_comm_hook(None, torch.distributed.algorithms."
+        "ddp_comm_hooks.default_hooks.bf16_compress_hook)",
+    )
 
 
 # The registry, in the order that breaks ties between equal bounds.

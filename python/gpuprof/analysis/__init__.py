@@ -21,7 +21,7 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 2   # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report)
+SCHEMA_VERSION = 2  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report)
 
 # (JSON key stem, display name), in the breakdown's priority order.
 CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
@@ -31,9 +31,15 @@ def _us(ns: int) -> float:
     return round(ns / 1000.0, 3)
 
 
-def report_dict(trace, *, dataloaders: Optional[list] = None, host: Optional[dict] = None,
-                source: Optional[dict] = None, drop_incomplete_last_step: bool = True,
-                native: Optional[dict] = None) -> dict:
+def report_dict(
+    trace,
+    *,
+    dataloaders: Optional[list] = None,
+    host: Optional[dict] = None,
+    source: Optional[dict] = None,
+    drop_incomplete_last_step: bool = True,
+    native: Optional[dict] = None,
+) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
     for ``step_views``); it is not part of the report."""
@@ -63,8 +69,12 @@ def report_dict(trace, *, dataloaders: Optional[list] = None, host: Optional[dic
         },
         "dataloaders": list(dataloaders or []),
         "host": dict(host or {}),
-        "counts": {"events": trace.num_events, "dropped": int(trace.dropped_events),
-                   "skipped": int(trace.skipped_events), "steps": len(steps)},
+        "counts": {
+            "events": trace.num_events,
+            "dropped": int(trace.dropped_events),
+            "skipped": int(trace.skipped_events),
+            "steps": len(steps),
+        },
         "metadata": dict(trace.metadata),
     }
     # GPU metrics: the per-device summary and the detail tables.
@@ -103,7 +113,7 @@ def _average(steps: list[dict]) -> dict:
 
 
 # torch.compile's operators: the region Dynamo entered, the graph call, and the autograd wrappers.
-_COMPILED_GRAPH = ("## Call CompiledFxGraph", "CompiledFunction")   # CompiledFunction(Backward)
+_COMPILED_GRAPH = ("## Call CompiledFxGraph", "CompiledFunction")  # CompiledFunction(Backward)
 _COMPILED_OTHER = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
 
 
@@ -131,14 +141,22 @@ def _compiled_regions(operators: list) -> dict:
     }
     # Older torch marks no graph call (no `## Call CompiledFxGraph`): then the note counts the
     # autograd wrappers' calls, and says so, rather than "0 graph calls" beside their host time.
-    counted = (f"{out['graph_calls']} graph calls" if calls or not graphs else
-               f"{int(total(graphs, 'calls'))} CompiledFunction calls (this trace marks no graph call)")
+    counted = (
+        f"{out['graph_calls']} graph calls"
+        if calls or not graphs
+        else f"{int(total(graphs, 'calls'))} CompiledFunction calls (this trace marks no graph call)"
+    )
     out["note"] = (
         f"torch.compile: {counted}; {out['unattributed_host_us'] / 1000:.3f} ms "
         "of host time inside the compiled graphs is inductor's generated code, with no operator to "
         "attribute it to"
-        + (f"; {out['graph_device_self_us'] / 1000:.3f} ms of device work was launched by the graphs "
-           "themselves (inductor's kernels: see the kernel table)" if out["graph_device_self_us"] else ""))
+        + (
+            f"; {out['graph_device_self_us'] / 1000:.3f} ms of device work was launched by the graphs "
+            "themselves (inductor's kernels: see the kernel table)"
+            if out["graph_device_self_us"]
+            else ""
+        )
+    )
     return out
 
 
@@ -165,6 +183,7 @@ def section(data: dict, key: str) -> list[dict]:
 TIMELINE_EVENT_CAP = 4000
 TOP_PER_STEP = 5
 
+
 def _median_step(steps: list[dict]) -> dict:
     ordered = sorted(steps, key=lambda s: s["total_us"])
     return ordered[(len(ordered) - 1) // 2]
@@ -184,8 +203,9 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
     typical = _median_step(steps)
     drawn = [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
     # Per-step kernels and operators (the operator table's same-name rule), in one native pass.
-    tables = _core.step_event_tables(trace, [(s["start_ns"], s["end_ns"]) for s in steps], TOP_PER_STEP,
-                                     repeated_op_calls)
+    tables = _core.step_event_tables(
+        trace, [(s["start_ns"], s["end_ns"]) for s in steps], TOP_PER_STEP, repeated_op_calls
+    )
     timelines = []
     for label, step in drawn:
         # Host threads and GPU streams, device work kept first up to the cap, then the longest host
@@ -193,20 +213,37 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
         # first-seen lists lane_order and names; the category is the breakdown's (one native pass).
         tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP)
         lanes = tl["lane_order"]
-        timelines.append({"label": label, "step": step["step"], "total_us": step["total_us"],
-                          "lanes": sorted(lanes, key=lambda l: (not l.startswith("host"), l)),
-                          "lane_order": lanes, "names": tl["names"], "events": tl["events"],
-                          "counts": tl["counts"], "left_out": tl["total"] - len(tl["events"])})
+        timelines.append(
+            {
+                "label": label,
+                "step": step["step"],
+                "total_us": step["total_us"],
+                "lanes": sorted(lanes, key=lambda lane: (not lane.startswith("host"), lane)),
+                "lane_order": lanes,
+                "names": tl["names"],
+                "events": tl["events"],
+                "counts": tl["counts"],
+                "left_out": tl["total"] - len(tl["events"]),
+            }
+        )
     tops = {}
     for step, table in zip(steps, tables):
         if not (table["kernels_count"] or table["operators_count"]):
             continue
         tops[str(step["step"])] = {
-            "kernels_count": table["kernels_count"], "operators_count": table["operators_count"],
-            **{key: [{"name": n, "calls": c, "total_us": round(t / 1000.0, 3)} for n, c, t in table[key]]
-               for key in ("kernels", "operators")}}
-    return {"timelines": timelines, "per_step": tops, "outliers": outlier_steps(steps),
-            "event_cap": TIMELINE_EVENT_CAP}
+            "kernels_count": table["kernels_count"],
+            "operators_count": table["operators_count"],
+            **{
+                key: [{"name": n, "calls": c, "total_us": round(t / 1000.0, 3)} for n, c, t in table[key]]
+                for key in ("kernels", "operators")
+            },
+        }
+    return {
+        "timelines": timelines,
+        "per_step": tops,
+        "outliers": outlier_steps(steps),
+        "event_cap": TIMELINE_EVENT_CAP,
+    }
 
 
 def outlier_steps(steps: list[dict]) -> list[int]:

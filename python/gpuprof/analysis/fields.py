@@ -22,15 +22,17 @@ from typing import NamedTuple, Optional
 
 class Field(NamedTuple):
     key: str
-    type: str            # JSON type: "integer", "number", "string", "boolean", "array"; "|null" when unknown may be null
+    type: (
+        str  # JSON type: "integer", "number", "string", "boolean", "array"; "|null" when unknown may be null
+    )
     meaning: str
-    label: Optional[str] = None   # how a person reads it in the GPU summary
+    label: Optional[str] = None  # how a person reads it in the GPU summary
 
 
 class Table(NamedTuple):
-    key: str             # the report's top-level key
-    title: str           # how the reports head it
-    fields: tuple        # of Field, in the rows' order
+    key: str  # the report's top-level key
+    title: str  # how the reports head it
+    fields: tuple  # of Field, in the rows' order
     shown: bool = False  # a table of rows in the terminal, Markdown and HTML reports (in this order)
 
 
@@ -38,86 +40,162 @@ _US = "number"
 _NULLABLE_NUM = "number|null"
 
 TABLES: tuple[Table, ...] = (
-    Table("kernels", "GPU kernels", (
-        Field("name", "string", "the kernel's name"),
-        Field("calls", "integer", "launches"),
-        Field("total_us", _US, "summed device time"),
-        Field("mean_us", _US, "mean device time per launch"),
-        Field("min_us", _US, "shortest launch"),
-        Field("max_us", _US, "longest launch"),
-        Field("mean_blocks_per_sm", _NULLABLE_NUM, "grid blocks / SMs, weighted by duration (null: unknown)"),
-        Field("mean_occupancy_pct", _NULLABLE_NUM, "estimated achieved occupancy, weighted by duration"),
-        Field("tensor_cores", "boolean", "the kernel runs on tensor cores"),
-    ), shown=True),
-    Table("operators", "Operators", (
-        Field("name", "string", "the operator's name (aten::..., or a user-visible op)"),
-        Field("input_shapes", "string", "input shapes when recorded (`record_shapes`), else empty"),
-        Field("calls", "integer", "calls (same-name nesting counted once)"),
-        Field("host_self_us", _US, "host time less the operators inside it"),
-        Field("host_total_us", _US, "host time, operators inside it included"),
-        Field("device_self_us", _US, "device time of the kernels it launched itself"),
-        Field("device_total_us", _US, "device time of its kernels and those of every op inside it"),
-        Field("tc_eligible", "boolean", "an operator that could run on tensor cores"),
-    ), shown=True),
-    Table("copies", "Memory copies", (
-        Field("kind", "string", "HtoD, DtoH, DtoD, HtoH, PtoP, or Memset"),
-        Field("host_memory", "string|null", "`pageable` or `pinned` for host copies, else null"),
-        Field("count", "integer", "copies"),
-        Field("bytes", "integer", "bytes moved"),
-        Field("total_us", _US, "summed device time"),
-        Field("gb_per_s", "number", "bytes / copy time"),
-    ), shown=True),
-    Table("syncs", "Synchronisations", (
-        Field("name", "string", "the host-blocking call"),
-        Field("op", "string", "the outermost host operator around the call"),
-        Field("count", "integer", "calls"),
-        Field("total_us", _US, "host time blocked"),
-    ), shown=True),
-    Table("ranges", "User ranges", (
-        Field("name", "string", "the range's name (record_function, NVTX, `Optimizer.step#...`)"),
-        Field("calls", "integer", "calls"),
-        Field("host_total_us", _US, "host time inside the range"),
-        Field("closure_us", _US, "the part up to the end of the last backward op inside it (an optimizer "
-                                 "stepped with a closure)"),
-    )),
-    Table("memory", "Memory", (
-        Field("step", "integer", "step number"),
-        Field("ts_ns", "integer", "the step's start on the trace clock"),
-        Field("device", "integer", "GPU index; -1 the host"),
-        Field("peak_allocated_bytes", "integer|null", "peak allocated by torch's caching allocator"),
-        Field("peak_reserved_bytes", "integer|null", "peak reserved by torch's caching allocator"),
-        Field("capacity_bytes", "integer|null", "the device's memory (null where the trace records only "
-                                                "allocation sizes)"),
-        Field("peak_rss_bytes", "integer|null", "(host rows of live sessions) the process's resident set size"),
-    )),
-    Table("devices", "GPU summary", (
-        Field("id", "integer", "GPU index"),
-        Field("name", "string", "GPU model"),
-        Field("compute_capability", "string|null", "major.minor, when known"),
-        Field("utilization_pct", _NULLABLE_NUM, "GPU utilization: union of kernel time over the step window", "GPU utilization"),
-        Field("sm_efficiency_pct", _NULLABLE_NUM, "Est. SM efficiency (docs/metrics.md)", "Est. SM efficiency"),
-        Field("achieved_occupancy_pct", _NULLABLE_NUM, "Est. achieved occupancy, kernel-time weighted",
-              "Est. achieved occupancy"),
-        Field("tensor_core_pct", _NULLABLE_NUM, "kernel time in tensor-core kernels / all kernel time",
-              "Kernel time on tensor cores"),
-        Field("tc_eligible_pct", _NULLABLE_NUM, "share of kernel time launched by tensor-core-eligible operators",
-              "Tensor-core-eligible share"),
-        Field("memory_total_bytes", "integer|null", "device memory", "Device memory"),
-        Field("peak_allocated_bytes", "integer|null", "peak memory allocated by the caching allocator", "Peak allocated"),
-        Field("window_us", _US, "the window the summary covers"),
-        Field("kernel_us", _US, "kernel time inside it (overlaps counted per kernel)"),
-        Field("kernels", "integer", "kernels overlapping it"),
-    )),
-    Table("gpu_samples", "NVML samples", (
-        Field("ts_ns", "integer", "sample time on the trace clock"),
-        Field("device", "integer", "device index"),
-        Field("gpu_util_pct", _NULLABLE_NUM, "GPU utilization NVML reports (null: not reported)"),
-        Field("mem_util_pct", _NULLABLE_NUM, "memory-controller utilization"),
-        Field("memory_used_bytes", "integer|null", "device memory in use"),
-        Field("sm_clock_mhz", _NULLABLE_NUM, "SM clock"),
-        Field("temperature_c", _NULLABLE_NUM, "temperature"),
-        Field("power_w", _NULLABLE_NUM, "power draw"),
-    )),
+    Table(
+        "kernels",
+        "GPU kernels",
+        (
+            Field("name", "string", "the kernel's name"),
+            Field("calls", "integer", "launches"),
+            Field("total_us", _US, "summed device time"),
+            Field("mean_us", _US, "mean device time per launch"),
+            Field("min_us", _US, "shortest launch"),
+            Field("max_us", _US, "longest launch"),
+            Field(
+                "mean_blocks_per_sm", _NULLABLE_NUM, "grid blocks / SMs, weighted by duration (null: unknown)"
+            ),
+            Field("mean_occupancy_pct", _NULLABLE_NUM, "estimated achieved occupancy, weighted by duration"),
+            Field("tensor_cores", "boolean", "the kernel runs on tensor cores"),
+        ),
+        shown=True,
+    ),
+    Table(
+        "operators",
+        "Operators",
+        (
+            Field("name", "string", "the operator's name (aten::..., or a user-visible op)"),
+            Field("input_shapes", "string", "input shapes when recorded (`record_shapes`), else empty"),
+            Field("calls", "integer", "calls (same-name nesting counted once)"),
+            Field("host_self_us", _US, "host time less the operators inside it"),
+            Field("host_total_us", _US, "host time, operators inside it included"),
+            Field("device_self_us", _US, "device time of the kernels it launched itself"),
+            Field("device_total_us", _US, "device time of its kernels and those of every op inside it"),
+            Field("tc_eligible", "boolean", "an operator that could run on tensor cores"),
+        ),
+        shown=True,
+    ),
+    Table(
+        "copies",
+        "Memory copies",
+        (
+            Field("kind", "string", "HtoD, DtoH, DtoD, HtoH, PtoP, or Memset"),
+            Field("host_memory", "string|null", "`pageable` or `pinned` for host copies, else null"),
+            Field("count", "integer", "copies"),
+            Field("bytes", "integer", "bytes moved"),
+            Field("total_us", _US, "summed device time"),
+            Field("gb_per_s", "number", "bytes / copy time"),
+        ),
+        shown=True,
+    ),
+    Table(
+        "syncs",
+        "Synchronisations",
+        (
+            Field("name", "string", "the host-blocking call"),
+            Field("op", "string", "the outermost host operator around the call"),
+            Field("count", "integer", "calls"),
+            Field("total_us", _US, "host time blocked"),
+        ),
+        shown=True,
+    ),
+    Table(
+        "ranges",
+        "User ranges",
+        (
+            Field("name", "string", "the range's name (record_function, NVTX, `Optimizer.step#...`)"),
+            Field("calls", "integer", "calls"),
+            Field("host_total_us", _US, "host time inside the range"),
+            Field(
+                "closure_us",
+                _US,
+                "the part up to the end of the last backward op inside it (an optimizer "
+                "stepped with a closure)",
+            ),
+        ),
+    ),
+    Table(
+        "memory",
+        "Memory",
+        (
+            Field("step", "integer", "step number"),
+            Field("ts_ns", "integer", "the step's start on the trace clock"),
+            Field("device", "integer", "GPU index; -1 the host"),
+            Field("peak_allocated_bytes", "integer|null", "peak allocated by torch's caching allocator"),
+            Field("peak_reserved_bytes", "integer|null", "peak reserved by torch's caching allocator"),
+            Field(
+                "capacity_bytes",
+                "integer|null",
+                "the device's memory (null where the trace records only allocation sizes)",
+            ),
+            Field(
+                "peak_rss_bytes",
+                "integer|null",
+                "(host rows of live sessions) the process's resident set size",
+            ),
+        ),
+    ),
+    Table(
+        "devices",
+        "GPU summary",
+        (
+            Field("id", "integer", "GPU index"),
+            Field("name", "string", "GPU model"),
+            Field("compute_capability", "string|null", "major.minor, when known"),
+            Field(
+                "utilization_pct",
+                _NULLABLE_NUM,
+                "GPU utilization: union of kernel time over the step window",
+                "GPU utilization",
+            ),
+            Field(
+                "sm_efficiency_pct",
+                _NULLABLE_NUM,
+                "Est. SM efficiency (docs/metrics.md)",
+                "Est. SM efficiency",
+            ),
+            Field(
+                "achieved_occupancy_pct",
+                _NULLABLE_NUM,
+                "Est. achieved occupancy, kernel-time weighted",
+                "Est. achieved occupancy",
+            ),
+            Field(
+                "tensor_core_pct",
+                _NULLABLE_NUM,
+                "kernel time in tensor-core kernels / all kernel time",
+                "Kernel time on tensor cores",
+            ),
+            Field(
+                "tc_eligible_pct",
+                _NULLABLE_NUM,
+                "share of kernel time launched by tensor-core-eligible operators",
+                "Tensor-core-eligible share",
+            ),
+            Field("memory_total_bytes", "integer|null", "device memory", "Device memory"),
+            Field(
+                "peak_allocated_bytes",
+                "integer|null",
+                "peak memory allocated by the caching allocator",
+                "Peak allocated",
+            ),
+            Field("window_us", _US, "the window the summary covers"),
+            Field("kernel_us", _US, "kernel time inside it (overlaps counted per kernel)"),
+            Field("kernels", "integer", "kernels overlapping it"),
+        ),
+    ),
+    Table(
+        "gpu_samples",
+        "NVML samples",
+        (
+            Field("ts_ns", "integer", "sample time on the trace clock"),
+            Field("device", "integer", "device index"),
+            Field("gpu_util_pct", _NULLABLE_NUM, "GPU utilization NVML reports (null: not reported)"),
+            Field("mem_util_pct", _NULLABLE_NUM, "memory-controller utilization"),
+            Field("memory_used_bytes", "integer|null", "device memory in use"),
+            Field("sm_clock_mhz", _NULLABLE_NUM, "SM clock"),
+            Field("temperature_c", _NULLABLE_NUM, "temperature"),
+            Field("power_w", _NULLABLE_NUM, "power draw"),
+        ),
+    ),
 )
 
 BY_KEY: dict[str, Table] = {t.key: t for t in TABLES}

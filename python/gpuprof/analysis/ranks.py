@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 from . import CATEGORIES
 
@@ -43,8 +44,11 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
     info.update({k: v for k, v in (rank_info or {}).items() if v is not None})
     steps = [{k: v for k, v in s.items() if k == "step" or k.endswith("_us")} for s in data.get("steps", [])]
     n = len(steps)
-    comm_kernel_us = sum(float(k.get("total_us") or 0.0) for k in _rows(data.get("kernels"))
-                         if _COMM_KERNEL.search(str(k.get("name", ""))))
+    comm_kernel_us = sum(
+        float(k.get("total_us") or 0.0)
+        for k in _rows(data.get("kernels"))
+        if _COMM_KERNEL.search(str(k.get("name", "")))
+    )
     return {
         "rank": _int(info.get("rank"), 0),
         "local_rank": _int(info.get("local_rank"), _int(info.get("rank"), 0)),
@@ -135,14 +139,20 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         if comm_total:
             exposed = min(avg[COMM], comm_total)
             overlap = round(100.0 * (comm_total - exposed) / comm_total, 2)
-        rows.append({
-            "rank": s["rank"], "local_rank": s.get("local_rank", s["rank"]),
-            "world_size": s.get("world_size", world), "hostname": s.get("hostname", ""),
-            "device": s.get("device", ""), "steps": len(pr["busy"]), "average": avg,
-            "busy_us": round(_mean(list(pr["busy"].values())), 3),
-            "collective_wait_us": round(_mean(wait[s["rank"]]), 3) if len(ranks) > 1 and common else 0.0,
-            "comm_comp_overlap_pct": overlap,
-        })
+        rows.append(
+            {
+                "rank": s["rank"],
+                "local_rank": s.get("local_rank", s["rank"]),
+                "world_size": s.get("world_size", world),
+                "hostname": s.get("hostname", ""),
+                "device": s.get("device", ""),
+                "steps": len(pr["busy"]),
+                "average": avg,
+                "busy_us": round(_mean(list(pr["busy"].values())), 3),
+                "collective_wait_us": round(_mean(wait[s["rank"]]), 3) if len(ranks) > 1 and common else 0.0,
+                "comm_comp_overlap_pct": overlap,
+            }
+        )
 
     # Per step, each rank's excess over that step's median rank: a straggler is slow in most steps,
     # not in one (a descheduled process on a loaded host is not a straggler).
@@ -157,8 +167,14 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
     busy = [r["busy_us"] for r in rows]
     mean_step = _mean([r["average"]["total_us"] for r in rows])
     imbalance = 100.0 * (max(busy) - _mean(busy)) / mean_step if rows and mean_step > 0 else 0.0
-    return {"ranks": rows, "stragglers": stragglers, "imbalance_pct": round(max(0.0, imbalance), 2),
-            "matched_steps": len(common), "missing_ranks": missing, "world_size": world}
+    return {
+        "ranks": rows,
+        "stragglers": stragglers,
+        "imbalance_pct": round(max(0.0, imbalance), 2),
+        "matched_steps": len(common),
+        "missing_ranks": missing,
+        "world_size": world,
+    }
 
 
 def find_stragglers(rows: list[dict], typical_excess: Optional[dict] = None) -> list[dict]:
@@ -173,8 +189,11 @@ def find_stragglers(rows: list[dict], typical_excess: Optional[dict] = None) -> 
         return []
     ref = statistics.median_low([r["busy_us"] for r in rows])
     ref_row = next(r for r in rows if r["busy_us"] == ref)
-    floor = max(STRAGGLER_MIN_US, ref * STRAGGLER_MIN_PCT / 100.0,
-                ref_row["average"]["total_us"] * STRAGGLER_MIN_STEP_PCT / 100.0)
+    floor = max(
+        STRAGGLER_MIN_US,
+        ref * STRAGGLER_MIN_PCT / 100.0,
+        ref_row["average"]["total_us"] * STRAGGLER_MIN_STEP_PCT / 100.0,
+    )
     out = []
     for r in rows:
         excess = r["busy_us"] - ref
@@ -182,9 +201,14 @@ def find_stragglers(rows: list[dict], typical_excess: Optional[dict] = None) -> 
             continue
         by_key = {k: r["average"][k] - ref_row["average"][k] for k in CATEGORY_KEYS if k != COMM}
         step = ref_row["average"]["total_us"]
-        out.append({"rank": r["rank"], "excess_us": round(excess, 3),
-                    "excess_pct": round(100.0 * excess / step, 2) if step > 0 else 0.0,
-                    "category": max(by_key, key=by_key.get)})
+        out.append(
+            {
+                "rank": r["rank"],
+                "excess_us": round(excess, 3),
+                "excess_pct": round(100.0 * excess / step, 2) if step > 0 else 0.0,
+                "category": max(by_key, key=by_key.get),
+            }
+        )
     return sorted(out, key=lambda s: -s["excess_us"])
 
 
@@ -192,7 +216,11 @@ def attach(data: dict, result: dict, *, note: str = "") -> dict:
     """Put a cross-rank result into a report dict (the keys docs/schema.md documents)."""
     data["ranks"] = result["ranks"]
     data["stragglers"] = result["stragglers"]
-    data["cross_rank"] = {"world_size": result["world_size"], "matched_steps": result["matched_steps"],
-                          "missing_ranks": result["missing_ranks"], "imbalance_pct": result["imbalance_pct"],
-                          "note": note}
+    data["cross_rank"] = {
+        "world_size": result["world_size"],
+        "matched_steps": result["matched_steps"],
+        "missing_ranks": result["missing_ranks"],
+        "imbalance_pct": result["imbalance_pct"],
+        "note": note,
+    }
     return data

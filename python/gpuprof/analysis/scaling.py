@@ -13,17 +13,33 @@ def run_row(data: dict, *, batch_size: Optional[int] = None, label: str = "") ->
     dist = data.get("distributed") or {}
     world = int((data.get("cross_rank") or {}).get("world_size") or dist.get("world_size") or len(ranks) or 1)
     hosts = {r.get("hostname") for r in ranks if r.get("hostname")}
-    per_rank = batch_size or dist.get("batch_size") or next(
-        (d.get("batch_size") for d in data.get("dataloaders") or [] if isinstance(d.get("batch_size"), int)), None)
+    per_rank = (
+        batch_size
+        or dist.get("batch_size")
+        or next(
+            (
+                d.get("batch_size")
+                for d in data.get("dataloaders") or []
+                if isinstance(d.get("batch_size"), int)
+            ),
+            None,
+        )
+    )
     steps = [r["average"]["total_us"] for r in ranks if (r.get("average") or {}).get("total_us")]
     # In a synchronous job every rank's step lasts as long as the slowest's: the job's step time.
     step_us = max(steps) if steps else float((data.get("average") or {}).get("total_us") or 0.0)
     comm = [r["average"].get("communication_pct", 0.0) for r in ranks if r.get("average")]
-    return {"run": label, "nodes": max(1, len(hosts)), "world_size": world,
-            "global_batch": per_rank * world if per_rank else None, "step_us": round(step_us, 3),
-            "communication_pct": round(sum(comm) / len(comm), 2) if comm else
-            float((data.get("average") or {}).get("communication_pct") or 0.0),
-            "imbalance_pct": float((data.get("cross_rank") or {}).get("imbalance_pct") or 0.0)}
+    return {
+        "run": label,
+        "nodes": max(1, len(hosts)),
+        "world_size": world,
+        "global_batch": per_rank * world if per_rank else None,
+        "step_us": round(step_us, 3),
+        "communication_pct": round(sum(comm) / len(comm), 2)
+        if comm
+        else float((data.get("average") or {}).get("communication_pct") or 0.0),
+        "imbalance_pct": float((data.get("cross_rank") or {}).get("imbalance_pct") or 0.0),
+    }
 
 
 def scaling_table(rows: list[dict]) -> list[dict]:
@@ -31,8 +47,11 @@ def scaling_table(rows: list[dict]) -> list[dict]:
     and strong scaling both read right: efficiency = speed-up / (world / base world))."""
     rows = sorted(rows, key=lambda r: (r["world_size"], r["nodes"]))
     for r in rows:
-        r["samples_per_s"] = (round(r["global_batch"] / (r["step_us"] / 1e6), 2)
-                              if r["global_batch"] and r["step_us"] > 0 else None)
+        r["samples_per_s"] = (
+            round(r["global_batch"] / (r["step_us"] / 1e6), 2)
+            if r["global_batch"] and r["step_us"] > 0
+            else None
+        )
     base = rows[0] if rows else None
     for r in rows:
         if base and base["samples_per_s"] and r["samples_per_s"]:

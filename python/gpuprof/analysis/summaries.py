@@ -13,26 +13,32 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Union
+from typing import Callable, Optional, Union
 
 from ..traces.folders import is_report
 from ..traces.read import import_trace, trace_source
 from . import report_dict
 from .ranks import summary_from_report
 
-def analyse_file(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
-                 import_cpus: int = 0) -> dict:
+
+def analyse_file(
+    path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True, import_cpus: int = 0
+) -> dict:
     """The analysed report dict of one trace file (no advice: the report builder adds it)."""
     trace, stats = import_trace(path, import_cpus=import_cpus)
-    return report_dict(trace, source=trace_source(path, stats), drop_incomplete_last_step=drop_incomplete_last_step)
+    return report_dict(
+        trace, source=trace_source(path, stats), drop_incomplete_last_step=drop_incomplete_last_step
+    )
 
 
 _HOST_FROM_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(\.gz)?$")
 
 
-def summarize_file(path: str, drop_incomplete_last_step: bool = True, keep_report: str = "rank0",
-                   import_cpus: int = 0) -> tuple:
+def summarize_file(
+    path: str, drop_incomplete_last_step: bool = True, keep_report: str = "rank0", import_cpus: int = 0
+) -> tuple:
     """One file -> (summary, analysed report dict or None). The report dict comes back for rank 0
     (the cross-rank report is built on it) or, with keep_report="all", always. Runs in a worker,
     whose import counts on ``import_cpus`` CPUs (0: all this process may use)."""
@@ -45,17 +51,23 @@ def summarize_file(path: str, drop_incomplete_last_step: bool = True, keep_repor
     info = dict(data.get("distributed") or {})
     m = _HOST_FROM_NAME.match(p.name)
     if m and not info.get("hostname"):
-        info["hostname"] = m.group("host")   # tensorboard_trace_handler's default worker name
+        info["hostname"] = m.group("host")  # tensorboard_trace_handler's default worker name
     summary = summary_from_report(data, rank_info=info)
     summary["source"] = str(p)
     keep = keep_report == "all" or summary["rank"] == 0
     return summary, (data if keep else None)
 
 
-def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Optional[int] = None,
-                    tasks_per_worker: int = 25, dask_address: Optional[str] = None,
-                    drop_incomplete_last_step: bool = True, keep_report: str = "rank0",
-                    on_done: Optional[Callable[[], None]] = None) -> list[tuple]:
+def summarize_files(
+    files: Iterable[Union[str, os.PathLike]],
+    *,
+    workers: Optional[int] = None,
+    tasks_per_worker: int = 25,
+    dask_address: Optional[str] = None,
+    drop_incomplete_last_step: bool = True,
+    keep_report: str = "rank0",
+    on_done: Optional[Callable[[], None]] = None,
+) -> list[tuple]:
     """(summary, report dict or None) per file, in the files' order."""
     files = [str(f) for f in files]
     results: list = [None] * len(files)
@@ -63,11 +75,18 @@ def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Option
         try:
             from distributed import Client, as_completed
         except ImportError:
-            raise RuntimeError("--dask needs dask.distributed in this environment: "
-                               "python -m pip install 'distributed>=2023.1'") from None
+            raise RuntimeError(
+                "--dask needs dask.distributed in this environment: "
+                "python -m pip install 'distributed>=2023.1'"
+            ) from None
         with Client(dask_address) as client:
-            futures = client.map(summarize_file, files, drop_incomplete_last_step=drop_incomplete_last_step,
-                                 keep_report=keep_report, pure=False)
+            futures = client.map(
+                summarize_file,
+                files,
+                drop_incomplete_last_step=drop_incomplete_last_step,
+                keep_report=keep_report,
+                pure=False,
+            )
             index = {f.key: i for i, f in enumerate(futures)}
             for fut in as_completed(futures):
                 results[index[fut.key]] = fut.result()
@@ -83,7 +102,8 @@ def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Option
                 on_done()
         return results
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed as done
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import as_completed as done
 
     # Workers are replaced after tasks_per_worker files by running the files in batches, one pool
     # each, rather than with ProcessPoolExecutor(max_tasks_per_child=...): on Python 3.11 and 3.12
@@ -98,8 +118,10 @@ def summarize_files(files: Iterable[Union[str, os.PathLike]], *, workers: Option
     share = max(1, cpus_available() // workers)
     for first in range(0, len(files), batch):
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futs = {pool.submit(summarize_file, files[i], drop_incomplete_last_step, keep_report, share): i
-                    for i in range(first, min(first + batch, len(files)))}
+            futs = {
+                pool.submit(summarize_file, files[i], drop_incomplete_last_step, keep_report, share): i
+                for i in range(first, min(first + batch, len(files)))
+            }
             for fut in done(futs):
                 results[futs[fut]] = fut.result()
                 if on_done:

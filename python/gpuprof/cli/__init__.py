@@ -22,8 +22,9 @@ class UserError(Exception):
 
 def build_parser(verbs: list[str] | None = None) -> argparse.ArgumentParser:
     """The command's parser with the given verbs' subcommands (all of them by default)."""
-    parser = argparse.ArgumentParser(prog="gpuprof", description="Profile PyTorch training loops "
-                                     "and explain where each step's time goes.")
+    parser = argparse.ArgumentParser(
+        prog="gpuprof", description="Profile PyTorch training loops and explain where each step's time goes."
+    )
     from .._build_info import GPUPROF_VERSION
 
     parser.add_argument("--version", action="version", version=f"gpuprof {GPUPROF_VERSION}")
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rc = int(args.run(args) or 0)
-        sys.stdout.flush()   # a closed pipe shows here, inside the handler below
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         _quick_exit = bool(getattr(args, "quick_exit", False))
         return rc
     except UserError as e:
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        return 141   # 128 + SIGPIPE, what a shell reports for a program killed by the broken pipe
+        return 141  # 128 + SIGPIPE, what a shell reports for a program killed by the broken pipe
 
 
 # Set by a verb that only read files and wrote its output (`analyze` of one file): nothing is left
@@ -93,7 +94,7 @@ def entry(argv: list[str] | None = None) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         except (OSError, ValueError):
-            pass   # let the interpreter's own exit report it as it always has
+            pass  # let the interpreter's own exit report it as it always has
         else:
             os._exit(rc)
     sys.exit(rc)

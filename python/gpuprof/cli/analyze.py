@@ -11,27 +11,52 @@ from . import UserError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "analyze", help="report on existing PyTorch-profiler (Kineto) trace files",
+        "analyze",
+        help="report on existing PyTorch-profiler (Kineto) trace files",
         description="Read a .json or .json.gz trace written by torch.profiler (or a folder of them, "
-                    "one report per file) and print where each step's time went.")
+        "one report per file) and print where each step's time went.",
+    )
     p.add_argument("path", help="trace file, or a folder searched recursively for trace files")
-    p.add_argument("--json", metavar="OUT", dest="json_out",
-                   help="also write the report as JSON (a list of reports for a folder)")
-    p.add_argument("--html", metavar="OUT", dest="html_out",
-                   help="also write the one-file HTML report (for a folder: one file per trace, "
-                        "OUT_<n>.html beside OUT)")
-    p.add_argument("--ranks", action="store_true",
-                   help="treat the folder's files as the ranks of one job (automatic when the files "
-                        "carry distributedInfo with world_size > 1 or are gpuprof reports of a job)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="worker processes reading the files of a folder (default: the CPUs; each holds "
-                        "one trace at a time)")
-    p.add_argument("--dask", metavar="ADDRESS", default=None,
-                   help="read the files on an existing dask.distributed cluster (scheduler address, "
-                        "e.g. tcp://head:8786); needs `python -m pip install distributed`")
-    p.add_argument("--keep-incomplete-last-step", action="store_true",
-                   help="keep a last step with fewer than 0.8x the device work of the one before "
-                        "(the old plugin dropped it)")
+    p.add_argument(
+        "--json",
+        metavar="OUT",
+        dest="json_out",
+        help="also write the report as JSON (a list of reports for a folder)",
+    )
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        dest="html_out",
+        help="also write the one-file HTML report (for a folder: one file per trace, "
+        "OUT_<n>.html beside OUT)",
+    )
+    p.add_argument(
+        "--ranks",
+        action="store_true",
+        help="treat the folder's files as the ranks of one job (automatic when the files "
+        "carry distributedInfo with world_size > 1 or are gpuprof reports of a job)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes reading the files of a folder (default: the CPUs; each holds "
+        "one trace at a time)",
+    )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        default=None,
+        help="read the files on an existing dask.distributed cluster (scheduler address, "
+        "e.g. tcp://head:8786); needs `python -m pip install distributed`",
+    )
+    p.add_argument(
+        "--keep-incomplete-last-step",
+        action="store_true",
+        help="keep a last step with fewer than 0.8x the device work of the one before "
+        "(the old plugin dropped it)",
+    )
     p.set_defaults(run=run)
 
 
@@ -44,23 +69,29 @@ def run(args) -> int:
 
     try:
         folder = stat.S_ISDIR(check_path(args.path).st_mode)
-    except OSError as e:   # missing, or not allowed: one line saying which
+    except OSError as e:  # missing, or not allowed: one line saying which
         raise UserError(str(e)) from None
     if folder:
         return _run_folder(args)
-    args.quick_exit = True   # only files read and written: cli.entry() may skip the teardown
-    files = [args.path]   # one file (a folder is every rank's file: _run_folder)
+    args.quick_exit = True  # only files read and written: cli.entry() may skip the teardown
+    files = [args.path]  # one file (a folder is every rank's file: _run_folder)
     reports = []
     # On a terminal, a bar over the files (a pulsing one for a single file: the import runs in C++
     # without the GIL, so the bar keeps moving); nothing in logs and CI output.
     size_mb = sum(os.path.getsize(f) for f in files) / 1e6
-    with progress(f"analysing {len(files)} trace file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)",
-                  total=None) as advance:
+    with progress(
+        f"analysing {len(files)} trace file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)", total=None
+    ) as advance:
         for f in files:
             try:
                 # The timelines and per-step tables only the JSON and HTML carry.
-                reports.append(analyze_file(f, drop_incomplete_last_step=not args.keep_incomplete_last_step,
-                                            with_step_views=bool(args.json_out or args.html_out)))
+                reports.append(
+                    analyze_file(
+                        f,
+                        drop_incomplete_last_step=not args.keep_incomplete_last_step,
+                        with_step_views=bool(args.json_out or args.html_out),
+                    )
+                )
             except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
                 raise UserError(str(e)) from None
             advance()
@@ -77,21 +108,30 @@ def _run_folder(args) -> int:
 
     try:
         files = rank_files(args.path)
-    except OSError as e:   # the folder itself cannot be listed
+    except OSError as e:  # the folder itself cannot be listed
         raise UserError(str(e)) from None
     if not files:
-        raise UserError(f"{display_path(args.path)}: no trace files (*.json.gz, or *.json with traceEvents) and no "
-                        "gpuprof reports in this folder")
+        raise UserError(
+            f"{display_path(args.path)}: no trace files (*.json.gz, or *.json with traceEvents) and no "
+            "gpuprof reports in this folder"
+        )
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be 1 or more, got {args.workers}")
     drop = not args.keep_incomplete_last_step
     keep = "all" if len(files) <= 64 else "rank0"
     size_mb = sum(os.path.getsize(f) for f in files) / 1e6
     try:
-        with progress(f"analysing {len(files)} file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)",
-                      total=len(files)) as advance:
-            results = summarize_files(files, workers=args.workers, dask_address=args.dask,
-                                      drop_incomplete_last_step=drop, keep_report=keep, on_done=advance)
+        with progress(
+            f"analysing {len(files)} file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)", total=len(files)
+        ) as advance:
+            results = summarize_files(
+                files,
+                workers=args.workers,
+                dask_address=args.dask,
+                drop_incomplete_last_step=drop,
+                keep_report=keep,
+                on_done=advance,
+            )
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None
     except RuntimeError as e:
@@ -101,13 +141,16 @@ def _run_folder(args) -> int:
     job = args.ranks or any(s.get("world_size", 1) > 1 for s, _ in results)
     if job:
         reports = [cross_rank_report(results)]
-        payload = lambda: reports[0].to_json()   # noqa: E731 (built only for --json)
+        payload = lambda: reports[0].to_json()  # noqa: E731 (built only for --json)
     else:
         reports = []
-        for f, (s, d) in zip(files, results):
-            reports.append(build_report(analysed=d if d is not None else
-                                        summarize_file(str(f), drop, keep_report="all")[1]))
-        payload = lambda: "[\n" + ",\n".join(r.to_json() for r in reports) + "\n]"   # noqa: E731
+        for f, (_s, d) in zip(files, results):
+            reports.append(
+                build_report(
+                    analysed=d if d is not None else summarize_file(str(f), drop, keep_report="all")[1]
+                )
+            )
+        payload = lambda: "[\n" + ",\n".join(r.to_json() for r in reports) + "\n]"  # noqa: E731
     return _write_outputs(args, reports, payload)
 
 

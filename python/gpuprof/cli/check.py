@@ -23,10 +23,10 @@ from .report import load_report
 @dataclass
 class Result:
     metric: str
-    bound: str          # "max" or "min"
+    bound: str  # "max" or "min"
     limit: float
     value: float
-    where: str = ""     # e.g. "GPU 1" for per-device metrics
+    where: str = ""  # e.g. "GPU 1" for per-device metrics
 
     @property
     def ok(self) -> bool:
@@ -40,8 +40,9 @@ class Result:
         if self.ok:
             return f"ok    {self.label} = {self.value:.4g} ({self.bound} {self.limit:g})"
         verb = "above the maximum" if self.bound == "max" else "below the minimum"
-        return (f"FAIL  {self.label} = {self.value:.4g}, {abs(self.value - self.limit):.4g} {verb} "
-                f"{self.limit:g}")
+        return (
+            f"FAIL  {self.label} = {self.value:.4g}, {abs(self.value - self.limit):.4g} {verb} {self.limit:g}"
+        )
 
 
 @dataclass
@@ -62,9 +63,17 @@ def denied_rules(report, rules: list[str]) -> list[RuleResult]:
     unknown = sorted(set(rules) - set(RULE_IDS))
     if unknown:
         raise UserError(f"--deny-rule {', '.join(unknown)}: unknown rule; known: {', '.join(RULE_IDS)}")
-    fired = {a.get("rule"): a for a in report.advice}   # a report loaded without advice is advised
-    return [RuleResult(f"advice:{r}", "max", 0.0, 1.0 if r in fired else 0.0,
-                       title=str(fired.get(r, {}).get("title", ""))) for r in rules]
+    fired = {a.get("rule"): a for a in report.advice}  # a report loaded without advice is advised
+    return [
+        RuleResult(
+            f"advice:{r}",
+            "max",
+            0.0,
+            1.0 if r in fired else 0.0,
+            title=str(fired.get(r, {}).get("title", "")),
+        )
+        for r in rules
+    ]
 
 
 def _parse_budget(text: str, flag: str) -> tuple[str, float]:
@@ -85,8 +94,9 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
     from ..report.model import CATEGORIES
 
     avg = report.average
-    out: dict[str, list[tuple[str, float]]] = {k: [("", float(v))] for k, v in avg.items()
-                                               if isinstance(v, (int, float))}
+    out: dict[str, list[tuple[str, float]]] = {
+        k: [("", float(v))] for k, v in avg.items() if isinstance(v, (int, float))
+    }
     out["step_time_us"] = [("", float(avg["total_us"]))]
     out["step_time_ms"] = [("", float(avg["total_us"]) / 1000.0)]
     out["dropped_events"] = [("", float(report.counts.get("dropped", 0)))]
@@ -115,8 +125,10 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
             from ..report import sections as sec
 
             if any(name == k for k, _ in sec.DEVICE_FIELDS):
-                raise UserError(f"{name} is a GPU metric and this report has no GPU summary "
-                                "(profiled on the CPU, or without GPU collection)")
+                raise UserError(
+                    f"{name} is a GPU metric and this report has no GPU summary "
+                    "(profiled on the CPU, or without GPU collection)"
+                )
             raise UserError(f"unknown metric {name!r}; known here: {', '.join(sorted(known))}")
         for where, value in known[name]:
             results.append(Result(name, bound, limit, value, where))
@@ -126,11 +138,17 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
 def junit_xml(results: list[Result], report_path: str) -> str:
     import xml.etree.ElementTree as ET
 
-    suite = ET.Element("testsuite", name="gpuprof check", tests=str(len(results)),
-                       failures=str(sum(not r.ok for r in results)), errors="0")
+    suite = ET.Element(
+        "testsuite",
+        name="gpuprof check",
+        tests=str(len(results)),
+        failures=str(sum(not r.ok for r in results)),
+        errors="0",
+    )
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname="gpuprof.check",
-                             name=f"{r.label} {r.bound} {r.limit:g}")
+        case = ET.SubElement(
+            suite, "testcase", classname="gpuprof.check", name=f"{r.label} {r.bound} {r.limit:g}"
+        )
         if not r.ok:
             failure = ET.SubElement(case, "failure", message=r.line())
             failure.text = f"{report_path}: {r.line()}"
@@ -141,35 +159,66 @@ def markdown_summary(results: list[Result], report_path: str) -> str:
     from ..report.markdown import md_code, md_escape, table
 
     failed = sum(not r.ok for r in results)
-    head = (f"### gpuprof check: {failed} of {len(results)} budgets broken" if failed
-            else "### gpuprof check: the budget holds" if len(results) == 1
-            else f"### gpuprof check: all {len(results)} budgets hold")
-    rows = [["❌" if not r.ok else "✅", md_escape(r.label), f"{r.value:.4g}", f"{r.bound} {r.limit:g}"]
-            for r in results]
-    return "\n".join([head, "", f"Report: {md_code(report_path)}", ""]
-                     + table(["", "metric", "value", "budget"], rows, [":-:", ":--", "--:", "--:"])) + "\n\n"
+    head = (
+        f"### gpuprof check: {failed} of {len(results)} budgets broken"
+        if failed
+        else "### gpuprof check: the budget holds"
+        if len(results) == 1
+        else f"### gpuprof check: all {len(results)} budgets hold"
+    )
+    rows = [
+        ["❌" if not r.ok else "✅", md_escape(r.label), f"{r.value:.4g}", f"{r.bound} {r.limit:g}"]
+        for r in results
+    ]
+    return (
+        "\n".join(
+            [head, "", f"Report: {md_code(report_path)}", ""]
+            + table(["", "metric", "value", "budget"], rows, [":-:", ":--", "--:", "--:"])
+        )
+        + "\n\n"
+    )
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("check", help="CI budgets: exit 1 when a metric breaks its budget",
-                              description="Check a report against budgets; exit 0 when all hold, 1 when "
-                              "one is broken. Appends a Markdown summary to $GITHUB_STEP_SUMMARY when set.")
+    p = subparsers.add_parser(
+        "check",
+        help="CI budgets: exit 1 when a metric breaks its budget",
+        description="Check a report against budgets; exit 0 when all hold, 1 when "
+        "one is broken. Appends a Markdown summary to $GITHUB_STEP_SUMMARY when set.",
+    )
     p.add_argument("report", metavar="REPORT", help="report.json, or a `gpuprof run` folder")
-    p.add_argument("--max", action="append", default=[], metavar="NAME=VALUE",
-                   help="fail when NAME is above VALUE (repeatable), e.g. dataloader_pct=5")
-    p.add_argument("--min", action="append", default=[], metavar="NAME=VALUE",
-                   help="fail when NAME is below VALUE (repeatable), e.g. utilization_pct=60")
-    p.add_argument("--deny-rule", action="append", default=[], metavar="RULE",
-                   help="fail when this advice rule fires (repeatable), e.g. dataloader (docs/advice.md)")
-    p.add_argument("--baseline", metavar="BASE", default=None,
-                   help="baseline report for *_regression_pct metrics")
+    p.add_argument(
+        "--max",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fail when NAME is above VALUE (repeatable), e.g. dataloader_pct=5",
+    )
+    p.add_argument(
+        "--min",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fail when NAME is below VALUE (repeatable), e.g. utilization_pct=60",
+    )
+    p.add_argument(
+        "--deny-rule",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="fail when this advice rule fires (repeatable), e.g. dataloader (docs/advice.md)",
+    )
+    p.add_argument(
+        "--baseline", metavar="BASE", default=None, help="baseline report for *_regression_pct metrics"
+    )
     p.add_argument("--junit", metavar="OUT.xml", default=None, help="also write JUnit XML here")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    budgets = ([("max", *_parse_budget(t, "--max")) for t in args.max]
-               + [("min", *_parse_budget(t, "--min")) for t in args.min])
+    budgets = [("max", *_parse_budget(t, "--max")) for t in args.max] + [
+        ("min", *_parse_budget(t, "--min")) for t in args.min
+    ]
     deny = getattr(args, "deny_rule", [])
     if not budgets and not deny:
         raise UserError("no budget given: add --max NAME=VALUE, --min NAME=VALUE and/or --deny-rule RULE")
@@ -186,9 +235,13 @@ def _print_results(args, results: list[Result]) -> int:
     for r in results:
         print(r.line())
     failed = [r for r in results if not r.ok]
-    print(f"gpuprof check: {len(failed)} of {len(results)} budgets broken" if failed
-          else "gpuprof check: the budget holds" if len(results) == 1
-          else f"gpuprof check: all {len(results)} budgets hold")
+    print(
+        f"gpuprof check: {len(failed)} of {len(results)} budgets broken"
+        if failed
+        else "gpuprof check: the budget holds"
+        if len(results) == 1
+        else f"gpuprof check: all {len(results)} budgets hold"
+    )
     if args.junit:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(args.junit)), exist_ok=True)
@@ -202,13 +255,16 @@ def _print_results(args, results: list[Result]) -> int:
             with open(summary, "a", encoding="utf-8") as f:
                 f.write(markdown_summary(results, args.report))
         except OSError as e:
-            print(f"gpuprof check: could not append to $GITHUB_STEP_SUMMARY ({summary}): {e.strerror}",
-                  file=sys.stderr)
+            print(
+                f"gpuprof check: could not append to $GITHUB_STEP_SUMMARY ({summary}): {e.strerror}",
+                file=sys.stderr,
+            )
     return 1 if failed else 0
 
 
-def _scaling_results(path: str, budgets) -> "list[Result] | None":
-    """Results for a ``{"scaling": [...]}`` file (``gpuprof scaling --json OUT``), else None. Metrics, per run (world size N):
+def _scaling_results(path: str, budgets) -> list[Result] | None:
+    """Results for a ``{"scaling": [...]}`` file (``gpuprof scaling --json OUT``), else None.
+    Metrics, per run (world size N):
     ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``."""
     import json
 
@@ -221,8 +277,13 @@ def _scaling_results(path: str, budgets) -> "list[Result] | None":
         return None
     if not isinstance(data, dict) or not isinstance(data.get("scaling"), list):
         return None
-    names = {"parallel_efficiency_pct": "efficiency_pct", "efficiency_pct": "efficiency_pct",
-             "speedup": "speedup", "samples_per_s": "samples_per_s", "step_us": "step_us"}
+    names = {
+        "parallel_efficiency_pct": "efficiency_pct",
+        "efficiency_pct": "efficiency_pct",
+        "speedup": "speedup",
+        "samples_per_s": "samples_per_s",
+        "step_us": "step_us",
+    }
     out = []
     for bound, name, limit in budgets:
         if name not in names:

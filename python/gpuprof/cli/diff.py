@@ -16,6 +16,7 @@ TOP_ROWS = 10
 # (its calls' wall time including children, the column torch.profiler users compare).
 _TABLE_TIME = {"kernels": "total_us", "operators": "host_total_us"}
 
+
 def _pct_change(base: float, new: float) -> float | None:
     return None if base == 0 else 100.0 * (new - base) / base
 
@@ -26,9 +27,12 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
 
     b_avg, n_avg = base.average, new.average
     out = {
-        "step_time_us": {"base": b_avg["total_us"], "new": n_avg["total_us"],
-                         "delta": n_avg["total_us"] - b_avg["total_us"],
-                         "change_pct": _pct_change(b_avg["total_us"], n_avg["total_us"])},
+        "step_time_us": {
+            "base": b_avg["total_us"],
+            "new": n_avg["total_us"],
+            "delta": n_avg["total_us"] - b_avg["total_us"],
+            "change_pct": _pct_change(b_avg["total_us"], n_avg["total_us"]),
+        },
         "categories": [],
         "tables": {},
     }
@@ -36,9 +40,17 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
         bu, nu = b_avg.get(f"{key}_us", 0.0), n_avg.get(f"{key}_us", 0.0)
         if bu == 0 and nu == 0:
             continue
-        out["categories"].append({"key": key, "name": name, "base_us": bu, "new_us": nu, "delta_us": nu - bu,
-                                  "base_pct": b_avg.get(f"{key}_pct", 0.0),
-                                  "new_pct": n_avg.get(f"{key}_pct", 0.0)})
+        out["categories"].append(
+            {
+                "key": key,
+                "name": name,
+                "base_us": bu,
+                "new_us": nu,
+                "delta_us": nu - bu,
+                "base_pct": b_avg.get(f"{key}_pct", 0.0),
+                "new_pct": n_avg.get(f"{key}_pct", 0.0),
+            }
+        )
     for key, title in sec.TABLES[:2]:
         time_key = _TABLE_TIME[key]
         b_rows = {sec.name_of(r): r for r in sec.section(base.data, key)}
@@ -51,7 +63,12 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
             rows.append({"name": name, "base_us": bt, "new_us": nt, "delta_us": nt - bt, "status": status})
         rows.sort(key=lambda r: -abs(r["delta_us"]))
         if rows:
-            out["tables"][key] = {"title": title, "time": time_key, "rows": rows[:top], "total_rows": len(rows)}
+            out["tables"][key] = {
+                "title": title,
+                "time": time_key,
+                "rows": rows[:top],
+                "total_rows": len(rows),
+            }
     return out
 
 
@@ -62,19 +79,28 @@ def _signed(v: float, digits: int = 1) -> str:
 def render_text(d: dict, base_name: str, new_name: str) -> str:
     st = d["step_time_us"]
     change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
-    lines = [f"gpuprof diff: {base_name} -> {new_name}",
-             f"mean step time: {st['base'] / 1000:.3f} ms -> {st['new'] / 1000:.3f} ms{change}", ""]
+    lines = [
+        f"gpuprof diff: {base_name} -> {new_name}",
+        f"mean step time: {st['base'] / 1000:.3f} ms -> {st['new'] / 1000:.3f} ms{change}",
+        "",
+    ]
     w = max([len(c["name"]) for c in d["categories"]] + [8])
-    lines.append(f"{'category':<{w}}  {'base us':>12}  {'new us':>12}  {'delta us':>12}  {'base %':>7}  {'new %':>7}")
+    lines.append(
+        f"{'category':<{w}}  {'base us':>12}  {'new us':>12}  {'delta us':>12}  {'base %':>7}  {'new %':>7}"
+    )
     for c in d["categories"]:
-        lines.append(f"{c['name']:<{w}}  {c['base_us']:>12,.1f}  {c['new_us']:>12,.1f}  "
-                     f"{_signed(c['delta_us']):>12}  {c['base_pct']:>7.1f}  {c['new_pct']:>7.1f}")
+        lines.append(
+            f"{c['name']:<{w}}  {c['base_us']:>12,.1f}  {c['new_us']:>12,.1f}  "
+            f"{_signed(c['delta_us']):>12}  {c['base_pct']:>7.1f}  {c['new_pct']:>7.1f}"
+        )
     for t in d["tables"].values():
         lines += ["", f"{t['title']}: largest changes in total time ({len(t['rows'])} of {t['total_rows']})"]
         for r in t["rows"]:
             mark = f" [{r['status']}]" if r["status"] else ""
-            lines.append(f"  {_signed(r['delta_us']):>12} us  {r['base_us']:>12,.1f} -> {r['new_us']:>12,.1f}  "
-                         f"{r['name']}{mark}")
+            lines.append(
+                f"  {_signed(r['delta_us']):>12} us  {r['base_us']:>12,.1f} -> {r['new_us']:>12,.1f}  "
+                f"{r['name']}{mark}"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -83,30 +109,60 @@ def render_markdown(d: dict, base_name: str, new_name: str) -> str:
 
     st = d["step_time_us"]
     change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
-    out = [f"## gpuprof diff: {md_code(base_name)} → {md_code(new_name)}", "",
-           f"**Mean step time: {st['base'] / 1000:.3f} ms → {st['new'] / 1000:.3f} ms{change}**", ""]
-    out += table(["category", "base (us)", "new (us)", "delta (us)", "base %", "new %"],
-                 [[c["name"], f"{c['base_us']:,.1f}", f"{c['new_us']:,.1f}", _signed(c["delta_us"]),
-                   f"{c['base_pct']:.1f}", f"{c['new_pct']:.1f}"] for c in d["categories"]],
-                 [":--"] + ["--:"] * 5)
+    out = [
+        f"## gpuprof diff: {md_code(base_name)} → {md_code(new_name)}",
+        "",
+        f"**Mean step time: {st['base'] / 1000:.3f} ms → {st['new'] / 1000:.3f} ms{change}**",
+        "",
+    ]
+    out += table(
+        ["category", "base (us)", "new (us)", "delta (us)", "base %", "new %"],
+        [
+            [
+                c["name"],
+                f"{c['base_us']:,.1f}",
+                f"{c['new_us']:,.1f}",
+                _signed(c["delta_us"]),
+                f"{c['base_pct']:.1f}",
+                f"{c['new_pct']:.1f}",
+            ]
+            for c in d["categories"]
+        ],
+        [":--"] + ["--:"] * 5,
+    )
     for t in d["tables"].values():
         out += ["", f"### {t['title']}: largest changes ({len(t['rows'])} of {t['total_rows']})", ""]
-        out += table(["name", "base (us)", "new (us)", "delta (us)", ""],
-                     [[md_escape(r["name"]), f"{r['base_us']:,.1f}", f"{r['new_us']:,.1f}",
-                       _signed(r["delta_us"]), r["status"]] for r in t["rows"]],
-                     [":--", "--:", "--:", "--:", ":--"])
+        out += table(
+            ["name", "base (us)", "new (us)", "delta (us)", ""],
+            [
+                [
+                    md_escape(r["name"]),
+                    f"{r['base_us']:,.1f}",
+                    f"{r['new_us']:,.1f}",
+                    _signed(r["delta_us"]),
+                    r["status"],
+                ]
+                for r in t["rows"]
+            ],
+            [":--", "--:", "--:", "--:", ":--"],
+        )
     return "\n".join(out) + "\n"
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("diff", help="compare two reports: per category and per kernel/operator",
-                              description="Compare two saved reports (report.json files or `gpuprof run` "
-                              "folders): mean step time, each category, and the kernels and operators "
-                              "whose total time changed most.")
+    p = subparsers.add_parser(
+        "diff",
+        help="compare two reports: per category and per kernel/operator",
+        description="Compare two saved reports (report.json files or `gpuprof run` "
+        "folders): mean step time, each category, and the kernels and operators "
+        "whose total time changed most.",
+    )
     p.add_argument("base", metavar="BASE", help="the baseline report (JSON or folder)")
     p.add_argument("new", metavar="NEW", help="the report to compare with it")
     p.add_argument("--format", "-f", choices=["text", "md", "json"], default="text")
-    p.add_argument("--top", type=int, default=TOP_ROWS, help="kernels/operators to list (default %(default)s)")
+    p.add_argument(
+        "--top", type=int, default=TOP_ROWS, help="kernels/operators to list (default %(default)s)"
+    )
     p.add_argument("-o", "--output", metavar="OUT", default=None, help="write here instead of stdout")
     p.set_defaults(run=run)
 

@@ -16,8 +16,11 @@ import sys
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("doctor", help="what gpuprof can collect on this machine, and why not",
-                       description=__doc__.split("\n\n")[1])
+    p = sub.add_parser(
+        "doctor",
+        help="what gpuprof can collect on this machine, and why not",
+        description=__doc__.split("\n\n")[1],
+    )
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(run=run)
 
@@ -26,13 +29,20 @@ def _torch_facts() -> dict:
     from ..collect import hooks as _hooks
 
     hooks = _hooks.status()
-    facts = {"torch": hooks.get("torch"), "hooks_prebuilt_for": hooks["prebuilt_for"],
-             "hooks_cache": hooks["cache_dir"], "hooks_key": hooks.get("key"),
-             "compiler": hooks["compiler"]}
+    facts = {
+        "torch": hooks.get("torch"),
+        "hooks_prebuilt_for": hooks["prebuilt_for"],
+        "hooks_cache": hooks["cache_dir"],
+        "hooks_key": hooks.get("key"),
+        "compiler": hooks["compiler"],
+    }
     state = hooks["state"]
     if state == "no torch":
-        facts["hooks"] = ("!!", f"{hooks['detail']}: gpuprof can analyse traces but not profile "
-                                "a live run until torch is installed")
+        facts["hooks"] = (
+            "!!",
+            f"{hooks['detail']}: gpuprof can analyse traces but not profile "
+            "a live run until torch is installed",
+        )
         return facts
     mark = {"prebuilt": "ok", "cached": "ok", "needs compile": "ok"}.get(state, "!!")
     facts["hooks"] = (mark, f"operator hooks for torch {hooks['torch']}: {state} ({hooks['detail']})")
@@ -41,39 +51,52 @@ def _torch_facts() -> dict:
 
         if torch.cuda.is_available():
             names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-            facts["cuda"] = ("ok", f"torch {torch.__version__} sees {len(names)} CUDA device(s): "
-                                   + ", ".join(names))
+            facts["cuda"] = (
+                "ok",
+                f"torch {torch.__version__} sees {len(names)} CUDA device(s): " + ", ".join(names),
+            )
         else:
-            facts["cuda"] = ("--", f"torch {torch.__version__} sees no CUDA device (CPU build, no "
-                                   "driver, or CUDA_VISIBLE_DEVICES hides them): host-side profiling")
+            facts["cuda"] = (
+                "--",
+                f"torch {torch.__version__} sees no CUDA device (CPU build, no "
+                "driver, or CUDA_VISIBLE_DEVICES hides them): host-side profiling",
+            )
     except Exception as e:  # a broken CUDA setup is a finding, not a crash
         facts["cuda"] = ("!!", f"asking torch about CUDA failed: {type(e).__name__}: {e}")
     return facts
 
 
 def _gpu_collection_facts() -> dict:
-    from ..collect.gpu import cupti_search_dirs, nvtx_injection_note
     from .._native import _core
+    from ..collect.gpu import cupti_search_dirs, nvtx_injection_note
 
     facts = {}
     dirs = cupti_search_dirs()
-    status = _core.gpu_start(dirs)   # exactly what a session's first active step does
+    status = _core.gpu_start(dirs)  # exactly what a session's first active step does
     try:
         if status["enabled"]:
-            facts["gpu_collection"] = ("ok", f"CUPTI {status['cupti_version']} ({status['cupti_library']}) "
-                                             "starts: kernels, copies, runtime calls will be collected")
+            facts["gpu_collection"] = (
+                "ok",
+                f"CUPTI {status['cupti_version']} ({status['cupti_library']}) "
+                "starts: kernels, copies, runtime calls will be collected",
+            )
         else:
             facts["gpu_collection"] = ("--", status["message"])
-        facts["nvml"] = (("ok", "NVML samples utilization, memory, power, clocks")
-                         if status["nvml"] else ("--", status["nvml_message"] or "NVML not available"))
+        facts["nvml"] = (
+            ("ok", "NVML samples utilization, memory, power, clocks")
+            if status["nvml"]
+            else ("--", status["nvml_message"] or "NVML not available")
+        )
     finally:
         _core.gpu_release()
     path, why = _core.cupti_library_path(dirs)
     if not path:
         facts["nvtx_injection"] = ("--", f"no libcupti to collect your NVTX ranges with: {why}")
-    else:   # the line a session's report would give
+    else:  # the line a session's report would give
         note = nvtx_injection_note(path)
-        facts["nvtx_injection"] = ("ok", note) if note.startswith("on") else ("--", note.removeprefix("off: "))
+        facts["nvtx_injection"] = (
+            ("ok", note) if note.startswith("on") else ("--", note.removeprefix("off: "))
+        )
     return facts
 
 
@@ -82,28 +105,43 @@ def findings() -> dict:
     from .._native import _core
     from ..collect.dataloader import cpus_available
 
-    out: dict = {"gpuprof": __version__, "python": platform.python_version(),
-                 "platform": platform.platform()}
+    out: dict = {"gpuprof": __version__, "python": platform.python_version(), "platform": platform.platform()}
     out.update(_torch_facts())
     out.update(_gpu_collection_facts())
-    out["clock"] = ("ok", "TSC ticks on the hot path (clocksource tsc), converted to CLOCK_MONOTONIC"
-                    if _core.collector_ticks_are_tsc() else "CLOCK_MONOTONIC on the hot path (the "
-                    "kernel's clocksource is not the TSC: about twice the cost per timestamp)")
+    out["clock"] = (
+        "ok",
+        "TSC ticks on the hot path (clocksource tsc), converted to CLOCK_MONOTONIC"
+        if _core.collector_ticks_are_tsc()
+        else "CLOCK_MONOTONIC on the hot path (the "
+        "kernel's clocksource is not the TSC: about twice the cost per timestamp)",
+    )
     n, total = cpus_available(), os.cpu_count()
-    out["cpus"] = ("ok", f"{n} CPU{'' if n == 1 else 's'} available to this process (of {total}): "
-                         "DataLoader advice sizes num_workers from this")
+    out["cpus"] = (
+        "ok",
+        f"{n} CPU{'' if n == 1 else 's'} available to this process (of {total}): "
+        "DataLoader advice sizes num_workers from this",
+    )
     return out
 
 
 def run(args) -> int:
     facts = findings()
     if args.json:
-        print(json.dumps({k: ({"state": v[0], "detail": v[1]} if isinstance(v, tuple) else v)
-                          for k, v in facts.items()}, indent=2))
+        print(
+            json.dumps(
+                {
+                    k: ({"state": v[0], "detail": v[1]} if isinstance(v, tuple) else v)
+                    for k, v in facts.items()
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"gpuprof {facts['gpuprof']}, Python {facts['python']}, {facts['platform']}")
-    print(f"torch: {facts.get('torch') or 'not installed'}; hooks cache: {facts.get('hooks_cache')}; "
-          f"C++ compiler: {facts.get('compiler') or 'none found'}")
+    print(
+        f"torch: {facts.get('torch') or 'not installed'}; hooks cache: {facts.get('hooks_cache')}; "
+        f"C++ compiler: {facts.get('compiler') or 'none found'}"
+    )
     for key, value in facts.items():
         if isinstance(value, tuple):
             state, detail = value

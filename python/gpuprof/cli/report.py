@@ -10,8 +10,14 @@ from pathlib import Path
 from . import UserError
 
 FORMATS = ["text", "md", "html", "json"]
-_BY_SUFFIX = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json",
-              ".txt": "text"}
+_BY_SUFFIX = {
+    ".html": "html",
+    ".htm": "html",
+    ".md": "md",
+    ".markdown": "md",
+    ".json": "json",
+    ".txt": "text",
+}
 
 
 def load_report(path: str):
@@ -21,8 +27,10 @@ def load_report(path: str):
     p = Path(path)
     if p.is_dir():
         if not (p / "report.json").is_file():
-            raise UserError(f"{path} is a folder without report.json in it; give the report's JSON "
-                            "file or the folder `gpuprof run --out` wrote")
+            raise UserError(
+                f"{path} is a folder without report.json in it; give the report's JSON "
+                "file or the folder `gpuprof run --out` wrote"
+            )
         p = p / "report.json"
     elif not p.exists():
         raise UserError(f"{path}: no such file or folder")
@@ -30,15 +38,19 @@ def load_report(path: str):
         with open(p, encoding="utf-8") as f:
             data = json.load(f)
     except UnicodeDecodeError:
-        raise UserError(f"{p} is not a JSON text file (a compressed profiler trace? read those with "
-                        "`gpuprof analyze`)") from None
+        raise UserError(
+            f"{p} is not a JSON text file (a compressed profiler trace? read those with `gpuprof analyze`)"
+        ) from None
     except json.JSONDecodeError as e:
         raise UserError(f"{p} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     except OSError as e:
         raise UserError(f"cannot read {p}: {e.strerror}") from None
     if not isinstance(data, dict) or "steps" not in data or "schema_version" not in data:
-        hint = (" (it looks like a profiler trace: run `gpuprof analyze` on it)"
-                if isinstance(data, dict) and "traceEvents" in data else "")
+        hint = (
+            " (it looks like a profiler trace: run `gpuprof analyze` on it)"
+            if isinstance(data, dict) and "traceEvents" in data
+            else ""
+        )
         raise UserError(f"{p} is JSON but not a gpuprof report: it has no schema_version and steps{hint}")
     try:
         return Report.from_dict(data)
@@ -71,12 +83,20 @@ def write_output(text: str, out: str | None) -> None:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("report", help="render a saved report as text, Markdown, HTML or JSON",
-                              description="Render a saved gpuprof report (report.json, or the folder "
-                              "`gpuprof run` wrote) as text, Markdown, one-file HTML or JSON.")
+    p = subparsers.add_parser(
+        "report",
+        help="render a saved report as text, Markdown, HTML or JSON",
+        description="Render a saved gpuprof report (report.json, or the folder "
+        "`gpuprof run` wrote) as text, Markdown, one-file HTML or JSON.",
+    )
     p.add_argument("path", metavar="DIR|JSON", help="report.json, or a folder holding one")
-    p.add_argument("--format", "-f", choices=FORMATS, default=None,
-                   help="output format (default: from -o's suffix, else text)")
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=FORMATS,
+        default=None,
+        help="output format (default: from -o's suffix, else text)",
+    )
     p.add_argument("-o", "--output", metavar="OUT", default=None, help="write here instead of stdout")
     p.set_defaults(run=run)
 

@@ -35,26 +35,44 @@ def parse_steps(text: str) -> tuple[int, int]:
     except ValueError:
         start = stop = -1
     if not sep or start < 0 or stop <= start:
-        raise UserError(f"--steps {text!r}: write START:STOP with 0 <= START < STOP, e.g. --steps 10:15 "
-                        "(records steps 10 to 14)")
+        raise UserError(
+            f"--steps {text!r}: write START:STOP with 0 <= START < STOP, e.g. --steps 10:15 "
+            "(records steps 10 to 14)"
+        )
     return start, stop
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "run", help="profile an unmodified training script",
+        "run",
+        help="profile an unmodified training script",
         description="Run a training script under gpuprof. Steps are counted from optimizer.step() "
         "calls (or from prof.step() if the script uses gpuprof itself); the steps START:STOP "
-        "(0-based, STOP excluded) are recorded. Writes report.json and report.html into --out.")
-    p.add_argument("--steps", default=DEFAULT_STEPS, metavar="START:STOP",
-                   help="steps to record (default %(default)s: the 6th to the 10th optimizer step)")
-    p.add_argument("--out", default="gpuprof-out", metavar="DIR",
-                   help="folder for report.json, report.html (default %(default)s)")
-    p.add_argument("--stop-after", action="store_true",
-                   help="end the script once the recorded steps are over (the report is written; "
-                   "exit status 0) instead of letting it run to its end")
-    p.add_argument("--no-trace", action="store_true",
-                   help="do not write the Chrome trace (trace.json.gz) beside the report")
+        "(0-based, STOP excluded) are recorded. Writes report.json and report.html into --out.",
+    )
+    p.add_argument(
+        "--steps",
+        default=DEFAULT_STEPS,
+        metavar="START:STOP",
+        help="steps to record (default %(default)s: the 6th to the 10th optimizer step)",
+    )
+    p.add_argument(
+        "--out",
+        default="gpuprof-out",
+        metavar="DIR",
+        help="folder for report.json, report.html (default %(default)s)",
+    )
+    p.add_argument(
+        "--stop-after",
+        action="store_true",
+        help="end the script once the recorded steps are over (the report is written; "
+        "exit status 0) instead of letting it run to its end",
+    )
+    p.add_argument(
+        "--no-trace",
+        action="store_true",
+        help="do not write the Chrome trace (trace.json.gz) beside the report",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs="...", help="the script's own arguments")
@@ -131,7 +149,7 @@ def run(args) -> int:
                 except KeyboardInterrupt:
                     if not written:
                         raise
-                    exit_code = 130   # interrupted after the report was written: keep it
+                    exit_code = 130  # interrupted after the report was written: keep it
                 except BaseException as e:  # the script's own error: shown below, report kept
                     failure = e
                     traceback.print_exc()
@@ -140,22 +158,33 @@ def run(args) -> int:
 
     steps_seen = prof.step_num
     if not written:
-        how = ("prof.step() calls" if stepper.user_steps else "optimizer.step() calls")
+        how = "prof.step() calls" if stepper.user_steps else "optimizer.step() calls"
         if failure is not None or exit_code != 0:
             # The script failed: its error, not the step range, is what to fix first.
-            why = (f"raised {type(failure).__name__}: {failure}" if failure is not None
-                   else f"exited with code {exit_code}")
+            why = (
+                f"raised {type(failure).__name__}: {failure}"
+                if failure is not None
+                else f"exited with code {exit_code}"
+            )
             code = 1 if failure is not None else exit_code
-            print(f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
-                  f"before step {start}; nothing was recorded. Fix the error above and run gpuprof "
-                  "run again", file=sys.stderr)
+            print(
+                f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
+                f"before step {start}; nothing was recorded. Fix the error above and run gpuprof "
+                "run again",
+                file=sys.stderr,
+            )
             return code
-        raise UserError(f"{script} ended after {steps_seen} steps ({how}), before step {start}; "
-                        f"nothing was recorded. Use --steps with a range below {max(steps_seen, 1)}, "
-                        "or run more steps")
+        raise UserError(
+            f"{script} ended after {steps_seen} steps ({how}), before step {start}; "
+            f"nothing was recorded. Use --steps with a range below {max(steps_seen, 1)}, "
+            "or run more steps"
+        )
     if steps_seen < stop:
-        print(f"gpuprof run: the script ended after {steps_seen} steps; the report covers steps "
-              f"{start}..{steps_seen - 1} only", file=sys.stderr)
+        print(
+            f"gpuprof run: the script ended after {steps_seen} steps; the report covers steps "
+            f"{start}..{steps_seen - 1} only",
+            file=sys.stderr,
+        )
     if not args.quiet:
         print(Report.load(os.path.join(out, "report.json")).to_text())
     if failure is not None:

@@ -12,21 +12,38 @@ import sys
 
 from . import UserError
 
-COLUMNS = [("nodes", "nodes"), ("world_size", "world size"), ("global_batch", "global batch"),
-           ("step_us", "step ms"), ("samples_per_s", "samples/s"), ("speedup", "speed-up"),
-           ("efficiency_pct", "parallel efficiency %"), ("communication_pct", "communication % of step"),
-           ("imbalance_pct", "imbalance % of step")]
+COLUMNS = [
+    ("nodes", "nodes"),
+    ("world_size", "world size"),
+    ("global_batch", "global batch"),
+    ("step_us", "step ms"),
+    ("samples_per_s", "samples/s"),
+    ("speedup", "speed-up"),
+    ("efficiency_pct", "parallel efficiency %"),
+    ("communication_pct", "communication % of step"),
+    ("imbalance_pct", "imbalance % of step"),
+]
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("scaling", help="scaling table of one training run at several sizes",
-                              description="Nodes, world size, global batch, time per step, samples/s, "
-                                          "speed-up and parallel efficiency from runs of one training.")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="rank 0's report.json of a run, or a folder of rank files")
-    p.add_argument("--batch-size", type=int, default=None, metavar="N",
-                   help="samples per step per rank, when the reports do not record it")
+    p = subparsers.add_parser(
+        "scaling",
+        help="scaling table of one training run at several sizes",
+        description="Nodes, world size, global batch, time per step, samples/s, "
+        "speed-up and parallel efficiency from runs of one training.",
+    )
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN", help="rank 0's report.json of a run, or a folder of rank files"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="samples per step per rank, when the reports do not record it",
+    )
     p.add_argument("--format", choices=["text", "markdown", "html", "json"], default="text")
-    p.add_argument("--json", metavar="OUT", dest="json_out", help="also write {\"scaling\": [...]} here")
+    p.add_argument("--json", metavar="OUT", dest="json_out", help='also write {"scaling": [...]} here')
     p.set_defaults(run=run)
 
 
@@ -62,8 +79,11 @@ def run(args) -> int:
 
     rows = scaling_table([run_row(_load(p), batch_size=args.batch_size, label=p) for p in args.runs])
     if any(r["global_batch"] is None for r in rows):
-        print("gpuprof scaling: the batch size is not recorded in some runs; pass --batch-size N "
-              "(samples per step per rank) for samples/s, speed-up and efficiency", flush=True)
+        print(
+            "gpuprof scaling: the batch size is not recorded in some runs; pass --batch-size N "
+            "(samples per step per rank) for samples/s, speed-up and efficiency",
+            flush=True,
+        )
     payload = {"scaling": rows}
     if args.json_out:
         try:
@@ -82,9 +102,12 @@ def run(args) -> int:
         print("\n".join(table(heads, [[md_escape(c) for c in row] for row in cells], ["---:"] * len(heads))))
     elif args.format == "html":
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in cells)
-        print("<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuprof scaling</title></head><body>"
-              "<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads)
-              + f"</tr></thead><tbody>{body}</tbody></table></body></html>")
+        print(
+            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuprof scaling</title></head><body>"
+            "<table><thead><tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in heads)
+            + f"</tr></thead><tbody>{body}</tbody></table></body></html>"
+        )
     else:
         from ..report.sections import printable
         from ..report.term import Console, Table
@@ -92,7 +115,7 @@ def run(args) -> int:
         t = Table()
         for h in heads:
             t.add_column(h, justify="right")
-        for row in cells:   # labels are paths given on the command line: shown inert
+        for row in cells:  # labels are paths given on the command line: shown inert
             t.add_row(*map(printable, row))
         console = Console(width=160, color=sys.stdout.isatty())
         console.table(t)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-_ACTIVE: Optional["OptimizerSteps"] = None
+_ACTIVE: Optional[OptimizerSteps] = None
 
 
 def _returning(step_fn):
@@ -37,25 +37,25 @@ def _returning(step_fn):
             if active._depth == 0:
                 active._take_pending()
 
-    step._gpuprof_wrapped = step_fn   # type: ignore[attr-defined]
-    step.hooked = getattr(step_fn, "hooked", True)   # torch: already wrapped in its profile range
+    step._gpuprof_wrapped = step_fn  # type: ignore[attr-defined]
+    step.hooked = getattr(step_fn, "hooked", True)  # torch: already wrapped in its profile range
     return step
 
 
 class OptimizerSteps:
     def __init__(self, prof) -> None:
         self.prof = prof
-        self.optimizer_steps = 0      # steps of the pacing optimizer seen so far
-        self.user_steps = False       # the code called prof.step() itself
+        self.optimizer_steps = 0  # steps of the pacing optimizer seen so far
+        self.user_steps = False  # the code called prof.step() itself
         self._pacer: Optional[int] = None
         self._handle = None
         self._in_hook = False
         self._user_step = prof.step
-        self._depth = 0               # wrapped Optimizer.step calls in progress
-        self._pending = False         # a step ended in the hook, its boundary not taken yet
+        self._depth = 0  # wrapped Optimizer.step calls in progress
+        self._pending = False  # a step ended in the hook, its boundary not taken yet
         self._wrapped: list[type] = []
 
-    def install(self) -> "OptimizerSteps":
+    def install(self) -> OptimizerSteps:
         global _ACTIVE
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -65,7 +65,7 @@ class OptimizerSteps:
 
         def step() -> None:
             if not outer._in_hook and not outer.user_steps:
-                outer.user_steps = True   # the code paces its own steps from now on
+                outer.user_steps = True  # the code paces its own steps from now on
                 outer._pending = False
                 outer._remove_hook()
             outer._user_step()
@@ -88,7 +88,7 @@ class OptimizerSteps:
             return
         self.optimizer_steps += 1
         if self._depth > 0:
-            self._pending = True   # taken when the wrapped step returns
+            self._pending = True  # taken when the wrapped step returns
         else:
             self._take()
 
@@ -122,9 +122,9 @@ class OptimizerSteps:
         if _ACTIVE is self:
             _ACTIVE = None
         if self.prof.__dict__.get("step") is not None:
-            del self.prof.step   # back to the class's method
+            del self.prof.step  # back to the class's method
 
-    def __enter__(self) -> "OptimizerSteps":
+    def __enter__(self) -> OptimizerSteps:
         return self.install()
 
     def __exit__(self, *exc) -> None:

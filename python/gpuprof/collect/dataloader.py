@@ -26,7 +26,7 @@ def _settings_of(it: Any) -> dict:
     dataset = getattr(it, "_dataset", None)
     try:
         length = len(dataset) if dataset is not None else None
-    except TypeError:   # an IterableDataset without __len__
+    except TypeError:  # an IterableDataset without __len__
         length = None
     sampler = getattr(it, "_index_sampler", None)
     batch_size = getattr(sampler, "batch_size", None) if getattr(it, "_auto_collation", False) else None
@@ -59,7 +59,7 @@ class DataLoaderCapture:
         if self._original is not None:
             return
         module = sys.modules.get("torch.utils.data.dataloader")
-        if module is None:   # the training script never imported torch's DataLoader
+        if module is None:  # the training script never imported torch's DataLoader
             return
         base = module._BaseDataLoaderIter
         original = base.__next__
@@ -69,7 +69,7 @@ class DataLoaderCapture:
             key = capture._iter_keys.get(it)
             if key is None:
                 key = capture._note(it)
-            batch = original(it)   # StopIteration passes through uncounted
+            batch = original(it)  # StopIteration passes through uncounted
             capture._by_key[key]["batches_seen"] += 1
             return batch
 
@@ -86,8 +86,9 @@ class DataLoaderCapture:
     def _note(self, it: Any) -> tuple:
         settings = _settings_of(it)
         key = (id(getattr(it, "_dataset", None)),) + tuple(
-            settings[k] for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor",
-                                  "persistent_workers"))
+            settings[k]
+            for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+        )
         with self._lock:
             self._by_key.setdefault(key, settings)
             self._iter_keys[it] = key

@@ -1,6 +1,7 @@
 """Live cross-rank exchange: inside a torch.distributed job, ranks send their per-step summaries to
 rank 0 at the end of each span through the job's own c10d key-value store (any backend: NCCL's
-collectives are untouched, and nothing is added to the job's process groups). Nothing is sent when torch.distributed
+collectives are untouched, and nothing is added to the job's process groups). Nothing is sent when
+torch.distributed
 is not initialised or the world has one rank. A rank that died or left early makes the exchange time
 out on rank 0 instead of hanging it; its report names the ranks that did not report.
 
@@ -40,8 +41,15 @@ def rank_info(batch_size: Optional[int] = None) -> dict:
     """rank, local_rank, world_size, hostname, backend, device of this process (one rank of 1 when
     not in a distributed job)."""
     dist = _dist()
-    info = {"rank": 0, "local_rank": 0, "world_size": 1, "hostname": socket.gethostname(),
-            "backend": "", "device": "cpu", "batch_size": batch_size}
+    info = {
+        "rank": 0,
+        "local_rank": 0,
+        "world_size": 1,
+        "hostname": socket.gethostname(),
+        "backend": "",
+        "device": "cpu",
+        "batch_size": batch_size,
+    }
     if dist is not None:
         try:
             info["rank"] = dist.get_rank()
@@ -59,7 +67,7 @@ def rank_info(batch_size: Optional[int] = None) -> dict:
     return info
 
 
-_sessions = 0   # gpuprof.profile sessions entered in this process: the same count on every rank
+_sessions = 0  # gpuprof.profile sessions entered in this process: the same count on every rank
 
 
 class Exchange:
@@ -86,7 +94,7 @@ class Exchange:
             from torch.distributed import distributed_c10d as c10d
 
             self.store = c10d._get_default_store()
-        except Exception as e:   # never cost the user the training run
+        except Exception as e:  # never cost the user the training run
             self.broken = f"the job's torch.distributed store is not reachable: {e}"
             log.warning("gpuprof: cross-rank report off: %s", self.broken)
 
@@ -129,9 +137,11 @@ class Exchange:
         missing = sorted(pending)
         note = ""
         if missing:
-            note = (f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not "
-                    f"report within {self.timeout_s:g} s of rank 0's span end (exited, failed, or "
-                    "left the loop early)")
+            note = (
+                f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not "
+                f"report within {self.timeout_s:g} s of rank 0's span end (exited, failed, or "
+                "left the loop early)"
+            )
             log.warning("gpuprof: %s", note)
         return {"summaries": got, "missing_ranks": missing, "note": note}
 
@@ -145,7 +155,13 @@ def is_peer_failure(exc: Optional[BaseException]) -> bool:
     if kinds and isinstance(exc, kinds):
         return True
     text = str(exc)
-    return any(s in text for s in ("Connection closed by peer", "Connection reset by peer", "gloo",
-                                   "NCCL error", "ProcessGroup"))
-
-
+    return any(
+        s in text
+        for s in (
+            "Connection closed by peer",
+            "Connection reset by peer",
+            "gloo",
+            "NCCL error",
+            "ProcessGroup",
+        )
+    )

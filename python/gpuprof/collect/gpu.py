@@ -59,7 +59,8 @@ def nvtx_injection_path() -> str:
     """The libcupti that GPU collection uses: the value for ``NVTX_INJECTION64_PATH`` so that CUPTI
     sees every NVTX range of the process. Raises RuntimeError (with the reason) where there is none.
 
-    ``export NVTX_INJECTION64_PATH=$(python -c "from gpuprof.collect.gpu import nvtx_injection_path; print(nvtx_injection_path())")``
+    ``export NVTX_INJECTION64_PATH=$(python -c "from gpuprof.collect.gpu import nvtx_injection_path;
+    print(nvtx_injection_path())")`` (one line)
     """
     path, why = _core.cupti_library_path(cupti_search_dirs())
     if not path:
@@ -74,10 +75,13 @@ def nvtx_injection_note(library: str) -> str:
     if current and library and _same_file(current, library):
         return f"on ({NVTX_INJECTION_ENV} names gpuprof's libcupti)"
     if current:
-        return (f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({current}), which receives the "
-                f"NVTX ranges")
-    return (f"off: to collect your own NVTX ranges, start Python with {NVTX_INJECTION_ENV}={library} "
-            f"(docs/gpu.md)")
+        return (
+            f"off: {NVTX_INJECTION_ENV} names another NVTX tool ({current}), which receives the NVTX ranges"
+        )
+    return (
+        f"off: to collect your own NVTX ranges, start Python with {NVTX_INJECTION_ENV}={library} "
+        f"(docs/gpu.md)"
+    )
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -93,8 +97,10 @@ def other_profiler_active() -> Optional[str]:
     if torch is not None:
         try:
             if torch._C._autograd._profiler_enabled():
-                return ("torch.profiler is active in this process and holds CUPTI; profiling "
-                        "host-side only. Run gpuprof outside the torch.profiler block for GPU timings")
+                return (
+                    "torch.profiler is active in this process and holds CUPTI; profiling "
+                    "host-side only. Run gpuprof outside the torch.profiler block for GPU timings"
+                )
         except AttributeError:
             pass
     return None
@@ -138,7 +144,7 @@ def devices_in_use() -> list[int]:
 # Sessions whose CUPTI subscription is still held (a profile never stopped included: hence strong
 # references): released at interpreter exit, while torch and the CUDA driver are still alive, so
 # no CUPTI callback runs into a half torn-down process.
-_unreleased: "set[GpuCollection]" = set()
+_unreleased: set[GpuCollection] = set()
 
 
 @atexit.register
@@ -192,10 +198,12 @@ class AllocatorSampler:
                 stats = torch.cuda.memory_stats(device)
                 reserved = int(stats.get("reserved_bytes.all.current", 0))
                 if reserved == 0 and device not in self._high_water:
-                    continue   # a device this process has not allocated on
+                    continue  # a device this process has not allocated on
                 allocated = int(stats.get("allocated_bytes.all.current", 0))
-                peak = (int(stats.get("allocated_bytes.all.peak", allocated)),
-                        int(stats.get("reserved_bytes.all.peak", reserved)))
+                peak = (
+                    int(stats.get("allocated_bytes.all.peak", allocated)),
+                    int(stats.get("reserved_bytes.all.peak", reserved)),
+                )
                 before = self._high_water.get(device)
                 if before is not None and (peak[0] > before[0] or peak[1] > before[1]):
                     _core.collector_record_memory(ticks - 1, 0, peak[0], peak[1], device)
@@ -209,8 +217,10 @@ class GpuCollection:
     def __init__(self, wanted: bool, max_events: int) -> None:
         self.wanted = wanted
         self.max_events = max_events
-        self.status: dict = {"enabled": False, "message": "GPU collection not requested (gpu=False)"
-                             if not wanted else "not started"}
+        self.status: dict = {
+            "enabled": False,
+            "message": "GPU collection not requested (gpu=False)" if not wanted else "not started",
+        }
         self._warned = False
         self._started = False
         self._search_dirs: Optional[list] = None
@@ -263,8 +273,7 @@ class GpuCollection:
         # after some 7,600 one-step spans that churn made the table reallocate at twice its size
         # (+1.8 MiB held for good). Defaults as in the binding: 4 MiB CUPTI buffers, at most 32,
         # driver API records on, NVML sampled every 100 ms.
-        return _core.gpu_start(self._search_dirs, 4 << 20, 32, self.max_events, True, 100,
-                               devices_in_use())
+        return _core.gpu_start(self._search_dirs, 4 << 20, 32, self.max_events, True, 100, devices_in_use())
 
     def _nvtx_injection(self) -> str:
         """Whether the user's NVTX ranges are collected, in one line (and how to turn it on)."""
@@ -294,19 +303,22 @@ class GpuCollection:
         if self._started:
             _core.gpu_drain(trace)
             md.update(trace.metadata)
-            now = _core.gpu_status()   # failures and warnings found while records came in
+            now = _core.gpu_status()  # failures and warnings found while records came in
             for key in ("error", "warning"):
                 if now.get(key):
                     self.status[key] = now[key]
         if self.status.get("enabled"):
-            md["gpu_collection"] = f"on (CUPTI {self.status['cupti_version']}: {self.status['cupti_library']})"
+            md["gpu_collection"] = (
+                f"on (CUPTI {self.status['cupti_version']}: {self.status['cupti_library']})"
+            )
             if self.status.get("message"):
                 md["gpu_collection_notes"] = self.status["message"]
             if self.status.get("nvtx"):
                 md["nvtx_ranges"] = self.status["nvtx"]
             if self.status.get("error"):
-                md["gpu_collection_error"] = (f"{self.status['error']}: the first CUPTI call that "
-                                              "failed; GPU records may be incomplete")
+                md["gpu_collection_error"] = (
+                    f"{self.status['error']}: the first CUPTI call that failed; GPU records may be incomplete"
+                )
             if self.status.get("warning"):
                 md["gpu_collection_warning"] = self.status["warning"]
         else:

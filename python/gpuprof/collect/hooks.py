@@ -31,10 +31,10 @@ from pathlib import Path
 
 from .. import _build_info
 
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent   # the gpuprof package
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the gpuprof package
 SOURCE_DIR = _PACKAGE_DIR / "_hooks_src"
 _SOURCES = ("torch_module.cpp", "torch_hooks.cpp")
-_READY = "READY"   # in a cache entry: its module was built and loaded
+_READY = "READY"  # in a cache entry: its module was built and loaded
 
 
 class HooksUnavailable(ImportError):
@@ -42,12 +42,12 @@ class HooksUnavailable(ImportError):
     it."""
 
 
-_loaded = None   # the hooks module, once loaded in this process
+_loaded = None  # the hooks module, once loaded in this process
 
 
 def installed_torch_version() -> str | None:
     """The installed torch's version, read from its metadata: cheap, and loads no LibTorch."""
-    import importlib.metadata   # here, not at import: 12 ms that trace analysis never needs
+    import importlib.metadata  # here, not at import: 12 ms that trace analysis never needs
 
     try:
         return importlib.metadata.version("torch")
@@ -84,8 +84,10 @@ def _sources_digest() -> str:
 
 def cache_key(build: dict) -> str:
     base = build["version"].split("+", 1)[0]
-    return (f"torch-{base}-{build['git_version'][:12] or 'nogit'}-abi{build['cxx11_abi']}-"
-            f"{sys.implementation.cache_tag}-gpuprof-{_build_info.GPUPROF_VERSION}-{_sources_digest()}")
+    return (
+        f"torch-{base}-{build['git_version'][:12] or 'nogit'}-abi{build['cxx11_abi']}-"
+        f"{sys.implementation.cache_tag}-gpuprof-{_build_info.GPUPROF_VERSION}-{_sources_digest()}"
+    )
 
 
 def cache_root() -> Path:
@@ -98,10 +100,12 @@ def cache_root() -> Path:
 
 def prebuilt_matches(build: dict) -> bool:
     """Whether the module prebuilt with gpuprof was compiled for this torch build."""
-    return (bool(_build_info.PREBUILT_TORCH_GIT_VERSION)
-            and _build_info.PREBUILT_TORCH_GIT_VERSION == build["git_version"]
-            and _build_info.PREBUILT_TORCH_CXX11_ABI == build["cxx11_abi"]
-            and importlib.util.find_spec("gpuprof._torchhooks") is not None)
+    return (
+        bool(_build_info.PREBUILT_TORCH_GIT_VERSION)
+        and _build_info.PREBUILT_TORCH_GIT_VERSION == build["git_version"]
+        and _build_info.PREBUILT_TORCH_CXX11_ABI == build["cxx11_abi"]
+        and importlib.util.find_spec("gpuprof._torchhooks") is not None
+    )
 
 
 def compiler() -> str | None:
@@ -125,13 +129,17 @@ def missing_build_tools() -> str:
     """Why the hooks could not be compiled here ("" when nothing is missing)."""
     if compiler() is None:
         cxx = os.environ.get("CXX", "c++")
-        return (f"no C++ compiler was found (looked for `{cxx}` on PATH). Install one, then run "
-                "again: on a cluster `module load gcc`, in a conda env `conda install -c conda-forge "
-                "gxx_linux-64`, on Debian/Ubuntu `apt-get install g++`")
+        return (
+            f"no C++ compiler was found (looked for `{cxx}` on PATH). Install one, then run "
+            "again: on a cluster `module load gcc`, in a conda env `conda install -c conda-forge "
+            "gxx_linux-64`, on Debian/Ubuntu `apt-get install g++`"
+        )
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
-        return ("this Python's C headers (Python.h) are missing. Install them, then run again: "
-                "on Debian/Ubuntu `apt-get install python3-dev`, on a cluster load the Python "
-                "module's -devel variant, in conda they come with python")
+        return (
+            "this Python's C headers (Python.h) are missing. Install them, then run again: "
+            "on Debian/Ubuntu `apt-get install python3-dev`, on a cluster load the Python "
+            "module's -devel variant, in conda they come with python"
+        )
     if _ninja_dir() is None:
         return "the ninja build tool is missing: `pip install ninja`, then run again"
     return ""
@@ -139,11 +147,14 @@ def missing_build_tools() -> str:
 
 def status() -> dict:
     """For `gpuprof doctor`: which hooks a live session would use, without loading or building."""
-    info: dict = {"prebuilt_for": _build_info.PREBUILT_TORCH_VERSION or None,
-                  "cache_dir": str(cache_root() / "hooks"), "compiler": compiler()}
+    info: dict = {
+        "prebuilt_for": _build_info.PREBUILT_TORCH_VERSION or None,
+        "cache_dir": str(cache_root() / "hooks"),
+        "compiler": compiler(),
+    }
     try:
         import torch
-    except Exception as e:   # not installed, or broken
+    except Exception as e:  # not installed, or broken
         info.update(torch=None, state="no torch", detail=f"torch cannot be imported ({e})")
         return info
     build = torch_build(torch)
@@ -155,9 +166,12 @@ def status() -> dict:
         info.update(state="cached", detail=f"compiled earlier for this torch: {cache_root() / 'hooks' / key}")
     else:
         why = missing_build_tools()
-        info.update(state="needs compile" if not why else "cannot compile",
-                    detail=("compiled on first use of gpuprof.profile (under a minute, once per "
-                            "torch build)") if not why else why)
+        info.update(
+            state="needs compile" if not why else "cannot compile",
+            detail=("compiled on first use of gpuprof.profile (under a minute, once per torch build)")
+            if not why
+            else why,
+        )
     return info
 
 
@@ -172,7 +186,8 @@ def load():
     except ImportError as e:
         raise HooksUnavailable(
             f"torch is not installed in this Python ({sys.executable}: {e}); gpuprof profiles "
-            "PyTorch training, so install torch there (trace analysis works without it)") from None
+            "PyTorch training, so install torch there (trace analysis works without it)"
+        ) from None
 
     build = torch_build(torch)
     if prebuilt_matches(build):
@@ -187,7 +202,8 @@ def load():
     why = missing_build_tools()
     if why:
         raise HooksUnavailable(
-            f"gpuprof needs its operator hooks compiled once for torch {build['version']}, but {why}.")
+            f"gpuprof needs its operator hooks compiled once for torch {build['version']}, but {why}."
+        )
     try:
         build_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -196,17 +212,19 @@ def load():
             "GPUPROF_CACHE_DIR at a writable folder, e.g. `export GPUPROF_CACHE_DIR=$HOME/.cache/gpuprof`"
         ) from None
     with _build_lock(build_dir, build):
-        cached = _load_cached(build_dir)   # another process (rank) compiled it while this one waited
+        cached = _load_cached(build_dir)  # another process (rank) compiled it while this one waited
         if cached is not None:
             return cached
-        _say(f"compiling its operator hooks for torch {build['version']} (once per torch build, "
-             f"under a minute) into {build_dir}")
+        _say(
+            f"compiling its operator hooks for torch {build['version']} (once per torch build, "
+            f"under a minute) into {build_dir}"
+        )
         started = time.monotonic()
         module = _compile(build, build_dir)
         try:
             (build_dir / _READY).write_text(f"{build['version']} {build['git_version']}\n")
         except OSError:
-            pass   # a read-only cache still works: the builder finds nothing to do next time
+            pass  # a read-only cache still works: the builder finds nothing to do next time
         _say(f"hooks compiled in {time.monotonic() - started:.0f} s; later runs with this torch reuse them")
         return module
 
@@ -231,11 +249,13 @@ def _build_lock(build_dir: Path, build: dict):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             locked = True
         except BlockingIOError:
-            _say(f"waiting for another process that is compiling the operator hooks for torch "
-                 f"{build['version']} into {build_dir}")
+            _say(
+                f"waiting for another process that is compiling the operator hooks for torch "
+                f"{build['version']} into {build_dir}"
+            )
             fcntl.flock(fd, fcntl.LOCK_EX)
             locked = True
-        except OSError:   # no flock on this file system
+        except OSError:  # no flock on this file system
             locked = False
         if locked:
             try:
@@ -244,7 +264,7 @@ def _build_lock(build_dir: Path, build: dict):
                 pass
         yield
     finally:
-        os.close(fd)   # releases the flock
+        os.close(fd)  # releases the flock
 
 
 def _load_cached(build_dir: Path):
@@ -258,7 +278,7 @@ def _load_cached(build_dir: Path):
     try:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except ImportError:   # a truncated file (a build killed while linking): build it again
+    except ImportError:  # a truncated file (a build killed while linking): build it again
         try:
             built.unlink()
         except OSError:
@@ -296,7 +316,7 @@ def _compile(build: dict, build_dir: Path):
             build_directory=str(build_dir),
             verbose=False,
         )
-    except Exception as e:   # the compiler's own output goes to a log, the user gets one line
+    except Exception as e:  # the compiler's own output goes to a log, the user gets one line
         log = build_dir / "build-error.log"
         try:
             log.write_text(f"{type(e).__name__}: {e}\n")
@@ -306,6 +326,7 @@ def _compile(build: dict, build_dir: Path):
             f"compiling gpuprof's operator hooks for torch {build['version']} failed"
             + (f" (the compiler's output is in {log})" if log else "")
             + ". Check that the compiler works (`c++ --version`; at least GCC 9, GCC 11 for torch 2.14), "
-              "or set CXX to another one, then run again") from None
+            "or set CXX to another one, then run again"
+        ) from None
     finally:
         os.environ["PATH"] = saved_path

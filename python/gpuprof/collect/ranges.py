@@ -23,8 +23,8 @@ class range:  # noqa: A001  (mirrors torch.profiler.record_function's role, unde
         self.name = name
         self._torch_handle = None
 
-    def __enter__(self) -> "range":
-        _core.nvtx_push(self.name)   # the same range in Nsight Systems (no-op without an NVTX tool)
+    def __enter__(self) -> range:
+        _core.nvtx_push(self.name)  # the same range in Nsight Systems (no-op without an NVTX tool)
         torch = sys.modules.get("torch")
         if torch is not None:
             self._torch_handle = torch.ops.profiler._record_function_enter_new(self.name, None)

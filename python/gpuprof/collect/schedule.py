@@ -7,23 +7,29 @@ from typing import Callable
 
 
 class ProfilerAction(enum.Enum):
-    NONE = 0              # hooks removed: the step runs at full speed
-    WARMUP = 1            # hooks installed, events discarded (first-call costs stay out of the data)
-    RECORD = 2            # hooks installed, events kept
-    RECORD_AND_SAVE = 3   # last recorded step of a span: at its end the span is analysed and handed
-                          # to on_trace_ready
+    NONE = 0  # hooks removed: the step runs at full speed
+    WARMUP = 1  # hooks installed, events discarded (first-call costs stay out of the data)
+    RECORD = 2  # hooks installed, events kept
+    RECORD_AND_SAVE = 3  # last recorded step of a span: at its end the span is analysed and handed
+    # to on_trace_ready
 
 
-def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0,
-             skip_first: int = 0) -> Callable[[int], ProfilerAction]:
+def schedule(
+    *, wait: int, warmup: int, active: int, repeat: int = 0, skip_first: int = 0
+) -> Callable[[int], ProfilerAction]:
     """Return a function from step number (0-based, counted by ``prof.step()``) to action.
 
     The first ``skip_first`` steps do nothing. Then cycles of ``wait`` idle steps, ``warmup`` steps
     with hooks installed but data discarded, and ``active`` recorded steps repeat ``repeat`` times
     (``repeat=0``: until the profiled block ends). Each cycle's last active step closes a span.
     """
-    for name, value in (("wait", wait), ("warmup", warmup), ("active", active),
-                        ("repeat", repeat), ("skip_first", skip_first)):
+    for name, value in (
+        ("wait", wait),
+        ("warmup", warmup),
+        ("active", active),
+        ("repeat", repeat),
+        ("skip_first", skip_first),
+    ):
         if not isinstance(value, int) or value < 0:
             raise ValueError(f"gpuprof.schedule: {name} must be a non-negative int, got {value!r}")
     if active < 1:
@@ -43,8 +49,10 @@ def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0,
             return ProfilerAction.WARMUP
         return ProfilerAction.RECORD if pos < cycle - 1 else ProfilerAction.RECORD_AND_SAVE
 
-    action.__doc__ = (f"gpuprof.schedule(wait={wait}, warmup={warmup}, active={active}, "
-                      f"repeat={repeat}, skip_first={skip_first})")
+    action.__doc__ = (
+        f"gpuprof.schedule(wait={wait}, warmup={warmup}, active={active}, "
+        f"repeat={repeat}, skip_first={skip_first})"
+    )
     return action
 
 

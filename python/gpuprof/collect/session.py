@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import sys
@@ -13,13 +12,13 @@ from collections import deque
 from typing import Callable, Optional
 
 from .._native import _core
+from ..report.build import build_report
+from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
 from .hooks import HooksUnavailable
-from ..report.build import build_report
-from ..report.model import Report
 from .schedule import ProfilerAction, always_record
 
 log = logging.getLogger("gpuprof")
@@ -27,9 +26,9 @@ log = logging.getLogger("gpuprof")
 _RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 _HOOKED = (ProfilerAction.WARMUP,) + _RECORDING
 
-_active_session: Optional["profile"] = None
+_active_session: Optional[profile] = None
 
-DEFAULT_KEEP_REPORTS = 8   # reports() keeps this many of the latest spans (profile(keep_reports=...))
+DEFAULT_KEEP_REPORTS = 8  # reports() keeps this many of the latest spans (profile(keep_reports=...))
 
 
 class ProfilerError(RuntimeError):
@@ -73,18 +72,28 @@ class profile:
             keeps every span (memory then grows with each span). ``on_trace_ready`` sees every span.
     """
 
-    def __init__(self, *, schedule: Optional[Callable[[int], ProfilerAction]] = None,
-                 on_trace_ready: Optional[Callable[["profile"], None]] = None,
-                 record_shapes: bool = False, max_events: int = 4_000_000, gpu: bool = True,
-                 profile_memory: bool = False, batch_size: Optional[int] = None,
-                 rank_timeout_s: Optional[float] = None,
-                 keep_reports: Optional[int] = DEFAULT_KEEP_REPORTS) -> None:
+    def __init__(
+        self,
+        *,
+        schedule: Optional[Callable[[int], ProfilerAction]] = None,
+        on_trace_ready: Optional[Callable[[profile], None]] = None,
+        record_shapes: bool = False,
+        max_events: int = 4_000_000,
+        gpu: bool = True,
+        profile_memory: bool = False,
+        batch_size: Optional[int] = None,
+        rank_timeout_s: Optional[float] = None,
+        keep_reports: Optional[int] = DEFAULT_KEEP_REPORTS,
+    ) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
-        if keep_reports is not None and (isinstance(keep_reports, bool) or not isinstance(keep_reports, int)
-                                         or keep_reports < 1):
-            raise ValueError("gpuprof.profile: keep_reports must be a positive integer (how many of the "
-                             f"latest spans reports() keeps) or None (every span), got {keep_reports!r}")
+        if keep_reports is not None and (
+            isinstance(keep_reports, bool) or not isinstance(keep_reports, int) or keep_reports < 1
+        ):
+            raise ValueError(
+                "gpuprof.profile: keep_reports must be a positive integer (how many of the "
+                f"latest spans reports() keeps) or None (every span), got {keep_reports!r}"
+            )
         self.keep_reports = keep_reports
         self.schedule = schedule or always_record
         self.on_trace_ready = on_trace_ready
@@ -92,17 +101,20 @@ class profile:
         self.max_events = int(max_events)
         self.profile_memory = bool(profile_memory)
         self.batch_size = batch_size
-        self.rank_timeout_s = float(rank_timeout_s if rank_timeout_s is not None else
-                                    os.environ.get("GPUPROF_RANK_TIMEOUT_S", _distributed.DEFAULT_TIMEOUT_S))
+        self.rank_timeout_s = float(
+            rank_timeout_s
+            if rank_timeout_s is not None
+            else os.environ.get("GPUPROF_RANK_TIMEOUT_S", _distributed.DEFAULT_TIMEOUT_S)
+        )
         self._exchange: Optional[_distributed.Exchange] = None
         self._memory_note = ""
-        self._hooks_note = ""   # why the operator hooks could not be had (then steps only)
+        self._hooks_note = ""  # why the operator hooks could not be had (then steps only)
         self._allocator = AllocatorSampler()
         self.step_num = 0
         self.current_action = ProfilerAction.NONE
         self._report: Optional[Report] = None
         self._reports: deque = deque(maxlen=self.keep_reports)
-        self._last_complete: Optional[dict] = None   # source of the latest complete span
+        self._last_complete: Optional[dict] = None  # source of the latest complete span
         self._spans_completed = 0
         self._step_start_ticks = 0
         self._hooked = False
@@ -113,7 +125,7 @@ class profile:
         self._nvtx_step_open = False
 
     # ---- lifecycle ------------------------------------------------------------------------------
-    def __enter__(self) -> "profile":
+    def __enter__(self) -> profile:
         self.start()
         return self
 
@@ -136,7 +148,8 @@ class profile:
             raise ProfilerError(
                 "gpuprof.profile is already active (entered at "
                 f"{_active_session._entered_at}); nested sessions are not supported. Profile the "
-                "outer loop only, or mark the inner part with gpuprof.range(name) instead.")
+                "outer loop only, or mark the inner part with gpuprof.range(name) instead."
+            )
         frame = traceback.extract_stack(limit=4)[0]
         self._entered_at = f"{frame.filename}:{frame.lineno}"
         _active_session = self
@@ -146,7 +159,7 @@ class profile:
         self._last_complete = None
         self._spans_completed = 0
         try:
-            self._exchange = None   # made at the first span end (see _gather)
+            self._exchange = None  # made at the first span end (see _gather)
             self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
             self._nvtx_step()
@@ -167,8 +180,9 @@ class profile:
                 if _failed or (self._steps_in_span == 0 and self._report is None):
                     self._close_step(_core.collector_ticks())
                 if self._steps_in_span > 0:
-                    self._finish_span(partial=True, failed=_failed,
-                                      peer_failure=_distributed.is_peer_failure(_exc))
+                    self._finish_span(
+                        partial=True, failed=_failed, peer_failure=_distributed.is_peer_failure(_exc)
+                    )
         finally:
             self._teardown()
 
@@ -228,7 +242,7 @@ class profile:
         if starting_span or leaving_warmup:
             # A fresh collector epoch: warmup events (first-call costs) are not kept.
             _core.collector_start(self.max_events)
-            self._gpu.start()   # GPU collection (a new epoch when warmup ends)
+            self._gpu.start()  # GPU collection (a new epoch when warmup ends)
             self._capture.reset()
             self._steps_in_span = 0
             self._allocator.reset()
@@ -238,7 +252,7 @@ class profile:
         else:
             self._unhook()
             _core.collector_stop()
-            self._gpu.stop()   # GPU collection
+            self._gpu.stop()  # GPU collection
         self.current_action = new
 
     def _hook(self) -> None:
@@ -268,11 +282,14 @@ class profile:
         hooks.remove()
 
     def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
-        self._gpu.flush()   # every GPU record of the span, before the host side stops
+        self._gpu.flush()  # every GPU record of the span, before the host side stops
         _core.collector_stop()
         trace = _core.collector_drain()
-        trace.metadata = {"source": "gpuprof live session", "pid": str(os.getpid()),
-                          "torch": _hooks_loader.installed_torch_version() or ""}
+        trace.metadata = {
+            "source": "gpuprof live session",
+            "pid": str(os.getpid()),
+            "torch": _hooks_loader.installed_torch_version() or "",
+        }
         if self._memory_note:
             trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
         if self._hooks_note:
@@ -281,12 +298,19 @@ class profile:
         dataloaders = self._capture.records()
         rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
         report = build_report(
-            trace, source={"kind": "live", "partial_span": partial, "span": self._spans_completed,
-                           "created_unix": time.time()},
+            trace,
+            source={
+                "kind": "live",
+                "partial_span": partial,
+                "span": self._spans_completed,
+                "created_unix": time.time(),
+            },
             dataloaders=dataloaders,
             host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
             span_source=lambda steps: self._span_source(steps, partial),
-            rank=rank, gather=self._gather(failed and not peer_failure))
+            rank=rank,
+            gather=self._gather(failed and not peer_failure),
+        )
         if not partial:
             self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
         # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
@@ -318,14 +342,21 @@ class profile:
             # hence reports()[-2] once this one is appended (unless keep_reports=1).
             source["complete_span"] = last["span"]
             kept = self.keep_reports is None or self.keep_reports >= 2
-            after = len(self._reports) + 1 if self.keep_reports is None else \
-                min(len(self._reports) + 1, self.keep_reports)
+            after = (
+                len(self._reports) + 1
+                if self.keep_reports is None
+                else min(len(self._reports) + 1, self.keep_reports)
+            )
             where = f"prof.reports()[{after - 2}]"
             source["note"] = (
                 f"partial span ({_steps_text(source)}), cut short when the profiled block ended; "
                 f"span {last['span']} is complete ({_steps_text(last)})"
-                + (f": {where} gives it" if kept else
-                   " (not kept: keep_reports=1; on_trace_ready received it)"))
+                + (
+                    f": {where} gives it"
+                    if kept
+                    else " (not kept: keep_reports=1; on_trace_ready received it)"
+                )
+            )
         return source
 
     def _gather(self, failed: bool):
@@ -345,7 +376,7 @@ class profile:
         def gather(own: dict):
             try:
                 return self._exchange.gather(own, span)
-            except Exception as e:   # the training run and this rank's report come first
+            except Exception as e:  # the training run and this rank's report come first
                 log.warning("gpuprof: cross-rank exchange failed: %s", e)
                 return None
 
@@ -367,7 +398,8 @@ class profile:
             raise ProfilerError(
                 "no recorded span yet: the schedule has not reached an active step "
                 f"(now at step {self.step_num}, action {self.current_action.name}). Call "
-                "prof.step() once per training step, or check the schedule's wait/warmup counts.")
+                "prof.step() once per training step, or check the schedule's wait/warmup counts."
+            )
         return self._report
 
     # ---- export -------------------------------------------------------------------------------
@@ -396,8 +428,11 @@ def _cuda_host_facts() -> dict:
         return {}
     try:
         available = bool(cuda.is_available())
-        return {"cuda_available": available, "cuda_device_count": int(cuda.device_count()) if available else 0}
-    except Exception:   # a broken driver install must not cost the user the report
+        return {
+            "cuda_available": available,
+            "cuda_device_count": int(cuda.device_count()) if available else 0,
+        }
+    except Exception:  # a broken driver install must not cost the user the report
         return {}
 
 

@@ -20,20 +20,31 @@ def calls_prof_step(source: str) -> bool:
         tree = ast.parse(source)
     except SyntaxError:
         return False
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
-               and isinstance(n.func.value, ast.Name) and n.func.value.id == "prof"
-               for n in ast.walk(tree))
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "step"
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "prof"
+        for n in ast.walk(tree)
+    )
 
 
 @magics_class
 class GpuprofMagics(Magics):
     @magic_arguments.magic_arguments()
-    @magic_arguments.argument("--steps", default=None, metavar="START:STOP",
-                              help="record only these steps (0-based, STOP excluded); default: all")
-    @magic_arguments.argument("--out", default=None, metavar="DIR",
-                              help="also save report.json and report.html in DIR")
-    @magic_arguments.argument("--name", default="gpuprof_report",
-                              help="variable that receives the Report (default: gpuprof_report)")
+    @magic_arguments.argument(
+        "--steps",
+        default=None,
+        metavar="START:STOP",
+        help="record only these steps (0-based, STOP excluded); default: all",
+    )
+    @magic_arguments.argument(
+        "--out", default=None, metavar="DIR", help="also save report.json and report.html in DIR"
+    )
+    @magic_arguments.argument(
+        "--name", default="gpuprof_report", help="variable that receives the Report (default: gpuprof_report)"
+    )
     @magic_arguments.argument("--text", action="store_true", help="show the text summary, not HTML")
     @magic_arguments.argument("--quiet", action="store_true", help="show nothing; just keep the report")
     @cell_magic
@@ -63,7 +74,7 @@ class GpuprofMagics(Magics):
             stepper = None if calls_prof_step(cell) else OptimizerSteps(prof).install()
             try:
                 exec(code, ns)
-            except Exception as e:   # the cell's own error: re-raised once the report is kept
+            except Exception as e:  # the cell's own error: re-raised once the report is kept
                 error = e
             finally:
                 if stepper is not None:
@@ -84,7 +95,7 @@ class GpuprofMagics(Magics):
                 if args.text:
                     from IPython.display import Pretty
 
-                    display(Pretty(report.to_text(color=False)))   # one output, not one per line
+                    display(Pretty(report.to_text(color=False)))  # one output, not one per line
                 else:
                     display(report)
         if error is not None:

@@ -13,11 +13,11 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Callable, List, Optional, Union
+from typing import Callable, Optional, Union
 
 from ..advice import advise
 from ..analysis import report_dict, step_views
-from ..analysis.ranks import cross_rank, attach, summary_from_report
+from ..analysis.ranks import attach, cross_rank, summary_from_report
 from ..traces.folders import trace_files
 from ..traces.read import check_path, import_trace, trace_source
 from .model import Report
@@ -30,13 +30,22 @@ Gather = Callable[[dict], Optional[dict]]
 _RANK_KEYS = ("rank", "local_rank", "world_size", "hostname", "backend", "device", "batch_size")
 
 
-def build_report(trace=None, *, analysed: Optional[dict] = None, source: Optional[dict] = None,
-                 dataloaders: Optional[list] = None, host: Optional[dict] = None,
-                 metadata: Optional[dict] = None, drop_incomplete_last_step: bool = True,
-                 span_source: Optional[Callable[[list], dict]] = None,
-                 rank: Optional[dict] = None, gather: Optional[Gather] = None,
-                 rank_summaries: Optional[list] = None, rank_note: str = "",
-                 with_step_views: bool = True) -> Report:
+def build_report(
+    trace=None,
+    *,
+    analysed: Optional[dict] = None,
+    source: Optional[dict] = None,
+    dataloaders: Optional[list] = None,
+    host: Optional[dict] = None,
+    metadata: Optional[dict] = None,
+    drop_incomplete_last_step: bool = True,
+    span_source: Optional[Callable[[list], dict]] = None,
+    rank: Optional[dict] = None,
+    gather: Optional[Gather] = None,
+    rank_summaries: Optional[list] = None,
+    rank_note: str = "",
+    with_step_views: bool = True,
+) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
     of a rank's file, or a saved report).
 
@@ -55,10 +64,16 @@ def build_report(trace=None, *, analysed: Optional[dict] = None, source: Optiona
     """
     native: dict = {}
     if trace is not None:
-        data = report_dict(trace, dataloaders=dataloaders, host=host, source=source,
-                       drop_incomplete_last_step=drop_incomplete_last_step, native=native)
+        data = report_dict(
+            trace,
+            dataloaders=dataloaders,
+            host=host,
+            source=source,
+            drop_incomplete_last_step=drop_incomplete_last_step,
+            native=native,
+        )
     elif analysed is not None:
-        data = json.loads(json.dumps(analysed))   # the caller's dict stays as it was
+        data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
     else:
         raise ValueError("build_report needs a trace or an analysed report dict")
     if metadata:
@@ -67,7 +82,7 @@ def build_report(trace=None, *, analysed: Optional[dict] = None, source: Optiona
         data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
     # The advice comes right after the analysis in the file (where a saved report had it).
     keys = list(data)
-    analysed_keys = keys[:keys.index("advice")] if "advice" in keys else keys
+    analysed_keys = keys[: keys.index("advice")] if "advice" in keys else keys
     data.pop("advice", None)
     if rank is not None:
         _attach_own_rank(data, rank, gather)
@@ -79,8 +94,9 @@ def build_report(trace=None, *, analysed: Optional[dict] = None, source: Optiona
     ordered["advice"] = recommendations
     ordered.update((k, v) for k, v in data.items() if k not in ordered)
     if with_step_views and trace is not None:
-        ordered["step_views"] = step_views(trace, ordered["steps"],
-                                           repeated_op_calls=native.get("repeated_op_calls"))
+        ordered["step_views"] = step_views(
+            trace, ordered["steps"], repeated_op_calls=native.get("repeated_op_calls")
+        )
     return Report(ordered, trace)
 
 
@@ -88,28 +104,46 @@ def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
     """A live span's cross-rank section: its own summary, and every rank's when ``gather`` had them."""
     if rank["world_size"] > 1:
         data["metadata"]["distributedInfo"] = json.dumps(
-            {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]})
+            {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]}
+        )
     own = summary_from_report(data, rank_info=rank)
     data["distributed"] = {k: rank[k] for k in _RANK_KEYS}
     gathered = gather(own) if gather is not None else None
     if gathered is None:
         attach(data, cross_rank([own]))
     else:
-        attach(data, cross_rank(gathered["summaries"], expected_world_size=rank["world_size"]),
-               note=gathered["note"])
+        attach(
+            data,
+            cross_rank(gathered["summaries"], expected_world_size=rank["world_size"]),
+            note=gathered["note"],
+        )
 
 
-def analyze_file(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
-                 max_bytes: int = 0, max_events: int = 0, with_step_views: bool = True) -> Report:
+def analyze_file(
+    path: Union[str, os.PathLike],
+    *,
+    drop_incomplete_last_step: bool = True,
+    max_bytes: int = 0,
+    max_events: int = 0,
+    with_step_views: bool = True,
+) -> Report:
     """The Report of one trace file."""
     trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events)
-    return build_report(trace, source=trace_source(path, stats),
-                        drop_incomplete_last_step=drop_incomplete_last_step,
-                        with_step_views=with_step_views)
+    return build_report(
+        trace,
+        source=trace_source(path, stats),
+        drop_incomplete_last_step=drop_incomplete_last_step,
+        with_step_views=with_step_views,
+    )
 
 
-def analyze(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True,
-            max_bytes: int = 0, max_events: int = 0) -> Union[Report, List[Report]]:
+def analyze(
+    path: Union[str, os.PathLike],
+    *,
+    drop_incomplete_last_step: bool = True,
+    max_bytes: int = 0,
+    max_events: int = 0,
+) -> Union[Report, list[Report]]:
     """Analyse an existing PyTorch-profiler trace.
 
     Args:
@@ -132,11 +166,21 @@ def analyze(path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = 
     if stat.S_ISDIR(check_path(p).st_mode):
         files = trace_files(p)
         if not files:
-            raise FileNotFoundError(f"{p}: no trace files (*.json.gz, or *.json with traceEvents) in this folder")
-        return [analyze_file(f, drop_incomplete_last_step=drop_incomplete_last_step,
-                             max_bytes=max_bytes, max_events=max_events) for f in files]
-    return analyze_file(p, drop_incomplete_last_step=drop_incomplete_last_step,
-                        max_bytes=max_bytes, max_events=max_events)
+            raise FileNotFoundError(
+                f"{p}: no trace files (*.json.gz, or *.json with traceEvents) in this folder"
+            )
+        return [
+            analyze_file(
+                f,
+                drop_incomplete_last_step=drop_incomplete_last_step,
+                max_bytes=max_bytes,
+                max_events=max_events,
+            )
+            for f in files
+        ]
+    return analyze_file(
+        p, drop_incomplete_last_step=drop_incomplete_last_step, max_bytes=max_bytes, max_events=max_events
+    )
 
 
 def cross_rank_report(results: list[tuple]) -> Report:
@@ -156,7 +200,7 @@ def cross_rank_report(results: list[tuple]) -> Report:
     base = next((d for s, d in results if d is not None and s["rank"] == 0), None)
     if base is None:
         base = next((d for _, d in results if d is not None), None)
-    if base is None:   # only when no file was rank 0 and none was kept: re-read the first
+    if base is None:  # only when no file was rank 0 and none was kept: re-read the first
         base = summarize_file(summaries[0]["source"], keep_report="all")[1]
     base = {**base, "source": base.get("source", {})}
     return build_report(analysed=base, rank_summaries=summaries, rank_note=note)

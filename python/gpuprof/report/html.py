@@ -13,9 +13,16 @@ from typing import Optional
 
 from . import sections as sec
 
-CATEGORY_COLORS = {"kernel": "#2e9e44", "memcpy": "#17a2b8", "memset": "#0b3d91",
-                   "communication": "#a55eea", "runtime": "#f7b731", "dataloader": "#eb3b5a",
-                   "cpu_exec": "#4b7bec", "other": "#a5b1c2"}
+CATEGORY_COLORS = {
+    "kernel": "#2e9e44",
+    "memcpy": "#17a2b8",
+    "memset": "#0b3d91",
+    "communication": "#a55eea",
+    "runtime": "#f7b731",
+    "dataloader": "#eb3b5a",
+    "cpu_exec": "#4b7bec",
+    "other": "#a5b1c2",
+}
 SERIES_COLORS = ["#3867d6", "#eb3b5a", "#2e9e44", "#f7b731", "#a55eea", "#17a2b8", "#fa8231", "#778ca3"]
 
 CHART_W, CHART_H = 760, 240
@@ -31,8 +38,10 @@ def _environment():
 
         _env = jinja2.Environment(
             loader=jinja2.PackageLoader("gpuprof.report", "templates"),
-            autoescape=True,   # every name from a trace is data, never markup
-            trim_blocks=True, lstrip_blocks=True)
+            autoescape=True,  # every name from a trace is data, never markup
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         _env.filters["fmt"] = lambda v, col: sec.fmt(col, v)
         _env.filters["sortval"] = sec.sort_value
         _env.filters["header"] = sec.header
@@ -78,19 +87,39 @@ def _step_chart(report) -> Optional[dict]:
                 continue
             y_top = _y(base_ms + ms, vmax_ms)
             y_bot = _y(base_ms, vmax_ms)
-            rects.append({"x": round(x, 2), "y": round(y_top, 2), "w": round(bar_w, 2),
-                          "h": round(max(y_bot - y_top, 0.5), 2), "color": CATEGORY_COLORS[key],
-                          "tip": f"step {s['step']}: {name} {ms:.3f} ms"})
+            rects.append(
+                {
+                    "x": round(x, 2),
+                    "y": round(y_top, 2),
+                    "w": round(bar_w, 2),
+                    "h": round(max(y_bot - y_top, 0.5), 2),
+                    "color": CATEGORY_COLORS[key],
+                    "tip": f"step {s['step']}: {name} {ms:.3f} ms",
+                }
+            )
             base_ms += ms
         label_every = max(1, len(steps) // 20)
-        bars.append({"rects": rects, "label": str(s["step"]) if i % label_every == 0 else "",
-                     "lx": round(x + bar_w / 2, 2), "step": s["step"],
-                     "outlier": s["step"] in outliers,
-                     "top": min([r["y"] for r in rects] or [_y(0, vmax_ms)])})
-    return {"w": CHART_W, "h": CHART_H, "bars": bars,
-            "yticks": [{"y": round(_y(t, vmax_ms), 2), "label": f"{t:g}"} for t in ticks],
-            "x0": PAD_L, "x1": CHART_W - PAD_R, "ybase": CHART_H - PAD_B, "ylabel": "ms",
-            "legend": [{"name": n, "color": CATEGORY_COLORS[k]} for k, n in shown]}
+        bars.append(
+            {
+                "rects": rects,
+                "label": str(s["step"]) if i % label_every == 0 else "",
+                "lx": round(x + bar_w / 2, 2),
+                "step": s["step"],
+                "outlier": s["step"] in outliers,
+                "top": min([r["y"] for r in rects] or [_y(0, vmax_ms)]),
+            }
+        )
+    return {
+        "w": CHART_W,
+        "h": CHART_H,
+        "bars": bars,
+        "yticks": [{"y": round(_y(t, vmax_ms), 2), "label": f"{t:g}"} for t in ticks],
+        "x0": PAD_L,
+        "x1": CHART_W - PAD_R,
+        "ybase": CHART_H - PAD_B,
+        "ylabel": "ms",
+        "legend": [{"name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
+    }
 
 
 def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict]:
@@ -108,7 +137,7 @@ def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict
     vals = [r.get(k) for r in rows for k in ykeys if isinstance(r.get(k), (int, float))]
     vmax = max(vals) if vals else 0.0
     if is_bytes:
-        scale, unit = (2 ** 30, "GiB") if vmax >= 2 ** 30 else (2 ** 20, "MiB")
+        scale, unit = (2**30, "GiB") if vmax >= 2**30 else (2**20, "MiB")
     elif unit == "pct":
         unit, vmax = "%", max(vmax, 100.0)
     vmax = vmax / scale or 1.0
@@ -117,17 +146,36 @@ def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict
     plot_w = CHART_W - PAD_L - PAD_R
     lines = []
     for i, k in enumerate(ykeys):
-        pts = [(PAD_L + plot_w * t / tmax, _y(r[k] / scale, vmax))
-               for t, r in zip(ts, rows) if isinstance(r.get(k), (int, float))]
+        pts = [
+            (PAD_L + plot_w * t / tmax, _y(r[k] / scale, vmax))
+            for t, r in zip(ts, rows)
+            if isinstance(r.get(k), (int, float))
+        ]
         pts = _thin(pts)
-        if len(pts) == 1:   # one sample: a short flat segment, so that it shows
+        if len(pts) == 1:  # one sample: a short flat segment, so that it shows
             pts.append((pts[0][0] + 4, pts[0][1]))
-        lines.append({"name": sec.series_name(k), "color": SERIES_COLORS[i % len(SERIES_COLORS)],
-                      "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)})
-    xticks = [{"x": round(PAD_L + plot_w * f, 1), "label": f"{tmax * f:.3g} s"} for f in (0, 0.25, 0.5, 0.75, 1)]
-    return {"w": CHART_W, "h": CHART_H, "title": title, "lines": lines, "xticks": xticks,
-            "yticks": [{"y": round(_y(t, vmax), 2), "label": f"{t:g}"} for t in ticks],
-            "x0": PAD_L, "x1": CHART_W - PAD_R, "ybase": CHART_H - PAD_B, "ylabel": unit}
+        lines.append(
+            {
+                "name": sec.series_name(k),
+                "color": SERIES_COLORS[i % len(SERIES_COLORS)],
+                "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts),
+            }
+        )
+    xticks = [
+        {"x": round(PAD_L + plot_w * f, 1), "label": f"{tmax * f:.3g} s"} for f in (0, 0.25, 0.5, 0.75, 1)
+    ]
+    return {
+        "w": CHART_W,
+        "h": CHART_H,
+        "title": title,
+        "lines": lines,
+        "xticks": xticks,
+        "yticks": [{"y": round(_y(t, vmax), 2), "label": f"{t:g}"} for t in ticks],
+        "x0": PAD_L,
+        "x1": CHART_W - PAD_R,
+        "ybase": CHART_H - PAD_B,
+        "ylabel": unit,
+    }
 
 
 def _thin(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -149,14 +197,13 @@ def _thin(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...]]],
-                        what: str) -> list[dict]:
+def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...]]], what: str) -> list[dict]:
     charts = []
     for device, dev_rows in sec.by_device(rows):
         for label, suffixes in groups:
             keys = sec.series_keys(dev_rows, suffixes)
-            where = "host" if device == -1 else f"GPU {device}"   # device -1: the host's rows
-            if what == "Memory":   # one chart per place: "Host memory", "GPU 0 memory"
+            where = "host" if device == -1 else f"GPU {device}"  # device -1: the host's rows
+            if what == "Memory":  # one chart per place: "Host memory", "GPU 0 memory"
                 title = f"{where[0].upper()}{where[1:]} memory" if device is not None else "Memory"
             else:
                 title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
@@ -189,18 +236,28 @@ def _json_for_script(value) -> str:
     """JSON safe inside <script>: no "<", ">" or "&" as such (a name holding "</script>" stays data)."""
     import json
 
-    return (json.dumps(value, separators=(",", ":")).replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        json.dumps(value, separators=(",", ":"))
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _views(report, shown) -> dict:
     """What the drill-down and the timeline script read (#gp-views)."""
     views = sec.step_views(report.data)
-    return {"steps": report.steps, "outliers": views.get("outliers", []),
-            "per_step": views.get("per_step", {}), "timelines": views.get("timelines", []),
-            "memory": sec.section(report.data, "memory"),
-            "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
-            "categories_all": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in sec.CATEGORIES]}
+    return {
+        "steps": report.steps,
+        "outliers": views.get("outliers", []),
+        "per_step": views.get("per_step", {}),
+        "timelines": views.get("timelines", []),
+        "memory": sec.section(report.data, "memory"),
+        "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
+        "categories_all": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in sec.CATEGORIES],
+    }
 
 
 def _overview(report) -> dict:
@@ -214,12 +271,21 @@ def _overview(report) -> dict:
         "outliers": views["outliers"],
         "categories_all": views["categories_all"],
         "event_cap": sec.step_views(data).get("event_cap", 0),
-        "title": "gpuprof report" + (f": {data['source']['path']}" if data.get("source", {}).get("path") else ""),
+        "title": "gpuprof report"
+        + (f": {data['source']['path']}" if data.get("source", {}).get("path") else ""),
         "data": data,
         "steps": report.steps,
         "avg": avg,
-        "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k],
-                        "us": avg.get(f"{k}_us", 0.0), "pct": avg.get(f"{k}_pct", 0.0)} for k, n in shown],
+        "categories": [
+            {
+                "key": k,
+                "name": n,
+                "color": CATEGORY_COLORS[k],
+                "us": avg.get(f"{k}_us", 0.0),
+                "pct": avg.get(f"{k}_pct", 0.0),
+            }
+            for k, n in shown
+        ],
         "step_chart": _step_chart(report),
     }
 
@@ -230,9 +296,17 @@ def _devices(report) -> dict:
     return {
         "devices": devices,
         "device_fields": [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)],
-        "nvml_charts": _time_series_charts(samples, [("utilization", ("_pct",)), ("memory", ("_bytes",)),
-                                                     ("power", ("_w", "_watts")), ("temperature", ("_c",)),
-                                                     ("clocks", ("_mhz",))], "NVML"),
+        "nvml_charts": _time_series_charts(
+            samples,
+            [
+                ("utilization", ("_pct",)),
+                ("memory", ("_bytes",)),
+                ("power", ("_w", "_watts")),
+                ("temperature", ("_c",)),
+                ("clocks", ("_mhz",)),
+            ],
+            "NVML",
+        ),
     }
 
 
@@ -259,8 +333,12 @@ def _tables_and_advice(report) -> dict:
 def _ranks(report) -> dict:
     data = report.data
     shown = sec.ranks_shown(data)
-    return {"ranks_shown": shown, "ranks_headers": sec.RANK_HEADERS, "ranks_rows": sec.rank_rows(data),
-            "ranks_summary": sec.rank_summary_lines(data) if shown else []}
+    return {
+        "ranks_shown": shown,
+        "ranks_headers": sec.RANK_HEADERS,
+        "ranks_rows": sec.rank_rows(data),
+        "ranks_summary": sec.rank_summary_lines(data) if shown else [],
+    }
 
 
 def _about(report) -> dict:

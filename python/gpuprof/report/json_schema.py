@@ -20,15 +20,21 @@ _CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
 _CATEGORY_PCT = {f"{k}_pct": _NUM for k, _ in CATEGORIES}
 
 
-
 def _rows(table: str) -> dict:
     """A result table (analysis/fields.py): a list of flat rows (or {"rows": [...]})."""
-    row = {"type": "object", "properties": {
-        f.key: {"type": f.type.split("|")[0] if "|" not in f.type else f.type.split("|")}
-        for f in BY_KEY[table].fields}}
-    return {"oneOf": [{"type": "array", "items": row},
-                      {"type": "object", "properties": {"rows": {"type": "array", "items": row}},
-                       "required": ["rows"]}]}
+    row = {
+        "type": "object",
+        "properties": {
+            f.key: {"type": f.type.split("|")[0] if "|" not in f.type else f.type.split("|")}
+            for f in BY_KEY[table].fields
+        },
+    }
+    return {
+        "oneOf": [
+            {"type": "array", "items": row},
+            {"type": "object", "properties": {"rows": {"type": "array", "items": row}}, "required": ["rows"]},
+        ]
+    }
 
 
 SCHEMA: dict = {
@@ -40,63 +46,182 @@ SCHEMA: dict = {
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "gpuprof_version": _STR,
-        "source": {"type": "object", "properties": {
-            "kind": _STR, "partial_span": _BOOL, "span": _INT, "created_unix": _NUM, "path": _STR,
-            "first_step": _INT, "last_step": _INT, "complete_span": _INT, "note": _STR,
-            "trace_path": _STR}},
-        "steps": {"type": "array", "items": {
+        "source": {
             "type": "object",
-            "required": ["step", "total_us", *_CATEGORY_US],
-            "properties": {"step": _INT, "total_us": _NUM, **_CATEGORY_US, "start_ns": _INT, "end_ns": _INT},
-        }},
-        "average": {"type": "object", "required": ["total_us", *_CATEGORY_US, *_CATEGORY_PCT],
-                    "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT}},
-        "step_rules": {"type": "object", "properties": {
-            "had_step_markers": _BOOL, "dropped_trailing_steps": _INT, "dropped_incomplete_last": _BOOL}},
-        "dataloaders": {"type": "array", "items": {"type": "object", "properties": {
-            "iterator": _STR, "dataset": {"type": ["string", "null"]},
-            "dataset_length": {"type": ["integer", "null"]}, "batch_size": {"type": ["integer", "null"]},
-            "num_workers": _INT, "pin_memory": _BOOL, "prefetch_factor": {"type": ["integer", "null"]},
-            "persistent_workers": _BOOL, "batches_seen": _INT}}},
-        "host": {"type": "object", "properties": {"cpus_available": _INT, "cpu_count": {"type": ["integer", "null"]},
-                                                 "cuda_available": _BOOL, "cuda_device_count": _INT}},
-        "counts": {"type": "object", "required": ["events"], "properties": {
-            "events": _INT, "dropped": _INT, "skipped": _INT, "steps": _INT}},
+            "properties": {
+                "kind": _STR,
+                "partial_span": _BOOL,
+                "span": _INT,
+                "created_unix": _NUM,
+                "path": _STR,
+                "first_step": _INT,
+                "last_step": _INT,
+                "complete_span": _INT,
+                "note": _STR,
+                "trace_path": _STR,
+            },
+        },
+        "steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["step", "total_us", *_CATEGORY_US],
+                "properties": {
+                    "step": _INT,
+                    "total_us": _NUM,
+                    **_CATEGORY_US,
+                    "start_ns": _INT,
+                    "end_ns": _INT,
+                },
+            },
+        },
+        "average": {
+            "type": "object",
+            "required": ["total_us", *_CATEGORY_US, *_CATEGORY_PCT],
+            "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT},
+        },
+        "step_rules": {
+            "type": "object",
+            "properties": {
+                "had_step_markers": _BOOL,
+                "dropped_trailing_steps": _INT,
+                "dropped_incomplete_last": _BOOL,
+            },
+        },
+        "dataloaders": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "iterator": _STR,
+                    "dataset": {"type": ["string", "null"]},
+                    "dataset_length": {"type": ["integer", "null"]},
+                    "batch_size": {"type": ["integer", "null"]},
+                    "num_workers": _INT,
+                    "pin_memory": _BOOL,
+                    "prefetch_factor": {"type": ["integer", "null"]},
+                    "persistent_workers": _BOOL,
+                    "batches_seen": _INT,
+                },
+            },
+        },
+        "host": {
+            "type": "object",
+            "properties": {
+                "cpus_available": _INT,
+                "cpu_count": {"type": ["integer", "null"]},
+                "cuda_available": _BOOL,
+                "cuda_device_count": _INT,
+            },
+        },
+        "counts": {
+            "type": "object",
+            "required": ["events"],
+            "properties": {"events": _INT, "dropped": _INT, "skipped": _INT, "steps": _INT},
+        },
         "metadata": {"type": "object", "additionalProperties": _STR},
         "devices": {"type": "array", "items": _rows("devices")["oneOf"][0]["items"]},
         # The cross-rank report (docs/distributed.md).
-        "distributed": {"type": "object", "properties": {
-            "rank": _INT, "local_rank": _INT, "world_size": _INT, "hostname": _STR, "backend": _STR,
-            "device": _STR, "batch_size": {"type": ["integer", "null"]}}},
-        "ranks": {"type": "array", "items": {
+        "distributed": {
             "type": "object",
-            "required": ["rank", "local_rank", "world_size", "hostname", "device", "steps", "average",
-                         "collective_wait_us", "comm_comp_overlap_pct"],
-            "properties": {"rank": _INT, "local_rank": _INT, "world_size": _INT, "hostname": _STR,
-                           "device": _STR, "steps": _INT, "busy_us": _NUM, "collective_wait_us": _NUM,
-                           "comm_comp_overlap_pct": _NUM_OR_NULL,
-                           "average": {"type": "object", "required": ["total_us", *_CATEGORY_US],
-                                       "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT}}}}},
-        "stragglers": {"type": "array", "items": {
-            "type": "object", "required": ["rank", "excess_us", "excess_pct", "category"],
-            "properties": {"rank": _INT, "excess_us": _NUM, "excess_pct": _NUM, "category": _STR}}},
-        "cross_rank": {"type": "object", "properties": {
-            "world_size": _INT, "matched_steps": _INT, "missing_ranks": {"type": "array", "items": _INT},
-            "imbalance_pct": _NUM, "note": _STR}},
-        "kernels": _rows("kernels"), "operators": _rows("operators"), "copies": _rows("copies"),
-        "syncs": _rows("syncs"), "memory": _rows("memory"), "ranges": _rows("ranges"),
-        "compiled": {"type": "object", "properties": {
-            "region_calls": _INT, "graph_calls": _INT, "region_host_total_us": _NUM,
-            "cache_lookup_us": _NUM, "graph_device_self_us": _NUM, "unattributed_host_us": _NUM,
-            "note": _STR}},
+            "properties": {
+                "rank": _INT,
+                "local_rank": _INT,
+                "world_size": _INT,
+                "hostname": _STR,
+                "backend": _STR,
+                "device": _STR,
+                "batch_size": {"type": ["integer", "null"]},
+            },
+        },
+        "ranks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "rank",
+                    "local_rank",
+                    "world_size",
+                    "hostname",
+                    "device",
+                    "steps",
+                    "average",
+                    "collective_wait_us",
+                    "comm_comp_overlap_pct",
+                ],
+                "properties": {
+                    "rank": _INT,
+                    "local_rank": _INT,
+                    "world_size": _INT,
+                    "hostname": _STR,
+                    "device": _STR,
+                    "steps": _INT,
+                    "busy_us": _NUM,
+                    "collective_wait_us": _NUM,
+                    "comm_comp_overlap_pct": _NUM_OR_NULL,
+                    "average": {
+                        "type": "object",
+                        "required": ["total_us", *_CATEGORY_US],
+                        "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT},
+                    },
+                },
+            },
+        },
+        "stragglers": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["rank", "excess_us", "excess_pct", "category"],
+                "properties": {"rank": _INT, "excess_us": _NUM, "excess_pct": _NUM, "category": _STR},
+            },
+        },
+        "cross_rank": {
+            "type": "object",
+            "properties": {
+                "world_size": _INT,
+                "matched_steps": _INT,
+                "missing_ranks": {"type": "array", "items": _INT},
+                "imbalance_pct": _NUM,
+                "note": _STR,
+            },
+        },
+        "kernels": _rows("kernels"),
+        "operators": _rows("operators"),
+        "copies": _rows("copies"),
+        "syncs": _rows("syncs"),
+        "memory": _rows("memory"),
+        "ranges": _rows("ranges"),
+        "compiled": {
+            "type": "object",
+            "properties": {
+                "region_calls": _INT,
+                "graph_calls": _INT,
+                "region_host_total_us": _NUM,
+                "cache_lookup_us": _NUM,
+                "graph_device_self_us": _NUM,
+                "unattributed_host_us": _NUM,
+                "note": _STR,
+            },
+        },
         "gpu_samples": _rows("gpu_samples"),
-        "advice": {"type": "array", "items": {
-            "type": "object", "required": ["rule", "title"],
-            "properties": {"rule": _STR, "title": _STR,
-                           "evidence": {"type": ["string", "array", "object", "null"]},
-                           "saving_bound_pct": _NUM_OR_NULL, "confidence": {"type": ["string", "null"]},
-                           "confidence_reason": {"type": ["string", "null"]}, "change": {"type": "object"},
-                           "fix": {"type": ["string", "null"]}, "docs": {"type": ["string", "null"]}}}},
+        "advice": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["rule", "title"],
+                "properties": {
+                    "rule": _STR,
+                    "title": _STR,
+                    "evidence": {"type": ["string", "array", "object", "null"]},
+                    "saving_bound_pct": _NUM_OR_NULL,
+                    "confidence": {"type": ["string", "null"]},
+                    "confidence_reason": {"type": ["string", "null"]},
+                    "change": {"type": "object"},
+                    "fix": {"type": ["string", "null"]},
+                    "docs": {"type": ["string", "null"]},
+                },
+            },
+        },
     },
 }
 

@@ -13,7 +13,11 @@ MAX_STEP_ROWS = 40
 def md_escape(text: object) -> str:
     """Text safe inside a Markdown table cell: no column breaks, no HTML, no stray emphasis."""
     # Line breaks become spaces; other control characters (ESC), C1 and bidi overrides show as escapes.
-    s = sec.printable(str(text).replace("\n", " ").replace("\r", " ")).replace("\\", "\\\\").replace("|", "\\|")
+    s = (
+        sec.printable(str(text).replace("\n", " ").replace("\r", " "))
+        .replace("\\", "\\\\")
+        .replace("|", "\\|")
+    )
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     for ch in "*_`[]":
         s = s.replace(ch, "\\" + ch)
@@ -24,7 +28,7 @@ def md_code(text: object) -> str:
     """Any string from outside (a path, a data set's name) as one inline code span that nothing in
     it can leave: control characters (a newline would let the rest start a heading or raw HTML)
     are shown escaped, and the fence is longer than any run of backticks inside."""
-    s = sec.printable(text)   # control characters, C1 and bidi overrides as their escapes
+    s = sec.printable(text)  # control characters, C1 and bidi overrides as their escapes
     longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if s.startswith("`") or s.endswith("`") or longest else ""
@@ -41,9 +45,11 @@ def table(headers: list[str], rows: list[list[str]], align: list[str] | None = N
 def _rows_table(rows: list[dict], limit: int) -> list[str]:
     rows = sec.sorted_rows(rows)
     cols = sec.columns(rows, limit=7)
-    return table([sec.header(c) for c in cols],
-                 [[md_escape(sec.fmt(c, r.get(c))) for c in cols] for r in rows[:limit]],
-                 [":--" if c in ("name", "kind") else "--:" for c in cols])
+    return table(
+        [sec.header(c) for c in cols],
+        [[md_escape(sec.fmt(c, r.get(c))) for c in cols] for r in rows[:limit]],
+        [":--" if c in ("name", "kind") else "--:" for c in cols],
+    )
 
 
 def _title(report, title: str, top: int) -> list[str]:
@@ -52,8 +58,11 @@ def _title(report, title: str, top: int) -> list[str]:
     if src.get("path"):
         out += [f"Source: {md_code(src['path'])}", ""]
     if src.get("trace_path"):
-        out += [f"Trace: {md_code(src['trace_path'])}, open it in [Perfetto]({sec.PERFETTO_URL}) "
-                "(\"Open trace file\") or in `chrome://tracing`", ""]
+        out += [
+            f"Trace: {md_code(src['trace_path'])}, open it in [Perfetto]({sec.PERFETTO_URL}) "
+            '("Open trace file") or in `chrome://tracing`',
+            "",
+        ]
     out.append(f"**{len(report.steps)} steps, mean step time {report.average['total_us'] / 1000.0:.3f} ms**")
     out.append("")
     return out
@@ -64,19 +73,27 @@ def _steps(report, title: str, top: int) -> list[str]:
         return ["No complete step was recorded.", ""]
     avg = report.average
     shown = sec.shown_categories(report)
-    out = table(["category", "mean (us)", "% of step"],
-                [[name, f"{avg[f'{k}_us']:,.1f}", f"{avg[f'{k}_pct']:.1f}"] for k, name in shown],
-                [":--", "--:", "--:"])
+    out = table(
+        ["category", "mean (us)", "% of step"],
+        [[name, f"{avg[f'{k}_us']:,.1f}", f"{avg[f'{k}_pct']:.1f}"] for k, name in shown],
+        [":--", "--:", "--:"],
+    )
     out.append("")
     steps = report.steps
-    if len(steps) > MAX_STEP_ROWS:   # job summaries have a size limit: first and last steps
+    if len(steps) > MAX_STEP_ROWS:  # job summaries have a size limit: first and last steps
         half = MAX_STEP_ROWS // 2
         steps = steps[:half] + [None] + steps[-half:]
     out += ["<details><summary>Per step</summary>", ""]
-    out += table(["step", "total (us)"] + [f"{n} (us)" for _, n in shown],
-                 [[str(s["step"]), f"{s['total_us']:,.0f}"] + [f"{s[f'{k}_us']:,.0f}" for k, _ in shown]
-                  if s is not None else ["…"] * (len(shown) + 2) for s in steps],
-                 ["--:"] * (len(shown) + 2))
+    out += table(
+        ["step", "total (us)"] + [f"{n} (us)" for _, n in shown],
+        [
+            [str(s["step"]), f"{s['total_us']:,.0f}"] + [f"{s[f'{k}_us']:,.0f}" for k, _ in shown]
+            if s is not None
+            else ["…"] * (len(shown) + 2)
+            for s in steps
+        ],
+        ["--:"] * (len(shown) + 2),
+    )
     out += ["", "</details>", ""]
     return out
 
@@ -87,11 +104,18 @@ def _devices(report, title: str, top: int) -> list[str]:
         return []
     fields = [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)]
     out = ["### GPU summary", ""]
-    out += table(["GPU"] + [n for _, n in fields],
-                 [[md_escape(f"{d.get('id', '?')} {d.get('name') or ''}".strip())]
-                  + [sec.fmt(k, d.get(k)) + ("%" if k.endswith("_pct") and d.get(k) is not None else "")
-                     for k, _ in fields] for d in devices],
-                 [":--"] + ["--:"] * len(fields))
+    out += table(
+        ["GPU"] + [n for _, n in fields],
+        [
+            [md_escape(f"{d.get('id', '?')} {d.get('name') or ''}".strip())]
+            + [
+                sec.fmt(k, d.get(k)) + ("%" if k.endswith("_pct") and d.get(k) is not None else "")
+                for k, _ in fields
+            ]
+            for d in devices
+        ],
+        [":--"] + ["--:"] * len(fields),
+    )
     out.append("")
     return out
 
@@ -132,8 +156,11 @@ def _ranks(report, title: str, top: int) -> list[str]:
     if not sec.ranks_shown(data):
         return []
     out = ["### Ranks", ""]
-    out += table(sec.RANK_HEADERS, [[md_escape(c) for c in row] for row in sec.rank_rows(data)],
-                 ["---:", "---", "---", "---:", "---:", "---:", "---:", "---:"])
+    out += table(
+        sec.RANK_HEADERS,
+        [[md_escape(c) for c in row] for row in sec.rank_rows(data)],
+        ["---:", "---", "---", "---:", "---:", "---:", "---:", "---:"],
+    )
     out.append("")
     out += [f"- {md_escape(line)}" for line in sec.rank_summary_lines(data)]
     out.append("")
@@ -154,9 +181,11 @@ def _tables(report, title: str, top: int) -> list[str]:
 def _settings(report, title: str, top: int) -> list[str]:
     out: list[str] = []
     for dl in report.dataloaders:
-        out.append(f"DataLoader {md_code(dl.get('dataset') or '?')}: "
-                   f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
-                   f"pin_memory={dl.get('pin_memory')}, persistent_workers={dl.get('persistent_workers')}")
+        out.append(
+            f"DataLoader {md_code(dl.get('dataset') or '?')}: "
+            f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
+            f"pin_memory={dl.get('pin_memory')}, persistent_workers={dl.get('persistent_workers')}"
+        )
         out.append("")
     return out
 
@@ -166,8 +195,10 @@ def _footer(report, title: str, top: int) -> list[str]:
     note = f"{c.get('events', 0):,} events"
     if c.get("dropped"):
         note += f", {c['dropped']:,} dropped"
-    return [f"<sub>{note}; gpuprof {md_escape(data.get('gpuprof_version', ''))}, "
-            f"schema {data.get('schema_version')}</sub>"]
+    return [
+        f"<sub>{note}; gpuprof {md_escape(data.get('gpuprof_version', ''))}, "
+        f"schema {data.get('schema_version')}</sub>"
+    ]
 
 
 class MarkdownRenderer:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from .._build_info import GPUPROF_VERSION
 from ..analysis import CATEGORIES, SCHEMA_VERSION, section  # noqa: F401  (re-exported)
+
 
 class Report:
     """Per-step breakdown, averages, tables, advice and settings of one profiled span or trace."""
@@ -23,20 +25,21 @@ class Report:
         """Reports are made by ``gpuprof.report.build.build_report`` (or read back with ``from_dict``
         and ``load``): ``data`` is a whole report (docs/schema.md), owned by this Report from now on."""
         self._data = data
-        self._trace = trace   # the native Trace the numbers came from (None when loaded from JSON)
-        self._trace_path: Optional[str] = None   # where this report's Chrome trace was written
+        self._trace = trace  # the native Trace the numbers came from (None when loaded from JSON)
+        self._trace_path: Optional[str] = None  # where this report's Chrome trace was written
         self._view: Optional[Mapping] = None
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict) -> "Report":
+    def from_dict(cls, data: dict) -> Report:
         """A saved report (``to_dict()`` or its JSON). One written before advice existed, or a
         hand-built dict without ``advice``, is advised here, once."""
         version = data.get("schema_version")
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise ValueError(
                 f"report schema_version {version!r} is not one this gpuprof ({GPUPROF_VERSION}) "
-                f"reads (it reads up to {SCHEMA_VERSION}); upgrade gpuprof to read it")
+                f"reads (it reads up to {SCHEMA_VERSION}); upgrade gpuprof to read it"
+            )
         if "advice" in data:
             return cls(data)
         from ..advice import advise
@@ -44,7 +47,7 @@ class Report:
         return cls({**data, "advice": advise(data)})
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Report":
+    def load(cls, path: str | os.PathLike) -> Report:
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))
 
@@ -179,7 +182,7 @@ class Report:
         self._view = None
 
     def to_dict(self) -> dict:
-        return json.loads(json.dumps(dict(self.data)))   # a deep copy the caller may change
+        return json.loads(json.dumps(dict(self.data)))  # a deep copy the caller may change
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2, trace=True) -> str:
         """The report as JSON; written to ``path`` if given, with the Chrome trace beside it
@@ -228,8 +231,10 @@ class Report:
         return self.to_text()
 
     def __repr__(self) -> str:
-        return (f"<gpuprof.Report {len(self.steps)} steps, mean step "
-                f"{fmt_duration_us(self.average.get('total_us', 0))}, {self.counts['events']:,} events>")
+        return (
+            f"<gpuprof.Report {len(self.steps)} steps, mean step "
+            f"{fmt_duration_us(self.average.get('total_us', 0))}, {self.counts['events']:,} events>"
+        )
 
 
 def fmt_duration_us(us: float) -> str:

@@ -6,12 +6,13 @@ through them."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Protocol
 
 
 class Renderer(Protocol):
-    name: str                            # "text", "markdown", "html", "json"
-    file_end: str                        # what a file written with this format ends with
+    name: str  # "text", "markdown", "html", "json"
+    file_end: str  # what a file written with this format ends with
     sections: Sequence[Callable[..., Any]]
 
     def render(self, report, **options) -> str: ...

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from ..analysis import CATEGORIES, section  # noqa: F401  (section: re-exported for renderers)
 from ..analysis.fields import labelled, shown_tables
@@ -20,17 +21,51 @@ from ..analysis.fields import labelled, shown_tables
 TABLES: list[tuple[str, str]] = shown_tables()
 
 # Columns shown first when present, then any other scalar column in the order the rows give it.
-_LEADING = ["name", "kind", "device", "stream", "calls", "count", "total_us", "self_us", "mean_us",
-            "min_us", "max_us", "total_pct", "pct", "bytes", "total_bytes"]
+_LEADING = [
+    "name",
+    "kind",
+    "device",
+    "stream",
+    "calls",
+    "count",
+    "total_us",
+    "self_us",
+    "mean_us",
+    "min_us",
+    "max_us",
+    "total_pct",
+    "pct",
+    "bytes",
+    "total_bytes",
+]
 _NAME_KEYS = ("name", "op", "kernel")
-_SORT_KEYS = ("total_us", "device_total_us", "host_total_us", "self_us", "dur_us", "total_bytes", "bytes",
-              "calls", "count")
+_SORT_KEYS = (
+    "total_us",
+    "device_total_us",
+    "host_total_us",
+    "self_us",
+    "dur_us",
+    "total_bytes",
+    "bytes",
+    "calls",
+    "count",
+)
 
 # GPU summary fields, with their display names (analysis/fields.py).
 DEVICE_FIELDS: list[tuple[str, str]] = labelled("devices")
 
-_TIME_KEYS = ("time_us", "t_us", "ts_us", "timestamp_us", "time_ns", "t_ns", "ts_ns", "timestamp_ns",
-              "time_s", "t_s")
+_TIME_KEYS = (
+    "time_us",
+    "t_us",
+    "ts_us",
+    "timestamp_us",
+    "time_ns",
+    "t_ns",
+    "ts_ns",
+    "timestamp_ns",
+    "time_s",
+    "t_s",
+)
 
 
 def devices(data: dict) -> list[dict]:
@@ -52,8 +87,7 @@ def category_names() -> list[tuple[str, str]]:
 
 def shown_categories(report) -> list[tuple[str, str]]:
     """Categories with time in some step (Other always: it is what the rest does not explain)."""
-    return [(k, n) for k, n in CATEGORIES
-            if k == "other" or any(s.get(f"{k}_us", 0) for s in report.steps)]
+    return [(k, n) for k, n in CATEGORIES if k == "other" or any(s.get(f"{k}_us", 0) for s in report.steps)]
 
 
 # ---- tables ---------------------------------------------------------------------------------------
@@ -76,17 +110,22 @@ def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
             if k not in present and _is_scalar(v):
                 present.append(k)
     # Device-time columns that are zero in every row (a CPU-only run) say nothing: hidden.
-    present = [k for k in present if not (k.startswith("device_") and all(
-        not row.get(k) for row in rows))]
+    present = [k for k in present if not (k.startswith("device_") and all(not row.get(k) for row in rows))]
     ordered = [k for k in _LEADING if k in present] + [k for k in present if k not in _LEADING]
     return ordered[:limit] if limit else ordered
 
 
 # What a memory series is called in a chart's legend.
-SERIES_NAMES = {"peak_rss_bytes": "peak resident set size", "rss_bytes": "resident set size",
-                "peak_allocated_bytes": "peak allocated", "allocated_bytes": "allocated",
-                "peak_reserved_bytes": "peak reserved", "reserved_bytes": "reserved",
-                "capacity_bytes": "capacity", "memory_used_bytes": "memory used"}
+SERIES_NAMES = {
+    "peak_rss_bytes": "peak resident set size",
+    "rss_bytes": "resident set size",
+    "peak_allocated_bytes": "peak allocated",
+    "allocated_bytes": "allocated",
+    "peak_reserved_bytes": "peak reserved",
+    "reserved_bytes": "reserved",
+    "capacity_bytes": "capacity",
+    "memory_used_bytes": "memory used",
+}
 
 
 def series_name(key: str) -> str:
@@ -98,15 +137,20 @@ def sorted_rows(rows: list[dict]) -> list[dict]:
     for key in _SORT_KEYS:
         # The first measure that tells rows apart (device time is all zero in a CPU-only run).
         if any(isinstance(r.get(key), (int, float)) and r.get(key) for r in rows):
-            return sorted(rows, key=lambda r: -(r.get(key) if isinstance(r.get(key), (int, float))
-                                                else 0))
+            return sorted(rows, key=lambda r: -(r.get(key) if isinstance(r.get(key), (int, float)) else 0))
     return list(rows)
 
 
 def header(col: str) -> str:
     """``total_us`` -> ``total (us)``; ``utilization_pct`` -> ``utilization %``."""
-    for suffix, unit in (("_us", " (us)"), ("_ns", " (ns)"), ("_ms", " (ms)"), ("_pct", " %"),
-                         ("_bytes", " bytes"), ("_gbps", " (GB/s)")):
+    for suffix, unit in (
+        ("_us", " (us)"),
+        ("_ns", " (ns)"),
+        ("_ms", " (ms)"),
+        ("_pct", " %"),
+        ("_bytes", " bytes"),
+        ("_gbps", " (GB/s)"),
+    ):
         if col.endswith(suffix) and col != suffix.lstrip("_"):
             return col[: -len(suffix)].replace("_", " ") + unit
     return col.replace("_", " ")
@@ -176,8 +220,11 @@ def evidence_lines(evidence: Any) -> list[str]:
         # The rules' one-line `summary` leads; the numbers follow on one line, and
         # unmeasured (None) numbers are left out
         lead = [str(evidence["summary"])] if evidence.get("summary") else []
-        numbers = [f"{k} {fmt(k, v) if _is_scalar(v) else v}" for k, v in evidence.items()
-                   if k != "summary" and v is not None]
+        numbers = [
+            f"{k} {fmt(k, v) if _is_scalar(v) else v}"
+            for k, v in evidence.items()
+            if k != "summary" and v is not None
+        ]
         return lead + (["measured: " + ", ".join(numbers)] if numbers else [])
     if isinstance(evidence, Iterable):
         return [str(e) for e in evidence]
@@ -187,8 +234,12 @@ def evidence_lines(evidence: Any) -> list[str]:
 def ranked_advice(data: dict) -> list[dict]:
     """Advice heaviest first by its bound on the saving (the rules' order breaks ties)."""
     items = advice(data)
-    return sorted(items, key=lambda a: -(a.get("saving_bound_pct") or 0)
-                  if isinstance(a.get("saving_bound_pct"), (int, float)) else 0)
+    return sorted(
+        items,
+        key=lambda a: (
+            -(a.get("saving_bound_pct") or 0) if isinstance(a.get("saving_bound_pct"), (int, float)) else 0
+        ),
+    )
 
 
 # ---- time series (NVML samples, memory) -------------------------------------------------------------
@@ -205,8 +256,13 @@ def series_keys(rows: list[dict], suffixes: tuple[str, ...]) -> list[str]:
     keys: list[str] = []
     for row in rows:
         for k, v in row.items():
-            if (k not in skip and k not in keys and k.endswith(suffixes)
-                    and isinstance(v, (int, float)) and not isinstance(v, bool)):
+            if (
+                k not in skip
+                and k not in keys
+                and k.endswith(suffixes)
+                and isinstance(v, (int, float))
+                and not isinstance(v, bool)
+            ):
                 keys.append(k)
     return keys
 
@@ -233,15 +289,20 @@ def memory_lines(data: dict) -> list[str]:
     lines = []
     for device, rows in by_device(section(data, "memory")):
         if device == -1:
-            rss = [(r.get("step"), r["peak_rss_bytes"]) for r in rows
-                   if isinstance(r.get("peak_rss_bytes"), (int, float))]
+            rss = [
+                (r.get("step"), r["peak_rss_bytes"])
+                for r in rows
+                if isinstance(r.get("peak_rss_bytes"), (int, float))
+            ]
             if rss:
                 (_, first), (_, last) = rss[0], rss[-1]
                 step, peak = max(rss, key=lambda x: x[1])
                 growth = last - first
-                lines.append(f"Host RSS: {fmt_bytes(first)} at step {rss[0][0]}, {fmt_bytes(last)} at step "
-                             f"{rss[-1][0]} ({'+' if growth >= 0 else '-'}{fmt_bytes(abs(growth))}), "
-                             f"peak {fmt_bytes(peak)} (step {step})")
+                lines.append(
+                    f"Host RSS: {fmt_bytes(first)} at step {rss[0][0]}, {fmt_bytes(last)} at step "
+                    f"{rss[-1][0]} ({'+' if growth >= 0 else '-'}{fmt_bytes(abs(growth))}), "
+                    f"peak {fmt_bytes(peak)} (step {step})"
+                )
             continue
         known = [r for r in rows if isinstance(r.get("peak_allocated_bytes"), (int, float))]
         if not known:
@@ -267,8 +328,10 @@ def trace_note(data: dict) -> Optional[str]:
     path = data.get("source", {}).get("trace_path")
     if not path:
         return None
-    return (f"Trace: {path} (open it in {PERFETTO_URL} with \"Open trace file\", or in "
-            "chrome://tracing with \"Load\")")
+    return (
+        f'Trace: {path} (open it in {PERFETTO_URL} with "Open trace file", or in '
+        'chrome://tracing with "Load")'
+    )
 
 
 def about_value(key: str, value: Any) -> str:
@@ -296,7 +359,7 @@ def md_to_html(text: str) -> str:
         s = _re.sub(r"`([^`]+)`", r"<code>\1</code>", s)
         s = _re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", s)
         s = _re.sub(r"(?<![*\w])\*([^*\s][^*]*)\*(?![*\w])", r"<i>\1</i>", s)
-        s = _re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"\1", s)   # links: their text (targets are docs/)
+        s = _re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"\1", s)  # links: their text (targets are docs/)
         return s
 
     out: list[str] = []
@@ -312,8 +375,11 @@ def md_to_html(text: str) -> str:
             out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
             items.clear()
         if rows:
-            out.append("<table>" + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>"
-                                            for r in rows) + "</table>")
+            out.append(
+                "<table>"
+                + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rows)
+                + "</table>"
+            )
             rows.clear()
 
     for line in text.splitlines():
@@ -355,8 +421,16 @@ def step_views(data: dict) -> dict:
 
 
 # ---- the cross-rank section: one row per rank, and the stragglers ------------------------------------
-RANK_HEADERS = ["rank", "host", "device", "steps", "step ms", "outside collectives ms",
-           "waiting in collectives ms", "comm/compute overlap %"]
+RANK_HEADERS = [
+    "rank",
+    "host",
+    "device",
+    "steps",
+    "step ms",
+    "outside collectives ms",
+    "waiting in collectives ms",
+    "comm/compute overlap %",
+]
 
 
 def ranks_shown(data: dict) -> bool:
@@ -370,30 +444,44 @@ def rank_rows(data: dict) -> list[list[str]]:
     for r in data.get("ranks") or []:
         avg = r.get("average") or {}
         overlap = r.get("comm_comp_overlap_pct")
-        out.append([str(r.get("rank")), str(r.get("hostname", "")), str(r.get("device", "")),
-                    str(r.get("steps", "")), f"{(avg.get('total_us') or 0) / 1000:.2f}",
-                    f"{(r.get('busy_us') or 0) / 1000:.2f}", f"{(r.get('collective_wait_us') or 0) / 1000:.2f}",
-                    "-" if overlap is None else f"{overlap:.1f}"])
+        out.append(
+            [
+                str(r.get("rank")),
+                str(r.get("hostname", "")),
+                str(r.get("device", "")),
+                str(r.get("steps", "")),
+                f"{(avg.get('total_us') or 0) / 1000:.2f}",
+                f"{(r.get('busy_us') or 0) / 1000:.2f}",
+                f"{(r.get('collective_wait_us') or 0) / 1000:.2f}",
+                "-" if overlap is None else f"{overlap:.1f}",
+            ]
+        )
     return out
 
 
 def straggler_lines(data: dict) -> list[str]:
     lines = []
     for s in data.get("stragglers") or []:
-        lines.append(f"rank {s['rank']} is a straggler: {s['excess_us'] / 1000:.2f} ms per step more than the "
-                     f"median rank outside collectives ({s['excess_pct']:.1f}% of the step), mostly "
-                     f"{str(s['category']).removesuffix('_us')}")
+        lines.append(
+            f"rank {s['rank']} is a straggler: {s['excess_us'] / 1000:.2f} ms per step more than the "
+            f"median rank outside collectives ({s['excess_pct']:.1f}% of the step), mostly "
+            f"{str(s['category']).removesuffix('_us')}"
+        )
     return lines
 
 
 def rank_summary_lines(data: dict) -> list[str]:
     cr = data.get("cross_rank") or {}
-    lines = [f"{len(data.get('ranks') or [])} of {cr.get('world_size', '?')} ranks, "
-             f"{cr.get('matched_steps', 0)} steps matched by number, load imbalance "
-             f"{cr.get('imbalance_pct', 0):.1f}% of the step"]
+    lines = [
+        f"{len(data.get('ranks') or [])} of {cr.get('world_size', '?')} ranks, "
+        f"{cr.get('matched_steps', 0)} steps matched by number, load imbalance "
+        f"{cr.get('imbalance_pct', 0):.1f}% of the step"
+    ]
     if cr.get("missing_ranks"):
-        lines.append(f"missing ranks: {', '.join(map(str, cr['missing_ranks']))}"
-                     + (f" ({cr['note']})" if cr.get("note") else ""))
+        lines.append(
+            f"missing ranks: {', '.join(map(str, cr['missing_ranks']))}"
+            + (f" ({cr['note']})" if cr.get("note") else "")
+        )
     lines += straggler_lines(data)
     if not data.get("stragglers"):
         lines.append("no straggler: every rank spends about the same time outside collectives")

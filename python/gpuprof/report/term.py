@@ -10,11 +10,22 @@ Text is never interpreted: callers pass strings from outside through ``sections.
 from __future__ import annotations
 
 import unicodedata
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 # ANSI SGR codes of the styles the renderers use (the 16 colours every terminal has).
-_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34",
-        "magenta": "35", "cyan": "36", "white": "37", "bright_blue": "94"}
+_SGR = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+    "white": "37",
+    "bright_blue": "94",
+}
 
 Segment = Union[str, "tuple[str, Optional[str]]"]
 
@@ -53,7 +64,7 @@ def clip(s: str, width: int) -> str:
         return s
     if width <= 0:
         return ""
-    return s[:_fit(s, 0, width - 1)] + "…"
+    return s[: _fit(s, 0, width - 1)] + "…"
 
 
 def pad(s: str, width: int, justify: str = "left") -> str:
@@ -86,18 +97,26 @@ def _two_line_width(text: str) -> int:
 class Table:
     """Columns separated by two spaces, a header row and an optional title above; no rules."""
 
-    def __init__(self, title: Optional[str] = None, *, header_style: Optional[str] = "bold",
-                 show_header: bool = True):
+    def __init__(
+        self, title: Optional[str] = None, *, header_style: Optional[str] = "bold", show_header: bool = True
+    ):
         self.title = title
         self.header_style = header_style
         self.show_header = show_header
         self.columns: list[dict] = []
         self.rows: list[tuple[list[str], Optional[str]]] = []
 
-    def add_column(self, header: str = "", *, justify: str = "left", max_width: Optional[int] = None,
-                   min_width: Optional[int] = None) -> None:
-        self.columns.append({"header": header, "justify": justify, "max_width": max_width,
-                             "min_width": min_width})
+    def add_column(
+        self,
+        header: str = "",
+        *,
+        justify: str = "left",
+        max_width: Optional[int] = None,
+        min_width: Optional[int] = None,
+    ) -> None:
+        self.columns.append(
+            {"header": header, "justify": justify, "max_width": max_width, "min_width": min_width}
+        )
 
     def add_row(self, *cells: str, style: Optional[str] = None) -> None:
         self.rows.append(([str(c) for c in cells], style))
@@ -107,8 +126,10 @@ class Table:
         `total`, the widest left-justified (text) columns give up cells, down to 8 each."""
         ws = []
         for i, col in enumerate(self.columns):
-            w = max([cell_len(col["header"]) if self.show_header else 0]
-                    + [cell_len(cells[i]) for cells, _ in self.rows if i < len(cells)])
+            w = max(
+                [cell_len(col["header"]) if self.show_header else 0]
+                + [cell_len(cells[i]) for cells, _ in self.rows if i < len(cells)]
+            )
             if col["max_width"] is not None:
                 w = min(w, col["max_width"])
             if col["min_width"] is not None:
@@ -126,9 +147,13 @@ class Table:
         if over > 0 and self.show_header:
             # Then headers wider than their numbers wrap onto more lines ("DataLoader us" over two),
             # never below their longest word or widest cell.
-            floor = [max([_two_line_width(col["header"])]
-                         + [cell_len(cells[i]) for cells, _ in self.rows if i < len(cells)])
-                     for i, col in enumerate(self.columns)]
+            floor = [
+                max(
+                    [_two_line_width(col["header"])]
+                    + [cell_len(cells[i]) for cells, _ in self.rows if i < len(cells)]
+                )
+                for i, col in enumerate(self.columns)
+            ]
             while over > 0:
                 i = max(range(len(ws)), key=lambda j: ws[j] - floor[j])
                 if ws[i] <= floor[i]:
@@ -165,7 +190,7 @@ class Console:
         parts = [(s, style) if isinstance(s, str) else (s[0], s[1] or style) for s in segments]
         plain = "".join(t for t, _ in parts)
         for start, end in self._wrap(plain, indent):
-            while end > start and plain[end - 1] == " ":   # no trailing blanks, styled or not
+            while end > start and plain[end - 1] == " ":  # no trailing blanks, styled or not
                 end -= 1
             out = []
             pos = 0
@@ -184,7 +209,7 @@ class Console:
         while cell_len(plain[start:]) > avail:
             limit = _fit(plain, start, avail)
             cut = plain.rfind(" ", start, limit + 1)
-            if cut <= start:   # one word longer than the line: broken where the line ends
+            if cut <= start:  # one word longer than the line: broken where the line ends
                 cut, nxt = max(limit, start + 1), max(limit, start + 1)
             else:
                 nxt = cut + 1
@@ -202,8 +227,10 @@ class Console:
         ws = t.widths(self.width)
 
         def row(cells: Sequence[str], style: Optional[str]) -> str:
-            text = "  ".join(pad(clip(cells[i] if i < len(cells) else "", w), w, c["justify"])
-                             for i, (c, w) in enumerate(zip(t.columns, ws))).rstrip()
+            text = "  ".join(
+                pad(clip(cells[i] if i < len(cells) else "", w), w, c["justify"])
+                for i, (c, w) in enumerate(zip(t.columns, ws))
+            ).rstrip()
             return self.paint(text, style)
 
         if t.title:

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 
 from . import sections as sec
 from .sections import CATEGORIES
 from .term import Console, Table
 
-_COLORS = {"kernel": "green", "memcpy": "cyan", "memset": "blue", "communication": "magenta",
-           "runtime": "yellow", "dataloader": "red", "cpu_exec": "bright_blue", "other": "white"}
+_COLORS = {
+    "kernel": "green",
+    "memcpy": "cyan",
+    "memset": "blue",
+    "communication": "magenta",
+    "runtime": "yellow",
+    "dataloader": "red",
+    "cpu_exec": "bright_blue",
+    "other": "white",
+}
 
 # Rows shown per table in the terminal; the HTML report has them all.
 TOP_ROWS = 5
@@ -34,14 +43,30 @@ def _bar(avg: dict, width: int) -> list:
 
 
 # Columns that matter most in a terminal table, first kept when the line is short.
-_PRIORITY = ["name", "calls", "count", "host_total_us", "device_total_us", "total_us", "host_self_us",
-             "device_self_us", "self_us", "mean_us", "total_bytes", "bytes", "kind", "device", "stream"]
+_PRIORITY = [
+    "name",
+    "calls",
+    "count",
+    "host_total_us",
+    "device_total_us",
+    "total_us",
+    "host_self_us",
+    "device_self_us",
+    "self_us",
+    "mean_us",
+    "total_bytes",
+    "bytes",
+    "kind",
+    "device",
+    "stream",
+]
 _MIN_NAME = 24
 
 
 def fit_columns(cols: list[str], headers: dict[str, str], rows: list[dict], width: int) -> list[str]:
     """The columns that fit in ``width``: the name (at least _MIN_NAME wide, elided beyond) and the
     numbers that matter most (_PRIORITY order); the rest give their room away. Order is kept."""
+
     def need(c: str) -> int:
         return max([len(headers[c])] + [len(sec.fmt(c, r.get(c))) for r in rows]) + 2
 
@@ -68,13 +93,15 @@ def _table(console: Console, title: str, rows: list[dict], limit: int) -> None:
     t = Table(f"{title} (top {min(limit, len(rows))} of {len(rows)})")
     # Numbers and their headers are never cut; the name gets what is left and is elided.
     # Columns are two spaces apart.
-    numbers_width = sum(max([len(headers[c])] + [len(sec.fmt(c, r.get(c))) for r in shown]) + 2
-                        for c in cols if c != "name")
+    numbers_width = sum(
+        max([len(headers[c])] + [len(sec.fmt(c, r.get(c))) for r in shown]) + 2 for c in cols if c != "name"
+    )
     name_width = max(_MIN_NAME, console.width - numbers_width)
     for c in cols:
         text_col = c in ("name", "kind")
-        t.add_column(headers[c], justify="left" if text_col else "right",
-                     max_width=name_width if c == "name" else None)
+        t.add_column(
+            headers[c], justify="left" if text_col else "right", max_width=name_width if c == "name" else None
+        )
     for r in shown:
         t.add_row(*(sec.fmt(c, r.get(c)) for c in cols))
     console.table(t)
@@ -87,13 +114,21 @@ def _gpu_summary(console: Console, devices: list[dict]) -> None:
     t = Table("GPU summary")
     t.add_column("")
     for d in devices:
-        t.add_column(sec.printable(f"GPU {d.get('id', '?')} {d.get('name') or ''}".strip()), justify="right",
-                     max_width=28)
+        t.add_column(
+            sec.printable(f"GPU {d.get('id', '?')} {d.get('name') or ''}".strip()),
+            justify="right",
+            max_width=28,
+        )
     for key, name in sec.DEVICE_FIELDS:
         if any(d.get(key) is not None for d in devices):
-            t.add_row(name, *(sec.fmt(key, d.get(key)) + ("%" if key.endswith("_pct") and
-                                                          d.get(key) is not None else "")
-                              for d in devices))
+            t.add_row(
+                name,
+                *(
+                    sec.fmt(key, d.get(key))
+                    + ("%" if key.endswith("_pct") and d.get(key) is not None else "")
+                    for d in devices
+                ),
+            )
     console.table(t)
 
 
@@ -107,8 +142,9 @@ def _advice(console: Console, data: dict, limit: int) -> None:
         head = [f"{i}. ", (sec.printable(a.get("title") or a.get("rule") or "recommendation"), "bold")]
         if isinstance(bound, (int, float)):
             head.append((f"  (up to {bound:.0f}% of the step", "dim"))
-            head.append((f", confidence {sec.printable(a['confidence'])})" if a.get("confidence") else ")",
-                         "dim"))
+            head.append(
+                (f", confidence {sec.printable(a['confidence'])})" if a.get("confidence") else ")", "dim")
+            )
         console.print(*head, indent=3)
         # Long lines wrap under their text: "   evidence: " and "   fix: " stay in the margin.
         for line in sec.evidence_lines(a.get("evidence")):
@@ -116,18 +152,21 @@ def _advice(console: Console, data: dict, limit: int) -> None:
         if a.get("fix"):
             console.print("   fix: " + sec.printable(a["fix"]), indent=8)
         if a.get("docs"):
-            console.print(f"   why: {sec.printable(a['docs'])} (explained inside the HTML report too)",
-                          style="dim", indent=8)
+            console.print(
+                f"   why: {sec.printable(a['docs'])} (explained inside the HTML report too)",
+                style="dim",
+                indent=8,
+            )
 
 
 def _title(console: Console, report) -> None:
     data, avg, src = report.data, report.average, report.source
     title = [("gpuprof step breakdown", "bold")]
     if src.get("path"):
-        title.append(f": {sec.printable(src['path'])}")   # outside strings: escaped
+        title.append(f": {sec.printable(src['path'])}")  # outside strings: escaped
     console.print(*title)
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
-    if isinstance(src.get("note"), str):   # a partial span: which steps, and the complete one
+    if isinstance(src.get("note"), str):  # a partial span: which steps, and the complete one
         console.print(sec.printable(src["note"]), style="yellow")
     compiled = data.get("compiled")
     if isinstance(compiled, dict) and isinstance(compiled.get("note"), str):
@@ -175,7 +214,7 @@ def _steps(console: Console, report) -> None:
     for _, name in shown:
         table.add_column(f"{name} us", justify="right")
     steps = report.steps
-    if len(steps) > MAX_STEP_ROWS:   # long spans: the first and last steps, the mean below
+    if len(steps) > MAX_STEP_ROWS:  # long spans: the first and last steps, the mean below
         half = MAX_STEP_ROWS // 2
         steps = steps[:half] + [None] + steps[-half:]
     for s in steps:
@@ -183,8 +222,9 @@ def _steps(console: Console, report) -> None:
             table.add_row("…", *([""] * (len(shown) + 1)))
             continue
         table.add_row(str(s["step"]), f"{s['total_us']:,.0f}", *(f"{s[f'{k}_us']:,.0f}" for k, _ in shown))
-    table.add_row("mean", f"{avg['total_us']:,.0f}", *(f"{avg[f'{k}_us']:,.0f}" for k, _ in shown),
-                  style="bold")
+    table.add_row(
+        "mean", f"{avg['total_us']:,.0f}", *(f"{avg[f'{k}_us']:,.0f}" for k, _ in shown), style="bold"
+    )
     table.add_row("%", "100", *(f"{avg[f'{k}_pct']:.1f}" for k, _ in shown), style="dim")
     console.table(table)
 
@@ -196,7 +236,7 @@ def _ranks(console: Console, report) -> None:
     table = Table("Ranks")
     for i, h in enumerate(sec.RANK_HEADERS):
         table.add_column(h, justify="left" if i in (1, 2) else "right")
-    for row in sec.rank_rows(data):   # host names come from the traces: shown inert
+    for row in sec.rank_rows(data):  # host names come from the traces: shown inert
         table.add_row(*map(sec.printable, row))
     console.table(table)
     for line in sec.rank_summary_lines(data):
@@ -224,10 +264,12 @@ def _recommendations(console: Console, report) -> None:
 def _settings(console: Console, report) -> None:
     for dl in report.dataloaders:
         console.print(
-            f"DataLoader ({sec.printable(dl.get('dataset') or '?')}, {dl.get('dataset_length') or '?'} samples): "
+            f"DataLoader ({sec.printable(dl.get('dataset') or '?')}, "
+            f"{dl.get('dataset_length') or '?'} samples): "
             f"batch_size={dl.get('batch_size')}, num_workers={dl.get('num_workers')}, "
             f"pin_memory={dl.get('pin_memory')}, prefetch_factor={dl.get('prefetch_factor')}, "
-            f"persistent_workers={dl.get('persistent_workers')}")
+            f"persistent_workers={dl.get('persistent_workers')}"
+        )
     host = report.host
     if host.get("cpus_available"):
         console.print(f"CPUs available to the process: {host['cpus_available']} (of {host.get('cpu_count')})")
@@ -249,8 +291,19 @@ class TextRenderer:
     name = "text"
     file_end = ""
     # The sections, in the order they are printed: each writes its lines, or nothing.
-    sections = (_title, _collection_notes, _breakdown_bar, _steps, _ranks, _devices, _memory, _top_tables,
-                _recommendations, _settings, _counts)
+    sections = (
+        _title,
+        _collection_notes,
+        _breakdown_bar,
+        _steps,
+        _ranks,
+        _devices,
+        _memory,
+        _top_tables,
+        _recommendations,
+        _settings,
+        _counts,
+    )
 
     def render(self, report, *, color: Optional[bool] = None, width: Optional[int] = None) -> str:
         if color is None:
@@ -269,8 +322,9 @@ TEXT = TextRenderer()
 
 
 @contextmanager
-def progress(description: str, total: Optional[float] = None, *,
-             stream=None, enabled: Optional[bool] = None) -> Iterator:
+def progress(
+    description: str, total: Optional[float] = None, *, stream=None, enabled: Optional[bool] = None
+) -> Iterator:
     """A progress bar for long work (importing a large trace, analysing a folder), on stderr.
 
     Yields ``advance(amount=1)``; shows nothing unless stderr is a terminal (logs and CI output
@@ -286,7 +340,13 @@ def progress(description: str, total: Optional[float] = None, *,
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     console = RichConsole(file=stream, force_terminal=True)
-    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda amount=1: bar.advance(task, amount)

@@ -16,8 +16,10 @@ from .._native import _core
 def export_chrome_trace(trace, path: Union[str, os.PathLike]) -> str:
     """Write a native ``Trace`` (e.g. ``report.trace``) to ``path`` (gzip when it ends in .gz)."""
     if trace is None:
-        raise ValueError("this report has no trace attached (it was loaded from JSON); only a "
-                         "report made by a session or by gpuprof.analyze can be exported")
+        raise ValueError(
+            "this report has no trace attached (it was loaded from JSON); only a "
+            "report made by a session or by gpuprof.analyze can be exported"
+        )
     out = Path(path)
     if out.parent and not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -38,7 +40,7 @@ def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callab
         folder = root / f"span_{int(span):03d}"
         folder.mkdir(parents=True, exist_ok=True)
         trace_file = folder / ("trace.json.gz" if compress else "trace.json")
-        report.to_json(folder / "report.json", trace=trace_file)   # the report says where its trace is
+        report.to_json(folder / "report.json", trace=trace_file)  # the report says where its trace is
 
     _save.directory = str(root)
     return _save

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import List, Union
+from typing import Union
 
 from .read import display_path
 
@@ -62,11 +62,11 @@ def _looks_like_trace(path: Path) -> bool:
     return b'"traceEvents"' in head or head.lstrip().startswith(b"[")
 
 
-def trace_files(folder: Union[str, os.PathLike]) -> List[Path]:
+def trace_files(folder: Union[str, os.PathLike]) -> list[Path]:
     """The trace files under ``folder`` (recursively, sorted by path), by the rule above. A folder
     that cannot be read is an error when it hides every trace, a warning otherwise."""
     root = Path(folder)
-    unreadable: List[str] = []
+    unreadable: list[str] = []
     found = []
     for here, _dirs, names in os.walk(root, onerror=lambda e: unreadable.append(display_path(e.filename))):
         for name in names:

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
-from typing import List, Union
+from typing import Union
 
 from .._native import _core
 
@@ -17,6 +16,7 @@ from .._native import _core
 #: and where it went wrong; ``err.path``, ``err.byte_offset`` (in the uncompressed JSON text) and
 #: ``err.event_index`` (in ``traceEvents``) say it for tools (``None`` when not known).
 TraceImportError = _core.TraceImportError
+
 
 def display_path(path: Union[str, os.PathLike]) -> str:
     """A path as text any output can hold: bytes of a name that are not UTF-8 become \\xNN."""
@@ -31,8 +31,9 @@ def check_path(path: Union[str, os.PathLike]) -> os.stat_result:
     except FileNotFoundError:
         raise FileNotFoundError(f"{display_path(path)}: no such file or folder") from None
     except PermissionError:
-        raise PermissionError(f"{display_path(path)}: permission denied (a folder on its path "
-                              "cannot be searched by this user)") from None
+        raise PermissionError(
+            f"{display_path(path)}: permission denied (a folder on its path cannot be searched by this user)"
+        ) from None
 
 
 def _wait_for_writer(path: Path, timeout_s: float):
@@ -62,8 +63,10 @@ def _wait_for_writer(path: Path, timeout_s: float):
             pass
         if "fd" in box:
             os.close(box["fd"])
-        raise TraceImportError(f"{display_path(path)}: a FIFO that no process is writing to (waited "
-                               f"{timeout_s:g} s): start the program that writes it first")
+        raise TraceImportError(
+            f"{display_path(path)}: a FIFO that no process is writing to (waited "
+            f"{timeout_s:g} s): start the program that writes it first"
+        )
     if "error" in box:
         raise box["error"]
     return box["fd"]
@@ -74,6 +77,7 @@ def import_settings() -> dict:
     (docs/analyze.md): ``GPUPROF_MAX_TOKEN_MIB``, the longest single JSON string or number in MiB
     (1 to 2**24 - 1; default 64), and ``GPUPROF_IMPORT_CPUS``, the CPUs an import may count on (1 to
     65535). Unset or invalid: 0, the default."""
+
     def unsigned(name: str, below: int) -> int:
         # Read as C's strtoul did: leading white space and a '+' allowed, then decimal digits only.
         text = os.environ.get(name, "").lstrip(" \t\n\v\f\r")
@@ -82,12 +86,15 @@ def import_settings() -> dict:
         value = int(text) if ok else 0
         return value if 0 < value < below else 0
 
-    return {"max_token_bytes": unsigned("GPUPROF_MAX_TOKEN_MIB", 1 << 24) << 20,
-            "import_cpus": unsigned("GPUPROF_IMPORT_CPUS", 65536)}
+    return {
+        "max_token_bytes": unsigned("GPUPROF_MAX_TOKEN_MIB", 1 << 24) << 20,
+        "import_cpus": unsigned("GPUPROF_IMPORT_CPUS", 65536),
+    }
 
 
-def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0,
-                 import_cpus: int = 0):
+def import_trace(
+    path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0, import_cpus: int = 0
+):
     """Read one trace file into a native ``Trace``; returns ``(trace, stats)``.
 
     ``stats`` says how the import went: ``json_bytes``, ``records``, ``ignored_records``,
@@ -99,14 +106,16 @@ def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_event
     p = Path(path)
     st = check_path(p)
     if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(f"{display_path(p)}: is a folder; use gpuprof.analyze(folder) for a list of reports")
+        raise IsADirectoryError(
+            f"{display_path(p)}: is a folder; use gpuprof.analyze(folder) for a list of reports"
+        )
     held = None
     if stat.S_ISFIFO(st.st_mode):
         held = _wait_for_writer(p, float(os.environ.get("GPUPROF_FIFO_WAIT_S", "10")))
     try:
         # The OS's bytes for the name: a file name need not be valid UTF-8.
         settings = import_settings()
-        if import_cpus and not settings["import_cpus"]:   # a value the user set stays
+        if import_cpus and not settings["import_cpus"]:  # a value the user set stays
             settings["import_cpus"] = import_cpus
         return _core.import_trace(os.fsencode(p), max_bytes, max_events, **settings)
     finally:
@@ -116,8 +125,14 @@ def import_trace(path: Union[str, os.PathLike], *, max_bytes: int = 0, max_event
 
 def trace_source(path: Union[str, os.PathLike], stats: dict) -> dict:
     """A trace file's ``source`` in its report: which file, and how its import went."""
-    return {"kind": "trace", "path": display_path(path), "format": "kineto",
-            "compressed": stats["compressed"], "json_bytes": stats["json_bytes"],
-            "time_unit": stats["time_unit"], "records": stats["records"],
-            "ignored_records": stats["ignored_records"],
-            "skipped_by_reason": dict(stats["skipped_by_reason"])}
+    return {
+        "kind": "trace",
+        "path": display_path(path),
+        "format": "kineto",
+        "compressed": stats["compressed"],
+        "json_bytes": stats["json_bytes"],
+        "time_unit": stats["time_unit"],
+        "records": stats["records"],
+        "ignored_records": stats["ignored_records"],
+        "skipped_by_reason": dict(stats["skipped_by_reason"]),
+    }

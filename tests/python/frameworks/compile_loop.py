@@ -4,6 +4,7 @@ python compile_loop.py OUT.json [callback]: with "callback", gpuprof (record_sha
 torch.profiler both run in this process, and the report's dict and torch.profiler's operator totals
 go to OUT.json. Without it, the script is for `gpuprof run`.
 """
+
 import json
 import sys
 
@@ -18,7 +19,7 @@ cmodel = torch.compile(model, dynamic=True)
 
 
 def step(i):
-    x = torch.randn(8 + (i % 3), 16)   # three batch sizes: dynamic shapes, a recompile or two
+    x = torch.randn(8 + (i % 3), 16)  # three batch sizes: dynamic shapes, a recompile or two
     loss = cmodel(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()
@@ -29,10 +30,11 @@ if "callback" not in sys.argv:
     for i in range(STEPS):
         step(i)
 else:
-    import gpuprof
     from torch.profiler import ProfilerActivity, profile
 
-    for i in range(3):   # compile (each batch size once) outside both profilers
+    import gpuprof
+
+    for i in range(3):  # compile (each batch size once) outside both profilers
         step(i)
     with profile(activities=[ProfilerActivity.CPU]) as tp:
         with gpuprof.profile(record_shapes=True, on_trace_ready=None) as prof:

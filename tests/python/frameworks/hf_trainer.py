@@ -4,6 +4,7 @@ python hf_trainer.py OUT.json [callback]: with "callback", gpuprof is driven by 
 (the docs/profiling.md recipe) and torch.profiler runs in the same process; the report's dict and
 torch.profiler's operator totals are written to OUT.json. Without it, the script is for `gpuprof run`.
 """
+
 import json
 import os
 import sys
@@ -27,12 +28,21 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": ids, "labels": ids}
 
 
-model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2,
-                                   bos_token_id=0, eos_token_id=0))
-args = TrainingArguments(output_dir=os.path.join(os.path.dirname(sys.argv[1]), "hf"), max_steps=STEPS,
-                         per_device_train_batch_size=4, report_to=[], save_strategy="no",
-                         logging_strategy="no", use_cpu=True, dataloader_num_workers=0,
-                         disable_tqdm=True, optim="adamw_torch")
+model = GPT2LMHeadModel(
+    GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0)
+)
+args = TrainingArguments(
+    output_dir=os.path.join(os.path.dirname(sys.argv[1]), "hf"),
+    max_steps=STEPS,
+    per_device_train_batch_size=4,
+    report_to=[],
+    save_strategy="no",
+    logging_strategy="no",
+    use_cpu=True,
+    dataloader_num_workers=0,
+    disable_tqdm=True,
+    optim="adamw_torch",
+)
 callbacks = []
 if "callback" in sys.argv:
     import gpuprof
@@ -41,8 +51,9 @@ if "callback" in sys.argv:
         """One gpuprof step per optimizer step; the report once training ends."""
 
         def on_train_begin(self, args, state, control, **kw):
-            self.prof = gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=STEPS - 2),
-                                        record_shapes=True)
+            self.prof = gpuprof.profile(
+                schedule=gpuprof.schedule(wait=1, warmup=1, active=STEPS - 2), record_shapes=True
+            )
             self.prof.start()
 
         def on_step_end(self, args, state, control, **kw):
