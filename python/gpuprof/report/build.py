@@ -18,6 +18,7 @@ from typing import Callable, Optional, Union
 from ..advice import advise
 from ..analysis import report_dict, step_views
 from ..analysis.ranks import attach, cross_rank, summary_from_report
+from ..analysis.summaries import summarize_file
 from ..traces.folders import trace_files
 from ..traces.read import check_path, import_trace, trace_source
 from .model import Report
@@ -37,7 +38,6 @@ def build_report(
     source: Optional[dict] = None,
     dataloaders: Optional[list] = None,
     host: Optional[dict] = None,
-    metadata: Optional[dict] = None,
     drop_incomplete_last_step: bool = True,
     span_source: Optional[Callable[[list], dict]] = None,
     rank: Optional[dict] = None,
@@ -52,7 +52,6 @@ def build_report(
     Args:
         source: where the report came from (``kind``: "live" or "trace", ``path``...).
         dataloaders, host: the DataLoader settings and host facts the span ran with.
-        metadata: added to the trace's own metadata (a live span's collection notes).
         span_source: given the analysed steps, the entries a live span adds to ``source`` (which
             steps it covers; for a span cut short, which complete span came before it).
         rank: this process's identity in a torch.distributed job (``rank``, ``world_size``...):
@@ -76,8 +75,6 @@ def build_report(
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
     else:
         raise ValueError("build_report needs a trace or an analysed report dict")
-    if metadata:
-        data["metadata"] = {**data.get("metadata", {}), **metadata}
     if span_source is not None:
         data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
     # The advice comes right after the analysis in the file (where a saved report had it).
@@ -188,8 +185,6 @@ def cross_rank_report(results: list[tuple]) -> Report:
     advice, from ``gpuprof.analysis.summaries.summarize_files``' results. Ranks come from each
     file's distributedInfo (or the saved report's ``distributed``); when absent or repeated (copies
     of one file), files are numbered in path order and the note says so."""
-    from ..analysis.summaries import summarize_file
-
     summaries = [s for s, _ in results]
     note = ""
     ranks = [s["rank"] for s in summaries]

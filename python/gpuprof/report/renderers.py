@@ -46,17 +46,14 @@ def dumps_report(data: dict, *, indent: Optional[int] = 2) -> str:
 JSON = JsonRenderer()
 
 
-def _formats() -> dict:
-    from .html import HTML
-    from .markdown import MARKDOWN
-    from .text import TEXT
-
-    return {r.name: r for r in (TEXT, MARKDOWN, HTML, JSON)}
+# The format modules load on first use: the terminal text needs no Jinja2.
+_MODULES = {"TEXT": "text", "MARKDOWN": "markdown", "HTML": "html"}
 
 
 def __getattr__(name: str):
-    """TEXT, MARKDOWN and HTML load their modules on first use (the terminal needs no Jinja2)."""
-    formats = {"TEXT": "text", "MARKDOWN": "markdown", "HTML": "html"}
-    if name in formats:
-        return _formats()[formats[name]]
+    """TEXT, MARKDOWN and HTML: each format's renderer, its module imported when first asked for."""
+    if name in _MODULES:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__package__}.{_MODULES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
