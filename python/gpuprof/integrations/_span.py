@@ -1,0 +1,131 @@
+"""What the trainer integrations share: a profiling session driven by a trainer's own hooks, the
+reports written per rank when its spans end, and the headline numbers a trainer's loggers receive.
+
+The trainers call in from their training loop: nothing here may end or alter the run, so a failed
+write is one warning and the session's numbers stay in memory (``reports``).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from ..collect.schedule import ProfilerAction
+from ..collect.schedule import schedule as make_schedule
+from ..collect.session import profile
+
+#: The default window: skip the first steps (data loader start-up, first-call costs), warm up one,
+#: record five. A trainer run shorter than that records what it reaches.
+DEFAULT_SCHEDULE = dict(wait=2, warmup=1, active=5, repeat=1)
+
+
+def rank() -> tuple[int, int]:
+    """(rank, world size) of this process: torch.distributed's when it is initialised, else the
+    launcher's variables (torchrun, SLURM), else (0, 1)."""
+    import sys
+
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    for r, w in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+        if os.environ.get(r, "").isdigit() and os.environ.get(w, "").isdigit():
+            return int(os.environ[r]), int(os.environ[w])
+    return 0, 1
+
+
+def headline(report) -> dict:
+    """The numbers a trainer's loggers get at the end of a span: mean step time and each
+    category's share of the step (the breakdown's names), under ``gpuprof/``."""
+    avg = report.average
+    out = {
+        "gpuprof/step_time_ms": round(avg.get("total_us", 0.0) / 1000.0, 3),
+        "gpuprof/steps": len(report.steps),
+    }
+    for key, value in avg.items():
+        if key.endswith("_pct") and value:
+            out[f"gpuprof/{key}"] = value
+    return out
+
+
+class TrainerSpan:
+    """A gpuprof session opened and stepped by a trainer. ``out``: where each span's reports go
+    (``OUT/report.json`` and ``.html`` in a one-process run; ``OUT/rank<N>/`` for each rank of a job,
+    with rank 0's cross-rank report also at ``OUT/``). ``log``: called with the headline numbers."""
+
+    def __init__(
+        self,
+        *,
+        schedule: Optional[Callable[[int], ProfilerAction]] = None,
+        out: Union[str, os.PathLike, None] = "gpuprof-out",
+        trace: bool = True,
+        log: Optional[Callable[[dict], None]] = None,
+        **profile_kwargs,
+    ) -> None:
+        self.schedule = schedule or make_schedule(**DEFAULT_SCHEDULE)
+        self.out = Path(out) if out is not None else None
+        self.trace = trace
+        self.log = log
+        self.profile_kwargs = profile_kwargs
+        self.prof: Optional[profile] = None
+        self.reports: list = []  # every span's report, oldest first
+        self.written: list[str] = []
+
+    @property
+    def active(self) -> bool:
+        return self.prof is not None
+
+    def start(self) -> None:
+        if self.prof is not None:
+            return
+        self.prof = profile(schedule=self.schedule, on_trace_ready=self._span_ready, **self.profile_kwargs)
+        self.prof.start()
+
+    def step(self) -> None:
+        if self.prof is not None:
+            self.prof.step()
+
+    def stop(self) -> None:
+        prof, self.prof = self.prof, None
+        if prof is not None:
+            prof.stop()
+
+    def _span_ready(self, prof) -> None:
+        report = prof.report()
+        self.reports.append(report)
+        if self.log is not None:
+            try:
+                self.log(headline(report))
+            except Exception as e:  # a logger's failure is not the training run's
+                warnings.warn(
+                    f"gpuprof: could not log the profile's numbers: {e}", RuntimeWarning, stacklevel=2
+                )
+        if self.out is not None:
+            self._write(report)
+
+    def _write(self, report) -> None:
+        r, world = rank()
+        folders = [self.out / f"rank{r}"] if world > 1 else [self.out]
+        if world > 1 and r == 0:
+            folders.append(self.out)  # rank 0's report holds every rank's row: the job's report
+        span = report.source.get("span", 0)
+        stem = "report" if span == 0 else f"report_span{span}"
+        for folder in folders:
+            json_path, html_path = folder / f"{stem}.json", folder / f"{stem}.html"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                report.to_json(json_path, trace=folder / f"{stem}.trace.json.gz" if self.trace else False)
+                report.to_html(html_path, trace=False)
+            except OSError as e:
+                warnings.warn(
+                    f"gpuprof: could not write the profile to {folder}: {e.strerror or e}; "
+                    "training goes on, the report stays in memory",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                continue
+            self.written += [str(json_path), str(html_path)]
