@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         from . import _kernels
     except ImportError:
         print(
-            "gpuprof roofline: this gpuprof was built without its CUDA validation kernels (nvcc was "
-            "not found at build time); rebuild gpuprof from its source checkout where nvcc is on PATH: "
-            "`pip install .` in that folder",
+            "gpuprof roofline: this gpuprof was built without its CUDA validation kernels (they are "
+            "off by default, and need nvcc at build time); rebuild it from its source checkout where "
+            "nvcc is on PATH: `pip install -C cmake.define.GPUPROF_BUILD_KERNELS=ON .` in that folder",
             file=sys.stderr,
         )
         return 2

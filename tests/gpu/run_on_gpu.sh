@@ -19,7 +19,7 @@ echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 echo "== build"
-build_flags=()
+build_flags=(-C cmake.define.GPUPROF_BUILD_KERNELS=ON)   # the validation kernels (off by default)
 if ls .whl/cmeel_zlib-*.whl >/dev/null 2>&1; then "$PY" -m pip install -q --no-deps .whl/cmeel_zlib-*.whl; fi
 "$PY" -m pip install --no-build-isolation --no-deps -q "${build_flags[@]}" . || { echo "BUILD FAILED"; exit 1; }
 cd /tmp   # import the installed package, not the source tree
