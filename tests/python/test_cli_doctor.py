@@ -49,7 +49,9 @@ def test_doctor_reports_the_clock_and_the_nvtx_injection_it_finds():
     assert facts["clock"]["detail"].startswith("CLOCK_MONOTONIC on the hot path")
     inj = facts["nvtx_injection"]
     assert inj["state"] == "--"
-    if "no libcupti" not in inj["detail"]:
+    if facts["gpu_collection"]["state"] != "ok":  # no GPU collection here: no NVTX advice either
+        assert inj["detail"] == "NVTX ranges are collected with the GPU collection (off here)"
+    elif "no libcupti" not in inj["detail"]:
         assert "another NVTX tool" in inj["detail"] and "/opt/nsys/libToolsInjection64.so" in inj["detail"]
 
 

@@ -161,3 +161,25 @@ def test_tables_scale_n_log_n():
     )
     assert ops["aten::linear"]["device_total_us"] == pytest.approx(n * 0.005)
     assert len(tables["kernels"]) == 50 and tables["devices"][0]["tc_eligible_pct"] == pytest.approx(100.0)
+
+
+def test_cpu_only_reports_say_nothing_of_gpus():
+    """A run where no GPU ran anything: no tensor-core column in the operator table, and the
+    advice speaks of processes, not GPUs (the data loader and communication fixes)."""
+    model = torch.nn.Linear(32, 8)
+    with gpuprof.profile() as prof:
+        for _ in range(3):
+            model(torch.randn(16, 32)).sum().backward()
+            prof.step()
+    report = prof.report()
+    assert "tc eligible" not in report.to_text(color=False) and "tc eligible" not in report.to_markdown()
+    assert "tc eligible" in build_report(conv_step_trace()).to_text(color=False)  # a GPU run keeps it
+    from gpuprof.advice import rules
+
+    data = report.to_dict()
+    data["average"] = dict(
+        data["average"], communication_us=50_000.0, communication_pct=50.0, total_us=100_000.0
+    )
+    data["distributed"] = {"world_size": 2, "backend": "gloo"}
+    comm = rules.communication(rules.Facts(data))
+    assert comm is not None and "per-process batch" in comm["fix"] and "GPU" not in comm["fix"]

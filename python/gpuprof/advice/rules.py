@@ -140,8 +140,8 @@ def dataloader(f: Facts) -> Optional[Recommendation]:
             fix="DataLoader(..., num_workers=N, persistent_workers=True"
             + (", pin_memory=True" if uses_cuda else "")
             + "): worker processes load batches while "
-            "the model trains; start with N = the CPUs this process may use (per GPU process on a "
-            "multi-GPU node)",
+            "the model trains; start with N = the CPUs this process may use"
+            + (" (per GPU process on a multi-GPU node)" if uses_cuda else ""),
         )
 
     nw = int(dl.get("num_workers") or 0)
@@ -794,6 +794,7 @@ def communication(f: Facts) -> Optional[Recommendation]:
         return None  # the collectives wait for a slow rank: the straggler rule says which
     info = f.distributed
     world = info.get("world_size")
+    on_gpu = f.ran_gpu_work or f.cuda_available is True
     return recommendation(
         "communication",
         "Gradient communication is exposed, not hidden behind compute",
@@ -810,7 +811,8 @@ def communication(f: Facts) -> Optional[Recommendation]:
         confidence_reason="the exposed communication time is measured (kernels take priority in the "
         "breakdown, so this is time no compute overlapped)",
         fix="accumulate gradients over k steps with `with model.no_sync():` on all but the last, "
-        "a larger per-GPU batch, DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True), or "
+        f"a larger per-{'GPU' if on_gpu else 'process'} batch, "
+        "DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True), or "
         "compress gradients: model.register_comm_hook(None, torch.distributed.algorithms."
         "ddp_comm_hooks.default_hooks.bf16_compress_hook)",
     )

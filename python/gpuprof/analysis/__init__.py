@@ -144,7 +144,8 @@ def _compiled_regions(operators: list) -> dict:
     counted = (
         f"{out['graph_calls']} graph calls"
         if calls or not graphs
-        else f"{int(total(graphs, 'calls'))} CompiledFunction calls (this trace marks no graph call)"
+        else f"{int(total(graphs, 'calls'))} compiled-graph calls (counted by their CompiledFunction "
+        "wrappers: the torch that wrote this trace records no separate graph-call event)"
     )
     out["note"] = (
         f"torch.compile: {counted}; {out['unattributed_host_us'] / 1000:.3f} ms "

@@ -90,7 +90,9 @@ def _gpu_collection_facts() -> dict:
     finally:
         _core.gpu_release()
     path, why = _core.cupti_library_path(dirs)
-    if not path:
+    if not status["enabled"]:  # no GPU collection here: nothing would collect NVTX ranges either
+        facts["nvtx_injection"] = ("--", "NVTX ranges are collected with the GPU collection (off here)")
+    elif not path:
         facts["nvtx_injection"] = ("--", f"no libcupti to collect your NVTX ranges with: {why}")
     else:  # the line a session's report would give
         note = nvtx_injection_note(path)

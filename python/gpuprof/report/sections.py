@@ -109,8 +109,11 @@ def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
         for k, v in row.items():
             if k not in present and _is_scalar(v):
                 present.append(k)
-    # Device-time columns that are zero in every row (a CPU-only run) say nothing: hidden.
+    # Device-time columns that are zero in every row (a CPU-only run) say nothing: hidden; so does
+    # tensor-core eligibility when no row has device time (no GPU ran anything).
     present = [k for k in present if not (k.startswith("device_") and all(not row.get(k) for row in rows))]
+    if not any(k.startswith("device_") for k in present):
+        present = [k for k in present if k != "tc_eligible"]
     ordered = [k for k in _LEADING if k in present] + [k for k in present if k not in _LEADING]
     return ordered[:limit] if limit else ordered
 
