@@ -226,3 +226,32 @@ def test_parser_bound_compares_with_simdjson_or_says_what_to_install(tmp_path):
             "zlib_inflate_s",
         )
     )
+
+
+def test_straggler_calls_smoke_run_counts_one_slow_and_one_clean_job(tmp_path):
+    # bench/straggler_calls.py (docs/distributed.md): one slowed and one clean 2-rank gloo job, no
+    # busy loops; the counts are what the reports said (a 60 ms sleep in a rank's data loading).
+    pytest.importorskip("torch")
+    out = tmp_path / "calls.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "straggler_calls.py"),
+            "--runs",
+            "1",
+            "--busy",
+            "0",
+            "--delay-ms",
+            "60",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert got["failed_jobs"] == 0 and len(got["slow"]) == 1 and len(got["clean"]) == 1
+    assert got["slow_named_right"] == (got["slow"][0]["named"] == [1])
+    assert "slowed rank named in" in proc.stdout

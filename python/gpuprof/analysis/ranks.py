@@ -16,6 +16,7 @@ longer *outside* collectives, and every other rank shows that difference as time
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Iterable
@@ -25,9 +26,17 @@ from . import CATEGORIES
 
 COMM = "communication_us"
 CATEGORY_KEYS = [f"{k}_us" for k, _ in CATEGORIES]
-# A rank is a straggler when its time per step outside collectives exceeds the median rank's by at
-# least STRAGGLER_MIN_PCT of it, STRAGGLER_MIN_STEP_PCT of the median rank's step and STRAGGLER_MIN_US:
-# below that, run-to-run noise (a loaded host deschedules processes for a millisecond now and then).
+# A straggler call (docs/distributed.md, "Stragglers"): a rank is named only when, in a clear majority
+# of the matched steps (STRAGGLER_MAJORITY, at least STRAGGLER_MIN_STEPS of them), its time outside
+# collectives exceeds the other ranks' median in that step by more than the threshold: the larger of
+# STRAGGLER_NOISE_K x the other ranks' own noise (a robust spread: 1.4826 x the median absolute
+# deviation of their per-step times from each one's median, an estimate of one standard deviation),
+# STRAGGLER_MIN_PCT of the reference time outside collectives, STRAGGLER_MIN_STEP_PCT of the
+# reference step and STRAGGLER_MIN_US. One descheduled step on a loaded host is not a straggler; a
+# rank that waits in collectives for another (a victim) spends no more time outside them.
+STRAGGLER_MIN_STEPS = 3
+STRAGGLER_MAJORITY = 2 / 3
+STRAGGLER_NOISE_K = 3.0
 STRAGGLER_MIN_PCT = 10.0
 STRAGGLER_MIN_STEP_PCT = 5.0
 STRAGGLER_MIN_US = 1000.0
@@ -117,6 +126,8 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         per_rank[s["rank"]] = {
             "busy": {x["step"]: x["total_us"] - x.get(COMM, 0.0) for x in st},
             "comm": {x["step"]: x.get(COMM, 0.0) for x in st},
+            "total": {x["step"]: x["total_us"] for x in st},
+            "cats": {x["step"]: x for x in st},
             "avg": {k: _mean([x.get(k, 0.0) for x in st]) for k in ["total_us"] + CATEGORY_KEYS},
         }
     # Waiting in collectives: per step, a rank's collective time beyond the least any rank spent in
@@ -154,22 +165,18 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
             }
         )
 
-    # Per step, each rank's excess over that step's median rank: a straggler is slow in most steps,
-    # not in one (a descheduled process on a loaded host is not a straggler).
-    typical = {}
-    for r, pr in per_rank.items():
-        per_step = []
-        for step, busy in pr["busy"].items():
-            others = [per_rank[q]["busy"][step] for q in per_rank if step in per_rank[q]["busy"]]
-            per_step.append(busy - statistics.median_low(others))
-        typical[r] = statistics.median(per_step) if per_step else 0.0
-    stragglers = find_stragglers(rows, typical)
+    calls = [straggler_call(r, per_rank, sorted(common)) for r in sorted(per_rank)] if common else []
+    calls = [c for c in calls if c is not None]
+    stragglers = sorted((c for c in calls if c["named"]), key=lambda c: -c["excess_us"])
+    unnamed = [c for c in calls if not c["named"]]
+    slowest = max(unnamed, key=lambda c: c["excess_us"]) if unnamed else None
     busy = [r["busy_us"] for r in rows]
     mean_step = _mean([r["average"]["total_us"] for r in rows])
     imbalance = 100.0 * (max(busy) - _mean(busy)) / mean_step if rows and mean_step > 0 else 0.0
     return {
         "ranks": rows,
-        "stragglers": stragglers,
+        "stragglers": [{k: v for k, v in c.items() if k != "named"} for c in stragglers],
+        "slowest_unnamed": {k: v for k, v in slowest.items() if k != "named"} if slowest else None,
         "imbalance_pct": round(max(0.0, imbalance), 2),
         "matched_steps": len(common),
         "missing_ranks": missing,
@@ -177,39 +184,60 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
     }
 
 
-def find_stragglers(rows: list[dict], typical_excess: Optional[dict] = None) -> list[dict]:
-    """Ranks whose time outside collectives exceeds the median rank's (the lower median, so that with
-    two ranks the fast one is the reference) by the thresholds above, both in
-    the mean and in the typical (median) step when ``typical_excess`` {rank: us} is given.
+def _noise_us(others: list[list[float]]) -> float:
+    """One standard deviation of the other ranks' step-to-step noise, robustly: 1.4826 x the median
+    absolute deviation of each one's per-step times from its own median, pooled."""
+    dev = [x - statistics.median(xs) for xs in others if xs for x in xs]
+    if not dev:
+        return 0.0
+    centre = statistics.median(dev)
+    return 1.4826 * statistics.median(abs(d - centre) for d in dev)
 
-    ``excess_us``: mean per step outside collectives minus the median rank's; ``excess_pct``: that as
-    a share of the median rank's mean step; ``category``: the breakdown key whose excess over the
-    median rank's carries most of it. Largest excess first."""
-    if len(rows) < 2:
-        return []
-    ref = statistics.median_low([r["busy_us"] for r in rows])
-    ref_row = next(r for r in rows if r["busy_us"] == ref)
-    floor = max(
+
+def straggler_call(rank: int, per_rank: dict, steps: list) -> Optional[dict]:
+    """Whether ``rank`` holds the others up, step by step (the rule above), with the numbers that
+    say so: ``excess_us`` (median per-step excess over the other ranks' median, outside
+    collectives), ``excess_pct`` (of the reference step), ``category`` (the breakdown key whose
+    excess carries most of it), ``steps_held`` (the steps it was slower in, by more than
+    ``threshold_us``), ``matched_steps``, ``noise_us``. None when it has no other rank to compare."""
+    others = [q for q in per_rank if q != rank]
+    if not others or not steps:
+        return None
+    mine = per_rank[rank]
+    excess, ref_busy, ref_total, by_key = [], [], [], {k: [] for k in CATEGORY_KEYS if k != COMM}
+    for step in steps:
+        ref = statistics.median_low([per_rank[q]["busy"][step] for q in others])
+        excess.append(mine["busy"][step] - ref)
+        ref_busy.append(ref)
+        ref_total.append(statistics.median_low([per_rank[q]["total"][step] for q in others]))
+        for k in by_key:
+            by_key[k].append(
+                mine["cats"][step].get(k, 0.0)
+                - statistics.median_low([per_rank[q]["cats"][step].get(k, 0.0) for q in others])
+            )
+    noise = _noise_us([[per_rank[q]["busy"][s] for s in steps] for q in others])
+    ref_b, ref_t = statistics.median(ref_busy), statistics.median(ref_total)
+    threshold = max(
+        STRAGGLER_NOISE_K * noise,
         STRAGGLER_MIN_US,
-        ref * STRAGGLER_MIN_PCT / 100.0,
-        ref_row["average"]["total_us"] * STRAGGLER_MIN_STEP_PCT / 100.0,
+        ref_b * STRAGGLER_MIN_PCT / 100.0,
+        ref_t * STRAGGLER_MIN_STEP_PCT / 100.0,
     )
-    out = []
-    for r in rows:
-        excess = r["busy_us"] - ref
-        if excess < floor or (typical_excess is not None and typical_excess.get(r["rank"], 0.0) < floor):
-            continue
-        by_key = {k: r["average"][k] - ref_row["average"][k] for k in CATEGORY_KEYS if k != COMM}
-        step = ref_row["average"]["total_us"]
-        out.append(
-            {
-                "rank": r["rank"],
-                "excess_us": round(excess, 3),
-                "excess_pct": round(100.0 * excess / step, 2) if step > 0 else 0.0,
-                "category": max(by_key, key=by_key.get),
-            }
-        )
-    return sorted(out, key=lambda s: -s["excess_us"])
+    held = [step for step, e in zip(steps, excess) if e > threshold]
+    typical = statistics.median(excess)
+    needed = max(STRAGGLER_MIN_STEPS, math.ceil(STRAGGLER_MAJORITY * len(steps)))
+    category = max(by_key, key=lambda k: statistics.median(by_key[k]))
+    return {
+        "rank": rank,
+        "excess_us": round(typical, 3),
+        "excess_pct": round(100.0 * typical / ref_t, 2) if ref_t > 0 else 0.0,
+        "category": category,
+        "steps_held": held,
+        "matched_steps": len(steps),
+        "threshold_us": round(threshold, 3),
+        "noise_us": round(noise, 3),
+        "named": len(held) >= needed,
+    }
 
 
 def attach(data: dict, result: dict, *, note: str = "") -> dict:
@@ -221,6 +249,7 @@ def attach(data: dict, result: dict, *, note: str = "") -> dict:
         "matched_steps": result["matched_steps"],
         "missing_ranks": result["missing_ranks"],
         "imbalance_pct": result["imbalance_pct"],
+        "slowest_unnamed": result.get("slowest_unnamed"),
         "note": note,
     }
     return data

@@ -37,6 +37,22 @@ def _rows(table: str) -> dict:
     }
 
 
+# A straggler call (docs/distributed.md): the rank, its typical excess, and what the call rests on.
+_STRAGGLER = {
+    "type": "object",
+    "required": ["rank", "excess_us", "excess_pct", "category"],
+    "properties": {
+        "rank": _INT,
+        "excess_us": _NUM,
+        "excess_pct": _NUM,
+        "category": _STR,
+        "steps_held": {"type": "array", "items": _INT},
+        "matched_steps": _INT,
+        "threshold_us": _NUM,
+        "noise_us": _NUM,
+    },
+}
+
 SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": f"gpuprof-report-v{SCHEMA_VERSION}",
@@ -167,14 +183,7 @@ SCHEMA: dict = {
                 },
             },
         },
-        "stragglers": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["rank", "excess_us", "excess_pct", "category"],
-                "properties": {"rank": _INT, "excess_us": _NUM, "excess_pct": _NUM, "category": _STR},
-            },
-        },
+        "stragglers": {"type": "array", "items": _STRAGGLER},
         "cross_rank": {
             "type": "object",
             "properties": {
@@ -182,6 +191,7 @@ SCHEMA: dict = {
                 "matched_steps": _INT,
                 "missing_ranks": {"type": "array", "items": _INT},
                 "imbalance_pct": _NUM,
+                "slowest_unnamed": {"oneOf": [_STRAGGLER, {"type": "null"}]},
                 "note": _STR,
             },
         },
