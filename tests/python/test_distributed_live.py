@@ -52,9 +52,14 @@ def test_the_slow_rank_is_named_with_its_category_and_delay(tmp_path, world, slo
     assert all(waits[r] > waits[slow] for r in waits if r != slow)
     rules = [a["rule"] for a in r0["advice"]]
     assert "straggler" in rules and "communication" not in rules
-    # Every other rank keeps its own report, with its own row.
+    # Every other rank keeps its own report, with its own row; it says it is one rank of the job and
+    # draws no cross-rank conclusion (no missing ranks, no straggler) from its own row alone.
     for r in range(1, world):
         assert [row["rank"] for row in reports[r]["ranks"]] == [r]
+        cr = reports[r]["cross_rank"]
+        assert cr["missing_ranks"] == [] and reports[r]["stragglers"] == []
+        assert cr["note"].startswith(f"this is rank {r} of a {world}-rank job: rank 0's report holds")
+        assert "straggler" not in [a["rule"] for a in reports[r]["advice"]]
 
 
 def test_a_clean_run_names_no_straggler(tmp_path):

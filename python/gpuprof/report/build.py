@@ -106,7 +106,13 @@ def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
     own = summary_from_report(data, rank_info=rank)
     data["distributed"] = {k: rank[k] for k in _RANK_KEYS}
     gathered = gather(own) if gather is not None else None
-    if gathered is None:
+    if gathered is None and rank["world_size"] > 1 and rank["rank"] != 0:
+        # One rank of a job: the other ranks' summaries went to rank 0. This report says so and
+        # draws no cross-rank conclusion (no missing ranks, no straggler) from its own row alone.
+        result = cross_rank([own])
+        result["missing_ranks"] = []
+        attach(data, result, note=one_rank_note(rank["rank"], rank["world_size"]))
+    elif gathered is None:
         attach(data, cross_rank([own]))
     else:
         attach(
@@ -114,6 +120,14 @@ def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
             cross_rank(gathered["summaries"], expected_world_size=rank["world_size"]),
             note=gathered["note"],
         )
+
+
+def one_rank_note(rank: int, world: int) -> str:
+    """What a non-zero rank's own report says of the job."""
+    return (
+        f"this is rank {rank} of a {world}-rank job: rank 0's report holds every rank's row, the "
+        "straggler call and the cross-rank advice"
+    )
 
 
 def analyze_file(

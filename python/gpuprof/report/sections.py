@@ -437,9 +437,12 @@ RANK_HEADERS = [
 
 
 def ranks_shown(data: dict) -> bool:
-    """The cross-rank section is shown when the report holds more than one rank or names missing
-    ranks. Its numbers come from analysis/ranks.py; this only formats them."""
-    return len(data.get("ranks") or []) > 1 or bool((data.get("cross_rank") or {}).get("missing_ranks"))
+    """The cross-rank section is shown when the report holds more than one rank, names missing
+    ranks, or is one rank of a job. Its numbers come from analysis/ranks.py; this only formats them."""
+    cr = data.get("cross_rank") or {}
+    return (
+        len(data.get("ranks") or []) > 1 or bool(cr.get("missing_ranks")) or (cr.get("world_size") or 1) > 1
+    )
 
 
 def rank_rows(data: dict) -> list[list[str]]:
@@ -487,6 +490,8 @@ def straggler_lines(data: dict) -> list[str]:
 
 def rank_summary_lines(data: dict) -> list[str]:
     cr = data.get("cross_rank") or {}
+    if len(data.get("ranks") or []) == 1 and not cr.get("missing_ranks") and (cr.get("world_size") or 1) > 1:
+        return [str(cr.get("note") or "this is one rank of a job: rank 0's report holds every rank")]
     lines = [
         f"{len(data.get('ranks') or [])} of {cr.get('world_size', '?')} ranks, "
         f"{cr.get('matched_steps', 0)} steps matched by number, load imbalance "
