@@ -1,8 +1,11 @@
-"""The peak table (gpuprof/analysis/peaks.csv): every row checked for consistency, and device names as
-CUDA/ROCm/NVML report them matched to rows."""
+"""The peak table (gpuprof/analysis/peaks.csv): every row checked for consistency, device names as
+CUDA/ROCm/NVML report them matched to rows, and the CPU's estimated peak (on this machine and from
+hand-written /proc/cpuinfo texts)."""
 
 from __future__ import annotations
 
+import os
+import platform
 import re
 from collections import defaultdict
 
@@ -258,3 +261,137 @@ def test_scale_to_clock():
     assert peaks.scale_to_clock(67.0, 2100, 1980) == 67.0  # never above the reference
     with pytest.raises(ValueError):
         peaks.scale_to_clock(1.0, 0, 1980)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CPU's peak
+
+
+def _cpu(n, **fields):
+    lines = [f"processor\t: {n}"] + [f"{k}\t: {v}" for k, v in fields.items()]
+    return "\n".join(lines) + "\n\n"
+
+
+def _x86(ncpu, flags, model_name="Intel(R) Xeon(R) CPU", mhz="2000.000", cores_of=None, **extra):
+    return "".join(
+        _cpu(
+            i,
+            vendor_id=extra.get("vendor", "GenuineIntel"),
+            **{"cpu family": extra.get("family", "6"), "model": extra.get("model", "85")},
+            **{"model name": model_name, "cpu MHz": mhz, "physical id": "0"},
+            **({"core id": str(cores_of(i))} if cores_of else {}),
+            flags=flags,
+        )
+        for i in range(ncpu)
+    )
+
+
+AVX512_FLAGS = "fpu sse sse2 avx fma avx2 avx512f avx512dq avx512bw avx512vl"
+
+
+def test_cpu_avx512_with_smt_siblings_and_turbo_clock():
+    # 4 CPUs, 2 cores with 2 hyperthreads each (core id 0 0 1 1); cpufreq max 3.5 GHz.
+    text = _x86(4, AVX512_FLAGS, "Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", cores_of=lambda i: i // 2)
+    p = peaks.cpu_peak(cpuinfo=text, cpus={0, 1, 2, 3}, machine="x86_64", cpufreq_max_khz={0: 3_500_000})
+    assert (p.fp32_flops_per_cycle, p.fp64_flops_per_cycle, p.cores, p.clock_ghz) == (64, 32, 2, 3.5)
+    assert p.fp32_tflops == pytest.approx(64 * 3.5e9 * 2 / 1e12)
+    assert p.fp64_tflops == pytest.approx(32 * 3.5e9 * 2 / 1e12)
+    assert p.estimate and p.derivation.startswith("Estimate:")
+    assert "AVX-512" in p.derivation and "turbo" in p.derivation and "448.0 / 224.0 GFLOP/s" in p.derivation
+    # Without cpufreq: the base clock in the model name.
+    p = peaks.cpu_peak(cpuinfo=text, cpus={0, 2}, machine="x86_64", cpufreq_max_khz={})
+    assert (p.cores, p.clock_ghz) == (2, 2.1) and "base clock" in p.clock_source
+    p = peaks.cpu_peak(cpuinfo=text, cpus={0, 1}, machine="x86_64", cpufreq_max_khz={})
+    assert p.cores == 1  # two siblings of one core
+
+
+def test_cpu_avx2_machine():
+    text = _x86(2, "fpu sse sse2 avx fma avx2", "Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz", cores_of=int)
+    p = peaks.cpu_peak(cpuinfo=text, cpus={0, 1}, machine="x86_64", cpufreq_max_khz={})
+    assert (p.fp32_flops_per_cycle, p.fp64_flops_per_cycle) == (32, 16)  # 2 units x 16 / 8
+    assert p.fp32_tflops == pytest.approx(32 * 2.5e9 * 2 / 1e12)
+    assert "AVX2 FMA" in p.isa
+
+
+def test_cpu_amd_vector_widths():
+    zen4 = _x86(1, AVX512_FLAGS, "AMD EPYC 9654 96-Core Processor", vendor="AuthenticAMD", family="25")
+    p = peaks.cpu_peak(cpuinfo=zen4, cpus={0}, machine="x86_64", cpufreq_max_khz={0: 3_700_000})
+    assert p.fp32_flops_per_cycle == 32 and "Zen 4" in p.isa
+    zen1 = _x86(1, "sse2 avx fma avx2", "AMD EPYC 7601", vendor="AuthenticAMD", family="23", model="1")
+    assert peaks.cpu_peak(cpuinfo=zen1, cpus={0}, machine="x86_64").fp32_flops_per_cycle == 16
+    zen2 = _x86(1, "sse2 avx fma avx2", "AMD EPYC 7742", vendor="AuthenticAMD", family="23", model="49")
+    assert peaks.cpu_peak(cpuinfo=zen2, cpus={0}, machine="x86_64").fp32_flops_per_cycle == 32
+
+
+def test_cpu_without_avx():
+    text = _x86(1, "fpu sse sse2 sse4_1 sse4_2", "Intel(R) Atom(TM) CPU", mhz="1600.000")
+    p = peaks.cpu_peak(cpuinfo=text, cpus={0}, machine="x86_64", cpufreq_max_khz={})
+    assert (p.fp32_flops_per_cycle, p.fp64_flops_per_cycle) == (8, 4)
+    assert p.clock_ghz == 1.6 and "cpu MHz" in p.clock_source
+    assert p.fp32_tflops == pytest.approx(8 * 1.6e9 / 1e12)
+
+
+def test_cpu_aarch64():
+    neoverse_n1 = "".join(
+        _cpu(i, BogoMIPS="50.00", Features="fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp")
+        for i in range(4)
+    )
+    p = peaks.cpu_peak(
+        cpuinfo=neoverse_n1, cpus={0, 1, 2}, machine="aarch64", cpufreq_max_khz={0: 3_000_000, 1: 3_000_000}
+    )
+    assert (p.fp32_flops_per_cycle, p.fp64_flops_per_cycle, p.cores) == (16, 8, 3)  # no core ids: CPUs
+    assert p.fp32_tflops == pytest.approx(16 * 3e9 * 3 / 1e12) and "NEON" in p.isa
+    grace = _cpu(0, Features="fp asimd sve sve2 bf16")
+    p = peaks.cpu_peak(cpuinfo=grace, cpus={0}, machine="aarch64", cpufreq_max_khz={0: 3_400_000})
+    assert (p.fp32_flops_per_cycle, p.fp64_flops_per_cycle) == (32, 16) and "SVE" in p.isa
+    # aarch64's /proc/cpuinfo has no clock: without cpufreq there is no estimate, and it says why.
+    p = peaks.cpu_peak(cpuinfo=grace, cpus={0}, machine="aarch64", cpufreq_max_khz={})
+    assert p.fp32_tflops is None and p.estimate and "no clock" in p.derivation
+
+
+def _expected_per_cycle(block: dict) -> tuple[int, int]:
+    flags = set(block.get("flags", "").split())
+    amd = block.get("vendor_id") == "AuthenticAMD"
+    family, model = int(block.get("cpu family", "0")), int(block.get("model", "0"))
+    if "avx512f" in flags:
+        return (32, 16) if amd and family == 25 else (2 * 32, 2 * 16)
+    if "avx2" in flags and "fma" in flags:
+        return (16, 8) if amd and family == 23 and model < 0x30 else (2 * 16, 2 * 8)
+    if "avx" in flags:
+        return 16, 8
+    return (8, 4) if "sse2" in flags else (2, 2)
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"), reason="x86-64 Linux only"
+)
+def test_cpu_peak_of_this_machine():
+    p = peaks.cpu_peak()
+    assert p.estimate and p.derivation.startswith("Estimate:")
+    assert p.fp32_tflops > 0 and p.fp64_tflops > 0
+    # The same formula from what this test reads itself.
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        blocks = [
+            dict((k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in b.splitlines()))
+            for b in f.read().split("\n\n")
+            if b.strip()
+        ]
+    cpus = os.sched_getaffinity(0)
+    mine = [b for b in blocks if int(b["processor"]) in cpus]
+    fp32, fp64 = _expected_per_cycle(mine[0])
+    freqs = []
+    for c in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{c}/cpufreq/cpuinfo_max_freq") as f:
+                freqs.append(int(f.read()) / 1e6)
+        except OSError:
+            pass
+    base = re.search(r"@\s*([\d.]+)\s*GHz", mine[0].get("model name", ""))
+    if freqs:
+        ghz = max(freqs)
+    else:
+        ghz = float(base.group(1)) if base else max(float(b["cpu MHz"]) for b in mine) / 1e3
+    cores = len({(b.get("physical id"), b["core id"]) for b in mine}) if "core id" in mine[0] else len(cpus)
+    assert (p.fp32_flops_per_cycle, p.fp64_flops_per_cycle, p.clock_ghz, p.cores) == (fp32, fp64, ghz, cores)
+    assert p.fp32_tflops == pytest.approx(fp32 * ghz * cores / 1e3)
+    assert p.fp64_tflops == pytest.approx(fp64 * ghz * cores / 1e3)

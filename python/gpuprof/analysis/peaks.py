@@ -1,5 +1,5 @@
-"""Peak throughput: the checked table of accelerator peaks (``peaks.csv``) and device matching by
-the name CUDA/ROCm/NVML report.
+"""Peak throughput: the checked table of accelerator peaks (``peaks.csv``), device matching by the
+name CUDA/ROCm/NVML report, and an estimate of the CPU's peak from its ISA, clock and cores.
 
 The foundation MFU and the roofline read (docs/metrics.md, "Peaks"). Pure Python, no torch.
 
@@ -8,13 +8,18 @@ The foundation MFU and the roofline read (docs/metrics.md, "Peaks"). Pure Python
   its vendor document. Dense and sparse rows are kept apart; MFU uses dense rows only.
 - ``match_device(name)``: the rows of the device a reported name denotes, or an "unknown device"
   result whose ``reason`` says why and how to pass the peak by hand.
+- ``cpu_peak()``: the CPU's fp32/fp64 peak for the cores this process may use, always an estimate,
+  with a sentence saying how it was derived.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import platform
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Optional
@@ -206,3 +211,184 @@ def scale_to_clock(peak: float, clock_mhz: float, reference_clock_mhz: float) ->
     if clock_mhz <= 0 or reference_clock_mhz <= 0:
         raise ValueError("clocks must be positive")
     return peak * min(clock_mhz / reference_clock_mhz, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CPU's peak (an estimate)
+
+
+@dataclass(frozen=True)
+class CpuPeak:
+    """The CPU's peak for the cores this process may use: always an estimate (``estimate`` is
+    True; ``derivation`` says how it was reached). TFLOPS are None when the clock or the ISA could
+    not be read (``derivation`` says which)."""
+
+    fp32_tflops: Optional[float]
+    fp64_tflops: Optional[float]
+    fp32_flops_per_cycle: Optional[int]  # per core
+    fp64_flops_per_cycle: Optional[int]
+    isa: str
+    clock_ghz: Optional[float]
+    clock_source: str
+    cores: int
+    derivation: str
+    estimate: bool = True
+
+
+def _cpuinfo_blocks(text: str) -> list[dict[str, str]]:
+    blocks, cur = [], {}
+    for line in text.splitlines():
+        if not line.strip():
+            if cur:
+                blocks.append(cur)
+            cur = {}
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            cur[key.strip()] = value.strip()
+    if cur:
+        blocks.append(cur)
+    return [b for b in blocks if "processor" in b]
+
+
+def _x86_flops_per_cycle(flags: set[str], vendor: str, family: int, model: int) -> tuple[int, int, str]:
+    """(fp32, fp64 flop per cycle per core, the ISA and unit assumption)."""
+    if "avx512f" in flags:
+        if vendor == "AuthenticAMD" and family == 0x19:
+            return 32, 16, "AVX-512 on Zen 4's two 256-bit FMA units"
+        return 64, 32, "AVX-512 FMA, assumed 2 units of 512 bits"
+    if "avx2" in flags and "fma" in flags:
+        if vendor == "AuthenticAMD" and family == 0x17 and model < 0x30:
+            return 16, 8, "AVX2 FMA on Zen/Zen+'s two 128-bit FMA units"
+        return 32, 16, "AVX2 FMA, assumed 2 units of 256 bits"
+    if "avx" in flags:
+        return 16, 8, "AVX without FMA, one 256-bit add and one 256-bit multiply unit"
+    if "sse2" in flags:
+        return 8, 4, "SSE2, one 128-bit add and one 128-bit multiply unit"
+    return 2, 2, "no SIMD flags: one scalar add and one multiply"
+
+
+def _arm_flops_per_cycle(features: set[str]) -> Optional[tuple[int, int, str]]:
+    if "sve" in features:
+        return 32, 16, "SVE, assumed 512 bits of FMA per cycle (Neoverse V1: 2x256, V2: 4x128)"
+    if "asimd" in features:
+        return 16, 8, "NEON (ASIMD), assumed 2 FMA units of 128 bits (Cortex-A7x, Neoverse N1)"
+    return None
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _cpufreq_max_khz(cpus: Iterable[int]) -> dict[int, int]:
+    out = {}
+    for cpu in cpus:
+        text = _read(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq")
+        if text and text.strip().isdigit():
+            out[cpu] = int(text.strip())
+    return out
+
+
+def cpu_peak(
+    *,
+    cpuinfo: Optional[str] = None,
+    cpus: Optional[Iterable[int]] = None,
+    machine: Optional[str] = None,
+    cpufreq_max_khz: Optional[dict[int, int]] = None,
+) -> CpuPeak:
+    """Estimated fp32/fp64 peak of the cores this process may use:
+    ``flop/cycle/core (from the ISA flags) x clock x cores``.
+
+    - flop/cycle/core: from /proc/cpuinfo's ``flags`` (x86) or ``Features`` (aarch64); an FMA is
+      2 flop per lane (AVX-512: 32 fp32 / 16 fp64 per unit, AVX2: 16 / 8, two units assumed).
+    - clock: the maximum (turbo) clock cpufreq reports (``cpuinfo_max_freq``) where there is one,
+      else the base clock in the model name ("@ 2.60GHz"), else the highest ``cpu MHz`` line
+      (the current clock; on a VM usually the host's nominal one). A ceiling: sustained all-core
+      vector clocks are lower.
+    - cores: the physical cores among the CPUs in ``os.sched_getaffinity`` (SMT siblings share
+      their core's FMA units), or the CPUs where /proc/cpuinfo does not say which core each is.
+
+    The arguments replace what is read from this machine (for tests)."""
+    if cpuinfo is None:
+        cpuinfo = _read("/proc/cpuinfo") or ""
+    allowed = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    machine = (machine or platform.machine()).lower()
+    blocks = {int(b["processor"]): b for b in _cpuinfo_blocks(cpuinfo) if b["processor"].isdigit()}
+    mine = [blocks[c] for c in allowed if c in blocks]
+    first = mine[0] if mine else (next(iter(blocks.values())) if blocks else {})
+
+    # Cores: one per (package, core) pair, where cpuinfo says so.
+    if mine and all("core id" in b for b in mine):
+        cores = len({(b.get("physical id", "0"), b["core id"]) for b in mine})
+        cores_text = f"{cores} physical cores of the {len(allowed)} CPUs this process may use"
+    else:
+        cores = len(allowed)
+        cores_text = f"the {cores} CPUs this process may use"
+
+    # Flop per cycle per core.
+    if machine in ("x86_64", "amd64", "i386", "i686"):
+        flags = set(first.get("flags", "").split())
+
+        def num(key: str) -> int:
+            try:
+                return int(first.get(key, ""))
+            except ValueError:
+                return -1
+
+        per_cycle: Optional[tuple[int, int, str]] = _x86_flops_per_cycle(
+            flags, first.get("vendor_id", ""), num("cpu family"), num("model")
+        )
+    elif machine in ("aarch64", "arm64"):
+        per_cycle = _arm_flops_per_cycle(set(first.get("Features", "").split()))
+    else:
+        per_cycle = None
+
+    # Clock.
+    freqs = cpufreq_max_khz if cpufreq_max_khz is not None else _cpufreq_max_khz(allowed)
+    freqs = {c: f for c, f in freqs.items() if c in allowed and f > 0}
+    base = re.search(r"@\s*([\d.]+)\s*GHz", first.get("model name", ""))
+    mhz = [float(b["cpu MHz"]) for b in mine if _is_number(b.get("cpu MHz", ""))]
+    if freqs:
+        ghz, clock_source = max(freqs.values()) / 1e6, "the maximum (turbo) clock from cpufreq"
+    elif base:
+        ghz, clock_source = float(base.group(1)), "the base clock in the model name"
+    elif mhz:
+        ghz, clock_source = max(mhz) / 1e3, "the clock /proc/cpuinfo reports ('cpu MHz')"
+    else:
+        ghz, clock_source = None, "no clock found (no cpufreq, no clock in /proc/cpuinfo)"
+
+    if per_cycle is None or ghz is None or cores == 0:
+        if ghz is None:
+            why = "no clock"
+        else:
+            why = f"no known vector ISA for {machine}" if per_cycle is None else "no core"
+        return CpuPeak(
+            None,
+            None,
+            per_cycle[0] if per_cycle else None,
+            per_cycle[1] if per_cycle else None,
+            per_cycle[2] if per_cycle else f"unknown ({machine})",
+            ghz,
+            clock_source,
+            cores,
+            f"No CPU peak estimate: {why}.",
+        )
+    f32, f64, isa = per_cycle
+    t32, t64 = f32 * ghz * cores / 1e3, f64 * ghz * cores / 1e3
+    derivation = (
+        f"Estimate: {f32} fp32 / {f64} fp64 flop per cycle per core ({isa}) x {ghz:g} GHz "
+        f"({clock_source}) x {cores_text} = {t32 * 1e3:,.1f} / {t64 * 1e3:,.1f} GFLOP/s."
+    )
+    return CpuPeak(t32, t64, f32, f64, isa, ghz, clock_source, cores, derivation)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
