@@ -39,6 +39,22 @@ def peak_gbps(info: dict) -> float:
     return 2 * info["memory_clock_khz"] * 1e3 * info["memory_bus_bits"] / 8 / 1e9
 
 
+def datasheet_line(name: str) -> str:
+    """The vendor's FP32 (vector units: this kernel's FMAs) and bandwidth figures for the device, from
+    gpuprof's peak table (docs/metrics.md, "Peaks"), beside the peaks computed from its clocks."""
+    from .analysis import peaks
+
+    m = peaks.match_device(name)
+    fp32 = [r for r in m.rows if r.dtype == "fp32" and r.engine == "vector" and r.sparsity == "dense"]
+    if not fp32:
+        what = "no FP32 figure" if m.known else "no row"
+        return f"datasheet: {what} for {name!r} in gpuprof's peak table (gpuprof/analysis/peaks.csv)"
+    return (
+        f"datasheet ({fp32[0].source}): FP32 {fp32[0].per_device * 1e3:,.0f} GFLOP/s, "
+        f"memory bandwidth {m.memory_bandwidth_gbps:,.0f} GB/s"
+    )
+
+
 @dataclass
 class Row:
     k: int
@@ -123,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         _kernels.polynomial(args.n, k, args.warmup)
         rows.append(summarize(k, args.n, _kernels.polynomial(args.n, k, args.repeats), pf, pb))
     print(format_table(rows, info, pf, pb))
+    print(datasheet_line(info["name"]))
     unstable = [r.k for r in rows if r.unstable]
     if unstable:
         print(f"warning: run-to-run spread above {SPREAD_WARN_PCT:.0f}% for k = {unstable}", file=sys.stderr)

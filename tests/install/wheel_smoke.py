@@ -103,9 +103,14 @@ def main() -> int:
         "a live session without torch should say torch is not installed, in one line",
         proc,
     )
+
+    # The peak table is data shipped in the wheel (gpuprof/analysis/peaks.csv), not code.
+    code = "from gpuprof.analysis import peaks\nprint(peaks.match_device('NVIDIA H100 80GB HBM3').device)\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    need(proc.returncode == 0 and proc.stdout.strip() == "H100 SXM", "the wheel's peak table", proc)
     print(
         "wheel smoke test passed: analyze, report (4 formats), diff, check, doctor, live session "
-        f"without torch ({os.path.basename(sys.executable)} {sys.version.split()[0]})"
+        f"without torch, peak table ({os.path.basename(sys.executable)} {sys.version.split()[0]})"
     )
     return 0
 

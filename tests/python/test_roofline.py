@@ -25,6 +25,14 @@ def test_peaks_of_an_h100():
     assert roofline.peak_gbps(H100) == pytest.approx(3352.32)
 
 
+def test_the_datasheet_line_reads_the_peak_table():
+    line = roofline.datasheet_line(H100["name"])
+    assert "FP32 67,000 GFLOP/s" in line and "memory bandwidth 3,350 GB/s" in line
+    assert "H100 Tensor Core GPU datasheet" in line
+    assert "no FP32 figure" in roofline.datasheet_line("NVIDIA B200")
+    assert "no row for 'NVIDIA GH200 480GB'" in roofline.datasheet_line("NVIDIA GH200 480GB")
+
+
 def test_fp32_lanes_per_sm_by_architecture():
     assert roofline.fp32_lanes_per_sm(7, 0) == 64  # V100
     assert roofline.fp32_lanes_per_sm(8, 0) == 64  # A100
