@@ -424,3 +424,40 @@ def test_tables_on_resnet50(resnet_doc, resnet_trace):
     assert [r["step"] for r in mem] == [5, 6, 7, 8, 9, 10]
     for r in mem:
         assert 0 < r["peak_allocated_bytes"] <= r["capacity_bytes"]
+
+
+# ---- the operator table against the plugin's operator view -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def resnet_report() -> dict:
+    import gpuprof
+
+    return gpuprof.analyze(str(_need(RESNET_SPAN1))).to_dict()
+
+
+def _by_name(rows: list[dict]) -> dict[str, dict]:
+    """Rows summed per operator name (the plugin's "group by operator")."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        acc = out.setdefault(r["name"], {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0})
+        for k in acc:
+            acc[k] += r[k]
+    return out
+
+
+def test_operator_self_time_leaves_out_runtime_calls_as_the_plugin(resnet_report):
+    # The plugin's operator view on this span (torch-tb-profiler 0.4.3 run on the same file):
+    # aten::add_ 2994 calls, host self 51013 us of 78125; aten::cudnn_convolution 318 calls, self
+    # 33121 of 56998; aten::conv2d self 7387 of 77781. Host self is the op's time less its child ops
+    # and the runtime calls it made (cudaLaunchKernel...): aten::add_ was 78125 when only child ops
+    # were taken out, since each call is mostly its launch.
+    ops = _by_name(resnet_report["operators"])
+    for name, calls, self_us, total_us in (
+        ("aten::add_", 2994, 51013, 78125),
+        ("aten::cudnn_convolution", 318, 33121, 56998),
+        ("aten::conv2d", 318, 7387, 77781),
+    ):
+        assert ops[name]["calls"] == calls
+        assert ops[name]["host_self_us"] == pytest.approx(self_us, abs=1.0), name
+        assert ops[name]["host_total_us"] == pytest.approx(total_us, abs=1.0), name

@@ -28,7 +28,8 @@ struct KernelRow {
 std::vector<KernelRow> kernel_table(const Trace& trace);
 
 // One row per host operator name (and input shapes, when recorded), largest host total first.
-// Host self = the op's time minus that of the ops directly inside it. Device self = device work
+// Host self = the op's time minus that of the ops directly inside it and of the runtime calls it
+// made itself (torch's key_averages and the plugin's definition). Device self = device work
 // (kernels, copies, sets) launched by the op itself; device total adds that of the ops inside it.
 struct OperatorRow {
   std::string name;

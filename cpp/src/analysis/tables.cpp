@@ -103,12 +103,16 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
 
 std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links) {
   const size_t n = t.events.size();
-  std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0);
+  std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0), runtime_ns(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
-    if (!e.on_device()) continue;
+    // The runtime calls an op makes itself (cudaLaunchKernel, cudaMemcpyAsync...) are not its own
+    // host work: torch's key_averages and the plugin take them out of its self time.
+    const bool runtime = e.kind == EventKind::Runtime;
+    if (!e.on_device() && !runtime) continue;
     const uint32_t op = links.launching_op(i);
-    if (op != kNoIndex) device_self_ns[op] += e.dur_ns;
+    if (op == kNoIndex) continue;
+    (runtime ? runtime_ns : device_self_ns)[op] += e.dur_ns;
   }
   const std::vector<uint32_t> ops = host_ops_outer_first(t);
   // Inner ops come after their parents, so a reverse walk finishes each op before its parent.
@@ -127,12 +131,14 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
   // counted; its parent keeps its children's time and its device work (docs/metrics.md).
   const std::vector<uint8_t> repeated = repeated_op_calls(t, links);
   std::vector<uint32_t> keep_as(n, kNoIndex);   // the counted op an op's time belongs to
+  // counted_child_ns: the host time of an op's counted children ops and of its runtime calls.
   std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0);
   for (uint32_t i : ops) {   // outer first: a parent is resolved before its children
     const uint32_t parent = links.parent_op[i];
     const bool dup = repeated[i] != 0;
     keep_as[i] = dup ? keep_as[parent] : i;
     counted_device_self_ns[keep_as[i]] += device_self_ns[i];
+    counted_child_ns[keep_as[i]] += runtime_ns[i];
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
   }
 
