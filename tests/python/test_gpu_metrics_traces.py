@@ -461,3 +461,34 @@ def test_operator_self_time_leaves_out_runtime_calls_as_the_plugin(resnet_report
         assert ops[name]["calls"] == calls
         assert ops[name]["host_self_us"] == pytest.approx(self_us, abs=1.0), name
         assert ops[name]["host_total_us"] == pytest.approx(total_us, abs=1.0), name
+
+
+def test_input_shapes_read_from_the_trace_as_the_plugin_groups_them(resnet_report):
+    # The plugin's operator view grouped by input shape on this span (torch-tb-profiler 0.4.3): 577
+    # rows, each one of ours (ours adds the DataLoader's and the optimizer's ranges, which the plugin
+    # leaves out of the view). aten::conv2d on the first layer's input: 6 calls, host 1980 us of
+    # which 135 self, device total 3639; on [32, 256, 14, 14] x [1024, 256, 1, 1]: 36 calls, 7527
+    # and 824, device 12778.
+    rows = {(r["name"], r["input_shapes"]): r for r in resnet_report["operators"]}
+    assert len(rows) == 580
+    for shapes, calls, total, self_us, device in (
+        ("[[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], []]", 6, 1980, 135, 3639),
+        ("[[32, 256, 14, 14], [1024, 256, 1, 1], [], [], [], [], []]", 36, 7527, 824, 12778),
+    ):
+        r = rows[("aten::conv2d", shapes)]
+        assert r["calls"] == calls
+        assert r["host_total_us"] == pytest.approx(total, abs=1.0)
+        assert r["host_self_us"] == pytest.approx(self_us, abs=1.0)
+        assert r["device_total_us"] == pytest.approx(device, abs=1.0)
+
+
+def test_input_shapes_from_a_newer_trace():
+    # The MI250 (ROCm) trace's ops carry Input Dims too: every op's shapes are a Python list text.
+    import gpuprof
+
+    report = gpuprof.analyze(str(_need(TRACES / "hta_mi250_rocm" / "rank0.json.gz"))).to_dict()
+    shaped = [r for r in report["operators"] if r["input_shapes"]]
+    assert shaped and all(
+        r["input_shapes"].startswith("[") and r["input_shapes"].endswith("]") for r in shaped
+    )
+    assert any("[5, 128]" in r["input_shapes"] for r in shaped)

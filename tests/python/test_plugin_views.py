@@ -90,3 +90,26 @@ def test_first_step_starts_after_device_work_left_from_before(tmp_path):
         25.0,
         0.0,
     )
+
+
+def test_input_dims_become_operators_input_shapes(tmp_path):
+    """Kineto's "Input Dims" (record_shapes) fill operators[].input_shapes in the form live
+    record_shapes gives ("[[5, 3], [], []]", Python's str of the list), and the table splits an
+    operator by them: two aten::conv2d calls of one shape, one of another; an op whose trace has no
+    Input Dims has none ("")."""
+    conv = "aten::conv2d"
+    data = _analyze(
+        tmp_path,
+        [
+            _op(conv, 0, 30, 1, **{"Input Dims": [[32, 3, 224, 224], [64, 3, 7, 7], [], []]}),
+            _op(conv, 40, 10, 2, **{"Input Dims": [[32, 3, 224, 224], [64, 3, 7, 7], [], []]}),
+            _op(conv, 60, 50, 3, **{"Input Dims": [[32, 64, 56, 56], [64, 64, 3, 3], [], []]}),
+            _op("aten::zeros", 120, 5, 4),
+        ],
+    )
+    rows = {(r["name"], r["input_shapes"]): (r["calls"], r["host_total_us"]) for r in data["operators"]}
+    assert rows == {
+        (conv, "[[32, 3, 224, 224], [64, 3, 7, 7], [], []]"): (2, 40.0),
+        (conv, "[[32, 64, 56, 56], [64, 64, 3, 3], [], []]"): (1, 50.0),
+        ("aten::zeros", ""): (1, 5.0),
+    }

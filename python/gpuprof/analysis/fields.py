@@ -63,9 +63,14 @@ TABLES: tuple[Table, ...] = (
         "Operators",
         (
             Field("name", "string", "the operator's name (aten::..., or a user-visible op)"),
-            Field("input_shapes", "string", "input shapes when recorded (`record_shapes`), else empty"),
+            Field(
+                "input_shapes",
+                "string",
+                "input shapes when recorded (`record_shapes` live, Kineto's `Input Dims` in a trace) as "
+                "Python prints the list, `[[32, 3, 224, 224], [64, 3, 7, 7]]`; else empty",
+            ),
             Field("calls", "integer", "calls (same-name nesting counted once)"),
-            Field("host_self_us", _US, "host time less the operators inside it"),
+            Field("host_self_us", _US, "host time less the operators inside it and its own runtime calls"),
             Field("host_total_us", _US, "host time, operators inside it included"),
             Field("device_self_us", _US, "device time of the kernels it launched itself"),
             Field("device_total_us", _US, "device time of its kernels and those of every op inside it"),
