@@ -123,6 +123,8 @@ const std::vector<Field<OperatorRow>> kOperatorFields = {
     micros("device_self_us", &OperatorRow::device_self_ns),
     micros("device_total_us", &OperatorRow::device_total_ns),
     member("tc_eligible", &OperatorRow::tc_eligible),
+    {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
+    {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
 };
 
 const std::vector<Field<RangeRow>> kRangeFields = {

@@ -150,6 +150,47 @@ TEST(OperatorTable, HostSelfLeavesOutTheOpsOwnRuntimeCalls) {
   EXPECT_EQ(row("aten::mul_").host_self_ns, 450);
 }
 
+// Tensor cores per operator, the plugin's definition: the share of the op's own device time (self)
+// and of its device time with that of the ops inside it (total) that tensor-core kernels ran.
+//   aten::linear [0, 1000) launches a plain kernel of 100 ns itself and holds aten::addmm
+//   [200, 900), which launches volta_h884gemm_nn (a tensor-core kernel) for 300 ns and a 100 ns set.
+//   addmm: self 300 of 400 = 75 %, total the same. linear: self 0 of 100 = 0 %; total 300 of 500 =
+//   60 %. aten::t [10, 110) has no device time: no share (-1, null in the report).
+//   aten::mm [2000, 2500) holds only aten::mm [2100, 2400) (one call seen twice), whose 200 ns
+//   tensor-core kernel is the counted call's: self and total 100 %.
+TEST(OperatorTable, TensorCoreSharesOfSelfAndTotalDeviceTime) {
+  Trace t;
+  add(t, EventKind::HostOp, "aten::linear", 0, 1000, 0, 1);
+  add(t, EventKind::HostOp, "aten::t", 10, 110, 0, 2);
+  add(t, EventKind::HostOp, "aten::addmm", 200, 900, 0, 3);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 300, 310, 51, 3);
+  add(t, EventKind::Runtime, "cudaMemsetAsync", 320, 330, 52, 3);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 950, 960, 53, 1);
+  add_kernel(t, "volta_h884gemm_nn", 400, 700, 51, 10, 50.0f);
+  copy(t, EventKind::Memset, 700, 800, 64, CopyKind::Unknown, MemoryKind::Device, MemoryKind::Device);
+  t.events.back().correlation = 52;
+  add_kernel(t, "elementwise_kernel", 970, 1070, 53, 10, 50.0f);
+  add(t, EventKind::HostOp, "aten::mm", 2000, 2500, 0, 4);
+  add(t, EventKind::HostOp, "aten::mm", 2100, 2400, 0, 5);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 2200, 2210, 54, 5);
+  add_kernel(t, "volta_h884gemm_nn", 2300, 2500, 54, 10, 50.0f);
+  const std::vector<OperatorRow> rows = operator_table(t, link_launches(t));
+  auto row = [&](const char* name) {
+    for (const OperatorRow& r : rows)
+      if (r.name == name) return r;
+    return OperatorRow{};
+  };
+  EXPECT_DOUBLE_EQ(row("aten::addmm").tc_self_pct(), 75.0);
+  EXPECT_DOUBLE_EQ(row("aten::addmm").tc_total_pct(), 75.0);
+  EXPECT_DOUBLE_EQ(row("aten::linear").tc_self_pct(), 0.0);
+  EXPECT_DOUBLE_EQ(row("aten::linear").tc_total_pct(), 60.0);
+  EXPECT_EQ(row("aten::t").tc_self_pct(), -1.0);
+  EXPECT_EQ(row("aten::t").tc_total_pct(), -1.0);
+  EXPECT_EQ(row("aten::mm").calls, 1);
+  EXPECT_DOUBLE_EQ(row("aten::mm").tc_self_pct(), 100.0);
+  EXPECT_DOUBLE_EQ(row("aten::mm").tc_total_pct(), 100.0);
+}
+
 TEST(OperatorTable, GroupsByInputShapesWhenRecorded) {
   Trace t;
   add(t, EventKind::HostOp, "aten::mm", 0, 10).aux = t.strings.intern("[[8, 16], [16, 32]]");

@@ -492,3 +492,17 @@ def test_input_shapes_from_a_newer_trace():
         r["input_shapes"].startswith("[") and r["input_shapes"].endswith("]") for r in shaped
     )
     assert any("[5, 128]" in r["input_shapes"] for r in shaped)
+
+
+def test_tensor_core_shares_per_operator_on_a100_trace():
+    # TF32 convolutions and matrix products on an A100: some operators ran tensor-core kernels; each
+    # share is of the operator's own (self) or whole (total) device time, so never above 100 %, and
+    # null exactly where that device time is 0.
+    import gpuprof
+
+    ops = gpuprof.analyze(str(_need(TRACES / "hta_a100_nccl" / "rank0.json.gz"))).to_dict()["operators"]
+    assert any((r["tc_total_pct"] or 0) > 0 for r in ops)
+    for r in ops:
+        for pct, device in (("tc_self_pct", "device_self_us"), ("tc_total_pct", "device_total_us")):
+            assert (r[pct] is None) == (r[device] == 0), r
+            assert r[pct] is None or 0.0 <= r[pct] <= 100.0 + 1e-9

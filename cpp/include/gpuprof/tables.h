@@ -40,6 +40,16 @@ struct OperatorRow {
   int64_t device_self_ns = 0;
   int64_t device_total_ns = 0;
   bool tc_eligible = false;
+  // Kernel time on tensor cores (is_tensor_core_kernel) within device self and device total: the
+  // plugin's "Tensor Cores Self/Total (%)" as shares of them; -1 where there is no device time.
+  int64_t tc_self_ns = 0;
+  int64_t tc_total_ns = 0;
+  double tc_self_pct() const {
+    return device_self_ns > 0 ? 100.0 * double(tc_self_ns) / double(device_self_ns) : -1.0;
+  }
+  double tc_total_pct() const {
+    return device_total_ns > 0 ? 100.0 * double(tc_total_ns) / double(device_total_ns) : -1.0;
+  }
 };
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links);
 

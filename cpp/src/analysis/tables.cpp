@@ -104,6 +104,8 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
 std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links) {
   const size_t n = t.events.size();
   std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0), runtime_ns(n, 0);
+  std::vector<int64_t> tc_self_ns(n, 0), tc_total_ns(n, 0);   // tensor-core kernels' time
+  std::vector<int8_t> tc_by_name(t.strings.size(), -1);       // each kernel name classified once
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     // The runtime calls an op makes itself (cudaLaunchKernel, cudaMemcpyAsync...) are not its own
@@ -113,16 +115,22 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     const uint32_t op = links.launching_op(i);
     if (op == kNoIndex) continue;
     (runtime ? runtime_ns : device_self_ns)[op] += e.dur_ns;
+    if (e.kind == EventKind::Kernel && e.name < tc_by_name.size()) {
+      if (tc_by_name[e.name] < 0) tc_by_name[e.name] = is_tensor_core_kernel(t.name_of(e)) ? 1 : 0;
+      if (tc_by_name[e.name] == 1) tc_self_ns[op] += e.dur_ns;
+    }
   }
   const std::vector<uint32_t> ops = host_ops_outer_first(t);
   // Inner ops come after their parents, so a reverse walk finishes each op before its parent.
   for (size_t k = ops.size(); k-- > 0;) {
     const uint32_t i = ops[k];
     device_total_ns[i] += device_self_ns[i];
+    tc_total_ns[i] += tc_self_ns[i];
     const uint32_t parent = links.parent_op[i];
     if (parent == kNoIndex) continue;
     host_child_ns[parent] += t.events[i].dur_ns;
     device_total_ns[parent] += device_total_ns[i];
+    tc_total_ns[parent] += tc_total_ns[i];
   }
 
   // torch.profiler's rule for same-name nesting (key_averages, which users compare against): an
@@ -132,12 +140,13 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
   const std::vector<uint8_t> repeated = repeated_op_calls(t, links);
   std::vector<uint32_t> keep_as(n, kNoIndex);   // the counted op an op's time belongs to
   // counted_child_ns: the host time of an op's counted children ops and of its runtime calls.
-  std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0);
+  std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0), counted_tc_self_ns(n, 0);
   for (uint32_t i : ops) {   // outer first: a parent is resolved before its children
     const uint32_t parent = links.parent_op[i];
     const bool dup = repeated[i] != 0;
     keep_as[i] = dup ? keep_as[parent] : i;
     counted_device_self_ns[keep_as[i]] += device_self_ns[i];
+    counted_tc_self_ns[keep_as[i]] += tc_self_ns[i];
     counted_child_ns[keep_as[i]] += runtime_ns[i];
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
   }
@@ -158,6 +167,8 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[i], 0);
     r.device_self_ns += counted_device_self_ns[i];
     r.device_total_ns += device_total_ns[i];
+    r.tc_self_ns += counted_tc_self_ns[i];
+    r.tc_total_ns += tc_total_ns[i];
   }
   std::vector<OperatorRow> rows;
   rows.reserve(by_key.size());

@@ -75,6 +75,16 @@ TABLES: tuple[Table, ...] = (
             Field("device_self_us", _US, "device time of the kernels it launched itself"),
             Field("device_total_us", _US, "device time of its kernels and those of every op inside it"),
             Field("tc_eligible", "boolean", "an operator that could run on tensor cores"),
+            Field(
+                "tc_self_pct",
+                _NULLABLE_NUM,
+                "tensor-core kernels' share of `device_self_us` (null: no device time of its own)",
+            ),
+            Field(
+                "tc_total_pct",
+                _NULLABLE_NUM,
+                "tensor-core kernels' share of `device_total_us` (null: no device time)",
+            ),
         ),
         shown=True,
     ),
