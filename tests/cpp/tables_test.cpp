@@ -69,6 +69,55 @@ TEST(KernelTable, CallsTimesAndDurationWeightedMeans) {
   EXPECT_TRUE(rows[1].tensor_cores);
 }
 
+// Kernels by launching operator, the plugin's kernel view grouped by (kernel, operator, grid,
+// block, registers, shared memory), on a 10-SM GPU:
+//   aten::mm launches gemm with 20 blocks twice (100 ns at 50 % occupancy, 300 ns at 10 %) and
+//   once with 40 blocks (50 ns at 40 %); aten::addmm launches gemm with 20 blocks (200 ns); one gemm
+//   has no launch in the trace (operator "").
+// Rows, largest total first: (gemm, aten::mm, [20,1,1]) 2 calls, 400 ns, 100..300, mean 200,
+// 2 blocks per SM, occupancy (50 x 100 + 10 x 300) / 400 = 20 %; (gemm, aten::addmm) 200 ns;
+// (gemm, aten::mm, [40,1,1]) 50 ns, 4 blocks per SM, 40 %; (gemm, "") 10 ns.
+TEST(KernelOpTable, GroupedByKernelOperatorAndLaunchConfiguration) {
+  Trace t;
+  t.devices = {gpu()};
+  add(t, EventKind::HostOp, "aten::mm", 0, 1000, 0, 1);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 10, 20, 1, 1);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 30, 40, 2, 1);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 50, 60, 3, 1);
+  add(t, EventKind::HostOp, "aten::addmm", 1000, 2000, 0, 2);
+  add(t, EventKind::Runtime, "cudaLaunchKernel", 1010, 1020, 4, 2);
+  add_kernel(t, "gemm", 100, 200, 1, 20, 50.0f);
+  add_kernel(t, "gemm", 200, 500, 2, 20, 10.0f);
+  add_kernel(t, "gemm", 500, 550, 3, 40, 40.0f);
+  add_kernel(t, "gemm", 1100, 1300, 4, 20, 25.0f);
+  add_kernel(t, "gemm", 3000, 3010, 0, 20, 25.0f);
+  const std::vector<KernelOpRow> rows = kernel_op_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 4u);
+  const KernelOpRow& a = rows[0];
+  EXPECT_EQ(a.kernel, "gemm");
+  EXPECT_EQ(a.op, "aten::mm");
+  EXPECT_EQ(a.grid[0], 20);
+  EXPECT_EQ(a.block[0], 128);
+  EXPECT_EQ(a.registers_per_thread, 32);
+  EXPECT_EQ(a.shared_memory_bytes, 0);
+  EXPECT_EQ(a.calls, 2);
+  EXPECT_EQ(a.total_ns, 400);
+  EXPECT_EQ(a.min_ns, 100);
+  EXPECT_EQ(a.max_ns, 300);
+  EXPECT_DOUBLE_EQ(a.mean_ns(), 200.0);
+  EXPECT_DOUBLE_EQ(a.blocks_per_sm, 2.0);
+  EXPECT_DOUBLE_EQ(a.occupancy_pct, 20.0);
+  EXPECT_EQ(rows[1].op, "aten::addmm");
+  EXPECT_EQ(rows[1].total_ns, 200);
+  EXPECT_EQ(rows[2].op, "aten::mm");
+  EXPECT_EQ(rows[2].grid[0], 40);
+  EXPECT_EQ(rows[2].total_ns, 50);
+  EXPECT_DOUBLE_EQ(rows[2].blocks_per_sm, 4.0);
+  EXPECT_DOUBLE_EQ(rows[2].occupancy_pct, 40.0);
+  EXPECT_EQ(rows[3].op, "");
+  EXPECT_EQ(rows[3].total_ns, 10);
+}
+
 TEST(OperatorTable, SelfAndTotalOnHostAndDevice) {
   Trace t;
   // aten::linear [0, 1000) holds aten::t [10, 110) and aten::addmm [200, 900); addmm launches a

@@ -506,3 +506,25 @@ def test_tensor_core_shares_per_operator_on_a100_trace():
         for pct, device in (("tc_self_pct", "device_self_us"), ("tc_total_pct", "device_total_us")):
             assert (r[pct] is None) == (r[device] == 0), r
             assert r[pct] is None or 0.0 <= r[pct] <= 100.0 + 1e-9
+
+
+def test_kernels_by_launching_operator_as_the_plugin_groups_them(resnet_report):
+    # The plugin's kernel view grouped by operator on this span (torch-tb-profiler 0.4.3): 226 rows,
+    # each equal to ours in calls, total, min, max, blocks per SM and occupancy. The largest: cuDNN's
+    # batch-norm backward kernel under aten::cudnn_batch_norm_backward, grid [256, 1, 1], block
+    # [512, 1, 1], 32 registers, 400 B shared: 96 calls, 20270 us, 45..683 us, 3.2 blocks per SM
+    # (256 blocks on 80 SMs), 80 % occupancy.
+    rows = resnet_report["kernel_ops"]
+    assert len(rows) == 226
+    top = rows[0]
+    assert top["kernel"].startswith("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>")
+    assert (top["operator"], top["grid"], top["block"]) == (
+        "aten::cudnn_batch_norm_backward",
+        [256, 1, 1],
+        [512, 1, 1],
+    )
+    assert (top["registers_per_thread"], top["shared_memory_bytes"], top["calls"]) == (32, 400, 96)
+    assert (top["total_us"], top["min_us"], top["max_us"]) == (20270.0, 45.0, 683.0)
+    assert top["blocks_per_sm"] == pytest.approx(3.2) and top["occupancy_pct"] == pytest.approx(80.0)
+    # Every kernel launch is in exactly one row.
+    assert sum(r["calls"] for r in rows) == sum(r["calls"] for r in resnet_report["kernels"])

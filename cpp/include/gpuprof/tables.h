@@ -53,6 +53,27 @@ struct OperatorRow {
 };
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links);
 
+// One row per kernel name, launching operator (the host op whose runtime call launched it; "" for
+// none) and launch configuration (grid, block, registers per thread, shared memory): the plugin's
+// kernel view grouped by operator. Largest total first. The means over the calls are weighted by
+// duration, over the calls where they are known, as in kernel_table.
+struct KernelOpRow {
+  std::string kernel;
+  std::string op;
+  int32_t grid[3] = {0, 0, 0};
+  int32_t block[3] = {0, 0, 0};
+  int32_t registers_per_thread = -1;   // -1: not recorded
+  int64_t shared_memory_bytes = -1;    // -1: not recorded
+  int64_t calls = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  double blocks_per_sm = -1.0;   // duration-weighted; -1 when no call has it
+  double occupancy_pct = -1.0;   // duration-weighted; -1 when no call has it
+  double mean_ns() const { return calls > 0 ? double(total_ns) / double(calls) : 0.0; }
+};
+std::vector<KernelOpRow> kernel_op_table(const Trace& trace, const LaunchLinks& links);
+
 // torch.profiler's same-name rule (key_averages): 1 for a host op whose parent op has the same name
 // and no other child op (the same call seen twice: an autograd-level and a kernel-level
 // RecordFunction). The operator table and the per-step tables do not count such an op.
@@ -158,6 +179,7 @@ struct AnalysisTables {
   LaunchLinks links;
   std::vector<DeviceSummary> devices;
   std::vector<KernelRow> kernels;
+  std::vector<KernelOpRow> kernel_ops;
   std::vector<OperatorRow> operators;
   std::vector<CopyRow> copies;
   std::vector<RangeRow> ranges;

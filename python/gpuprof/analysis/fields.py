@@ -89,6 +89,25 @@ TABLES: tuple[Table, ...] = (
         shown=True,
     ),
     Table(
+        "kernel_ops",
+        "GPU kernels by launching operator",
+        (
+            Field("kernel", "string", "the kernel's name"),
+            Field("operator", "string", "the host operator whose runtime call launched it (empty: none)"),
+            Field("grid", "array", "grid size [x, y, z] ([0, 0, 0]: not recorded)"),
+            Field("block", "array", "block size [x, y, z] ([0, 0, 0]: not recorded)"),
+            Field("registers_per_thread", "integer|null", "registers per thread (null: not recorded)"),
+            Field("shared_memory_bytes", "integer|null", "shared memory per block (null: not recorded)"),
+            Field("calls", "integer", "launches"),
+            Field("total_us", _US, "summed device time"),
+            Field("mean_us", _US, "mean device time per launch"),
+            Field("min_us", _US, "shortest launch"),
+            Field("max_us", _US, "longest launch"),
+            Field("blocks_per_sm", _NULLABLE_NUM, "grid blocks / SMs, weighted by duration (null: unknown)"),
+            Field("occupancy_pct", _NULLABLE_NUM, "estimated achieved occupancy, weighted by duration"),
+        ),
+    ),
+    Table(
         "copies",
         "Memory copies",
         (
