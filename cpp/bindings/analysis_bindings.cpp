@@ -114,6 +114,29 @@ const std::vector<Field<KernelRow>> kKernelFields = {
     member("tensor_cores", &KernelRow::tensor_cores),
 };
 
+// A launch dimension as [x, y, z].
+py::object xyz(const int32_t (&v)[3]) {
+  py::list l;
+  for (int32_t x : v) l.append(x);
+  return std::move(l);
+}
+
+const std::vector<Field<KernelOpRow>> kKernelOpFields = {
+    member("kernel", &KernelOpRow::kernel),
+    member("operator", &KernelOpRow::op),
+    {"grid", [](const KernelOpRow& r) { return xyz(r.grid); }},
+    {"block", [](const KernelOpRow& r) { return xyz(r.block); }},
+    {"registers_per_thread", [](const KernelOpRow& r) { return or_none(int64_t(r.registers_per_thread)); }},
+    known("shared_memory_bytes", &KernelOpRow::shared_memory_bytes),
+    member("calls", &KernelOpRow::calls),
+    micros("total_us", &KernelOpRow::total_ns),
+    {"mean_us", [](const KernelOpRow& r) { return py::object(py::float_(r.mean_ns() / 1000.0)); }},
+    micros("min_us", &KernelOpRow::min_ns),
+    micros("max_us", &KernelOpRow::max_ns),
+    known("blocks_per_sm", &KernelOpRow::blocks_per_sm),
+    known("occupancy_pct", &KernelOpRow::occupancy_pct),
+};
+
 const std::vector<Field<OperatorRow>> kOperatorFields = {
     member("name", &OperatorRow::name),
     member("input_shapes", &OperatorRow::input_shapes),
@@ -123,6 +146,8 @@ const std::vector<Field<OperatorRow>> kOperatorFields = {
     micros("device_self_us", &OperatorRow::device_self_ns),
     micros("device_total_us", &OperatorRow::device_total_ns),
     member("tc_eligible", &OperatorRow::tc_eligible),
+    {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
+    {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
 };
 
 const std::vector<Field<RangeRow>> kRangeFields = {
@@ -194,6 +219,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
       py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
   out["devices"] = row_dicts(a.devices, kDeviceFields);
   out["kernels"] = row_dicts(a.kernels, kKernelFields);
+  out["kernel_ops"] = row_dicts(a.kernel_ops, kKernelOpFields);
   out["operators"] = row_dicts(a.operators, kOperatorFields);
   out["ranges"] = row_dicts(a.ranges, kRangeFields);
   out["copies"] = row_dicts(a.copies, kCopyFields);

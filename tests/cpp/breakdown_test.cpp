@@ -174,6 +174,63 @@ TEST(Breakdown, DeviceWorkPastHostStep) {
   for (const auto& s : r.steps) EXPECT_EQ(sum(s), s.total_ns());
 }
 
+// The first step starts where device work left over from before it ends, as the plugin's own test
+// of two overlapping steps has it (test_multiple_profilersteps_with_overlap, same numbers):
+//   #1 host [100,300): aten::to [200,260) whose cudaMemcpyAsync [250,255) copies at [280,380)
+//   #2 host [350,500): aten::mm [360,410) whose cudaLaunchKernel [400,405) runs a kernel [410,610)
+//   a kernel [150,240) launched before the trace (no runtime call): in no step.
+// That kernel runs into step #1's host range and ends (240) before #1's own device work starts
+// (280), so #1 starts at 240, not 100: a step's time is its own work, not the tail of earlier work.
+//   #1 [240,380) = 140: Memcpy 100, Runtime 5, CPU Exec [240,260) - [250,255) = 15, Kernel 0,
+//                       Other 140 - 120 = 20
+//   #2 [380,610) = 230: Kernel 200, Runtime 5, CPU Exec [380,410) - [400,405) = 25, Other 0
+// Starting #1 at its host start gave it 280 with the earlier kernel's 90 as Kernel.
+// Leftover work that ends after the step's own device work has begun is not moved past: there the
+// step starts at its host start (the second timeline).
+TEST(Breakdown, FirstStepStartsAfterDeviceWorkLeftFromBefore) {
+  Trace t;
+  step(t, 1, 100, 300);
+  step(t, 2, 350, 500);
+  host(t, "aten::to", 200, 260);
+  host(t, "aten::mm", 360, 410);
+  Event& early = t.add(EventKind::Kernel, "volta_sgemm_128x64_nn", 150, 90);
+  early.correlation = 123;
+  early.device = 0;
+  launch(t, 334, 250, 255, EventKind::Memcpy, 280, 380);
+  launch(t, 40348, 400, 405, EventKind::Kernel, 410, 610);
+  BreakdownResult r = compute_breakdown(t);
+  ASSERT_EQ(r.steps.size(), 2u);
+  const auto& a = r.steps[0];
+  const auto& b = r.steps[1];
+  EXPECT_EQ(a.start_ns, 240);
+  EXPECT_EQ(a.end_ns, 380);
+  EXPECT_EQ(a.total_ns(), 140);
+  EXPECT_EQ(a.ns[K], 0);
+  EXPECT_EQ(a.ns[MC], 100);
+  EXPECT_EQ(a.ns[RT], 5);
+  EXPECT_EQ(a.ns[CPU], 15);
+  EXPECT_EQ(a.ns[OT], 20);
+  EXPECT_EQ(b.start_ns, 380);
+  EXPECT_EQ(b.total_ns(), 230);
+  EXPECT_EQ(b.ns[K], 200);
+  EXPECT_EQ(b.ns[RT], 5);
+  EXPECT_EQ(b.ns[CPU], 25);
+  EXPECT_EQ(b.ns[OT], 0);
+  for (const auto& s : r.steps) EXPECT_EQ(sum(s), s.total_ns());
+
+  // The earlier kernel now runs to 290, past the copy's start at 280: step #1 keeps its host start.
+  Trace u;
+  step(u, 1, 100, 300);
+  Event& late = u.add(EventKind::Kernel, "volta_sgemm_128x64_nn", 150, 140);
+  late.correlation = 123;
+  late.device = 0;
+  launch(u, 334, 250, 255, EventKind::Memcpy, 280, 380);
+  BreakdownResult ru = compute_breakdown(u);
+  ASSERT_EQ(ru.steps.size(), 1u);
+  EXPECT_EQ(ru.steps[0].start_ns, 100);
+  EXPECT_EQ(ru.steps[0].end_ns, 380);
+}
+
 // Steps after the last one with device work are dropped (the profiler stopped before their kernels).
 //   #1, #2 launch a kernel each; #3, #4 only run host ops.
 TEST(Breakdown, TrailingStepsWithoutDeviceWorkDropped) {

@@ -206,22 +206,26 @@ TEST(GpuSummary, SmEfficiencyDoesNotDependOnTheKernelsOrder) {
 }
 
 TEST(GpuSummary, KernelsOutsideTheWindowAreClipped) {
-  // Step [0, 1000); one kernel [-100, 100) launched before profiling started (no runtime call), one
-  // [900, 1100) launched inside the step, so the step ends at 1100: window [0, 1100).
+  // Step [0, 1000) launches k_late [900, 1100), so it ends at 1100. k_before [-100, 100), launched
+  // before profiling started (no runtime call), ends before the step's own device work begins, so
+  // the step starts where it ends (docs/breakdown.md): window [100, 1100), and k_before lies wholly
+  // outside it. k_other [1050, 1200) has no launch in the trace either: it does not extend the
+  // step, and only its [1050, 1100) is inside the window.
   Trace t;
   t.devices = {small_gpu(0)};
   t.add(EventKind::StepMarker, "ProfilerStep#3", 0, 1000);
   runtime(t, 10, 20, 7, 0);
   add_kernel(t, "k_before", -100, 100, 0, 10, 100.0f);
   add_kernel(t, "k_late", 900, 1100, 7, 10, 50.0f);
+  add_kernel(t, "k_other", 1050, 1200, 0, 10, 100.0f);
   const DeviceSummary d = summarize_devices(t)[0];
-  EXPECT_EQ(d.window_ns, 1100);
-  // [0, 100) + [900, 1100) = 300 of 1100.
-  EXPECT_NEAR(d.utilization_pct, 100.0 * 300 / 1100, 1e-9);
-  // Both have 10 blocks on 10 SMs (share 1): the same 300 of 1100.
-  EXPECT_NEAR(d.sm_efficiency_pct, 100.0 * 300 / 1100, 1e-9);
-  // Weighted by the time inside the window: (100 x 100 + 50 x 200) / 300.
-  EXPECT_NEAR(d.achieved_occupancy_pct, 20000.0 / 300, 1e-9);
+  EXPECT_EQ(d.window_ns, 1000);
+  // The union inside the window: [900, 1100) = 200 of 1000.
+  EXPECT_NEAR(d.utilization_pct, 20.0, 1e-9);
+  // All have 10 blocks on 10 SMs (share 1, capped at 1 where two run): the same 200 of 1000.
+  EXPECT_NEAR(d.sm_efficiency_pct, 20.0, 1e-9);
+  // Weighted by the time inside the window: (50 x 200 + 100 x 50) / 250.
+  EXPECT_NEAR(d.achieved_occupancy_pct, 15000.0 / 250, 1e-9);
 }
 
 TEST(GpuSummary, OccupancyFromTheCalculatorWhenTheTraceHasNone) {

@@ -202,6 +202,40 @@ TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
   EXPECT_EQ(t.metadata.at("pid"), "1");   // the host process, for the exporter's host rows
 }
 
+TEST(KinetoImport, InputDimsBecomeTheOpsInputShapesAsRecordShapesWritesThem) {
+  // "Input Dims" (record_shapes) as Python prints the list, the form a live session's record_shapes
+  // gives and the plugin groups by: "[[32, 3, 224, 224], [64, 3, 7, 7]]". Both spellings; a tensor
+  // list nests a level deeper; an op without inputs has "[]"; an op without the arg has none (""),
+  // and only host ops keep them (a step marker's and a runtime call's are not input shapes).
+  const std::string json = R"J({"traceEvents":[
+     {"ph":"X","cat":"Operator","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":100,"args":{"Input Dims":[]}},
+     {"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":1,"dur":10,
+       "args":{"Input Dims":[[32,3,224,224],[64,3,7,7],[],[],[]],"External id":3}},
+     {"ph":"X","cat":"cpu_op","name":"aten::cat","pid":1,"tid":1,"ts":12,"dur":5,
+       "args":{"Input dims":[[[2,3],[4,3]],[]]}},
+     {"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":18,"dur":1,"args":{"Input Dims":[]}},
+     {"ph":"X","cat":"cpu_op","name":"aten::zeros","pid":1,"tid":1,"ts":20,"dur":1,"args":{"External id":4}},
+     {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":2,"dur":1,
+       "args":{"Input Dims":[[1]],"correlation":9}},
+     {"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":30,"dur":1,
+       "args":{"Input Dims":[[5, 3], [], []],"Input type":["float","Scalar",""]}}
+    ]})J";
+  Trace t = import_text(json);
+  ASSERT_EQ(t.events.size(), 7u);
+  auto shapes = [&](size_t i) { return t.events[i].aux < t.strings.size() ? t.strings.at(t.events[i].aux) : ""; };
+  EXPECT_EQ(t.events[0].kind, EventKind::StepMarker);
+  EXPECT_EQ(t.events[0].aux, kNoIndex);
+  EXPECT_EQ(shapes(1), "[[32, 3, 224, 224], [64, 3, 7, 7], [], [], []]");
+  EXPECT_EQ(t.events[1].external_id, 3u);   // the args after it are still read
+  EXPECT_EQ(shapes(2), "[[[2, 3], [4, 3]], []]");
+  EXPECT_EQ(shapes(3), "[]");
+  EXPECT_EQ(t.events[4].aux, kNoIndex);
+  EXPECT_EQ(t.events[5].kind, EventKind::Runtime);
+  EXPECT_EQ(t.events[5].correlation, 9u);
+  EXPECT_EQ(t.events[5].aux, kNoIndex);
+  EXPECT_EQ(shapes(6), "[[5, 3], [], []]");   // what record_shapes gives live for dense + 1
+}
+
 TEST(KinetoImport, NewDialectNumericTidsAndTopLevelFields) {
   const std::string json = R"J({"schemaVersion":1,"distributedInfo":{"backend":"nccl","rank":1,"world_size":2},
     "traceEvents":[
@@ -473,8 +507,8 @@ std::string kineto_text(int n, const std::function<void(int, std::string&)>& edi
       case 1:
         ev = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op" + std::to_string(i % 13) +
              "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts +
-             ".250, \"dur\": 3, \"args\": {\"External id\": " + std::to_string(i) +
-             ", \"Input Dims\": [[4, 5], []], \"Input type\": [\"float\", \"\"]}}";
+             ".250, \"dur\": 3, \"args\": {\"External id\": " + std::to_string(i) + ", \"Input Dims\": [[4, " +
+             std::to_string(i % 11) + "], []], \"Input type\": [\"float\", \"\"]}}";
         break;
       case 2:
         ev = "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 10, \"tid\": "

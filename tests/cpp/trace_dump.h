@@ -34,6 +34,8 @@ std::string dump_of(Import import, ImportStats* stats_out) {
       } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
         const CopyInfo& c = t.copies[e.aux];
         o << " c " << e.aux << " " << c.bytes << " " << int(c.kind) << " " << int(c.src) << " " << int(c.dst);
+      } else if (e.kind == EventKind::HostOp && e.aux < t.strings.size()) {
+        o << " shapes " << e.aux << " '" << t.strings.at(e.aux) << "'";
       } else {
         o << " aux " << e.aux;
       }

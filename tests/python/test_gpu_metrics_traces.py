@@ -424,3 +424,107 @@ def test_tables_on_resnet50(resnet_doc, resnet_trace):
     assert [r["step"] for r in mem] == [5, 6, 7, 8, 9, 10]
     for r in mem:
         assert 0 < r["peak_allocated_bytes"] <= r["capacity_bytes"]
+
+
+# ---- the operator table against the plugin's operator view -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def resnet_report() -> dict:
+    import gpuprof
+
+    return gpuprof.analyze(str(_need(RESNET_SPAN1))).to_dict()
+
+
+def _by_name(rows: list[dict]) -> dict[str, dict]:
+    """Rows summed per operator name (the plugin's "group by operator")."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        acc = out.setdefault(r["name"], {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0})
+        for k in acc:
+            acc[k] += r[k]
+    return out
+
+
+def test_operator_self_time_leaves_out_runtime_calls_as_the_plugin(resnet_report):
+    # The plugin's operator view on this span (torch-tb-profiler 0.4.3 run on the same file):
+    # aten::add_ 2994 calls, host self 51013 us of 78125; aten::cudnn_convolution 318 calls, self
+    # 33121 of 56998; aten::conv2d self 7387 of 77781. Host self is the op's time less its child ops
+    # and the runtime calls it made (cudaLaunchKernel...): aten::add_ was 78125 when only child ops
+    # were taken out, since each call is mostly its launch.
+    ops = _by_name(resnet_report["operators"])
+    for name, calls, self_us, total_us in (
+        ("aten::add_", 2994, 51013, 78125),
+        ("aten::cudnn_convolution", 318, 33121, 56998),
+        ("aten::conv2d", 318, 7387, 77781),
+    ):
+        assert ops[name]["calls"] == calls
+        assert ops[name]["host_self_us"] == pytest.approx(self_us, abs=1.0), name
+        assert ops[name]["host_total_us"] == pytest.approx(total_us, abs=1.0), name
+
+
+def test_input_shapes_read_from_the_trace_as_the_plugin_groups_them(resnet_report):
+    # The plugin's operator view grouped by input shape on this span (torch-tb-profiler 0.4.3): 577
+    # rows, each one of ours (ours adds the DataLoader's and the optimizer's ranges, which the plugin
+    # leaves out of the view). aten::conv2d on the first layer's input: 6 calls, host 1980 us of
+    # which 135 self, device total 3639; on [32, 256, 14, 14] x [1024, 256, 1, 1]: 36 calls, 7527
+    # and 824, device 12778.
+    rows = {(r["name"], r["input_shapes"]): r for r in resnet_report["operators"]}
+    assert len(rows) == 580
+    for shapes, calls, total, self_us, device in (
+        ("[[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], []]", 6, 1980, 135, 3639),
+        ("[[32, 256, 14, 14], [1024, 256, 1, 1], [], [], [], [], []]", 36, 7527, 824, 12778),
+    ):
+        r = rows[("aten::conv2d", shapes)]
+        assert r["calls"] == calls
+        assert r["host_total_us"] == pytest.approx(total, abs=1.0)
+        assert r["host_self_us"] == pytest.approx(self_us, abs=1.0)
+        assert r["device_total_us"] == pytest.approx(device, abs=1.0)
+
+
+def test_input_shapes_from_a_newer_trace():
+    # The MI250 (ROCm) trace's ops carry Input Dims too: every op's shapes are a Python list text.
+    import gpuprof
+
+    report = gpuprof.analyze(str(_need(TRACES / "hta_mi250_rocm" / "rank0.json.gz"))).to_dict()
+    shaped = [r for r in report["operators"] if r["input_shapes"]]
+    assert shaped and all(
+        r["input_shapes"].startswith("[") and r["input_shapes"].endswith("]") for r in shaped
+    )
+    assert any("[5, 128]" in r["input_shapes"] for r in shaped)
+
+
+def test_tensor_core_shares_per_operator_on_a100_trace():
+    # TF32 convolutions and matrix products on an A100: some operators ran tensor-core kernels; each
+    # share is of the operator's own (self) or whole (total) device time, so never above 100 %, and
+    # null exactly where that device time is 0.
+    import gpuprof
+
+    ops = gpuprof.analyze(str(_need(TRACES / "hta_a100_nccl" / "rank0.json.gz"))).to_dict()["operators"]
+    assert any((r["tc_total_pct"] or 0) > 0 for r in ops)
+    for r in ops:
+        for pct, device in (("tc_self_pct", "device_self_us"), ("tc_total_pct", "device_total_us")):
+            assert (r[pct] is None) == (r[device] == 0), r
+            assert r[pct] is None or 0.0 <= r[pct] <= 100.0 + 1e-9
+
+
+def test_kernels_by_launching_operator_as_the_plugin_groups_them(resnet_report):
+    # The plugin's kernel view grouped by operator on this span (torch-tb-profiler 0.4.3): 226 rows,
+    # each equal to ours in calls, total, min, max, blocks per SM and occupancy. The largest: cuDNN's
+    # batch-norm backward kernel under aten::cudnn_batch_norm_backward, grid [256, 1, 1], block
+    # [512, 1, 1], 32 registers, 400 B shared: 96 calls, 20270 us, 45..683 us, 3.2 blocks per SM
+    # (256 blocks on 80 SMs), 80 % occupancy.
+    rows = resnet_report["kernel_ops"]
+    assert len(rows) == 226
+    top = rows[0]
+    assert top["kernel"].startswith("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>")
+    assert (top["operator"], top["grid"], top["block"]) == (
+        "aten::cudnn_batch_norm_backward",
+        [256, 1, 1],
+        [512, 1, 1],
+    )
+    assert (top["registers_per_thread"], top["shared_memory_bytes"], top["calls"]) == (32, 400, 96)
+    assert (top["total_us"], top["min_us"], top["max_us"]) == (20270.0, 45.0, 683.0)
+    assert top["blocks_per_sm"] == pytest.approx(3.2) and top["occupancy_pct"] == pytest.approx(80.0)
+    # Every kernel launch is in exactly one row.
+    assert sum(r["calls"] for r in rows) == sum(r["calls"] for r in resnet_report["kernels"])

@@ -28,7 +28,8 @@ struct KernelRow {
 std::vector<KernelRow> kernel_table(const Trace& trace);
 
 // One row per host operator name (and input shapes, when recorded), largest host total first.
-// Host self = the op's time minus that of the ops directly inside it. Device self = device work
+// Host self = the op's time minus that of the ops directly inside it and of the runtime calls it
+// made itself (torch's key_averages and the plugin's definition). Device self = device work
 // (kernels, copies, sets) launched by the op itself; device total adds that of the ops inside it.
 struct OperatorRow {
   std::string name;
@@ -39,8 +40,39 @@ struct OperatorRow {
   int64_t device_self_ns = 0;
   int64_t device_total_ns = 0;
   bool tc_eligible = false;
+  // Kernel time on tensor cores (is_tensor_core_kernel) within device self and device total: the
+  // plugin's "Tensor Cores Self/Total (%)" as shares of them; -1 where there is no device time.
+  int64_t tc_self_ns = 0;
+  int64_t tc_total_ns = 0;
+  double tc_self_pct() const {
+    return device_self_ns > 0 ? 100.0 * double(tc_self_ns) / double(device_self_ns) : -1.0;
+  }
+  double tc_total_pct() const {
+    return device_total_ns > 0 ? 100.0 * double(tc_total_ns) / double(device_total_ns) : -1.0;
+  }
 };
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links);
+
+// One row per kernel name, launching operator (the host op whose runtime call launched it; "" for
+// none) and launch configuration (grid, block, registers per thread, shared memory): the plugin's
+// kernel view grouped by operator. Largest total first. The means over the calls are weighted by
+// duration, over the calls where they are known, as in kernel_table.
+struct KernelOpRow {
+  std::string kernel;
+  std::string op;
+  int32_t grid[3] = {0, 0, 0};
+  int32_t block[3] = {0, 0, 0};
+  int32_t registers_per_thread = -1;   // -1: not recorded
+  int64_t shared_memory_bytes = -1;    // -1: not recorded
+  int64_t calls = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  double blocks_per_sm = -1.0;   // duration-weighted; -1 when no call has it
+  double occupancy_pct = -1.0;   // duration-weighted; -1 when no call has it
+  double mean_ns() const { return calls > 0 ? double(total_ns) / double(calls) : 0.0; }
+};
+std::vector<KernelOpRow> kernel_op_table(const Trace& trace, const LaunchLinks& links);
 
 // torch.profiler's same-name rule (key_averages): 1 for a host op whose parent op has the same name
 // and no other child op (the same call seen twice: an autograd-level and a kernel-level
@@ -147,6 +179,7 @@ struct AnalysisTables {
   LaunchLinks links;
   std::vector<DeviceSummary> devices;
   std::vector<KernelRow> kernels;
+  std::vector<KernelOpRow> kernel_ops;
   std::vector<OperatorRow> operators;
   std::vector<CopyRow> copies;
   std::vector<RangeRow> ranges;

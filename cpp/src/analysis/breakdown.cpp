@@ -157,19 +157,25 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
   const size_t n = host_steps.size();
   std::vector<int64_t> device_count(n, 0), device_end(n, INT64_MIN);
   int64_t attributed = 0;
+  int64_t first_device_start = INT64_MAX;   // the first step's earliest device work
+  std::vector<int64_t> unattributed_ends;   // device work launched outside every step
   for (const Event& e : trace.events) {
-    if (!e.on_device() || e.correlation == 0) continue;
-    auto it = launch_ts.find(e.correlation);
-    if (it == launch_ts.end()) continue;
-    const int64_t ts = it->second;
-    auto s = std::upper_bound(host_steps.begin(), host_steps.end(), ts,
-                              [](int64_t t, const HostStep& h) { return t < h.start; });
-    if (s == host_steps.begin()) continue;
-    --s;
-    if (ts >= s->end) continue;
-    const size_t i = static_cast<size_t>(s - host_steps.begin());
+    if (!e.on_device()) continue;
+    size_t i = n;   // the step whose host range holds the launch; n: none
+    auto it = e.correlation == 0 ? launch_ts.end() : launch_ts.find(e.correlation);
+    if (it != launch_ts.end()) {
+      const int64_t ts = it->second;
+      auto s = std::upper_bound(host_steps.begin(), host_steps.end(), ts,
+                                [](int64_t t, const HostStep& h) { return t < h.start; });
+      if (s != host_steps.begin() && ts < (s - 1)->end) i = static_cast<size_t>(s - host_steps.begin()) - 1;
+    }
+    if (i == n) {
+      unattributed_ends.push_back(e.end_ns());
+      continue;
+    }
     ++device_count[i];
     device_end[i] = std::max(device_end[i], e.end_ns());
+    if (i == 0) first_device_start = std::min(first_device_start, e.start_ns);
     ++attributed;
   }
 
@@ -187,9 +193,15 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
     }
   }
 
-  // 4. Step boundaries: device work can run past the host range of its step.
+  // 4. Step boundaries: device work can run past the host range of its step. The first step has
+  //    no step before it, but device work launched before it (outside every step) can still be
+  //    running when it starts: as the plugin does, the first step starts where the last of that work
+  //    ends, if it ends after the step's host start and before the step's own device work begins.
   result.steps.resize(keep);
   int64_t prev_end = INT64_MIN;
+  if (keep > 0 && device_count[0] > 0)
+    for (int64_t end : unattributed_ends)
+      if (end < first_device_start) prev_end = std::max(prev_end, end);
   for (size_t i = 0; i < keep; ++i) {
     StepBreakdown& s = result.steps[i];
     s.step = host_steps[i].number;

@@ -1,11 +1,13 @@
 #include "gpuprof/tables.h"
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <future>
 #include <map>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "gpuprof/breakdown.h"
@@ -103,22 +105,34 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
 
 std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links) {
   const size_t n = t.events.size();
-  std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0);
+  std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0), runtime_ns(n, 0);
+  std::vector<int64_t> tc_self_ns(n, 0), tc_total_ns(n, 0);   // tensor-core kernels' time
+  std::vector<int8_t> tc_by_name(t.strings.size(), -1);       // each kernel name classified once
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
-    if (!e.on_device()) continue;
+    // The runtime calls an op makes itself (cudaLaunchKernel, cudaMemcpyAsync...) are not its own
+    // host work: torch's key_averages and the plugin take them out of its self time.
+    const bool runtime = e.kind == EventKind::Runtime;
+    if (!e.on_device() && !runtime) continue;
     const uint32_t op = links.launching_op(i);
-    if (op != kNoIndex) device_self_ns[op] += e.dur_ns;
+    if (op == kNoIndex) continue;
+    (runtime ? runtime_ns : device_self_ns)[op] += e.dur_ns;
+    if (e.kind == EventKind::Kernel && e.name < tc_by_name.size()) {
+      if (tc_by_name[e.name] < 0) tc_by_name[e.name] = is_tensor_core_kernel(t.name_of(e)) ? 1 : 0;
+      if (tc_by_name[e.name] == 1) tc_self_ns[op] += e.dur_ns;
+    }
   }
   const std::vector<uint32_t> ops = host_ops_outer_first(t);
   // Inner ops come after their parents, so a reverse walk finishes each op before its parent.
   for (size_t k = ops.size(); k-- > 0;) {
     const uint32_t i = ops[k];
     device_total_ns[i] += device_self_ns[i];
+    tc_total_ns[i] += tc_self_ns[i];
     const uint32_t parent = links.parent_op[i];
     if (parent == kNoIndex) continue;
     host_child_ns[parent] += t.events[i].dur_ns;
     device_total_ns[parent] += device_total_ns[i];
+    tc_total_ns[parent] += tc_total_ns[i];
   }
 
   // torch.profiler's rule for same-name nesting (key_averages, which users compare against): an
@@ -127,12 +141,15 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
   // counted; its parent keeps its children's time and its device work (docs/metrics.md).
   const std::vector<uint8_t> repeated = repeated_op_calls(t, links);
   std::vector<uint32_t> keep_as(n, kNoIndex);   // the counted op an op's time belongs to
-  std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0);
+  // counted_child_ns: the host time of an op's counted children ops and of its runtime calls.
+  std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0), counted_tc_self_ns(n, 0);
   for (uint32_t i : ops) {   // outer first: a parent is resolved before its children
     const uint32_t parent = links.parent_op[i];
     const bool dup = repeated[i] != 0;
     keep_as[i] = dup ? keep_as[parent] : i;
     counted_device_self_ns[keep_as[i]] += device_self_ns[i];
+    counted_tc_self_ns[keep_as[i]] += tc_self_ns[i];
+    counted_child_ns[keep_as[i]] += runtime_ns[i];
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
   }
 
@@ -152,6 +169,8 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[i], 0);
     r.device_self_ns += counted_device_self_ns[i];
     r.device_total_ns += device_total_ns[i];
+    r.tc_self_ns += counted_tc_self_ns[i];
+    r.tc_total_ns += tc_total_ns[i];
   }
   std::vector<OperatorRow> rows;
   rows.reserve(by_key.size());
@@ -159,6 +178,79 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
   std::sort(rows.begin(), rows.end(), [](const OperatorRow& a, const OperatorRow& b) {
     if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
     return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
+  });
+  return rows;
+}
+
+std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& links) {
+  struct Acc {
+    KernelOpRow row;
+    double blocks_weighted = 0.0, blocks_weight = 0.0;
+    double occ_weighted = 0.0, occ_weight = 0.0;
+  };
+  // (kernel name id, op name id, grid, block, registers, shared memory) -> row
+  using Key = std::tuple<uint32_t, uint32_t, std::array<int32_t, 6>, int32_t, int64_t>;
+  std::map<Key, Acc> by_key;
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.kind != EventKind::Kernel) continue;
+    const KernelInfo* k = e.aux < t.kernels.size() ? &t.kernels[e.aux] : nullptr;
+    const uint32_t op = links.launching_op(i);
+    const uint32_t op_name = op == kNoIndex ? 0 : t.events[op].name;
+    std::array<int32_t, 6> dims{};
+    int32_t registers = -1;
+    int64_t shared = -1;
+    if (k != nullptr) {
+      for (int d = 0; d < 3; ++d) {
+        dims[d] = k->grid[d];
+        dims[3 + d] = k->block[d];
+      }
+      registers = k->registers_per_thread;
+      shared = k->shared_mem_bytes;
+    }
+    Acc& a = by_key[{e.name, op_name, dims, registers, shared}];
+    KernelOpRow& r = a.row;
+    if (r.calls == 0) {
+      r.kernel = t.name_of(e);
+      r.op = t.strings.at(op_name);
+      for (int d = 0; d < 3; ++d) {
+        r.grid[d] = dims[d];
+        r.block[d] = dims[3 + d];
+      }
+      r.registers_per_thread = registers;
+      r.shared_memory_bytes = shared;
+      r.min_ns = r.max_ns = e.dur_ns;
+    }
+    ++r.calls;
+    r.total_ns += e.dur_ns;
+    r.min_ns = std::min(r.min_ns, e.dur_ns);
+    r.max_ns = std::max(r.max_ns, e.dur_ns);
+    if (k == nullptr) continue;
+    const DeviceProps* d = t.device(e.device);
+    double blocks_per_sm = k->blocks_per_sm;
+    if (d != nullptr && d->num_sms > 0 && k->blocks() > 0) blocks_per_sm = double(k->blocks()) / d->num_sms;
+    const double w = double(std::max<int64_t>(e.dur_ns, 0));
+    if (blocks_per_sm >= 0.0) {
+      a.blocks_weighted += blocks_per_sm * w;
+      a.blocks_weight += w;
+    }
+    const double occ = kernel_occupancy_pct(d, *k);
+    if (occ >= 0.0) {
+      a.occ_weighted += occ * w;
+      a.occ_weight += w;
+    }
+  }
+  std::vector<KernelOpRow> rows;
+  rows.reserve(by_key.size());
+  for (auto& [key, a] : by_key) {
+    if (a.blocks_weight > 0.0) a.row.blocks_per_sm = a.blocks_weighted / a.blocks_weight;
+    if (a.occ_weight > 0.0) a.row.occupancy_pct = a.occ_weighted / a.occ_weight;
+    rows.push_back(std::move(a.row));
+  }
+  // Largest first; ties by name, operator, then the map's order of configurations.
+  std::stable_sort(rows.begin(), rows.end(), [](const KernelOpRow& a, const KernelOpRow& b) {
+    if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
+    return a.kernel != b.kernel ? a.kernel < b.kernel : a.op < b.op;
   });
   return rows;
 }
@@ -494,6 +586,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);
     a.kernels = kernel_table(t);
+    a.kernel_ops = kernel_op_table(t, a.links);
     a.copies = copy_table(t);
     a.ranges = range_table(t);
   };

@@ -46,8 +46,8 @@ void read_second_half(const SplitSource& src, const ImportOptions& opts, const s
   }
 }
 
-// Appends the second half to the first: names re-interned in order of first use (the ids the one
-// thread would have given), kernel and copy indices moved past the first half's.
+// Appends the second half to the first: names and input shapes re-interned in order of first use
+// (the ids the one thread would have given), kernel and copy indices moved past the first half's.
 void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
   std::vector<uint32_t> ids(h.trace.strings.size(), kNoIndex);
   const uint32_t kernels0 = static_cast<uint32_t>(t.kernels.size());
@@ -58,7 +58,11 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
     if (id == kNoIndex) id = t.strings.intern(h.trace.strings.at(e.name));
     e.name = id;
     if (e.aux != kNoIndex) {
-      if (e.kind == EventKind::Kernel) e.aux += kernels0;
+      if (e.kind == EventKind::HostOp && e.aux < ids.size()) {   // input shapes: a string, after the name
+        uint32_t& shapes = ids[e.aux];
+        if (shapes == kNoIndex) shapes = t.strings.intern(h.trace.strings.at(e.aux));
+        e.aux = shapes;
+      } else if (e.kind == EventKind::Kernel) e.aux += kernels0;
       else if (e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) e.aux += copies0;
     }
     t.events.push_back(e);

@@ -93,6 +93,9 @@ struct PendingEvent {
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_bytes = false;   // memory samples: a free is a negative Bytes
   bool bad_number = false;
+  // A host op's "Input Dims" (record_shapes), as Python prints the list: "[[32, 3, 224, 224], []]".
+  std::string shapes;
+  bool has_shapes = false;
 
   void reset() {
     // Field by field: the three strings keep their capacity, so no allocation per event.
@@ -110,6 +113,8 @@ struct PendingEvent {
     for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
     has_bytes = false;
     bad_number = false;
+    shapes.clear();
+    has_shapes = false;
   }
 };
 
@@ -184,6 +189,7 @@ class KinetoHandler {
 
   bool open(bool object) {
     ++depth_;
+    if (shapes_depth_ > 0) return shapes_open(object);
     // Kineto nests at most 5 levels (args holding lists of lists); far deeper input is not a
     // trace, and refusing it bounds the parser's stack, inside captured metadata values too.
     if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
@@ -235,6 +241,10 @@ class KinetoHandler {
         arg_ = Arg::Ignore;
         return true;
       }
+      if (in_args_ && depth_ == ev_depth_ + 2 && !object && arg_ == Arg::InputDims) {
+        ev_.shapes.clear();
+        return shapes_open(false);
+      }
       if (in_args_ && depth_ == ev_depth_ + 2 && !object && (arg_ == Arg::Grid || arg_ == Arg::Block)) {
         dims_ = arg_ == Arg::Grid ? ev_.grid : ev_.block;
         dim_i_ = 0;
@@ -250,6 +260,11 @@ class KinetoHandler {
   }
 
   bool close() {
+    if (shapes_depth_ > 0) {
+      shapes_close();
+      --depth_;
+      return true;
+    }
     if (capture_depth_ > 0) {
       --depth_;
       capture_.end();
@@ -312,6 +327,7 @@ class KinetoHandler {
       }
       if (in_event_ && depth_ == ev_depth_) return event_field(type, v);
       if (in_args_ && depth_ == ev_depth_ + 1) return event_arg(type, v);
+      if (shapes_depth_ > 0) return shapes_scalar(type, v);
       if (dims_ != nullptr && depth_ == ev_depth_ + 2 && type == Scalar::Number) {
         int64_t x;
         if (dim_i_ < 3 && parse_int(v, &x) && x >= 0 && x <= INT32_MAX) dims_[dim_i_] = int32_t(x);
@@ -329,6 +345,40 @@ class KinetoHandler {
       case Scalar::Bool: capture_.boolean(v == "true"); break;
       case Scalar::Number: capture_.raw_number(v); break;
       case Scalar::String: capture_.string(clean(std::string(v))); break;
+    }
+    return true;
+  }
+
+  // ---- "Input Dims", written as Python's str() of the list (the form record_shapes gives live and
+  // the plugin shows): lists in brackets, items separated by ", ". Kineto writes lists of lists of
+  // integers (deeper for tensor lists); any other value is written as Python would print it.
+  void shapes_item() {
+    if (shapes_has_item_ & (uint64_t(1) << shapes_depth_)) ev_.shapes += ", ";
+    shapes_has_item_ |= uint64_t(1) << shapes_depth_;
+  }
+  bool shapes_open(bool object) {
+    if (shapes_depth_ > 0) shapes_item();
+    ++shapes_depth_;
+    shapes_has_item_ &= ~(uint64_t(1) << shapes_depth_);
+    ev_.shapes += object ? '{' : '[';
+    shapes_object_ = (shapes_object_ & ~(uint64_t(1) << shapes_depth_)) | (uint64_t(object) << shapes_depth_);
+    return true;
+  }
+  void shapes_close() {
+    ev_.shapes += (shapes_object_ & (uint64_t(1) << shapes_depth_)) ? '}' : ']';
+    if (--shapes_depth_ == 0) ev_.has_shapes = true;
+  }
+  bool shapes_scalar(Scalar type, std::string_view v) {
+    shapes_item();
+    switch (type) {
+      case Scalar::Null: ev_.shapes += "None"; break;
+      case Scalar::Bool: ev_.shapes += v == "true" ? "True" : "False"; break;
+      case Scalar::Number: ev_.shapes.append(v.data(), v.size()); break;
+      case Scalar::String:
+        ev_.shapes += '\'';
+        ev_.shapes.append(v.data(), v.size());
+        ev_.shapes += '\'';
+        break;
     }
     return true;
   }
@@ -469,16 +519,18 @@ class KinetoHandler {
     else n.text.assign(v.data(), v.size());
   }
 
-  uint32_t intern_name() {
-    const uint32_t id = trace_.strings.find(ev_.name);
+  uint32_t intern_clean(const std::string& text) {
+    const uint32_t id = trace_.strings.find(text);
     if (id != kNoIndex) return id;
     std::string fixed;
-    if (sanitize_utf8(ev_.name, &fixed)) {
+    if (sanitize_utf8(text, &fixed)) {
       ++invalid_utf8_;
       return trace_.strings.intern(fixed);
     }
-    return trace_.strings.intern(ev_.name);
+    return trace_.strings.intern(text);
   }
+
+  uint32_t intern_name() { return intern_clean(ev_.name); }
 
   void finish_event() {
     ++stats_.records;
@@ -538,6 +590,9 @@ class KinetoHandler {
     e.dur_ns = dur_ns;
     e.correlation = p.correlation > 0 ? uint64_t(p.correlation) : 0;
     e.external_id = p.external_id > 0 ? uint64_t(p.external_id) : 0;
+    // Input shapes belong to host ops; interned after the name, so a split import that interns
+    // each event's strings in the same order gives the same ids.
+    if (kind == EventKind::HostOp && p.has_shapes) e.aux = intern_clean(p.shapes);
     if (is_device_kind(kind)) {
       // New Kineto: pid = device, tid = stream; old: pid 0, tid "stream 7"; args say it exactly.
       int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
@@ -615,6 +670,9 @@ class KinetoHandler {
   Arg arg_ = Arg::Ignore;
   int32_t* dims_ = nullptr;
   int dim_i_ = 0;
+  int shapes_depth_ = 0;          // nesting inside an "Input Dims" value; 0: not in one
+  uint64_t shapes_has_item_ = 0;  // bit d: the list at shapes depth d has an item already
+  uint64_t shapes_object_ = 0;    // bit d: the value at shapes depth d is an object
   PendingEvent ev_;
   int64_t host_pid_ = -1;   // the profiled process (first host event's pid)
   int unit_ns_ = 0;   // ns per unit of ts/dur: 0 until known, then 1000 (us) or 1 (ns)

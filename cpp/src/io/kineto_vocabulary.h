@@ -119,7 +119,8 @@ enum class Arg : uint8_t {
   TotalAllocated,
   TotalReserved,
   DeviceType,
-  DeviceId
+  DeviceId,
+  InputDims
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
@@ -194,6 +195,9 @@ inline Arg arg_of(std::string_view k) {
       break;
     case 9:
       if (is(k, "Device Id")) return Arg::DeviceId;
+      break;
+    case 10:
+      if (is(k, "Input Dims") || is(k, "Input dims")) return Arg::InputDims;
       break;
     case 11:
       if (is(k, "correlation")) return Arg::Correlation;

@@ -21,7 +21,7 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 2  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report)
+SCHEMA_VERSION = 3  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops
 
 # (JSON key stem, display name), in the breakdown's priority order.
 CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
@@ -80,7 +80,7 @@ def report_dict(
     # GPU metrics: the per-device summary and the detail tables.
     # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
     # numbers are None. docs/metrics.md defines every field.
-    for key in ("devices", "kernels", "operators", "copies", "syncs", "memory", "ranges"):
+    for key in ("devices", "kernels", "kernel_ops", "operators", "copies", "syncs", "memory", "ranges"):
         data[key] = analysed[key]
     compiled = _compiled_regions(data["operators"])
     if compiled:
