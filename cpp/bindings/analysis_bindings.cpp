@@ -100,6 +100,9 @@ const std::vector<Field<DeviceSummary>> kDeviceFields = {
     micros("window_us", &DeviceSummary::window_ns),
     micros("kernel_us", &DeviceSummary::kernel_ns),
     member("kernels", &DeviceSummary::kernels),
+    micros("comm_kernel_us", &DeviceSummary::comm_kernel_ns),
+    micros("comm_overlap_compute_us", &DeviceSummary::comm_overlap_compute_ns),
+    micros("comm_overlap_copy_us", &DeviceSummary::comm_overlap_copy_ns),
 };
 
 const std::vector<Field<KernelRow>> kKernelFields = {

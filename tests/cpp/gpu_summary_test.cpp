@@ -270,3 +270,50 @@ TEST(GpuSummary, DeltaOnlyMemorySamplesGiveNoPeak) {
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].peak_allocated_bytes, -1);
 }
+
+// Communication/compute overlap (docs/distributed.md, "Overlap"): the union of NCCL kernels inside
+// the steps' window, and the parts of it that a compute kernel and, separately, a copy ran beside.
+// One step [0, 1000) on GPU 0; the step's own launch keeps the window at [0, 1000).
+Trace overlap_step() {
+  Trace t;
+  t.devices = {small_gpu(0)};
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  return t;
+}
+
+TEST(GpuSummary, CommunicationEntirelyUnderComputeIsAllOverlapped) {
+  // ncclKernel [200, 400) under gemm [100, 500): all 200 ns overlapped.
+  Trace t = overlap_step();
+  add_kernel(t, "gemm", 100, 500, 0, 10, 50.0f);
+  add_kernel(t, "ncclKernel_AllReduce_RING_LL_Sum_float", 200, 400, 0, 10, 50.0f);
+  const DeviceSummary d = summarize_devices(t)[0];
+  EXPECT_EQ(d.comm_kernel_ns, 200);
+  EXPECT_EQ(d.comm_overlap_compute_ns, 200);
+  EXPECT_EQ(d.comm_overlap_copy_ns, 0);
+}
+
+TEST(GpuSummary, CommunicationBesideComputeIsNotOverlapped) {
+  // ncclKernel [600, 800) after gemm [100, 500): nothing overlapped.
+  Trace t = overlap_step();
+  add_kernel(t, "gemm", 100, 500, 0, 10, 50.0f);
+  add_kernel(t, "ncclDevKernel_AllGather", 600, 800, 0, 10, 50.0f);
+  const DeviceSummary d = summarize_devices(t)[0];
+  EXPECT_EQ(d.comm_kernel_ns, 200);
+  EXPECT_EQ(d.comm_overlap_compute_ns, 0);
+}
+
+TEST(GpuSummary, HalfOverlappedAndCopiesCountedApart) {
+  // ncclKernel [300, 700): gemm [100, 500) covers [300, 500) = half; a copy [600, 900) covers
+  // [600, 700) = a quarter, counted apart from compute. A second NCCL kernel [1100, 1300) lies
+  // outside the steps' window: it is not communication of the steps (beside compute or not).
+  Trace t = overlap_step();
+  add_kernel(t, "gemm", 100, 500, 0, 10, 50.0f);
+  add_kernel(t, "ncclKernel_AllReduce", 300, 700, 0, 10, 50.0f);
+  add_kernel(t, "ncclKernel_AllReduce", 1100, 1300, 0, 10, 50.0f);
+  Event& copy = t.add(EventKind::Memcpy, "Memcpy DtoH", 600, 300);
+  copy.device = 0;
+  const DeviceSummary d = summarize_devices(t)[0];
+  EXPECT_EQ(d.comm_kernel_ns, 400);
+  EXPECT_EQ(d.comm_overlap_compute_ns, 200);
+  EXPECT_EQ(d.comm_overlap_copy_ns, 100);
+}

@@ -140,25 +140,40 @@ def test_steps_are_matched_by_number_and_missing_ranks_are_named():
     assert [r["steps"] for r in out["ranks"]] == [2, 2] and out["stragglers"] == []
 
 
-def test_overlap_is_the_hidden_share_of_device_communication():
-    # 1 ms of NCCL kernels per step of which 250 us exposed (not under compute): 75% overlapped.
+def test_overlap_is_the_share_of_device_communication_beside_compute_and_copies():
+    # 1 ms of NCCL kernels per step, 750 us of it beside a compute kernel, 100 us beside a copy:
+    # 75% and 10%, from the GPU summary's union intervals (the sweep is specified in C++,
+    # tests/cpp/gpu_summary_test.cpp), not from the breakdown's exposed communication.
     r = _rank(0, 1, [{"kernel": 5_000, "communication": 250}], comm_total_us=1_000)
-    assert cross_rank([r])["ranks"][0]["comm_comp_overlap_pct"] == 75.0
+    r["comm_overlap_compute_us"], r["comm_overlap_copy_us"] = 750.0, 100.0
+    row = cross_rank([r])["ranks"][0]
+    assert (row["comm_comp_overlap_pct"], row["comm_copy_overlap_pct"]) == (75.0, 10.0)
+    # Without device collectives (gloo on the CPU) there is no overlap to speak of.
+    plain = cross_rank([_rank(0, 1, [{"cpu_exec": 5_000, "communication": 250}])])["ranks"][0]
+    assert plain["comm_comp_overlap_pct"] is None and plain["comm_copy_overlap_pct"] is None
 
 
-def test_summary_from_report_reads_distributed_info_and_nccl_kernels():
+def test_summary_from_report_reads_distributed_info_and_the_device_communication():
+    # Two steps; the GPU summary of the steps' window: 8 us of NCCL kernels, 6 under compute, 2
+    # under copies -> per step 4, 3 and 1.
     data = {
-        "steps": [{"step": 7, "total_us": 10.0, "communication_us": 1.0, "start_ns": 5}],
+        "steps": [
+            {"step": 7, "total_us": 10.0, "communication_us": 1.0, "start_ns": 5},
+            {"step": 8, "total_us": 10.0, "communication_us": 1.0, "start_ns": 15},
+        ],
         "average": {"total_us": 10.0},
         "metadata": {"distributedInfo": '{"backend": "nccl", "rank": 3, "world_size": 8}'},
-        "kernels": [
-            {"name": "ncclKernel_AllReduce_RING_LL_Sum_float", "total_us": 4.0},
-            {"name": "volta_sgemm", "total_us": 6.0},
+        "devices": [
+            {"id": 0, "comm_kernel_us": 8.0, "comm_overlap_compute_us": 6.0, "comm_overlap_copy_us": 2.0}
         ],
     }
     s = summary_from_report(data)
-    assert (s["rank"], s["world_size"], s["backend"], s["comm_total_us"]) == (3, 8, "nccl", 4.0)
-    assert s["steps"] == [{"step": 7, "total_us": 10.0, "communication_us": 1.0}]
+    assert (s["rank"], s["world_size"], s["backend"]) == (3, 8, "nccl")
+    assert (s["comm_total_us"], s["comm_overlap_compute_us"], s["comm_overlap_copy_us"]) == (4.0, 3.0, 1.0)
+    assert s["steps"][0] == {"step": 7, "total_us": 10.0, "communication_us": 1.0}
+    # A report saved before the GPU summary had these fields: overlap not measured, never guessed.
+    del data["devices"]
+    assert summary_from_report(data)["comm_total_us"] is None
 
 
 def _report_with(out, step_us, comm_us):

@@ -28,6 +28,12 @@ struct DeviceSummary {
   double tc_eligible_pct = 0.0;
   int64_t memory_total_bytes = 0;
   int64_t peak_allocated_bytes = -1;      // -1: no allocator samples for this device
+  // Communication kernels (NCCL, RCCL, NVSHMEM) inside the window, as a union of intervals, and the
+  // parts of it that a compute kernel (any other kernel) and, separately, a copy ran beside
+  // (docs/distributed.md, "Overlap").
+  int64_t comm_kernel_ns = 0;
+  int64_t comm_overlap_compute_ns = 0;
+  int64_t comm_overlap_copy_ns = 0;
 };
 
 struct TimeWindow {

@@ -136,12 +136,24 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
       tensor_core_by_name[name] = is_tensor_core_kernel(t.strings.at(name)) ? 1 : 0;
     return tensor_core_by_name[name] == 1;
   };
+  std::vector<int8_t> communication_by_name(t.strings.size(), -1);
+  auto communication_kernel = [&](uint32_t name) {
+    if (communication_by_name[name] < 0)
+      communication_by_name[name] = is_communication_kernel_name(t.strings.at(name)) ? 1 : 0;
+    return communication_by_name[name] == 1;
+  };
   std::vector<int8_t> eligible_by_name(t.strings.size(), -1);
   auto eligible_kernel = [&](uint32_t name) {
     if (eligible_by_name[name] < 0)
       eligible_by_name[name] = is_tensor_core_eligible_kernel(t.strings.at(name)) ? 1 : 0;
     return eligible_by_name[name] == 1;
   };
+
+  // Copies per device, for the communication they ran beside.
+  std::map<int, IntervalList> copies_by_device;
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::Memcpy && e.device >= 0)
+      copies_by_device[e.device].push_back({e.start_ns, e.end_ns()});
 
   std::vector<DeviceSummary> out;
   for (const auto& [id, kernels] : kernels_by_device) {
@@ -159,7 +171,7 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
     s.sm_efficiency_pct = sm_efficiency_pct(t, kernels, d, w);
     s.achieved_occupancy_pct = achieved_occupancy_pct(t, kernels, d, w);
 
-    IntervalList busy;
+    IntervalList busy, comm, compute;
     int64_t tensor_core_ns = 0, eligible_ns = 0;
     for (uint32_t i : kernels) {
       const Event& e = t.events[i];
@@ -168,6 +180,7 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
       ++s.kernels;
       s.kernel_ns += ns;
       busy.push_back({e.start_ns, e.end_ns()});
+      (communication_kernel(e.name) ? comm : compute).push_back({e.start_ns, e.end_ns()});
       if (on_tensor_cores(e.name)) tensor_core_ns += ns;
       const uint32_t op = links.launching_op(i);
       // Eligible: launched by an eligible operator, or matrix/convolution work by its own name
@@ -176,6 +189,19 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
     }
     merge_intervals(busy);
     s.kernel_busy_ns = length_within(busy, w.start_ns, w.end_ns);
+    if (!comm.empty()) {
+      // |comm ∩ other| = |comm| - |comm \ other|, each a union of intervals clipped to the window.
+      merge_intervals(comm);
+      merge_intervals(compute);
+      const IntervalList in_window = clip(comm, w.start_ns, w.end_ns);
+      s.comm_kernel_ns = total_length(in_window);
+      s.comm_overlap_compute_ns = s.comm_kernel_ns - total_length(subtract(in_window, compute));
+      auto copies = copies_by_device.find(id);
+      if (copies != copies_by_device.end()) {
+        merge_intervals(copies->second);
+        s.comm_overlap_copy_ns = s.comm_kernel_ns - total_length(subtract(in_window, copies->second));
+      }
+    }
     if (s.kernel_ns > 0) {
       s.tensor_core_pct = 100.0 * double(tensor_core_ns) / double(s.kernel_ns);
       s.tc_eligible_pct = 100.0 * double(eligible_ns) / double(s.kernel_ns);

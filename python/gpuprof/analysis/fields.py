@@ -214,6 +214,17 @@ TABLES: tuple[Table, ...] = (
             Field("window_us", _US, "the window the summary covers"),
             Field("kernel_us", _US, "kernel time inside it (overlaps counted per kernel)"),
             Field("kernels", "integer", "kernels overlapping it"),
+            Field(
+                "comm_kernel_us",
+                _US,
+                "communication kernels (NCCL, RCCL, NVSHMEM) inside the window, as a union",
+            ),
+            Field(
+                "comm_overlap_compute_us",
+                _US,
+                "the part of it a compute kernel (any other kernel) ran beside",
+            ),
+            Field("comm_overlap_copy_us", _US, "the part of it a memory copy ran beside"),
         ),
     ),
     Table(

@@ -7,8 +7,10 @@ trace file of a folder)::
     {"rank", "local_rank", "world_size", "hostname", "device", "backend",
      "steps": [{"step", "total_us", "<category>_us", ...}],   # the report's step rows
      "average": {...},                                        # the report's average
-     "comm_total_us": float | None}  # communication per step including the part hidden behind
-                                     # compute (device collectives); None when not measured
+     "comm_total_us": float | None,            # device communication kernels per step (a union)
+     "comm_overlap_compute_us": float | None,  # the part of it compute kernels ran beside
+     "comm_overlap_copy_us": float | None}     # the part of it copies ran beside; None: no device
+                                               # collectives (gloo on the CPU)
 
 In a synchronous job every rank's step lasts as long as the slowest rank's: the straggler spends
 longer *outside* collectives, and every other rank shows that difference as time waiting inside them.
@@ -17,7 +19,6 @@ longer *outside* collectives, and every other rank shows that difference as time
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Iterable
 from typing import Optional
@@ -41,8 +42,6 @@ STRAGGLER_MIN_PCT = 10.0
 STRAGGLER_MIN_STEP_PCT = 5.0
 STRAGGLER_MIN_US = 1000.0
 
-_COMM_KERNEL = re.compile(r"nccl|rccl|nvshmem", re.IGNORECASE)
-
 
 def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict:
     """The rank summary of one report dict (``Report.to_dict()`` or ``Report._data``).
@@ -53,11 +52,12 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
     info.update({k: v for k, v in (rank_info or {}).items() if v is not None})
     steps = [{k: v for k, v in s.items() if k == "step" or k.endswith("_us")} for s in data.get("steps", [])]
     n = len(steps)
-    comm_kernel_us = sum(
-        float(k.get("total_us") or 0.0)
-        for k in _rows(data.get("kernels"))
-        if _COMM_KERNEL.search(str(k.get("name", "")))
-    )
+    # Device communication per step, from the GPU summary: the NCCL kernels inside the steps and the
+    # parts compute kernels and copies ran beside (docs/distributed.md, "Overlap").
+    devices = [d for d in _rows(data.get("devices")) if "comm_kernel_us" in d]
+    comm_kernel_us = sum(float(d.get("comm_kernel_us") or 0.0) for d in devices)
+    under_compute = sum(float(d.get("comm_overlap_compute_us") or 0.0) for d in devices)
+    under_copies = sum(float(d.get("comm_overlap_copy_us") or 0.0) for d in devices)
     return {
         "rank": _int(info.get("rank"), 0),
         "local_rank": _int(info.get("local_rank"), _int(info.get("rank"), 0)),
@@ -69,6 +69,8 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
         "steps": steps,
         "average": dict(data.get("average") or {}),
         "comm_total_us": (comm_kernel_us / n) if (n and comm_kernel_us > 0) else None,
+        "comm_overlap_compute_us": (under_compute / n) if (n and comm_kernel_us > 0) else None,
+        "comm_overlap_copy_us": (under_copies / n) if (n and comm_kernel_us > 0) else None,
         "source": str((data.get("source") or {}).get("path") or ""),
     }
 
@@ -146,10 +148,10 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         for k, _ in CATEGORIES:
             avg[f"{k}_pct"] = round(100.0 * avg[f"{k}_us"] / total, 2) if total > 0 else 0.0
         comm_total = s.get("comm_total_us")
-        overlap = None
-        if comm_total:
-            exposed = min(avg[COMM], comm_total)
-            overlap = round(100.0 * (comm_total - exposed) / comm_total, 2)
+        overlap = copy_overlap = None
+        if comm_total and s.get("comm_overlap_compute_us") is not None:
+            overlap = round(100.0 * s["comm_overlap_compute_us"] / comm_total, 2)
+            copy_overlap = round(100.0 * (s.get("comm_overlap_copy_us") or 0.0) / comm_total, 2)
         rows.append(
             {
                 "rank": s["rank"],
@@ -162,6 +164,7 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
                 "busy_us": round(_mean(list(pr["busy"].values())), 3),
                 "collective_wait_us": round(_mean(wait[s["rank"]]), 3) if len(ranks) > 1 and common else 0.0,
                 "comm_comp_overlap_pct": overlap,
+                "comm_copy_overlap_pct": copy_overlap,
             }
         )
 

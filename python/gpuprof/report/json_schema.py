@@ -175,6 +175,7 @@ SCHEMA: dict = {
                     "busy_us": _NUM,
                     "collective_wait_us": _NUM,
                     "comm_comp_overlap_pct": _NUM_OR_NULL,
+                    "comm_copy_overlap_pct": _NUM_OR_NULL,
                     "average": {
                         "type": "object",
                         "required": ["total_us", *_CATEGORY_US],
