@@ -43,7 +43,8 @@ def summarize_file(
     (the cross-rank report is built on it) or, with keep_report="all", always. Runs in a worker,
     whose import counts on ``import_cpus`` CPUs (0: all this process may use)."""
     p = Path(path)
-    if p.name.endswith(".json") and is_report(p):
+    from_report = p.name.endswith(".json") and is_report(p)
+    if from_report:
         with open(p, encoding="utf-8") as f:
             data = json.load(f)
     else:
@@ -54,6 +55,7 @@ def summarize_file(
         info["hostname"] = m.group("host")  # tensorboard_trace_handler's default worker name
     summary = summary_from_report(data, rank_info=info)
     summary["source"] = str(p)
+    summary["from_report"] = from_report
     keep = keep_report == "all" or summary["rank"] == 0
     return summary, (data if keep else None)
 

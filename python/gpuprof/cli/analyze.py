@@ -5,6 +5,7 @@ distributed job gives one cross-rank report (docs/distributed.md). Loads neither
 from __future__ import annotations
 
 import os
+import sys
 
 from . import UserError
 
@@ -106,8 +107,9 @@ def _run_folder(args) -> int:
     from ..traces.folders import rank_files
     from ..traces.read import TraceImportError, display_path
 
+    unrecognised: list = []
     try:
-        files = rank_files(args.path)
+        files = rank_files(args.path, unrecognised)
     except OSError as e:  # the folder itself cannot be listed
         raise UserError(str(e)) from None
     if not files:
@@ -117,6 +119,16 @@ def _run_folder(args) -> int:
         )
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be 1 or more, got {args.workers}")
+    if unrecognised:  # listed and skipped: neither a trace nor a gpuprof report
+        from ..report.sections import printable
+
+        names = ", ".join(printable(display_path(p)) for p in unrecognised[:5])
+        more = f" and {len(unrecognised) - 5} more" if len(unrecognised) > 5 else ""
+        print(
+            f"gpuprof analyze: skipped {len(unrecognised)} file(s) that are neither a trace nor a gpuprof "
+            f"report: {names}{more}",
+            file=sys.stderr,
+        )
     drop = not args.keep_incomplete_last_step
     keep = "all" if len(files) <= 64 else "rank0"
     size_mb = sum(os.path.getsize(f) for f in files) / 1e6

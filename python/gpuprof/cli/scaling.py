@@ -82,6 +82,7 @@ def run(args) -> int:
         print(
             "gpuprof scaling: the batch size is not recorded in some runs; pass --batch-size N "
             "(samples per step per rank) for samples/s, speed-up and efficiency",
+            file=sys.stderr,  # stdout is the table, JSON for tools with --format json
             flush=True,
         )
     payload = {"scaling": rows}

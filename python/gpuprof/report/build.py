@@ -197,10 +197,24 @@ def analyze(
 def cross_rank_report(results: list[tuple]) -> Report:
     """The Report of rank 0 (or of the first file) with every rank's row, the stragglers and the
     advice, from ``gpuprof.analysis.summaries.summarize_files``' results. Ranks come from each
-    file's distributedInfo (or the saved report's ``distributed``); when absent or repeated (copies
-    of one file), files are numbered in path order and the note says so."""
-    summaries = [s for s, _ in results]
+    file's distributedInfo (or the saved report's ``distributed``). A rank given both by a saved
+    report and by a trace is read from the report; when ranks are still absent or repeated (copies
+    of one file), files are numbered in path order. The note says which."""
     note = ""
+    ranks = [s["rank"] for s, _ in results]
+    if len(set(ranks)) != len(ranks):
+        # A rank given both by a gpuprof report and by a trace (saved side by side): the report.
+        by_report = {s["rank"] for s, _ in results if s.get("from_report")}
+        kept = [(s, d) for s, d in results if s.get("from_report") or s["rank"] not in by_report]
+        if len(kept) < len(results) and len({s["rank"] for s, _ in kept}) == len(kept):
+            left = [
+                Path(s["source"]).name
+                for s, _ in results
+                if not s.get("from_report") and s["rank"] in by_report
+            ]
+            note = f"traces of ranks also given by gpuprof reports were left out: {', '.join(left)}"
+            results = kept
+    summaries = [s for s, _ in results]
     ranks = [s["rank"] for s in summaries]
     if len(set(ranks)) != len(ranks):
         for i, s in enumerate(summaries):

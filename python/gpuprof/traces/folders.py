@@ -4,10 +4,12 @@ saved reports, and both together (the ranks of one job). Nothing here imports to
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 from .read import display_path
 
@@ -28,9 +30,40 @@ def report_files(folder: Union[str, os.PathLike]) -> list[Path]:
     return out
 
 
-def rank_files(folder: Union[str, os.PathLike]) -> list[Path]:
-    """Every trace file (the folder rule of gpuprof.analyze) and every saved report in ``folder``."""
-    return sorted(set(trace_files(folder)) | set(report_files(folder)))
+_TRACE_PATH = re.compile(rb'"trace_path":\s*"((?:[^"\\]|\\.)*)"')
+_HEAD = 1 << 16
+
+
+def own_trace(report: Path) -> Optional[Path]:
+    """The Chrome trace a saved report wrote beside itself (its ``source.trace_path``, near the
+    top of the file), when that file is there: the same span as the report, not another rank. A
+    folder that was moved is matched by the file's name beside the report."""
+    try:
+        with open(report, "rb") as f:
+            m = _TRACE_PATH.search(f.read(_HEAD))
+        written = Path(json.loads(b'"' + m.group(1) + b'"')) if m else None
+    except (OSError, ValueError):
+        return None
+    if written is None:
+        return None
+    for candidate in (written, report.parent / written.name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def rank_files(folder: Union[str, os.PathLike], unrecognised: Optional[list] = None) -> list[Path]:
+    """The files of a folder of ranks, by what they are: gpuprof's saved reports, and trace files
+    (the folder rule of gpuprof.analyze) except the Chrome trace each report wrote beside itself
+    (one span, counted once). ``unrecognised``, when given, receives the ``*.json`` files that are
+    neither."""
+    traces, reports = trace_files(folder), report_files(folder)
+    written_by_reports = {t.resolve() for t in map(own_trace, reports) if t is not None}
+    files = sorted(set(reports) | {t for t in traces if t.resolve() not in written_by_reports})
+    if unrecognised is not None:
+        known = set(traces) | set(reports)
+        unrecognised += [p for p in sorted(Path(folder).rglob("*.json")) if p.is_file() and p not in known]
+    return files
 
 
 def is_report(p: Path) -> bool:

@@ -1,0 +1,87 @@
+"""A folder of ranks is read by what its files are, never by counting files: a saved report and the
+Chrome trace it wrote beside itself are one rank, a rank given by both a report and a trace counts
+once (the report), and files that are neither are named and skipped (docs/distributed.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from gpuprof._native import _core
+from gpuprof.report.build import build_report
+from gpuprof.traces.folders import rank_files
+
+
+def _rank_trace(rank: int, world: int, extra_us: int = 0):
+    """Three steps of 10 ms (+ extra on this rank) of an operator and a 2 ms gloo allreduce."""
+    t = _core.Trace()
+    for i in range(3):
+        start = i * 20_000_000
+        busy = 10_000_000 + extra_us * 1000
+        t.add_event("step", f"ProfilerStep#{i}", start, busy + 2_000_000)
+        t.add_event("host_op", "aten::mm", start + 1000, busy - 2000)
+        t.add_event("host_op", "gloo:all_reduce", start + busy, 2_000_000)
+    t.metadata = {"distributedInfo": json.dumps({"rank": rank, "world_size": world, "backend": "gloo"})}
+    return t
+
+
+def _analyze(folder, *extra):
+    code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, "analyze", str(folder), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_reports_saved_with_their_traces_are_one_rank_each(tmp_path):
+    # report.to_json("rankN.json") writes rankN.trace.json.gz beside it: 4 files, 2 ranks.
+    for r in range(2):
+        build_report(_rank_trace(r, 2, extra_us=8000 if r == 1 else 0)).to_json(tmp_path / f"rank{r}.json")
+    assert len(list(tmp_path.iterdir())) == 4
+    assert [p.name for p in rank_files(tmp_path)] == ["rank0.json", "rank1.json"]
+    out = tmp_path / "job.json"
+    proc = _analyze(tmp_path, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(out.read_text())
+    assert [r["rank"] for r in job["ranks"]] == [0, 1] and job["cross_rank"]["world_size"] == 2
+    assert job["cross_rank"]["note"] == "" and [s["rank"] for s in job["stragglers"]] == [1]
+
+
+def test_a_rank_given_by_a_report_and_a_trace_counts_once(tmp_path):
+    # Rank 0 as a saved report (no trace beside it) and as an exported trace; rank 1 as a trace.
+    build_report(_rank_trace(0, 2)).to_json(tmp_path / "rank0.json", trace=False)
+    _core.export_chrome_trace(_rank_trace(0, 2), str(tmp_path / "rank0.pt.trace.json.gz"))
+    _core.export_chrome_trace(_rank_trace(1, 2), str(tmp_path / "rank1.pt.trace.json.gz"))
+    out = tmp_path / "job.json"
+    proc = _analyze(tmp_path, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(out.read_text())
+    assert [r["rank"] for r in job["ranks"]] == [0, 1]
+    assert job["cross_rank"]["note"] == (
+        "traces of ranks also given by gpuprof reports were left out: rank0.pt.trace.json.gz"
+    )
+
+
+def test_one_process_run_folder_is_one_report_and_other_json_is_named(tmp_path):
+    # What gpuprof run --out and gpuprof.save write: report.json, its trace.json.gz; and a config
+    # file that is neither a trace nor a report.
+    report = build_report(_rank_trace(0, 1))
+    report.to_json(tmp_path / "report.json", trace=tmp_path / "trace.json.gz")
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    assert [p.name for p in rank_files(tmp_path)] == ["report.json"]
+    proc = _analyze(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped 1 file(s) that are neither a trace nor a gpuprof report" in proc.stderr
+    assert "config.json" in proc.stderr and "Ranks" not in proc.stdout
+    code = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+    scaling = subprocess.run(
+        [sys.executable, "-c", code, "scaling", str(tmp_path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert scaling.returncode == 0, scaling.stderr
+    assert json.loads(scaling.stdout)["scaling"][0]["world_size"] == 1
