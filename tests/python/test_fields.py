@@ -75,3 +75,21 @@ def test_schema_doc_has_the_generated_table_rows():
     assert BEGIN in text and END in text
     block = text.split(BEGIN, 1)[1].split(END, 1)[0]
     assert block.strip() == schema_markdown().strip()
+
+
+def test_kernels_by_operator_are_drawn_with_their_launch_dimensions():
+    # The hand-built step's kernel: 160 blocks of 256 threads, launched by aten::conv2d. Markdown
+    # lists it by kernel and operator; the HTML table shows the grid and block as one cell each
+    # and sorts them by the count they stand for.
+    report = build_report(_gpu_trace())
+    (row,) = report.data["kernel_ops"]
+    assert (row["kernel"], row["operator"], row["grid"], row["block"]) == (
+        "void cudnn::cnn::conv_kernel",
+        "aten::conv2d",
+        [160, 1, 1],
+        [256, 1, 1],
+    )
+    md = report.to_markdown()
+    assert "### GPU kernels by launching operator (top 1 of 1)" in md and "| aten::conv2d |" in md
+    html = report.to_html()
+    assert 'data-v="160.0">160x1x1</td>' in html and 'data-v="256.0">256x1x1</td>' in html

@@ -106,6 +106,7 @@ TABLES: tuple[Table, ...] = (
             Field("blocks_per_sm", _NULLABLE_NUM, "grid blocks / SMs, weighted by duration (null: unknown)"),
             Field("occupancy_pct", _NULLABLE_NUM, "estimated achieved occupancy, weighted by duration"),
         ),
+        shown=True,
     ),
     Table(
         "copies",

@@ -48,7 +48,7 @@ def _rows_table(rows: list[dict], limit: int) -> list[str]:
     return table(
         [sec.header(c) for c in cols],
         [[md_escape(sec.fmt(c, r.get(c))) for c in cols] for r in rows[:limit]],
-        [":--" if c in ("name", "kind") else "--:" for c in cols],
+        [":--" if c in sec.TEXT_COLUMNS else "--:" for c in cols],
     )
 
 

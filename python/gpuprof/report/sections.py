@@ -23,6 +23,8 @@ TABLES: list[tuple[str, str]] = shown_tables()
 # Columns shown first when present, then any other scalar column in the order the rows give it.
 _LEADING = [
     "name",
+    "kernel",
+    "operator",
     "kind",
     "device",
     "stream",
@@ -39,6 +41,8 @@ _LEADING = [
     "total_bytes",
 ]
 _NAME_KEYS = ("name", "op", "kernel")
+# Columns of text (names), left-aligned in every format.
+TEXT_COLUMNS = ("name", "kernel", "operator", "kind")
 _SORT_KEYS = (
     "total_us",
     "device_total_us",
@@ -91,8 +95,13 @@ def shown_categories(report) -> list[tuple[str, str]]:
 
 
 # ---- tables ---------------------------------------------------------------------------------------
+def _is_dims(v: Any) -> bool:
+    """A launch dimension, [x, y, z]: shown as one cell, ``160x1x1``."""
+    return isinstance(v, list) and 0 < len(v) <= 3 and all(isinstance(x, int) for x in v)
+
+
 def _is_scalar(v: Any) -> bool:
-    return v is None or isinstance(v, (str, int, float, bool))
+    return v is None or isinstance(v, (str, int, float, bool)) or _is_dims(v)
 
 
 def name_of(row: dict) -> str:
@@ -191,6 +200,8 @@ def fmt(col: str, value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return str(value)
+    if _is_dims(value):
+        return "x".join(map(str, value))
     if isinstance(value, (int, float)):
         if col.endswith("_bytes") or col == "bytes":
             return fmt_bytes(value)
@@ -210,6 +221,8 @@ def sort_value(value: Any) -> str:
         return str(int(value))
     if isinstance(value, (int, float)):
         return repr(float(value))
+    if _is_dims(value):  # by the threads (or blocks) it stands for
+        return repr(float(math.prod(value)))
     return "" if value is None else str(value)
 
 

@@ -98,7 +98,7 @@ def _table(console: Console, title: str, rows: list[dict], limit: int) -> None:
     )
     name_width = max(_MIN_NAME, console.width - numbers_width)
     for c in cols:
-        text_col = c in ("name", "kind")
+        text_col = c in sec.TEXT_COLUMNS
         t.add_column(
             headers[c], justify="left" if text_col else "right", max_width=name_width if c == "name" else None
         )
