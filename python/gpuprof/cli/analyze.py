@@ -164,11 +164,10 @@ def _write_outputs(args, reports: list, payload) -> int:
             print()
         print(report)
     if args.json_out:
+        from ..traces.atomic import write_text
+
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
-            text = payload()
-            with open(args.json_out, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+            write_text(args.json_out, payload() + "\n")
         except OSError as e:
             raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:

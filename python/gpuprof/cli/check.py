@@ -243,10 +243,10 @@ def _print_results(args, results: list[Result]) -> int:
         else f"gpuprof check: all {len(results)} budgets hold"
     )
     if args.junit:
+        from ..traces.atomic import write_text
+
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(args.junit)), exist_ok=True)
-            with open(args.junit, "w", encoding="utf-8") as f:
-                f.write(junit_xml(results, args.report))
+            write_text(args.junit, junit_xml(results, args.report))
         except OSError as e:
             raise UserError(f"cannot write {args.junit}: {e.strerror}") from None
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
