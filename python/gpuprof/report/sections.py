@@ -167,13 +167,15 @@ def fmt_bytes(n: float) -> str:
 
 # Characters that would act instead of show when a string from outside (a trace name, a path, a
 # data set's name) reaches a terminal or a log: C0 controls (a newline fakes a line, ESC starts an
-# ANSI sequence), DEL, C1 controls, and the bidirectional overrides that reorder what a reader sees.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# ANSI sequence), DEL, C1 controls, the bidirectional overrides that reorder what a reader sees, and
+# lone surrogates (a report's JSON may hold "\ud800"; no output encoding can write one).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable(text: Any) -> str:
     """A string from outside as one inert line: each control character shown as its escape
-    (\\n, \\x1b, \\u202e), everything else as it is."""
+    (\\n, \\x1b, \\u202e, \\ud800), everything else as it is. The result is also valid XML 1.0
+    text (which allows no C0 control but tab, newline and carriage return, even escaped)."""
     s = str(text)
     if not _UNPRINTABLE.search(s):
         return s
