@@ -212,8 +212,9 @@ def find_stragglers(rows: list[dict], typical_excess: Optional[dict] = None) -> 
     return sorted(out, key=lambda s: -s["excess_us"])
 
 
-def attach(data: dict, result: dict, *, note: str = "") -> dict:
-    """Put a cross-rank result into a report dict (the keys docs/schema.md documents)."""
+def attach(data: dict, result: dict, *, note: str = "", skipped_files: Optional[list] = None) -> dict:
+    """Put a cross-rank result into a report dict (the keys docs/schema.md documents);
+    ``skipped_files``, the rank files that could not be read, only when there are some."""
     data["ranks"] = result["ranks"]
     data["stragglers"] = result["stragglers"]
     data["cross_rank"] = {
@@ -223,4 +224,6 @@ def attach(data: dict, result: dict, *, note: str = "") -> dict:
         "imbalance_pct": result["imbalance_pct"],
         "note": note,
     }
+    if skipped_files:
+        data["cross_rank"]["skipped_files"] = [dict(s) for s in skipped_files]
     return data

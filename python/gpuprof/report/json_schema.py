@@ -183,6 +183,14 @@ SCHEMA: dict = {
                 "missing_ranks": {"type": "array", "items": _INT},
                 "imbalance_pct": _NUM,
                 "note": _STR,
+                "skipped_files": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["path", "error"],
+                        "properties": {"path": _STR, "error": _STR},
+                    },
+                },
             },
         },
         "kernels": _rows("kernels"),

@@ -438,7 +438,8 @@ RANK_HEADERS = [
 def ranks_shown(data: dict) -> bool:
     """The cross-rank section is shown when the report holds more than one rank or names missing
     ranks. Its numbers come from analysis/ranks.py; this only formats them."""
-    return len(data.get("ranks") or []) > 1 or bool((data.get("cross_rank") or {}).get("missing_ranks"))
+    cr = data.get("cross_rank") or {}
+    return len(data.get("ranks") or []) > 1 or bool(cr.get("missing_ranks") or cr.get("skipped_files"))
 
 
 def rank_rows(data: dict) -> list[list[str]]:
@@ -479,11 +480,9 @@ def rank_summary_lines(data: dict) -> list[str]:
         f"{cr.get('matched_steps', 0)} steps matched by number, load imbalance "
         f"{cr.get('imbalance_pct', 0):.1f}% of the step"
     ]
-    if cr.get("missing_ranks"):
-        lines.append(
-            f"missing ranks: {', '.join(map(str, cr['missing_ranks']))}"
-            + (f" ({cr['note']})" if cr.get("note") else "")
-        )
+    if cr.get("missing_ranks") or cr.get("skipped_files"):
+        missing = ", ".join(map(str, cr.get("missing_ranks") or [])) or "none known"
+        lines.append(f"missing ranks: {missing}" + (f" ({cr['note']})" if cr.get("note") else ""))
     lines += straggler_lines(data)
     if not data.get("stragglers"):
         lines.append("no straggler: every rank spends about the same time outside collectives")
