@@ -90,7 +90,13 @@ def summarize_files(
                 "--dask needs dask.distributed in this environment: "
                 "python -m pip install 'distributed>=2023.1'"
             ) from None
-        with Client(dask_address) as client:
+        try:
+            # Dask's connect timeout applies (distributed.comm.timeouts.connect, 30 s by default;
+            # $DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT sets it).
+            client = Client(dask_address)
+        except (OSError, TimeoutError, ValueError, TypeError) as e:
+            raise RuntimeError(f"--dask {dask_address}: cannot reach a dask scheduler there: {e}") from None
+        with client:
             futures = client.map(
                 summarize_file,
                 files,
