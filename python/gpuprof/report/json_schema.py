@@ -86,6 +86,8 @@ SCHEMA: dict = {
                 "had_step_markers": _BOOL,
                 "dropped_trailing_steps": _INT,
                 "dropped_incomplete_last": _BOOL,
+                "duplicate_step_markers": _INT,
+                "nested_step_markers": _INT,
             },
         },
         "dataloaders": {

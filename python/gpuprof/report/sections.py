@@ -336,6 +336,23 @@ def trace_note(data: dict) -> Optional[str]:
     )
 
 
+def step_marker_note(data: dict) -> Optional[str]:
+    """What the step rules did with step markers that would have cut zero-length or overlapping
+    steps (repeated or nested ``ProfilerStep#N``); None when there were none."""
+    rules = data.get("step_rules") or {}
+    parts = []
+    if rules.get("duplicate_step_markers"):
+        n = rules["duplicate_step_markers"]
+        parts.append(f"{n} ProfilerStep markers repeated a step number: each number's became one step")
+    if rules.get("nested_step_markers"):
+        n = rules["nested_step_markers"]
+        parts.append(
+            f"{n} ProfilerStep marker{'s' if n > 1 else ''} inside another step (a nested profiler?) "
+            f"{'were' if n > 1 else 'was'} dropped"
+        )
+    return "; ".join(parts) or None
+
+
 def about_value(key: str, value: Any) -> str:
     """A source/metadata value for a person: a Unix time as a UTC date, the rest as text."""
     if key.endswith("_unix") and isinstance(value, (int, float)) and not isinstance(value, bool):
