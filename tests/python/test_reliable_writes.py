@@ -109,7 +109,8 @@ def test_gpuprof_save_into_an_impossible_folder_lets_the_loop_finish(tmp_path, c
         with gpuprof.profile(schedule=sched, on_trace_ready=gpuprof.save(blocker / "runs")) as prof:
             done = _loop(6, prof)
     assert done == 6
-    warnings = [r.getMessage() for r in caplog.records if r.name == "gpuprof"]
+    # (Only the save's warnings: a machine with a GPU driver may also note GPU collection.)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "gpuprof" and "save" in r.getMessage()]
     assert len(warnings) == 1, warnings
     assert str(blocker / "runs" / "span_000") in warnings[0] and "could not save span 0" in warnings[0]
     assert [s["step"] for s in prof.report().steps] == [1, 2]  # the span is still there
