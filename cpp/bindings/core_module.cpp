@@ -80,6 +80,8 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
   out["had_step_markers"] = r.had_step_markers;
   out["dropped_trailing_steps"] = r.dropped_trailing_steps;
   out["dropped_incomplete_last"] = r.dropped_incomplete_last;
+  out["duplicate_step_markers"] = r.duplicate_step_markers;
+  out["nested_step_markers"] = r.nested_step_markers;
   return out;
 }
 

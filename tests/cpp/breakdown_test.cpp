@@ -295,6 +295,50 @@ TEST(Breakdown, PureCpuKeepsAllSteps) {
   EXPECT_EQ(r.dropped_trailing_steps, 0);
 }
 
+// Five copies of one step's marker (a trace written twice over, prof.step() called twice) are one
+// step over them all, not one step and four of 0 ns:
+//   ProfilerStep#3 x5 over [0,100), [0,100), [10,100), [0,90), [0,100); #4 [100,200).
+//   Step 3 = [0,100): aten::mm [20,80) = 60 CPU, 40 Other.
+TEST(Breakdown, RepeatedStepMarkersAreOneStep) {
+  Trace t;
+  step(t, 3, 0, 100);
+  step(t, 3, 0, 100);
+  step(t, 3, 10, 100);
+  step(t, 3, 0, 90);
+  step(t, 3, 0, 100);
+  step(t, 4, 100, 200);
+  host(t, "aten::mm", 20, 80);
+  BreakdownResult r = compute_breakdown(t);
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].step, 3);
+  EXPECT_EQ(r.steps[0].start_ns, 0);
+  EXPECT_EQ(r.steps[0].end_ns, 100);
+  EXPECT_EQ(r.steps[0].ns[CPU], 60);
+  EXPECT_EQ(r.steps[0].ns[OT], 40);
+  EXPECT_EQ(r.steps[1].step, 4);
+  EXPECT_EQ(sum(r.steps[1]), 100);
+  EXPECT_EQ(r.duplicate_step_markers, 5);
+  EXPECT_EQ(r.nested_step_markers, 0);
+}
+
+// A step marker inside another step's range (a nested profiler's ProfilerStep#7 inside #1) is
+// dropped and counted; a step that starts where the one before ends is not inside it.
+//   #1 [0,100) holds #7 [20,40); #2 [100,200) follows.
+TEST(Breakdown, NestedStepMarkerIsDropped) {
+  Trace t;
+  step(t, 1, 0, 100);
+  step(t, 7, 20, 40);
+  step(t, 2, 100, 200);
+  BreakdownResult r = compute_breakdown(t);
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].step, 1);
+  EXPECT_EQ(r.steps[0].end_ns, 100);
+  EXPECT_EQ(r.steps[1].step, 2);
+  EXPECT_EQ(r.steps[1].start_ns, 100);
+  EXPECT_EQ(r.nested_step_markers, 1);
+  EXPECT_EQ(r.duplicate_step_markers, 0);
+}
+
 // NCCL kernels count as Communication, not Kernel; driver calls are not Runtime (the plugin's rule)
 // but still tie their kernels to a step.
 //   #1 [0,100): cuLaunchKernel (driver) [5,10) -> ncclKernel_AllReduce [20,50)

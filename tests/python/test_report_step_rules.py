@@ -46,3 +46,25 @@ def test_nvml_samples_reach_the_report_and_its_html(tmp_path):
     assert [s["power_w"] for s in samples] == [None, 250.5]
     html = report.to_html(tmp_path / "r.html")
     assert html.count("NVML") >= 1 and "<svg" in html
+
+
+def test_repeated_and_nested_step_markers_are_merged_with_a_counted_note():
+    # Five copies of ProfilerStep#3 over [0,1000) (a trace written twice over, prof.step() called
+    # twice) and a nested profiler's ProfilerStep#9 inside step 4 [1000,2000): two steps of 1000 ns,
+    # not one step and four of 0 us, and the report says what was merged and dropped.
+    t = _core.Trace()
+    for start, dur in ((0, 1000), (0, 1000), (100, 900), (0, 900), (0, 1000)):
+        t.add_event("step", "ProfilerStep#3", start, dur)
+    t.add_event("step", "ProfilerStep#4", 1000, 1000)
+    t.add_event("step", "ProfilerStep#9", 1200, 300)
+    t.add_event("host_op", "aten::mm", 200, 600)
+    report = build_report(t)
+    assert [(s["step"], s["total_us"]) for s in report.steps] == [(3, 1.0), (4, 1.0)]
+    assert report.steps[0]["cpu_exec_us"] == 0.6
+    rules = report.to_dict()["step_rules"]
+    assert rules["duplicate_step_markers"] == 5 and rules["nested_step_markers"] == 1
+    note = "5 ProfilerStep markers repeated a step number"
+    assert note in report.to_text(width=200) and note in report.to_markdown()
+    assert "1 ProfilerStep marker inside another step (a nested profiler?) was dropped" in report.to_text(
+        width=200
+    )

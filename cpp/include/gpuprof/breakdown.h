@@ -59,6 +59,8 @@ struct BreakdownResult {
   bool had_step_markers = false;
   int dropped_trailing_steps = 0;      // steps after the last one with device work
   bool dropped_incomplete_last = false;
+  int duplicate_step_markers = 0;      // markers sharing their step number with another: merged
+  int nested_step_markers = 0;         // markers inside another step's host range: dropped
 };
 
 BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& opts = {});

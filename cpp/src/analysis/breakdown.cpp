@@ -97,7 +97,47 @@ struct HostStep {
   int64_t number;
   int64_t start;
   int64_t end;
+  bool numbered = true;   // false: the name carried no usable number (numbered by position)
 };
+
+// Step markers that would cut zero-length or overlapping steps, made one step each: every marker of
+// one step number (a loop that called prof.step() twice, a trace written by two profilers, copies
+// of one event) becomes one step over all of them; a marker inside another step's host range
+// (a nested profiler) is dropped. Both are counted, for the report to say so. Sorted by start.
+void merge_step_markers(std::vector<HostStep>& steps, BreakdownResult& result) {
+  std::sort(steps.begin(), steps.end(), [](const HostStep& a, const HostStep& b) {
+    if (a.number != b.number) return a.number < b.number;
+    if (a.numbered != b.numbered) return a.numbered;   // a number's markers side by side
+    return a.start < b.start;
+  });
+  size_t out = 0;
+  for (size_t i = 0; i < steps.size();) {
+    size_t j = i + 1;
+    HostStep merged = steps[i];
+    while (j < steps.size() && merged.numbered && steps[j].numbered && steps[j].number == merged.number) {
+      merged.start = std::min(merged.start, steps[j].start);
+      merged.end = std::max(merged.end, steps[j].end);
+      ++j;
+    }
+    if (j - i > 1) result.duplicate_step_markers += static_cast<int>(j - i);
+    steps[out++] = merged;
+    i = j;
+  }
+  steps.resize(out);
+  std::sort(steps.begin(), steps.end(), [](const HostStep& a, const HostStep& b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;   // an outer step before its inner ones
+  });
+  out = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const HostStep& outer = steps[out > 0 ? out - 1 : 0];
+    if (out > 0 && steps[i].start < outer.end && steps[i].end <= outer.end) {   // inside the one before
+      ++result.nested_step_markers;
+      continue;
+    }
+    steps[out++] = steps[i];
+  }
+  steps.resize(out);
+}
 
 // Per name id, the category (or -1): classifying by name once instead of once per event keeps the
 // sweep's string work proportional to the number of distinct names.
@@ -132,7 +172,7 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
   for (const Event& e : trace.events) {
     if (e.kind == EventKind::StepMarker) {
       int64_t n = step_number_from_name(trace.name_of(e));
-      host_steps.push_back({n < 0 ? int64_t(host_steps.size()) : n, e.start_ns, e.end_ns()});
+      host_steps.push_back({n < 0 ? int64_t(host_steps.size()) : n, e.start_ns, e.end_ns(), n >= 0});
     } else if (!e.on_device() && e.kind != EventKind::GpuUserRange && e.kind != EventKind::Sync &&
                e.kind != EventKind::Overhead && e.kind != EventKind::Other) {
       host_lo = std::min(host_lo, e.start_ns);
@@ -144,8 +184,7 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
     if (host_lo > host_hi) return result;   // no host activity at all: nothing to segment
     host_steps.push_back({0, host_lo, host_hi});
   }
-  std::sort(host_steps.begin(), host_steps.end(),
-            [](const HostStep& a, const HostStep& b) { return a.start < b.start; });
+  merge_step_markers(host_steps, result);
 
   // 2. Attribute device work to the step whose host range holds the runtime call that launched it.
   std::unordered_map<uint64_t, int64_t> launch_ts;

@@ -66,6 +66,8 @@ def report_dict(
             "had_step_markers": bd["had_step_markers"],
             "dropped_trailing_steps": bd["dropped_trailing_steps"],
             "dropped_incomplete_last": bd["dropped_incomplete_last"],
+            "duplicate_step_markers": bd["duplicate_step_markers"],
+            "nested_step_markers": bd["nested_step_markers"],
         },
         "dataloaders": list(dataloaders or []),
         "host": dict(host or {}),

@@ -243,8 +243,9 @@ def straggler_call(rank: int, per_rank: dict, steps: list) -> Optional[dict]:
     }
 
 
-def attach(data: dict, result: dict, *, note: str = "") -> dict:
-    """Put a cross-rank result into a report dict (the keys docs/schema.md documents)."""
+def attach(data: dict, result: dict, *, note: str = "", skipped_files: Optional[list] = None) -> dict:
+    """Put a cross-rank result into a report dict (the keys docs/schema.md documents);
+    ``skipped_files``, the rank files that could not be read, only when there are some."""
     data["ranks"] = result["ranks"]
     data["stragglers"] = result["stragglers"]
     data["cross_rank"] = {
@@ -255,4 +256,6 @@ def attach(data: dict, result: dict, *, note: str = "") -> dict:
         "slowest_unnamed": result.get("slowest_unnamed"),
         "note": note,
     }
+    if skipped_files:
+        data["cross_rank"]["skipped_files"] = [dict(s) for s in skipped_files]
     return data

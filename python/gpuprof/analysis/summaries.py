@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional, Union
 
 from ..traces.folders import is_report
-from ..traces.read import import_trace, trace_source
+from ..traces.read import TraceImportError, display_path, import_trace, trace_source
 from . import report_dict
 from .ranks import summary_from_report
 
@@ -69,10 +69,21 @@ def summarize_files(
     drop_incomplete_last_step: bool = True,
     keep_report: str = "rank0",
     on_done: Optional[Callable[[], None]] = None,
+    skipped: Optional[list] = None,
 ) -> list[tuple]:
-    """(summary, report dict or None) per file, in the files' order."""
+    """(summary, report dict or None) per file, in the files' order.
+
+    A file that cannot be read (truncated, not a trace, not allowed) raises, unless ``skipped`` is
+    a list: then its entry is None and ``{"path", "error"}`` is appended to ``skipped``, so that
+    one bad rank file does not cost the report of the others."""
     files = [str(f) for f in files]
     results: list = [None] * len(files)
+
+    def failed(i: int, e: Exception) -> None:
+        if skipped is None:
+            raise e
+        skipped.append(unreadable(files[i], e))
+
     if dask_address:
         try:
             from distributed import Client, as_completed
@@ -81,7 +92,13 @@ def summarize_files(
                 "--dask needs dask.distributed in this environment: "
                 "python -m pip install 'distributed>=2023.1'"
             ) from None
-        with Client(dask_address) as client:
+        try:
+            # Dask's connect timeout applies (distributed.comm.timeouts.connect, 30 s by default;
+            # $DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT sets it).
+            client = Client(dask_address)
+        except (OSError, TimeoutError, ValueError, TypeError) as e:
+            raise RuntimeError(f"--dask {dask_address}: cannot reach a dask scheduler there: {e}") from None
+        with client:
             futures = client.map(
                 summarize_file,
                 files,
@@ -91,7 +108,10 @@ def summarize_files(
             )
             index = {f.key: i for i, f in enumerate(futures)}
             for fut in as_completed(futures):
-                results[index[fut.key]] = fut.result()
+                try:
+                    results[index[fut.key]] = fut.result()
+                except Exception as e:
+                    failed(index[fut.key], e)
                 fut.release()
                 if on_done:
                     on_done()
@@ -99,7 +119,10 @@ def summarize_files(
     workers = workers or min(len(files), os.cpu_count() or 1)
     if workers <= 1 or len(files) == 1:
         for i, f in enumerate(files):
-            results[i] = summarize_file(f, drop_incomplete_last_step, keep_report)
+            try:
+                results[i] = summarize_file(f, drop_incomplete_last_step, keep_report)
+            except Exception as e:
+                failed(i, e)
             if on_done:
                 on_done()
         return results
@@ -125,7 +148,20 @@ def summarize_files(
                 for i in range(first, min(first + batch, len(files)))
             }
             for fut in done(futs):
-                results[futs[fut]] = fut.result()
+                try:
+                    results[futs[fut]] = fut.result()
+                except Exception as e:
+                    failed(futs[fut], e)
                 if on_done:
                     on_done()
     return results
+
+
+def unreadable(path: str, e: Exception) -> dict:
+    """A file that could not be read, for the report: its path and why (an import error's own
+    message, which names the byte; else the exception's type and message)."""
+    shown = display_path(path)
+    message = str(e) if isinstance(e, (OSError, TraceImportError)) else f"{type(e).__name__}: {e}"
+    for prefix in (f"{shown}: ", f"{path}: "):
+        message = message.removeprefix(prefix)
+    return {"path": shown, "error": message}

@@ -103,6 +103,7 @@ def _run_folder(args) -> int:
     """A folder is map-reduce over its files (gpuprof.analysis.summaries)."""
     from ..analysis.summaries import summarize_file, summarize_files
     from ..report.build import build_report, cross_rank_report
+    from ..report.sections import printable
     from ..report.text import progress
     from ..traces.folders import rank_files
     from ..traces.read import TraceImportError, display_path
@@ -132,6 +133,7 @@ def _run_folder(args) -> int:
     drop = not args.keep_incomplete_last_step
     keep = "all" if len(files) <= 64 else "rank0"
     size_mb = sum(os.path.getsize(f) for f in files) / 1e6
+    skipped: list[dict] = []  # files that cannot be read: named, and the others reported
     try:
         with progress(
             f"analysing {len(files)} file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)", total=len(files)
@@ -143,6 +145,7 @@ def _run_folder(args) -> int:
                 drop_incomplete_last_step=drop,
                 keep_report=keep,
                 on_done=advance,
+                skipped=skipped,
             )
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None
@@ -150,13 +153,22 @@ def _run_folder(args) -> int:
         if "--dask" in str(e):
             raise UserError(str(e)) from None
         raise
-    job = args.ranks or any(s.get("world_size", 1) > 1 for s, _ in results)
+    if skipped and len(skipped) == len(files):
+        first = skipped[0]
+        raise UserError(
+            f"no file of {display_path(args.path)} could be read: {first['path']}: {first['error']}"
+            + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else "")
+        )
+    for s in skipped:  # exit status 0: the report of the others is made, and says so
+        print(f"gpuprof analyze: skipped {printable(s['path'])}: {printable(s['error'])}", file=sys.stderr)
+    read = [(f, r) for f, r in zip(files, results) if r is not None]
+    job = args.ranks or any(s.get("world_size", 1) > 1 for _f, (s, _d) in read)
     if job:
-        reports = [cross_rank_report(results)]
+        reports = [cross_rank_report([r for _f, r in read], skipped=skipped)]
         payload = lambda: reports[0].to_json()  # noqa: E731 (built only for --json)
     else:
         reports = []
-        for f, (_s, d) in zip(files, results):
+        for f, (_s, d) in read:
             reports.append(
                 build_report(
                     analysed=d if d is not None else summarize_file(str(f), drop, keep_report="all")[1]
@@ -176,11 +188,10 @@ def _write_outputs(args, reports: list, payload) -> int:
             print()
         print(report)
     if args.json_out:
+        from ..traces.atomic import write_text
+
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)
-            text = payload()
-            with open(args.json_out, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+            write_text(args.json_out, payload() + "\n")
         except OSError as e:
             raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:

@@ -34,7 +34,10 @@ class Result:
 
     @property
     def label(self) -> str:
-        return f"{self.metric}{f' ({self.where})' if self.where else ''}"
+        # A GPU's id comes from the report: shown inert (control characters as their escapes).
+        from ..report.sections import printable
+
+        return printable(f"{self.metric}{f' ({self.where})' if self.where else ''}")
 
     def line(self) -> str:
         if self.ok:
@@ -54,7 +57,9 @@ class RuleResult(Result):
     def line(self) -> str:
         if self.ok:
             return f"ok    {self.label} did not fire"
-        return f"FAIL  {self.label} fired: {self.title}"
+        from ..report.sections import printable
+
+        return f"FAIL  {self.label} fired: {printable(self.title)}"
 
 
 def denied_rules(report, rules: list[str]) -> list[RuleResult]:
@@ -136,7 +141,15 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
 
 
 def junit_xml(results: list[Result], report_path: str) -> str:
+    """JUnit XML, one test case per budget. Every string in it is valid XML 1.0 text: a control
+    character in the report's path or a GPU's id (which XML forbids even as a character reference)
+    shows as its escape, ``\\x1b``."""
     import xml.etree.ElementTree as ET
+
+    from ..report.sections import printable
+    from ..traces.read import display_path
+
+    report_path = printable(display_path(report_path))
 
     suite = ET.Element(
         "testsuite",
@@ -157,6 +170,7 @@ def junit_xml(results: list[Result], report_path: str) -> str:
 
 def markdown_summary(results: list[Result], report_path: str) -> str:
     from ..report.markdown import md_code, md_escape, table
+    from ..traces.read import display_path
 
     failed = sum(not r.ok for r in results)
     head = (
@@ -172,7 +186,7 @@ def markdown_summary(results: list[Result], report_path: str) -> str:
     ]
     return (
         "\n".join(
-            [head, "", f"Report: {md_code(report_path)}", ""]
+            [head, "", f"Report: {md_code(display_path(report_path))}", ""]
             + table(["", "metric", "value", "budget"], rows, [":-:", ":--", "--:", "--:"])
         )
         + "\n\n"
@@ -243,10 +257,10 @@ def _print_results(args, results: list[Result]) -> int:
         else f"gpuprof check: all {len(results)} budgets hold"
     )
     if args.junit:
+        from ..traces.atomic import write_text
+
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(args.junit)), exist_ok=True)
-            with open(args.junit, "w", encoding="utf-8") as f:
-                f.write(junit_xml(results, args.report))
+            write_text(args.junit, junit_xml(results, args.report))
         except OSError as e:
             raise UserError(f"cannot write {args.junit}: {e.strerror}") from None
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -77,10 +77,15 @@ def _signed(v: float, digits: int = 1) -> str:
 
 
 def render_text(d: dict, base_name: str, new_name: str) -> str:
+    from ..report.sections import printable
+    from ..traces.read import display_path
+
     st = d["step_time_us"]
     change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
+    # Names and paths from outside show inert (a trace's kernel name cannot clear the screen, set
+    # the window title, print a link or reorder the line).
     lines = [
-        f"gpuprof diff: {base_name} -> {new_name}",
+        f"gpuprof diff: {printable(display_path(base_name))} -> {printable(display_path(new_name))}",
         f"mean step time: {st['base'] / 1000:.3f} ms -> {st['new'] / 1000:.3f} ms{change}",
         "",
     ]
@@ -99,18 +104,19 @@ def render_text(d: dict, base_name: str, new_name: str) -> str:
             mark = f" [{r['status']}]" if r["status"] else ""
             lines.append(
                 f"  {_signed(r['delta_us']):>12} us  {r['base_us']:>12,.1f} -> {r['new_us']:>12,.1f}  "
-                f"{r['name']}{mark}"
+                f"{printable(r['name'])}{mark}"
             )
     return "\n".join(lines) + "\n"
 
 
 def render_markdown(d: dict, base_name: str, new_name: str) -> str:
     from ..report.markdown import md_code, md_escape, table
+    from ..traces.read import display_path
 
     st = d["step_time_us"]
     change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
     out = [
-        f"## gpuprof diff: {md_code(base_name)} → {md_code(new_name)}",
+        f"## gpuprof diff: {md_code(display_path(base_name))} → {md_code(display_path(new_name))}",
         "",
         f"**Mean step time: {st['base'] / 1000:.3f} ms → {st['new'] / 1000:.3f} ms{change}**",
         "",
@@ -119,7 +125,7 @@ def render_markdown(d: dict, base_name: str, new_name: str) -> str:
         ["category", "base (us)", "new (us)", "delta (us)", "base %", "new %"],
         [
             [
-                c["name"],
+                md_escape(c["name"]),
                 f"{c['base_us']:,.1f}",
                 f"{c['new_us']:,.1f}",
                 _signed(c["delta_us"]),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -74,10 +73,10 @@ def write_output(text: str, out: str | None) -> None:
     if out is None or out == "-":
         sys.stdout.write(text)
         return
+    from ..traces.atomic import write_text
+
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_text(out, text)
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror}") from None
 

@@ -9,6 +9,7 @@ speed (interrupt it with Ctrl-C once the report is written, if you like: it is k
 
 from __future__ import annotations
 
+import logging
 import os
 import runpy
 import sys
@@ -18,6 +19,8 @@ from pathlib import Path
 from . import UserError
 
 DEFAULT_STEPS = "5:10"
+
+log = logging.getLogger("gpuprof")
 
 
 class StopAfterRecording(BaseException):
@@ -79,15 +82,14 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def _save(prof, out: Path, trace: bool = True) -> list[str]:
-    report = prof.report()
-    written = [str(out / "report.json"), str(out / "report.html")]
-    if trace:
-        written.append(str(out / "trace.json.gz"))
-    # The trace is written with the first report file, so that both say where it is.
-    report.to_json(written[0], trace=written[2] if trace else False)
-    report.to_html(written[1], trace=False)
-    return written
+def _save(report, out: Path, trace: bool = True) -> tuple[list[str], list[str]]:
+    """Write report.json (with the Chrome trace, so that both report files say where it is) and
+    report.html. Runs inside the script's training loop, so nothing raises: returns (the files
+    written, "PATH: reason" for each that could not be)."""
+    from ..traces.export import save_report_files
+
+    files = [(out / "report.json", "json"), (out / "report.html", "html")]
+    return save_report_files(report, files, str(out / "trace.json.gz") if trace else False)
 
 
 def run(args) -> int:
@@ -115,6 +117,7 @@ def run(args) -> int:
     warmup = 1 if start >= 1 else 0
     sched = schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
     written: list[str] = []
+    recorded: list = []  # the report of the recorded steps, once they are over
 
     stopping: list[bool] = []
 
@@ -123,10 +126,18 @@ def run(args) -> int:
             # --stop-after ended the script from inside the step that completed the window; the
             # profiler's exit then closes a span of nothing: the report already written is kept.
             return
-        written[:] = _save(prof, out, trace=not getattr(args, "no_trace", False))
-        numbers = [s["step"] for s in prof.report().steps]
+        report = prof.report()
+        recorded[:] = [report]
+        written[:], failed = _save(report, out, trace=not getattr(args, "no_trace", False))
+        numbers = [s["step"] for s in report.steps]
         span = f"steps {numbers[0]}..{numbers[-1]}" if numbers else "no complete step"
-        print(f"gpuprof run: recorded {span}; wrote {', '.join(written)}", file=sys.stderr)
+        if failed:
+            # The training run comes first: one warning, and the report is printed at the end.
+            log.warning("gpuprof run: could not write %s; the script goes on", "; ".join(failed))
+        print(
+            f"gpuprof run: recorded {span}; wrote {', '.join(written) if written else 'nothing'}",
+            file=sys.stderr,
+        )
         if getattr(args, "stop_after", False):
             print(f"gpuprof run: --stop-after: ending {script} after step {stop - 1}", file=sys.stderr)
             stopping.append(True)
@@ -147,7 +158,7 @@ def run(args) -> int:
                 except StopAfterRecording:
                     exit_code = 0
                 except KeyboardInterrupt:
-                    if not written:
+                    if not recorded:
                         raise
                     exit_code = 130  # interrupted after the report was written: keep it
                 except BaseException as e:  # the script's own error: shown below, report kept
@@ -157,7 +168,7 @@ def run(args) -> int:
         sys.argv, sys.path = saved_argv, saved_path
 
     steps_seen = prof.step_num
-    if not written:
+    if not recorded:
         how = "prof.step() calls" if stepper.user_steps else "optimizer.step() calls"
         if failure is not None or exit_code != 0:
             # The script failed: its error, not the step range, is what to fix first.
@@ -186,7 +197,8 @@ def run(args) -> int:
             file=sys.stderr,
         )
     if not args.quiet:
-        print(Report.load(os.path.join(out, "report.json")).to_text())
+        saved = os.path.join(out, "report.json")
+        print((Report.load(saved) if saved in written else recorded[0]).to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
         return 1

@@ -87,10 +87,10 @@ def run(args) -> int:
         )
     payload = {"scaling": rows}
     if args.json_out:
+        from ..traces.atomic import write_text
+
         try:
-            with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump(payload, f, indent=2)
-                f.write("\n")
+            write_text(args.json_out, json.dumps(payload, indent=2) + "\n")
         except OSError as e:
             raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
     cells = [[_cell(k, r[k]) for k, _ in COLUMNS] for r in rows]

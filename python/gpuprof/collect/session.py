@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -29,6 +32,10 @@ _HOOKED = (ProfilerAction.WARMUP,) + _RECORDING
 _active_session: Optional[profile] = None
 
 DEFAULT_KEEP_REPORTS = 8  # reports() keeps this many of the latest spans (profile(keep_reports=...))
+
+# Signals that end a training run from outside (scancel, a batch system's time limit, Ctrl-C): while
+# a session is active, a span they cut short is saved before they take effect (_on_signal).
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class ProfilerError(RuntimeError):
@@ -123,6 +130,10 @@ class profile:
         self._entered_at = ""
         self._gpu = GpuCollection(bool(gpu), self.max_events)
         self._nvtx_step_open = False
+        self._signal_previous: dict = {}  # signal -> the handler ours replaced (chained to)
+        self._signals_held = 0  # > 0 while gpuprof's own step/stop code runs (signals wait)
+        self._signals_pending: list = []
+        self._span_cut = False  # a signal saved the span in progress; nothing recorded since
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> profile:
@@ -158,11 +169,14 @@ class profile:
         self._reports = deque(maxlen=self.keep_reports)
         self._last_complete = None
         self._spans_completed = 0
+        self._span_cut = False
+        self._signals_pending = []
         try:
             self._exchange = None  # made at the first span end (see _gather)
             self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
             self._nvtx_step()
+            self._install_signal_handlers()
         except BaseException:
             self._teardown()
             raise
@@ -172,22 +186,28 @@ class profile:
         global _active_session
         if _active_session is not self:
             return
-        try:
-            if self.current_action in _RECORDING:
-                # The step in progress was never ended by prof.step(): it is a whole training step
-                # only when the block failed inside it (keep what ran before the error) or when
-                # nothing else was recorded (a block without prof.step() calls is one step).
-                if _failed or (self._steps_in_span == 0 and self._report is None):
-                    self._close_step(_core.collector_ticks())
-                if self._steps_in_span > 0:
-                    self._finish_span(
-                        partial=True, failed=_failed, peer_failure=_distributed.is_peer_failure(_exc)
-                    )
-        finally:
-            self._teardown()
+        with self._signals_held_back():
+            try:
+                self._stop(_failed, _exc)
+            finally:
+                self._teardown()
+
+    def _stop(self, _failed: bool, _exc: Optional[BaseException]) -> None:
+        # A span a signal cut short was saved then; nothing was recorded after it.
+        if self.current_action in _RECORDING and not self._span_cut:
+            # The step in progress was never ended by prof.step(): it is a whole training step
+            # only when the block failed inside it (keep what ran before the error) or when
+            # nothing else was recorded (a block without prof.step() calls is one step).
+            if _failed or (self._steps_in_span == 0 and self._report is None):
+                self._close_step(_core.collector_ticks())
+            if self._steps_in_span > 0:
+                self._finish_span(
+                    partial=True, failed=_failed, peer_failure=_distributed.is_peer_failure(_exc)
+                )
 
     def _teardown(self) -> None:
         global _active_session
+        self._restore_signal_handlers()
         self._unhook()
         _core.collector_stop()
         self._gpu.release()
@@ -202,14 +222,99 @@ class profile:
         """Mark the end of one training step and the start of the next."""
         if _active_session is not self:
             raise ProfilerError("prof.step() called outside its `with gpuprof.profile(...)` block")
-        now = _core.collector_ticks()
-        prev = self.current_action
-        if prev in _RECORDING:
-            self._close_step(now)
-        self.step_num += 1
-        self._step_start_ticks = now
-        self._transition(prev, self.schedule(self.step_num))
-        self._nvtx_step()
+        with self._signals_held_back():
+            now = _core.collector_ticks()
+            prev = self.current_action
+            if self._span_cut:
+                # The program went on after a signal cut the span short (its handler returned): the
+                # span was saved then, so this step is not recorded, and the schedule goes on as
+                # after a span's end (a new span if the next step records).
+                self._span_cut = False
+                prev = ProfilerAction.NONE
+            elif prev in _RECORDING:
+                self._close_step(now)
+            self.step_num += 1
+            self._step_start_ticks = now
+            self._transition(prev, self.schedule(self.step_num))
+            self._nvtx_step()
+
+    # ---- signals --------------------------------------------------------------------------------
+    # SIGTERM (scancel, a batch system's time limit, `kill`) would end the process without a word
+    # from Python; SIGINT (Ctrl-C) raises KeyboardInterrupt wherever the program is. While a session
+    # is active its handler saves the span in progress (the steps so far, and the step the signal
+    # came in, as for an exception) through on_trace_ready, then does what the signal would have
+    # done: the previous handler is called, or, when that was the default action, the default is
+    # restored and the signal raised again, so the process ends with the same status (143 for
+    # SIGTERM). Installed from the main thread only (Python runs signal handlers there), over any
+    # handler but "ignore", and the previous handler is back when the session ends.
+    def _install_signal_handlers(self) -> None:
+        self._signal_previous = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in _ENDING_SIGNALS:
+            try:
+                previous = signal.getsignal(signum)
+                if previous is None or previous == signal.SIG_IGN:
+                    continue  # set outside Python (cannot be chained to), or ignored: left alone
+                signal.signal(signum, self._on_signal)
+                self._signal_previous[signum] = previous
+            except (ValueError, OSError):  # an embedding that does not allow it
+                continue
+
+    def _restore_signal_handlers(self) -> None:
+        for signum, previous in self._signal_previous.items():
+            try:
+                if signal.getsignal(signum) == self._on_signal:  # not if the program set its own since
+                    signal.signal(signum, previous)
+            except (ValueError, OSError):
+                pass
+
+    @contextlib.contextmanager
+    def _signals_held_back(self):
+        """gpuprof's own step and stop code runs whole: a signal that comes meanwhile is handled
+        once it is done."""
+        self._signals_held += 1
+        try:
+            yield
+        finally:
+            self._signals_held -= 1
+            if not self._signals_held and self._signals_pending:
+                pending, self._signals_pending = self._signals_pending, []
+                for signum in pending:
+                    self._on_signal(signum, None)
+
+    def _on_signal(self, signum: int, frame) -> None:
+        if self._signals_held:
+            if signum not in self._signals_pending:
+                self._signals_pending.append(signum)
+                return
+            # The same signal a second time while gpuprof's code runs means now: not held back.
+            self._signals_pending.remove(signum)
+        self._save_cut_span(signum)
+        previous = self._signal_previous.get(signum, signal.SIG_DFL)
+        if previous == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)  # ends the process as the signal would have
+            return
+        if callable(previous):
+            # It may raise (KeyboardInterrupt, SystemExit) or return (the program goes on: the next
+            # prof.step() starts over as after a span's end).
+            previous(signum, frame)
+
+    def _save_cut_span(self, signum: int) -> None:
+        """Save the span in progress (if one is), cut short by a signal."""
+        if self._signals_held or _active_session is not self:
+            return
+        if self.current_action not in _RECORDING or self._span_cut:
+            return
+        name = signal.Signals(signum).name
+        try:
+            with self._signals_held_back():
+                self._close_step(_core.collector_ticks())
+                self._span_cut = True
+                self._finish_span(partial=True, failed=True)
+        except Exception:  # the signal, not our report, decides what happens next
+            log.exception("gpuprof: could not save the span cut short by %s", name)
 
     def _nvtx_step(self) -> None:
         # GPU collection: each profiled step is also an NVTX range, for Nsight Systems.

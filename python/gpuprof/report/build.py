@@ -44,6 +44,7 @@ def build_report(
     gather: Optional[Gather] = None,
     rank_summaries: Optional[list] = None,
     rank_note: str = "",
+    skipped_files: Optional[list] = None,
     with_step_views: bool = True,
 ) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
@@ -58,6 +59,8 @@ def build_report(
             its summary joins the cross-rank section, and ``gather`` (when given) exchanges it
             with the other ranks' summaries.
         rank_summaries, rank_note: every rank's summary, for a folder of ranks read from files.
+        skipped_files: the folder's files that could not be read (``{"path", "error"}``), named
+            in the cross-rank section.
         with_step_views: also compute the timelines and per-step tables the HTML and JSON carry
             (needs ``trace``; the terminal text does not use them).
     """
@@ -85,7 +88,12 @@ def build_report(
         _attach_own_rank(data, rank, gather)
     elif rank_summaries is not None:
         world = max(s.get("world_size", 1) for s in rank_summaries)
-        attach(data, cross_rank(rank_summaries, expected_world_size=world), note=rank_note)
+        attach(
+            data,
+            cross_rank(rank_summaries, expected_world_size=world),
+            note=rank_note,
+            skipped_files=skipped_files,
+        )
     recommendations = advise(data)
     ordered = {k: data[k] for k in analysed_keys}
     ordered["advice"] = recommendations
@@ -194,13 +202,15 @@ def analyze(
     )
 
 
-def cross_rank_report(results: list[tuple]) -> Report:
+def cross_rank_report(results: list[tuple], skipped: Optional[list] = None) -> Report:
     """The Report of rank 0 (or of the first file) with every rank's row, the stragglers and the
-    advice, from ``gpuprof.analysis.summaries.summarize_files``' results. Ranks come from each
-    file's distributedInfo (or the saved report's ``distributed``). A rank given both by a saved
-    report and by a trace is read from the report; when ranks are still absent or repeated (copies
-    of one file), files are numbered in path order. The note says which."""
-    note = ""
+    advice, from ``gpuprof.analysis.summaries.summarize_files``' results (None for a file that
+    could not be read: ``skipped`` says which and why). Ranks come from each file's
+    distributedInfo (or the saved report's ``distributed``). A rank given both by a saved report
+    and by a trace is read from the report; when ranks are still absent or repeated (copies of one
+    file), files are numbered in path order. The note says which."""
+    results = [r for r in results if r is not None]
+    notes = []
     ranks = [s["rank"] for s, _ in results]
     if len(set(ranks)) != len(ranks):
         # A rank given both by a gpuprof report and by a trace (saved side by side): the report.
@@ -212,18 +222,25 @@ def cross_rank_report(results: list[tuple]) -> Report:
                 for s, _ in results
                 if not s.get("from_report") and s["rank"] in by_report
             ]
-            note = f"traces of ranks also given by gpuprof reports were left out: {', '.join(left)}"
+            notes.append(f"traces of ranks also given by gpuprof reports were left out: {', '.join(left)}")
             results = kept
     summaries = [s for s, _ in results]
     ranks = [s["rank"] for s in summaries]
     if len(set(ranks)) != len(ranks):
         for i, s in enumerate(summaries):
             s["rank"], s["world_size"] = i, len(summaries)
-        note = "rank numbers absent or repeated in the files: ranks are numbered in file order"
+        notes.append("rank numbers absent or repeated in the files: ranks are numbered in file order")
+    if skipped:
+        notes.append(
+            f"{len(skipped)} rank file{'s' if len(skipped) > 1 else ''} could not be read and "
+            f"{'were' if len(skipped) > 1 else 'was'} skipped: "
+            + "; ".join(f"{s['path']} ({s['error']})" for s in skipped)
+        )
+    note = "; ".join(notes)
     base = next((d for s, d in results if d is not None and s["rank"] == 0), None)
     if base is None:
         base = next((d for _, d in results if d is not None), None)
     if base is None:  # only when no file was rank 0 and none was kept: re-read the first
         base = summarize_file(summaries[0]["source"], keep_report="all")[1]
     base = {**base, "source": base.get("source", {})}
-    return build_report(analysed=base, rank_summaries=summaries, rank_note=note)
+    return build_report(analysed=base, rank_summaries=summaries, rank_note=note, skipped_files=skipped)

@@ -102,6 +102,8 @@ SCHEMA: dict = {
                 "had_step_markers": _BOOL,
                 "dropped_trailing_steps": _INT,
                 "dropped_incomplete_last": _BOOL,
+                "duplicate_step_markers": _INT,
+                "nested_step_markers": _INT,
             },
         },
         "dataloaders": {
@@ -194,6 +196,14 @@ SCHEMA: dict = {
                 "imbalance_pct": _NUM,
                 "slowest_unnamed": {"oneOf": [_STRAGGLER, {"type": "null"}]},
                 "note": _STR,
+                "skipped_files": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["path", "error"],
+                        "properties": {"path": _STR, "error": _STR},
+                    },
+                },
             },
         },
         "kernels": _rows("kernels"),

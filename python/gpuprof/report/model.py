@@ -217,9 +217,9 @@ class Report:
             self._written_trace(path, trace)
         text = renderer.render(self, **options)
         if path is not None:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text + renderer.file_end)
+            from ..traces.atomic import write_text
+
+            write_text(path, text + renderer.file_end)  # whole or not at all: never a truncated file
         return text
 
     def _repr_html_(self) -> str:

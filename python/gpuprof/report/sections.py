@@ -179,13 +179,15 @@ def fmt_bytes(n: float) -> str:
 
 # Characters that would act instead of show when a string from outside (a trace name, a path, a
 # data set's name) reaches a terminal or a log: C0 controls (a newline fakes a line, ESC starts an
-# ANSI sequence), DEL, C1 controls, and the bidirectional overrides that reorder what a reader sees.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# ANSI sequence), DEL, C1 controls, the bidirectional overrides that reorder what a reader sees, and
+# lone surrogates (a report's JSON may hold "\ud800"; no output encoding can write one).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable(text: Any) -> str:
     """A string from outside as one inert line: each control character shown as its escape
-    (\\n, \\x1b, \\u202e), everything else as it is."""
+    (\\n, \\x1b, \\u202e, \\ud800), everything else as it is. The result is also valid XML 1.0
+    text (which allows no C0 control but tab, newline and carriage return, even escaped)."""
     s = str(text)
     if not _UNPRINTABLE.search(s):
         return s
@@ -350,6 +352,23 @@ def trace_note(data: dict) -> Optional[str]:
     )
 
 
+def step_marker_note(data: dict) -> Optional[str]:
+    """What the step rules did with step markers that would have cut zero-length or overlapping
+    steps (repeated or nested ``ProfilerStep#N``); None when there were none."""
+    rules = data.get("step_rules") or {}
+    parts = []
+    if rules.get("duplicate_step_markers"):
+        n = rules["duplicate_step_markers"]
+        parts.append(f"{n} ProfilerStep markers repeated a step number: each number's became one step")
+    if rules.get("nested_step_markers"):
+        n = rules["nested_step_markers"]
+        parts.append(
+            f"{n} ProfilerStep marker{'s' if n > 1 else ''} inside another step (a nested profiler?) "
+            f"{'were' if n > 1 else 'was'} dropped"
+        )
+    return "; ".join(parts) or None
+
+
 def about_value(key: str, value: Any) -> str:
     """A source/metadata value for a person: a Unix time as a UTC date, the rest as text."""
     if key.endswith("_unix") and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -451,10 +470,13 @@ RANK_HEADERS = [
 
 def ranks_shown(data: dict) -> bool:
     """The cross-rank section is shown when the report holds more than one rank, names missing
-    ranks, or is one rank of a job. Its numbers come from analysis/ranks.py; this only formats them."""
+    ranks or skipped files, or is one rank of a job. Its numbers come from analysis/ranks.py; this
+    only formats them."""
     cr = data.get("cross_rank") or {}
     return (
-        len(data.get("ranks") or []) > 1 or bool(cr.get("missing_ranks")) or (cr.get("world_size") or 1) > 1
+        len(data.get("ranks") or []) > 1
+        or bool(cr.get("missing_ranks") or cr.get("skipped_files"))
+        or (cr.get("world_size") or 1) > 1
     )
 
 
@@ -510,11 +532,9 @@ def rank_summary_lines(data: dict) -> list[str]:
         f"{cr.get('matched_steps', 0)} steps matched by number, load imbalance "
         f"{cr.get('imbalance_pct', 0):.1f}% of the step"
     ]
-    if cr.get("missing_ranks"):
-        lines.append(
-            f"missing ranks: {', '.join(map(str, cr['missing_ranks']))}"
-            + (f" ({cr['note']})" if cr.get("note") else "")
-        )
+    if cr.get("missing_ranks") or cr.get("skipped_files"):
+        missing = ", ".join(map(str, cr.get("missing_ranks") or [])) or "none known"
+        lines.append(f"missing ranks: {missing}" + (f" ({cr['note']})" if cr.get("note") else ""))
     lines += straggler_lines(data)
     if not data.get("stragglers"):
         slow = cr.get("slowest_unnamed")
