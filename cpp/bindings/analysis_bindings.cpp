@@ -186,6 +186,13 @@ const std::vector<Field<StepMemoryRow>> kStepMemoryFields = {
     known("peak_rss_bytes", &StepMemoryRow::peak_rss_bytes),
 };
 
+const std::vector<Field<GpuBucket>> kGpuBucketFields = {
+    micros("start_us", &GpuBucket::start_ns),
+    micros("dur_us", &GpuBucket::dur_ns),
+    member("utilization_pct", &GpuBucket::utilization_pct),
+    member("sm_efficiency_pct", &GpuBucket::sm_efficiency_pct),
+};
+
 CopyKind copy_kind_arg(const std::string& s) {
   CopyKind k;
   if (parse_copy_kind(s, &k)) return k;
@@ -484,6 +491,23 @@ void bind_analysis(py::module_& m) {
       "The HTML timeline of one step [start_ns, end_ns): lane_order and names (first seen), events as "
       "[lane, name, start_us (from start_ns), dur_us, category, kind] sorted by start, counts per kind, "
       "and total (events before the cap: device work kept first, then the longest).");
+  m.def(
+      "gpu_timeline",
+      [](const Trace& t) {
+        std::vector<GpuTimeline> timelines;
+        {
+          py::gil_scoped_release release;
+          timelines = gpu_timelines(t);
+        }
+        py::dict out;
+        for (const GpuTimeline& tl : timelines)
+          out[py::str(std::to_string(tl.device))] = row_dicts(tl.buckets, kGpuBucketFields);
+        return out;
+      },
+      py::arg("trace"),
+      "Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's "
+      "buckets (a power of ten microseconds, at most 100): {device: [{start_us, dur_us, "
+      "utilization_pct, sm_efficiency_pct}]}.");
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
         "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");

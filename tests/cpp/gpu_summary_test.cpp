@@ -317,3 +317,41 @@ TEST(GpuSummary, HalfOverlappedAndCopiesCountedApart) {
   EXPECT_EQ(d.comm_overlap_compute_ns, 200);
   EXPECT_EQ(d.comm_overlap_copy_ns, 100);
 }
+
+// The GPU timeline (the plugin's buckets): the trace runs [0, 50 us), so the buckets are 1 us, 50 of
+// them. A kernel of 5 blocks on 10 SMs (share 0.5) runs [10 us, 15.5 us): buckets 10-14 are 100%
+// utilized at 50% SM efficiency, bucket 15 half of that, the rest idle.
+TEST(GpuSummary, TimelineInThePluginsBuckets) {
+  Trace t;
+  t.devices = {small_gpu(0)};
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 50'000);
+  add_kernel(t, "k", 10'000, 15'500, 0, 5, 50.0f);
+  const std::vector<GpuTimeline> tl = gpu_timelines(t);
+  ASSERT_EQ(tl.size(), 1u);
+  const std::vector<GpuBucket>& b = tl[0].buckets;
+  ASSERT_EQ(b.size(), 50u);
+  EXPECT_EQ(b[10].start_ns, 10'000);
+  EXPECT_EQ(b[10].dur_ns, 1'000);
+  for (int i = 10; i < 15; ++i) {
+    EXPECT_NEAR(b[i].utilization_pct, 100.0, 1e-9) << i;
+    EXPECT_NEAR(b[i].sm_efficiency_pct, 50.0, 1e-9) << i;
+  }
+  EXPECT_NEAR(b[15].utilization_pct, 50.0, 1e-9);
+  EXPECT_NEAR(b[15].sm_efficiency_pct, 25.0, 1e-9);
+  EXPECT_EQ(b[9].utilization_pct, 0.0);
+  EXPECT_EQ(b[16].utilization_pct, 0.0);
+}
+
+TEST(GpuSummary, TimelineLastBucketRunsToTheEnd) {
+  // 255 us: 10 us buckets (25 of them: 255 / 10, the last one [240, 255) is 15 us long).
+  Trace t;
+  t.devices = {small_gpu(0)};
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 255'000);
+  add_kernel(t, "k", 245'000, 255'000, 0, 10, 50.0f);
+  const std::vector<GpuTimeline> tl = gpu_timelines(t);
+  const std::vector<GpuBucket>& b = tl[0].buckets;
+  ASSERT_EQ(b.size(), 25u);
+  EXPECT_EQ(b.back().start_ns, 240'000);
+  EXPECT_EQ(b.back().dur_ns, 15'000);
+  EXPECT_NEAR(b.back().utilization_pct, 100.0 * 10 / 15, 1e-9);
+}

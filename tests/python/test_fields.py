@@ -93,3 +93,29 @@ def test_kernels_by_operator_are_drawn_with_their_launch_dimensions():
     assert "### GPU kernels by launching operator (top 1 of 1)" in md and "| aten::conv2d |" in md
     html = report.to_html()
     assert 'data-v="160.0">160x1x1</td>' in html and 'data-v="256.0">256x1x1</td>' in html
+
+
+def test_gpu_timeline_in_the_report_the_html_and_the_chrome_trace(tmp_path):
+    # The hand-built step runs [0, 1 ms): 10 us buckets (1000 / 10 = 100, at most 100). Its 400 us
+    # kernel of 160 blocks on 80 SMs (share 1) runs [100 us, 500 us): buckets 10 to 49 are 100% on
+    # both counts, the others 0.
+    report = build_report(_gpu_trace())
+    buckets = report.data["gpu_timeline"]["0"]
+    assert len(buckets) == 100 and buckets[10]["start_us"] == 100.0 and buckets[10]["dur_us"] == 10.0
+    busy = [i for i, b in enumerate(buckets) if b["utilization_pct"] > 0]
+    assert busy == list(range(10, 50))
+    assert all(
+        buckets[i]["utilization_pct"] == 100.0 and buckets[i]["sm_efficiency_pct"] == 100.0 for i in busy
+    )
+    assert "<h2>GPU timeline</h2>" in report.to_html()
+    import gzip
+    import json
+
+    report.to_json(tmp_path / "r.json")
+    events = json.loads(gzip.decompress((tmp_path / "r.trace.json.gz").read_bytes()))["traceEvents"]
+    counters = [e for e in events if e.get("ph") == "C" and e["name"] == "GPU 0 Utilization"]
+    assert len(counters) == 101 and counters[10]["args"] == {"utilization %": 100.0}
+    import gpuprof
+
+    again = gpuprof.analyze(tmp_path / "r.trace.json.gz")  # the counters do not disturb a re-read
+    assert [s["total_us"] for s in again.steps] == [s["total_us"] for s in report.steps]

@@ -51,6 +51,25 @@ std::vector<DeviceSummary> summarize_devices(const Trace& trace, const TimeWindo
 // Convenience: computes the breakdown's steps and the links itself.
 std::vector<DeviceSummary> summarize_devices(const Trace& trace);
 
+// The utilization and SM-efficiency time series of one device (the TensorBoard plugin's GPU
+// timeline): the trace's whole extent, first event to last, cut into buckets whose length is the
+// smallest power of ten microseconds that makes at most kMaxTimelineBuckets of them; the last
+// bucket runs to the end. Utilization and Est. SM efficiency are the GPU summary's definitions,
+// each over its bucket.
+struct GpuBucket {
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  double utilization_pct = 0.0;
+  double sm_efficiency_pct = 0.0;
+};
+constexpr int kMaxTimelineBuckets = 100;
+struct GpuTimeline {
+  int device = 0;
+  std::vector<GpuBucket> buckets;
+};
+// One timeline per device that ran a kernel, ordered by device id.
+std::vector<GpuTimeline> gpu_timelines(const Trace& trace);
+
 // The pieces, exposed for tests and for per-step use. `kernels` are indices into trace.events
 // of Kernel events of one device.
 double utilization_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const TimeWindow& w);

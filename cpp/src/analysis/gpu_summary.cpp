@@ -213,6 +213,54 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
   return out;
 }
 
+std::vector<GpuTimeline> gpu_timelines(const Trace& t) {
+  int64_t lo = 0, hi = 0;
+  bool any = false;
+  std::map<int, std::vector<uint32_t>> kernels_by_device;
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    lo = any ? std::min(lo, e.start_ns) : e.start_ns;
+    hi = any ? std::max(hi, e.end_ns()) : e.end_ns();
+    any = true;
+    if (e.kind == EventKind::Kernel && e.device >= 0) kernels_by_device[e.device].push_back(i);
+  }
+  std::vector<GpuTimeline> out;
+  if (!any || hi <= lo || kernels_by_device.empty()) return out;
+  // The plugin's buckets: 1, 10, 100... us, the first that makes at most 100 of them.
+  int64_t bucket_ns = 1000;
+  while ((hi - lo) / bucket_ns > kMaxTimelineBuckets) bucket_ns *= 10;
+  const int64_t n = std::max<int64_t>(1, (hi - lo) / bucket_ns);
+  const auto bucket_end = [&](int64_t b) { return b + 1 < n ? lo + (b + 1) * bucket_ns : hi; };
+  for (const auto& [id, kernels] : kernels_by_device) {
+    // Each kernel joins the buckets it overlaps (one or two, as a rule), so that each bucket's
+    // figures are the summary's own functions over its window.
+    std::vector<std::vector<uint32_t>> in_bucket(static_cast<size_t>(n));
+    for (uint32_t i : kernels) {
+      const Event& e = t.events[i];
+      if (e.dur_ns <= 0) continue;
+      const int64_t first = std::min(n - 1, (e.start_ns - lo) / bucket_ns);
+      for (int64_t b = first; b < n && lo + b * bucket_ns < e.end_ns(); ++b) in_bucket[size_t(b)].push_back(i);
+    }
+    GpuTimeline tl;
+    tl.device = id;
+    const DeviceProps* d = t.device(id);
+    for (int64_t b = 0; b < n; ++b) {
+      const TimeWindow w{lo + b * bucket_ns, bucket_end(b)};
+      GpuBucket g;
+      g.start_ns = w.start_ns;
+      g.dur_ns = w.length_ns();
+      const std::vector<uint32_t>& ks = in_bucket[size_t(b)];
+      if (!ks.empty()) {
+        g.utilization_pct = utilization_pct(t, ks, w);
+        g.sm_efficiency_pct = sm_efficiency_pct(t, ks, d, w);
+      }
+      tl.buckets.push_back(g);
+    }
+    out.push_back(std::move(tl));
+  }
+  return out;
+}
+
 std::vector<DeviceSummary> summarize_devices(const Trace& t) {
   const BreakdownResult steps = compute_breakdown(t);
   return summarize_devices(t, steps_window(steps), link_launches(t));

@@ -12,6 +12,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "gpuprof/gpu_summary.h"
+
 namespace gpuprof {
 
 namespace {
@@ -458,6 +460,33 @@ void write_trace(const Trace& t, BlockSink& sink) {
     w.Int64(m.total_reserved);
     w.EndObject();
     w.EndObject();
+  }
+  // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
+  // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
+  for (const GpuTimeline& tl : gpu_timelines(t)) {
+    for (const bool util : {true, false}) {
+      const std::string name =
+          "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
+      auto counter = [&](int64_t ts_ns, double pct) {
+        w.StartObject();
+        key(w, "ph");
+        w.String("C");
+        key(w, "name");
+        str(w, name);
+        key(w, "pid");
+        w.Int64(tl.device);
+        key(w, "ts");
+        write_us(w, ts_ns);
+        key(w, "args");
+        w.StartObject();
+        key(w, util ? "utilization %" : "sm efficiency %");
+        w.Double(pct);
+        w.EndObject();
+        w.EndObject();
+      };
+      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, util ? b.utilization_pct : b.sm_efficiency_pct);
+      if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
+    }
   }
   w.EndArray();
   key(w, "displayTimeUnit");

@@ -90,6 +90,9 @@ def report_dict(
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
     # "not reported by this device" and becomes None.
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
+    # Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's
+    # buckets (docs/metrics.md, "GPU timeline"); {} without kernels.
+    data["gpu_timeline"] = _core.gpu_timeline(trace)
     return data
 
 

@@ -293,8 +293,21 @@ def _overview(report) -> dict:
 def _devices(report) -> dict:
     devices = sec.devices(report.data)
     samples = sec.gpu_samples(report.data)
+    timeline = [
+        {
+            "device": int(device),
+            "t_us": b["start_us"],
+            "utilization_pct": b["utilization_pct"],
+            "sm_efficiency_pct": b["sm_efficiency_pct"],
+        }
+        for device, buckets in (report.data.get("gpu_timeline") or {}).items()
+        for b in buckets
+    ]
     return {
         "devices": devices,
+        "gpu_timeline_charts": _time_series_charts(
+            timeline, [("utilization and Est. SM efficiency", ("_pct",))], "GPU timeline"
+        ),
         "device_fields": [(k, n) for k, n in sec.DEVICE_FIELDS if any(d.get(k) is not None for d in devices)],
         "nvml_charts": _time_series_charts(
             samples,

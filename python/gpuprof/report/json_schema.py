@@ -226,6 +226,21 @@ SCHEMA: dict = {
             },
         },
         "gpu_samples": _rows("gpu_samples"),
+        "gpu_timeline": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "start_us": _NUM,
+                        "dur_us": _NUM,
+                        "utilization_pct": _NUM,
+                        "sm_efficiency_pct": _NUM,
+                    },
+                },
+            },
+        },
         "advice": {
             "type": "array",
             "items": {
