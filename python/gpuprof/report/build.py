@@ -17,11 +17,12 @@ from typing import Callable, Optional, Union
 
 from ..advice import advise
 from ..analysis import report_dict, step_views
-from ..analysis.ranks import attach, cross_rank, summary_from_report
-from ..analysis.summaries import summarize_file
 from ..traces.folders import trace_files
 from ..traces.read import check_path, import_trace, trace_source
 from .model import Report
+
+# The cross-rank analysis (and its statistics module) loads only for reports that have ranks: a
+# one-file `gpuprof analyze` never needs it (docs/performance.md).
 
 #: Called by a live span's build with this rank's summary; returns every rank's summaries and a
 #: note ({"summaries": [...], "note": str}), or None when no exchange took place.
@@ -87,6 +88,8 @@ def build_report(
     if rank is not None:
         _attach_own_rank(data, rank, gather)
     elif rank_summaries is not None:
+        from ..analysis.ranks import attach, cross_rank
+
         world = max(s.get("world_size", 1) for s in rank_summaries)
         attach(
             data,
@@ -107,6 +110,8 @@ def build_report(
 
 def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
     """A live span's cross-rank section: its own summary, and every rank's when ``gather`` had them."""
+    from ..analysis.ranks import attach, cross_rank, summary_from_report
+
     if rank["world_size"] > 1:
         data["metadata"]["distributedInfo"] = json.dumps(
             {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]}
@@ -209,6 +214,8 @@ def cross_rank_report(results: list[tuple], skipped: Optional[list] = None) -> R
     distributedInfo (or the saved report's ``distributed``). A rank given both by a saved report
     and by a trace is read from the report; when ranks are still absent or repeated (copies of one
     file), files are numbered in path order. The note says which."""
+    from ..analysis.summaries import summarize_file
+
     results = [r for r in results if r is not None]
     notes = []
     ranks = [s["rank"] for s, _ in results]
