@@ -129,3 +129,19 @@ class TrainerSpan:
                 )
                 continue
             self.written += [str(json_path), str(html_path)]
+
+
+class SpanOwner:
+    """What every trainer adapter exposes of its span: ``reports`` and ``written``."""
+
+    _span: TrainerSpan
+
+    @property
+    def reports(self) -> list:
+        """Every recorded span's Report, oldest first."""
+        return self._span.reports
+
+    @property
+    def written(self) -> list:
+        """The files written so far."""
+        return self._span.written

@@ -14,7 +14,7 @@ import warnings
 
 from transformers import TrainerCallback
 
-from ._span import TrainerSpan
+from ._span import SpanOwner, TrainerSpan
 
 
 def _trainer_in_call_stack():
@@ -31,7 +31,7 @@ def _trainer_in_call_stack():
     return None
 
 
-class GpuprofCallback(TrainerCallback):
+class GpuprofCallback(SpanOwner, TrainerCallback):
     """Profile the Trainer's steps with gpuprof.
 
     Args:
@@ -52,16 +52,6 @@ class GpuprofCallback(TrainerCallback):
         self._span = TrainerSpan(
             schedule=schedule, out=out, trace=trace, log=self._log if log else None, **profile_kwargs
         )
-
-    @property
-    def reports(self) -> list:
-        """Every recorded span's Report, oldest first."""
-        return self._span.reports
-
-    @property
-    def written(self) -> list:
-        """The files written so far."""
-        return self._span.written
 
     def _log(self, metrics: dict) -> None:
         if self._trainer is None:

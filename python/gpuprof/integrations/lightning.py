@@ -19,12 +19,18 @@ from typing import Optional
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler
 
-from ._span import TrainerSpan
+from ._span import SpanOwner, TrainerSpan
 
 
-def _log_to(trainer, metrics: dict) -> None:
-    for logger in getattr(trainer, "loggers", None) or []:
-        logger.log_metrics(dict(metrics), step=trainer.global_step)
+class _ToTrainerLoggers(SpanOwner):
+    """The headline numbers go to every logger of the Trainer running the span."""
+
+    _trainer = None
+
+    def _log(self, metrics: dict) -> None:
+        trainer = self._trainer
+        for logger in (getattr(trainer, "loggers", None) or []) if trainer is not None else []:
+            logger.log_metrics(dict(metrics), step=trainer.global_step)
 
 
 def _trainer_in_call_stack():
@@ -63,7 +69,7 @@ class _OptimizerStepSpan(TrainerSpan):
         super().stop()
 
 
-class GpuprofProfiler(Profiler):
+class GpuprofProfiler(_ToTrainerLoggers, Profiler):
     """``Trainer(profiler=GpuprofProfiler(...))``: profile the fit's optimizer steps with gpuprof.
 
     Args:
@@ -96,18 +102,6 @@ class GpuprofProfiler(Profiler):
             schedule=schedule, out=out, trace=trace, log=self._log if log else None, **profile_kwargs
         )
 
-    @property
-    def reports(self) -> list:
-        return self._span.reports
-
-    @property
-    def written(self) -> list:
-        return self._span.written
-
-    def _log(self, metrics: dict) -> None:
-        if self._trainer is not None:
-            _log_to(self._trainer, metrics)
-
     def start(self, action_name: str) -> None:
         if action_name == "run_training_epoch" and not self._span.active:
             self._trainer = _trainer_in_call_stack()
@@ -138,7 +132,7 @@ class GpuprofProfiler(Profiler):
         super().teardown(stage)
 
 
-class GpuprofCallback(Callback):
+class GpuprofCallback(_ToTrainerLoggers, Callback):
     """``Trainer(callbacks=[GpuprofCallback(...)])``: the same profile as ``GpuprofProfiler``
     (optimizer steps, reports per rank, numbers to the loggers) without Lightning's action ranges,
     for a Trainer whose ``profiler`` is taken by another."""
@@ -150,18 +144,6 @@ class GpuprofCallback(Callback):
         self._span = _OptimizerStepSpan(
             schedule=schedule, out=out, trace=trace, log=self._log if log else None, **profile_kwargs
         )
-
-    @property
-    def reports(self) -> list:
-        return self._span.reports
-
-    @property
-    def written(self) -> list:
-        return self._span.written
-
-    def _log(self, metrics: dict) -> None:
-        if self._trainer is not None:
-            _log_to(self._trainer, metrics)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._trainer = trainer
