@@ -31,6 +31,7 @@ def build_parser(verbs: list[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in verbs or VERBS:
         importlib.import_module(f"{__name__}.{verb}").add_parser(sub)
+    parser.set_defaults(verb_parsers=sub.choices)
     return parser
 
 
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     # `gpuprof`, `gpuprof --help` and a mistyped verb get the whole parser and its list of verbs.
     verb = _named_verb(argv)
     parser = build_parser([verb] if verb else None)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a mistyped option: the verb's own usage says which options it takes
+        verb_parser = (getattr(args, "verb_parsers", None) or {}).get(getattr(args, "verb", None), parser)
+        verb_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "verb", None):
         parser.print_help()
         return 2
