@@ -492,6 +492,27 @@ void bind_analysis(py::module_& m) {
       "[lane, name, start_us (from start_ns), dur_us, category, kind] sorted by start, counts per kind, "
       "and total (events before the cap: device work kept first, then the longest).");
   m.def(
+      "memory_curve",
+      [](const Trace& t, size_t max_points) {
+        std::vector<MemoryCurve> curves;
+        {
+          py::gil_scoped_release release;
+          curves = memory_curves(t, max_points);
+        }
+        py::dict out;
+        for (const MemoryCurve& c : curves) {
+          py::list points;
+          for (const MemoryPoint& p : c.points)
+            points.append(py::make_tuple(us(p.ts_ns), p.allocated_bytes, or_none(p.reserved_bytes)));
+          out[py::str(std::to_string(c.device))] = points;
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("max_points") = 2000,
+      "Each device's allocator level over time (-1: the host): {device: [(t_us, allocated_bytes, "
+      "reserved_bytes or None)]}, down-sampled past max_points keeping each slice's lowest and highest "
+      "sample (docs/metrics.md, \"Memory curve\").");
+  m.def(
       "gpu_timeline",
       [](const Trace& t) {
         std::vector<GpuTimeline> timelines;

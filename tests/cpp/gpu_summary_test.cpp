@@ -355,3 +355,33 @@ TEST(GpuSummary, TimelineLastBucketRunsToTheEnd) {
   EXPECT_EQ(b.back().dur_ns, 15'000);
   EXPECT_NEAR(b.back().utilization_pct, 100.0 * 10 / 15, 1e-9);
 }
+
+// The memory curve: samples with the allocator's level are taken as they are; a trace with only
+// allocation sizes gets the running sum lifted to a lowest point of 0 (+100, +50, -120, +30: the
+// sums 100, 150, 30, 60, lowest 0 already). Down-sampled to 4 points (2 slices of the 8 samples),
+// each slice keeps its lowest and highest sample in time order, so the peak stays.
+TEST(GpuSummary, MemoryCurveLevelsAndDownSampling) {
+  Trace t;
+  t.memory.push_back({20, 0, 500, 1000, 0});
+  t.memory.push_back({10, 0, 300, 1000, 0});
+  for (int64_t d : {100, 50, -120, 30}) t.memory.push_back({int64_t(t.memory.size()) * 10, d, -1, -1, -1});
+  std::vector<MemoryCurve> c = memory_curves(t, 100);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].device, -1);
+  std::vector<int64_t> host;
+  for (const MemoryPoint& p : c[0].points) host.push_back(p.allocated_bytes);
+  EXPECT_EQ(host, (std::vector<int64_t>{100, 150, 30, 60}));
+  EXPECT_EQ(c[0].points[0].reserved_bytes, -1);
+  EXPECT_EQ(c[1].device, 0);
+  EXPECT_EQ(c[1].points[0].ts_ns, 10);   // in time order
+  EXPECT_EQ(c[1].points[1].allocated_bytes, 500);
+
+  Trace many;
+  const int64_t levels[] = {1, 5, 2, 3, 9, 4, 0, 2};
+  for (int i = 0; i < 8; ++i) many.memory.push_back({i * 10, 0, levels[i], 10, 0});
+  const std::vector<MemoryCurve> d = memory_curves(many, 4);
+  std::vector<int64_t> kept;
+  for (const MemoryPoint& p : d[0].points) kept.push_back(p.allocated_bytes);
+  EXPECT_EQ(kept, (std::vector<int64_t>{1, 5, 9, 0}));   // slices {1,5,2,3} and {9,4,0,2}
+  EXPECT_EQ(d[0].samples, 8u);
+}

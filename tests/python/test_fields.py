@@ -119,3 +119,30 @@ def test_gpu_timeline_in_the_report_the_html_and_the_chrome_trace(tmp_path):
 
     again = gpuprof.analyze(tmp_path / "r.trace.json.gz")  # the counters do not disturb a re-read
     assert [s["total_us"] for s in again.steps] == [s["total_us"] for s in report.steps]
+
+
+def test_memory_curve_from_allocator_samples_and_real_traces():
+    # The hand-built step has one allocator sample on GPU 0 at 50 us: 4096 allocated, 8192 reserved;
+    # the curve's peak is the GPU summary's peak.
+    report = build_report(_gpu_trace())
+    assert report.data["memory_curve"] == {"0": [[50.0, 4096, 8192]]}
+    assert report.devices[0]["peak_allocated_bytes"] == 4096
+    assert "<h2>Memory curve</h2>" in report.to_html()
+    # Real traces' [memory] events (thousands, down-sampled to at most 2000 points a device). The
+    # DDP sample records the allocator's totals: the curve keeps the peak the GPU summary reports.
+    # The ResNet-50 sample records only each allocation's size: the curve is the running sum,
+    # lifted to a lowest point of 0, with no reserved level.
+    from _traces import TRACES
+
+    ddp = TRACES / "hta_2xv100_ddp" / "rank0.json.gz"
+    resnet = TRACES / "tb_resnet50_v100_nw0" / "worker0.1623143089861.pt.trace.json.gz"
+    if not (ddp.exists() and resnet.exists()):
+        pytest.skip("shared traces folder is absent")
+    import gpuprof
+
+    real = gpuprof.analyze(ddp)
+    curve = real.data["memory_curve"]["1"]
+    assert len(curve) == 2000 and [t for t, _a, _r in curve] == sorted(t for t, _a, _r in curve)
+    assert max(a for _t, a, _r in curve) == real.devices[0]["peak_allocated_bytes"] == 6629508096
+    old = gpuprof.analyze(resnet).data["memory_curve"]["0"]
+    assert min(a for _t, a, _r in old) == 0 and all(r is None for _t, _a, r in old)

@@ -70,6 +70,24 @@ struct GpuTimeline {
 // One timeline per device that ran a kernel, ordered by device id.
 std::vector<GpuTimeline> gpu_timelines(const Trace& trace);
 
+// The memory curve of one device (-1: the host), from the allocator's samples in time order:
+// (ts_ns, allocated, reserved). A sample without the level (old Kineto traces carry only each
+// allocation's size) is given the running sum of the sizes, lifted so that its lowest point is 0,
+// as the TensorBoard plugin rebuilt it; reserved is then -1 (unknown). Past max_points samples the
+// curve keeps the lowest and the highest sample of each of max_points / 2 equal slices of the
+// samples, in time order, so its peak and its envelope stay.
+struct MemoryPoint {
+  int64_t ts_ns = 0;
+  int64_t allocated_bytes = 0;
+  int64_t reserved_bytes = -1;
+};
+struct MemoryCurve {
+  int device = -1;
+  std::vector<MemoryPoint> points;
+  size_t samples = 0;   // before any down-sampling
+};
+std::vector<MemoryCurve> memory_curves(const Trace& trace, size_t max_points);
+
 // The pieces, exposed for tests and for per-step use. `kernels` are indices into trace.events
 // of Kernel events of one device.
 double utilization_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const TimeWindow& w);

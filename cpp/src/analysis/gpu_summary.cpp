@@ -261,6 +261,53 @@ std::vector<GpuTimeline> gpu_timelines(const Trace& t) {
   return out;
 }
 
+std::vector<MemoryCurve> memory_curves(const Trace& t, size_t max_points) {
+  std::map<int, std::vector<const MemorySample*>> by_device;
+  for (const MemorySample& m : t.memory) by_device[m.device].push_back(&m);
+  std::vector<MemoryCurve> out;
+  for (auto& [device, samples] : by_device) {
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const MemorySample* a, const MemorySample* b) { return a->ts_ns < b->ts_ns; });
+    MemoryCurve c;
+    c.device = device;
+    c.samples = samples.size();
+    int64_t running = 0, lowest = 0;
+    for (const MemorySample* m : samples) {
+      running += m->bytes_delta;
+      lowest = std::min(lowest, running);
+    }
+    running = 0;
+    std::vector<MemoryPoint> all;
+    all.reserve(samples.size());
+    for (const MemorySample* m : samples) {
+      running += m->bytes_delta;
+      MemoryPoint p;
+      p.ts_ns = m->ts_ns;
+      p.allocated_bytes = m->total_allocated >= 0 ? m->total_allocated : running - lowest;
+      p.reserved_bytes = m->total_allocated >= 0 ? m->total_reserved : -1;
+      all.push_back(p);
+    }
+    if (max_points >= 2 && all.size() > max_points) {
+      const size_t slices = max_points / 2;
+      for (size_t k = 0; k < slices; ++k) {
+        const size_t lo = all.size() * k / slices, hi = all.size() * (k + 1) / slices;
+        if (lo >= hi) continue;
+        size_t low = lo, high = lo;
+        for (size_t i = lo; i < hi; ++i) {
+          if (all[i].allocated_bytes < all[low].allocated_bytes) low = i;
+          if (all[i].allocated_bytes > all[high].allocated_bytes) high = i;
+        }
+        c.points.push_back(all[std::min(low, high)]);
+        if (low != high) c.points.push_back(all[std::max(low, high)]);
+      }
+    } else {
+      c.points = std::move(all);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::vector<DeviceSummary> summarize_devices(const Trace& t) {
   const BreakdownResult steps = compute_breakdown(t);
   return summarize_devices(t, steps_window(steps), link_launches(t));

@@ -23,6 +23,9 @@ from .._native import _core
 
 SCHEMA_VERSION = 3  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops
 
+# The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
+MEMORY_CURVE_POINTS = 2000
+
 # (JSON key stem, display name), in the breakdown's priority order.
 CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
 
@@ -93,6 +96,12 @@ def report_dict(
     # Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's
     # buckets (docs/metrics.md, "GPU timeline"); {} without kernels.
     data["gpu_timeline"] = _core.gpu_timeline(trace)
+    # Each device's allocator level over time (-1: the host), at most MEMORY_CURVE_POINTS points
+    # (docs/metrics.md, "Memory curve"); {} without allocator samples.
+    data["memory_curve"] = {
+        device: [list(p) for p in points]
+        for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
+    }
     return data
 
 

@@ -303,8 +303,14 @@ def _devices(report) -> dict:
         for device, buckets in (report.data.get("gpu_timeline") or {}).items()
         for b in buckets
     ]
+    curve = [
+        {"device": int(device), "t_us": t, "allocated_bytes": allocated, "reserved_bytes": reserved}
+        for device, points in (report.data.get("memory_curve") or {}).items()
+        for t, allocated, reserved in points
+    ]
     return {
         "devices": devices,
+        "memory_curve_charts": _time_series_charts(curve, [("allocator", ("_bytes",))], "Memory curve"),
         "gpu_timeline_charts": _time_series_charts(
             timeline, [("utilization and Est. SM efficiency", ("_pct",))], "GPU timeline"
         ),

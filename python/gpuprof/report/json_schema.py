@@ -226,6 +226,13 @@ SCHEMA: dict = {
             },
         },
         "gpu_samples": _rows("gpu_samples"),
+        "memory_curve": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "array",
+                "items": {"type": "array", "prefixItems": [_NUM, _INT, {"type": ["integer", "null"]}]},
+            },
+        },
         "gpu_timeline": {
             "type": "object",
             "additionalProperties": {
