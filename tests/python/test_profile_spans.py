@@ -117,3 +117,26 @@ def test_partial_span_note_with_keep_reports_1_says_the_complete_span_is_not_kep
         "span 4 is complete (steps 13..14) (not kept: keep_reports=1; on_trace_ready received it)"
         in src["note"]
     )
+
+
+def test_report_writing_is_not_counted_in_the_next_step():
+    # Every step is a span of its own; on_trace_ready takes 300 ms (a slow file system). The steps
+    # themselves do a millisecond of work: none of them may hold the previous span's 300 ms.
+    import time
+
+    torch = pytest.importorskip("torch")
+    spans = []
+
+    def slow_save(prof):
+        spans.append(prof.report())
+        time.sleep(0.3)
+
+    with gpuprof.profile(
+        schedule=gpuprof.schedule(wait=0, warmup=0, active=1, repeat=0), on_trace_ready=slow_save
+    ) as prof:
+        for _ in range(4):
+            torch.randn(64, 64).sum()
+            prof.step()
+    steps = [s for r in spans for s in r.steps]
+    assert len(steps) >= 3
+    assert all(s["total_us"] < 150_000 for s in steps), [s["total_us"] for s in steps]

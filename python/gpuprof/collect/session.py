@@ -342,6 +342,9 @@ class profile:
     def _transition(self, prev: ProfilerAction, new: ProfilerAction) -> None:
         if prev == ProfilerAction.RECORD_AND_SAVE:
             self._finish_span(partial=False)
+            # Building the span's report and on_trace_ready's writing are gpuprof's time, not the
+            # next step's: the next step starts when control goes back to the training loop.
+            self._step_start_ticks = _core.collector_ticks()
         starting_span = new in _HOOKED and (prev not in _HOOKED or prev == ProfilerAction.RECORD_AND_SAVE)
         leaving_warmup = prev == ProfilerAction.WARMUP and new in _RECORDING
         if starting_span or leaving_warmup:
