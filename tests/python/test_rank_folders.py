@@ -85,3 +85,26 @@ def test_one_process_run_folder_is_one_report_and_other_json_is_named(tmp_path):
     )
     assert scaling.returncode == 0, scaling.stderr
     assert json.loads(scaling.stdout)["scaling"][0]["world_size"] == 1
+
+
+def test_a_trailing_trace_with_no_work_in_its_steps_is_named_and_left_out(tmp_path):
+    # torch.profiler's schedule with tensorboard_trace_handler writes, after the last full cycle, a
+    # trace of the next cycle's warm-up only: a step marker and nothing in it. Beside a real trace
+    # it is named on stderr and left out, instead of a report of "1 steps, Other 100%".
+    _core.export_chrome_trace(_rank_trace(0, 1), str(tmp_path / "w.1.pt.trace.json.gz"))
+    idle = _core.Trace()
+    idle.add_event("step", "ProfilerStep#12", 0, 128_000)
+    _core.export_chrome_trace(idle, str(tmp_path / "w.2.pt.trace.json.gz"))
+    out = tmp_path / "all.json"
+    proc = _analyze(tmp_path, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "left out" in proc.stderr and "w.2.pt.trace.json.gz" in proc.stderr
+    (only,) = json.loads(out.read_text())
+    assert only["source"]["path"].endswith("w.1.pt.trace.json.gz")
+    # Alone, it is still shown as it is (there is nothing else to show).
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (tmp_path / "w.2.pt.trace.json.gz").rename(alone / "w.2.pt.trace.json.gz")
+    (alone / "w.3.pt.trace.json.gz").write_bytes((alone / "w.2.pt.trace.json.gz").read_bytes())
+    proc = _analyze(alone)
+    assert proc.returncode == 0 and "left out" not in proc.stderr

@@ -121,8 +121,6 @@ def _run_folder(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be 1 or more, got {args.workers}")
     if unrecognised:  # listed and skipped: neither a trace nor a gpuprof report
-        from ..report.sections import printable
-
         names = ", ".join(printable(display_path(p)) for p in unrecognised[:5])
         more = f" and {len(unrecognised) - 5} more" if len(unrecognised) > 5 else ""
         print(
@@ -167,15 +165,32 @@ def _run_folder(args) -> int:
         reports = [cross_rank_report([r for _f, r in read], skipped=skipped)]
         payload = lambda: reports[0].to_json()  # noqa: E731 (built only for --json)
     else:
-        reports = []
+        reports, idle = [], []
         for f, (_s, d) in read:
-            reports.append(
-                build_report(
-                    analysed=d if d is not None else summarize_file(str(f), drop, keep_report="all")[1]
-                )
+            report = build_report(
+                analysed=d if d is not None else summarize_file(str(f), drop, keep_report="all")[1]
             )
+            (idle if _no_work_in_steps(report) else reports).append((f, report))
+        if reports:  # a folder of nothing but idle traces still shows them, as they are
+            for f, _report in idle:
+                print(
+                    f"gpuprof analyze: left out {printable(display_path(f))}: its steps hold no recorded "
+                    "work (a torch.profiler cycle's trailing trace: the next cycle's warm-up only)",
+                    file=sys.stderr,
+                )
+        reports = [r for _f, r in (reports or idle)]
         payload = lambda: "[\n" + ",\n".join(r.to_json() for r in reports) + "\n]"  # noqa: E731
     return _write_outputs(args, reports, payload)
+
+
+def _no_work_in_steps(report) -> bool:
+    """No step, or steps of nothing but Other: no operator, range, data loading or device work was
+    recorded in them (what torch.profiler's schedule writes for the warm-up of a cycle that never
+    ran)."""
+    from ..analysis import CATEGORIES
+
+    avg = report.average
+    return not report.steps or all(not avg.get(f"{key}_us") for key, _name in CATEGORIES if key != "other")
 
 
 def _write_outputs(args, reports: list, payload) -> int:
