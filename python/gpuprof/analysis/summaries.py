@@ -23,7 +23,7 @@ from . import report_dict
 from .ranks import summary_from_report
 
 
-def analyse_file(
+def file_report_dict(
     path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True, import_cpus: int = 0
 ) -> dict:
     """The analysed report dict of one trace file (no advice: the report builder adds it)."""
@@ -48,7 +48,9 @@ def summarize_file(
         with open(p, encoding="utf-8") as f:
             data = json.load(f)
     else:
-        data = analyse_file(p, drop_incomplete_last_step=drop_incomplete_last_step, import_cpus=import_cpus)
+        data = file_report_dict(
+            p, drop_incomplete_last_step=drop_incomplete_last_step, import_cpus=import_cpus
+        )
     info = dict(data.get("distributed") or {})
     m = _HOST_FROM_NAME.match(p.name)
     if m and not info.get("hostname"):

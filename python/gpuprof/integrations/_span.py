@@ -24,14 +24,11 @@ DEFAULT_SCHEDULE = dict(wait=2, warmup=1, active=5, repeat=1)
 def rank() -> tuple[int, int]:
     """(rank, world size) of this process: torch.distributed's when it is initialised, else the
     launcher's variables (torchrun, SLURM), else (0, 1)."""
-    import sys
+    from ..collect.exchange import rank_info
 
-    dist = getattr(sys.modules.get("torch"), "distributed", None)
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except Exception:
-        pass
+    info = rank_info()  # the session's own view of the job (world size 1 until initialised)
+    if info["world_size"] > 1:
+        return info["rank"], info["world_size"]
     for r, w in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
         if os.environ.get(r, "").isdigit() and os.environ.get(w, "").isdigit():
             return int(os.environ[r]), int(os.environ[w])

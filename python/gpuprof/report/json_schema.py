@@ -20,15 +20,19 @@ _CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
 _CATEGORY_PCT = {f"{k}_pct": _NUM for k, _ in CATEGORIES}
 
 
-def _rows(table: str) -> dict:
-    """A result table (analysis/fields.py): a list of flat rows (or {"rows": [...]})."""
-    row = {
+def _row(table: str) -> dict:
+    """One row of a result table (analysis/fields.py)."""
+    return {
         "type": "object",
         "properties": {
-            f.key: {"type": f.type.split("|")[0] if "|" not in f.type else f.type.split("|")}
-            for f in BY_KEY[table].fields
+            f.key: {"type": f.type.split("|") if "|" in f.type else f.type} for f in BY_KEY[table].fields
         },
     }
+
+
+def _rows(table: str) -> dict:
+    """A result table: a list of flat rows (or {"rows": [...]})."""
+    row = _row(table)
     return {
         "oneOf": [
             {"type": "array", "items": row},
@@ -138,7 +142,7 @@ SCHEMA: dict = {
             "properties": {"events": _INT, "dropped": _INT, "skipped": _INT, "steps": _INT},
         },
         "metadata": {"type": "object", "additionalProperties": _STR},
-        "devices": {"type": "array", "items": _rows("devices")["oneOf"][0]["items"]},
+        "devices": {"type": "array", "items": _row("devices")},
         # The cross-rank report (docs/distributed.md).
         "distributed": {
             "type": "object",

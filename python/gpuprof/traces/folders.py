@@ -21,12 +21,10 @@ def report_files(folder: Union[str, os.PathLike]) -> list[Path]:
     out = []
     for p in sorted(Path(folder).rglob("*.json")):
         try:
-            with open(p, "rb") as f:
-                head = f.read(_SNIFF)
+            if is_report(p):
+                out.append(p)
         except OSError:
             continue
-        if b'"schema_version"' in head and b'"traceEvents"' not in head:
-            out.append(p)
     return out
 
 
@@ -67,6 +65,8 @@ def rank_files(folder: Union[str, os.PathLike], unrecognised: Optional[list] = N
 
 
 def is_report(p: Path) -> bool:
+    """A gpuprof report (its head names a ``schema_version``) rather than a trace; OSError when the
+    file cannot be read."""
     with open(p, "rb") as f:
         head = f.read(_SNIFF)
     return b'"schema_version"' in head and b'"traceEvents"' not in head
