@@ -4,14 +4,17 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gpuprof/breakdown.h"
+#include "gpuprof/flops.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/occupancy.h"
@@ -151,7 +154,64 @@ const std::vector<Field<OperatorRow>> kOperatorFields = {
     member("tc_eligible", &OperatorRow::tc_eligible),
     {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
     {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
+    // ---- FLOPs ----
+    member("flops", &OperatorRow::flops),
+    // ---- end FLOPs ----
 };
+
+// ---- FLOPs: the roofline's rows, and each step's FLOPs ---------------------------------------------
+const std::vector<Field<RooflineRow>> kRooflineFields = {
+    member("name", &RooflineRow::name),
+    member("input_shapes", &RooflineRow::input_shapes),
+    {"flop_class", [](const RooflineRow& r) { return py::object(py::str(flop_class_key(r.cls))); }},
+    member("calls", &RooflineRow::calls),
+    member("flops", &RooflineRow::flops),
+    known("bytes", &RooflineRow::bytes),
+    micros("time_us", &RooflineRow::time_ns),
+    member("on_device", &RooflineRow::on_device),
+    {"intensity_flop_per_byte", [](const RooflineRow& r) { return or_none(r.intensity); }},
+    {"achieved_tflops",
+     [](const RooflineRow& r) { return py::object(py::float_(r.achieved_flops_per_s / 1e12)); }},
+};
+
+py::dict step_flops_dict(const StepFlops& s) {
+  py::dict d;
+  d["step"] = s.step;
+  d["flops"] = s.total;
+  d["matmul_flops"] = s.matmul;
+  d["other_flops"] = s.other;
+  d["matmul_forward_flops"] = s.matmul_forward;
+  d["forward_flops"] = s.forward;
+  d["backward_flops"] = s.backward;
+  d["recompute_flops"] = s.recompute;
+  d["other_calls"] = s.other_calls;
+  d["uncounted_calls"] = s.uncounted_calls;
+  d["uncounted_matmul_calls"] = s.uncounted_matmul_calls;
+  d["backward_ran"] = s.backward_ran;
+  py::dict by_dtype;
+  for (int k = 0; k < kNumFlopDtypes; ++k)
+    if (s.matmul_by_dtype[size_t(k)] != 0)
+      by_dtype[flop_dtype_key(static_cast<FlopDtype>(k))] = s.matmul_by_dtype[size_t(k)];
+  d["matmul_flops_by_dtype"] = by_dtype;
+  return d;
+}
+
+py::dict flops_dict(const Trace& t, const AnalysisTables& a) {
+  py::dict d;
+  py::list steps;
+  for (const StepFlops& s : a.step_flops) steps.append(step_flops_dict(s));
+  d["steps"] = steps;
+  d["roofline"] = row_dicts(a.roofline, kRooflineFields);   // every row: the bounds need the peak (Python)
+  d["counted_calls"] = a.flops.ops.size();
+  d["uncounted_calls"] = a.flops.uncounted.size();
+  std::map<std::string, int64_t> uncounted_by_op;   // which ops lacked their inputs
+  for (uint32_t i : a.flops.uncounted) ++uncounted_by_op[t.name_of(t.events[i])];
+  d["uncounted_by_op"] = uncounted_by_op;
+  d["trace_flops_checked"] = a.flops.trace_args_checked;
+  d["trace_flops_differ"] = a.flops.trace_args_differ;
+  return d;
+}
+// ---- end FLOPs ----
 
 const std::vector<Field<RangeRow>> kRangeFields = {
     member("name", &RangeRow::name),
@@ -235,6 +295,12 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["copies"] = row_dicts(a.copies, kCopyFields);
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
   out["memory"] = row_dicts(a.memory, kStepMemoryFields);
+  out["flops"] = flops_dict(t, a);   // FLOPs
+  // FLOPs: each event's counted FLOPs (int64, 0 where none count), for attributions over events.
+  std::vector<int64_t> per_event(t.events.size(), 0);
+  for (const CountedOp& c : a.flops.ops) per_event[c.event] = c.flops;
+  out["event_flops"] =
+      py::bytes(reinterpret_cast<const char*>(per_event.data()), per_event.size() * sizeof(int64_t));
   return out;
 }
 
@@ -529,6 +595,68 @@ void bind_analysis(py::module_& m) {
       "Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's "
       "buckets (a power of ten microseconds, at most 100): {device: [{start_us, dur_us, "
       "utilization_pct, sm_efficiency_pct}]}.");
+  // ---- FLOPs ----
+  trace.def_property_readonly(
+      "device_names",
+      [](const Trace& t) {
+        py::dict out;
+        for (const DeviceProps& d : t.devices) out[py::int_(d.id)] = d.name;
+        return out;
+      },
+      "{device id: name} of the devices the trace describes (deviceProperties, or the live session's).");
+  trace.def(
+      "set_op_args",
+      [](Trace& t, size_t event_index, const std::string& types, const std::string& concrete, int64_t trace_flops,
+         bool grad_recorded) {
+        if (event_index >= t.events.size())
+          throw py::index_error("event " + std::to_string(event_index) + " does not exist (the trace has " +
+                                std::to_string(t.events.size()) + " events)");
+        Event& e = t.events[event_index];
+        if (e.kind != EventKind::HostOp)
+          throw py::value_error("op args belong to host ops; event " + std::to_string(event_index) + " ('" +
+                                t.name_of(e) + "') is not one");
+        if (grad_recorded) e.flags |= kGradRecordedFlag;
+        OpArgs a;
+        a.event = static_cast<uint32_t>(event_index);
+        a.types = types.empty() ? 0 : t.strings.intern(types);
+        a.concrete = concrete.empty() ? 0 : t.strings.intern(concrete);
+        a.trace_flops = trace_flops;
+        auto it = std::lower_bound(t.op_args.begin(), t.op_args.end(), a.event,
+                                   [](const OpArgs& x, uint32_t ev) { return x.event < ev; });
+        if (it != t.op_args.end() && it->event == a.event) *it = a;
+        else t.op_args.insert(it, a);
+      },
+      py::arg("event_index"), py::arg("types") = "", py::arg("concrete") = "", py::arg("trace_flops") = -1,
+      py::arg("grad_recorded") = false,
+      "Record a host op's input types and concrete inputs (Kineto's 'Input type' and 'Concrete Inputs' "
+      "lists, as Python prints them), a trace's `flops` arg (-1: none), and whether it recorded autograd "
+      "history (Kineto's 'Sequence number').");
+  m.def(
+      "op_flops",
+      [](const std::string& name, const std::string& shapes, const std::string& types,
+         const std::string& concrete) {
+        const OpFlops f = op_flops(name, parse_op_inputs(shapes, types, concrete));
+        py::dict d;
+        d["flop_class"] = flop_class_key(f.cls);
+        d["flops"] = or_none(f.flops);
+        d["bytes"] = or_none(f.bytes);
+        d["dtype"] = flop_dtype_key(f.dtype);
+        return d;
+      },
+      py::arg("name"), py::arg("shapes"), py::arg("types") = "", py::arg("concrete") = "",
+      "The FLOPs of one call of an operator from its input shapes (and types, and concrete inputs) as "
+      "Kineto writes them: {flop_class ('matmul', 'other', '' for no rule), flops (None: the rule's "
+      "inputs are missing), bytes, dtype}.");
+  m.def(
+      "flop_rules",
+      [] {
+        py::list out;
+        for (const FlopRuleInfo& r : flop_rules())
+          out.append(py::make_tuple(r.name, flop_class_key(r.cls), r.per_element, r.what));
+        return out;
+      },
+      "Every FLOP rule: (operator name without aten::, class, FLOPs per element or 0, what it counts).");
+  // ---- end FLOPs ----
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
         "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");

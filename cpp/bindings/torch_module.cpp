@@ -11,6 +11,8 @@ PYBIND11_MODULE(_torchhooks, m) {
   m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false);
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);
+  m.def("flop_capture_installed", &gpuprof::collect::flop_capture_installed,
+        "The matrix-class ops' input capture (their FLOPs without record_shapes) is registered.");
   m.def("_install_idle", &gpuprof::collect::install_idle_hooks, py::arg("needs_inputs") = false,
         "Bench only (bench/overhead_callgrind.py): callbacks that do nothing, to measure what "
         "LibTorch spends on running any callback.");

@@ -21,6 +21,15 @@ def _gpu_trace():
     """The hand-built GPU step (_gpu_step.py) with a synchronisation, a user range and an NVML
     sample added: every table gets a row."""
     t = conv_step_trace()
+    # The convolution inside aten::conv2d, with the shapes and scalars its FLOPs need (a roofline row).
+    t.add_event("host_op", "aten::convolution", 11_000, 90_000, external_id=6)
+    t.set_input_shapes(t.num_events - 1, "[[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []]")
+    t.set_op_args(
+        t.num_events - 1,
+        types="['float', 'float', '', 'ScalarList', 'ScalarList', 'ScalarList', 'Scalar', 'ScalarList', "
+        "'Scalar']",
+        concrete="['', '', '', '[1, 1]', '[1, 1]', '[1, 1]', 'False', '[0, 0]', '1']",
+    )
     t.add_event("user_range", "Optimizer.step#SGD.step", 700_000, 100_000)
     t.add_event("runtime", "cudaDeviceSynchronize", 300_000, 50_000)
     t.add_gpu_sample(0, device=0, gpu_util_pct=35, memory_used_bytes=2 << 30, power_mw=250_500)

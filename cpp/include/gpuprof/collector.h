@@ -63,6 +63,15 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind);
 // the text is written once per distinct list, not once per op. dims == nullptr: no shapes.
 uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims, size_t n_dims);
 void host_exit_now(const void* key);
+// ---- FLOPs ----
+// The inputs of the op innermost open on the calling thread, recorded from inside that op (the
+// hooks' capture of the ops FLOPs are counted for, torch_hooks.cpp): its input sizes (`dims` as
+// host_enter_now takes them; kept unless record_shapes gave them already), its input types and
+// scalar inputs as Kineto writes them (trace.h, OpArgs), and whether it recorded autograd
+// history. Ignored unless the innermost open op is named `name` (the op's own name).
+void host_op_inputs(const char* name, const int64_t* dims, size_t n_dims, std::string_view types,
+                    std::string_view concrete, bool grad_recorded);
+// ---- end FLOPs ----
 // The text host_enter_now records for a dims list (see above); for tests.
 std::string shapes_text(const int64_t* dims, size_t n_dims);
 // A complete event (step markers, imported or synthesised ranges).

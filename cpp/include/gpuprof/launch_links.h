@@ -27,4 +27,8 @@ struct LaunchLinks {
 // O(n log n): one sort of each thread's host events, hash maps for the ids.
 LaunchLinks link_launches(const Trace& trace);
 
+// The host ops' indices, outer before inner (by start, the longer first at equal starts): a
+// walk in this order meets an op's parent before the op, a reverse walk its children first.
+std::vector<uint32_t> host_ops_outer_first(const Trace& trace);
+
 }   // namespace gpuprof

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpuprof/breakdown.h"
+#include "gpuprof/flops.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/trace.h"
@@ -50,8 +51,15 @@ struct OperatorRow {
   double tc_total_pct() const {
     return device_total_ns > 0 ? 100.0 * double(tc_total_ns) / double(device_total_ns) : -1.0;
   }
+  // ---- FLOPs (flops.h): counted at this operator's calls (0 where none counts here) ----
+  int64_t flops = 0;
+  int64_t flop_bytes = 0;   // the bytes those calls read and write; -1 where a call's are unknown
+  FlopClass flop_class = FlopClass::None;
+  // ---- end FLOPs ----
 };
-std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links);
+// `flops`: the FLOPs counted per event (count_flops), or null for rows without them.
+std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links,
+                                        const FlopCounts* flops = nullptr);
 
 // One row per kernel name, launching operator (the host op whose runtime call launched it; "" for
 // none) and launch configuration (grid, block, registers per thread, shared memory): the plugin's
@@ -186,6 +194,11 @@ struct AnalysisTables {
   std::vector<SyncRow> syncs;
   std::vector<StepMemoryRow> memory;
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
+  // ---- FLOPs ----
+  FlopCounts flops;
+  std::vector<StepFlops> step_flops;
+  std::vector<RooflineRow> roofline;
+  // ---- end FLOPs ----
 };
 AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options);
 

@@ -74,6 +74,19 @@ struct HostMemorySample {
   int64_t rss_bytes = 0;
 };
 
+// ---- FLOPs: what a host op's FLOP rule reads besides its name and shapes (Event::aux) ----
+// Kept only for host ops that have any of it, sorted by `event`. The texts are written as Python
+// prints a list, in Kineto's form: types "['float', 'float', 'Scalar']" ("Input type"), scalar
+// and list inputs "['', '', '[2, 2]', 'False']" ("Concrete Inputs"); live sessions write the same
+// for the ops whose FLOPs need them (torch_hooks.cpp).
+struct OpArgs {
+  uint32_t event = 0;      // index in Trace::events
+  uint32_t types = 0;      // string id; 0 (the empty string): not recorded
+  uint32_t concrete = 0;   // string id; 0: not recorded
+  int64_t trace_flops = -1;   // a `flops` arg the trace carries (with_flops); -1: none
+};
+// ---- end FLOPs ----
+
 struct Trace {
   StringTable strings;
   std::vector<Event> events;
@@ -83,6 +96,7 @@ struct Trace {
   std::vector<DeviceProps> devices;
   std::vector<GpuSample> gpu_samples;   // NVML samples (GPU collection)
   std::vector<HostMemorySample> host_memory;   // live sessions only
+  std::vector<OpArgs> op_args;   // FLOPs: host ops' input types and scalar inputs, by event index
   std::map<std::string, std::string> metadata;   // distributedInfo, source file, torch version, ...
   uint64_t dropped_events = 0;   // lost to full buffers (ours) or CUPTI's own count
   uint64_t skipped_events = 0;   // imported records we could not use (documented reasons)
@@ -97,6 +111,8 @@ struct Trace {
     return events.back();
   }
   const std::string& name_of(const Event& e) const { return strings.at(e.name); }
+  // FLOPs: the extra inputs of host op `event`, or null.
+  const OpArgs* op_args_of(uint32_t event) const;
   const DeviceProps* device(int id) const {
     for (const auto& d : devices)
       if (d.id == id) return &d;

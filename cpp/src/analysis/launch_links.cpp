@@ -155,4 +155,22 @@ LaunchLinks link_launches(const Trace& t) {
   return links;
 }
 
+// Host ops of each thread in nesting order (outer before inner), for the bottom-up sums.
+std::vector<uint32_t> host_ops_outer_first(const Trace& t) {
+  std::vector<uint32_t> ops;
+  for (uint32_t i = 0; i < t.events.size(); ++i)
+    if (t.events[i].kind == EventKind::HostOp) ops.push_back(i);
+  const auto outer_first = [&](uint32_t a, uint32_t b) {
+    const Event& ea = t.events[a];
+    const Event& eb = t.events[b];
+    if (ea.start_ns != eb.start_ns) return ea.start_ns < eb.start_ns;
+    if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;
+    return a < b;
+  };
+  // A total order: when the trace already lists its ops so (a live session's, many files), the
+  // check is the whole cost.
+  if (!std::is_sorted(ops.begin(), ops.end(), outer_first)) std::sort(ops.begin(), ops.end(), outer_first);
+  return ops;
+}
+
 }  // namespace gpuprof

@@ -33,24 +33,6 @@ const char* host_memory_name(const CopyInfo& c) {
   return "";
 }
 
-// Host ops of each thread in nesting order (outer before inner), for the bottom-up sums.
-std::vector<uint32_t> host_ops_outer_first(const Trace& t) {
-  std::vector<uint32_t> ops;
-  for (uint32_t i = 0; i < t.events.size(); ++i)
-    if (t.events[i].kind == EventKind::HostOp) ops.push_back(i);
-  const auto outer_first = [&](uint32_t a, uint32_t b) {
-    const Event& ea = t.events[a];
-    const Event& eb = t.events[b];
-    if (ea.start_ns != eb.start_ns) return ea.start_ns < eb.start_ns;
-    if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;
-    return a < b;
-  };
-  // A total order: when the trace already lists its ops so (a live session's, many files), the
-  // check is the whole cost.
-  if (!std::is_sorted(ops.begin(), ops.end(), outer_first)) std::sort(ops.begin(), ops.end(), outer_first);
-  return ops;
-}
-
 }  // namespace
 
 std::vector<KernelRow> kernel_table(const Trace& t) {
@@ -103,8 +85,14 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
   return rows;
 }
 
-std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links) {
+std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links, const FlopCounts* flops) {
   const size_t n = t.events.size();
+  // FLOPs: each event's counted op, if any.
+  std::vector<uint32_t> counted_at;
+  if (flops != nullptr && !flops->ops.empty()) {
+    counted_at.assign(n, kNoIndex);
+    for (uint32_t k = 0; k < flops->ops.size(); ++k) counted_at[flops->ops[k].event] = k;
+  }
   std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0), runtime_ns(n, 0);
   std::vector<int64_t> tc_self_ns(n, 0), tc_total_ns(n, 0);   // tensor-core kernels' time
   std::vector<int8_t> tc_by_name(t.strings.size(), -1);       // each kernel name classified once
@@ -171,6 +159,12 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     r.device_total_ns += device_total_ns[i];
     r.tc_self_ns += counted_tc_self_ns[i];
     r.tc_total_ns += tc_total_ns[i];
+    if (!counted_at.empty() && counted_at[i] != kNoIndex) {   // FLOPs
+      const CountedOp& c = flops->ops[counted_at[i]];
+      r.flops += c.flops;
+      r.flop_bytes = c.bytes < 0 || r.flop_bytes < 0 ? -1 : r.flop_bytes + c.bytes;
+      r.flop_class = c.cls;
+    }
   }
   std::vector<OperatorRow> rows;
   rows.reserve(by_key.size());
@@ -582,7 +576,9 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
       throw;
     }
     links_ready.set_value();
-    a.operators = operator_table(t, a.links);
+    a.flops = count_flops(t, a.links);
+    a.operators = operator_table(t, a.links, &a.flops);
+    a.roofline = roofline_rows(a.operators);
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);
     a.kernels = kernel_table(t);
@@ -614,6 +610,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   }
   if (side.joinable()) side.join();
   if (linked_error) std::rethrow_exception(linked_error);
+  a.step_flops = step_flops(t, a.flops, a.steps);
   return a;
 }
 

@@ -36,6 +36,10 @@ namespace {
 // dur_ns = bytes delta (not a duration: never scaled), correlation / external_id = total allocated
 // / reserved (as int64), device = the allocator's device or kRssDevice.
 constexpr uint8_t kMemoryRecordFlag = 0x80;
+// FLOPs: a host op's input types and concrete inputs follow its event as a record of their own
+// (name = the types' id, aux = the concrete inputs' id, external_id = the op's), which the drain
+// moves into Trace::op_args.
+constexpr uint8_t kOpArgsRecordFlag = 0x40;
 constexpr int16_t kRssDevice = -32768;
 
 constexpr size_t kChunkEvents = 4096;          // 192 KiB of events per chunk
@@ -48,6 +52,9 @@ struct OpenRange {
   uint32_t name;
   uint32_t shapes;
   EventKind kind;
+  uint8_t flags = 0;
+  uint32_t types = 0;      // FLOPs: string ids of the inputs' types and concrete inputs (0: none)
+  uint32_t concrete = 0;
 };
 
 struct ThreadBuffer {
@@ -341,10 +348,21 @@ void remember_clock(const TickConverter& c) {
   else *g_last_clock = c;
 }
 
-// Moves the memory records out of `events` (keeping the others' order) into the trace.
-void split_memory_records(Trace& trace, const TickConverter& clock) {
+// Moves the memory records out of `events` (keeping the others' order) into the trace, and the
+// op-inputs records (FLOPs) into Trace::op_args beside the op each follows.
+void split_records(Trace& trace, const TickConverter& clock) {
   auto keep = trace.events.begin();
   for (auto it = trace.events.begin(); it != trace.events.end(); ++it) {
+    if (it->flags & kOpArgsRecordFlag) {
+      if (keep != trace.events.begin() && (keep - 1)->external_id == it->external_id) {
+        OpArgs a;
+        a.event = static_cast<uint32_t>(keep - 1 - trace.events.begin());
+        a.types = it->name;
+        a.concrete = it->aux;
+        trace.op_args.push_back(a);
+      }
+      continue;
+    }
     if (!(it->flags & kMemoryRecordFlag)) {
       if (keep != it) *keep = *it;
       ++keep;
@@ -440,7 +458,17 @@ inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   e.external_id = r.external_id;
   e.tid = b->os_tid;
   e.aux = r.shapes;
+  e.flags = r.flags;
   append(b, e);
+  if (r.types != 0 || r.concrete != 0) {   // FLOPs: right behind its op (split_records pairs them)
+    Event a;
+    a.flags = kOpArgsRecordFlag;
+    a.name = r.types;
+    a.aux = r.concrete;
+    a.external_id = r.external_id;
+    a.tid = b->os_tid;
+    append(b, a);
+  }
 }
 }  // namespace
 
@@ -475,6 +503,19 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const
 }
 
 std::string shapes_text(const int64_t* dims, size_t n_dims) { return format_dims(dims, n_dims); }
+
+void host_op_inputs(const char* name, const int64_t* dims, size_t n_dims, std::string_view types,
+                    std::string_view concrete, bool grad_recorded) {
+  if (!g_active.load(std::memory_order_relaxed)) return;
+  ThreadBuffer* b = exit_buffer();
+  if (b == nullptr || b->open.empty()) return;
+  OpenRange& r = b->open.back();
+  if (r.name != intern_address(b, name)) return;
+  if (r.shapes == kNoIndex && dims != nullptr) r.shapes = intern_dims(b, dims, n_dims);
+  if (!types.empty()) r.types = intern(b, types);
+  if (!concrete.empty()) r.concrete = intern(b, concrete);
+  if (grad_recorded) r.flags |= kGradRecordedFlag;
+}
 
 void host_exit_now(const void* key) {
   const int64_t ts = tick_now();
@@ -550,7 +591,7 @@ Trace drain() {
   }
   const TickConverter clock;
   remember_clock(clock);
-  split_memory_records(trace, clock);
+  split_records(trace, clock);
   for (Event& e : trace.events) {
     // Both ends through the same mapping as the memory samples: an event's end and a sample taken
     // at the same tick (the RSS read at a step's end) land on the same nanosecond. Converting the

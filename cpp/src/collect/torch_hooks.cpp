@@ -1,10 +1,13 @@
 // The only code that includes ATen: RecordFunction callbacks that feed the collector.
 #include "torch_hooks.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
+#include <torch/library.h>
 
 #include <atomic>
 #include <memory>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "gpuprof/collector.h"
+#include "gpuprof/flops.h"
 #include "gpuprof/gpu_collect.h"
 
 namespace gpuprof::collect {
@@ -93,6 +97,131 @@ std::unique_ptr<at::ObserverContext> idle_enter(const at::RecordFunction&) { ret
 void idle_exit(const at::RecordFunction&, at::ObserverContext*) {}
 at::CallbackHandle g_idle_handle = 0;
 
+// ---- FLOPs: the inputs of the matrix-class ops, without record_shapes -----------------------------
+// A RecordFunction callback sees an op's inputs only if every op boxes them for it (needsInputs:
+// +1,300 instructions per op, docs/performance.md). The FLOPs of matrix products, convolutions and
+// attention need their shapes, dtypes and a few scalars, so those ops alone get a kernel at the
+// BackendSelect dispatch key while the hooks are installed: every call dispatches through that key
+// (it is in the default thread-local set, autograd's threads included), and for an op with no
+// kernel there the dispatcher skips it (a fallthrough key is masked per op), so no other op pays
+// anything. The kernel reads its stack (the op's arguments, boxed for these ops only), hands what
+// it read to the collector for the op's open range (the RecordFunction that fired when the op was
+// called), and redispatches below BackendSelect. The registrations are made and removed at step
+// boundaries, on the thread that steps the profiler (as the callbacks are).
+
+const c10::DispatchKeySet kBelowBackendSelect(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::BackendSelect);
+
+void append_concrete(const c10::IValue& v, std::string& out) {
+  if (v.isBool()) {
+    out += v.toBool() ? "True" : "False";
+  } else if (v.isInt()) {
+    out += std::to_string(v.toInt());
+  } else if (v.isDouble()) {
+    out += std::to_string(v.toDouble());
+  } else if (v.isIntList()) {
+    out += '[';
+    bool first = true;
+    for (const int64_t x : v.toIntVector()) {
+      if (!first) out += ", ";
+      first = false;
+      out += std::to_string(x);
+    }
+    out += ']';
+  } else if (v.isBoolList()) {
+    out += '[';
+    bool first = true;
+    for (const bool x : v.toBoolList()) {
+      if (!first) out += ", ";
+      first = false;
+      out += x ? "True" : "False";
+    }
+    out += ']';
+  }
+}
+
+// The op's arguments as Kineto's "Input Dims", "Input type" and "Concrete Inputs" give them.
+void record_op_inputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+#if defined(__GNUC__) && defined(__ELF__)
+  __attribute__((tls_model("initial-exec")))
+#endif
+  thread_local std::vector<int64_t>
+      dims;
+  thread_local std::string types, concrete;
+  dims.clear();
+  types.assign("[");
+  concrete.assign("[");
+  const size_t n = op.schema().arguments().size();
+  if (n > stack.size()) return;
+  bool grad = false;
+  const bool grad_mode = at::GradMode::is_enabled();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (i > stack.size() - n) {
+      types += ", ";
+      concrete += ", ";
+    }
+    const size_t count_at = dims.size();
+    dims.push_back(0);
+    types += '\'';
+    concrete += '\'';
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+      if (impl != nullptr && !impl->is_nested() && !impl->has_symbolic_sizes_strides() &&
+          !impl->is_python_dispatch()) {
+        const c10::IntArrayRef sizes = impl->sizes();
+        dims[count_at] = static_cast<int64_t>(sizes.size());
+        dims.insert(dims.end(), sizes.begin(), sizes.end());
+        const auto name = t.dtype().name();
+        types.append(name.data(), name.size());
+        grad = grad || (grad_mode && t.requires_grad());
+      }
+    } else if (v.isBool() || v.isInt() || v.isDouble()) {
+      types += "Scalar";
+      append_concrete(v, concrete);
+    } else if (v.isIntList() || v.isBoolList()) {
+      types += "ScalarList";
+      append_concrete(v, concrete);
+    }
+    types += '\'';
+    concrete += '\'';
+  }
+  types += ']';
+  concrete += ']';
+  static const int64_t kNoInputs = 0;
+  host_op_inputs(op.schema().name().c_str(), dims.empty() ? &kNoInputs : dims.data(), dims.size(), types, concrete,
+                 grad);
+}
+
+void capture_inputs(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  try {
+    record_op_inputs(op, *stack);
+  } catch (...) {
+    // A hook never throws into the op it observes: this call's FLOPs are not counted.
+  }
+  op.redispatchBoxed(ks & kBelowBackendSelect, stack);
+}
+
+std::unique_ptr<torch::Library> g_capture;
+
+void install_capture() {
+  if (g_capture) return;
+  try {
+    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect,
+                                                __FILE__, __LINE__);
+    for (const FlopRuleInfo& rule : flop_rules()) {
+      if (rule.cls != FlopClass::Matmul) continue;
+      const auto op = c10::Dispatcher::singleton().findOp({"aten::" + rule.name, ""});
+      // An op this torch does not have, or one that has a BackendSelect kernel of its own.
+      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::BackendSelect)) continue;
+      lib->impl(rule.name.c_str(), torch::CppFunction::makeFromBoxedFunction<&capture_inputs>());
+    }
+    g_capture = std::move(lib);
+  } catch (const std::exception&) {
+    // The dispatcher refused (an op's schema changed): FLOPs of matrix ops need record_shapes then.
+  }
+}
+
 }  // namespace
 
 void install_hooks(bool record_shapes) {
@@ -101,14 +230,18 @@ void install_hooks(bool record_shapes) {
   cb.needsInputs(record_shapes)
       .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
   g_handle = at::addGlobalCallback(std::move(cb));
+  install_capture();   // FLOPs
   g_installed = true;
 }
 
 void remove_hooks() {
   if (!g_installed) return;
   at::removeCallback(g_handle);
+  g_capture.reset();   // FLOPs: the BackendSelect kernels are deregistered with their Library
   g_installed = false;
 }
+
+bool flop_capture_installed() { return g_capture != nullptr; }
 
 bool hooks_installed() { return g_installed; }
 

@@ -10,6 +10,9 @@ namespace gpuprof::collect {
 void install_hooks(bool record_shapes);
 void remove_hooks();
 bool hooks_installed();
+// FLOPs: the matrix-class ops' input capture is registered (it is while the hooks are installed,
+// unless the dispatcher refused it).
+bool flop_capture_installed();
 // Callbacks that do nothing, for the overhead bench: LibTorch's own cost of running any callback.
 void install_idle_hooks(bool needs_inputs);
 void remove_idle_hooks();

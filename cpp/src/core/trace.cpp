@@ -1,5 +1,7 @@
 #include "gpuprof/trace.h"
 
+#include <algorithm>
+
 namespace gpuprof {
 
 StringTable::StringTable() { intern(""); }
@@ -29,6 +31,12 @@ uint32_t StringTable::intern(std::string_view s) {
 uint32_t StringTable::find(std::string_view s) const {
   auto it = ids_.find(s);
   return it == ids_.end() ? kNoIndex : it->second;
+}
+
+const OpArgs* Trace::op_args_of(uint32_t event) const {
+  const auto it = std::lower_bound(op_args.begin(), op_args.end(), event,
+                                   [](const OpArgs& a, uint32_t e) { return a.event < e; });
+  return it != op_args.end() && it->event == event ? &*it : nullptr;
 }
 
 }  // namespace gpuprof

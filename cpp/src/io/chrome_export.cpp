@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "gpuprof/gpu_summary.h"
+#include "gpuprof/list_text.h"
 
 namespace gpuprof {
 
@@ -194,6 +195,37 @@ void write_us(JsonWriter& w, int64_t ns) {
 
 void key(JsonWriter& w, const char* k) { w.Key(k, std::strlen(k)); }
 void str(JsonWriter& w, const std::string& s) { w.String(s.data(), s.size()); }
+
+// A host op's input list (shapes, types, concrete inputs: trace.h keeps them as Python prints
+// them) as the JSON Kineto writes. False when the text is not such a list (nothing is written).
+void write_list_node(JsonWriter& w, const ListTree& t, uint32_t i) {
+  const ListNode& n = t.nodes[i];
+  switch (n.kind) {
+    case ListNode::Kind::List:
+      w.StartArray();
+      for (uint32_t c = n.first_child; c != kNoIndex; c = t.nodes[c].next_sibling) write_list_node(w, t, c);
+      w.EndArray();
+      break;
+    case ListNode::Kind::Number: {
+      const bool numeric = !n.text.empty() &&
+                           n.text.find_first_not_of("0123456789+-.eE") == std::string_view::npos &&
+                           n.text.find_first_of("0123456789") != std::string_view::npos;
+      if (numeric) w.RawValue(n.text.data(), n.text.size());
+      else w.String(n.text.data(), n.text.size());
+      break;
+    }
+    case ListNode::Kind::String: w.String(n.text.data(), n.text.size()); break;
+    case ListNode::Kind::None: w.RawValue("null", 4); break;
+    case ListNode::Kind::True: w.RawValue("true", 4); break;
+    case ListNode::Kind::False: w.RawValue("false", 5); break;
+  }
+}
+void write_list_arg(JsonWriter& w, const char* name, const std::string& text) {
+  const ListTree t = parse_list_text(text);
+  if (!t.ok() || t.nodes[0].kind != ListNode::Kind::List) return;
+  key(w, name);
+  write_list_node(w, t, 0);
+}
 
 const char* cat_of(EventKind k) {
   switch (k) {
@@ -401,6 +433,22 @@ void write_trace(const Trace& t, BlockSink& sink) {
     } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
       key(w, "bytes");
       w.Int64(t.copies[e.aux].bytes);
+    } else if (e.kind == EventKind::HostOp) {
+      // Input shapes, and what the FLOP rules read beside them, as Kineto writes them.
+      if (e.aux != kNoIndex && e.aux < t.strings.size() && e.aux != 0)
+        write_list_arg(w, "Input Dims", t.strings.at(e.aux));
+      if (const OpArgs* a = t.op_args_of(static_cast<uint32_t>(&e - t.events.data()))) {
+        if (a->types != 0) write_list_arg(w, "Input type", t.strings.at(a->types));
+        if (a->concrete != 0) write_list_arg(w, "Concrete Inputs", t.strings.at(a->concrete));
+        if (a->trace_flops >= 0) {
+          key(w, "flops");
+          w.Int64(a->trace_flops);
+        }
+      }
+      if (e.flags & kGradRecordedFlag) {   // the op recorded autograd history (the number is not kept)
+        key(w, "Sequence number");
+        w.Int64(0);
+      }
     }
     w.EndObject();
     w.EndObject();

@@ -52,18 +52,30 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
   std::vector<uint32_t> ids(h.trace.strings.size(), kNoIndex);
   const uint32_t kernels0 = static_cast<uint32_t>(t.kernels.size());
   const uint32_t copies0 = static_cast<uint32_t>(t.copies.size());
+  const uint32_t events0 = static_cast<uint32_t>(t.events.size());
+  auto reintern = [&](uint32_t h_id) {
+    uint32_t& id = ids[h_id];
+    if (id == kNoIndex) id = t.strings.intern(h.trace.strings.at(h_id));
+    return id;
+  };
+  auto args = h.trace.op_args.begin();   // FLOPs: the host ops' types and concrete inputs
   t.events.reserve(t.events.size() + h.trace.events.size());
-  for (Event e : h.trace.events) {
-    uint32_t& id = ids[e.name];
-    if (id == kNoIndex) id = t.strings.intern(h.trace.strings.at(e.name));
-    e.name = id;
+  t.op_args.reserve(t.op_args.size() + h.trace.op_args.size());
+  for (uint32_t j = 0; j < h.trace.events.size(); ++j) {
+    Event e = h.trace.events[j];
+    e.name = reintern(e.name);
     if (e.aux != kNoIndex) {
       if (e.kind == EventKind::HostOp && e.aux < ids.size()) {   // input shapes: a string, after the name
-        uint32_t& shapes = ids[e.aux];
-        if (shapes == kNoIndex) shapes = t.strings.intern(h.trace.strings.at(e.aux));
-        e.aux = shapes;
+        e.aux = reintern(e.aux);
       } else if (e.kind == EventKind::Kernel) e.aux += kernels0;
       else if (e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) e.aux += copies0;
+    }
+    if (args != h.trace.op_args.end() && args->event == j) {   // interned after the shapes, as one pass does
+      OpArgs a = *args++;
+      a.event = events0 + j;
+      if (a.types != 0) a.types = reintern(a.types);
+      if (a.concrete != 0) a.concrete = reintern(a.concrete);
+      t.op_args.push_back(a);
     }
     t.events.push_back(e);
   }

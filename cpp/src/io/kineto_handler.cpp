@@ -96,9 +96,14 @@ struct PendingEvent {
   // A host op's "Input Dims" (record_shapes), as Python prints the list: "[[32, 3, 224, 224], []]".
   std::string shapes;
   bool has_shapes = false;
+  // FLOPs: its "Input type" and "Concrete Inputs" lists (the same way), its "flops" and whether it
+  // has a "Sequence number" (autograd recorded it).
+  std::string types, concrete;
+  bool has_types = false, has_concrete = false, has_sequence = false;
+  int64_t flops = -1;
 
   void reset() {
-    // Field by field: the three strings keep their capacity, so no allocation per event.
+    // Field by field: the strings keep their capacity, so no allocation per event.
     ph = 0;
     cat = Cat::None;
     name.clear();
@@ -115,6 +120,10 @@ struct PendingEvent {
     bad_number = false;
     shapes.clear();
     has_shapes = false;
+    types.clear();
+    concrete.clear();
+    has_types = has_concrete = has_sequence = false;
+    flops = -1;
   }
 };
 
@@ -241,8 +250,15 @@ class KinetoHandler {
         arg_ = Arg::Ignore;
         return true;
       }
-      if (in_args_ && depth_ == ev_depth_ + 2 && !object && arg_ == Arg::InputDims) {
-        ev_.shapes.clear();
+      if (in_args_ && depth_ == ev_depth_ + 2 && !object &&
+          (arg_ == Arg::InputDims || arg_ == Arg::InputTypes || arg_ == Arg::ConcreteInputs)) {
+        // The list is written as text into the string its key names (the FLOP rules read the
+        // types and the concrete inputs the same way they read the shapes).
+        list_text_ = arg_ == Arg::InputDims ? &ev_.shapes : arg_ == Arg::InputTypes ? &ev_.types : &ev_.concrete;
+        list_done_ = arg_ == Arg::InputDims    ? &ev_.has_shapes
+                     : arg_ == Arg::InputTypes ? &ev_.has_types
+                                               : &ev_.has_concrete;
+        list_text_->clear();
         return shapes_open(false);
       }
       if (in_args_ && depth_ == ev_depth_ + 2 && !object && (arg_ == Arg::Grid || arg_ == Arg::Block)) {
@@ -352,32 +368,33 @@ class KinetoHandler {
   // ---- "Input Dims", written as Python's str() of the list (the form record_shapes gives live and
   // the plugin shows): lists in brackets, items separated by ", ". Kineto writes lists of lists of
   // integers (deeper for tensor lists); any other value is written as Python would print it.
+  // "Input type" and "Concrete Inputs" (lists of strings) are written the same way (FLOPs).
   void shapes_item() {
-    if (shapes_has_item_ & (uint64_t(1) << shapes_depth_)) ev_.shapes += ", ";
+    if (shapes_has_item_ & (uint64_t(1) << shapes_depth_)) (*list_text_) += ", ";
     shapes_has_item_ |= uint64_t(1) << shapes_depth_;
   }
   bool shapes_open(bool object) {
     if (shapes_depth_ > 0) shapes_item();
     ++shapes_depth_;
     shapes_has_item_ &= ~(uint64_t(1) << shapes_depth_);
-    ev_.shapes += object ? '{' : '[';
+    (*list_text_) += object ? '{' : '[';
     shapes_object_ = (shapes_object_ & ~(uint64_t(1) << shapes_depth_)) | (uint64_t(object) << shapes_depth_);
     return true;
   }
   void shapes_close() {
-    ev_.shapes += (shapes_object_ & (uint64_t(1) << shapes_depth_)) ? '}' : ']';
-    if (--shapes_depth_ == 0) ev_.has_shapes = true;
+    (*list_text_) += (shapes_object_ & (uint64_t(1) << shapes_depth_)) ? '}' : ']';
+    if (--shapes_depth_ == 0) *list_done_ = true;
   }
   bool shapes_scalar(Scalar type, std::string_view v) {
     shapes_item();
     switch (type) {
-      case Scalar::Null: ev_.shapes += "None"; break;
-      case Scalar::Bool: ev_.shapes += v == "true" ? "True" : "False"; break;
-      case Scalar::Number: ev_.shapes.append(v.data(), v.size()); break;
+      case Scalar::Null: (*list_text_) += "None"; break;
+      case Scalar::Bool: (*list_text_) += v == "true" ? "True" : "False"; break;
+      case Scalar::Number: (*list_text_).append(v.data(), v.size()); break;
       case Scalar::String:
-        ev_.shapes += '\'';
-        ev_.shapes.append(v.data(), v.size());
-        ev_.shapes += '\'';
+        (*list_text_) += '\'';
+        (*list_text_).append(v.data(), v.size());
+        (*list_text_) += '\'';
         break;
     }
     return true;
@@ -453,6 +470,16 @@ class KinetoHandler {
       case Arg::TotalReserved: as_int(&ev_.total_reserved); break;
       case Arg::DeviceType: as_int(&ev_.device_type); break;
       case Arg::DeviceId: as_int(&ev_.device_id); break;
+      case Arg::Flops: {   // FLOPs: a count too large for 64 bits is not kept (not an error)
+        int64_t x = -1;
+        if (parse_int(v, &x) && x >= 0) ev_.flops = x;
+        break;
+      }
+      case Arg::SequenceNumber: {
+        int64_t x = -1;
+        ev_.has_sequence = parse_int(v, &x) && x >= 0;
+        break;
+      }
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
@@ -593,6 +620,17 @@ class KinetoHandler {
     // Input shapes belong to host ops; interned after the name, so a split import that interns
     // each event's strings in the same order gives the same ids.
     if (kind == EventKind::HostOp && p.has_shapes) e.aux = intern_clean(p.shapes);
+    if (kind == EventKind::HostOp) {   // FLOPs: interned after the shapes, in this order
+      if (p.has_sequence) e.flags |= kGradRecordedFlag;
+      if (p.has_types || p.has_concrete || p.flops >= 0) {
+        OpArgs a;
+        a.event = static_cast<uint32_t>(trace_.events.size());
+        a.types = p.has_types ? intern_clean(p.types) : 0;
+        a.concrete = p.has_concrete ? intern_clean(p.concrete) : 0;
+        a.trace_flops = p.flops;
+        trace_.op_args.push_back(a);
+      }
+    }
     if (is_device_kind(kind)) {
       // New Kineto: pid = device, tid = stream; old: pid 0, tid "stream 7"; args say it exactly.
       int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
@@ -671,6 +709,8 @@ class KinetoHandler {
   int32_t* dims_ = nullptr;
   int dim_i_ = 0;
   int shapes_depth_ = 0;          // nesting inside an "Input Dims" value; 0: not in one
+  std::string* list_text_ = nullptr;   // where the list being read is written (shapes, types, concrete)
+  bool* list_done_ = nullptr;          // set when that list closes
   uint64_t shapes_has_item_ = 0;  // bit d: the list at shapes depth d has an item already
   uint64_t shapes_object_ = 0;    // bit d: the value at shapes depth d is an object
   PendingEvent ev_;

@@ -120,7 +120,11 @@ enum class Arg : uint8_t {
   TotalReserved,
   DeviceType,
   DeviceId,
-  InputDims
+  InputDims,
+  InputTypes,       // FLOPs: "Input type"
+  ConcreteInputs,   // FLOPs: "Concrete Inputs"
+  Flops,            // FLOPs: "flops" (with_flops, in the torch releases that write it)
+  SequenceNumber    // FLOPs: "Sequence number" (the op recorded autograd history)
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
@@ -188,6 +192,7 @@ inline Arg arg_of(std::string_view k) {
     case 5:
       if (is(k, "block")) return Arg::Block;
       if (is(k, "bytes") || is(k, "Bytes")) return Arg::Bytes;
+      if (is(k, "flops")) return Arg::Flops;
       break;
     case 6:
       if (is(k, "device")) return Arg::Device;
@@ -198,6 +203,7 @@ inline Arg arg_of(std::string_view k) {
       break;
     case 10:
       if (is(k, "Input Dims") || is(k, "Input dims")) return Arg::InputDims;
+      if (is(k, "Input type")) return Arg::InputTypes;
       break;
     case 11:
       if (is(k, "correlation")) return Arg::Correlation;
@@ -216,6 +222,8 @@ inline Arg arg_of(std::string_view k) {
       break;
     case 15:
       if (is(k, "Total Allocated")) return Arg::TotalAllocated;
+      if (is(k, "Concrete Inputs")) return Arg::ConcreteInputs;
+      if (is(k, "Sequence number")) return Arg::SequenceNumber;
       break;
     case 20:
       if (is(k, "registers per thread")) return Arg::Registers;

@@ -21,7 +21,8 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 3  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops
+SCHEMA_VERSION = 4  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
+# 4: flops, roofline, steps[].flops, operators[].flops (and the other round-3 sections)
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
 MEMORY_CURVE_POINTS = 2000
@@ -42,14 +43,18 @@ def report_dict(
     source: Optional[dict] = None,
     drop_incomplete_last_step: bool = True,
     native: Optional[dict] = None,
+    peak_tflops: Optional[float] = None,
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
-    for ``step_views``); it is not part of the report."""
+    for ``step_views``; ``event_flops``: each event's counted FLOPs as int64, 0 where none count,
+    for attributions that sum them); it is not part of the report. ``peak_tflops``: the dense peak
+    MFU divides by, when the user gives it (docs/metrics.md, "MFU and HFU")."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
     if native is not None:
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
+        native["event_flops"] = analysed["event_flops"]
     bd = analysed["breakdown"]
     steps = []
     for s in bd["steps"]:
@@ -87,6 +92,9 @@ def report_dict(
     # numbers are None. docs/metrics.md defines every field.
     for key in ("devices", "kernels", "kernel_ops", "operators", "copies", "syncs", "memory", "ranges"):
         data[key] = analysed[key]
+    # ---- FLOPs: the flops section, each step's FLOPs and the roofline's rows ----
+    _add_flops(data, analysed["flops"], source=source, host=host, peak_tflops=peak_tflops)
+    # ---- end FLOPs ----
     compiled = _compiled_regions(data["operators"])
     if compiled:
         data["compiled"] = compiled
@@ -103,6 +111,37 @@ def report_dict(
         for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
     }
     return data
+
+
+def _add_flops(data: dict, native_flops: dict, *, source, host, peak_tflops) -> None:
+    """FLOPs (docs/metrics.md, "FLOPs"): ``flops``, ``roofline`` and each step's ``flops``."""
+    from .flops import flops_section
+
+    busy = [d for d in data["devices"] if (d.get("kernels") or 0) > 0]
+    names = [str(d.get("name") or "") for d in busy]
+
+    def tf32(d: dict) -> bool:  # NVIDIA tensor cores from Ampere (8.0) on
+        try:
+            cc = float(d.get("compute_capability") or 0)
+        except ValueError:
+            cc = 0.0
+        return cc >= 8.0 and not any(w in str(d.get("name")).upper() for w in ("AMD", "RADEON", "INSTINCT"))
+
+    section, roofline = flops_section(
+        native_flops,
+        data["steps"],
+        data["operators"],
+        device_names=names,
+        live=(source or {}).get("kind") == "live",
+        tf32_capable=bool(busy) and all(tf32(d) for d in busy),
+        user_peak_tflops=peak_tflops,
+        float32_matmul_precision=(host or {}).get("float32_matmul_precision"),
+    )
+    per_step = {s["step"]: s["flops"] for s in native_flops.get("steps", [])}
+    for s in data["steps"]:
+        s["flops"] = per_step.get(s["step"]) if section["per_step_flops"] is not None else None
+    data["flops"] = section
+    data["roofline"] = roofline
 
 
 def _gpu_sample_row(raw: dict) -> dict:

@@ -85,6 +85,14 @@ TABLES: tuple[Table, ...] = (
                 _NULLABLE_NUM,
                 "tensor-core kernels' share of `device_total_us` (null: no device time)",
             ),
+            # ---- FLOPs ----
+            Field(
+                "flops",
+                "integer",
+                'FLOPs counted at these calls (docs/metrics.md, "FLOPs": at the outermost op with a rule, '
+                "so the column sums to the span's FLOPs); 0 where none count here",
+            ),
+            # ---- end FLOPs ----
         ),
         shown=True,
     ),
@@ -228,6 +236,38 @@ TABLES: tuple[Table, ...] = (
             Field("comm_overlap_copy_us", _US, "the part of it a memory copy ran beside"),
         ),
     ),
+    # ---- FLOPs ----
+    Table(
+        "roofline",
+        "Roofline",
+        (
+            Field("name", "string", "the operator (its FLOPs count at it)"),
+            Field("input_shapes", "string", "its input shapes, as in the operator table"),
+            Field("flop_class", "string", "`matmul` (products, convolutions, attention) or `other`"),
+            Field("calls", "integer", "calls"),
+            Field("flops", "integer", "FLOPs of those calls"),
+            Field(
+                "bytes",
+                "integer|null",
+                "bytes they read and write (inputs and outputs, from shapes and dtypes)",
+            ),
+            Field(
+                "time_us",
+                _US,
+                "device time of its kernels (and those of the ops inside it); host time on a CPU",
+            ),
+            Field("on_device", "boolean", "`time_us` is device time"),
+            Field("intensity_flop_per_byte", _NULLABLE_NUM, "arithmetic intensity: `flops` / `bytes`"),
+            Field("achieved_tflops", "number", "`flops` / `time_us`, in TFLOP/s"),
+            Field(
+                "bound",
+                "string|null",
+                "`memory` (intensity below the ridge point) or `compute`; null where the peak or the "
+                "bandwidth is unknown",
+            ),
+        ),
+    ),
+    # ---- end FLOPs ----
     Table(
         "gpu_samples",
         "NVML samples",

@@ -24,12 +24,19 @@ from .ranks import summary_from_report
 
 
 def file_report_dict(
-    path: Union[str, os.PathLike], *, drop_incomplete_last_step: bool = True, import_cpus: int = 0
+    path: Union[str, os.PathLike],
+    *,
+    drop_incomplete_last_step: bool = True,
+    import_cpus: int = 0,
+    peak_tflops: Optional[float] = None,
 ) -> dict:
     """The analysed report dict of one trace file (no advice: the report builder adds it)."""
     trace, stats = import_trace(path, import_cpus=import_cpus)
     return report_dict(
-        trace, source=trace_source(path, stats), drop_incomplete_last_step=drop_incomplete_last_step
+        trace,
+        source=trace_source(path, stats),
+        drop_incomplete_last_step=drop_incomplete_last_step,
+        peak_tflops=peak_tflops,
     )
 
 
@@ -37,7 +44,11 @@ _HOST_FROM_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(
 
 
 def summarize_file(
-    path: str, drop_incomplete_last_step: bool = True, keep_report: str = "rank0", import_cpus: int = 0
+    path: str,
+    drop_incomplete_last_step: bool = True,
+    keep_report: str = "rank0",
+    import_cpus: int = 0,
+    peak_tflops: Optional[float] = None,
 ) -> tuple:
     """One file -> (summary, analysed report dict or None). The report dict comes back for rank 0
     (the cross-rank report is built on it) or, with keep_report="all", always. Runs in a worker,
@@ -49,7 +60,10 @@ def summarize_file(
             data = json.load(f)
     else:
         data = file_report_dict(
-            p, drop_incomplete_last_step=drop_incomplete_last_step, import_cpus=import_cpus
+            p,
+            drop_incomplete_last_step=drop_incomplete_last_step,
+            import_cpus=import_cpus,
+            peak_tflops=peak_tflops,
         )
     info = dict(data.get("distributed") or {})
     m = _HOST_FROM_NAME.match(p.name)
@@ -72,6 +86,7 @@ def summarize_files(
     keep_report: str = "rank0",
     on_done: Optional[Callable[[], None]] = None,
     skipped: Optional[list] = None,
+    peak_tflops: Optional[float] = None,
 ) -> list[tuple]:
     """(summary, report dict or None) per file, in the files' order.
 
@@ -106,6 +121,7 @@ def summarize_files(
                 files,
                 drop_incomplete_last_step=drop_incomplete_last_step,
                 keep_report=keep_report,
+                peak_tflops=peak_tflops,
                 pure=False,
             )
             index = {f.key: i for i, f in enumerate(futures)}
@@ -122,7 +138,7 @@ def summarize_files(
     if workers <= 1 or len(files) == 1:
         for i, f in enumerate(files):
             try:
-                results[i] = summarize_file(f, drop_incomplete_last_step, keep_report)
+                results[i] = summarize_file(f, drop_incomplete_last_step, keep_report, 0, peak_tflops)
             except Exception as e:
                 failed(i, e)
             if on_done:
@@ -146,7 +162,9 @@ def summarize_files(
     for first in range(0, len(files), batch):
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futs = {
-                pool.submit(summarize_file, files[i], drop_incomplete_last_step, keep_report, share): i
+                pool.submit(
+                    summarize_file, files[i], drop_incomplete_last_step, keep_report, share, peak_tflops
+                ): i
                 for i in range(first, min(first + batch, len(files)))
             }
             for fut in done(futs):

@@ -53,6 +53,14 @@ def add_parser(subparsers) -> None:
         "e.g. tcp://head:8786); needs `python -m pip install distributed`",
     )
     p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        metavar="N",
+        help="the device's dense peak in TFLOPS for MFU, where gpuprof's peak table has no row for "
+        "it or the trace ran on a CPU (docs/metrics.md, 'MFU and HFU')",
+    )
+    p.add_argument(
         "--keep-incomplete-last-step",
         action="store_true",
         help="keep a last step with fewer than 0.8x the device work of the one before "
@@ -72,6 +80,8 @@ def run(args) -> int:
         folder = stat.S_ISDIR(check_path(args.path).st_mode)
     except OSError as e:  # missing, or not allowed: one line saying which
         raise UserError(str(e)) from None
+    if args.peak_tflops is not None and not args.peak_tflops > 0:
+        raise UserError(f"--peak-tflops must be a positive number of TFLOPS, got {args.peak_tflops:g}")
     if folder:
         return _run_folder(args)
     args.quick_exit = True  # only files read and written: cli.entry() may skip the teardown
@@ -91,6 +101,7 @@ def run(args) -> int:
                         f,
                         drop_incomplete_last_step=not args.keep_incomplete_last_step,
                         with_step_views=bool(args.json_out or args.html_out),
+                        peak_tflops=args.peak_tflops,
                     )
                 )
             except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
@@ -144,6 +155,7 @@ def _run_folder(args) -> int:
                 keep_report=keep,
                 on_done=advance,
                 skipped=skipped,
+                peak_tflops=args.peak_tflops,
             )
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None
@@ -168,7 +180,9 @@ def _run_folder(args) -> int:
         reports, idle = [], []
         for f, (_s, d) in read:
             report = build_report(
-                analysed=d if d is not None else summarize_file(str(f), drop, keep_report="all")[1]
+                analysed=d
+                if d is not None
+                else summarize_file(str(f), drop, keep_report="all", peak_tflops=args.peak_tflops)[1]
             )
             (idle if _no_work_in_steps(report) else reports).append((f, report))
         if reports:  # a folder of nothing but idle traces still shows them, as they are

@@ -77,6 +77,9 @@ class profile:
         keep_reports: how many of the latest spans' reports ``reports()`` keeps (default 8), so
             that a run of many spans (``repeat=0`` over days) holds a bounded number of them; None
             keeps every span (memory then grows with each span). ``on_trace_ready`` sees every span.
+        peak_tflops: the device's dense peak in TFLOPS that MFU and HFU divide by, for a device
+            gpuprof's peak table has no row for (the report says when), or to replace the table's
+            figure or the CPU estimate (docs/metrics.md, "MFU and HFU").
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class profile:
         batch_size: Optional[int] = None,
         rank_timeout_s: Optional[float] = None,
         keep_reports: Optional[int] = DEFAULT_KEEP_REPORTS,
+        peak_tflops: Optional[float] = None,
     ) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
@@ -101,6 +105,14 @@ class profile:
                 "gpuprof.profile: keep_reports must be a positive integer (how many of the "
                 f"latest spans reports() keeps) or None (every span), got {keep_reports!r}"
             )
+        if peak_tflops is not None and (
+            isinstance(peak_tflops, bool) or not isinstance(peak_tflops, (int, float)) or not peak_tflops > 0
+        ):
+            raise ValueError(
+                "gpuprof.profile: peak_tflops must be a positive number of TFLOPS (the device's dense "
+                f"peak for the dtype of its matrix work), got {peak_tflops!r}"
+            )
+        self.peak_tflops = None if peak_tflops is None else float(peak_tflops)
         self.keep_reports = keep_reports
         self.schedule = schedule or always_record
         self.on_trace_ready = on_trace_ready
@@ -418,6 +430,7 @@ class profile:
             span_source=lambda steps: self._span_source(steps, partial),
             rank=rank,
             gather=self._gather(failed and not peer_failure),
+            peak_tflops=self.peak_tflops,
         )
         if not partial:
             self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
@@ -536,10 +549,13 @@ def _cuda_host_facts() -> dict:
         return {}
     try:
         available = bool(cuda.is_available())
-        return {
+        facts = {
             "cuda_available": available,
             "cuda_device_count": int(cuda.device_count()) if available else 0,
         }
+        if available:  # FLOPs: "high"/"medium" run fp32 matrix work as TF32 (its peak is the tf32 row)
+            facts["float32_matmul_precision"] = str(torch.get_float32_matmul_precision())
+        return facts
     except Exception:  # a broken driver install must not cost the user the report
         return {}
 

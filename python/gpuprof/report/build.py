@@ -47,6 +47,7 @@ def build_report(
     rank_note: str = "",
     skipped_files: Optional[list] = None,
     with_step_views: bool = True,
+    peak_tflops: Optional[float] = None,
 ) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
     of a rank's file, or a saved report).
@@ -64,6 +65,8 @@ def build_report(
             in the cross-rank section.
         with_step_views: also compute the timelines and per-step tables the HTML and JSON carry
             (needs ``trace``; the terminal text does not use them).
+        peak_tflops: the dense peak (TFLOPS) MFU and HFU divide by, where the peak table has no
+            row for the device or the user knows better (docs/metrics.md, "MFU and HFU").
     """
     native: dict = {}
     if trace is not None:
@@ -74,6 +77,7 @@ def build_report(
             source=source,
             drop_incomplete_last_step=drop_incomplete_last_step,
             native=native,
+            peak_tflops=peak_tflops,
         )
     elif analysed is not None:
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
@@ -150,6 +154,7 @@ def analyze_file(
     max_bytes: int = 0,
     max_events: int = 0,
     with_step_views: bool = True,
+    peak_tflops: Optional[float] = None,
 ) -> Report:
     """The Report of one trace file."""
     trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events)
@@ -158,6 +163,7 @@ def analyze_file(
         source=trace_source(path, stats),
         drop_incomplete_last_step=drop_incomplete_last_step,
         with_step_views=with_step_views,
+        peak_tflops=peak_tflops,
     )
 
 
@@ -167,6 +173,7 @@ def analyze(
     drop_incomplete_last_step: bool = True,
     max_bytes: int = 0,
     max_events: int = 0,
+    peak_tflops: Optional[float] = None,
 ) -> Union[Report, list[Report]]:
     """Analyse an existing PyTorch-profiler trace.
 
@@ -177,6 +184,8 @@ def analyze(
             the device activities of the one before); False keeps it.
         max_bytes / max_events: refuse files whose JSON text or event count is larger (0: no
             limit). The text is streamed, so memory follows the events kept, not the file size.
+        peak_tflops: the device's dense peak in TFLOPS, for MFU where the peak table has no row
+            for it (or the trace ran on a CPU).
 
     Returns:
         For a file, its ``Report``. For a folder, a list of Reports, one per trace file in path
@@ -199,11 +208,16 @@ def analyze(
                 drop_incomplete_last_step=drop_incomplete_last_step,
                 max_bytes=max_bytes,
                 max_events=max_events,
+                peak_tflops=peak_tflops,
             )
             for f in files
         ]
     return analyze_file(
-        p, drop_incomplete_last_step=drop_incomplete_last_step, max_bytes=max_bytes, max_events=max_events
+        p,
+        drop_incomplete_last_step=drop_incomplete_last_step,
+        max_bytes=max_bytes,
+        max_events=max_events,
+        peak_tflops=peak_tflops,
     )
 
 

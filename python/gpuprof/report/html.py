@@ -213,6 +213,107 @@ def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...
     return charts
 
 
+# ---- FLOPs: the roofline chart ---------------------------------------------------------------------
+ROOF_W, ROOF_H = 760, 320
+ROOF_COLORS = {"matmul": "#3867d6", "other": "#fa8231"}
+ROOFLINE_POINTS = 20
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Powers of ten from below ``lo`` to above ``hi``."""
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return [10.0**k for k in range(a, max(b, a + 1) + 1)]
+
+
+def _tick_label(v: float) -> str:
+    return f"{v:g}" if 1e-3 <= v < 1e5 else f"1e{int(round(math.log10(v)))}"
+
+
+def _roofline_chart(data: dict) -> Optional[dict]:
+    """The top operators' achieved FLOP/s against their arithmetic intensity, on log-log axes, under
+    the memory roof (bandwidth x intensity) and the compute roof (the peak), which meet at the ridge."""
+    f = sec.flops(data)
+    rows = [
+        r
+        for r in sec.roofline(data)[:ROOFLINE_POINTS]
+        if isinstance(r.get("intensity_flop_per_byte"), (int, float))
+        and r["intensity_flop_per_byte"] > 0
+        and isinstance(r.get("achieved_tflops"), (int, float))
+        and r["achieved_tflops"] > 0
+    ]
+    if not rows:
+        return None
+    peak = f.get("peak_tflops") if isinstance(f.get("peak_tflops"), (int, float)) else None
+    bw = f.get("memory_bandwidth_gbps") if isinstance(f.get("memory_bandwidth_gbps"), (int, float)) else None
+    ridge = peak * 1e3 / bw if peak and bw else None  # TFLOP/s over GB/s, in FLOP/byte
+    xs = [r["intensity_flop_per_byte"] for r in rows] + ([ridge] if ridge else [])
+    ys = [r["achieved_tflops"] for r in rows] + ([peak] if peak else [])
+    xticks = _log_ticks(min(xs) / 2, max(xs) * 2)
+    yticks = _log_ticks(min(ys) / 2, max(ys) * 2)
+    x_lo, x_hi, y_lo, y_hi = xticks[0], xticks[-1], yticks[0], yticks[-1]
+    plot_w, plot_h = ROOF_W - PAD_L - PAD_R, ROOF_H - PAD_T - PAD_B
+
+    def px(x: float) -> float:
+        return PAD_L + plot_w * (math.log10(x) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo))
+
+    def py(y: float) -> float:
+        y = min(max(y, y_lo), y_hi)
+        return PAD_T + plot_h * (
+            1 - (math.log10(y) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo))
+        )
+
+    roof = ""
+    if peak and bw:
+        # The memory roof rises with intensity (bw x I, in TFLOP/s: I x GB/s / 1e3) up to the ridge.
+        x_start = max(x_lo, y_lo * 1e3 / bw)
+        roof = " ".join(
+            f"{px(x):.1f},{py(y):.1f}"
+            for x, y in ((x_start, x_start * bw / 1e3), (ridge, peak), (x_hi, peak))
+        )
+    points = []
+    for r in rows:
+        bound = f", {r['bound']}-bound" if r.get("bound") else ""
+        points.append(
+            {
+                "x": round(px(r["intensity_flop_per_byte"]), 1),
+                "y": round(py(r["achieved_tflops"]), 1),
+                "r": 5 if r.get("flop_class") == "matmul" else 4,
+                "color": ROOF_COLORS.get(r.get("flop_class"), ROOF_COLORS["other"]),
+                "tip": f"{r['name']} {r.get('input_shapes') or ''}: {r['achieved_tflops']:.4g} TFLOP/s at "
+                f"{r['intensity_flop_per_byte']:.3g} FLOP/byte ({r['calls']} calls, "
+                f"{r['time_us'] / 1000:.3f} ms{bound})",
+            }
+        )
+    return {
+        "w": ROOF_W,
+        "h": ROOF_H,
+        "x0": PAD_L,
+        "x1": ROOF_W - PAD_R,
+        "ybase": ROOF_H - PAD_B,
+        "ytop": PAD_T,
+        "xticks": [{"x": round(px(t), 1), "label": _tick_label(t)} for t in xticks],
+        "yticks": [{"y": round(py(t), 1), "label": _tick_label(t)} for t in yticks],
+        "roof": roof,
+        "ridge": {"x": round(px(ridge), 1), "label": f"ridge {ridge:.3g} FLOP/byte"} if ridge else None,
+        "points": points,
+        "legend": [
+            {"name": "matrix-class operator", "color": ROOF_COLORS["matmul"]},
+            {"name": "other operator", "color": ROOF_COLORS["other"]},
+        ],
+    }
+
+
+def _flops(report) -> dict:
+    data = report.data
+    rows = sec.roofline(data)
+    return {
+        "flops_lines": sec.flops_lines(data),
+        "roof_chart": _roofline_chart(data),
+        "roofline_rows": rows,
+        "roofline_cols": sec.columns(rows) if rows else [],
+    }
+
+
 def _tables(data: dict) -> list[dict]:
     out = []
     for key, title in sec.TABLES:
@@ -382,7 +483,7 @@ class HtmlRenderer:
     file_end = ""
     # Each section gives the template what its block draws; report.html.j2 lays the blocks out in
     # this order (overview and steps, timelines, ranks, GPU, memory, tables and advice, about).
-    sections = (_overview, _devices, _memory, _tables_and_advice, _ranks, _about)
+    sections = (_overview, _devices, _flops, _memory, _tables_and_advice, _ranks, _about)
 
     def render(self, report, *, full: bool = True) -> str:
         ctx: dict = {"full": full}

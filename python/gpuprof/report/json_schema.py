@@ -1,4 +1,4 @@
-"""The report's JSON layout, ``schema_version`` 3, as a JSON Schema (draft 2020-12).
+"""The report's JSON layout, ``schema_version`` 4, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
 ``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
@@ -92,6 +92,7 @@ SCHEMA: dict = {
                     **_CATEGORY_US,
                     "start_ns": _INT,
                     "end_ns": _INT,
+                    "flops": {"type": ["integer", "null"]},
                 },
             },
         },
@@ -134,6 +135,7 @@ SCHEMA: dict = {
                 "cpu_count": {"type": ["integer", "null"]},
                 "cuda_available": _BOOL,
                 "cuda_device_count": _INT,
+                "float32_matmul_precision": _STR,
             },
         },
         "counts": {
@@ -230,6 +232,53 @@ SCHEMA: dict = {
             },
         },
         "gpu_samples": _rows("gpu_samples"),
+        # ---- FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline") ----
+        "flops": {
+            "type": "object",
+            "required": [
+                "per_step_flops",
+                "tflops_per_s",
+                "peak_tflops",
+                "peak_source",
+                "dtype",
+                "mfu_pct",
+                "hfu_pct",
+            ],
+            "properties": {
+                "per_step_flops": {"type": ["integer", "null"]},
+                "tflops_per_s": _NUM_OR_NULL,
+                "peak_tflops": _NUM_OR_NULL,
+                "peak_source": {"type": ["string", "null"]},
+                "peak_estimate": _BOOL,
+                "dtype": _STR,
+                "mfu_pct": _NUM_OR_NULL,
+                "hfu_pct": _NUM_OR_NULL,
+                "model_flops_per_step": {"type": ["integer", "null"]},
+                "training": _BOOL,
+                "matmul_flops_per_step": {"type": ["integer", "null"]},
+                "matmul_forward_flops_per_step": {"type": ["integer", "null"]},
+                "other_flops_per_step": {"type": ["integer", "null"]},
+                "forward_flops_per_step": {"type": ["integer", "null"]},
+                "backward_flops_per_step": {"type": ["integer", "null"]},
+                "recompute_flops_per_step": {"type": ["integer", "null"]},
+                "matmul_flops_by_dtype": {"type": "object", "additionalProperties": _INT},
+                "counted_calls": _INT,
+                "uncounted_calls": _INT,
+                "uncounted_by_op": {"type": "object", "additionalProperties": _INT},
+                "trace_flops_checked": _INT,
+                "trace_flops_differ": _INT,
+                "memory_bandwidth_gbps": _NUM_OR_NULL,
+                "bandwidth_source": {"type": ["string", "null"]},
+                "ridge_flop_per_byte": _NUM_OR_NULL,
+                "memory_bound_pct": _NUM_OR_NULL,
+                "compute_bound_pct": _NUM_OR_NULL,
+                "matmul_time_pct": _NUM_OR_NULL,
+                "tensor_core_pct": _NUM_OR_NULL,
+                "note": _STR,
+            },
+        },
+        "roofline": {"type": "array", "items": _row("roofline")},
+        # ---- end FLOPs ----
         "memory_curve": {
             "type": "object",
             "additionalProperties": {

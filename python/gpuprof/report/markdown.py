@@ -123,6 +123,34 @@ def _devices(report, title: str, top: int) -> list[str]:
     return out
 
 
+def _flops(report, title: str, top: int) -> list[str]:
+    lines = sec.flops_lines(report.data)
+    if not lines:
+        return []
+    out = ["### FLOPs", ""] + [f"- {md_escape(line)}" for line in lines] + [""]
+    rows = sec.roofline(report.data)[:top]
+    if rows:
+        out += table(
+            ["operator", "input shapes", "class", "FLOPs", "time ms", "TFLOP/s", "FLOP/byte", "bound"],
+            [
+                [
+                    md_code(r.get("name")),
+                    md_code(r.get("input_shapes")) if r.get("input_shapes") else "",
+                    md_escape(r.get("flop_class") or ""),
+                    sec.fmt("flops", r.get("flops")),
+                    f"{(r.get('time_us') or 0) / 1000:.3f}",
+                    f"{r.get('achieved_tflops') or 0:.4g}",
+                    "" if r.get("intensity_flop_per_byte") is None else f"{r['intensity_flop_per_byte']:.3g}",
+                    md_escape(r.get("bound") or ""),
+                ]
+                for r in rows
+            ],
+            [":--", ":--", ":--", "--:", "--:", "--:", "--:", ":--"],
+        )
+        out.append("")
+    return out
+
+
 def _memory(report, title: str, top: int) -> list[str]:
     mem = sec.memory_lines(report.data)
     return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
@@ -210,7 +238,18 @@ class MarkdownRenderer:
     name = "markdown"
     file_end = ""
     # The sections, in the order they are written: each returns its lines, or none.
-    sections = (_title, _steps, _devices, _memory, _recommendations, _ranks, _tables, _settings, _footer)
+    sections = (
+        _title,
+        _steps,
+        _devices,
+        _flops,
+        _memory,
+        _recommendations,
+        _ranks,
+        _tables,
+        _settings,
+        _footer,
+    )
 
     def render(self, report, *, title: str = "gpuprof report", top: int = TOP_ROWS) -> str:
         out: list[str] = []

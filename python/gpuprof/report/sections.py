@@ -177,6 +177,15 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def fmt_flops(n: float, unit: str = "FLOP") -> str:
+    """A FLOP count with an SI prefix: ``1.29 GFLOP`` (``unit=""``: ``1.29 G``)."""
+    n = float(n)
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {prefix}{unit}".rstrip()
+    return f"{n:.0f} {unit}".rstrip()
+
+
 # Characters that would act instead of show when a string from outside (a trace name, a path, a
 # data set's name) reaches a terminal or a log: C0 controls (a newline fakes a line, ESC starts an
 # ANSI sequence), DEL, C1 controls, the bidirectional overrides that reorder what a reader sees, and
@@ -207,6 +216,8 @@ def fmt(col: str, value: Any) -> str:
     if isinstance(value, (int, float)):
         if col.endswith("_bytes") or col == "bytes":
             return fmt_bytes(value)
+        if col == "flops" or col.endswith("_flops"):
+            return fmt_flops(value, unit="")
         if col.endswith("_pct"):
             return f"{value:.1f}"
         if col.endswith(("_us", "_ns")):
@@ -334,6 +345,67 @@ def memory_lines(data: dict) -> list[str]:
         if isinstance(top.get("peak_reserved_bytes"), (int, float)):
             line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
         lines.append(line)
+    return lines
+
+
+# ---- FLOPs, MFU and the roofline (docs/metrics.md) --------------------------------------------------
+def flops(data: dict) -> dict:
+    """The report's ``flops`` section; {} for a report made before gpuprof counted FLOPs."""
+    f = data.get("flops")
+    return f if isinstance(f, dict) else {}
+
+
+def roofline(data: dict) -> list[dict]:
+    return section(data, "roofline")
+
+
+def _pct(v: Any) -> str:
+    return f"{v:.1f}%" if isinstance(v, (int, float)) else "?"
+
+
+def flops_lines(data: dict) -> list[str]:
+    """The FLOPs section in sentences: FLOPs per step and achieved rate, MFU and HFU against which
+    peak (or why there is none), and the roofline's memory-bound share. [] without the section."""
+    f = flops(data)
+    if not f:
+        return []
+    lines = []
+    per_step = f.get("per_step_flops")
+    if per_step is None:
+        lines.append("FLOPs: not counted")
+    else:
+        parts = []
+        if isinstance(f.get("matmul_flops_per_step"), (int, float)):
+            parts.append(f"matrix {fmt_flops(f['matmul_flops_per_step'])}")
+        if f.get("other_flops_per_step"):
+            parts.append(f"other {fmt_flops(f['other_flops_per_step'])}")
+        if f.get("recompute_flops_per_step"):
+            parts.append(f"recomputed forward {fmt_flops(f['recompute_flops_per_step'])}")
+        rate = f.get("tflops_per_s")
+        lines.append(
+            f"FLOPs per step: {fmt_flops(per_step)}"
+            + (f" ({', '.join(parts)})" if parts else "")
+            + (f"; achieved {rate:.4g} TFLOP/s" if isinstance(rate, (int, float)) else "")
+        )
+    peak = f.get("peak_tflops")
+    if isinstance(peak, (int, float)) and isinstance(f.get("mfu_pct"), (int, float)):
+        est = " (an estimate)" if f.get("peak_estimate") else ""
+        lines.append(
+            f"MFU {_pct(f['mfu_pct'])}, HFU {_pct(f.get('hfu_pct'))} of the "
+            f"{printable(f.get('dtype'))} dense "
+            f"peak {peak:.4g} TFLOP/s{est}: {printable(f.get('peak_source') or '')}"
+        )
+    ridge = f.get("ridge_flop_per_byte")
+    if isinstance(ridge, (int, float)) and isinstance(f.get("memory_bound_pct"), (int, float)):
+        bw = f.get("memory_bandwidth_gbps")
+        lines.append(
+            f"Roofline: {_pct(f['memory_bound_pct'])} of the time of operators with FLOPs is memory-bound "
+            f"(ridge {ridge:.3g} FLOP/byte"
+            + (f" = {peak:.4g} TFLOP/s / {bw:,.0f} GB/s" if isinstance(bw, (int, float)) else "")
+            + ")"
+        )
+    if f.get("note"):
+        lines.append(printable(f["note"]))
     return lines
 
 

@@ -250,6 +250,11 @@ def _devices(console: Console, report) -> None:
     _gpu_summary(console, sec.devices(report.data))
 
 
+def _flops(console: Console, report) -> None:
+    for line in sec.flops_lines(report.data):
+        console.print(line)
+
+
 def _memory(console: Console, report) -> None:
     for line in sec.memory_lines(report.data):
         console.print(line)
@@ -301,6 +306,7 @@ class TextRenderer:
         _steps,
         _ranks,
         _devices,
+        _flops,
         _memory,
         _top_tables,
         _recommendations,
