@@ -41,7 +41,8 @@ def peak_gbps(info: dict) -> float:
 
 def datasheet_line(name: str) -> str:
     """The vendor's FP32 (vector units: this kernel's FMAs) and bandwidth figures for the device, from
-    gpuprof's peak table (docs/metrics.md, "Peaks"), beside the peaks computed from its clocks."""
+    gpuprof's peak table (docs/metrics.md, "Peaks"), beside the peaks computed from its clocks, and the
+    ridge point the reports' roofline uses for fp32 work on it (the same table, the same function)."""
     from .analysis import peaks
 
     m = peaks.match_device(name)
@@ -49,9 +50,12 @@ def datasheet_line(name: str) -> str:
     if not fp32:
         what = "no FP32 figure" if m.known else "no row"
         return f"datasheet: {what} for {name!r} in gpuprof's peak table (gpuprof/analysis/peaks.csv)"
+    # The reports take a dtype's highest dense figure over both engines (peaks.DeviceMatch.peak_tflops)
+    ridge = peaks.ridge_flop_per_byte(m.peak_tflops("fp32"), m.memory_bandwidth_gbps)
     return (
         f"datasheet ({fp32[0].source}): FP32 {fp32[0].per_device * 1e3:,.0f} GFLOP/s, "
-        f"memory bandwidth {m.memory_bandwidth_gbps:,.0f} GB/s"
+        f"memory bandwidth {m.memory_bandwidth_gbps:,.0f} GB/s, ridge at AI {ridge:.1f} (the roofline "
+        "gpuprof's reports place fp32 operators against on this device)"
     )
 
 

@@ -103,3 +103,23 @@ def test_gpu_metric_on_a_cpu_report_is_explained(tmp_path, capsys):
     path = _write(tmp_path, "cpu.json", cpu_report_dict())
     assert main(["check", path, "--min", "utilization_pct=60"]) == 2
     assert "utilization_pct is a GPU metric and this report has no GPU summary" in capsys.readouterr().err
+
+
+def test_an_mfu_budget_reads_the_flops_section(tmp_path, capsys):
+    d = cpu_report_dict()
+    d["flops"].update(mfu_pct=12.5, hfu_pct=13.0, tflops_per_s=0.04)
+    path = _write(tmp_path, "mfu.json", d)
+    assert main(["check", path, "--min", "mfu_pct=40"]) == 1
+    # 40 - 12.5 = 27.5 below the budget
+    assert "FAIL  mfu_pct = 12.5, 27.5 below the minimum 40" in capsys.readouterr().out
+    assert main(["check", path, "--min", "mfu_pct=10", "--min", "tflops_per_s=0.01"]) == 0
+    assert "all 2 budgets hold" in capsys.readouterr().out
+
+
+def test_an_mfu_budget_on_a_report_without_a_peak_says_why(tmp_path, capsys):
+    d = cpu_report_dict()
+    d["flops"].update(mfu_pct=None, peak_tflops=None, note="no peak, so no MFU: pass it: --peak-tflops N")
+    path = _write(tmp_path, "nopeak.json", d)
+    assert main(["check", path, "--min", "mfu_pct=40"]) == 2
+    err = capsys.readouterr().err
+    assert "mfu_pct is not known for this report: no peak, so no MFU" in err and "--peak-tflops" in err

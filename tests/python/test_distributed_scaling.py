@@ -59,3 +59,14 @@ def test_scaling_table_of_one_job_at_1_2_and_4_ranks(tmp_path):
     assert ok.returncode == 0, ok.stdout + ok.stderr
     bad = cli("check", table_json, "--min", "parallel_efficiency_pct=101")
     assert bad.returncode == 1 and "FAIL  parallel_efficiency_pct (world size 2)" in bad.stdout
+    # TFLOP/s per rank: each rank's FLOPs per step are its model's, Linear(64, 256) -> Linear(256, 4)
+    # on a batch of 16: forward 2*16*64*256 + 2*16*256*4 = 557,056; backward: the first layer's
+    # weight gradient (524,288; no input gradient for the data), the second's input and weight
+    # gradients (2 x 32,768): 1,146,880 FLOPs per step on every rank.
+    for run in runs:
+        report = json.loads(run.read_text())
+        assert report["flops"]["per_step_flops"] == 1_146_880
+        assert all(isinstance(r["tflops_per_s"], float) and r["tflops_per_s"] > 0 for r in report["ranks"])
+    assert all(r["tflops_per_rank"] > 0 for r in rows)
+    assert "TFLOP/s per rank" in proc.stdout
+    assert cli("check", table_json, "--min", "tflops_per_rank=1e-9").returncode == 0

@@ -29,6 +29,8 @@ def test_the_datasheet_line_reads_the_peak_table():
     line = roofline.datasheet_line(H100["name"])
     assert "FP32 67,000 GFLOP/s" in line and "memory bandwidth 3,350 GB/s" in line
     assert "H100 Tensor Core GPU datasheet" in line
+    # the ridge the reports' roofline uses for fp32 on an H100: 67 TFLOP/s / 3,350 GB/s = 20 FLOP/byte
+    assert "ridge at AI 20.0" in line
     assert "no FP32 figure" in roofline.datasheet_line("NVIDIA B200")
     assert "no row for 'NVIDIA GH200 480GB'" in roofline.datasheet_line("NVIDIA GH200 480GB")
 

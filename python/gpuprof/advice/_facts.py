@@ -291,6 +291,22 @@ class Facts:
         totals = [t for t in totals if t]
         return min(totals) if totals else None
 
+    # ---- FLOPs (docs/metrics.md, "MFU and HFU", "Roofline") --------------------------------------
+    @property
+    def flops(self) -> dict:
+        """The report's ``flops`` section; {} for a report made before gpuprof counted FLOPs."""
+        v = self.data.get("flops")
+        return v if isinstance(v, dict) else {}
+
+    def flops_num(self, key: str) -> Optional[float]:
+        """A number of the ``flops`` section (None: not known for this report)."""
+        return _num(self.flops, key)
+
+    @property
+    def roofline(self) -> list[dict]:
+        """The roofline's rows (the operators with FLOPs, longest first)."""
+        return section(self.data, "roofline")
+
     # ---- distributed ----------------------------------------------------------------------------
     @property
     def distributed(self) -> dict:

@@ -32,6 +32,10 @@ LAUNCH_MIN_HOST_PCT = 20.0
 OPTIMIZER_MIN_PCT = 15.0
 LAYOUT_MIN_PCT = 1.0
 TENSOR_CORE_MIN_CC = 7.0
+LOW_MFU_PCT = 30.0  # an accelerator's MFU below this: where is the gap
+LOW_MFU_CPU_PCT = 10.0  # a CPU's (estimated peak): only when matrix work fills the step
+LOW_MFU_CPU_MATMUL_PCT = 50.0
+SMALL_MATMUL_FLOPS = 2 * 256**3  # a matrix-class call below a 256 x 256 x 256 product is small
 
 Recommendation = dict
 Rule = Callable[[Facts], Optional[Recommendation]]
@@ -818,6 +822,101 @@ def communication(f: Facts) -> Optional[Recommendation]:
     )
 
 
+# ---- low_mfu --------------------------------------------------------------------------------------
+_LOW_PRECISION = ("bf16", "fp16", "tf32", "fp8", "int8")
+
+
+def low_mfu(f: Facts) -> Optional[Recommendation]:
+    mfu = f.flops_num("mfu_pct")
+    peak = f.flops_num("peak_tflops")
+    if mfu is None or peak is None:
+        return None  # no peak known (the report's note says how to give it): no MFU to judge
+    estimate = f.flops.get("peak_estimate") is True
+    matmul_pct = f.flops_num("matmul_time_pct") or 0.0
+    if estimate:
+        # A CPU's peak is an estimate from its ISA and clock; small training loops never near it.
+        # The rule speaks only where matrix work fills most of the step and still runs far below.
+        if mfu >= LOW_MFU_CPU_PCT or matmul_pct < LOW_MFU_CPU_MATMUL_PCT:
+            return None
+    elif mfu >= LOW_MFU_PCT:
+        return None
+    dtype = str(f.flops.get("dtype") or "unknown")
+    rows = [r for r in f.roofline if r.get("flop_class") == "matmul"]
+    mm_us = sum(_num_or0(r.get("time_us")) for r in rows)
+
+    def share(pred) -> float:
+        return 100.0 * sum(_num_or0(r.get("time_us")) for r in rows if pred(r)) / mm_us if mm_us > 0 else 0.0
+
+    memory_bound = share(lambda r: r.get("bound") == "memory")
+    small = share(
+        lambda r: _num_or0(r.get("flops")) / max(_num_or0(r.get("calls")), 1.0) < SMALL_MATMUL_FLOPS
+    )
+    tc = f.flops_num("tensor_core_pct")
+    # Each gap as a share of the step: the most that closing it could give back. Waiting for the
+    # input pipeline and for communication is the dataloader and communication rules' own.
+    waits = f.pct("dataloader") + f.pct("communication")
+    gaps = {
+        "outside": max(0.0, 100.0 - matmul_pct - waits),
+        "memory_bound": matmul_pct * memory_bound / 100.0,
+        "small": matmul_pct * small / 100.0,
+        "tensor_cores": matmul_pct * (100.0 - tc) / 100.0
+        if tc is not None and dtype in _LOW_PRECISION and tc < 50.0
+        else 0.0,
+    }
+    where = max(gaps, key=lambda k: gaps[k])
+    peak_text = f"the {dtype} dense peak {peak:.4g} TFLOP/s" + (
+        " (an estimate: this machine's CPU, from its ISA, clock and cores)" if estimate else ""
+    )
+    said = {
+        "outside": f"{gaps['outside']:.0f}% of the step runs outside matrix-class operators (products, "
+        "convolutions, attention: what the peak is for), beside the input pipeline and communication",
+        "memory_bound": f"{memory_bound:.0f}% of the matrix operators' time is in operators below the ridge "
+        "point (memory-bound: too few FLOPs per byte moved)",
+        "small": f"{small:.0f}% of the matrix operators' time is in calls smaller than a 256-cube product",
+        "tensor_cores": f"{dtype} matrix work, but only {tc or 0:.0f}% of it runs on tensor cores",
+    }
+    fixes = {
+        "outside": "fuse the elementwise and normalization work around the matrix operators: model = "
+        "torch.compile(model); host synchronisations and launch gaps, where the other recommendations "
+        "name them, count here too",
+        "memory_bound": "give the matrix operators more work per byte: a larger batch (or sequence) per step, "
+        "wider layers, bf16 inputs (half the bytes), and fuse what surrounds them: torch.compile(model)",
+        "small": "batch the small products: a larger batch per step, one torch.bmm over many small "
+        "matrices, and torch.compile(model, mode='reduce-overhead') (CUDA graphs) against launch gaps",
+        "tensor_cores": "align the matrix sizes to multiples of 8 (16 for fp8) so cuBLAS/cuDNN pick "
+        "tensor-core kernels, and check torch.backends.cudnn.allow_tf32 / "
+        "torch.set_float32_matmul_precision('high') for fp32 work",
+    }
+    return recommendation(
+        "low_mfu",
+        f"Model FLOPs utilization is {mfu:.1f}% of the peak" + (" (estimated)" if estimate else ""),
+        summary=f"MFU {mfu:.1f}% against {peak_text}; the largest gap: {said[where]}",
+        numbers={
+            "mfu_pct": mfu,
+            "hfu_pct": f.flops_num("hfu_pct"),
+            "peak_tflops": peak,
+            "peak_estimate": estimate,
+            "dtype": dtype,
+            "matmul_time_pct": matmul_pct,
+            "outside_matmul_pct": gaps["outside"],
+            "memory_bound_matmul_pct": memory_bound,
+            "small_matmul_pct": small,
+            "tensor_core_pct": tc,
+        },
+        bound_pct=gaps[where],
+        confidence="low" if estimate else "medium",
+        confidence_reason="the peak is an estimate (this CPU's ISA, clock and cores), so is MFU"
+        if estimate
+        else "FLOPs, times and the peak are measured or from the vendor's table; the roofline shares come "
+        "from the 20 longest operators with FLOPs",
+        fix=fixes[where],
+    )
+
+
+def _num_or0(v) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
 # The registry, in the order that breaks ties between equal bounds.
 RULES: list[tuple[str, Rule]] = [
     ("no_gpu_work", no_gpu_work),
@@ -826,6 +925,7 @@ RULES: list[tuple[str, Rule]] = [
     ("host_sync", host_sync),
     ("launch_bound", launch_bound),
     ("mixed_precision", mixed_precision),
+    ("low_mfu", low_mfu),
     ("channels_last", channels_last),
     ("optimizer", optimizer),
     ("low_utilization", low_utilization),

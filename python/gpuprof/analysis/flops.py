@@ -244,7 +244,7 @@ def flops_section(
     # The roofline: each row memory- or compute-bound against the ridge point.
     ridge = None
     if peak.tflops and peak.bandwidth_gbps:
-        ridge = peak.tflops * 1e12 / (peak.bandwidth_gbps * 1e9)
+        ridge = peaks.ridge_flop_per_byte(peak.tflops, peak.bandwidth_gbps)
     all_rows = list(native_flops.get("roofline", []))
     memory_us = compute_us = unknown_us = matmul_us = 0.0
     for r in all_rows:

@@ -199,6 +199,14 @@ def match_device(name: str) -> DeviceMatch:
     return DeviceMatch(name, key, rows, f"{name!r} is {how}: table row {key!r}")
 
 
+def ridge_flop_per_byte(peak_tflops: float, bandwidth_gbps: float) -> float:
+    """The roofline's ridge point: where the memory roof (bandwidth x intensity) meets the compute
+    roof (the peak), in FLOP/byte. Operators of lower arithmetic intensity are memory-bound."""
+    if not (peak_tflops > 0 and bandwidth_gbps > 0):
+        raise ValueError("the peak and the bandwidth must be positive")
+    return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
+
+
 def scale_to_clock(peak: float, clock_mhz: float, reference_clock_mhz: float) -> float:
     """A peak at another SM clock, for the optional clock correction (not applied anywhere yet).
 

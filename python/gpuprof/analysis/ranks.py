@@ -58,6 +58,7 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
     comm_kernel_us = sum(float(d.get("comm_kernel_us") or 0.0) for d in devices)
     under_compute = sum(float(d.get("comm_overlap_compute_us") or 0.0) for d in devices)
     under_copies = sum(float(d.get("comm_overlap_copy_us") or 0.0) for d in devices)
+    flops = data.get("flops") if isinstance(data.get("flops"), dict) else {}
     return {
         "rank": _int(info.get("rank"), 0),
         "local_rank": _int(info.get("local_rank"), _int(info.get("rank"), 0)),
@@ -72,6 +73,9 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
         "comm_overlap_compute_us": (under_compute / n) if (n and comm_kernel_us > 0) else None,
         "comm_overlap_copy_us": (under_copies / n) if (n and comm_kernel_us > 0) else None,
         "source": str((data.get("source") or {}).get("path") or ""),
+        # FLOPs: this rank's achieved rate and MFU (docs/metrics.md), None where not counted
+        "tflops_per_s": flops.get("tflops_per_s"),
+        "mfu_pct": flops.get("mfu_pct"),
     }
 
 
@@ -165,6 +169,8 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
                 "collective_wait_us": round(_mean(wait[s["rank"]]), 3) if len(ranks) > 1 and common else 0.0,
                 "comm_comp_overlap_pct": overlap,
                 "comm_copy_overlap_pct": copy_overlap,
+                "tflops_per_s": s.get("tflops_per_s"),
+                "mfu_pct": s.get("mfu_pct"),
             }
         )
 

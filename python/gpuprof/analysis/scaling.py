@@ -29,6 +29,10 @@ def run_row(data: dict, *, batch_size: Optional[int] = None, label: str = "") ->
     # In a synchronous job every rank's step lasts as long as the slowest's: the job's step time.
     step_us = max(steps) if steps else float((data.get("average") or {}).get("total_us") or 0.0)
     comm = [r["average"].get("communication_pct", 0.0) for r in ranks if r.get("average")]
+    # FLOPs: each rank's achieved TFLOP/s (rank 0's own report where the ranks do not carry it)
+    rates = [r["tflops_per_s"] for r in ranks if isinstance(r.get("tflops_per_s"), (int, float))]
+    if not rates and isinstance((data.get("flops") or {}).get("tflops_per_s"), (int, float)):
+        rates = [data["flops"]["tflops_per_s"]]
     return {
         "run": label,
         "nodes": max(1, len(hosts)),
@@ -39,6 +43,7 @@ def run_row(data: dict, *, batch_size: Optional[int] = None, label: str = "") ->
         if comm
         else float((data.get("average") or {}).get("communication_pct") or 0.0),
         "imbalance_pct": float((data.get("cross_rank") or {}).get("imbalance_pct") or 0.0),
+        "tflops_per_rank": round(sum(rates) / len(rates), 6) if rates else None,
     }
 
 

@@ -2,7 +2,8 @@
 performance budgets for CI. Exit 0 when every budget holds, 1 when one is broken, 2 on a mistake.
 
 Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us``, ``total_us``...),
-``step_time_us`` / ``step_time_ms``, ``dropped_events``, the GPU summary's per-device fields
+``step_time_us`` / ``step_time_ms``, ``dropped_events``, the FLOPs section's numbers (``mfu_pct``,
+``hfu_pct``, ``tflops_per_s``, ``per_step_flops``, ``memory_bound_pct``...), the GPU summary's per-device fields
 (``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``, and with
 ``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
 step time, or of one category's mean time, as % of the baseline's mean step time).
@@ -106,6 +107,10 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
     out["step_time_ms"] = [("", float(avg["total_us"]) / 1000.0)]
     out["dropped_events"] = [("", float(report.counts.get("dropped", 0)))]
     out["advice_count"] = [("", float(len(report.advice)))]
+    flops = report.data.get("flops") if isinstance(report.data.get("flops"), dict) else {}
+    for key, v in flops.items():  # FLOPs: mfu_pct, hfu_pct, tflops_per_s, ... where known
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[key] = [("", float(v))]
     for d in report.devices:
         for key, _ in sec.DEVICE_FIELDS:
             if isinstance(d.get(key), (int, float)):
@@ -118,6 +123,9 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
                 delta = avg.get(f"{key}_us", 0.0) - baseline.average.get(f"{key}_us", 0.0)
                 out[f"{key}_regression_pct"] = [("", 100.0 * delta / base_total)]
     return out
+
+
+_FLOPS_METRICS = ("mfu_pct", "hfu_pct", "tflops_per_s", "per_step_flops", "memory_bound_pct")
 
 
 def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> list[Result]:
@@ -133,6 +141,16 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
                 raise UserError(
                     f"{name} is a GPU metric and this report has no GPU summary "
                     "(profiled on the CPU, or without GPU collection)"
+                )
+            flops = report.data.get("flops") if isinstance(report.data.get("flops"), dict) else None
+            if flops is not None and name in flops:  # FLOPs: known, but not for this report
+                raise UserError(
+                    f"{name} is not known for this report: {flops.get('note') or 'no FLOPs were counted'}"
+                )
+            if flops is None and name in _FLOPS_METRICS:
+                raise UserError(
+                    f"{name} needs the report's FLOPs section, which gpuprof writes from version "
+                    "schema 4 on: make the report again with this gpuprof (gpuprof analyze TRACE --json OUT)"
                 )
             raise UserError(f"unknown metric {name!r}; known here: {', '.join(sorted(known))}")
         for where, value in known[name]:
@@ -279,7 +297,8 @@ def _print_results(args, results: list[Result]) -> int:
 def _scaling_results(path: str, budgets) -> list[Result] | None:
     """Results for a ``{"scaling": [...]}`` file (``gpuprof scaling --json OUT``), else None.
     Metrics, per run (world size N):
-    ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``."""
+    ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``,
+    ``tflops_per_rank``."""
     import json
 
     if not (os.path.isfile(path) and path.endswith(".json")):
@@ -297,6 +316,7 @@ def _scaling_results(path: str, budgets) -> list[Result] | None:
         "speedup": "speedup",
         "samples_per_s": "samples_per_s",
         "step_us": "step_us",
+        "tflops_per_rank": "tflops_per_rank",
     }
     out = []
     for bound, name, limit in budgets:

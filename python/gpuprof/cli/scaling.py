@@ -22,6 +22,7 @@ COLUMNS = [
     ("efficiency_pct", "parallel efficiency %"),
     ("communication_pct", "communication % of step"),
     ("imbalance_pct", "imbalance % of step"),
+    ("tflops_per_rank", "TFLOP/s per rank"),
 ]
 
 
@@ -71,6 +72,8 @@ def _cell(key, v) -> str:
         return "-"
     if key == "step_us":
         return f"{v / 1000:.2f}"
+    if key == "tflops_per_rank":
+        return f"{v:.4g}"
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 

@@ -184,6 +184,8 @@ SCHEMA: dict = {
                     "collective_wait_us": _NUM,
                     "comm_comp_overlap_pct": _NUM_OR_NULL,
                     "comm_copy_overlap_pct": _NUM_OR_NULL,
+                    "tflops_per_s": _NUM_OR_NULL,
+                    "mfu_pct": _NUM_OR_NULL,
                     "average": {
                         "type": "object",
                         "required": ["total_us", *_CATEGORY_US],
