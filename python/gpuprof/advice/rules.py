@@ -880,7 +880,8 @@ def low_mfu(f: Facts) -> Optional[Recommendation]:
         "torch.compile(model); host synchronisations and launch gaps, where the other recommendations "
         "name them, count here too",
         "memory_bound": "give the matrix operators more work per byte: a larger batch (or sequence) per "
-        "step, wider layers, bf16 inputs (half the bytes), and fuse what surrounds them: torch.compile(model)",
+        "step, wider layers, bf16 inputs (half the bytes), and fuse what surrounds them: "
+        "torch.compile(model)",
         "small": "batch the small products: a larger batch per step, one torch.bmm over many small "
         "matrices, and torch.compile(model, mode='reduce-overhead') (CUDA graphs) against launch gaps",
         "tensor_cores": "align the matrix sizes to multiples of 8 (16 for fp8) so cuBLAS/cuDNN pick "

@@ -4,8 +4,8 @@ performance budgets for CI. Exit 0 when every budget holds, 1 when one is broken
 Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us``, ``total_us``...),
 ``step_time_us`` / ``step_time_ms``, ``dropped_events``, the FLOPs section's numbers (``mfu_pct``,
 ``hfu_pct``, ``tflops_per_s``, ``per_step_flops``, ``memory_bound_pct``...), the GPU summary's
-per-device fields (``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``, and with
-``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
+per-device fields (``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU),
+``advice_count``, and with ``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
 step time, or of one category's mean time, as % of the baseline's mean step time).
 ``--deny-rule RULE`` (repeatable) fails when that advice rule fires (docs/advice.md lists the ids).
 """
