@@ -5,8 +5,9 @@ Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us`
 ``step_time_us`` / ``step_time_ms``, ``dropped_events``, the FLOPs section's numbers (``mfu_pct``,
 ``hfu_pct``, ``tflops_per_s``, ``per_step_flops``, ``memory_bound_pct``...), the GPU summary's
 per-device fields (``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU),
-``advice_count``, and with ``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
-step time, or of one category's mean time, as % of the baseline's mean step time).
+``advice_count``, and with ``--baseline``: ``step_time_regression_pct`` and
+``<category>_regression_pct`` (change of the mean step time, or of one category's mean time, as % of
+the baseline's mean step time).
 ``--deny-rule RULE`` (repeatable) fails when that advice rule fires (docs/advice.md lists the ids).
 """
 
