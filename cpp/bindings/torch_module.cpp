@@ -8,7 +8,8 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_torchhooks, m) {
   m.doc() = "gpuprof RecordFunction hooks (links LibTorch)";
-  m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false);
+  m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false,
+        py::arg("flop_capture") = true);
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);
   m.def("flop_capture_installed", &gpuprof::collect::flop_capture_installed,

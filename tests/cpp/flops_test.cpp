@@ -87,11 +87,12 @@ TEST(FlopRules, ConvolutionsAllDimsGroupsAndTransposed) {
   const char* conv = "['', '', '', '[2, 2]', '[1, 1]', '[1, 1]', 'False', '[0, 0]', '2']";
   EXPECT_EQ(conv_output_shape({2, 4, 16, 16}, {8, 2, 3, 3}, {2, 2}, {1, 1}, {1, 1}, false, {0, 0}, 2),
             (Shape{2, 8, 8, 8}));
-  EXPECT_EQ(of("aten::convolution", "[[2, 4, 16, 16], [8, 2, 3, 3], [8], [], [], [], [], [], []]",
-               "['float', 'float', 'float', 'ScalarList', 'ScalarList', 'ScalarList', 'Scalar', 'ScalarList', 'Scalar']",
-               conv)
-                .flops,
-            36864);
+  EXPECT_EQ(
+      of("aten::convolution", "[[2, 4, 16, 16], [8, 2, 3, 3], [8], [], [], [], [], [], []]",
+         "['float', 'float', 'float', 'ScalarList', 'ScalarList', 'ScalarList', 'Scalar', 'ScalarList', 'Scalar']",
+         conv)
+          .flops,
+      36864);
   // ConvTranspose2d(8 -> 4, 3x3, stride 2) on [2, 8, 8, 8]: each of the 2*8*8*8 = 1024 input
   // elements is multiplied into 4 output channels x 3 x 3 positions: 36,864 multiply-adds =
   // 73,728 FLOPs (FlopCounterMode counts a transposed convolution over the input's positions).
@@ -123,7 +124,8 @@ TEST(FlopRules, ConvolutionsAllDimsGroupsAndTransposed) {
   // (channels as batch: 4) with grad_out: 3*3 * 8*8 * 4 * 8 * 2 * 2 = 73,728, which is twice the
   // 36,864 the grouped weight gradient does (its C_in is the whole input's 4, not 4/groups): torch's
   // count is kept, so that the two agree.
-  const char* backward_concrete = "['', '', '', '[8]', '[2, 2]', '[1, 1]', '[1, 1]', 'False', '[0, 0]', '2', '%s']";
+  const char* backward_concrete =
+      "['', '', '', '[8]', '[2, 2]', '[1, 1]', '[1, 1]', 'False', '[0, 0]', '2', '%s']";
   char buf[200];
   std::snprintf(buf, sizeof buf, backward_concrete, "[False, True, True]");
   const char* backward_shapes = "[[2, 8, 8, 8], [2, 4, 16, 16], [8, 2, 3, 3], [], [], [], [], [], [], [], []]";
@@ -170,7 +172,8 @@ TEST(FlopRules, TheOtherClass) {
   EXPECT_EQ(of("aten::sum", "[[10, 10], []]").flops, 100);
   // A foreach over a list of [10, 20] and [10] (210 elements): 210; addcmul-like: 420.
   EXPECT_EQ(of("aten::_foreach_add_", "[[[10, 20], [10]], [[10, 20], [10]], []]").flops, 210);
-  EXPECT_EQ(of("aten::_foreach_addcmul_", "[[[10, 20], [10]], [[10, 20], [10]], [[10, 20], [10]], []]").flops, 420);
+  EXPECT_EQ(of("aten::_foreach_addcmul_", "[[[10, 20], [10]], [[10, 20], [10]], [[10, 20], [10]], []]").flops,
+            420);
   // No rule: no class, nothing counted.
   EXPECT_EQ(of("aten::view", "[[10, 10], []]").cls, FlopClass::None);
   EXPECT_EQ(flop_class_of("aten::linear"), FlopClass::None);   // it counts at the addmm it runs
@@ -290,6 +293,23 @@ TEST(Roofline, IntensityAndAchievedRate) {
   EXPECT_EQ(rows[1].time_ns, 300);
   EXPECT_TRUE(rows[1].on_device);
   EXPECT_NEAR(rows[1].intensity, 1.0 / 12.0, 1e-9);
+}
+
+TEST(FlopCount, AnOuterCallWithoutItsInputsLeavesTheCountToTheInnerOne) {
+  // Under autocast, aten::mm casts its inputs and calls aten::mm again; live, only the inner call's
+  // inputs are captured. The inner call counts (bf16: 2*4*8*16 = 1,024), and the outer one is
+  // neither counted twice nor reported as missing its inputs.
+  Trace t;
+  op(t, "aten::mm", 0, 100);
+  op(t, "aten::_to_copy", 5, 10, "[[4, 16], [], [], [], [], [], []]");
+  op(t, "aten::mm", 20, 90, "[[4, 16], [16, 8]]");
+  args(t, "['c10::BFloat16', 'c10::BFloat16']", "");
+  const FlopCounts c = count_flops(t, link_launches(t));
+  ASSERT_EQ(c.ops.size(), 1u);
+  EXPECT_EQ(c.ops[0].event, 2u);
+  EXPECT_EQ(c.ops[0].flops, 1024);
+  EXPECT_EQ(c.ops[0].dtype, FlopDtype::Bf16);
+  EXPECT_TRUE(c.uncounted.empty());
 }
 
 TEST(FlopCount, AConvolutionWithoutItsStrideTakesItsOutputFromItsBackward) {

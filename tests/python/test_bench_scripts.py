@@ -255,3 +255,31 @@ def test_straggler_calls_smoke_run_counts_one_slow_and_one_clean_job(tmp_path):
     assert got["failed_jobs"] == 0 and len(got["slow"]) == 1 and len(got["clean"]) == 1
     assert got["slow_named_right"] == (got["slow"][0]["named"] == [1])
     assert "slowed rank named in" in proc.stdout
+
+
+def test_the_gemm_bench_counts_its_products(tmp_path):
+    """bench/flops_gemm_cpu.py on small matrices: gpuprof's FLOPs per step are the bench's count by
+    hand (2 n^3 per product), and the fraction of the estimated peak is reported (not asserted)."""
+    out = tmp_path / "gemm.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "flops_gemm_cpu.py"),
+            "--n",
+            "64",
+            "--steps",
+            "2",
+            "--reps",
+            "3",
+        ]
+        + ["--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["per_step_flops"] == doc["flops_per_step_by_hand"] == 3 * 2 * 64**3
+    assert doc["peak_source"].startswith("Estimate") and doc["mfu_pct"] > 0
+    assert "of the estimated peak" in proc.stdout

@@ -357,3 +357,78 @@ def test_a_known_gpu_takes_its_dense_peak_for_the_dtype_of_its_matrix_work(tmp_p
     assert row["intensity_flop_per_byte"] == pytest.approx(2 * m * k * n / (2 * 3 * m * n), rel=1e-6)
     assert row["bound"] == "compute" and row["on_device"] is True
     assert report["flops"]["compute_bound_pct"] == 100.0
+
+
+def test_a_live_spans_chrome_trace_keeps_its_flops(tmp_path):
+    """The Chrome trace gpuprof writes carries each counted op's shapes, types and scalar inputs as
+    Kineto writes them, so the trace read back counts the same FLOPs (convolutions need their
+    stride and padding: Concrete Inputs)."""
+    step = training_step("conv_net")
+    with gpuprof.profile() as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    live = prof.report()
+    path = tmp_path / "span.json.gz"
+    prof.export_chrome_trace(str(path))
+    again = gpuprof.analyze(path).to_dict()
+    assert [s["flops"] for s in again["steps"]] == [s["flops"] for s in live.to_dict()["steps"]]
+    assert again["flops"]["per_step_flops"] == live.to_dict()["flops"]["per_step_flops"] > 0
+
+
+def test_every_rule_is_documented():
+    from pathlib import Path
+
+    from gpuprof._native import _core
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    section = doc.split("## FLOPs", 1)[1].split("## MFU and HFU", 1)[0]
+    missing = [name for name, *_ in _core.flop_rules() if f"`{name}`" not in section]
+    assert not missing, f"docs/metrics.md's FLOPs section does not list {missing}"
+
+
+def test_autocast_counts_the_cast_call_in_its_dtype():
+    """Under autocast, aten::addmm casts its inputs and calls aten::addmm again: the inner call's
+    inputs are the ones captured, in bf16; FLOPs stay FlopCounterMode's and the dtype is bf16."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    x = torch.randn(32, 64)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(x).float().sum()
+        loss.backward()
+
+    step()
+    expected = torch_counts(step)
+    with gpuprof.profile() as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    f = prof.report().to_dict()["flops"]
+    assert f["matmul_flops_per_step"] == sum(expected.values())
+    assert f["dtype"] == "bf16" and set(f["matmul_flops_by_dtype"]) == {"bf16"}
+    assert not any(op in f["uncounted_by_op"] for op in ("aten::addmm", "aten::mm"))
+
+
+def test_a_compiled_model_counts_its_out_variant_products():
+    """torch.compile's graphs call aten::mm.out and aten::addmm.out (extern kernels): the capture
+    covers every overload, so the compiled step's FLOPs are FlopCounterMode's."""
+    torch.manual_seed(0)
+    model = torch.compile(
+        torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    )
+    x = torch.randn(8, 16)
+
+    def step():
+        model(x).sum().backward()
+
+    step()
+    step()
+    expected = torch_counts(step)
+    with gpuprof.profile() as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    f = prof.report().to_dict()["flops"]
+    assert f["matmul_flops_per_step"] == sum(expected.values()) > 0

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpuprof/event.h"
 #include "gpuprof/trace.h"
@@ -65,12 +66,20 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const
 void host_exit_now(const void* key);
 // ---- FLOPs ----
 // The inputs of the op innermost open on the calling thread, recorded from inside that op (the
-// hooks' capture of the ops FLOPs are counted for, torch_hooks.cpp): its input sizes (`dims` as
-// host_enter_now takes them; kept unless record_shapes gave them already), its input types and
-// scalar inputs as Kineto writes them (trace.h, OpArgs), and whether it recorded autograd
-// history. Ignored unless the innermost open op is named `name` (the op's own name).
-void host_op_inputs(const char* name, const int64_t* dims, size_t n_dims, std::string_view types,
-                    std::string_view concrete, bool grad_recorded);
+// hooks' capture of the ops FLOPs are counted for, torch_hooks.cpp). `key` is any list of integers
+// that tells one call's inputs from another's (sizes, dtypes, scalars); each thread keeps what it
+// recorded for each key, so `format` turns a key into the texts only the first time it is seen:
+// the input sizes (`dims` as host_enter_now takes them; kept unless record_shapes gave them
+// already), the input types and scalar inputs as Kineto writes them (trace.h, OpArgs). Also marks
+// whether the op recorded autograd history. Ignored unless the innermost open op is named `name`
+// (the op's own name).
+struct OpInputTexts {
+  std::vector<int64_t> dims;
+  std::string types;
+  std::string concrete;
+};
+using OpInputsFormatter = void (*)(const int64_t* key, size_t n, OpInputTexts* out);
+void host_op_inputs(const char* name, const int64_t* key, size_t n, OpInputsFormatter format, bool grad_recorded);
 // ---- end FLOPs ----
 // The text host_enter_now records for a dims list (see above); for tests.
 std::string shapes_text(const int64_t* dims, size_t n_dims);

@@ -74,7 +74,7 @@ struct OpInputs {
   std::vector<Shape> shapes;           // per input; empty for a non-tensor (and for a 0-d tensor)
   std::vector<uint8_t> is_list;        // per input: a tensor list (foreach ops), whose sizes are in list_numel
   std::vector<int64_t> list_numel;     // per input: a tensor list's summed elements
-  std::vector<std::string> types;      // per input ("float", "c10::BFloat16", "Scalar", ""); empty: not recorded
+  std::vector<std::string> types;   // per input ("float", "c10::BFloat16", "Scalar", ""); empty: not recorded
   std::vector<std::string> concrete;   // per input (scalars and lists as text); empty: not recorded
   // A convolution's output shape when its stride and padding were not recorded (traces before
   // torch 2.1 have no Concrete Inputs): the grad_output of the backward of a convolution with
@@ -86,8 +86,8 @@ OpInputs parse_op_inputs(std::string_view shapes, std::string_view types, std::s
 // What one call of an op counts.
 struct OpFlops {
   FlopClass cls = FlopClass::None;   // None: no rule for this name
-  int64_t flops = -1;                // -1: a rule applies but the inputs it needs were not recorded
-  int64_t bytes = -1;                // the tensors it reads and writes, from shapes and dtypes; -1 unknown
+  int64_t flops = -1;   // -1: a rule applies but the inputs it needs were not recorded
+  int64_t bytes = -1;   // the tensors it reads and writes, from shapes and dtypes; -1 unknown
   FlopDtype dtype = FlopDtype::Unknown;
 };
 // The rule's class for an operator name ("aten::mm" or "mm"), None when there is none.
@@ -116,10 +116,10 @@ struct CountedOp {
   bool from_trace_arg = false;   // the trace's `flops` arg, not a rule
 };
 struct FlopCounts {
-  std::vector<CountedOp> ops;       // by event index
-  std::vector<uint32_t> uncounted;  // outermost ops with a rule whose inputs were not recorded
+  std::vector<CountedOp> ops;   // by event index
+  std::vector<uint32_t> uncounted;   // outermost ops with a rule whose inputs were not recorded
   int64_t trace_args_checked = 0;   // counted ops that also carry a trace `flops` arg
-  int64_t trace_args_differ = 0;    // ... whose value is not the rule's
+  int64_t trace_args_differ = 0;   // ... whose value is not the rule's
 };
 FlopCounts count_flops(const Trace& trace, const LaunchLinks& links);
 
@@ -129,14 +129,14 @@ struct StepFlops {
   int64_t total = 0;
   int64_t matmul = 0;
   int64_t other = 0;
-  int64_t matmul_forward = 0;     // matrix-class FLOPs of the forward pass (MFU's model FLOPs / 3)
+  int64_t matmul_forward = 0;   // matrix-class FLOPs of the forward pass (MFU's model FLOPs / 3)
   int64_t forward = 0;
   int64_t backward = 0;
-  int64_t recompute = 0;          // forward ops run again inside the backward (activation checkpointing)
-  int64_t other_calls = 0;        // counted other-class calls
-  int64_t uncounted_calls = 0;    // ops with a rule but without their inputs
+  int64_t recompute = 0;   // forward ops run again inside the backward (activation checkpointing)
+  int64_t other_calls = 0;   // counted other-class calls
+  int64_t uncounted_calls = 0;   // ops with a rule but without their inputs
   int64_t uncounted_matmul_calls = 0;
-  bool backward_ran = false;      // the step ran a backward pass (autograd's engine)
+  bool backward_ran = false;   // the step ran a backward pass (autograd's engine)
   std::array<int64_t, kNumFlopDtypes> matmul_by_dtype{};
 };
 std::vector<StepFlops> step_flops(const Trace& trace, const FlopCounts& counts, const BreakdownResult& steps);
@@ -156,11 +156,11 @@ struct RooflineRow {
   int64_t bytes = -1;
   int64_t time_ns = 0;
   bool on_device = false;
-  double intensity = -1.0;            // FLOP/byte; -1 where the bytes are unknown
+  double intensity = -1.0;   // FLOP/byte; -1 where the bytes are unknown
   double achieved_flops_per_s = 0.0;
 };
 struct OperatorRow;
 // Every operator row with FLOPs, the longest time first.
 std::vector<RooflineRow> roofline_rows(const std::vector<OperatorRow>& operators);
 
-}  // namespace gpuprof
+}   // namespace gpuprof

@@ -63,14 +63,16 @@ enum class Kind : uint8_t {
   Conv,          // input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
   CudnnConv,     // self, weight, padding, stride, dilation, groups, ...
   SlowConv2d,    // self, weight, kernel_size, bias, stride, padding
-  ConvBackward,  // grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask
-  OldConvBackward,   // self, grad_output, weight, padding, stride, dilation, groups, ..., output_mask (torch < 1.11)
-  Sdpa,          // query, key, value, ...
-  SdpaBackward,  // grad_out, query, key, value, ...
+  ConvBackward,   // grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                  // groups, output_mask
+  OldConvBackward,   // self, grad_output, weight, padding, stride, dilation, groups, ..., output_mask (torch
+                     // < 1.11)
+  Sdpa,   // query, key, value, ...
+  SdpaBackward,   // grad_out, query, key, value, ...
   Elementwise,   // output = the broadcast of the tensor inputs
-  Reduction,     // counted over the first input's elements
-  Rowwise,       // softmax, normalizations: over the first input's elements, an output of its size
-  Foreach,       // tensor lists: over the first list's elements
+  Reduction,   // counted over the first input's elements
+  Rowwise,   // softmax, normalizations: over the first input's elements, an output of its size
+  Foreach,   // tensor lists: over the first list's elements
 };
 
 struct Rule {
@@ -91,7 +93,8 @@ const std::unordered_map<std::string_view, Rule>& rules() {
     t["_addmm_activation"] = {Kind::Addmm, 0, "as addmm (not counted by FlopCounterMode)"};
     t["bmm"] = {Kind::Bmm, 0, "[b, m, k] x [b, k, n]: 2bmnk"};
     t["baddbmm"] = {Kind::Baddbmm, 0, "self + [b, m, k] x [b, k, n]: 2bmnk"};
-    t["addbmm"] = {Kind::Baddbmm, 0, "self + sum over b of [b, m, k] x [b, k, n]: 2bmnk (not counted by FlopCounterMode)"};
+    t["addbmm"] = {Kind::Baddbmm, 0,
+                   "self + sum over b of [b, m, k] x [b, k, n]: 2bmnk (not counted by FlopCounterMode)"};
     t["mv"] = {Kind::Mv, 0, "[m, n] x [n]: 2mn (not counted by FlopCounterMode)"};
     t["addmv"] = {Kind::Addmv, 0, "self + [m, n] x [n]: 2mn (not counted by FlopCounterMode)"};
     t["dot"] = {Kind::Dot, 0, "[n] . [n]: 2n (not counted by FlopCounterMode)"};
@@ -107,34 +110,92 @@ const std::unordered_map<std::string_view, Rule>& rules() {
     t["convolution_backward"] = {Kind::ConvBackward, 0,
                                  "input gradient as a transposed convolution of grad_out with the weight, weight "
                                  "gradient as a convolution of the input with grad_out, as output_mask asks"};
-    const char* old = "as convolution_backward (torch before 1.11; both gradients when the trace has no Concrete Inputs)";
+    const char* old =
+        "as convolution_backward (torch before 1.11; both gradients when the trace has no Concrete Inputs)";
     t["cudnn_convolution_backward"] = {Kind::OldConvBackward, 0, old};
     t["miopen_convolution_backward"] = {Kind::OldConvBackward, 0, old};
     // Attention (FlopCounterMode's _scaled_dot_product_{flash,efficient,cudnn}_attention,
     // _flash_attention_forward, _efficient_attention_forward and their backwards).
     const char* sdpa = "QK^T and scores x V: 4 b h s_q s_k d (causal masks not discounted)";
     const char* sdpa_b = "the scores recomputed, then the gradients of scores, V, Q and K: 10 b h s_q s_k d";
-    for (std::string_view n : {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-                               "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
-                               "_efficient_attention_forward"})
+    for (std::string_view n :
+         {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+          "_scaled_dot_product_cudnn_attention", "_flash_attention_forward", "_efficient_attention_forward"})
       t[n] = {Kind::Sdpa, 0, sdpa};
     t["_scaled_dot_product_flash_attention_for_cpu"] = {
         Kind::Sdpa, 0, "as the other attention kernels (the CPU one; not counted by FlopCounterMode)"};
     for (std::string_view n :
          {"_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
-          "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_backward", "_efficient_attention_backward"})
+          "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_backward",
+          "_efficient_attention_backward"})
       t[n] = {Kind::SdpaBackward, 0, sdpa_b};
     t["_scaled_dot_product_flash_attention_for_cpu_backward"] = {
         Kind::SdpaBackward, 0, "as the other attention backwards (the CPU one; not counted by FlopCounterMode)"};
 
     // The other class: per element of the output (elementwise), of the first input (the rest).
-    for (std::string_view n :
-         {"add", "sub", "rsub", "mul", "div", "neg", "abs", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1",
-          "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "relu6", "leaky_relu",
-          "elu", "selu", "celu", "gelu", "silu", "mish", "hardtanh", "hardsigmoid", "hardswish", "softplus",
-          "threshold", "clamp", "clamp_min", "clamp_max", "clip", "maximum", "minimum", "pow", "square", "sign",
-          "erf", "floor", "ceil", "round", "trunc", "fmod", "remainder", "eq", "ne", "lt", "gt", "le", "ge",
-          "threshold_backward", "hardtanh_backward", "leaky_relu_backward", "elu_backward", "native_dropout_backward"})
+    for (std::string_view n : {"add",
+                               "sub",
+                               "rsub",
+                               "mul",
+                               "div",
+                               "neg",
+                               "abs",
+                               "reciprocal",
+                               "sqrt",
+                               "rsqrt",
+                               "exp",
+                               "exp2",
+                               "expm1",
+                               "log",
+                               "log2",
+                               "log10",
+                               "log1p",
+                               "sin",
+                               "cos",
+                               "tan",
+                               "tanh",
+                               "sigmoid",
+                               "relu",
+                               "relu6",
+                               "leaky_relu",
+                               "elu",
+                               "selu",
+                               "celu",
+                               "gelu",
+                               "silu",
+                               "mish",
+                               "hardtanh",
+                               "hardsigmoid",
+                               "hardswish",
+                               "softplus",
+                               "threshold",
+                               "clamp",
+                               "clamp_min",
+                               "clamp_max",
+                               "clip",
+                               "maximum",
+                               "minimum",
+                               "pow",
+                               "square",
+                               "sign",
+                               "erf",
+                               "floor",
+                               "ceil",
+                               "round",
+                               "trunc",
+                               "fmod",
+                               "remainder",
+                               "eq",
+                               "ne",
+                               "lt",
+                               "gt",
+                               "le",
+                               "ge",
+                               "threshold_backward",
+                               "hardtanh_backward",
+                               "leaky_relu_backward",
+                               "elu_backward",
+                               "native_dropout_backward"})
       t[n] = {Kind::Elementwise, 1, "1 per output element"};
     for (std::string_view n : {"addcmul", "addcdiv", "lerp", "sigmoid_backward", "tanh_backward", "silu_backward",
                                "gelu_backward", "native_dropout", "dropout"})
@@ -144,22 +205,24 @@ const std::unordered_map<std::string_view, Rule>& rules() {
       t[n] = {Kind::Reduction, 1, "1 per input element"};
     for (std::string_view n : {"var", "std", "var_mean", "std_mean"})
       t[n] = {Kind::Reduction, 3, "3 per input element (mean, deviation, square)"};
-    for (std::string_view n : {"mse_loss", "mse_loss_backward"}) t[n] = {Kind::Reduction, 3, "3 per input element"};
+    for (std::string_view n : {"mse_loss", "mse_loss_backward"})
+      t[n] = {Kind::Reduction, 3, "3 per input element"};
     for (std::string_view n : {"softmax", "_softmax", "log_softmax", "_log_softmax"})
       t[n] = {Kind::Rowwise, 5, "5 per element (max, subtract, exp, sum, divide)"};
     for (std::string_view n : {"_softmax_backward_data", "_log_softmax_backward_data"})
       t[n] = {Kind::Rowwise, 3, "3 per element"};
-    for (std::string_view n :
-         {"layer_norm", "native_layer_norm", "batch_norm", "_batch_norm_impl_index", "native_batch_norm",
-          "cudnn_batch_norm", "miopen_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-          "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm"})
+    for (std::string_view n : {"layer_norm", "native_layer_norm", "batch_norm", "_batch_norm_impl_index",
+                               "native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm",
+                               "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "group_norm",
+                               "native_group_norm", "rms_norm", "_fused_rms_norm"})
       t[n] = {Kind::Rowwise, 5, "5 per element (mean, variance, normalise)"};
-    for (std::string_view n : {"native_layer_norm_backward", "native_batch_norm_backward", "cudnn_batch_norm_backward",
-                               "miopen_batch_norm_backward", "native_group_norm_backward", "_fused_rms_norm_backward"})
+    for (std::string_view n :
+         {"native_layer_norm_backward", "native_batch_norm_backward", "cudnn_batch_norm_backward",
+          "miopen_batch_norm_backward", "native_group_norm_backward", "_fused_rms_norm_backward"})
       t[n] = {Kind::Rowwise, 10, "10 per element"};
-    for (std::string_view n : {"_foreach_add", "_foreach_sub", "_foreach_mul", "_foreach_div", "_foreach_neg",
-                               "_foreach_sqrt", "_foreach_exp", "_foreach_reciprocal", "_foreach_maximum",
-                               "_foreach_minimum", "_foreach_sign"})
+    for (std::string_view n :
+         {"_foreach_add", "_foreach_sub", "_foreach_mul", "_foreach_div", "_foreach_neg", "_foreach_sqrt",
+          "_foreach_exp", "_foreach_reciprocal", "_foreach_maximum", "_foreach_minimum", "_foreach_sign"})
       t[n] = {Kind::Foreach, 1, "1 per element of the first tensor list"};
     for (std::string_view n : {"_foreach_addcmul", "_foreach_addcdiv", "_foreach_lerp", "_foreach_norm"})
       t[n] = {Kind::Foreach, 2, "2 per element of the first tensor list"};
@@ -296,7 +359,7 @@ int64_t with_output(const OpInputs& in, int64_t output_elements) {
   return add(input_bytes(in), mul(output_elements, op_element_bytes(in)));
 }
 
-}  // namespace
+}   // namespace
 
 const char* flop_class_key(FlopClass c) {
   switch (c) {
@@ -451,11 +514,11 @@ int64_t sdpa_backward_flops(const Shape& grad_out, const Shape& q, const Shape& 
     return -1;
   if (!(d_q == k[3] && d_v == grad_out[3] && s_k == v[2] && s_q == grad_out[2])) return -1;
   const int64_t bh = mul(b, h_q);
-  int64_t total = bmm_flops({bh, s_q, d_q}, {bh, d_q, s_k});          // the scores, recomputed
-  total = add(total, bmm_flops({bh, s_q, d_v}, {bh, d_v, s_k}));      // grad of the scores
-  total = add(total, bmm_flops({bh, s_k, s_q}, {bh, s_q, d_v}));      // grad of V
-  total = add(total, bmm_flops({bh, s_q, s_k}, {bh, s_k, d_q}));      // grad of Q
-  total = add(total, bmm_flops({bh, d_q, s_q}, {bh, s_q, s_k}));      // grad of K
+  int64_t total = bmm_flops({bh, s_q, d_q}, {bh, d_q, s_k});   // the scores, recomputed
+  total = add(total, bmm_flops({bh, s_q, d_v}, {bh, d_v, s_k}));   // grad of the scores
+  total = add(total, bmm_flops({bh, s_k, s_q}, {bh, s_q, d_v}));   // grad of V
+  total = add(total, bmm_flops({bh, s_q, s_k}, {bh, s_k, d_q}));   // grad of Q
+  total = add(total, bmm_flops({bh, d_q, s_q}, {bh, s_q, s_k}));   // grad of K
   return total;
 }
 
@@ -567,7 +630,8 @@ OpFlops op_flops(std::string_view op_name, const OpInputs& in) {
       concrete_ints(in, dilation_i, &dilation);
       concrete_ints(in, output_padding_i, &output_padding);
       concrete_ints(in, groups_i, &groups);
-      const int64_t g = groups.size() == 1 ? groups[0] : (!transposed && w[1] > 0 && x[1] % w[1] == 0 ? x[1] / w[1] : 1);
+      const int64_t g =
+          groups.size() == 1 ? groups[0] : (!transposed && w[1] > 0 && x[1] % w[1] == 0 ? x[1] / w[1] : 1);
       Shape y;
       if (have) {
         y = conv_output_shape(x, w, stride, padding, dilation, transposed, output_padding, transposed ? g : 1);
@@ -680,12 +744,12 @@ FlopCounts count_flops(const Trace& t, const LaunchLinks& links) {
   };
   auto is_backward_entry = [&](uint32_t name) {
     if (name >= backward_by_name.size()) return false;
-    if (backward_by_name[name] < 0)
-      backward_by_name[name] = is_backward_scope(t.strings.at(name)) ? 1 : 0;
+    if (backward_by_name[name] < 0) backward_by_name[name] = is_backward_scope(t.strings.at(name)) ? 1 : 0;
     return backward_by_name[name] == 1;
   };
   // Per op: inside a matrix-class op, inside another-class op, inside the backward, counted itself.
-  constexpr uint8_t kInMatmul = 1, kInOther = 2, kInBackward = 4, kOwner = 8, kTraceArg = 16, kInTraceArg = 32;
+  constexpr uint8_t kInMatmul = 1, kInOther = 2, kInBackward = 4, kOwner = 8, kTraceArg = 16, kInTraceArg = 32,
+                    kCounted = 64;
   std::vector<uint8_t> state(n, 0);
   // The same (name, shapes, types, concrete) is counted once: a step repeats its calls.
   struct Key {
@@ -730,39 +794,44 @@ FlopCounts count_flops(const Trace& t, const LaunchLinks& links) {
     const uint32_t p = links.parent_op[i];
     uint8_t s = 0;
     if (p != kNoIndex) {
-      const FlopClass pc = cls_of(t.events[p].name);
       s |= state[p] & (kInMatmul | kInOther | kInBackward | kInTraceArg);
-      if (pc == FlopClass::Matmul) s |= kInMatmul;
-      if (pc == FlopClass::Other) s |= kInOther;
+      // Only a counted op covers the ones inside it: one whose inputs were not recorded leaves
+      // them to an inner op that has them (under autocast, aten::mm casts its inputs and calls
+      // aten::mm again: only the inner call's inputs are captured live).
+      if (state[p] & kCounted) s |= cls_of(t.events[p].name) == FlopClass::Matmul ? kInMatmul : kInOther;
       if (is_backward_entry(t.events[p].name)) s |= kInBackward;
       if (state[p] & kTraceArg) s |= kInTraceArg;
     }
     const FlopClass c = cls_of(e.name);
     const OpArgs* args = t.op_args_of(i);
-    const bool owner = (c == FlopClass::Matmul && !(s & kInMatmul)) ||
-                       (c == FlopClass::Other && !(s & (kInMatmul | kInOther)));
+    const bool owner =
+        (c == FlopClass::Matmul && !(s & kInMatmul)) || (c == FlopClass::Other && !(s & (kInMatmul | kInOther)));
     if (owner) {
       s |= kOwner;
-      const Key key{e.name, e.aux < t.strings.size() ? e.aux : 0u, args ? args->types : 0u, args ? args->concrete : 0u};
+      const Key key{e.name, e.aux < t.strings.size() ? e.aux : 0u, args ? args->types : 0u,
+                    args ? args->concrete : 0u};
       auto it = memo.find(key);
       if (it == memo.end()) {
-        OpInputs in = parse_op_inputs(t.strings.at(key.shapes), t.strings.at(key.types), t.strings.at(key.concrete));
+        OpInputs in =
+            parse_op_inputs(t.strings.at(key.shapes), t.strings.at(key.types), t.strings.at(key.concrete));
         const Rule* r = rule_of(t.strings.at(e.name));
         if (r->kind == Kind::Conv && in.concrete.size() < 5 && in.shapes.size() >= 2)
           in.conv_output_hint = conv_output_of(in.shapes[0], in.shapes[1]);
         it = memo.emplace(key, op_flops(t.strings.at(e.name), in)).first;
       }
       const OpFlops& f = it->second;
-      const FlopPhase phase = !(s & kInBackward)                ? FlopPhase::Forward
+      const FlopPhase phase = !(s & kInBackward)              ? FlopPhase::Forward
                               : (e.flags & kGradRecordedFlag) ? FlopPhase::Recompute
                                                               : FlopPhase::Backward;
       if (f.flops >= 0) {
+        s |= kCounted;
         out.ops.push_back({i, f.flops, f.bytes, c, phase, f.dtype, false});
         if (args != nullptr && args->trace_flops >= 0) {
           ++out.trace_args_checked;
           if (args->trace_flops != f.flops) ++out.trace_args_differ;
         }
       } else if (args != nullptr && args->trace_flops >= 0) {
+        s |= kCounted;
         out.ops.push_back({i, args->trace_flops, -1, c, phase, f.dtype, true});
       } else {
         out.uncounted.push_back(i);
@@ -792,13 +861,26 @@ FlopCounts count_flops(const Trace& t, const LaunchLinks& links) {
       taken[i] = 1;
       const Event& e = t.events[i];
       const FlopClass c = is_tensor_core_eligible_op(t.name_of(e)) ? FlopClass::Matmul : FlopClass::Other;
-      const FlopPhase phase = !(state[i] & kInBackward)           ? FlopPhase::Forward
+      const FlopPhase phase = !(state[i] & kInBackward)       ? FlopPhase::Forward
                               : (e.flags & kGradRecordedFlag) ? FlopPhase::Recompute
                                                               : FlopPhase::Backward;
       out.ops.push_back({i, flops, -1, c, phase, FlopDtype::Unknown, true});
     }
   }
-  std::sort(out.ops.begin(), out.ops.end(), [](const CountedOp& a, const CountedOp& b) { return a.event < b.event; });
+  // An uncounted op whose calls an inner op counted (the autocast case above) is not missing.
+  if (!out.uncounted.empty()) {
+    std::vector<uint8_t> counted_below(n, 0);
+    for (size_t k = ops.size(); k-- > 0;) {
+      const uint32_t i = ops[k];
+      const uint32_t p = links.parent_op[i];
+      if (p != kNoIndex && (counted_below[i] || (state[i] & kCounted))) counted_below[p] = 1;
+    }
+    out.uncounted.erase(std::remove_if(out.uncounted.begin(), out.uncounted.end(),
+                                       [&](uint32_t i) { return counted_below[i] != 0; }),
+                        out.uncounted.end());
+  }
+  std::sort(out.ops.begin(), out.ops.end(),
+            [](const CountedOp& a, const CountedOp& b) { return a.event < b.event; });
   std::sort(out.uncounted.begin(), out.uncounted.end());
   return out;
 }
@@ -868,4 +950,4 @@ std::vector<RooflineRow> roofline_rows(const std::vector<OperatorRow>& operators
   return rows;
 }
 
-}  // namespace gpuprof
+}   // namespace gpuprof

@@ -86,6 +86,13 @@ struct ThreadBuffer {
   // copies; cleared with the names at a new epoch.
   std::unordered_map<std::string_view, uint32_t> shapes;
   std::deque<std::string> shapes_keys;
+  // Owner only (FLOPs): a captured op's input key (its bytes) -> the ids of its dims, types and
+  // concrete inputs, keyed on this thread's copies; cleared with the names at a new epoch.
+  struct OpInputIds {
+    uint32_t dims, types, concrete;
+  };
+  std::unordered_map<std::string_view, OpInputIds> op_inputs;
+  std::deque<std::string> op_input_keys;
   uint64_t next_external = 0;               // owner only
   bool orphaned = false;                    // under Registry::mutex
 
@@ -212,6 +219,8 @@ inline ThreadBuffer* buffer() {
     std::fill(std::begin(b->by_address), std::end(b->by_address), ThreadBuffer::AddressSlot{});
     b->shapes.clear();
     b->shapes_keys.clear();
+    b->op_inputs.clear();
+    b->op_input_keys.clear();
     b->epoch = epoch;
     b->published_epoch.store(epoch, std::memory_order_release);
   }
@@ -504,16 +513,28 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const
 
 std::string shapes_text(const int64_t* dims, size_t n_dims) { return format_dims(dims, n_dims); }
 
-void host_op_inputs(const char* name, const int64_t* dims, size_t n_dims, std::string_view types,
-                    std::string_view concrete, bool grad_recorded) {
+void host_op_inputs(const char* name, const int64_t* key, size_t n, OpInputsFormatter format, bool grad_recorded) {
   if (!g_active.load(std::memory_order_relaxed)) return;
   ThreadBuffer* b = exit_buffer();
   if (b == nullptr || b->open.empty()) return;
   OpenRange& r = b->open.back();
   if (r.name != intern_address(b, name)) return;
-  if (r.shapes == kNoIndex && dims != nullptr) r.shapes = intern_dims(b, dims, n_dims);
-  if (!types.empty()) r.types = intern(b, types);
-  if (!concrete.empty()) r.concrete = intern(b, concrete);
+  const std::string_view k(reinterpret_cast<const char*>(key), n * sizeof(int64_t));
+  auto it = b->op_inputs.find(k);
+  if (__builtin_expect(it == b->op_inputs.end(), 0)) {   // first time this thread sees these inputs
+    OpInputTexts texts;
+    format(key, n, &texts);
+    static const int64_t kNoInputs = 0;
+    const ThreadBuffer::OpInputIds ids{
+        intern_dims(b, texts.dims.empty() ? &kNoInputs : texts.dims.data(), texts.dims.size()),
+        texts.types.empty() ? 0u : intern(b, texts.types),
+        texts.concrete.empty() ? 0u : intern(b, texts.concrete)};
+    b->op_input_keys.emplace_back(k);
+    it = b->op_inputs.emplace(b->op_input_keys.back(), ids).first;
+  }
+  if (r.shapes == kNoIndex) r.shapes = it->second.dims;
+  r.types = it->second.types;
+  r.concrete = it->second.concrete;
   if (grad_recorded) r.flags |= kGradRecordedFlag;
 }
 

@@ -9,10 +9,13 @@
 #include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "gpuprof/collector.h"
@@ -111,86 +114,129 @@ at::CallbackHandle g_idle_handle = 0;
 
 const c10::DispatchKeySet kBelowBackendSelect(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::BackendSelect);
 
-void append_concrete(const c10::IValue& v, std::string& out) {
-  if (v.isBool()) {
-    out += v.toBool() ? "True" : "False";
-  } else if (v.isInt()) {
-    out += std::to_string(v.toInt());
-  } else if (v.isDouble()) {
-    out += std::to_string(v.toDouble());
-  } else if (v.isIntList()) {
-    out += '[';
-    bool first = true;
-    for (const int64_t x : v.toIntVector()) {
-      if (!first) out += ", ";
-      first = false;
-      out += std::to_string(x);
-    }
-    out += ']';
-  } else if (v.isBoolList()) {
-    out += '[';
-    bool first = true;
-    for (const bool x : v.toBoolList()) {
-      if (!first) out += ", ";
-      first = false;
-      out += x ? "True" : "False";
-    }
-    out += ']';
+// A call's inputs as a list of integers, per argument: a tensor [1, ndim, sizes..., dtype], a bool
+// [2, v], an int [3, v], a double [4, its bits], an int list [5, n, values...], a bool list
+// [6, n, values...], anything else [0]. The collector keeps what it recorded per list, so the texts
+// below are written once per distinct call, not once per call.
+enum : int64_t { kOther = 0, kTensor, kBool, kInt, kDouble, kIntList, kBoolList };
+
+void append_list(const int64_t* v, int64_t n, bool as_bool, std::string& out) {
+  out += '[';
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) out += ", ";
+    if (as_bool) out += v[i] ? "True" : "False";
+    else out += std::to_string(v[i]);
   }
+  out += ']';
 }
 
-// The op's arguments as Kineto's "Input Dims", "Input type" and "Concrete Inputs" give them.
+// The texts of a key (collector.h: OpInputsFormatter): sizes as host_enter_now takes them, and
+// the types and scalar inputs as Kineto's "Input type" and "Concrete Inputs" write them.
+void format_op_inputs(const int64_t* k, size_t n, OpInputTexts* out) {
+  out->types = "[";
+  out->concrete = "[";
+  size_t i = 0;
+  bool first = true;
+  while (i < n) {
+    if (!first) {
+      out->types += ", ";
+      out->concrete += ", ";
+    }
+    first = false;
+    out->types += '\'';
+    out->concrete += '\'';
+    const int64_t tag = k[i++];
+    if (tag == kTensor && i < n) {
+      const int64_t ndim = k[i++];
+      out->dims.push_back(ndim);
+      for (int64_t d = 0; d < ndim && i < n; ++d) out->dims.push_back(k[i++]);
+      if (i < n) {
+        const auto name = c10::scalarTypeToTypeMeta(static_cast<c10::ScalarType>(k[i++])).name();
+        out->types.append(name.data(), name.size());
+      }
+    } else {
+      out->dims.push_back(0);
+      if ((tag == kBool || tag == kInt || tag == kDouble) && i < n) {
+        out->types += "Scalar";
+        const int64_t v = k[i++];
+        if (tag == kBool) {
+          out->concrete += v ? "True" : "False";
+        } else if (tag == kInt) {
+          out->concrete += std::to_string(v);
+        } else {
+          double d;
+          std::memcpy(&d, &v, sizeof d);
+          out->concrete += std::to_string(d);
+        }
+      } else if ((tag == kIntList || tag == kBoolList) && i < n) {
+        out->types += "ScalarList";
+        const int64_t len = std::min<int64_t>(k[i++], static_cast<int64_t>(n - i));
+        append_list(k + i, len, tag == kBoolList, out->concrete);
+        i += static_cast<size_t>(len);
+      }
+    }
+    out->types += '\'';
+    out->concrete += '\'';
+  }
+  out->types += ']';
+  out->concrete += ']';
+}
+
+// The op's arguments, the last entries of its stack, as a key (above).
 void record_op_inputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
 #if defined(__GNUC__) && defined(__ELF__)
   __attribute__((tls_model("initial-exec")))
 #endif
   thread_local std::vector<int64_t>
-      dims;
-  thread_local std::string types, concrete;
-  dims.clear();
-  types.assign("[");
-  concrete.assign("[");
+      key;
+  key.clear();
   const size_t n = op.schema().arguments().size();
   if (n > stack.size()) return;
   bool grad = false;
   const bool grad_mode = at::GradMode::is_enabled();
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
-    if (i > stack.size() - n) {
-      types += ", ";
-      concrete += ", ";
-    }
-    const size_t count_at = dims.size();
-    dims.push_back(0);
-    types += '\'';
-    concrete += '\'';
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
       const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
-      if (impl != nullptr && !impl->is_nested() && !impl->has_symbolic_sizes_strides() &&
-          !impl->is_python_dispatch()) {
-        const c10::IntArrayRef sizes = impl->sizes();
-        dims[count_at] = static_cast<int64_t>(sizes.size());
-        dims.insert(dims.end(), sizes.begin(), sizes.end());
-        const auto name = t.dtype().name();
-        types.append(name.data(), name.size());
-        grad = grad || (grad_mode && t.requires_grad());
+      if (impl == nullptr || impl->is_nested() || impl->has_symbolic_sizes_strides() ||
+          impl->is_python_dispatch()) {
+        key.push_back(kOther);
+        continue;
       }
-    } else if (v.isBool() || v.isInt() || v.isDouble()) {
-      types += "Scalar";
-      append_concrete(v, concrete);
-    } else if (v.isIntList() || v.isBoolList()) {
-      types += "ScalarList";
-      append_concrete(v, concrete);
+      const c10::IntArrayRef sizes = impl->sizes();
+      key.push_back(kTensor);
+      key.push_back(static_cast<int64_t>(sizes.size()));
+      key.insert(key.end(), sizes.begin(), sizes.end());
+      key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(impl->dtype())));
+      grad = grad || (grad_mode && t.requires_grad());
+    } else if (v.isBool()) {
+      key.push_back(kBool);
+      key.push_back(v.toBool());
+    } else if (v.isInt()) {
+      key.push_back(kInt);
+      key.push_back(v.toInt());
+    } else if (v.isDouble()) {
+      const double d = v.toDouble();
+      int64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      key.push_back(kDouble);
+      key.push_back(bits);
+    } else if (v.isIntList()) {
+      key.push_back(kIntList);
+      const auto list = v.toIntList();
+      key.push_back(static_cast<int64_t>(list.size()));
+      for (const int64_t x : list) key.push_back(x);
+    } else if (v.isBoolList()) {
+      key.push_back(kBoolList);
+      const auto list = v.toBoolList();
+      key.push_back(static_cast<int64_t>(list.size()));
+      for (const bool x : list) key.push_back(x ? 1 : 0);
+    } else {
+      key.push_back(kOther);
     }
-    types += '\'';
-    concrete += '\'';
   }
-  types += ']';
-  concrete += ']';
-  static const int64_t kNoInputs = 0;
-  host_op_inputs(op.schema().name().c_str(), dims.empty() ? &kNoInputs : dims.data(), dims.size(), types, concrete,
-                 grad);
+  host_op_inputs(op.schema().name().c_str(), key.data(), key.size(), &format_op_inputs, grad);
 }
 
 void capture_inputs(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
@@ -209,12 +255,19 @@ void install_capture() {
   try {
     auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect,
                                                 __FILE__, __LINE__);
-    for (const FlopRuleInfo& rule : flop_rules()) {
-      if (rule.cls != FlopClass::Matmul) continue;
-      const auto op = c10::Dispatcher::singleton().findOp({"aten::" + rule.name, ""});
-      // An op this torch does not have, or one that has a BackendSelect kernel of its own.
+    std::unordered_set<std::string> matmul;
+    for (const FlopRuleInfo& rule : flop_rules())
+      if (rule.cls == FlopClass::Matmul) matmul.insert("aten::" + rule.name);
+    // Every overload of those ops: torch.compile's graphs call the out= variants (aten::mm.out),
+    // which RecordFunction names as the op itself.
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      if (!matmul.count(name.name)) continue;
+      const auto op = c10::Dispatcher::singleton().findOp(name);
+      // One that has a BackendSelect kernel of its own keeps it.
       if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::BackendSelect)) continue;
-      lib->impl(rule.name.c_str(), torch::CppFunction::makeFromBoxedFunction<&capture_inputs>());
+      const std::string overload =
+          name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+      lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&capture_inputs>());
     }
     g_capture = std::move(lib);
   } catch (const std::exception&) {
@@ -224,13 +277,13 @@ void install_capture() {
 
 }  // namespace
 
-void install_hooks(bool record_shapes) {
+void install_hooks(bool record_shapes, bool flop_capture) {
   if (g_installed) return;
   at::RecordFunctionCallback cb(record_shapes ? &on_enter_with_shapes : &on_enter, &on_exit);
   cb.needsInputs(record_shapes)
       .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
   g_handle = at::addGlobalCallback(std::move(cb));
-  install_capture();   // FLOPs
+  if (flop_capture) install_capture();   // FLOPs
   g_installed = true;
 }
 

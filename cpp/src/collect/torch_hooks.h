@@ -7,7 +7,9 @@ namespace gpuprof::collect {
 
 // Global RecordFunction callbacks (so DataLoader, autograd and user threads are all seen) for
 // operator, backward and user scopes. Installed only for warmup and active steps.
-void install_hooks(bool record_shapes);
+// flop_capture: also capture the matrix-class ops' inputs for their FLOPs (on by default; off only
+// for the overhead bench's comparison).
+void install_hooks(bool record_shapes, bool flop_capture = true);
 void remove_hooks();
 bool hooks_installed();
 // FLOPs: the matrix-class ops' input capture is registered (it is while the hooks are installed,
