@@ -86,10 +86,14 @@ def child(ops: int) -> None:
             return
         # The session installs the hooks with the capture (the default); the comparison without it
         # installs them the same way with the capture left out.
-        hooks.install = (lambda record_shapes: install(record_shapes, False)) if "no capture" in name else install
+        hooks.install = (
+            (lambda record_shapes: install(record_shapes, False)) if "no capture" in name else install
+        )
         try:
             # an mm records itself, three aten::resolve_conj inside it and its captured inputs
-            with gpuprof.profile(record_shapes=name.endswith("shapes"), max_events=8 * n + 4096, gpu=False) as prof:
+            with gpuprof.profile(
+                record_shapes=name.endswith("shapes"), max_events=8 * n + 4096, gpu=False
+            ) as prof:
                 body(n)
                 prof.step()
         finally:
@@ -178,8 +182,9 @@ def main() -> None:
     for k, v in r["instructions_per_op"].items():
         print(f"  {k:26} {v:10.0f} {r['added_instructions_per_op'][k]:10.0f}")
     print(
-        f"  the FLOP capture adds {r['capture_on_mm']:.0f} instructions per mm and {r['capture_on_add_']:+.1f} "
-        f"per add_ (record_shapes instead: {r['record_shapes_on_mm']:.0f} per mm, and on every other op)"
+        f"  the FLOP capture adds {r['capture_on_mm']:.0f} instructions per mm and "
+        f"{r['capture_on_add_']:+.1f} per add_ (record_shapes instead: {r['record_shapes_on_mm']:.0f} per mm, "
+        "and on every other op)"
     )
     if args.json:
         results = {
