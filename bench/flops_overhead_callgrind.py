@@ -183,8 +183,8 @@ def main() -> None:
         print(f"  {k:26} {v:10.0f} {r['added_instructions_per_op'][k]:10.0f}")
     print(
         f"  the FLOP capture adds {r['capture_on_mm']:.0f} instructions per mm and "
-        f"{r['capture_on_add_']:+.1f} per add_ (record_shapes instead: {r['record_shapes_on_mm']:.0f} per mm, "
-        "and on every other op)"
+        f"{r['capture_on_add_']:+.1f} per add_ (record_shapes instead: "
+        f"{r['record_shapes_on_mm']:.0f} per mm, and on every other op)"
     )
     if args.json:
         results = {
