@@ -508,7 +508,11 @@ std::string kineto_text(int n, const std::function<void(int, std::string&)>& edi
         ev = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op" + std::to_string(i % 13) +
              "\", \"pid\": 10, \"tid\": 11, \"ts\": " + ts +
              ".250, \"dur\": 3, \"args\": {\"External id\": " + std::to_string(i) + ", \"Input Dims\": [[4, " +
-             std::to_string(i % 11) + "], []], \"Input type\": [\"float\", \"\"]}}";
+             std::to_string(i % 11) + "], []], \"Input type\": [\"float\", \"\"]" +
+             (i % 3 == 0 ? ", \"Sequence number\": " + std::to_string(i) + ", \"Concrete Inputs\": [\"\", \"[" +
+                               std::to_string(i % 5) + ", 1]\"], \"flops\": " + std::to_string(i * 8)
+                         : std::string()) +
+             "}}";
         break;
       case 2:
         ev = "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 10, \"tid\": "

@@ -275,8 +275,12 @@ def flops_section(
         notes.append(
             f"{uncounted_matmul} calls of matrix-class operators had no recorded inputs and are not counted"
         )
-    if measured and not (mean_of("other_calls") or 0) and not _other_recorded(operators):
-        notes.append(f"elementwise and reduction FLOPs need input shapes: {shapes_hint} counts them")
+    uncounted_other = sum(r["uncounted_calls"] - r["uncounted_matmul_calls"] for r in rows)
+    if measured and uncounted_other:
+        notes.append(
+            f"{uncounted_other} calls of elementwise and reduction operators have no recorded input shapes, "
+            f"so their FLOPs are not counted: {shapes_hint} counts them"
+        )
     if peak.tflops is None:
         notes.append(f"no peak, so no MFU: {peak.reason}")
     elif peak.estimate:
@@ -317,12 +321,7 @@ def flops_section(
     }
     for k in ("mfu_pct", "hfu_pct", "memory_bound_pct", "compute_bound_pct", "matmul_time_pct"):
         if isinstance(section[k], float):
-            section[k] = round(section[k], 4)
+            section[k] = float(f"{section[k]:.6g}")  # six significant digits: a CPU's MFU can be 0.02%
     if isinstance(ridge, float):
         section["ridge_flop_per_byte"] = round(ridge, 3)
     return section, all_rows[:ROOFLINE_TOP]
-
-
-def _other_recorded(operators: list[dict]) -> bool:
-    """Some elementwise operator has recorded shapes (record_shapes, or a trace's Input Dims)."""
-    return any(r.get("input_shapes") and r.get("flops") and not r.get("tc_eligible") for r in operators)
