@@ -52,9 +52,15 @@ struct OpenRange {
   uint32_t name;
   uint32_t shapes;
   EventKind kind;
-  uint8_t flags = 0;
-  uint32_t types = 0;      // FLOPs: string ids of the inputs' types and concrete inputs (0: none)
-  uint32_t concrete = 0;
+};
+
+// FLOPs: what the hooks captured of an open op's inputs, until it closes. Kept beside the open
+// ranges rather than in them, so an op with nothing captured (most ops) closes as it did before.
+struct CapturedInputs {
+  uint64_t external_id;   // the op's
+  uint32_t types;
+  uint32_t concrete;
+  uint8_t flags;
 };
 
 struct ThreadBuffer {
@@ -93,6 +99,7 @@ struct ThreadBuffer {
   };
   std::unordered_map<std::string_view, OpInputIds> op_inputs;
   std::deque<std::string> op_input_keys;
+  std::vector<CapturedInputs> captured;   // owner only: open ops' captured inputs, by external id
   uint64_t next_external = 0;               // owner only
   bool orphaned = false;                    // under Registry::mutex
 
@@ -190,6 +197,7 @@ ThreadBuffer* register_thread() {
   auto* b = new ThreadBuffer;
   b->os_tid = static_cast<uint32_t>(::syscall(SYS_gettid));
   b->open.reserve(256);
+  b->captured.reserve(16);
   b->names.reserve(1024);
   {
     std::lock_guard<std::mutex> lock(registry().mutex);
@@ -221,6 +229,7 @@ inline ThreadBuffer* buffer() {
     b->shapes_keys.clear();
     b->op_inputs.clear();
     b->op_input_keys.clear();
+    b->captured.clear();
     b->epoch = epoch;
     b->published_epoch.store(epoch, std::memory_order_release);
   }
@@ -467,17 +476,27 @@ inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   e.external_id = r.external_id;
   e.tid = b->os_tid;
   e.aux = r.shapes;
-  e.flags = r.flags;
-  append(b, e);
-  if (r.types != 0 || r.concrete != 0) {   // FLOPs: right behind its op (split_records pairs them)
-    Event a;
-    a.flags = kOpArgsRecordFlag;
-    a.name = r.types;
-    a.aux = r.concrete;
-    a.external_id = r.external_id;
-    a.tid = b->os_tid;
-    append(b, a);
+  if (__builtin_expect(!b->captured.empty(), 0)) {
+    // FLOPs: the op's captured inputs follow its event as a record of their own (split_records
+    // pairs them). External ids grow on a thread: a larger one belongs to an op opened inside this
+    // one whose exit never came, and is dropped.
+    while (!b->captured.empty() && b->captured.back().external_id > r.external_id) b->captured.pop_back();
+    if (!b->captured.empty() && b->captured.back().external_id == r.external_id) {
+      const CapturedInputs c = b->captured.back();
+      b->captured.pop_back();
+      e.flags = c.flags;
+      append(b, e);
+      Event a;
+      a.flags = kOpArgsRecordFlag;
+      a.name = c.types;
+      a.aux = c.concrete;
+      a.external_id = r.external_id;
+      a.tid = b->os_tid;
+      append(b, a);
+      return;
+    }
   }
+  append(b, e);
 }
 }  // namespace
 
@@ -533,9 +552,9 @@ void host_op_inputs(const char* name, const int64_t* key, size_t n, OpInputsForm
     it = b->op_inputs.emplace(b->op_input_keys.back(), ids).first;
   }
   if (r.shapes == kNoIndex) r.shapes = it->second.dims;
-  r.types = it->second.types;
-  r.concrete = it->second.concrete;
-  if (grad_recorded) r.flags |= kGradRecordedFlag;
+  if (!b->captured.empty() && b->captured.back().external_id == r.external_id) b->captured.pop_back();
+  b->captured.push_back({r.external_id, it->second.types, it->second.concrete,
+                         static_cast<uint8_t>(grad_recorded ? kGradRecordedFlag : 0)});
 }
 
 void host_exit_now(const void* key) {
