@@ -372,3 +372,51 @@ TEST(Collector, ShapesFromDimsLists) {
   EXPECT_EQ(t.events[4].aux, kNoIndex);
   EXPECT_EQ(t.strings.at(t.events[5].aux), "[]");
 }
+
+// FLOPs: the inputs the hooks capture from inside an op (its key formatted once per distinct key)
+// follow the op into Trace::op_args, with its shapes and the grad mark; an inner op whose exit never
+// came does not pass its capture to the op around it; a capture for an op that is not the innermost
+// open one (by name) is ignored.
+namespace {
+int g_formatted = 0;
+void format_two(const int64_t* key, size_t n, collect::OpInputTexts* out) {
+  ++g_formatted;
+  out->dims = {2, key[0], key[1], 2, key[1], 8};   // [[a, b], [b, 8]]
+  out->types = "['float', 'float']";
+  out->concrete = n > 2 ? "['', '', 'True']" : "";
+}
+}  // namespace
+
+TEST(Collector, CapturedInputsFollowTheirOp) {
+  collect::start({});
+  g_formatted = 0;
+  const int64_t key[] = {4, 16};
+  for (int call = 0; call < 3; ++call) {
+    const char* mm = "aten::mm";
+    collect::host_enter_now(&call, mm, EventKind::HostOp);
+    collect::host_op_inputs("aten::mm", key, 2, &format_two, call == 2);
+    collect::host_op_inputs("aten::addmm", key, 2, &format_two, false);   // not the open op: ignored
+    collect::host_exit_now(&call);
+  }
+  // An op whose inner op's exit is lost: the inner capture is not the outer op's.
+  int outer = 0, inner = 0;
+  collect::host_enter_now(&outer, "aten::linear", EventKind::HostOp);
+  collect::host_enter_now(&inner, "aten::mm", EventKind::HostOp);
+  collect::host_op_inputs("aten::mm", key, 2, &format_two, false);
+  collect::host_exit_now(&outer);
+  collect::stop();
+  Trace t = collect::drain();
+  EXPECT_EQ(g_formatted, 1);   // one distinct key: formatted once
+  ASSERT_EQ(t.events.size(), 4u);
+  ASSERT_EQ(t.op_args.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Event& e = t.events[i];
+    EXPECT_EQ(t.name_of(e), "aten::mm");
+    EXPECT_EQ(t.strings.at(e.aux), "[[4, 16], [16, 8]]");
+    EXPECT_EQ(t.op_args[i].event, i);
+    EXPECT_EQ(t.strings.at(t.op_args[i].types), "['float', 'float']");
+    EXPECT_EQ(bool(e.flags & kGradRecordedFlag), i == 2);
+  }
+  EXPECT_EQ(t.name_of(t.events[3]), "aten::linear");
+  EXPECT_EQ(t.op_args_of(3), nullptr);
+}
