@@ -296,11 +296,15 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
   out["memory"] = row_dicts(a.memory, kStepMemoryFields);
   out["flops"] = flops_dict(t, a);   // FLOPs
-  // FLOPs: each event's counted FLOPs (int64, 0 where none count), for attributions over events.
-  std::vector<int64_t> per_event(t.events.size(), 0);
-  for (const CountedOp& c : a.flops.ops) per_event[c.event] = c.flops;
-  out["event_flops"] =
-      py::bytes(reinterpret_cast<const char*>(per_event.data()), per_event.size() * sizeof(int64_t));
+  // FLOPs: (event index, FLOPs) of each counted call, as int64 pairs, for attributions over events
+  // (a module's FLOPs are the sum over the calls inside it).
+  std::vector<int64_t> pairs;
+  pairs.reserve(2 * a.flops.ops.size());
+  for (const CountedOp& c : a.flops.ops) {
+    pairs.push_back(c.event);
+    pairs.push_back(c.flops);
+  }
+  out["event_flops"] = py::bytes(reinterpret_cast<const char*>(pairs.data()), pairs.size() * sizeof(int64_t));
   return out;
 }
 

@@ -120,8 +120,11 @@ struct FlopCounts {
   std::vector<uint32_t> uncounted;   // outermost ops with a rule whose inputs were not recorded
   int64_t trace_args_checked = 0;   // counted ops that also carry a trace `flops` arg
   int64_t trace_args_differ = 0;   // ... whose value is not the rule's
+  std::vector<int64_t> backward_starts;   // where the outermost backward ranges start (sorted)
 };
-FlopCounts count_flops(const Trace& trace, const LaunchLinks& links);
+// `outer_first`: host_ops_outer_first(trace) when the caller has it (it is not sorted again).
+FlopCounts count_flops(const Trace& trace, const LaunchLinks& links,
+                       const std::vector<uint32_t>* outer_first = nullptr);
 
 // The FLOPs executed in each step (ops counted in the step they start in).
 struct StepFlops {

@@ -58,8 +58,10 @@ struct OperatorRow {
   // ---- end FLOPs ----
 };
 // `flops`: the FLOPs counted per event (count_flops), or null for rows without them.
+// `outer_first`: host_ops_outer_first(trace) when the caller has it.
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links,
-                                        const FlopCounts* flops = nullptr);
+                                        const FlopCounts* flops = nullptr,
+                                        const std::vector<uint32_t>* outer_first = nullptr);
 
 // One row per kernel name, launching operator (the host op whose runtime call launched it; "" for
 // none) and launch configuration (grid, block, registers per thread, shared memory): the plugin's

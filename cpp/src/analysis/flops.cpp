@@ -729,10 +729,11 @@ std::vector<FlopRuleInfo> flop_rules() {
 
 // ---- over a Trace -------------------------------------------------------------------------------
 
-FlopCounts count_flops(const Trace& t, const LaunchLinks& links) {
+FlopCounts count_flops(const Trace& t, const LaunchLinks& links, const std::vector<uint32_t>* outer_first) {
   FlopCounts out;
   const size_t n = t.events.size();
-  const std::vector<uint32_t> ops = host_ops_outer_first(t);
+  const std::vector<uint32_t> sorted = outer_first ? std::vector<uint32_t>() : host_ops_outer_first(t);
+  const std::vector<uint32_t>& ops = outer_first ? *outer_first : sorted;
   // Per name: its rule's class (once per name, not per event), and whether it is autograd's
   // backward entry (every backward op runs inside one).
   std::vector<int8_t> class_by_name(t.strings.size(), -1);
@@ -766,6 +767,12 @@ FlopCounts count_flops(const Trace& t, const LaunchLinks& links) {
     }
   };
   std::unordered_map<Key, OpFlops, KeyHash> memo;
+  std::vector<uint32_t> args_at;   // each event's OpArgs, by index: one pass, no search per op
+  if (!t.op_args.empty()) {
+    args_at.assign(n, kNoIndex);
+    for (uint32_t k = 0; k < t.op_args.size(); ++k)
+      if (t.op_args[k].event < n) args_at[t.op_args[k].event] = k;
+  }
   // Convolutions without their stride and padding (old traces): the output shape from the
   // backward of a convolution with the same input and weight (its grad_output), made on first need.
   std::map<std::pair<Shape, Shape>, Shape> conv_outputs;
@@ -802,8 +809,9 @@ FlopCounts count_flops(const Trace& t, const LaunchLinks& links) {
       if (is_backward_entry(t.events[p].name)) s |= kInBackward;
       if (state[p] & kTraceArg) s |= kInTraceArg;
     }
+    if (!(s & kInBackward) && is_backward_entry(e.name)) out.backward_starts.push_back(e.start_ns);
     const FlopClass c = cls_of(e.name);
-    const OpArgs* args = t.op_args_of(i);
+    const OpArgs* args = args_at.empty() || args_at[i] == kNoIndex ? nullptr : &t.op_args[args_at[i]];
     const bool owner =
         (c == FlopClass::Matmul && !(s & kInMatmul)) || (c == FlopClass::Other && !(s & (kInMatmul | kInOther)));
     if (owner) {
@@ -882,6 +890,7 @@ FlopCounts count_flops(const Trace& t, const LaunchLinks& links) {
   std::sort(out.ops.begin(), out.ops.end(),
             [](const CountedOp& a, const CountedOp& b) { return a.event < b.event; });
   std::sort(out.uncounted.begin(), out.uncounted.end());
+  std::sort(out.backward_starts.begin(), out.backward_starts.end());
   return out;
 }
 
@@ -922,9 +931,11 @@ std::vector<StepFlops> step_flops(const Trace& t, const FlopCounts& counts, cons
     ++s->uncounted_calls;
     if (flop_class_of(t.name_of(t.events[i])) == FlopClass::Matmul) ++s->uncounted_matmul_calls;
   }
-  for (const Event& e : t.events)
-    if (e.kind == EventKind::HostOp && is_backward_scope(t.name_of(e)))
-      if (StepFlops* s = step_of(e)) s->backward_ran = true;
+  for (const int64_t start : counts.backward_starts) {
+    Event e;
+    e.start_ns = start;
+    if (StepFlops* s = step_of(e)) s->backward_ran = true;
+  }
   return out;
 }
 

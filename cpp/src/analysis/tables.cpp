@@ -85,7 +85,8 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
   return rows;
 }
 
-std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links, const FlopCounts* flops) {
+std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links, const FlopCounts* flops,
+                                        const std::vector<uint32_t>* outer_first) {
   const size_t n = t.events.size();
   // FLOPs: each event's counted op, if any.
   std::vector<uint32_t> counted_at;
@@ -110,7 +111,8 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
       if (tc_by_name[e.name] == 1) tc_self_ns[op] += e.dur_ns;
     }
   }
-  const std::vector<uint32_t> ops = host_ops_outer_first(t);
+  const std::vector<uint32_t> sorted = outer_first ? std::vector<uint32_t>() : host_ops_outer_first(t);
+  const std::vector<uint32_t>& ops = outer_first ? *outer_first : sorted;
   // Inner ops come after their parents, so a reverse walk finishes each op before its parent.
   for (size_t k = ops.size(); k-- > 0;) {
     const uint32_t i = ops[k];
@@ -576,8 +578,9 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
       throw;
     }
     links_ready.set_value();
-    a.flops = count_flops(t, a.links);
-    a.operators = operator_table(t, a.links, &a.flops);
+    const std::vector<uint32_t> outer_first = host_ops_outer_first(t);   // sorted once for both
+    a.flops = count_flops(t, a.links, &outer_first);
+    a.operators = operator_table(t, a.links, &a.flops, &outer_first);
     a.roofline = roofline_rows(a.operators);
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);

@@ -47,8 +47,8 @@ def report_dict(
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
-    for ``step_views``; ``event_flops``: each event's counted FLOPs as int64, 0 where none count,
-    for attributions that sum them); it is not part of the report. ``peak_tflops``: the dense peak
+    for ``step_views``; ``event_flops``: (event index, FLOPs) of every counted call as native-order
+    int64 pairs, for attributions that sum them over events); it is not part of the report. ``peak_tflops``: the dense peak
     MFU divides by, when the user gives it (docs/metrics.md, "MFU and HFU")."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
