@@ -4,6 +4,7 @@
 #include "gpuprof/flops.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -268,6 +269,12 @@ bool is_in_place(std::string_view op_name) {
   return !key.empty() && key.back() == '_' && key.front() != '_';
 }
 
+// A whole number's text; false when the text is not one.
+bool parse_i64(std::string_view s, int64_t* out) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
 // A concrete input as a list of integers ("[2, 2]", "2"); false when it is not one.
 bool concrete_ints(const OpInputs& in, size_t i, Shape* out) {
   out->clear();
@@ -275,11 +282,8 @@ bool concrete_ints(const OpInputs& in, size_t i, Shape* out) {
   const ListTree t = parse_list_text(in.concrete[i]);
   if (!t.ok()) return false;
   auto one = [&](uint32_t n) {
-    if (t.nodes[n].kind != ListNode::Kind::Number) return false;
-    char* end = nullptr;
-    const std::string s(t.nodes[n].text);
-    const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (end == s.c_str() || *end != '\0') return false;
+    int64_t v;
+    if (t.nodes[n].kind != ListNode::Kind::Number || !parse_i64(t.nodes[n].text, &v)) return false;
     out->push_back(v);
     return true;
   };
@@ -527,19 +531,19 @@ OpInputs parse_op_inputs(std::string_view shapes, std::string_view types, std::s
   const ListTree s = shapes.empty() ? ListTree() : parse_list_text(shapes);
   if (s.ok() && s.nodes[0].kind == ListNode::Kind::List) {
     in.has_shapes = true;
-    for (uint32_t c : s.children(0)) {
+    for (uint32_t c = s.nodes[0].first_child; c != kNoIndex; c = s.nodes[c].next_sibling) {
       Shape shape;
       bool list = false;
       int64_t list_elements = 0;
-      for (uint32_t d : s.children(c)) {
+      for (uint32_t d = s.nodes[c].first_child; d != kNoIndex; d = s.nodes[d].next_sibling) {
+        int64_t x;
         if (s.nodes[d].kind == ListNode::Kind::Number) {
-          shape.push_back(std::strtoll(std::string(s.nodes[d].text).c_str(), nullptr, 10));
+          if (parse_i64(s.nodes[d].text, &x)) shape.push_back(x);
         } else if (s.nodes[d].kind == ListNode::Kind::List) {   // a tensor list: [[2, 3], [4]]
           list = true;
           Shape member;
-          for (uint32_t e : s.children(d))
-            if (s.nodes[e].kind == ListNode::Kind::Number)
-              member.push_back(std::strtoll(std::string(s.nodes[e].text).c_str(), nullptr, 10));
+          for (uint32_t e = s.nodes[d].first_child; e != kNoIndex; e = s.nodes[e].next_sibling)
+            if (s.nodes[e].kind == ListNode::Kind::Number && parse_i64(s.nodes[e].text, &x)) member.push_back(x);
           list_elements = add(list_elements, member.empty() ? 0 : numel(member));
         }
       }
@@ -552,7 +556,8 @@ OpInputs parse_op_inputs(std::string_view shapes, std::string_view types, std::s
     if (text.empty()) return;
     const ListTree t = parse_list_text(text);
     if (!t.ok() || t.nodes[0].kind != ListNode::Kind::List) return;
-    for (uint32_t c : t.children(0)) out->emplace_back(t.nodes[c].text);
+    for (uint32_t c = t.nodes[0].first_child; c != kNoIndex; c = t.nodes[c].next_sibling)
+      out->emplace_back(t.nodes[c].text);
   };
   strings(types, &in.types);
   strings(concrete, &in.concrete);

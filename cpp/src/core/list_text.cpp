@@ -101,6 +101,7 @@ std::vector<uint32_t> ListTree::children(uint32_t i) const {
 ListTree parse_list_text(std::string_view text) {
   ListTree tree;
   Reader r(text);
+  tree.nodes.reserve(text.size() / 2 + 1);   // about a node per two characters ("1, ", "[]")
   if (r.value(tree, 0) == kNoIndex || !r.at_end()) tree.nodes.clear();
   return tree;
 }
