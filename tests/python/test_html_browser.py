@@ -102,9 +102,9 @@ def test_page_loads_charts_render_tables_sort(report_file, tmp_path):
     # The injected names stayed text: their scripts and onerror handlers never ran.
     assert not PWNED.search(dom)
     charts = {c["id"] or f"chart{i}": c for i, c in enumerate(result["charts"])}
-    # Step chart, 2 NVML charts (utilization, memory used), 1 memory chart: each with a size
-    # and with visible bars or lines.
-    assert len(charts) == 4
+    # Step chart, 2 NVML charts (utilization, memory used), 1 memory chart and the roofline: each
+    # with a size and with visible bars or lines.
+    assert len(charts) == 5
     assert all(c["w"] > 100 and c["h"] > 100 and c["drawn"] > 0 for c in charts.values()), charts
     assert charts["step-chart"]["drawn"] >= 6  # at least one segment per recorded step
     # Kernel totals are 700..100 us: one click sorts descending, the next ascending.

@@ -52,6 +52,7 @@ struct OpenRange {
   uint32_t name;
   uint32_t shapes;
   EventKind kind;
+  bool captured = false;   // FLOPs: the hooks captured its inputs (ThreadBuffer::captured); in padding
 };
 
 // FLOPs: what the hooks captured of an open op's inputs, until it closes. Kept beside the open
@@ -291,7 +292,7 @@ uint32_t intern_dims_slow(ThreadBuffer* b, std::string_view key, const int64_t* 
   return id;
 }
 
-inline uint32_t intern_dims(ThreadBuffer* b, const int64_t* dims, size_t n) {
+__attribute__((always_inline)) inline uint32_t intern_dims(ThreadBuffer* b, const int64_t* dims, size_t n) {
   const std::string_view key(reinterpret_cast<const char*>(dims), n * sizeof(int64_t));
   auto it = b->shapes.find(key);
   if (__builtin_expect(it != b->shapes.end(), 1)) return it->second;
@@ -459,6 +460,31 @@ inline ThreadBuffer* exit_buffer() {
   return b;
 }
 
+// FLOPs: the inputs the hooks captured for the op `external_id`, taken off the thread's list, packed
+// as (types id << 32) | (grad recorded << 31) | concrete id; 0 when none were captured for it.
+// External ids grow on a thread: an entry of a larger one belongs to an op opened inside this one
+// whose exit never came, and is dropped. Out of line, as is the record it becomes, so that an op
+// with nothing captured (all but the matrix-class ops) closes with the code it always had.
+__attribute__((noinline)) uint64_t take_captured(ThreadBuffer* b, uint64_t external_id) {
+  while (!b->captured.empty() && b->captured.back().external_id > external_id) b->captured.pop_back();
+  if (b->captured.empty() || b->captured.back().external_id != external_id) return 0;
+  const CapturedInputs c = b->captured.back();
+  b->captured.pop_back();
+  return (uint64_t(c.types) << 32) | (c.flags & kGradRecordedFlag ? uint64_t(1) << 31 : 0) |
+         (c.concrete & 0x7fffffffu);
+}
+
+// The captured inputs' record, right behind its op's event (split_records pairs them).
+__attribute__((noinline)) void append_captured(ThreadBuffer* b, uint64_t external_id, uint64_t packed) {
+  Event a;
+  a.flags = kOpArgsRecordFlag;
+  a.name = static_cast<uint32_t>(packed >> 32);
+  a.aux = static_cast<uint32_t>(packed & 0x7fffffffu);
+  a.external_id = external_id;
+  a.tid = b->os_tid;
+  append(b, a);
+}
+
 inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   // Ranges close in LIFO order on a thread; an exit whose enter we never saw (the session began
   // inside it, or it closes on another thread) finds no match and is ignored.
@@ -476,27 +502,11 @@ inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   e.external_id = r.external_id;
   e.tid = b->os_tid;
   e.aux = r.shapes;
-  if (__builtin_expect(!b->captured.empty(), 0)) {
-    // FLOPs: the op's captured inputs follow its event as a record of their own (split_records
-    // pairs them). External ids grow on a thread: a larger one belongs to an op opened inside this
-    // one whose exit never came, and is dropped.
-    while (!b->captured.empty() && b->captured.back().external_id > r.external_id) b->captured.pop_back();
-    if (!b->captured.empty() && b->captured.back().external_id == r.external_id) {
-      const CapturedInputs c = b->captured.back();
-      b->captured.pop_back();
-      e.flags = c.flags;
-      append(b, e);
-      Event a;
-      a.flags = kOpArgsRecordFlag;
-      a.name = c.types;
-      a.aux = c.concrete;
-      a.external_id = r.external_id;
-      a.tid = b->os_tid;
-      append(b, a);
-      return;
-    }
-  }
+  // FLOPs: the inputs the hooks captured for this op, if any (the matrix-class ops).
+  const uint64_t captured = __builtin_expect(r.captured, 0) ? take_captured(b, r.external_id) : 0;
+  if (__builtin_expect(captured != 0, 0) && (captured & (uint64_t(1) << 31))) e.flags = kGradRecordedFlag;
   append(b, e);
+  if (__builtin_expect(captured != 0, 0)) append_captured(b, r.external_id, captured);
 }
 }  // namespace
 
@@ -532,6 +542,12 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const
 
 std::string shapes_text(const int64_t* dims, size_t n_dims) { return format_dims(dims, n_dims); }
 
+// intern_dims for the capture's first sight of a key (rare), so that the record_shapes path keeps its
+// inlined copy.
+static __attribute__((noinline)) uint32_t intern_dims_outline(ThreadBuffer* b, const int64_t* dims, size_t n) {
+  return intern_dims(b, dims, n);
+}
+
 void host_op_inputs(const char* name, const int64_t* key, size_t n, OpInputsFormatter format, bool grad_recorded) {
   if (!g_active.load(std::memory_order_relaxed)) return;
   ThreadBuffer* b = exit_buffer();
@@ -545,14 +561,16 @@ void host_op_inputs(const char* name, const int64_t* key, size_t n, OpInputsForm
     format(key, n, &texts);
     static const int64_t kNoInputs = 0;
     const ThreadBuffer::OpInputIds ids{
-        intern_dims(b, texts.dims.empty() ? &kNoInputs : texts.dims.data(), texts.dims.size()),
+        intern_dims_outline(b, texts.dims.empty() ? &kNoInputs : texts.dims.data(), texts.dims.size()),
         texts.types.empty() ? 0u : intern(b, texts.types),
         texts.concrete.empty() ? 0u : intern(b, texts.concrete)};
     b->op_input_keys.emplace_back(k);
     it = b->op_inputs.emplace(b->op_input_keys.back(), ids).first;
   }
   if (r.shapes == kNoIndex) r.shapes = it->second.dims;
-  if (!b->captured.empty() && b->captured.back().external_id == r.external_id) b->captured.pop_back();
+  if (r.captured && !b->captured.empty() && b->captured.back().external_id == r.external_id)
+    b->captured.pop_back();
+  r.captured = true;
   b->captured.push_back({r.external_id, it->second.types, it->second.concrete,
                          static_cast<uint8_t>(grad_recorded ? kGradRecordedFlag : 0)});
 }
