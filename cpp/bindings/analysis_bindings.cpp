@@ -13,6 +13,7 @@
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/gpu_summary.h"
+#include "gpuprof/input_transfer.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tables.h"
@@ -491,6 +492,30 @@ void bind_analysis(py::module_& m) {
       "The HTML timeline of one step [start_ns, end_ns): lane_order and names (first seen), events as "
       "[lane, name, start_us (from start_ns), dur_us, category, kind] sorted by start, counts per kind, "
       "and total (events before the cap: device work kept first, then the longest).");
+  m.def(
+      "batch_transfers",
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps) {
+        std::vector<StepTransfer> rows;
+        {
+          py::gil_scoped_release release;
+          rows = batch_transfers(t, steps);
+        }
+        py::list out;
+        for (const StepTransfer& r : rows) {
+          py::dict d;
+          d["batches"] = r.batches;
+          d["copy_ops"] = r.copy_ops;
+          d["host_ns"] = r.host_ns;
+          d["device_copies"] = r.device_copies;
+          d["device_ns"] = r.device_ns;
+          d["overlap_ns"] = r.overlap_ns;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("steps"),
+      "Per step [(start_ns, end_ns)]: the batch's copy to the device after each DataLoader range "
+      "(gpuprof/input_transfer.h): batches, copy_ops, host_ns, device_copies, device_ns, overlap_ns.");
   m.def(
       "memory_curve",
       [](const Trace& t, size_t max_points) {

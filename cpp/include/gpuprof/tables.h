@@ -99,8 +99,9 @@ std::vector<StepEventTables> step_event_tables(const Trace& trace,
                                                const std::vector<uint8_t>* repeated = nullptr);
 
 // The events drawn in the HTML timeline of one step: host ops, user ranges, synchronisations,
-// kernels, copies and sets that start in [start_ns, end_ns). With more than `cap`, device work is
-// kept first, then the longest host events (ties in stored order); `total` counts them all. Events
+// kernels, copies, sets and input-pipeline stages that start in [start_ns, end_ns) (a DataLoader
+// worker's on a lane of its own, "DataLoader worker W (pid P)", coloured as DataLoader). With more than `cap`,
+// device work is kept first, then the longest host events (ties in stored order); `total` counts them all. Events
 // come sorted by start (the longer first at equal starts, then stored order), each with its lane
 // ("host thread T", "GPU D stream S") and name as indices into first-seen lists, and the breakdown
 // category it is coloured as (a step marker and a user range are CPU Exec, a synchronisation

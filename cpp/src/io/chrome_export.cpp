@@ -210,6 +210,7 @@ const char* cat_of(EventKind k) {
     case EventKind::Nvtx: return "nvtx";
     case EventKind::GpuUserRange: return "gpu_user_annotation";
     case EventKind::Overhead: return "overhead";
+    case EventKind::InputStage: return "gpuprof_input";
     case EventKind::Other: return "Trace";
   }
   return "Trace";
@@ -317,6 +318,11 @@ void write_trace(const Trace& t, BlockSink& sink) {
   };
   process_name(pid, "python");
   for (int d : devices) process_name(d, "GPU " + std::to_string(d));
+  // A DataLoader worker's stages are a process of their own: its track, under its own pid.
+  std::set<std::pair<uint32_t, int>> workers;   // (process id, worker id)
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::InputStage && e.device >= 0) workers.emplace(e.tid, e.device);
+  for (const auto& [worker_pid, id] : workers) process_name(worker_pid, "DataLoader worker " + std::to_string(id));
 
   // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
   std::unordered_set<uint64_t> device_correlations;
@@ -325,7 +331,8 @@ void write_trace(const Trace& t, BlockSink& sink) {
 
   for (const Event& e : t.events) {
     const bool dev = on_device_timeline(e);
-    const int64_t e_pid = dev ? (e.device < 0 ? 0 : e.device) : pid;
+    const bool worker = e.kind == EventKind::InputStage && e.device >= 0;
+    const int64_t e_pid = dev ? (e.device < 0 ? 0 : e.device) : worker ? int64_t(e.tid) : pid;
     w.StartObject();
     key(w, "ph");
     w.String("X");
@@ -352,7 +359,15 @@ void write_trace(const Trace& t, BlockSink& sink) {
     write_us(w, e.dur_ns);
     key(w, "args");
     w.StartObject();
-    if (e.external_id != 0) {
+    if (e.kind == EventKind::InputStage) {
+      // The worker id (-1: the main process) and the batch's number in its worker.
+      key(w, "worker");
+      w.Int(e.device);
+      if (e.external_id != 0) {
+        key(w, "batch");
+        w.Uint64(e.external_id);
+      }
+    } else if (e.external_id != 0) {
       key(w, "External id");
       w.Uint64(e.external_id);
     }

@@ -86,7 +86,7 @@ struct PendingEvent {
   int64_t pid = -1;      // numeric pid, -1 when absent or a label
   int64_t tid = -1;
   RawNum ts, dur;
-  int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
+  int64_t correlation = 0, external_id = 0, device = -1, stream = -1, worker = -1, batch = 0;
   int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
@@ -106,7 +106,8 @@ struct PendingEvent {
     pid = tid = -1;
     ts.present = ts.converted = false;
     dur.present = dur.converted = false;
-    correlation = external_id = 0;
+    correlation = external_id = batch = 0;
+    worker = -1;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
     blocks_per_sm = warps_per_sm = occupancy = -1;
@@ -456,6 +457,8 @@ class KinetoHandler {
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
+      case Arg::Worker: as_int(&ev_.worker); break;
+      case Arg::Batch: as_int(&ev_.batch); break;
       default: break;
     }
     arg_ = Arg::Ignore;
@@ -598,6 +601,11 @@ class KinetoHandler {
       int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
       e.device = static_cast<int16_t>(dev <= INT16_MAX ? dev : 0);
       e.tid = static_cast<uint32_t>(p.stream >= 0 ? p.stream : (p.tid >= 0 ? p.tid : 0));
+    } else if (kind == EventKind::InputStage) {
+      // A DataLoader worker's stage: its worker id (-1: the main process) and batch number.
+      e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
+      e.device = static_cast<int16_t>(p.worker >= 0 && p.worker <= INT16_MAX ? p.worker : -1);
+      e.external_id = p.batch > 0 ? uint64_t(p.batch) : 0;
     } else {
       e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
       if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;

@@ -21,7 +21,8 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 3  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops
+# 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops; 4: input_pipeline
+SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
 MEMORY_CURVE_POINTS = 2000
@@ -42,10 +43,12 @@ def report_dict(
     source: Optional[dict] = None,
     drop_incomplete_last_step: bool = True,
     native: Optional[dict] = None,
+    pipeline: Optional[dict] = None,
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
-    for ``step_views``); it is not part of the report."""
+    for ``step_views``); it is not part of the report. ``pipeline``: what a live span measured
+    inside its DataLoaders, for the ``input_pipeline`` section (``analysis/pipeline.py``)."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
     if native is not None:
@@ -82,6 +85,11 @@ def report_dict(
         },
         "metadata": dict(trace.metadata),
     }
+    # The input pipeline, stage by stage, from what a live span measured inside the DataLoader
+    # (analysis/pipeline.py); absent when nothing was measured (an imported trace).
+    pipeline_section = _input_pipeline(trace, pipeline, steps, host)
+    if pipeline_section is not None:
+        data["input_pipeline"] = pipeline_section
     # GPU metrics: the per-device summary and the detail tables.
     # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
     # numbers are None. docs/metrics.md defines every field.
@@ -103,6 +111,15 @@ def report_dict(
         for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
     }
     return data
+
+
+def _input_pipeline(trace, pipeline: Optional[dict], steps: list, host: Optional[dict]) -> Optional[dict]:
+    if not pipeline or not steps:
+        return None
+    from .pipeline import input_pipeline
+
+    transfers = _core.batch_transfers(trace, [(s["start_ns"], s["end_ns"]) for s in steps])
+    return input_pipeline(pipeline, steps, host, transfers)
 
 
 def _gpu_sample_row(raw: dict) -> dict:
@@ -233,7 +250,7 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
                 "label": label,
                 "step": step["step"],
                 "total_us": step["total_us"],
-                "lanes": sorted(lanes, key=lambda lane: (not lane.startswith("host"), lane)),
+                "lanes": sorted(lanes, key=_lane_order),
                 "lane_order": lanes,
                 "names": tl["names"],
                 "events": tl["events"],
@@ -259,6 +276,12 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
         "outliers": outlier_steps(steps),
         "event_cap": TIMELINE_EVENT_CAP,
     }
+
+
+def _lane_order(lane: str) -> tuple:
+    """Host threads first, then the DataLoader workers' lanes, then the GPU streams."""
+    group = 0 if lane.startswith("host") else 1 if lane.startswith("DataLoader worker") else 2
+    return (group, lane)
 
 
 def outlier_steps(steps: list[dict]) -> list[int]:

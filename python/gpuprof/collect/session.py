@@ -19,7 +19,7 @@ from ..report.build import build_report
 from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
-from .dataloader import DataLoaderCapture, cpus_available
+from .dataloader import DataLoaderCapture, add_pipeline_events, cpu_budget, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
 from .hooks import HooksUnavailable
 from .schedule import ProfilerAction, always_record
@@ -173,6 +173,7 @@ class profile:
         self._signals_pending = []
         try:
             self._exchange = None  # made at the first span end (see _gather)
+            self._capture.open()  # DataLoader iterators made from now on carry the workers' hook
             self._step_start_ticks = _core.collector_ticks()
             self._transition(ProfilerAction.NONE, self.schedule(0))
             self._nvtx_step()
@@ -209,6 +210,7 @@ class profile:
         global _active_session
         self._restore_signal_handlers()
         self._unhook()
+        self._capture.close()
         _core.collector_stop()
         self._gpu.release()
         if self._nvtx_step_open:
@@ -356,6 +358,7 @@ class profile:
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
         if new in _HOOKED:
+            self._capture.open()  # (torch's DataLoader may have been imported after the start)
             self._hook()
         else:
             self._unhook()
@@ -404,6 +407,8 @@ class profile:
             trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
         self._gpu.drain_into(trace)
         dataloaders = self._capture.records()
+        pipeline = self._capture.pipeline_records()
+        add_pipeline_events(trace, pipeline)
         rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
         report = build_report(
             trace,
@@ -414,7 +419,13 @@ class profile:
                 "created_unix": time.time(),
             },
             dataloaders=dataloaders,
-            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
+            pipeline=pipeline,
+            host={
+                "cpus_available": cpus_available(),
+                "cpu_count": os.cpu_count(),
+                **_cpu_budget_facts(),
+                **_cuda_host_facts(),
+            },
             span_source=lambda steps: self._span_source(steps, partial),
             rank=rank,
             gather=self._gather(failed and not peer_failure),
@@ -542,6 +553,12 @@ def _cuda_host_facts() -> dict:
         }
     except Exception:  # a broken driver install must not cost the user the report
         return {}
+
+
+def _cpu_budget_facts() -> dict:
+    """The CPUs this process may use for DataLoader workers and what set the number."""
+    cpus, source = cpu_budget()
+    return {"cpu_budget": round(cpus, 2), "cpu_budget_source": source}
 
 
 def _loader_batch_size(dataloaders: list) -> Optional[int]:

@@ -38,6 +38,7 @@ def build_report(
     analysed: Optional[dict] = None,
     source: Optional[dict] = None,
     dataloaders: Optional[list] = None,
+    pipeline: Optional[dict] = None,
     host: Optional[dict] = None,
     drop_incomplete_last_step: bool = True,
     span_source: Optional[Callable[[list], dict]] = None,
@@ -54,6 +55,8 @@ def build_report(
     Args:
         source: where the report came from (``kind``: "live" or "trace", ``path``...).
         dataloaders, host: the DataLoader settings and host facts the span ran with.
+        pipeline: what the span measured inside its DataLoaders (``collect/dataloader.py``'s
+            ``pipeline_records``), for the ``input_pipeline`` section.
         span_source: given the analysed steps, the entries a live span adds to ``source`` (which
             steps it covers; for a span cut short, which complete span came before it).
         rank: this process's identity in a torch.distributed job (``rank``, ``world_size``...):
@@ -74,6 +77,7 @@ def build_report(
             source=source,
             drop_incomplete_last_step=drop_incomplete_last_step,
             native=native,
+            pipeline=pipeline,
         )
     elif analysed is not None:
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was

@@ -1,4 +1,4 @@
-"""The report's JSON layout, ``schema_version`` 3, as a JSON Schema (draft 2020-12).
+"""The report's JSON layout, ``schema_version`` 4, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
 ``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
@@ -8,7 +8,13 @@ keys are allowed everywhere: later gpuprof versions add keys and never remove or
 from __future__ import annotations
 
 from ..analysis import CATEGORIES, SCHEMA_VERSION
-from ..analysis.fields import BY_KEY
+from ..analysis.fields import (
+    BY_KEY,
+    INPUT_PIPELINE,
+    INPUT_PIPELINE_OBJECTS,
+    INPUT_PIPELINE_ROWS,
+    STAGE_STATS,
+)
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -39,6 +45,34 @@ def _rows(table: str) -> dict:
             {"type": "object", "properties": {"rows": {"type": "array", "items": row}}, "required": ["rows"]},
         ]
     }
+
+
+def _typed(field) -> dict:
+    return {"type": field.type.split("|") if "|" in field.type else field.type}
+
+
+def _object(fields, nullable: bool = False) -> dict:
+    return {
+        "type": ["object", "null"] if nullable else "object",
+        "properties": {f.key: _typed(f) for f in fields},
+    }
+
+
+def _input_pipeline() -> dict:
+    """The ``input_pipeline`` object (analysis/fields.py declares its keys)."""
+    props: dict = {}
+    for f in INPUT_PIPELINE:
+        if f.key in INPUT_PIPELINE_ROWS:
+            props[f.key] = {"type": "array", "items": _object(INPUT_PIPELINE_ROWS[f.key])}
+        elif f.key in INPUT_PIPELINE_OBJECTS:
+            props[f.key] = _object(INPUT_PIPELINE_OBJECTS[f.key])
+        elif f.key.endswith("_us") and f.type == "object|null":
+            props[f.key] = _object(STAGE_STATS, nullable=True)
+        elif f.key in ("limits", "notes"):
+            props[f.key] = {"type": "array", "items": _STR}
+        else:
+            props[f.key] = _typed(f)
+    return {"type": "object", "properties": props}
 
 
 # A straggler call (docs/distributed.md): the rank, its typical excess, and what the call rests on.
@@ -134,6 +168,8 @@ SCHEMA: dict = {
                 "cpu_count": {"type": ["integer", "null"]},
                 "cuda_available": _BOOL,
                 "cuda_device_count": _INT,
+                "cpu_budget": _NUM,
+                "cpu_budget_source": _STR,
             },
         },
         "counts": {
@@ -143,6 +179,7 @@ SCHEMA: dict = {
         },
         "metadata": {"type": "object", "additionalProperties": _STR},
         "devices": {"type": "array", "items": _row("devices")},
+        "input_pipeline": _input_pipeline(),
         # The cross-rank report (docs/distributed.md).
         "distributed": {
             "type": "object",

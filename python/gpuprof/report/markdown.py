@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from . import pipeline_view as pv
 from . import sections as sec
 
 TOP_ROWS = 10
@@ -128,6 +129,32 @@ def _memory(report, title: str, top: int) -> list[str]:
     return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
 
 
+# ---- the input pipeline (report/pipeline_view.py) -------------------------------------------------
+def _input_pipeline(report, title: str, top: int) -> list[str]:
+    ip = pv.pipeline_of(report.data)
+    if ip is None:
+        return []
+    out = ["### Input pipeline", "", md_escape(pv.headline(ip)), ""]
+    rows = pv.stages(ip)
+    if rows:
+        # One batch's stages as a bar of 40 cells, then the times.
+        bar = "".join(
+            {"fetch": "L", "transform": "T", "collate": "C", "pin": "P", "transfer": "X"}[r["key"]]
+            * max(1, int(round(r["pct"] / 100.0 * 40)))
+            for r in rows
+        )
+        out += [f"`{bar}`", ""]
+        out += table(
+            ["stage", "runs in", "mean per batch", "share"],
+            [[r["label"], r["where"], pv.ms(r["us"]), f"{r['pct']:.0f}%"] for r in rows],
+            [":--", ":--", "--:", "--:"],
+        )
+        out.append("")
+    out += [f"- {md_escape(line)}" for line in [pv.stage_line(ip)] + pv.detail_lines(ip)]
+    out.append("")
+    return out
+
+
 def _recommendations(report, title: str, top: int) -> list[str]:
     items = sec.ranked_advice(report.data)
     if not items:
@@ -210,7 +237,18 @@ class MarkdownRenderer:
     name = "markdown"
     file_end = ""
     # The sections, in the order they are written: each returns its lines, or none.
-    sections = (_title, _steps, _devices, _memory, _recommendations, _ranks, _tables, _settings, _footer)
+    sections = (
+        _title,
+        _steps,
+        _input_pipeline,
+        _devices,
+        _memory,
+        _recommendations,
+        _ranks,
+        _tables,
+        _settings,
+        _footer,
+    )
 
     def render(self, report, *, title: str = "gpuprof report", top: int = TOP_ROWS) -> str:
         out: list[str] = []
