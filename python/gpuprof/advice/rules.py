@@ -354,6 +354,15 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
             "the pin-memory thread's time per batch and the step's own time are measured",
             change=False,
         )
+    if bound == "cpu" and nw > (law.get("cpu_limit") or nw) and law["workers_needed"] <= nw:
+        return advise(
+            "More DataLoader workers than the CPUs can run: they slow each other and the training",
+            f"{_dataloader_call(settings)}: {cpu}, and {_law_text(ip)}: num_workers={nw} oversubscribes "
+            "them (on a shared node ask the scheduler for more CPUs, e.g. SLURM --cpus-per-task, rather "
+            "than adding workers)",
+            "high",
+            "the workers' CPU share and the CPUs this process may use are measured",
+        )
     if bound == "cpu":
         heavy = {
             "transform": "transforms take most of it: lighter augmentation, or augmentation on the GPU "

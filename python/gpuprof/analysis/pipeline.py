@@ -11,10 +11,11 @@ found in the trace. The records' layout::
      "loaders": [{
         "settings": {...},               # the loader's row of the report's `dataloaders`
         "batches": [{"worker", "pid", "tid", "seq", "start_ns", "idle_ns", "load_ns",
-                     "transform_ns", "collate_ns", "cpu_ns", "samples", "sample_sum_ns",
-                     "sample_sumsq", "slowest": [(ns, index), ...]}],
+                     "transform_ns", "collate_ns", "cpu_ns", "runq_ns", "samples",
+                     "sample_sum_ns", "sample_sumsq", "slowest": [(ns, index), ...]}],
                                          # worker -1: loaded in the training process;
                                          # idle_ns -1: not known; transform_ns -1: not timed apart;
+                                         # runq_ns: waiting for a CPU while ready (-1: unknown);
                                          # sample_sumsq -1: the samples came in one call
         "waits": [{"start_ns", "wait_ns", "ready", "tid"}],   # ready -1: no queue to look at
         "pins": [{"tid", "start_ns", "pin_ns"}],
@@ -147,6 +148,7 @@ def input_pipeline(
     collate = _stats([b["collate_ns"] for b in batches])
     batch = _stats([_batch_ns(b) for b in batches])
     idle = _stats([b["idle_ns"] for b in batches if b["idle_ns"] >= 0 and b["worker"] >= 0])
+    cpu_wait = _stats([b["runq_ns"] for b in batches if b.get("runq_ns", -1) >= 0])
 
     # The batch's copy to the device: per step, the copy operators after each batch arrived.
     transfer = transfer_device = None
@@ -217,6 +219,7 @@ def input_pipeline(
         "collate_us": collate,
         "batch_us": batch,
         "idle_us": idle,
+        "cpu_wait_us": cpu_wait,
         "pin_us": _stats([p["pin_ns"] for p in pins]),
         "transfer_us": transfer,
         "transfer_device_us": transfer_device,
@@ -245,7 +248,10 @@ def _law(
 ) -> dict:
     """Little's law: a step takes one batch every T_step (its time without the wait, per batch), a
     worker makes one every T_batch, so N = ceil(T_batch / T_step) workers keep up; bounded by the
-    CPUs the process may use less what training takes, shared by workers as their CPU share says."""
+    CPUs the process may use less what training takes, shared by workers as their CPU share says.
+    The limits, in the order the advice takes them: ``pin`` (one pin-memory thread pins slower than
+    the steps use batches), ``cpu`` (the workers needed, or those running, exceed what the CPUs
+    run), ``samples`` (a few slow samples dominate), ``workers`` (more workers would keep up)."""
     law: dict = {
         "t_batch_us": None,
         "t_step_us": None,
@@ -269,7 +275,9 @@ def _law(
     t_batch = batch["mean"]
     t_step = max((step_ns - wait_ns) / 1000.0 / len(waits), 1.0)
     needed = max(1, math.ceil(t_batch / t_step))
-    busy = sum(_batch_ns(b) for b in batches)
+    # A worker's CPU need: its CPU time over the time it ran or could have run (a batch's time less
+    # what it spent waiting for a CPU while ready: contention stretches a batch, not its need).
+    busy = sum(_batch_ns(b) - max(b.get("runq_ns", -1), 0) for b in batches)
     share = min(1.0, sum(max(b["cpu_ns"], 0) for b in batches) / busy) if busy > 0 else 1.0
     budget = host.get("cpu_budget") or host.get("cpus_available")
     source = host.get("cpu_budget_source") or ("affinity mask" if host.get("cpus_available") else None)
@@ -295,6 +303,8 @@ def _law(
         law.update(cpu_budget=budget, cpu_budget_source=source, cpu_limit=limit)
         if needed > limit:
             recommended = limit
+            limits.append("cpu")
+        elif out["num_workers"] > limit:  # more workers than the CPUs run: they slow each other
             limits.append("cpu")
     if out["slowest_samples"]:
         limits.append("samples")

@@ -3,7 +3,8 @@ performance budgets for CI. Exit 0 when every budget holds, 1 when one is broken
 
 Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us``, ``total_us``...),
 ``step_time_us`` / ``step_time_ms``, ``dropped_events``, the GPU summary's per-device fields
-(``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``, and with
+(``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``,
+``input_wait_pct`` (the loop's wait for batches, ``input_pipeline.wait_pct``), and with
 ``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
 step time, or of one category's mean time, as % of the baseline's mean step time).
 ``--deny-rule RULE`` (repeatable) fails when that advice rule fires (docs/advice.md lists the ids).
@@ -106,6 +107,7 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
     out["step_time_ms"] = [("", float(avg["total_us"]) / 1000.0)]
     out["dropped_events"] = [("", float(report.counts.get("dropped", 0)))]
     out["advice_count"] = [("", float(len(report.advice)))]
+    out["input_wait_pct"] = [("", _input_wait_pct(report))]
     for d in report.devices:
         for key, _ in sec.DEVICE_FIELDS:
             if isinstance(d.get(key), (int, float)):
@@ -118,6 +120,17 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
                 delta = avg.get(f"{key}_us", 0.0) - baseline.average.get(f"{key}_us", 0.0)
                 out[f"{key}_regression_pct"] = [("", 100.0 * delta / base_total)]
     return out
+
+
+def _input_wait_pct(report) -> float:
+    """The share of the steps the loop waited for its next batch: measured inside the DataLoader's
+    ``__next__`` in a live span (``input_pipeline.wait_pct``); in a report without that (an imported
+    trace), the DataLoader category of the breakdown."""
+    ip = report.data.get("input_pipeline")
+    wait = ip.get("wait_pct") if isinstance(ip, dict) else None
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool):
+        return float(wait)
+    return float(report.average.get("dataloader_pct") or 0.0)
 
 
 def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> list[Result]:

@@ -176,7 +176,6 @@ class DataLoaderCapture:
             for settings in self._by_key.values():
                 settings["batches_seen"] = 0
             self._waits = []
-            self._unmeasured = {}
         self.pipeline.discard()
         self._epoch_ns = time.monotonic_ns()
         self._epoch_cpu_ns = time.process_time_ns()
@@ -253,6 +252,7 @@ BATCH_FIELDS = (
     "transform_ns",
     "collate_ns",
     "cpu_ns",
+    "runq_ns",
     "samples",
     "sample_sum_ns",
     "sample_sumsq",

@@ -48,9 +48,10 @@ from typing import Any, Optional
 # Records: (kind, channel, ...). Kinds and fields, in order:
 #   "h" hello:  chan, worker, pid, t_ns
 #   "b" batch:  chan, worker, pid, tid, seq, start_ns, idle_ns, load_ns, transform_ns, collate_ns,
-#               cpu_ns, samples, sample_sum_ns, sample_sumsq, slowest ((ns, index), ...)
+#               cpu_ns, runq_ns, samples, sample_sum_ns, sample_sumsq, slowest ((ns, index), ...)
 #               (idle_ns -1: the worker's first timed batch; transform_ns -1: no transform
-#               attribute to time, loading and transforming are one)
+#               attribute to time, loading and transforming are one; runq_ns: time it was ready
+#               to run but waited for a CPU, -1 where /proc cannot tell)
 #   "e" error:  chan, worker, pid, seq, t_ns, stage, text, index (the sample being loaded, or None)
 #   "x" bye:    chan, worker, pid, t_ns, dropped
 #   "p" pin:    chan, tid, start_ns, dur_ns
@@ -174,10 +175,31 @@ def _strip_inherited_wrappers(dataset: Any) -> None:
                 attrs[name] = attrs[name].fn
 
 
+def _runq_ns() -> int:
+    """The calling thread's time so far waiting for a CPU while ready to run (the second field of
+    /proc/thread-self/schedstat), -1 where it cannot be read. The file stays open per thread and
+    process (a forked worker opens its own) and is read again from its start: one pread."""
+    local = _local
+    pid = os.getpid()
+    fd = getattr(local, "sched_fd", None)
+    if fd is None or getattr(local, "sched_pid", None) != pid:
+        try:
+            fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            fd = -1
+        local.sched_fd, local.sched_pid = fd, pid
+    if fd < 0:
+        return -1
+    try:
+        return int(os.pread(fd, 96, 0).split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 class _Batch:
     """One batch being timed: per-sample times as the samples come."""
 
-    __slots__ = ("start", "cpu0", "tr0", "n", "sum", "sumsq", "top", "timed_transform")
+    __slots__ = ("start", "cpu0", "runq0", "tr0", "n", "sum", "sumsq", "top", "timed_transform")
 
     def __init__(self, timed_transform: bool) -> None:
         self.timed_transform = timed_transform
@@ -186,6 +208,7 @@ class _Batch:
         self.sum = 0
         self.sumsq = 0.0
         self.top: list = []
+        self.runq0 = _runq_ns()
         self.cpu0 = thread_time_ns()
         self.start = monotonic_ns()
 
@@ -205,6 +228,8 @@ class _Batch:
 
     def done(self, fetched: int, collated: int) -> None:
         cpu = thread_time_ns() - self.cpu0
+        runq = _runq_ns()
+        runq = runq - self.runq0 if runq >= 0 and self.runq0 >= 0 else -1
         transform = getattr(_local, "ns", 0) - self.tr0 if self.timed_transform else -1
         load = fetched - self.start - max(transform, 0)
         _emit_batch(
@@ -213,6 +238,7 @@ class _Batch:
             transform,
             collated - fetched,
             cpu,
+            runq,
             self.n,
             self.sum,
             self.sumsq,
@@ -324,7 +350,7 @@ def _timed_pin_memory(data, device=None):
 
 
 # ---- where records go -------------------------------------------------------------------------
-def _emit_batch(start, load, transform, collate, cpu, n, total, sumsq, slowest) -> None:
+def _emit_batch(start, load, transform, collate, cpu, runq, n, total, sumsq, slowest) -> None:
     w = _worker
     if w is not None:
         idle = start - w.last_end if w.last_end >= 0 else -1
@@ -344,6 +370,7 @@ def _emit_batch(start, load, transform, collate, cpu, n, total, sumsq, slowest) 
                 transform,
                 collate,
                 cpu,
+                runq,
                 n,
                 total,
                 sumsq,
@@ -351,7 +378,7 @@ def _emit_batch(start, load, transform, collate, cpu, n, total, sumsq, slowest) 
             )
         )
     elif _main is not None:
-        _main.add_main_batch(start, load, transform, collate, cpu, n, total, sumsq, slowest)
+        _main.add_main_batch(start, load, transform, collate, cpu, runq, n, total, sumsq, slowest)
 
 
 def _error_text(e: BaseException) -> str:
@@ -543,6 +570,7 @@ class _Channel:
         self.read_fd = read_fd
         self.control_fds = control_fds
         self.iterator = weakref.ref(iterator)
+        self.handles: list = []  # torch's worker Process objects: a dead worker's exit code outlives its iterator
         self.buffer = b""
         self.closed = False
 
@@ -566,8 +594,7 @@ class _Channel:
         self.control_fds = []
 
     def workers(self) -> list:
-        it = self.iterator()
-        return list(getattr(it, "_workers", []) or []) if it is not None else []
+        return self.handles
 
 
 class _Reader(threading.Thread):
@@ -790,6 +817,7 @@ class PipelineCapture:
         hook.records.close()
         for c in hook.controls:
             c.close()
+        channel.handles = list(getattr(it, "_workers", []) or [])
         with self._lock:
             self._channels[channel.chan] = channel
         self._chan_of_iter[it] = channel.chan
@@ -869,7 +897,7 @@ class PipelineCapture:
             return
         self._records.append(record)
 
-    def add_main_batch(self, start, load, transform, collate, cpu, n, total, sumsq, slowest) -> None:
+    def add_main_batch(self, start, load, transform, collate, cpu, runq, n, total, sumsq, slowest) -> None:
         tid = threading.get_native_id()
         self._main_seq += 1
         self._records.append(
@@ -886,6 +914,7 @@ class PipelineCapture:
                 transform,
                 collate,
                 cpu,
+                runq,
                 n,
                 total,
                 sumsq,
@@ -948,4 +977,14 @@ class PipelineCapture:
                     "dropped": w.get("dropped", 0),
                 }
             )
+        self._forget_ended()
         return out
+
+    def _forget_ended(self) -> None:
+        """An iterator whose workers have all ended has been reported: its channel and its workers'
+        rows go, so that a long session of short epochs holds no more than its live iterators."""
+        with self._lock:
+            for chan in [c for c in self.ended if c in self._channels]:
+                del self._channels[chan]
+                for key in [k for k in self._workers if k[0] == chan]:
+                    del self._workers[key]

@@ -274,7 +274,11 @@ class profile:
     @contextlib.contextmanager
     def _signals_held_back(self):
         """gpuprof's own step and stop code runs whole: a signal that comes meanwhile is handled
-        once it is done."""
+        once it is done. That includes SIGCHLD when the program has a Python handler for it (torch's
+        DataLoader raises "worker killed" from one): raised inside a span's end, it would cost the
+        span its report (the one that says which worker died); it is raised after it instead."""
+        outermost = self._signals_held == 0
+        chld = self._hold_sigchld() if outermost else None
         self._signals_held += 1
         try:
             yield
@@ -284,6 +288,33 @@ class profile:
                 pending, self._signals_pending = self._signals_pending, []
                 for signum in pending:
                     self._on_signal(signum, None)
+            if chld is not None:
+                self._release_sigchld(*chld)
+
+    def _hold_sigchld(self):
+        """(torch's handler, [came]) with a handler that notes SIGCHLD in its place; None when there
+        is no Python handler to hold (or not on the main thread, where handlers are set)."""
+        chld = getattr(signal, "SIGCHLD", None)
+        if chld is None or threading.current_thread() is not threading.main_thread():
+            return None
+        try:
+            previous = signal.getsignal(chld)
+            if not callable(previous):
+                return None
+            came: list = []
+            signal.signal(chld, lambda signum, frame: came.append(frame))
+        except (ValueError, OSError):
+            return None
+        return previous, came
+
+    @staticmethod
+    def _release_sigchld(previous, came: list) -> None:
+        try:
+            signal.signal(signal.SIGCHLD, previous)
+        except (ValueError, OSError):
+            return
+        if came:
+            previous(signal.SIGCHLD, came[-1])  # the program's handler, as if the signal came now
 
     def _on_signal(self, signum: int, frame) -> None:
         if self._signals_held:
