@@ -354,16 +354,9 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
             "the pin-memory thread's time per batch and the step's own time are measured",
             change=False,
         )
-    if bound == "cpu" and nw > (law.get("cpu_limit") or nw) and law["workers_needed"] <= nw:
-        return advise(
-            "More DataLoader workers than the CPUs can run: they slow each other and the training",
-            f"{_dataloader_call(settings)}: {cpu}, and {_law_text(ip)}: num_workers={nw} oversubscribes "
-            "them (on a shared node ask the scheduler for more CPUs, e.g. SLURM --cpus-per-task, rather "
-            "than adding workers)",
-            "high",
-            "the workers' CPU share and the CPUs this process may use are measured",
-        )
     if bound == "cpu":
+        limit = law.get("cpu_limit") or recommended
+        over, cheaper = nw > limit, law["workers_needed"] > limit
         heavy = {
             "transform": "transforms take most of it: lighter augmentation, or augmentation on the GPU "
             "on whole batches after x = x.to(device, non_blocking=True)",
@@ -374,11 +367,20 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
             "so that collate only stacks them",
         }.get(stage, "make each batch cheaper")
         return advise(
-            "Loading the batches needs more CPUs than this process has",
-            f"{_dataloader_call(settings)}: {_law_text(ip)}, but {cpu}, so {recommended} is the most "
-            f"that helps; the rest of the wait needs cheaper batches: {heavy}; or more CPUs per task "
-            "(SLURM --cpus-per-task, taskset)",
-            "medium",
+            "More DataLoader workers than the CPUs can run: they slow each other and the training"
+            if over
+            else "Loading the batches needs more CPUs than this process has",
+            f"{_dataloader_call(settings)}: {cpu}, so {recommended} is the most that helps"
+            + (f" (num_workers={nw} oversubscribes them)" if over else "")
+            + f"; {_law_text(ip)}"
+            + (
+                f"; the rest of the wait needs cheaper batches: {heavy}; or more CPUs per task "
+                "(SLURM --cpus-per-task, taskset)"
+                if cheaper
+                else "; on a shared node ask the scheduler for more CPUs (SLURM --cpus-per-task) "
+                "rather than adding workers"
+            ),
+            "high" if over and not cheaper else "medium",
             "the batch time and the workers' CPU share are measured inside them, under this run's "
             "contention; more workers on the same CPUs slow each other",
         )
