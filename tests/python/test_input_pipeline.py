@@ -84,7 +84,10 @@ def within(measured: float, injected: float, rel: float = 0.2) -> bool:
 def check_stages(ip: dict, loader_records: dict, truth: dict) -> None:
     """Every measured batch that the loop took: each stage within 20% of what its injected code took
     (the batch's samples are named by their indices, the slowest kept of each batch: all of a
-    2-sample batch); the report's typical batch against the nominal costs."""
+    2-sample batch), above it by no more than 20% plus the batch's measured CPU wait (the time its
+    process was ready but other processes held the CPUs, which stretches the code around the
+    sleeps); the report's typical batch against the nominal costs: never below them, and at most
+    twice them (a sleep here takes up to half again as long as asked while builds run beside)."""
     matched = 0
     for b in loader_records["batches"]:
         idx = [i for _, i in b["slowest"]]
@@ -96,15 +99,14 @@ def check_stages(ip: dict, loader_records: dict, truth: dict) -> None:
             "collate_ns": truth[idx[0]][2] * 1e9,
         }
         for key, ns in injected.items():
-            assert within(b[key], ns), f"batch {idx}: {key} measured {b[key]:.0f}, injected took {ns:.0f}"
+            got = f"batch {idx}: {key} {b[key]:.0f} ns (CPU wait {b['runq_ns']}), injected took {ns:.0f}"
+            assert 0.8 * ns <= b[key] <= 1.2 * ns + max(b["runq_ns"], 0), got
         matched += 1
     assert matched >= 2
     for stage, nominal in INJECTED_US.items():
         s = ip[f"{stage}_us"]
         assert s is not None, f"{stage} not measured"
-        assert 0.95 * nominal <= s["p50"] <= 1.5 * nominal, (
-            f"{stage}: {s['p50']:.0f} us, nominal {nominal:.0f}"
-        )
+        assert 0.95 * nominal <= s["p50"] <= 2 * nominal, f"{stage}: {s['p50']:.0f} us, nominal {nominal:.0f}"
 
 
 @pytest.mark.parametrize(
@@ -288,8 +290,9 @@ def test_a_worker_that_dies_is_reported():
         nonlocal prof
         prof = p
 
-    # (torch says so from its SIGCHLD handler, or when the queue's get times out: either words.)
-    with pytest.raises(RuntimeError, match="killed by signal|exited unexpectedly"):
+    # torch says so from its SIGCHLD handler, or when the queue's get times out; or the batch the
+    # dead worker was handing over fails to arrive (its fd server is gone): any of them.
+    with pytest.raises((RuntimeError, ConnectionError), match="killed by signal|exited unexpectedly|reset"):
         profile(loader, steps=20, step_s=0.002, on_batch=keep)
     ip = prof.report().data["input_pipeline"]
     (dead,) = [w for w in ip["workers"] if w["status"] == "died"]

@@ -262,10 +262,11 @@ def _law_text(ip: dict) -> str:
     law = ip["law"]
     tb, ts = law["t_batch_us"], law["t_step_us"]
     where = "worker" if ip.get("process") == "workers" else "training process (num_workers=0)"
+    n = law["workers_needed"]
     return (
         f"by Little's law a batch takes T_batch = {_ms(tb)} in a {where} and a step uses one every "
         f"T_step = {_ms(ts)} of its own work, so N = ceil({tb / 1000:.2f} / {ts / 1000:.2f}) = "
-        f"{law['workers_needed']} workers keep up"
+        + ("1 worker keeps up" if n == 1 else f"{n} workers keep up")
     )
 
 

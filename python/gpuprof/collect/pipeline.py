@@ -35,6 +35,7 @@ process of the machine; ``time.thread_time_ns()`` gives each batch's CPU time.
 from __future__ import annotations
 
 import heapq
+import operator
 import os
 import pickle
 import selectors
@@ -61,8 +62,29 @@ _PIPE_BUF = getattr(__import__("select"), "PIPE_BUF", 512)
 _ERROR_TEXT = 300
 TRANSFORM_ATTRIBUTES = ("transform", "transforms", "target_transform")
 
+
 # ---- state shared by the timed code ---------------------------------------------------------------
-_local = threading.local()  # per thread: transform time so far (ns) and nesting depth
+class _ThreadState(threading.local):
+    """Per thread: its schedstat file, and the process it was opened in."""
+
+    sched_fd = None
+    sched_pid = None
+
+
+class _TransformClock:
+    """The transform time so far (ns) and the transforms' nesting depth. One per process, not per
+    thread (a thread-local costs a third of a timed call): a batch is loaded on one thread, and the
+    fetch reads the clock's difference over its own batch."""
+
+    __slots__ = ("ns", "depth")
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self.depth = 0
+
+
+_local = _ThreadState()
+_clock = _TransformClock()
 
 
 class _WorkerState:
@@ -104,16 +126,16 @@ class TimedTransform:
         self.fn = fn
 
     def __call__(self, *args, **kwargs):
-        local = _local
-        if getattr(local, "depth", 0):
+        clock = _clock
+        if clock.depth:
             return self.fn(*args, **kwargs)
-        local.depth = 1
+        clock.depth = 1
         t0 = monotonic_ns()
         try:
             return self.fn(*args, **kwargs)
         finally:
-            local.ns = getattr(local, "ns", 0) + monotonic_ns() - t0
-            local.depth = 0
+            clock.ns += monotonic_ns() - t0
+            clock.depth = 0
 
     def __getattr__(self, name):
         return getattr(self.fn, name)
@@ -181,8 +203,8 @@ def _runq_ns() -> int:
     process (a forked worker opens its own) and is read again from its start: one pread."""
     local = _local
     pid = os.getpid()
-    fd = getattr(local, "sched_fd", None)
-    if fd is None or getattr(local, "sched_pid", None) != pid:
+    fd = local.sched_fd
+    if fd is None or local.sched_pid != pid:
         try:
             fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
@@ -197,52 +219,41 @@ def _runq_ns() -> int:
 
 
 class _Batch:
-    """One batch being timed: per-sample times as the samples come."""
+    """One batch being timed. Its samples' times are appended to ``times`` (and their indices to
+    ``indices``) by the fetch loop itself; the statistics are made once, at the end."""
 
-    __slots__ = ("start", "cpu0", "runq0", "tr0", "n", "sum", "sumsq", "top", "timed_transform")
+    __slots__ = ("start", "cpu0", "runq0", "tr0", "times", "indices", "timed_transform", "whole_n")
 
     def __init__(self, timed_transform: bool) -> None:
         self.timed_transform = timed_transform
-        self.tr0 = getattr(_local, "ns", 0)
-        self.n = 0
-        self.sum = 0
-        self.sumsq = 0.0
-        self.top: list = []
+        self.tr0 = _clock.ns
+        self.times: list = []
+        self.indices: list = []
+        self.whole_n = 0
         self.runq0 = _runq_ns()
         self.cpu0 = thread_time_ns()
         self.start = monotonic_ns()
 
-    def sample(self, index: Any, ns: int) -> None:
-        self.n += 1
-        self.sum += ns
-        self.sumsq += float(ns) * ns
-        idx = index if isinstance(index, int) else -1
-        if len(self.top) < SLOWEST_KEPT:
-            heapq.heappush(self.top, (ns, idx))
-        elif ns > self.top[0][0]:
-            heapq.heapreplace(self.top, (ns, idx))
-
     def whole(self, n: int, ns: int) -> None:
         """A batch fetched by one call (``__getitems__``): its samples' times are not told apart."""
-        self.n, self.sum, self.sumsq, self.top = n, ns, -1.0, []
+        self.whole_n, self.times = n, [ns]
 
     def done(self, fetched: int, collated: int) -> None:
         cpu = thread_time_ns() - self.cpu0
         runq = _runq_ns()
         runq = runq - self.runq0 if runq >= 0 and self.runq0 >= 0 else -1
-        transform = getattr(_local, "ns", 0) - self.tr0 if self.timed_transform else -1
+        transform = _clock.ns - self.tr0 if self.timed_transform else -1
         load = fetched - self.start - max(transform, 0)
+        times = self.times
+        if self.whole_n:
+            n, sumsq, slowest = self.whole_n, -1.0, ()
+        else:
+            n = len(times)
+            sumsq = float(sum(map(operator.mul, times, times)))
+            indices = [i if type(i) is int else -1 for i in self.indices]
+            slowest = tuple(heapq.nlargest(SLOWEST_KEPT, zip(times, indices)))
         _emit_batch(
-            self.start,
-            max(load, 0),
-            transform,
-            collated - fetched,
-            cpu,
-            runq,
-            self.n,
-            self.sum,
-            self.sumsq,
-            tuple(sorted(self.top, reverse=True)),
+            self.start, max(load, 0), transform, collated - fetched, cpu, runq, n, sum(times), sumsq, slowest
         )
 
 
@@ -265,15 +276,18 @@ def timed_map_fetch(self, possibly_batched_index):
                 b.whole(len(possibly_batched_index), monotonic_ns() - b.start)
             else:
                 data = []
+                dataset, times, clock = self.dataset, b.times, monotonic_ns
+                b.indices = possibly_batched_index
                 for idx in possibly_batched_index:
-                    t = monotonic_ns()
-                    data.append(self.dataset[idx])
-                    b.sample(idx, monotonic_ns() - t)
+                    t = clock()
+                    data.append(dataset[idx])
+                    times.append(clock() - t)
         else:
             idx = possibly_batched_index
+            b.indices = [idx]
             t = monotonic_ns()
             data = self.dataset[possibly_batched_index]
-            b.sample(possibly_batched_index, monotonic_ns() - t)
+            b.times.append(monotonic_ns() - t)
     except Exception as e:
         _emit_error("fetch", e, idx)
         raise
@@ -294,24 +308,28 @@ def timed_iterable_fetch(self, possibly_batched_index):
         raise StopIteration
     b = _Batch(_transforms_timed(self.dataset))
     position = getattr(self, "_gpuprof_position", 0)
+    b.indices = range(
+        position, position + len(possibly_batched_index) if self.auto_collation else position + 1
+    )
     try:
         if self.auto_collation:
             data = []
+            times, clock = b.times, monotonic_ns
             for _ in possibly_batched_index:
-                t = monotonic_ns()
+                t = clock()
                 try:
                     data.append(next(self.dataset_iter))
                 except StopIteration:
                     self.ended = True
                     break
-                b.sample(position, monotonic_ns() - t)
+                times.append(clock() - t)
                 position += 1
             if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
                 raise StopIteration
         else:
             t = monotonic_ns()
             data = next(self.dataset_iter)
-            b.sample(position, monotonic_ns() - t)
+            b.times.append(monotonic_ns() - t)
             position += 1
     except StopIteration:
         self._gpuprof_position = position
@@ -570,7 +588,7 @@ class _Channel:
         self.read_fd = read_fd
         self.control_fds = control_fds
         self.iterator = weakref.ref(iterator)
-        self.handles: list = []  # torch's worker Process objects: a dead worker's exit code outlives its iterator
+        self.handles: list = []  # torch's worker handles: a dead worker's exit code outlives its iterator
         self.buffer = b""
         self.closed = False
 

@@ -117,7 +117,7 @@ def detail_lines(ip: dict) -> list[str]:
     if isinstance(law.get("t_batch_us"), (int, float)) and isinstance(ip.get("recommended_num_workers"), int):
         line = (
             f"Little's law: ceil(T_batch {ms(law['t_batch_us'])} / T_step {ms(law['t_step_us'])}) = "
-            f"{law['workers_needed']} workers"
+            f"{law['workers_needed']} worker{'' if law['workers_needed'] == 1 else 's'}"
         )
         if isinstance(law.get("cpu_limit"), int):
             share = 100 * (law.get("worker_cpu_share") or 0)
