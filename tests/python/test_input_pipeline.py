@@ -168,7 +168,9 @@ def test_the_law_gives_the_workers_the_injected_costs_call_for(tmp_path):
     law = ip["law"]
     assert abs(ip["recommended_num_workers"] - LAW) <= 1
     assert law["workers_needed"] == math.ceil(law["t_batch_us"] / law["t_step_us"])
-    assert within(law["t_step_us"], STEP_S * 1e6, 0.25) and within(law["t_batch_us"], 40_000)
+    # Against the nominal costs: never below them, at most twice them (sleeps stretch under load).
+    assert 0.95 * STEP_S * 1e6 <= law["t_step_us"] <= 2 * STEP_S * 1e6
+    assert 0.95 * 40_000 <= law["t_batch_us"] <= 2 * 40_000
     assert law["worker_cpu_share"] < 0.5 and law["cpu_limit"] > LAW + 1
     assert ip["bound"] == "workers" and ip["queue_empty_pct"] > 50
     assert ip["recommended_prefetch_factor"] >= 2

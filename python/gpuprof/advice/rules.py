@@ -355,6 +355,23 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
             "the pin-memory thread's time per batch and the step's own time are measured",
             change=False,
         )
+    if bound == "copy":
+        copy = (ip.get("transfer_us") or {}).get("mean") or 0.0
+        device = (ip.get("transfer_device_us") or {}).get("mean")
+        return advise(
+            "Copying each batch to the device holds up the step",
+            f"the batch's copy takes {_ms(copy)} of host time per batch"
+            + (f" ({_ms(device)} on the device)" if isinstance(device, (int, float)) else "")
+            + f", against {_ms(law['t_step_us'])} of the step's own work: "
+            + ("" if dl.get("pin_memory") else "DataLoader(..., pin_memory=True) and ")
+            + "x.to(device, non_blocking=True), so that the copy runs from pinned memory beside the "
+            "kernels; fewer bytes (uint8 images converted and normalised on the GPU); larger batches "
+            "(fewer, bigger copies)",
+            "medium",
+            "the copy operators' time after each batch arrives is measured; the gain from pinning "
+            "depends on the link",
+            change=False,
+        )
     if bound == "cpu":
         limit = law.get("cpu_limit") or recommended
         over, cheaper = nw > limit, law["workers_needed"] > limit

@@ -114,7 +114,7 @@ def report_dict(
 
 
 def _input_pipeline(trace, pipeline: Optional[dict], steps: list, host: Optional[dict]) -> Optional[dict]:
-    if not pipeline or not steps:
+    if not pipeline or not pipeline.get("loaders") or not steps:
         return None
     from .pipeline import input_pipeline
 

@@ -329,7 +329,7 @@ INPUT_PIPELINE: tuple = (
     ),
     Field("recommended_prefetch_factor", "integer|null", "from the spread of `batch_us`"),
     Field("bound", "string|null", "the first of `limits`"),
-    Field("limits", "array", "what limits the loader: `pin`, `cpu`, `samples`, `workers`"),
+    Field("limits", "array", "what limits the loader: `pin`, `copy`, `cpu`, `samples`, `workers`"),
     Field("law", "object", "the arithmetic behind the recommendation (below)"),
     Field("errors", "array", "exceptions raised while loading (below)"),
     Field("notes", "array", "what could not be measured, workers that died"),

@@ -39,6 +39,8 @@ SLOW_SAMPLES_SHARE_PCT = 20.0
 SLOW_SAMPLES_FACTOR = 10.0
 SLOWEST_SHOWN = 8
 MIN_SAMPLES_FOR_SKEW = 20
+# The batch's copy to the device limits the step when it takes this share of the step's own time.
+COPY_SHARE_OF_STEP = 0.2
 # prefetch_factor: each worker holds enough batches to ride out one batch this many standard
 # deviations slower than the mean.
 PREFETCH_SIGMAS = 2.0
@@ -257,8 +259,9 @@ def _law(
     worker makes one every T_batch, so N = ceil(T_batch / T_step) workers keep up; bounded by the
     CPUs the process may use less what training takes, shared by workers as their CPU share says.
     The limits, in the order the advice takes them: ``pin`` (one pin-memory thread pins slower than
-    the steps use batches), ``cpu`` (the workers needed, or those running, exceed what the CPUs
-    run), ``samples`` (a few slow samples dominate), ``workers`` (more workers would keep up)."""
+    the steps use batches), ``copy`` (the batch's copy to the device takes a fifth of the step's own
+    time or more), ``cpu`` (the workers needed, or those running, exceed what the CPUs run),
+    ``samples`` (a few slow samples dominate), ``workers`` (more workers would keep up)."""
     law: dict = {
         "t_batch_us": None,
         "t_step_us": None,
@@ -304,6 +307,9 @@ def _law(
     pin = out["pin_us"]
     if pin and pin["mean"] >= t_step:
         limits.append("pin")
+    copy = out["transfer_us"]
+    if copy and copy["mean"] >= COPY_SHARE_OF_STEP * t_step:
+        limits.append("copy")
     if isinstance(budget, (int, float)) and budget > 0:
         free = max(0.0, float(budget) - training)
         limit = max(1, math.floor(free / max(share, MIN_WORKER_CPU_SHARE)))

@@ -239,6 +239,12 @@ class _Batch:
         self.whole_n, self.times = n, [ns]
 
     def done(self, fetched: int, collated: int) -> None:
+        try:
+            self._done(fetched, collated)
+        except Exception:  # the batch is the user's either way: a record lost, never their loading
+            pass
+
+    def _done(self, fetched: int, collated: int) -> None:
         cpu = thread_time_ns() - self.cpu0
         runq = _runq_ns()
         runq = runq - self.runq0 if runq >= 0 and self.runq0 >= 0 else -1
@@ -267,7 +273,10 @@ def _transforms_timed(dataset: Any) -> bool:
 
 def timed_map_fetch(self, possibly_batched_index):
     """torch's ``_MapDatasetFetcher.fetch``, each sample and the collate timed."""
-    b = _Batch(_transforms_timed(self.dataset))
+    try:
+        b = _Batch(_transforms_timed(self.dataset))
+    except Exception:  # gpuprof's own setup failed: torch's fetch, untimed
+        return _ORIGINALS["map_fetch"](self, possibly_batched_index)
     idx = None
     try:
         if self.auto_collation:
@@ -306,7 +315,10 @@ def timed_iterable_fetch(self, possibly_batched_index):
     index is its position in the worker's stream."""
     if self.ended:
         raise StopIteration
-    b = _Batch(_transforms_timed(self.dataset))
+    try:
+        b = _Batch(_transforms_timed(self.dataset))
+    except Exception:  # gpuprof's own setup failed: torch's fetch, untimed
+        return _ORIGINALS["iterable_fetch"](self, possibly_batched_index)
     position = getattr(self, "_gpuprof_position", 0)
     b.indices = range(
         position, position + len(possibly_batched_index) if self.auto_collation else position + 1
