@@ -45,9 +45,9 @@ from ._hooks_cache import HooksUnavailable, cache_root
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the gpuprof package
 SOURCE_DIR = _PACKAGE_DIR / "_hooks_src"
 PREBUILT_DIR = _PACKAGE_DIR / "_hooks_prebuilt"
-# What compiling the hooks took where it was measured, said when this machine has not compiled them
-# before (two C++ files against torch's headers; docs/profiling.md).
-MEASURED_COMPILE = "57 to 142 s on a busy 2-CPU machine"
+# What compiling the hooks took where it was measured, said when this cache has no compile of its
+# own to go by (two C++ files against torch's headers; docs/profiling.md).
+MEASURED_COMPILE = "7 s on an idle 2-CPU machine to 142 s on a busy one"
 
 __all__ = [
     "HooksUnavailable",
