@@ -69,6 +69,11 @@ void *PyInit__torchhooks(void) { return 0; }
 """
 
 
+def _as_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making files another user owns needs root (CI runs as root)")
+
+
 def _cc() -> str:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
@@ -201,6 +206,7 @@ def test_an_unpublished_module_that_crashes_is_never_loaded(tmp_path):
 def test_an_entry_another_user_planted_is_not_loaded(tmp_path, manifest):
     # A shared cache: another user (uid 65534) planted a module whose constructor runs code, under the
     # key gpuprof's own functions compute. It ran inside the (root) run; now it is refused.
+    _as_root()
     marker = tmp_path / "payload-ran"
     entry = _plant(tmp_path, _shared_object(tmp_path, "payload", PAYLOAD % marker), manifest)
     for path in [entry, *entry.iterdir()]:
@@ -331,21 +337,30 @@ def test_doctor_checks_what_a_run_would(tmp_path, good_module):
     state, detail = _doctor(tmp_path / "good")
     assert state == "cached" and "loads in a fresh process" in detail, detail
 
-    # A planted entry: "ok ... cached" before; now refused, as a run refuses it.
-    entry = _plant(tmp_path / "foreign", good_module)
-    for path in [entry, *entry.iterdir()]:
-        os.chown(path, FOREIGN_UID, FOREIGN_UID)
-    state, detail = _doctor(tmp_path / "foreign")
-    assert state == "cannot compile", detail  # a run moves it aside, and cannot compile (no CXX)
-    assert f"belongs to uid {FOREIGN_UID}" in detail and "move the cached hooks aside" in detail
-
-    # An entry whose module crashes when loaded: the child that loads it says so.
-    _plant(tmp_path / "crash", _shared_object(tmp_path, "segfaults", SEGFAULTS))
+    # An entry that matches its manifest but whose module crashes when loaded (publishing, which
+    # loads it in a child first, does not let one in): the child doctor loads it in says so.
+    entry = _plant(tmp_path / "crash", _shared_object(tmp_path, "segfaults", SEGFAULTS))
     state, detail = _doctor(tmp_path / "crash", env={"CXX": "c++"})
-    assert state == "rebuild" and "SIGSEGV" in detail, detail
+    assert state == "broken" and "SIGSEGV" in detail and f"rm -r {entry}" in detail, detail
+
+    # One without a manifest: a run moves it aside and compiles anew.
+    _plant(tmp_path / "old", _shared_object(tmp_path, "segfaults", SEGFAULTS), manifest="old")
+    state, detail = _doctor(tmp_path / "old", env={"CXX": "c++"})
+    assert state == "rebuild" and "move the cached hooks aside" in detail, detail
 
     # A cache that cannot be written: "ok ... needs compile" before.
     unwritable = {"GPUPROF_CACHE_DIR": "/proc/gpuprof-test-cache", "XDG_CACHE_HOME": "/proc/gpuprof-test-xdg"}
     state, detail = _doctor(tmp_path, env={**unwritable, "CXX": "c++"})
     assert state == "cannot compile", detail
     assert "/proc/gpuprof-test-cache/hooks cannot be created" in detail and "GPUPROF_CACHE_DIR=" in detail
+
+
+def test_doctor_refuses_a_planted_entry_as_a_run_does(tmp_path, good_module):
+    # "ok ... cached" before, for an entry another user planted.
+    _as_root()
+    entry = _plant(tmp_path, good_module)
+    for path in [entry, *entry.iterdir()]:
+        os.chown(path, FOREIGN_UID, FOREIGN_UID)
+    state, detail = _doctor(tmp_path)
+    assert state == "cannot compile", detail  # a run moves it aside, and cannot compile (no CXX)
+    assert f"belongs to uid {FOREIGN_UID}" in detail and "move the cached hooks aside" in detail

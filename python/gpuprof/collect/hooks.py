@@ -462,7 +462,19 @@ def status() -> dict:
                 ),
             )
             return info
-        entry.state, entry.why = "bad", f"{entry.module} does not load in a fresh process: {why}"
+        # It matches its manifest, so a run would load it in its own process (a published module
+        # passed this very check when it was built): say so, with the command that removes it.
+        info.update(
+            state="broken",
+            detail="; ".join(
+                notes
+                + [
+                    f"{entry.module} matches its manifest, but loading it in a fresh process: {why}; "
+                    f"a run would load it too: remove it (rm -r {entry.path})"
+                ]
+            ),
+        )
+        return info
     if entry.state == "bad":
         notes.append(f"a run will move the cached hooks aside ({entry.why}) and compile new ones")
     try:
