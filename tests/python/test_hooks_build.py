@@ -111,6 +111,7 @@ def test_ranks_meeting_a_cached_module_that_fails_to_load_compile_once_and_load_
     from gpuprof.collect import hooks as _hooks
 
     entry = planting._plant(tmp_path, planting._shared_object(tmp_path, "raises", planting.RAISES))
+    _hooks_cache.add_stamp(entry, _hooks.torch_identity())  # loaded in a child before: loaded here
     env = {**os.environ, "GPUPROF_CACHE_DIR": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     code = LOOP.replace("{prelude}", OTHER_TORCH)
     ranks = [

@@ -181,10 +181,25 @@ def test_a_module_cut_short_is_moved_aside_and_never_loaded(tmp_path, good_modul
     assert not entry.exists() and len(_quarantined(tmp_path)) == 1
 
 
-def test_a_module_whose_init_raises_is_moved_aside(tmp_path):
-    # Its manifest matches, so it is loaded; its initialisation raises. That ended the run with a
-    # traceback; now the run goes on without operators and the entry is moved aside.
+@pytest.mark.parametrize("source", ["raises", "segfaults"])
+def test_a_published_module_that_fails_to_load_is_moved_aside(tmp_path, source):
+    # Its manifest matches; its initialisation raises (a traceback ended the run) or crashes (exit
+    # 139). It is loaded in a child process first, which fails; the run goes on without operators
+    # and the entry is moved aside.
+    entry = _plant(tmp_path, _shared_object(tmp_path, source, RAISES if source == "raises" else SEGFAULTS))
+    proc = _run(tmp_path)
+    _ran_through(proc)
+    (line,) = _warnings(proc)
+    assert "does not load in a fresh process" in line and "moved aside" in line
+    assert ("RuntimeError: planted: init raises" if source == "raises" else "SIGSEGV") in line
+    assert not entry.exists() and len(_quarantined(tmp_path)) == 1
+
+
+def test_a_module_that_loaded_in_a_child_but_raises_here_is_moved_aside(tmp_path):
+    # A child loaded it beside this torch before (its stamp says so), so it is loaded in the run's
+    # own process, where its initialisation raises: caught, one warning, the entry moved aside.
     entry = _plant(tmp_path, _shared_object(tmp_path, "raises", RAISES))
+    _hooks_cache.add_stamp(entry, hooks.torch_identity())
     proc = _run(tmp_path)
     _ran_through(proc)
     (line,) = _warnings(proc)
@@ -337,9 +352,13 @@ def test_doctor_checks_what_a_run_would(tmp_path, good_module):
     state, detail = _doctor(tmp_path / "good")
     assert state == "cached" and "loads in a fresh process" in detail, detail
 
-    # An entry that matches its manifest but whose module crashes when loaded (publishing, which
-    # loads it in a child first, does not let one in): the child doctor loads it in says so.
+    # An entry that matches its manifest but whose module crashes when loaded: a run loads it in a
+    # child first, as doctor does, and moves it aside.
     entry = _plant(tmp_path / "crash", _shared_object(tmp_path, "segfaults", SEGFAULTS))
+    state, detail = _doctor(tmp_path / "crash", env={"CXX": "c++"})
+    assert state == "rebuild" and "SIGSEGV" in detail and "move the cached hooks aside" in detail, detail
+    # ... unless its stamp says a child loaded it beside this torch before: a run would load it.
+    _hooks_cache.add_stamp(entry, hooks.torch_identity())
     state, detail = _doctor(tmp_path / "crash", env={"CXX": "c++"})
     assert state == "broken" and "SIGSEGV" in detail and f"rm -r {entry}" in detail, detail
 

@@ -15,6 +15,10 @@ match its manifest, or does not load, is moved aside (``KEY.quarantined-...``) a
 One build per entry however many processes (ranks) start at once: an flock on ``KEY.lock`` beside
 the entry, which the kernel releases when its holder dies. A live holder is waited for at most
 ``$GPUPROF_HOOKS_LOCK_TIMEOUT_S`` (600 s); the message names its pid.
+
+A module is loaded into a run only after a child process has loaded it beside the same torch
+installation (a stamp ``.loads-with-ID`` in the entry says so; publishing writes the first), so a
+module that crashes whoever loads it (SIGSEGV, SIGBUS) ends a child, never the run.
 """
 
 from __future__ import annotations
@@ -203,6 +207,27 @@ def entry(folder: Path, key: str) -> Entry:
     return Entry(path, "ok", module=module, manifest=manifest)
 
 
+def _stamp(path: Path, identity: str) -> Path:
+    return path / f".loads-with-{identity}"
+
+
+def has_stamp(path: Path, identity: str) -> bool:
+    """Whether the module of the entry at ``path`` has been loaded in a child process beside the
+    torch installation ``identity`` names (by the build that published it, or by an earlier run)."""
+    try:
+        st = os.lstat(_stamp(path, identity))
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and not _unsafe(path, st)
+
+
+def add_stamp(path: Path, identity: str) -> None:
+    """Note that the entry's module loads beside this torch installation (where the entry can be
+    written: a read-only cache's modules are checked in a child each time)."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(_stamp(path, identity), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+
+
 def quarantine(item: Entry) -> str:
     """Move an entry that may not be used aside (within its folder: renaming a folder of another
     owner into another folder would need its write permission), keeping the latest three."""
@@ -365,7 +390,7 @@ def new_build_folder(folder: Path, key: str) -> Path:
         ) from None
 
 
-def publish(work: Path, built: Path, folder: Path, key: str, facts: dict) -> Path:
+def publish(work: Path, built: Path, folder: Path, key: str, facts: dict, identity: str) -> Path:
     """Publish the module ``built`` (checked by a load in a child process) from the build folder
     ``work`` as the entry KEY: the module under a name no earlier build had, its manifest, then the
     folder renamed into place. Returns the module's path in the entry."""
@@ -379,6 +404,7 @@ def publish(work: Path, built: Path, folder: Path, key: str, facts: dict) -> Pat
         digest, size = _sha256(f)
     manifest = {"module": name, "size": size, "sha256": digest, **facts, "built_unix": time.time()}
     _create_excl(work / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
+    add_stamp(work, identity)  # the build's child loaded it beside this very torch
     os.chmod(work, 0o755)  # readable by all, writable by its owner only
     target = folder / key
     try:

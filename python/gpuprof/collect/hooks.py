@@ -239,7 +239,7 @@ def _build_and_publish(folder: Path, key: str, build: dict) -> Path:
         "gpuprof": _build_info.GPUPROF_VERSION,
         "compile_s": round(time.monotonic() - started, 1),
     }
-    return cache.publish(work, built, folder, key, facts)
+    return cache.publish(work, built, folder, key, facts, torch_identity())
 
 
 # ---- loading --------------------------------------------------------------------------------------
@@ -252,6 +252,39 @@ def _load_in_process(path: Path):
 
 
 _compiling = threading.Event()  # set while this process compiles the hooks, or waits for another's
+
+
+class _LoadFailed(Exception):
+    """A cached module that may not or cannot be loaded here (the message says why)."""
+
+
+def torch_identity() -> str:
+    """Which torch installation this process uses (its library file, and this interpreter): a
+    cached module checked in a child beside one is not checked again beside it."""
+    import torch
+
+    lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    try:
+        st = os.stat(lib)
+        facts = f"{lib}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    except OSError:
+        facts = str(Path(torch.__file__).parent)
+    return hashlib.sha256(f"{sys.executable}|{facts}".encode()).hexdigest()[:16]
+
+
+def _load_entry(entry):
+    """A published entry's module, loaded into this process once a child process has loaded it
+    beside this torch installation (a module that crashes its loader ends the child, not the run)."""
+    identity = torch_identity()
+    if not cache.has_stamp(entry.path, identity):
+        why = check_in_child(entry.module)
+        if why:
+            raise _LoadFailed(f"{entry.module} does not load in a fresh process: {why}")
+        cache.add_stamp(entry.path, identity)
+    try:
+        return _load_in_process(entry.module)
+    except Exception as e:
+        raise _LoadFailed(f"{entry.module} did not load ({type(e).__name__}: {e})") from None
 
 
 def load():
@@ -290,12 +323,12 @@ def load():
     failed = None  # the module that did not load here, and why
     if entry.state == "ok":
         try:
-            module = _load_in_process(entry.module)
+            module = _load_entry(entry)
             if notes:
                 cache.say("; ".join(notes))
             return module
-        except Exception as e:
-            failed = (entry.module, f"{entry.module} did not load ({type(e).__name__}: {e})")
+        except _LoadFailed as e:
+            failed = (entry.module, str(e))
 
     _compiling.set()  # from here on this may take minutes: the lock's wait, or a compile
     try:
@@ -311,12 +344,12 @@ def _load_slowly(folder: Path, key: str, build: dict, notes: list, failed: Optio
         entry = cache.entry(folder, key)  # another process (rank) may have built it meanwhile
         if entry.state == "ok" and (failed is None or entry.module != failed[0]):
             try:
-                module = _load_in_process(entry.module)
+                module = _load_entry(entry)
                 if notes:
                     cache.say("; ".join(notes))
                 return module
-            except Exception as e:
-                entry.state, entry.why = "bad", f"{entry.module} did not load ({type(e).__name__}: {e})"
+            except _LoadFailed as e:
+                entry.state, entry.why = "bad", str(e)
         if entry.state == "ok":  # the very module that failed above
             entry.state, entry.why = "bad", failed[1]
         if entry.state == "bad":
@@ -462,8 +495,11 @@ def status() -> dict:
                 ),
             )
             return info
-        # It matches its manifest, so a run would load it in its own process (a published module
-        # passed this very check when it was built): say so, with the command that removes it.
+        if not cache.has_stamp(entry.path, torch_identity()):  # a run checks it in a child too
+            entry.state, entry.why = "bad", f"{entry.module} does not load in a fresh process: {why}"
+    if entry.state == "ok":
+        # A stamp says a child loaded it beside this torch, so a run would load it in its own
+        # process: say so, with the command that removes it.
         info.update(
             state="broken",
             detail="; ".join(
