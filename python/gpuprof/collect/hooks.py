@@ -47,7 +47,7 @@ SOURCE_DIR = _PACKAGE_DIR / "_hooks_src"
 PREBUILT_DIR = _PACKAGE_DIR / "_hooks_prebuilt"
 # What compiling the hooks took where it was measured, said when this cache has no compile of its
 # own to go by (two C++ files against torch's headers; docs/profiling.md).
-MEASURED_COMPILE = "7 s on an idle 2-CPU machine to 142 s on a busy one"
+MEASURED_COMPILE = "about 7 s on an idle 2-CPU machine, up to 142 s on a busy one"
 
 __all__ = [
     "HooksUnavailable",
@@ -140,7 +140,7 @@ def compile_estimate(folder: Optional[Path]) -> str:
     seconds = cache.last_compile_s(folder) if folder else None
     if seconds is not None:
         return f"the last compile in this cache took {seconds:.0f} s"
-    return f"it took {MEASURED_COMPILE} where measured; this machine has {os.cpu_count()} CPUs"
+    return f"{MEASURED_COMPILE}, where measured; this machine has {os.cpu_count()} CPUs"
 
 
 # ---- building -------------------------------------------------------------------------------------
