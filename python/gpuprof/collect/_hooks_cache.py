@@ -314,11 +314,19 @@ def _open_lock(path: Path) -> int:
 
 @contextlib.contextmanager
 def entry_lock(folder: Path, key: str, build: dict):
-    """One build per entry, however many processes (ranks) start at once."""
+    """One build per entry, however many processes (ranks) start at once. Yields whether the lock is
+    held (not where the file system has no flock, or the folder is read-only: nothing is built there)."""
     import fcntl
 
     path = folder / f"{key}.lock"
-    fd = _open_lock(path)
+    try:
+        fd = _open_lock(path)
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EROFS, errno.EPERM):
+            raise
+        yield False
+        return
+    held = True
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -351,12 +359,13 @@ def entry_lock(folder: Path, key: str, build: dict):
                 raise
             # No flock on this file system (some Lustre mounts): builds are not serialised, but each
             # publishes whole, by a rename, so concurrent ones cannot leave a broken entry.
+            held = False
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
         except OSError:
             pass
-        yield
+        yield held
     finally:
         os.close(fd)  # releases the flock
 
@@ -378,9 +387,11 @@ def stale_builds(folder: Path, key: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def new_build_folder(folder: Path, key: str) -> Path:
-    """A private folder (mode 700) to build the entry in, beside where it will be published."""
-    stale_builds(folder, key)
+def new_build_folder(folder: Path, key: str, locked: bool) -> Path:
+    """A private folder (mode 700) to build the entry in, beside where it will be published. Holding
+    the entry's lock, the folders of builds that never finished go first."""
+    if locked:
+        stale_builds(folder, key)
     try:
         return Path(tempfile.mkdtemp(prefix=f"{key}.building-", dir=folder))
     except OSError as e:

@@ -193,11 +193,11 @@ def check_in_child(module: Path, timeout_s: float = 300) -> str:
     return f"loading it ended with {_signal_name(proc.returncode)}" + (f" ({last[0]})" if last else "")
 
 
-def _build_and_publish(folder: Path, key: str, build: dict) -> Path:
+def _build_and_publish(folder: Path, key: str, build: dict, locked: bool = True) -> Path:
     """Compile the hooks in a private temporary folder (in a child process, which then loads and
     calls them), then publish the folder as the entry; returns the module's path in it."""
     global _child
-    work = cache.new_build_folder(folder, key)
+    work = cache.new_build_folder(folder, key, locked)
     log_path = work / "build-error.log"
     started = time.monotonic()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -340,7 +340,7 @@ def load():
 def _load_slowly(folder: Path, key: str, build: dict, notes: list, failed: Optional[tuple]):
     """Holding the entry's lock: load what another process built meanwhile, or move a bad entry
     aside and build."""
-    with cache.entry_lock(folder, key, build):
+    with cache.entry_lock(folder, key, build) as locked:
         entry = cache.entry(folder, key)  # another process (rank) may have built it meanwhile
         if entry.state == "ok" and (failed is None or entry.module != failed[0]):
             try:
@@ -371,7 +371,7 @@ def _load_slowly(folder: Path, key: str, build: dict, notes: list, failed: Optio
             )
         )
         started = time.monotonic()
-        module_path = _build_and_publish(folder, key, build)
+        module_path = _build_and_publish(folder, key, build, locked)
     try:
         module = _load_in_process(module_path)
     except Exception as e:
