@@ -431,9 +431,11 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
         return advise(
             "Taking a ready batch from the workers is slow",
             f"a batch was ready in {100 - empty:.0f}% of the steps, yet taking it took {_ms(wait_us)}: the "
-            "hand-over from the worker process costs that (unpickling, mapping its tensors' shared "
-            "memory): return fewer, larger tensors (one stacked tensor per field, not lists of small "
-            "ones), no Python objects or strings in the batch",
+            "hand-over from the worker process costs that (unpickling, and for each tensor a round trip "
+            "to the worker for its shared memory's file descriptor, which waits while the busy worker "
+            "holds its interpreter): return fewer, larger tensors (one stacked tensor per field, not "
+            "lists of small ones), no Python objects or strings in the batch, or "
+            "torch.multiprocessing.set_sharing_strategy('file_system') (no round trip per tensor)",
             "medium",
             "the wait and the ready batches are measured; what the hand-over costs is inferred",
             change=False,
