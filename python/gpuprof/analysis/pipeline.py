@@ -344,7 +344,10 @@ def _notes(loader: dict, out: dict) -> list:
             "the first iter(loader) to see them"
         )
     if loader.get("dropped_records"):
-        notes.append(f"{loader['dropped_records']} worker records were lost to a full pipe")
+        notes.append(
+            f"{loader['dropped_records']} records of batches were not kept (a full pipe from a worker, "
+            "or more than 200,000 in the span): the figures are over the rest"
+        )
     died = [w for w in out["workers"] if w.get("status") == "died"]
     for w in died:
         code = w.get("exitcode")

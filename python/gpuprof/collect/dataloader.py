@@ -233,6 +233,9 @@ class DataLoaderCapture:
             if row is not None:
                 row["workers"] += workers
                 row["dropped_records"] += sum(w.get("dropped") or 0 for w in workers)
+        if self.pipeline.last_over_budget:  # a very long span: its later records were counted only
+            for row in loaders.values():
+                row["dropped_records"] += self.pipeline.last_over_budget
         return {
             "window_ns": [self._epoch_ns, now],
             "process_cpu_ns": cpu - self._epoch_cpu_ns,

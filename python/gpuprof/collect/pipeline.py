@@ -57,6 +57,7 @@ from typing import Any, Optional
 #   "x" bye:    chan, worker, pid, t_ns, dropped
 #   "p" pin:    chan, tid, start_ns, dur_ns
 SLOWEST_KEPT = 8  # per batch: the slowest samples kept (index and time)
+MAX_RECORDS = 200_000  # per span (about 40 MB at most); past it records are counted, not kept
 _FRAME = struct.Struct("<I")
 _PIPE_BUF = getattr(__import__("select"), "PIPE_BUF", 512)
 _ERROR_TEXT = 300
@@ -759,6 +760,8 @@ class PipelineCapture:
         self._main_wrapped: dict = {}  # id(dataset) -> wrapped transforms, while a span records
         self._pin_chan: dict = {}  # pin-memory thread id -> channel
         self._main_seq = 0
+        self.over_budget = 0
+        self.last_over_budget = 0
         self._workers: dict = {}  # (chan, worker id) -> {"pid", "ended", "dropped"}
         self.ended: set = set()  # channels whose workers all exited
 
@@ -925,11 +928,17 @@ class PipelineCapture:
                     w["ended"] = True
                     w["dropped"] = record[5]
             return
+        if len(self._records) >= MAX_RECORDS:
+            self.over_budget += 1
+            return
         self._records.append(record)
 
     def add_main_batch(self, start, load, transform, collate, cpu, runq, n, total, sumsq, slowest) -> None:
         tid = threading.get_native_id()
         self._main_seq += 1
+        if len(self._records) >= MAX_RECORDS:
+            self.over_budget += 1
+            return
         self._records.append(
             (
                 "b",
@@ -955,14 +964,19 @@ class PipelineCapture:
     def add_pin(self, start: int, dur: int) -> None:
         tid = threading.get_native_id()
         chan = self._pin_chan.get(tid, _main_chan())
+        if len(self._records) >= MAX_RECORDS:
+            self.over_budget += 1
+            return
         self._records.append(("p", chan, tid, start, dur))
 
     def take(self) -> list:
-        """Every record so far (the workers' too, read up to now); the list starts over."""
+        """Every record so far (the workers' too, read up to now); the list starts over, and so
+        does ``over_budget`` (records past MAX_RECORDS, counted since the last take)."""
         if self._reader is not None:
             self._reader.sync()
         with self._lock:
             records, self._records = self._records, []
+            self.last_over_budget, self.over_budget = self.over_budget, 0
         return records
 
     def discard(self) -> None:
