@@ -548,3 +548,19 @@ def rank_summary_lines(data: dict) -> list[str]:
         else:
             lines.append("no straggler: no rank spends longer outside collectives than the others' noise")
     return lines
+
+
+def summary_line(report) -> str:
+    """One line of a report: its steps, the mean step and the three largest shares of it (what each
+    rank of a job prints under a launcher, where every rank's output lands in one terminal)."""
+    numbers = [s["step"] for s in report.steps]
+    if not numbers:
+        return "no complete step recorded"
+    avg = report.average
+    shares = sorted(
+        ((avg.get(f"{k}_pct") or 0.0, name) for k, name in CATEGORIES if avg.get(f"{k}_pct")), reverse=True
+    )
+    top = ", ".join(f"{name} {pct:.1f}%" for pct, name in shares[:3])
+    return f"steps {numbers[0]}..{numbers[-1]}, mean step {avg.get('total_us', 0.0) / 1000.0:.2f} ms" + (
+        f" ({top})" if top else ""
+    )

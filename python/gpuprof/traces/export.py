@@ -62,10 +62,55 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
     return written, failed
 
 
+def rank_folders(out: Union[str, os.PathLike], rank: int, world: int) -> list[Path]:
+    """Where the report of ``rank`` of a ``world``-rank job goes under ``out``: ``out`` itself in a
+    one-process run; ``out/rank<N>`` for each rank of a job, and ``out`` too for rank 0, whose
+    report holds every rank's row (the job's report, docs/distributed.md). ``gpuprof analyze out``
+    reads the layout back: rank 0's two copies are one rank."""
+    out = Path(out)
+    if world <= 1:
+        return [out]
+    return [out / f"rank{rank}"] + ([out] if rank == 0 else [])
+
+
+def save_rank_reports(
+    report,
+    out: Union[str, os.PathLike],
+    *,
+    rank: int,
+    world: int,
+    stem: str = "report",
+    trace_name: str = "trace.json.gz",
+    trace: bool = True,
+    formats: tuple = ("json", "html"),
+) -> tuple[list[str], list[str]]:
+    """Write ``report`` as ``<stem>.json`` and ``<stem>.html`` (``formats``) into each of ``rank_folders(out,
+    rank, world)``, with its Chrome trace (``trace_name``) in the first (the rank's own folder; the
+    job's copy says where it is). For code on the training thread: nothing raises; returns (the
+    files written, one "PATH: reason" per file or folder that could not be)."""
+    written: list[str] = []
+    failed: list[str] = []
+    for i, folder in enumerate(rank_folders(out, rank, world)):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            failed.append(f"{folder}: {failure_reason(e)}")
+            continue
+        ends = {"json": ".json", "html": ".html", "markdown": ".md"}
+        files = [(folder / f"{stem}{ends[fmt]}", fmt) for fmt in formats]
+        w, f = save_report_files(report, files, folder / trace_name if trace and i == 0 else False)
+        written += w
+        failed += f
+    return written, failed
+
+
 def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callable:
     """An ``on_trace_ready`` callable that writes each completed span to
     ``<directory>/span_<N>/report.json`` and ``trace.json.gz`` (``trace.json`` when not
-    ``compress``). ``gpuprof analyze <directory>`` reads them back, one report per span.
+    ``compress``). ``gpuprof analyze <directory>`` reads them back, one report per span. In a job of
+    several ranks each rank writes ``span_<N>/rank<R>/`` and rank 0 also ``span_<N>/report.json``,
+    its cross-rank report (``rank_folders``): ``gpuprof analyze <directory>/span_<N>`` is that span's
+    job.
 
     It runs on the training thread, so it never raises: a file that cannot be written (a full disk,
     a folder that went away) is one warning naming it and why, on the ``gpuprof`` logger (stderr by
@@ -75,12 +120,20 @@ def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callab
     root = Path(directory)
 
     def _save(prof) -> None:
+        from ..collect.exchange import job_rank
+
         report = prof.report()
         span = report.source.get("span", 0)
-        folder = root / f"span_{int(span):03d}"
-        trace_file = folder / ("trace.json.gz" if compress else "trace.json")
+        rank, world, _how = job_rank()
         # The report says where its trace is.
-        _written, failed = save_report_files(report, [(folder / "report.json", "json")], trace_file)
+        _written, failed = save_rank_reports(
+            report,
+            root / f"span_{int(span):03d}",
+            rank=rank,
+            world=world,
+            trace_name="trace.json.gz" if compress else "trace.json",
+            formats=("json",),
+        )
         if failed:
             log.warning(
                 "gpuprof: could not save span %s: %s; training goes on and prof.report() holds it",
