@@ -8,6 +8,7 @@ The script is tests/python/_torchrun_job.py."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -79,7 +80,29 @@ def check_job_folder(
     assert analyzed["cross_rank"]["world_size"] == world
     scaling = json.loads(gpuprof("scaling", out, "--format", "json", cwd=cwd).stdout)["scaling"]
     assert [(row["world_size"], row["nodes"]) for row in scaling] == [(world, 1)]
+    check_collectives(job, world, len(steps))
     return job
+
+
+# The job's model: Linear(64, 256) and Linear(256, 4): 64 x 256 + 256 + 256 x 4 + 4 parameters.
+PARAMETERS = 64 * 256 + 256 + 256 * 4 + 4
+
+
+def check_collectives(job: dict, world: int, steps: int) -> None:
+    """What the live hooks record of gloo's collectives (docs/metrics.md, "Collectives"): DDP's
+    gradient all_reduce, one bucket a step, in the job's only process group, sized by its input."""
+    (row,) = [r for r in job["collectives"] if r["name"] == "all_reduce"]
+    assert (row["process_group"], row["pg_desc"], row["group_size"]) == ("0", "default_pg", world)
+    assert row["group_ranks"] == str(list(range(world)))
+    assert row["calls"] == steps and row["bytes"] == steps * PARAMETERS * 4
+    assert row["timed_by"] == "host"  # gloo works on the CPU, on the group's own thread
+    # The job's report splits the time into moving data and waiting, and they add up.
+    assert row["transfer_us"] is not None and row["wait_us"] is not None
+    assert row["transfer_us"] + row["wait_us"] == pytest.approx(row["total_us"], abs=0.01)
+    # nccl-tests' bandwidths over the transfer time: all_reduce busbw = algbw x 2(n-1)/n.
+    algbw = row["bytes"] / (row["transfer_us"] * 1000)
+    assert row["algbw_gbps"] == pytest.approx(algbw, rel=1e-6)
+    assert row["busbw_gbps"] == pytest.approx(algbw * 2 * (world - 1) / world, rel=1e-6)
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -104,6 +127,50 @@ def test_gpuprof_run_under_torchrun_writes_a_folder_per_rank_and_the_job_report(
             )
             == 1
         )
+
+
+def test_one_merged_timeline_of_every_rank_linked_from_the_job_report(tmp_path):
+    world = 2
+    torchrun(
+        world, "-m", "gpuprof", "run", "-q", "--steps", "2:6", "--out", "out", JOB, "--steps", 8, cwd=tmp_path
+    )
+    out = tmp_path / "out"
+    p = gpuprof("export", out, "--merged", cwd=tmp_path)
+    merged_path = out / "merged.trace.json.gz"
+    with gzip.open(merged_path, "rt") as f:
+        merged = json.load(f)
+    meta = merged["gpuprofMerged"]
+    assert [r["rank"] for r in meta["ranks"]] == [0, 1]
+    # Live traces of one host share its clock: not shifted.
+    assert {r["aligned_by"] for r in meta["ranks"]} == {"host clock"} and all(
+        r["offset_us"] == 0 for r in meta["ranks"]
+    )
+    assert "rank 1: out/rank1/trace.json.gz, shifted +0.000 ms" in p.stdout
+    events = merged["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {0: "rank 0", 1: "rank 1"}  # one process per rank
+    # Every event of each rank's own trace is there, on its process, at its own time.
+    for r in range(world):
+        with gzip.open(out / f"rank{r}" / "trace.json.gz", "rt") as f:
+            own = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "Trace"]
+        mine = [e for e in events if e.get("ph") == "X" and e["pid"] == r]
+        assert sorted((e["name"], e["ts"]) for e in mine) == sorted((e["name"], e["ts"]) for e in own)
+    # The collectives' ends on the merged clock lie as far apart as the export says (its skew).
+    ends = {
+        r: sorted(
+            e["ts"] + e["dur"] for e in events if e.get("pid") == r and e.get("name") == "gloo:all_reduce"
+        )
+        for r in range(world)
+    }
+    assert len(ends[0]) == len(ends[1]) == 4
+    skew = max(abs(a - b) for a, b in zip(ends[0], ends[1]))
+    assert skew == pytest.approx(meta["ranks"][1]["skew_us"], abs=0.01)
+    # The job's report links to it, from the top of the folder and from rank 0's copy.
+    assert 'href="merged.trace.json.gz"' in (out / "report.html").read_text()
+    assert 'href="../merged.trace.json.gz"' in (out / "rank0" / "report.html").read_text()
+    # The folder still reads as its two ranks: the merged timeline is no rank's trace.
+    gpuprof("analyze", out, "--json", tmp_path / "again.json", cwd=tmp_path)
+    assert [r["rank"] for r in json.loads((tmp_path / "again.json").read_text())["ranks"]] == [0, 1]
 
 
 @pytest.mark.parametrize("world", [2, 4])

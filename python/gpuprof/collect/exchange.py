@@ -67,6 +67,37 @@ def rank_info(batch_size: Optional[int] = None) -> dict:
     return info
 
 
+def distributed_info() -> Optional[dict]:
+    """This rank's job as torch.profiler writes it into a trace (``distributedInfo``: backend, rank,
+    world_size, pg_count and pg_config, the process groups: pg_name, pg_desc, pg_size, ranks), so
+    that a live trace says what a Kineto trace says; None outside a job of several ranks."""
+    dist = _dist()
+    if dist is None:
+        return None
+    try:
+        if dist.get_world_size() < 2:
+            return None
+        info = {
+            "backend": str(dist.get_backend()),
+            "rank": dist.get_rank(),
+            "world_size": dist.get_world_size(),
+        }
+    except Exception:
+        return None
+    try:
+        from torch.distributed import distributed_c10d as c10d
+
+        groups = c10d._get_all_pg_configs()
+        info["pg_count"] = len(groups)
+        info["pg_config"] = [
+            {k: g.get(k) for k in ("pg_name", "pg_desc", "backend_config", "pg_size", "ranks")}
+            for g in groups
+        ]
+    except Exception:  # a torch without the process-group table: the rank facts alone
+        pass
+    return info
+
+
 # The variables each launcher gives every process it starts: (rank, world size, launcher).
 # torchrun's come first: under `srun torchrun ...` or `mpirun torchrun ...` a process is one of
 # torchrun's ranks, not the launcher's task. LOCAL_RANK alone (a launcher that sets nothing else)

@@ -112,7 +112,7 @@ def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
     """A live span's cross-rank section: its own summary, and every rank's when ``gather`` had them."""
     from ..analysis.ranks import attach, cross_rank, summary_from_report
 
-    if rank["world_size"] > 1:
+    if rank["world_size"] > 1 and "distributedInfo" not in data["metadata"]:
         data["metadata"]["distributedInfo"] = json.dumps(
             {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]}
         )

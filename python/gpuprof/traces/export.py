@@ -10,12 +10,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 from .._native import _core
 from .atomic import failure_reason, replace_atomically
 
 log = logging.getLogger("gpuprof")
+
+# Where `gpuprof export DIR --merged` writes the merged timeline of a job's ranks by default (and where
+# the job's HTML report links to it).
+MERGED_TIMELINE_NAME = "merged.trace.json.gz"
 
 
 def export_chrome_trace(trace, path: Union[str, os.PathLike]) -> str:
@@ -60,6 +64,53 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
         except Exception as e:
             failed.append(f"{path} (and {where}): {failure_reason(e)}")
     return written, failed
+
+
+def rank_traces(folder: Union[str, os.PathLike], unrecognised: Optional[list] = None) -> list[tuple]:
+    """The Chrome traces of a folder of ranks, one per span of a rank: ``(path, rank or None)``,
+    the rank as the saved report that wrote the trace says it (None for a torch.profiler trace:
+    its distributedInfo says it once read). A report and its own trace are one (the job's copy of
+    rank 0's report at the top of a ``gpuprof run`` folder names the same trace as rank 0's)."""
+    import json
+
+    from .folders import is_report, own_trace, rank_files
+
+    found: dict = {}
+    for f in rank_files(folder, unrecognised):
+        if is_report(f):
+            trace = own_trace(f)
+            if trace is None:
+                continue  # a report saved without its trace has no events to draw
+            try:
+                with open(f, encoding="utf-8") as fh:
+                    rank = (json.load(fh).get("distributed") or {}).get("rank")
+            except (OSError, ValueError):
+                rank = None
+            key = trace.resolve()
+            if found.get(key, (None, None))[1] is None:
+                found[key] = (trace, rank if isinstance(rank, int) else None)
+        else:
+            found.setdefault(f.resolve(), (f, None))
+    return sorted(found.values(), key=lambda t: str(t[0]))
+
+
+def write_merged(out: Union[str, os.PathLike], ranks: list, metadata: dict) -> str:
+    """Write the merged timeline of ``ranks`` (``(trace path, rank, offset_ns, label)`` each, read
+    one at a time) to ``out`` (gzip when it ends in .gz), whole or not at all."""
+    import json
+
+    from .read import import_trace
+
+    def write(tmp: str) -> None:
+        merged = _core.MergedChromeTrace(tmp, json.dumps(metadata))
+        for path, rank, offset_ns, label in ranks:
+            trace, _stats = import_trace(path)
+            merged.add(trace, rank, offset_ns, label)
+            del trace
+        merged.close()
+
+    replace_atomically(Path(out), write)
+    return str(out)
 
 
 def rank_folders(out: Union[str, os.PathLike], rank: int, world: int) -> list[Path]:
