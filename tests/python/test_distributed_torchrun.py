@@ -78,6 +78,10 @@ def check_job_folder(
     assert [row["rank"] for row in analyzed["ranks"]] == list(range(world))
     assert analyzed["cross_rank"]["missing_ranks"] == [] and analyzed["cross_rank"]["note"] == ""
     assert analyzed["cross_rank"]["world_size"] == world
+    # Read back from the saved reports, the collectives split again into transfer and waiting.
+    (again,) = [r for r in analyzed["collectives"] if r["name"] == "all_reduce"]
+    (live,) = [r for r in job["collectives"] if r["name"] == "all_reduce"]
+    assert (again["transfer_us"], again["wait_us"]) == (live["transfer_us"], live["wait_us"])
     scaling = json.loads(gpuprof("scaling", out, "--format", "json", cwd=cwd).stdout)["scaling"]
     assert [(row["world_size"], row["nodes"]) for row in scaling] == [(world, 1)]
     check_collectives(job, world, len(steps))
