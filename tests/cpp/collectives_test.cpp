@@ -102,10 +102,10 @@ TEST(CollectiveTable, RowsPerKindAndGroupTimedByTheirKernelsWithBandwidths) {
   Trace t;
   t.devices.push_back(spec::small_gpu());
   add(t, EventKind::StepMarker, "ProfilerStep#3", 0, 10'000'000);
-  nccl_call(t, 11, 100'000, 1'000'000, 3'000'000, info(11, "allreduce", 25'000'000, 25'000'000, "Float", 4, "0",
-                                                        "default_pg", "[0, 1, 2, 3]"));
-  nccl_call(t, 12, 4'000'000, 5'000'000, 8'000'000, info(12, "allreduce", 25'000'000, 25'000'000, "Float", 4, "0",
-                                                          "default_pg", "[0, 1, 2, 3]"));
+  nccl_call(t, 11, 100'000, 1'000'000, 3'000'000,
+            info(11, "allreduce", 25'000'000, 25'000'000, "Float", 4, "0", "default_pg", "[0, 1, 2, 3]"));
+  nccl_call(t, 12, 4'000'000, 5'000'000, 8'000'000,
+            info(12, "allreduce", 25'000'000, 25'000'000, "Float", 4, "0", "default_pg", "[0, 1, 2, 3]"));
   nccl_call(t, 13, 8'100'000, 8'500'000, 9'500'000,
             info(13, "_allgather_base", 1'000'000, 2'000'000, "BFloat16", 2, "1", "tp", "[0, 1]"),
             "ncclKernel_AllGather_RING_LL_Sum_bf16");

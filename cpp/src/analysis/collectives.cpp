@@ -13,7 +13,9 @@ namespace gpuprof {
 
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.compare(0, p.size(), p) == 0; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -48,11 +50,20 @@ std::string collective_kind(std::string_view name) {
     const char* kind;
   };
   static constexpr Rule rules[] = {
-      {"allreduce", "all_reduce"},      {"all_reduce", "all_reduce"},  {"allgather", "all_gather"},
-      {"all_gather", "all_gather"},     {"reduce_scatter", "reduce_scatter"},
-      {"reducescatter", "reduce_scatter"}, {"alltoall", "all_to_all"}, {"all_to_all", "all_to_all"},
-      {"broadcast", "broadcast"},       {"barrier", "barrier"},        {"recv", "recv"},
-      {"send", "send"},                 {"gather", "gather"},          {"scatter", "scatter"},
+      {"allreduce", "all_reduce"},
+      {"all_reduce", "all_reduce"},
+      {"allgather", "all_gather"},
+      {"all_gather", "all_gather"},
+      {"reduce_scatter", "reduce_scatter"},
+      {"reducescatter", "reduce_scatter"},
+      {"alltoall", "all_to_all"},
+      {"all_to_all", "all_to_all"},
+      {"broadcast", "broadcast"},
+      {"barrier", "barrier"},
+      {"recv", "recv"},
+      {"send", "send"},
+      {"gather", "gather"},
+      {"scatter", "scatter"},
   };
   for (const Rule& r : rules)
     if (starts_with(s, r.prefix)) return r.kind;
@@ -64,14 +75,36 @@ int64_t dtype_bytes(std::string_view dtype) {
   // torch's ScalarType names (record_param_comms' dtype) and the C++ type names Kineto writes as
   // an input's type (a gloo range's "Input type").
   static const std::unordered_map<std::string, int64_t> sizes = {
-      {"float", 4},           {"double", 8},        {"half", 2},          {"c10::half", 2},
-      {"bfloat16", 2},        {"c10::bfloat16", 2}, {"long", 8},          {"long int", 8},
-      {"int64_t", 8},         {"int", 4},           {"short", 2},         {"short int", 2},
-      {"char", 1},            {"signed char", 1},   {"byte", 1},          {"unsigned char", 1},
-      {"bool", 1},            {"complexhalf", 4},   {"complexfloat", 8},  {"c10::complex<float>", 8},
-      {"complexdouble", 16},  {"c10::complex<double>", 16}, {"uint16", 2}, {"uint32", 4},
-      {"uint64", 8},          {"float8_e4m3fn", 1}, {"float8_e5m2", 1},   {"float8_e4m3fnuz", 1},
-      {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1},
+      {"float", 4},
+      {"double", 8},
+      {"half", 2},
+      {"c10::half", 2},
+      {"bfloat16", 2},
+      {"c10::bfloat16", 2},
+      {"long", 8},
+      {"long int", 8},
+      {"int64_t", 8},
+      {"int", 4},
+      {"short", 2},
+      {"short int", 2},
+      {"char", 1},
+      {"signed char", 1},
+      {"byte", 1},
+      {"unsigned char", 1},
+      {"bool", 1},
+      {"complexhalf", 4},
+      {"complexfloat", 8},
+      {"c10::complex<float>", 8},
+      {"complexdouble", 16},
+      {"c10::complex<double>", 16},
+      {"uint16", 2},
+      {"uint32", 4},
+      {"uint64", 8},
+      {"float8_e4m3fn", 1},
+      {"float8_e5m2", 1},
+      {"float8_e4m3fnuz", 1},
+      {"float8_e5m2fnuz", 1},
+      {"float8_e8m0fnu", 1},
   };
   const auto it = sizes.find(lower(dtype));
   return it == sizes.end() ? -1 : it->second;
