@@ -1,4 +1,4 @@
-"""The report's JSON layout, ``schema_version`` 3, as a JSON Schema (draft 2020-12).
+"""The report's JSON layout, ``schema_version`` 4, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
 ``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
@@ -217,6 +217,16 @@ SCHEMA: dict = {
         "syncs": _rows("syncs"),
         "memory": _rows("memory"),
         "ranges": _rows("ranges"),
+        "collectives": _rows("collectives"),
+        # Every collective call: [row of collectives[], step, dur_us, end_us, bytes or null]; null
+        # when there were too many to keep.
+        "collective_calls": {
+            "type": ["array", "null"],
+            "items": {
+                "type": "array",
+                "prefixItems": [_INT, _INT, _NUM, _NUM, {"type": ["integer", "null"]}],
+            },
+        },
         "compiled": {
             "type": "object",
             "properties": {
