@@ -235,6 +235,15 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["copies"] = row_dicts(a.copies, kCopyFields);
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
   out["memory"] = row_dicts(a.memory, kStepMemoryFields);
+  const Plausibility& p = a.plausibility;
+  py::dict plausibility;
+  plausibility["occupancy_clamped_kernels"] = p.occupancy_clamped_kernels;
+  plausibility["occupancy_max_pct"] = p.occupancy_max_pct;
+  plausibility["memory_over_capacity_samples"] = p.memory_over_capacity_samples;
+  plausibility["memory_over_capacity_max_bytes"] = p.memory_over_capacity_max_bytes;
+  plausibility["memory_over_capacity_device_bytes"] = p.memory_over_capacity_device_bytes;
+  plausibility["memory_over_capacity_device"] = p.memory_over_capacity_device;
+  out["plausibility"] = plausibility;
   return out;
 }
 

@@ -606,6 +606,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   try {
     a.steps = compute_breakdown(t, options);
     a.memory = step_memory_table(t, a.steps);
+    a.plausibility = check_plausibility(t);
     links_done.get();   // rethrows the linking's exception, if it failed
     a.devices = summarize_devices(t, steps_window(a.steps), a.links);
   } catch (...) {

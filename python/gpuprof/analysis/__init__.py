@@ -20,8 +20,10 @@ from typing import Any, Optional
 
 from .. import _build_info
 from .._native import _core
+from .implausible import warnings_from
 
-SCHEMA_VERSION = 3  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops
+SCHEMA_VERSION = 4  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
+# 4: warnings (implausible input)
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
 MEMORY_CURVE_POINTS = 2000
@@ -71,7 +73,11 @@ def report_dict(
             "dropped_incomplete_last": bd["dropped_incomplete_last"],
             "duplicate_step_markers": bd["duplicate_step_markers"],
             "nested_step_markers": bd["nested_step_markers"],
+            "malformed_step_markers": bd["malformed_step_markers"],
+            "skewed_device_events": bd["skewed_device_events"],
         },
+        # Implausible input, said rather than shown as fact (implausible.py; docs/metrics.md).
+        "warnings": warnings_from(bd, analysed["plausibility"], trace.metadata),
         "dataloaders": list(dataloaders or []),
         "host": dict(host or {}),
         "counts": {

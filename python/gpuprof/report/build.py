@@ -17,6 +17,7 @@ from typing import Callable, Optional, Union
 
 from ..advice import advise
 from ..analysis import report_dict, step_views
+from ..analysis.implausible import clamp_percentages
 from ..traces.folders import trace_files
 from ..traces.read import check_path, import_trace, trace_source
 from .model import Report
@@ -79,6 +80,7 @@ def build_report(
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
     else:
         raise ValueError("build_report needs a trace or an analysed report dict")
+    clamp_percentages(data)  # a saved report or a device sample may hold one out of 0-100
     if span_source is not None:
         data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
     # The advice comes right after the analysis in the file (where a saved report had it).

@@ -287,6 +287,7 @@ def _overview(report) -> dict:
             for k, n in shown
         ],
         "step_chart": _step_chart(report),
+        "warnings": sec.warning_lines(data),
     }
 
 

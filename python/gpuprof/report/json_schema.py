@@ -1,4 +1,4 @@
-"""The report's JSON layout, ``schema_version`` 3, as a JSON Schema (draft 2020-12).
+"""The report's JSON layout, ``schema_version`` 4, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
 ``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
@@ -108,6 +108,16 @@ SCHEMA: dict = {
                 "dropped_incomplete_last": _BOOL,
                 "duplicate_step_markers": _INT,
                 "nested_step_markers": _INT,
+                "malformed_step_markers": _INT,
+                "skewed_device_events": _INT,
+            },
+        },
+        "warnings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "count", "message"],
+                "properties": {"kind": _STR, "count": _INT, "message": _STR},
             },
         },
         "dataloaders": {

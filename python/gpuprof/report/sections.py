@@ -330,6 +330,8 @@ def memory_lines(data: dict) -> list[str]:
         cap = top.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
             line += f" of {fmt_bytes(cap)} ({100.0 * top['peak_allocated_bytes'] / cap:.0f}%)"
+            if top["peak_allocated_bytes"] > cap:
+                line += " [above the device's memory: implausible, see the warning]"
         line += f" in step {top.get('step')}"
         if isinstance(top.get("peak_reserved_bytes"), (int, float)):
             line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
@@ -350,6 +352,16 @@ def trace_note(data: dict) -> Optional[str]:
         f'Trace: {path} (open it in {PERFETTO_URL} with "Open trace file", or in '
         'chrome://tracing with "Load")'
     )
+
+
+def warning_lines(data: dict) -> list[str]:
+    """The report's warnings (implausible input: docs/metrics.md), one message each, as they stand
+    in ``warnings``; for a report from before warnings existed, what its step rules counted."""
+    rows = data.get("warnings")
+    if isinstance(rows, list):
+        return [str(w["message"]) for w in rows if isinstance(w, dict) and w.get("message")]
+    note = step_marker_note(data)
+    return [note] if note else []
 
 
 def step_marker_note(data: dict) -> Optional[str]:
