@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "../core/thread_start.h"
 #include "gpuprof/breakdown.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tensor_cores.h"
@@ -594,6 +595,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   std::thread side;
   try {
     side = std::thread([&] {
+      prepare_thread_for_exceptions();
       try {
         linked();
       } catch (...) {

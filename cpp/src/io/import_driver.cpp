@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../core/thread_start.h"
 #include "json_sax.h"
 #include "kineto_handler.h"
 #include "split_point.h"
@@ -124,6 +125,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       point.at.store(split->at, std::memory_order_release);
       point.settled.store(!split->at_is_earliest, std::memory_order_release);
       second = std::thread([&] {
+        prepare_thread_for_exceptions();
         read_second_half(
             *split, opts, &stop_second,
             [&point](uint64_t at) {

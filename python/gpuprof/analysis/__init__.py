@@ -66,7 +66,7 @@ def report_dict(
         "gpuprof_version": _build_info.GPUPROF_VERSION,
         "source": dict(source or {}),
         "steps": steps,
-        "average": _average(steps),
+        "average": average(steps),
         "step_rules": {
             "had_step_markers": bd["had_step_markers"],
             "dropped_trailing_steps": bd["dropped_trailing_steps"],
@@ -118,7 +118,7 @@ def _gpu_sample_row(raw: dict) -> dict:
     return row
 
 
-def _average(steps: list[dict]) -> dict:
+def average(steps: list[dict]) -> dict:
     """Mean of each category over the steps, and its share of the mean step."""
     keys = ["total_us"] + [f"{k}_us" for k, _ in CATEGORIES]
     if not steps:

@@ -15,7 +15,7 @@ from collections import deque
 from typing import Callable, Optional
 
 from .._native import _core
-from ..report.build import build_report
+from ..report.build import build_report, unbuilt_report
 from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
@@ -390,35 +390,20 @@ class profile:
         hooks.remove()
 
     def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
-        self._gpu.flush()  # every GPU record of the span, before the host side stops
-        _core.collector_stop()
-        trace = _core.collector_drain()
-        trace.metadata = {
-            "source": "gpuprof live session",
-            "pid": str(os.getpid()),
-            "torch": _hooks_loader.installed_torch_version() or "",
+        source = {
+            "kind": "live",
+            "partial_span": partial,
+            "span": self._spans_completed,
+            "created_unix": time.time(),
         }
-        if self._memory_note:
-            trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
-        if self._hooks_note:
-            trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
-        self._gpu.drain_into(trace)
-        dataloaders = self._capture.records()
-        rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
-        report = build_report(
-            trace,
-            source={
-                "kind": "live",
-                "partial_span": partial,
-                "span": self._spans_completed,
-                "created_unix": time.time(),
-            },
-            dataloaders=dataloaders,
-            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
-            span_source=lambda steps: self._span_source(steps, partial),
-            rank=rank,
-            gather=self._gather(failed and not peer_failure),
-        )
+        # The span's report is gpuprof's work on the training thread: a failure in it (memory, a
+        # bug) is one warning, never an exception in prof.step() or the with block's exit. The
+        # span's events stay in a report that says why it has no numbers (report_failed).
+        built: list = []  # the Trace once drained
+        try:
+            report = self._build_span_report(source, partial, failed, peer_failure, built)
+        except Exception as e:
+            report = self._unbuilt_span_report(source, built[0] if built else None, e)
         if not partial:
             self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
         # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
@@ -436,6 +421,59 @@ class profile:
                     raise
                 # The block already failed: report ours without masking the user's exception.
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    def _build_span_report(self, source: dict, partial: bool, failed: bool, peer_failure: bool, built: list):
+        self._gpu.flush()  # every GPU record of the span, before the host side stops
+        _core.collector_stop()
+        trace = _core.collector_drain()
+        built.append(trace)
+        trace.metadata = {
+            "source": "gpuprof live session",
+            "pid": str(os.getpid()),
+            "torch": _hooks_loader.installed_torch_version() or "",
+        }
+        if self._memory_note:
+            trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
+        if self._hooks_note:
+            trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
+        self._gpu.drain_into(trace)
+        dataloaders = self._capture.records()
+        rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
+        return build_report(
+            trace,
+            source=source,
+            dataloaders=dataloaders,
+            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
+            span_source=lambda steps: self._span_source(steps, partial),
+            rank=rank,
+            gather=self._gather(failed and not peer_failure),
+        )
+
+    def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
+        """The span's report when building it failed: no numbers, the reason, and the span's events
+        (when they were drained) for ``export_chrome_trace``, ``on_trace_ready`` and a later
+        ``gpuprof analyze``."""
+        reason = f"{type(error).__name__}: {error}"
+        span = source["span"]
+        if trace is not None:
+            keep = (
+                "its events are kept: prof.report().trace holds them, prof.export_chrome_trace(PATH) "
+                "writes them (gpuprof.save and gpuprof run write them beside the report) and "
+                "`gpuprof analyze PATH` reads them back"
+            )
+        else:
+            keep = "its events could not be kept"
+        log.warning(
+            "gpuprof: the report of span %d could not be built (%s); training goes on and %s",
+            span,
+            reason,
+            keep,
+        )
+        try:
+            self._gpu.stop()
+        except Exception:
+            pass
+        return unbuilt_report(trace, source=source, reason=reason, kept=keep)
 
     def _span_source(self, steps: list, partial: bool) -> dict:
         """Which steps the span covers, and, for a span cut short by the end of the block, the
