@@ -10,7 +10,6 @@ speed (interrupt it with Ctrl-C once the report is written, if you like: it is k
 from __future__ import annotations
 
 import logging
-import os
 import runpy
 import sys
 import traceback
@@ -84,12 +83,12 @@ def add_parser(subparsers) -> None:
 
 def _save(report, out: Path, trace: bool = True) -> tuple[list[str], list[str]]:
     """Write report.json (with the Chrome trace, so that both report files say where it is) and
-    report.html. Runs inside the script's training loop, so nothing raises: returns (the files
-    written, "PATH: reason" for each that could not be)."""
-    from ..traces.export import save_report_files
+    report.html: the --out folder's files (traces/export.py, the same for %%gpuprof --out). Runs
+    inside the script's training loop, so nothing raises: returns (the files written, "PATH:
+    reason" for each that could not be)."""
+    from ..traces.export import save_out_folder
 
-    files = [(out / "report.json", "json"), (out / "report.html", "html")]
-    return save_report_files(report, files, str(out / "trace.json.gz") if trace else False)
+    return save_out_folder(report, out, trace=trace)
 
 
 def run(args) -> int:
@@ -106,7 +105,6 @@ def run(args) -> int:
     from ..collect.autostep import OptimizerSteps
     from ..collect.schedule import schedule
     from ..collect.session import profile
-    from ..report.model import Report
 
     try:
         import torch  # noqa: F401  (the script needs it anyway; the optimizer hook lives there)
@@ -197,8 +195,8 @@ def run(args) -> int:
             file=sys.stderr,
         )
     if not args.quiet:
-        saved = os.path.join(out, "report.json")
-        print((Report.load(saved) if saved in written else recorded[0]).to_text())
+        # The report in memory: the same as report.json, and it also knows how long writing took.
+        print(recorded[0].to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
         return 1

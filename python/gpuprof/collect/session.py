@@ -400,10 +400,14 @@ class profile:
         # bug) is one warning, never an exception in prof.step() or the with block's exit. The
         # span's events stay in a report that says why it has no numbers (report_failed).
         built: list = []  # the Trace once drained
+        started = time.perf_counter()
         try:
             report = self._build_span_report(source, partial, failed, peer_failure, built)
         except Exception as e:
             report = self._unbuilt_span_report(source, built[0] if built else None, e)
+        # gpuprof's own time between two steps (in neither: the next step starts when control goes
+        # back to the loop), said in the report: building it, then on_trace_ready writing it.
+        report.record_span_end(build_s=time.perf_counter() - started)
         if not partial:
             self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
         # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
@@ -414,6 +418,7 @@ class profile:
         self._report = report
         self._spans_completed += 1
         if self.on_trace_ready is not None:
+            written = time.perf_counter()
             try:
                 self.on_trace_ready(self)
             except Exception:
@@ -421,6 +426,8 @@ class profile:
                     raise
                 # The block already failed: report ours without masking the user's exception.
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+            finally:
+                report.record_span_end(write_s=time.perf_counter() - written)
 
     def _build_span_report(self, source: dict, partial: bool, failed: bool, peer_failure: bool, built: list):
         self._gpu.flush()  # every GPU record of the span, before the host side stops

@@ -79,6 +79,8 @@ SCHEMA: dict = {
                 "complete_span": _INT,
                 "note": _STR,
                 "trace_path": _STR,
+                "report_build_s": _NUM,
+                "report_write_s": _NUM,
             },
         },
         "steps": {

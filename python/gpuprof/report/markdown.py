@@ -67,6 +67,9 @@ def _title(report, title: str, top: int) -> list[str]:
     out.append("")
     for warning in sec.warning_lines(report.data):
         out += [f"> **warning:** {md_escape(warning)}", ""]
+    span_end = sec.span_end_note(report.data)
+    if span_end:
+        out += [md_escape(span_end), ""]
     return out
 
 

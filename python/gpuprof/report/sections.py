@@ -364,6 +364,19 @@ def warning_lines(data: dict) -> list[str]:
     return [note] if note else []
 
 
+def span_end_note(data: dict) -> Optional[str]:
+    """gpuprof's own time at a live span's end (building, then writing its report), which falls
+    between two training steps and counts in neither; None when not recorded."""
+    src = data.get("source") or {}
+    build, write = src.get("report_build_s"), src.get("report_write_s")
+    if not isinstance(build, (int, float)):
+        return None
+    parts = [f"{build:.3f} s building this report"]
+    if isinstance(write, (int, float)):
+        parts.append(f"{write:.3f} s writing it (on_trace_ready)")
+    return "gpuprof at the span's end: " + ", ".join(parts) + " (between two steps, counted in neither)"
+
+
 def step_marker_note(data: dict) -> Optional[str]:
     """What the step rules did with step markers that would have cut zero-length or overlapping
     steps (repeated or nested ``ProfilerStep#N``); None when there were none."""

@@ -176,6 +176,9 @@ def _title(console: Console, report) -> None:
     note = sec.trace_note(data)
     if note:
         console.print(sec.printable(note))
+    span_end = sec.span_end_note(data)
+    if span_end:
+        console.print(span_end, style="dim")
 
 
 def _collection_notes(console: Console, report) -> None:

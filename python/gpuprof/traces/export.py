@@ -62,6 +62,27 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
     return written, failed
 
 
+# The files of an --out folder, the same for `gpuprof run --out DIR` and `%%gpuprof --out DIR` (and
+# for each span folder of gpuprof.save): the report, its HTML, and its Chrome trace.
+REPORT_FILE, HTML_FILE, TRACE_FILE = "report.json", "report.html", "trace.json.gz"
+
+
+def save_out_folder(
+    report, folder: Union[str, os.PathLike], *, trace: bool = True
+) -> tuple[list[str], list[str]]:
+    """Write ``report`` into ``folder`` (made if needed) as ``report.json`` with its Chrome trace
+    ``trace.json.gz`` (unless ``trace`` is False, or the report has none) and ``report.html``.
+    For code on the training thread: nothing raises. Returns (the files written, one "PATH: reason"
+    per file that could not be)."""
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return [], [f"{out}: {failure_reason(e)}"]
+    files = [(out / REPORT_FILE, "json"), (out / HTML_FILE, "html")]
+    return save_report_files(report, files, str(out / TRACE_FILE) if trace else False)
+
+
 def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callable:
     """An ``on_trace_ready`` callable that writes each completed span to
     ``<directory>/span_<N>/report.json`` and ``trace.json.gz`` (``trace.json`` when not
@@ -78,9 +99,9 @@ def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callab
         report = prof.report()
         span = report.source.get("span", 0)
         folder = root / f"span_{int(span):03d}"
-        trace_file = folder / ("trace.json.gz" if compress else "trace.json")
+        trace_file = folder / (TRACE_FILE if compress else TRACE_FILE[: -len(".gz")])
         # The report says where its trace is.
-        _written, failed = save_report_files(report, [(folder / "report.json", "json")], trace_file)
+        _written, failed = save_report_files(report, [(folder / REPORT_FILE, "json")], trace_file)
         if failed:
             log.warning(
                 "gpuprof: could not save span %s: %s; training goes on and prof.report() holds it",
