@@ -244,6 +244,10 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   plausibility["memory_over_capacity_device_bytes"] = p.memory_over_capacity_device_bytes;
   plausibility["memory_over_capacity_device"] = p.memory_over_capacity_device;
   out["plausibility"] = plausibility;
+  py::dict long_names;
+  for (const AnalysisTables::LongName& n : a.long_names)
+    long_names[py::str(n.shown)] = py::str(n.id != kNoIndex ? t.strings.at(n.id) : n.full);
+  out["long_names"] = long_names;
   return out;
 }
 

@@ -108,6 +108,9 @@ def report_dict(
         device: [list(p) for p in points]
         for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
     }
+    # The full text of each name the tables show shortened (over 1024 bytes), once (docs/metrics.md,
+    # "Bounded tables and names"); {} when none is.
+    data["long_names"] = analysed["long_names"]
     return data
 
 

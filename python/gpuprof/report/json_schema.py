@@ -114,6 +114,7 @@ SCHEMA: dict = {
                 "skewed_device_events": _INT,
             },
         },
+        "long_names": {"type": "object", "additionalProperties": _STR},
         "warnings": {
             "type": "array",
             "items": {

@@ -194,6 +194,18 @@ def printable(text: Any) -> str:
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s)
 
 
+SHOWN_CHARS = 1024  # a string from outside shown longer than this is cut (the report keeps it)
+
+
+def shown(text: Any) -> str:
+    """A string from outside (a metadata value, a path) as shown: cut past SHOWN_CHARS, saying how
+    long it is. Table names come shortened already (analysis: ``long_names``)."""
+    s = str(text)
+    if len(s) <= SHOWN_CHARS:
+        return s
+    return f"{s[: SHOWN_CHARS - 64]}... [{len(s):,} characters]"
+
+
 def fmt(col: str, value: Any) -> str:
     """One cell, formatted by the unit its column name carries."""
     if value is None:
