@@ -138,9 +138,9 @@ class OptimizerSteps:
 # ---- StepFinder: gpuprof run's steps, with or without torch.optim -----------------------------------
 #
 # The boundary a step ends at, in order of preference:
+#   prof.step the script's own calls (OptimizerSteps and the marker stand down).
 #   marker    --step-marker NAME: the end of each range NAME (torch.profiler.record_function,
 #             gpuprof.range) or each return from a function NAME; nothing else then.
-#   prof.step the script's own calls (OptimizerSteps stands down).
 #   optimizer each step of the first torch.optim optimizer that steps (OptimizerSteps).
 #   backward  where each outermost backward pass returns (torch.autograd.backward: loss.backward()),
 #             when no torch.optim optimizer exists when the first one ends: a loop that updates its
@@ -317,8 +317,8 @@ class StepFinder(OptimizerSteps):
         self._profiling = True
 
     def _marker_seen(self, kind: str) -> None:
-        if threading.get_ident() != self._thread:
-            return
+        if threading.get_ident() != self._thread or self.user_steps:
+            return  # another thread's, or the script paces its own steps (prof.step())
         if kind == "range":
             words = f"steps end where each range named {self.marker!r} ends (--step-marker)"
         else:
