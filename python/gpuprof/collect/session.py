@@ -21,7 +21,6 @@ from . import exchange as _distributed
 from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
-from .hooks import HooksUnavailable
 from .schedule import ProfilerAction, always_record
 
 log = logging.getLogger("gpuprof")
@@ -173,8 +172,12 @@ class profile:
         self._signals_pending = []
         try:
             self._exchange = None  # made at the first span end (see _gather)
+            first = self.schedule(0)
+            # The operator hooks load (or compile) on a background thread from now on, while the
+            # schedule's wait and warmup steps run; before a recorded step it is waited for.
+            self._await_hooks(first)
             self._step_start_ticks = _core.collector_ticks()
-            self._transition(ProfilerAction.NONE, self.schedule(0))
+            self._transition(ProfilerAction.NONE, first)
             self._nvtx_step()
             self._install_signal_handlers()
         except BaseException:
@@ -234,8 +237,11 @@ class profile:
             elif prev in _RECORDING:
                 self._close_step(now)
             self.step_num += 1
+            new = self.schedule(self.step_num)
+            if self._await_hooks(new):
+                now = _core.collector_ticks()  # the hooks' compile is in no step
             self._step_start_ticks = now
-            self._transition(prev, self.schedule(self.step_num))
+            self._transition(prev, new)
             self._nvtx_step()
 
     # ---- signals --------------------------------------------------------------------------------
@@ -356,19 +362,40 @@ class profile:
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
         if new in _HOOKED:
-            self._hook()
+            self._hook(new)
         else:
             self._unhook()
             _core.collector_stop()
             self._gpu.stop()  # GPU collection
         self.current_action = new
 
-    def _hook(self) -> None:
+    def _await_hooks(self, action: ProfilerAction) -> bool:
+        """Start loading the operator hooks if not yet done, and wait for them before a recorded
+        step (a warmup step waits only for a load, not for a compile). True if it waited."""
+        if self._hooked or self._hooks_note:
+            return False
+        try:
+            _hooks_loader.start_loading()
+            if _hooks_loader.ready() or action not in _HOOKED:
+                return False
+            _hooks_loader.settle()  # loaded, failed, or compiling
+            if _hooks_loader.ready():
+                return True
+            if action == ProfilerAction.WARMUP:
+                return False
+            _hooks_loader.hooks()  # the compile's line said it comes before the first recorded step
+        except Exception:  # said once by _hook, which meets the same failure
+            pass
+        return True
+
+    def _hook(self, action: ProfilerAction = ProfilerAction.RECORD) -> None:
         if self._hooked or self._hooks_note:
             return
+        if action == ProfilerAction.WARMUP and not _hooks_loader.ready():
+            return  # still compiling: the warmup goes on without operators, the record waits
         try:
             hooks = _hooks_loader.hooks()
-        except HooksUnavailable as e:
+        except Exception as e:
             # The training run goes on: steps are still timed, operators are not recorded, and the
             # report says why (once on stderr, and in its metadata).
             self._hooks_note = str(e)
