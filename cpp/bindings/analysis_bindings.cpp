@@ -293,6 +293,19 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   for (const CollectiveCall& c : a.collectives.calls)
     calls.append(py::make_tuple(c.row, c.step, us(c.dur_ns), us(c.end_ns), or_none(c.bytes)));
   out["collective_calls"] = calls;
+  const Plausibility& p = a.plausibility;
+  py::dict plausibility;
+  plausibility["occupancy_clamped_kernels"] = p.occupancy_clamped_kernels;
+  plausibility["occupancy_max_pct"] = p.occupancy_max_pct;
+  plausibility["memory_over_capacity_samples"] = p.memory_over_capacity_samples;
+  plausibility["memory_over_capacity_max_bytes"] = p.memory_over_capacity_max_bytes;
+  plausibility["memory_over_capacity_device_bytes"] = p.memory_over_capacity_device_bytes;
+  plausibility["memory_over_capacity_device"] = p.memory_over_capacity_device;
+  out["plausibility"] = plausibility;
+  py::dict long_names;
+  for (const AnalysisTables::LongName& n : a.long_names)
+    long_names[py::str(n.shown)] = py::str(n.id != kNoIndex ? t.strings.at(n.id) : n.full);
+  out["long_names"] = long_names;
   return out;
 }
 

@@ -82,6 +82,10 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
   out["dropped_incomplete_last"] = r.dropped_incomplete_last;
   out["duplicate_step_markers"] = r.duplicate_step_markers;
   out["nested_step_markers"] = r.nested_step_markers;
+  out["malformed_step_markers"] = r.malformed_step_markers;
+  out["malformed_step_example"] = r.malformed_step_example;
+  out["skewed_device_events"] = r.skewed_device_events;
+  out["max_launch_skew_ns"] = r.max_launch_skew_ns;
   return out;
 }
 

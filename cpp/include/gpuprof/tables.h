@@ -4,15 +4,32 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/collectives.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/plausibility.h"
 #include "gpuprof/trace.h"
 
 namespace gpuprof {
+
+// Bounded by design (docs/metrics.md, "Bounded tables and names"): the name tables (kernels,
+// kernel_ops, operators, ranges, syncs) keep their kMaxNameRows heaviest rows; the others become
+// one last row named "other names (N)" (N: the rows it stands for) that holds their sums, so a
+// trace of a million distinct names gives a report of a few thousand rows. And a name (or input
+// shapes, a device name) longer than kMaxNameBytes is shown as its first bytes and a note of its
+// length and a hash, the same text wherever it appears; analyse_tables keeps each full text once.
+constexpr size_t kMaxNameRows = 2000;
+constexpr size_t kMaxNameBytes = 1024;
+
+// The name shown for `full`: itself when it is at most kMaxNameBytes long, else its first bytes
+// (cut on a UTF-8 character boundary) and "... [N bytes, #HASH]".
+std::string display_name(const std::string& full);
+// The name of the row that stands for `rows` rows left out of a capped table.
+std::string other_names(size_t rows);
 
 // One row per kernel name, largest total time first.
 struct KernelRow {
@@ -188,6 +205,15 @@ struct AnalysisTables {
   std::vector<StepMemoryRow> memory;
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
   CollectiveTable collectives;         // per kind x process group, with every call
+  Plausibility plausibility;
+  // Each name the rows above show shortened (display_name), once: the name shown and its full
+  // text, as an id in the trace's string table (`full` then empty), or as text (a device's name).
+  struct LongName {
+    std::string shown;
+    uint32_t id = kNoIndex;
+    std::string full;
+  };
+  std::vector<LongName> long_names;
 };
 // `process_groups`: the job's groups (distributedInfo's pg_config), for calls that record none.
 AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options,

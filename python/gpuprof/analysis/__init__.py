@@ -20,9 +20,10 @@ from typing import Any, Optional
 
 from .. import _build_info
 from .._native import _core
+from .implausible import warnings_from
 
 SCHEMA_VERSION = 4  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
-# 4: collectives, collective_calls
+# 4: collectives, collective_calls, warnings (implausible input), long_names
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
 MEMORY_CURVE_POINTS = 2000
@@ -65,14 +66,18 @@ def report_dict(
         "gpuprof_version": _build_info.GPUPROF_VERSION,
         "source": dict(source or {}),
         "steps": steps,
-        "average": _average(steps),
+        "average": average(steps),
         "step_rules": {
             "had_step_markers": bd["had_step_markers"],
             "dropped_trailing_steps": bd["dropped_trailing_steps"],
             "dropped_incomplete_last": bd["dropped_incomplete_last"],
             "duplicate_step_markers": bd["duplicate_step_markers"],
             "nested_step_markers": bd["nested_step_markers"],
+            "malformed_step_markers": bd["malformed_step_markers"],
+            "skewed_device_events": bd["skewed_device_events"],
         },
+        # Implausible input, said rather than shown as fact (implausible.py; docs/metrics.md).
+        "warnings": warnings_from(bd, analysed["plausibility"], trace.metadata),
         "dataloaders": list(dataloaders or []),
         "host": dict(host or {}),
         "counts": {
@@ -109,6 +114,9 @@ def report_dict(
         device: [list(p) for p in points]
         for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
     }
+    # The full text of each name the tables show shortened (over 1024 bytes), once (docs/metrics.md,
+    # "Bounded tables and names"); {} when none is.
+    data["long_names"] = analysed["long_names"]
     return data
 
 
@@ -168,7 +176,7 @@ def _gpu_sample_row(raw: dict) -> dict:
     return row
 
 
-def _average(steps: list[dict]) -> dict:
+def average(steps: list[dict]) -> dict:
     """Mean of each category over the steps, and its share of the mean step."""
     keys = ["total_us"] + [f"{k}_us" for k, _ in CATEGORIES]
     if not steps:

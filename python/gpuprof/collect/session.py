@@ -17,7 +17,7 @@ from collections import deque
 from typing import Callable, Optional
 
 from .._native import _core
-from ..report.build import build_report
+from ..report.build import build_report, unbuilt_report
 from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
@@ -419,10 +419,51 @@ class profile:
         hooks.remove()
 
     def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
+        source = {
+            "kind": "live",
+            "partial_span": partial,
+            "span": self._spans_completed,
+            "created_unix": time.time(),
+        }
+        # The span's report is gpuprof's work on the training thread: a failure in it (memory, a
+        # bug) is one warning, never an exception in prof.step() or the with block's exit. The
+        # span's events stay in a report that says why it has no numbers (report_failed).
+        built: list = []  # the Trace once drained
+        started = time.perf_counter()
+        try:
+            report = self._build_span_report(source, partial, failed, peer_failure, built)
+        except Exception as e:
+            report = self._unbuilt_span_report(source, built[0] if built else None, e)
+        # gpuprof's own time between two steps (in neither: the next step starts when control goes
+        # back to the loop), said in the report: building it, then on_trace_ready writing it.
+        report.record_span_end(build_s=time.perf_counter() - started)
+        if not partial:
+            self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
+        # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
+        # latest keep their native trace, so a long run with repeat=0 holds a bounded amount.
+        self._reports.append(report)
+        if len(self._reports) > 2:
+            self._reports[-3].release_trace()
+        self._report = report
+        self._spans_completed += 1
+        if self.on_trace_ready is not None:
+            written = time.perf_counter()
+            try:
+                self.on_trace_ready(self)
+            except Exception:
+                if not failed:
+                    raise
+                # The block already failed: report ours without masking the user's exception.
+                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+            finally:
+                report.record_span_end(write_s=time.perf_counter() - written)
+
+    def _build_span_report(self, source: dict, partial: bool, failed: bool, peer_failure: bool, built: list):
         _wait_for_open_collectives()
         self._gpu.flush()  # every GPU record of the span, before the host side stops
         _core.collector_stop()
         trace = _core.collector_drain()
+        built.append(trace)
         trace.metadata = {
             "source": "gpuprof live session",
             "pid": str(os.getpid()),
@@ -439,37 +480,41 @@ class profile:
         self._gpu.drain_into(trace)
         dataloaders = self._capture.records()
         rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
-        report = build_report(
+        return build_report(
             trace,
-            source={
-                "kind": "live",
-                "partial_span": partial,
-                "span": self._spans_completed,
-                "created_unix": time.time(),
-            },
+            source=source,
             dataloaders=dataloaders,
             host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
             span_source=lambda steps: self._span_source(steps, partial),
             rank=rank,
             gather=self._gather(failed and not peer_failure),
         )
-        if not partial:
-            self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
-        # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
-        # latest keep their native trace, so a long run with repeat=0 holds a bounded amount.
-        self._reports.append(report)
-        if len(self._reports) > 2:
-            self._reports[-3].release_trace()
-        self._report = report
-        self._spans_completed += 1
-        if self.on_trace_ready is not None:
-            try:
-                self.on_trace_ready(self)
-            except Exception:
-                if not failed:
-                    raise
-                # The block already failed: report ours without masking the user's exception.
-                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
+        """The span's report when building it failed: no numbers, the reason, and the span's events
+        (when they were drained) for ``export_chrome_trace``, ``on_trace_ready`` and a later
+        ``gpuprof analyze``."""
+        reason = f"{type(error).__name__}: {error}"
+        span = source["span"]
+        if trace is not None:
+            keep = (
+                "its events are kept: prof.report().trace holds them, prof.export_chrome_trace(PATH) "
+                "writes them (gpuprof.save and gpuprof run write them beside the report) and "
+                "`gpuprof analyze PATH` reads them back"
+            )
+        else:
+            keep = "its events could not be kept"
+        log.warning(
+            "gpuprof: the report of span %d could not be built (%s); training goes on and %s",
+            span,
+            reason,
+            keep,
+        )
+        try:
+            self._gpu.stop()
+        except Exception:
+            pass
+        return unbuilt_report(trace, source=source, reason=reason, kept=keep)
 
     def _span_source(self, steps: list, partial: bool) -> dict:
         """Which steps the span covers, and, for a span cut short by the end of the block, the

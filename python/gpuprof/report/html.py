@@ -45,6 +45,7 @@ def _environment():
         _env.filters["fmt"] = lambda v, col: sec.fmt(col, v)
         _env.filters["sortval"] = sec.sort_value
         _env.filters["header"] = sec.header
+        _env.filters["shown"] = sec.shown
     return _env
 
 
@@ -287,6 +288,7 @@ def _overview(report) -> dict:
             for k, n in shown
         ],
         "step_chart": _step_chart(report),
+        "warnings": sec.warning_lines(data),
     }
 
 

@@ -65,9 +65,11 @@ def _title(report, title: str, top: int) -> list[str]:
         ]
     out.append(f"**{len(report.steps)} steps, mean step time {report.average['total_us'] / 1000.0:.3f} ms**")
     out.append("")
-    markers = sec.step_marker_note(report.data)
-    if markers:
-        out += [f"> {md_escape(markers)}", ""]
+    for warning in sec.warning_lines(report.data):
+        out += [f"> **warning:** {md_escape(warning)}", ""]
+    span_end = sec.span_end_note(report.data)
+    if span_end:
+        out += [md_escape(span_end), ""]
     return out
 
 

@@ -215,6 +215,18 @@ def printable(text: Any) -> str:
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s)
 
 
+SHOWN_CHARS = 1024  # a string from outside shown longer than this is cut (the report keeps it)
+
+
+def shown(text: Any) -> str:
+    """A string from outside (a metadata value, a path) as shown: cut past SHOWN_CHARS, saying how
+    long it is. Table names come shortened already (analysis: ``long_names``)."""
+    s = str(text)
+    if len(s) <= SHOWN_CHARS:
+        return s
+    return f"{s[: SHOWN_CHARS - 64]}... [{len(s):,} characters]"
+
+
 def fmt(col: str, value: Any) -> str:
     """One cell, formatted by the unit its column name carries."""
     if value is None:
@@ -352,6 +364,8 @@ def memory_lines(data: dict) -> list[str]:
         cap = top.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
             line += f" of {fmt_bytes(cap)} ({100.0 * top['peak_allocated_bytes'] / cap:.0f}%)"
+            if top["peak_allocated_bytes"] > cap:
+                line += " [above the device's memory: implausible, see the warning]"
         line += f" in step {top.get('step')}"
         if isinstance(top.get("peak_reserved_bytes"), (int, float)):
             line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
@@ -372,6 +386,29 @@ def trace_note(data: dict) -> Optional[str]:
         f'Trace: {path} (open it in {PERFETTO_URL} with "Open trace file", or in '
         'chrome://tracing with "Load")'
     )
+
+
+def warning_lines(data: dict) -> list[str]:
+    """The report's warnings (implausible input: docs/metrics.md), one message each, as they stand
+    in ``warnings``; for a report from before warnings existed, what its step rules counted."""
+    rows = data.get("warnings")
+    if isinstance(rows, list):
+        return [str(w["message"]) for w in rows if isinstance(w, dict) and w.get("message")]
+    note = step_marker_note(data)
+    return [note] if note else []
+
+
+def span_end_note(data: dict) -> Optional[str]:
+    """gpuprof's own time at a live span's end (building, then writing its report), which falls
+    between two training steps and counts in neither; None when not recorded."""
+    src = data.get("source") or {}
+    build, write = src.get("report_build_s"), src.get("report_write_s")
+    if not isinstance(build, (int, float)):
+        return None
+    parts = [f"{build:.3f} s building this report"]
+    if isinstance(write, (int, float)):
+        parts.append(f"{write:.3f} s writing it (on_trace_ready)")
+    return "gpuprof at the span's end: " + ", ".join(parts) + " (between two steps, counted in neither)"
 
 
 def step_marker_note(data: dict) -> Optional[str]:

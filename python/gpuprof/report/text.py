@@ -168,15 +168,17 @@ def _title(console: Console, report) -> None:
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
     if isinstance(src.get("note"), str):  # a partial span: which steps, and the complete one
         console.print(sec.printable(src["note"]), style="yellow")
-    markers = sec.step_marker_note(data)
-    if markers:
-        console.print(markers, style="yellow")
+    for warning in sec.warning_lines(data):
+        console.print("warning: " + sec.printable(warning), style="yellow", indent=9)
     compiled = data.get("compiled")
     if isinstance(compiled, dict) and isinstance(compiled.get("note"), str):
         console.print(sec.printable(compiled["note"]))
     note = sec.trace_note(data)
     if note:
         console.print(sec.printable(note))
+    span_end = sec.span_end_note(data)
+    if span_end:
+        console.print(span_end, style="dim")
 
 
 def _collection_notes(console: Console, report) -> None:
