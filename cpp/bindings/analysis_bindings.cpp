@@ -14,6 +14,7 @@
 #include "gpuprof/breakdown.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/modules.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tables.h"
 #include "gpuprof/tensor_cores.h"
@@ -153,6 +154,25 @@ const std::vector<Field<OperatorRow>> kOperatorFields = {
     {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
 };
 
+// The parent is named by its path (None for a root): the rows' own key, as in the JSON.
+py::list module_dicts(const std::vector<ModuleRow>& rows) {
+  const std::vector<Field<ModuleRow>> fields = {
+      member("path", &ModuleRow::path),
+      member("type", &ModuleRow::type),
+      {"parent",
+       [&rows](const ModuleRow& r) {
+         return r.parent < rows.size() ? py::object(py::str(rows[r.parent].path)) : py::object(py::none());
+       }},
+      member("depth", &ModuleRow::depth),
+      member("calls", &ModuleRow::calls),
+      micros("host_total_us", &ModuleRow::host_total_ns),
+      micros("host_self_us", &ModuleRow::host_self_ns),
+      micros("device_total_us", &ModuleRow::device_total_ns),
+      micros("device_self_us", &ModuleRow::device_self_ns),
+  };
+  return row_dicts(rows, fields);
+}
+
 const std::vector<Field<RangeRow>> kRangeFields = {
     member("name", &RangeRow::name),
     member("calls", &RangeRow::calls),
@@ -231,6 +251,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["kernels"] = row_dicts(a.kernels, kKernelFields);
   out["kernel_ops"] = row_dicts(a.kernel_ops, kKernelOpFields);
   out["operators"] = row_dicts(a.operators, kOperatorFields);
+  out["modules"] = module_dicts(a.modules.rows);
   out["ranges"] = row_dicts(a.ranges, kRangeFields);
   out["copies"] = row_dicts(a.copies, kCopyFields);
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
@@ -530,6 +551,6 @@ void bind_analysis(py::module_& m) {
       "buckets (a power of ten microseconds, at most 100): {device: [{start_us, dur_us, "
       "utilization_pct, sm_efficiency_pct}]}.");
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
-        "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
-        "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");
+        "The step breakdown, the GPU summary over its steps, and the kernel, operator, module, copy, "
+        "sync and per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");
 }

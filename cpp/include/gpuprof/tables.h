@@ -9,6 +9,7 @@
 #include "gpuprof/breakdown.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/modules.h"
 #include "gpuprof/trace.h"
 
 namespace gpuprof {
@@ -186,6 +187,7 @@ struct AnalysisTables {
   std::vector<SyncRow> syncs;
   std::vector<StepMemoryRow> memory;
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
+  ModuleView modules;                  // module rows, and each event's row (modules.h)
 };
 AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options);
 

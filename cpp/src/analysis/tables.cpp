@@ -568,8 +568,8 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
 
 AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   AnalysisTables a;
-  // The second thread links launches first and says so, then builds the operator, sync, kernel,
-  // copy and range tables; this one builds the breakdown and the memory table, then the device
+  // The second thread links launches first and says so, then builds the operator, module, sync,
+  // kernel, copy and range tables; this one builds the breakdown and the memory table, then the device
   // summary, which needs the links (ready long before) but none of those tables: the two halves
   // take about as long on a trace of 2 million events.
   std::promise<void> links_ready;
@@ -583,6 +583,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
     }
     links_ready.set_value();
     a.operators = operator_table(t, a.links);
+    a.modules = module_view(t, a.links);
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);
     a.kernels = kernel_table(t);

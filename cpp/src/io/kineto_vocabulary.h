@@ -120,7 +120,9 @@ enum class Arg : uint8_t {
   TotalReserved,
   DeviceType,
   DeviceId,
-  InputDims
+  InputDims,
+  SequenceNumber,
+  FwdThreadId
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
@@ -210,12 +212,14 @@ inline Arg arg_of(std::string_view k) {
     case 13:
       if (is(k, "shared memory")) return Arg::SharedMem;
       if (is(k, "blocks per SM")) return Arg::BlocksPerSm;
+      if (is(k, "Fwd thread id")) return Arg::FwdThreadId;
       break;
     case 14:
       if (is(k, "Total Reserved")) return Arg::TotalReserved;
       break;
     case 15:
       if (is(k, "Total Allocated")) return Arg::TotalAllocated;
+      if (is(k, "Sequence number")) return Arg::SequenceNumber;
       break;
     case 20:
       if (is(k, "registers per thread")) return Arg::Registers;

@@ -21,7 +21,9 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 3  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops
+SCHEMA_VERSION = (
+    4  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops; 4: modules
+)
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
 MEMORY_CURVE_POINTS = 2000
@@ -85,7 +87,17 @@ def report_dict(
     # GPU metrics: the per-device summary and the detail tables.
     # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
     # numbers are None. docs/metrics.md defines every field.
-    for key in ("devices", "kernels", "kernel_ops", "operators", "copies", "syncs", "memory", "ranges"):
+    for key in (
+        "devices",
+        "kernels",
+        "kernel_ops",
+        "operators",
+        "modules",
+        "copies",
+        "syncs",
+        "memory",
+        "ranges",
+    ):
         data[key] = analysed[key]
     compiled = _compiled_regions(data["operators"])
     if compiled:

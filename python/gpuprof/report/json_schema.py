@@ -1,4 +1,4 @@
-"""The report's JSON layout, ``schema_version`` 3, as a JSON Schema (draft 2020-12).
+"""The report's JSON layout, ``schema_version`` 4, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
 ``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
@@ -213,6 +213,7 @@ SCHEMA: dict = {
         "kernels": _rows("kernels"),
         "kernel_ops": _rows("kernel_ops"),
         "operators": _rows("operators"),
+        "modules": _rows("modules"),
         "copies": _rows("copies"),
         "syncs": _rows("syncs"),
         "memory": _rows("memory"),
