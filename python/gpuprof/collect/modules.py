@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 import weakref
 from typing import Any, Optional
 
@@ -28,6 +29,15 @@ from .._native import _core
 log = logging.getLogger("gpuprof")
 
 PREFIX = "nn.Module: "
+
+# torch.compile(module) warns on every compiled module's call while any global module hook is
+# installed (ours: the hooks fire once more, for the OptimizedModule, which the module view wants).
+# The warning is about gpuprof's hooks, not the user's code: silenced while they are installed.
+_COMPILE_WARNING = (
+    "ignore",
+    r"Using `torch\.compile\(module\)` when there are global hooks",
+    UserWarning,
+)
 
 
 class ModuleHooks:
@@ -43,6 +53,7 @@ class ModuleHooks:
         self._trees: dict[int, tuple[int, str]] = {}
         self._note = ""  # why the hooks stopped, when they did
         self._compiling = None
+        self._filter = None  # the warnings filter install() added
 
     @property
     def installed(self) -> bool:
@@ -71,6 +82,9 @@ class ModuleHooks:
         except Exception as e:  # an old or unusual torch: the span goes on without module ranges
             return f"torch's global module hooks could not be installed ({type(e).__name__}: {e})"
         self._handles = (pre, post)
+        action, message, category = _COMPILE_WARNING
+        warnings.filterwarnings(action, message=message, category=category)
+        self._filter = warnings.filters[0]
         return ""
 
     def remove(self) -> None:
@@ -81,6 +95,12 @@ class ModuleHooks:
                 pass
         self._handles = ()
         self._local = threading.local()  # calls still open now are never closed by these hooks
+        if self._filter is not None:
+            try:
+                warnings.filters.remove(self._filter)
+            except ValueError:  # the program reset the filters meanwhile
+                pass
+            self._filter = None
 
     def reset(self) -> None:
         self._names.clear()
