@@ -29,6 +29,7 @@ _COLORS = {
 
 # Rows shown per table in the terminal; the HTML report has them all.
 TOP_ROWS = 5
+TOP_MODULES = 10  # the heaviest modules, drawn as a tree
 TOP_ADVICE = 3
 MAX_STEP_ROWS = 20
 
@@ -260,6 +261,36 @@ def _top_tables(console: Console, report) -> None:
         _table(console, name, sec.section(report.data, key), TOP_ROWS)
 
 
+def _modules(console: Console, report) -> None:
+    """The heaviest modules as an indented tree: calls, host and device time, share of the step."""
+    rows, left_out = sec.module_tree(report.data, TOP_MODULES)
+    if not rows:
+        return
+    device = any(r.get("device_total_us") for r in rows)
+    t = Table(
+        f"Modules (the {len(rows)} heaviest of {len(rows) + left_out}, forward and backward)"
+        if left_out
+        else "Modules (forward and backward)"
+    )
+    t.add_column("module", max_width=max(24, console.width - 70))
+    for header in (
+        ["calls", "host total us", "host self us"] + (["device total us"] if device else []) + ["% of step"]
+    ):
+        t.add_column(header, justify="right")
+    for r in rows:
+        cells = [
+            "  " * int(r.get("depth") or 0) + sec.printable(r["label"]),
+            sec.fmt("calls", r.get("calls")),
+            sec.fmt("host_total_us", r.get("host_total_us")),
+            sec.fmt("host_self_us", r.get("host_self_us")),
+        ]
+        if device:
+            cells.append(sec.fmt("device_total_us", r.get("device_total_us")))
+        cells.append("" if r["share_pct"] is None else f"{r['share_pct']:.1f}")
+        t.add_row(*cells)
+    console.table(t)
+
+
 def _recommendations(console: Console, report) -> None:
     _advice(console, report.data, TOP_ADVICE)
 
@@ -303,6 +334,7 @@ class TextRenderer:
         _devices,
         _memory,
         _top_tables,
+        _modules,
         _recommendations,
         _settings,
         _counts,
