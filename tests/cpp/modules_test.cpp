@@ -199,6 +199,19 @@ TEST(ModuleView, BackwardCountsInTheModuleWhoseForwardMadeIt) {
   EXPECT_EQ(v.rows[v.row_of[index_of(t, "aten::mm")]].path, "fc");
 }
 
+TEST(ModuleView, TheModuleRunningAtAGivenTime) {
+  // For samples that are not events (the allocator's): at 5 the model's own code runs, at 55 act's
+  // aten::relu, at 150 the other thread's op (in no module) and no module call, at 225 aten::mm in
+  // fc's backward, at 257 AccumulateGrad (in no module), at 300 nothing.
+  const Trace t = forward_and_backward();
+  const ModuleView v = module_view(t, link_launches(t));
+  const std::vector<uint32_t> rows =
+      module_rows_at(t, v, {5 * kUs, 55 * kUs, 150 * kUs, 225 * kUs, 257 * kUs, 300 * kUs});
+  std::vector<std::string> at;
+  for (uint32_t r : rows) at.push_back(r == kNoIndex ? "<none>" : v.rows[r].path);
+  EXPECT_EQ(at, (std::vector<std::string>{"", "act", "<none>", "fc", "<none>", "<none>"}));
+}
+
 TEST(ModuleView, BackwardOfAForwardOutsideTheTraceCountsNowhere) {
   // Traces write no forward thread on forward ops (0: unknown): the latest forward op with the
   // number that started before the backward op is taken. Here the only op with number 5 started

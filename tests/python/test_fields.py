@@ -46,7 +46,7 @@ def test_a_live_loop_rows_carry_the_declared_fields():
 
     model = torch.nn.Linear(32, 8)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with gpuprof.profile() as prof:
+    with gpuprof.profile(with_modules=True) as prof:
         for _ in range(2):
             model(torch.randn(16, 32)).sum().backward()
             opt.step()

@@ -206,7 +206,7 @@ def module_report_file(tmp_path_factory):
         opt.step()
 
     step()
-    with gpuprof.profile() as prof:
+    with gpuprof.profile(with_modules=True) as prof:
         for _ in range(3):
             step()
             prof.step()

@@ -69,4 +69,11 @@ struct ModuleView {
 
 ModuleView module_view(const Trace& trace, const LaunchLinks& links);
 
+// For quantities that are not events (allocator samples: Trace::memory): the module row running at
+// each of `times_ns` (sorted ascending), on any host thread: the row of the innermost host op or
+// module call that holds the time (the latest started, where threads overlap), so that a moment in
+// a backward op is its forward's module. kNoIndex where none does. O((events + times) log events).
+std::vector<uint32_t> module_rows_at(const Trace& trace, const ModuleView& view,
+                                     const std::vector<int64_t>& times_ns);
+
 }  // namespace gpuprof

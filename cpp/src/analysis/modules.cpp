@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <queue>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -308,6 +309,35 @@ ModuleView module_view(const Trace& t, const LaunchLinks& links) {
     if (r != kNoIndex) r = new_index[r];
   view.row_of = std::move(row_of);
   return view;
+}
+
+std::vector<uint32_t> module_rows_at(const Trace& t, const ModuleView& view, const std::vector<int64_t>& times) {
+  std::vector<uint32_t> out(times.size(), kNoIndex);
+  if (view.row_of.size() != t.events.size()) return out;
+  struct Span {
+    int64_t start, end;
+    uint32_t row;
+  };
+  std::vector<Span> spans;
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (view.row_of[i] != kNoIndex && (e.kind == EventKind::HostOp || e.kind == EventKind::PythonFunction))
+      spans.push_back({e.start_ns, e.end_ns(), view.row_of[i]});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;   // the outer first
+  });
+  // Open spans, the latest started on top; those that ended are dropped when they surface.
+  auto later = [&](size_t a, size_t b) { return a < b; };   // indices follow the start order
+  std::priority_queue<size_t, std::vector<size_t>, decltype(later)> open(later);
+  size_t next = 0;
+  for (size_t k = 0; k < times.size(); ++k) {
+    const int64_t ts = times[k];
+    while (next < spans.size() && spans[next].start <= ts) open.push(next++);
+    while (!open.empty() && spans[open.top()].end <= ts) open.pop();
+    if (!open.empty()) out[k] = spans[open.top()].row;
+  }
+  return out;
 }
 
 }  // namespace gpuprof

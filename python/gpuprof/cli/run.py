@@ -76,6 +76,12 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="do not write the Chrome trace (trace.json.gz) beside the report",
     )
+    p.add_argument(
+        "--modules",
+        action="store_true",
+        help="also record the module view: time per nn.Module of the model, forward and backward "
+        '(a few microseconds per module call; docs/metrics.md, "Modules")',
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs="...", help="the script's own arguments")
@@ -149,7 +155,7 @@ def run(args) -> int:
     exit_code = 0
     failure = None
     try:
-        with profile(schedule=sched, on_trace_ready=on_ready) as prof:
+        with profile(schedule=sched, on_trace_ready=on_ready, with_modules=args.modules) as prof:
             with OptimizerSteps(prof) as stepper:
                 try:
                     runpy.run_path(str(script), run_name="__main__")

@@ -391,7 +391,9 @@ def _modules(report) -> dict:
     rows, left_out = sec.module_tree(report.data, MODULE_TREE_ROWS)
     note = str(report.metadata.get("module_view") or "")
     if not rows:
-        if report.data.get("source", {}).get("kind") == "live" or note:
+        if "modules" not in report.data:  # a report from before the module view: nothing to say
+            note, why = "", ""
+        elif note or report.data.get("source", {}).get("kind") == "live":
             why = note or "no module was called inside the recorded steps"
         else:
             why = (

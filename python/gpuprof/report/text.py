@@ -192,6 +192,9 @@ def _collection_notes(console: Console, report) -> None:
     host_note = meta.get("host_ops", "")
     if host_note.startswith("off:"):
         console.print(f"Operators {sec.printable(host_note)}", style="yellow")
+    module_note = meta.get("module_view", "")
+    if module_note.startswith("incomplete:"):  # asked for, and cut short
+        console.print(f"Module view {sec.printable(module_note)}", style="yellow")
 
 
 def _breakdown_bar(console: Console, report) -> None:
