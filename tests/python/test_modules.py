@@ -162,3 +162,33 @@ def test_what_torch_profiler_writes_for_a_real_model(tmp_path):
         if e.get("name") == "nn.Module: Linear_0"
     )
     assert by_path["Linear_0"]["host_total_us"] > forward_us + 1.0
+
+
+def _wide_trace(tmp_path, hostile: str) -> dict:
+    """A model of 30 modules (10, 9 and 8 us in turn; the first, among the heaviest, named by
+    `hostile`) in a 400 us step."""
+    events = [_ev("user_annotation", "ProfilerStep#1", 0, 400), _module("Net (Net)", 0, 320)]
+    for i in range(30):
+        name = hostile if i == 0 else f"module_{i}"
+        events.append(_module(f"{name} (Linear)", 10 + 10 * i, 10 - (i % 3)))
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return gpuprof.analyze(str(path))
+
+
+def test_text_and_markdown_show_the_heaviest_modules_escaped(tmp_path):
+    """The terminal shows the 10 heaviest modules (of 31) as a tree, and Markdown 15; a module name
+    from the trace is shown inert (control characters as escapes in the terminal; Markdown's table
+    and HTML characters escaped)."""
+    hostile = "evil|<b>x</b>\x1b[31m*bold*"
+    report = _wide_trace(tmp_path, hostile)
+    assert len(report.data["modules"]) == 31
+    text = report.to_text() if hasattr(report, "to_text") else str(report)
+    head = next(line for line in text.splitlines() if line.startswith("Modules"))
+    assert head == "Modules (the 10 heaviest of 31, forward and backward)"
+    assert "\x1b[31m" not in text and "evil|<b>x</b>\\x1b[31m*bold*" in text
+    md = report.to_markdown()
+    assert "### Modules (the 15 heaviest of 31)" in md
+    assert "evil\\|&lt;b&gt;x&lt;/b&gt;" in md and "<b>" not in md and "\x1b" not in md
+    html = report.to_html()
+    assert "<b>x</b>" not in html and "evil|&lt;b&gt;x&lt;/b&gt;" in html

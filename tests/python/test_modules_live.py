@@ -66,6 +66,10 @@ def test_the_module_tree_is_the_models(resnet_span):
     of its own; the model, with every other module below it, is the root ""."""
     model, report = resnet_span
     rows = report.data["modules"]
+    jsonschema = pytest.importorskip("jsonschema")
+    from gpuprof.report.json_schema import SCHEMA
+
+    jsonschema.validate(report.to_dict(), SCHEMA)  # the rows as docs/schema.md declares them
     named = dict(model.named_modules())
     assert {r["path"] for r in rows} == set(named) | {"CrossEntropyLoss"}
     assert rows[0]["path"] == "" and rows[0]["type"] == "TinyResNet"
