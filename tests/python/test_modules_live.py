@@ -131,11 +131,10 @@ def test_live_and_torch_profiler_agree_call_for_call():
     """The same loop under both profilers at once (they coexist: each has its own RecordFunction
     callbacks): torch.profiler(with_stack=True) writes its nn.Module events, gpuprof its own ranges.
     Matched module for module (by type, in the order the model registers them, which is the order
-    torch numbers them), the calls agree exactly and the times within each call's hook overhead:
-    gpuprof times a call from its pre-hook to its hook, inside the range torch.profiler takes around
-    the whole module call, so gpuprof's is at most torch.profiler's (2% and 2 us for the two clocks),
-    and for the typical module at most 100 us per call shorter; the backward they both see is the
-    same ops."""
+    torch numbers them), the tree and the calls agree exactly and the times within each call's hook
+    overhead: gpuprof times a call from its pre-hook to its hook, inside the range torch.profiler
+    takes around the whole module call, and both time the same backward ops, so the typical module
+    differs by at most 100 us per call."""
     model = make_tiny_resnet()
     _loop(model, 1)
     import tempfile
@@ -177,13 +176,14 @@ def test_live_and_torch_profiler_agree_call_for_call():
     per_call = []
     for a, b in pairs:
         assert (a["type"], a["calls"], a["depth"]) == (b["type"], b["calls"], b["depth"]), (a, b)
-        assert a["host_total_us"] <= b["host_total_us"] * 1.02 + 2.0, (a, b)
-        per_call.append((b["host_total_us"] - a["host_total_us"]) / a["calls"])
-    # What torch.profiler's range holds beyond ours: the hooks' own code, Module._call_impl and its
-    # Python tracer's work at the call's edges. On a loaded machine one call can also be preempted
-    # between the two edges, so the typical call is what is held to it.
+        per_call.append(abs(b["host_total_us"] - a["host_total_us"]) / a["calls"])
+    # They differ by what torch.profiler's range holds beyond ours (our hooks, Module._call_impl,
+    # its Python tracer's work at the call's edges) and, on backward ops, by whose RecordFunction
+    # callback runs first. On a loaded machine a call can also be preempted between two edges, so
+    # the typical module is held to it, and three in four.
     per_call.sort()
     assert per_call[len(per_call) // 2] <= 100.0, per_call
+    assert per_call[(3 * len(per_call)) // 4] <= 250.0, per_call
 
 
 def test_hooks_are_installed_only_while_a_span_is_hooked():
