@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/collector.h"
@@ -210,6 +211,18 @@ PYBIND11_MODULE(_core, m) {
       py::arg("key"), py::arg("name"));
   m.def(
       "collector_range_exit",
+      [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
+      py::arg("key"));
+  // The module view's hooks (collect/modules.py): one range per nn.Module call, named
+  // "nn.Module: <segment> (<Type>)" (modules.h). A str is read in place, not copied.
+  m.def(
+      "collector_module_enter",
+      [](uint64_t key, std::string_view name) {
+        collect::host_enter(reinterpret_cast<const void*>(key), name, EventKind::PythonFunction, collect::ticks());
+      },
+      py::arg("key"), py::arg("name"));
+  m.def(
+      "collector_module_exit",
       [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
       py::arg("key"));
   m.def(

@@ -14,6 +14,8 @@
 #include "gpuprof/breakdown.h"
 #include "gpuprof/chrome_export.h"
 #include "gpuprof/kineto_import.h"
+#include "gpuprof/launch_links.h"
+#include "gpuprof/modules.h"
 #include "trace_dump.h"
 
 using namespace gpuprof;
@@ -234,6 +236,49 @@ TEST(KinetoImport, InputDimsBecomeTheOpsInputShapesAsRecordShapesWritesThem) {
   EXPECT_EQ(t.events[5].correlation, 9u);
   EXPECT_EQ(t.events[5].aux, kNoIndex);
   EXPECT_EQ(shapes(6), "[[5, 3], [], []]");   // what record_shapes gives live for dense + 1
+}
+
+TEST(KinetoImport, AutogradLinksAndModuleCallsForTheModuleView) {
+  // What torch.profiler(with_stack=True) writes for a Linear's forward and backward: the module
+  // call as a python_function "nn.Module: Linear_0", the forward op with its autograd sequence
+  // number (and "Fwd thread id" 0), the backward op with the same number and the forward thread.
+  // Host ops keep the link in their correlation slot (event.h); a runtime call keeps its
+  // correlation id. Exported and read back, the link and the module view stay the same.
+  const std::string json = R"J({"traceEvents":[
+     {"ph":"X","cat":"python_function","name":"nn.Module: Linear_0","pid":1,"tid":1,"ts":0,"dur":50,
+       "args":{"Python parent id":1,"Python id":4,"Python module id":0}},
+     {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":10,"dur":30,
+       "args":{"External id":2,"Sequence number":7,"Fwd thread id":0}},
+     {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":12,"dur":2,
+       "args":{"correlation":9,"External id":2}},
+     {"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: AddmmBackward0","pid":1,"tid":2,
+       "ts":100,"dur":40,"args":{"External id":3,"Sequence number":7,"Fwd thread id":1}},
+     {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":2,"ts":110,"dur":20,"args":{"External id":4}}
+    ]})J";
+  const Trace t = import_text(json);
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[0].kind, EventKind::PythonFunction);
+  AutogradLink fwd = autograd_link(t.events[1]), bwd = autograd_link(t.events[3]);
+  EXPECT_TRUE(fwd.present && !fwd.backward);
+  EXPECT_EQ(fwd.sequence_nr, 7u);
+  EXPECT_EQ(fwd.thread, 0u);   // a forward op's own thread is not in the trace
+  EXPECT_TRUE(bwd.present && bwd.backward);
+  EXPECT_EQ(bwd.sequence_nr, 7u);
+  EXPECT_EQ(bwd.thread, 1u);
+  EXPECT_FALSE(autograd_link(t.events[4]).present);
+  EXPECT_EQ(t.events[2].correlation, 9u);
+  auto view_of = [](const Trace& trace) {
+    const ModuleView v = module_view(trace, link_launches(trace));
+    EXPECT_EQ(v.rows.size(), 1u);
+    return v.rows.empty() ? ModuleRow{} : v.rows[0];
+  };
+  const ModuleRow linear = view_of(t);
+  EXPECT_EQ(linear.type, "Linear");
+  EXPECT_EQ(linear.host_total_ns, 90'000);   // forward call 50 us, its backward op 40 us
+  const Trace again = import_kineto_json(export_chrome_json(t), "again.json");
+  ASSERT_EQ(again.events.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(again.events[i].correlation, t.events[i].correlation) << i;
+  EXPECT_EQ(view_of(again).host_total_ns, 90'000);
 }
 
 TEST(KinetoImport, NewDialectNumericTidsAndTopLevelFields) {

@@ -426,15 +426,26 @@ std::vector<StepEventTables> step_event_tables(const Trace& t,
   return out;
 }
 
-StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap) {
-  auto drawn = [](EventKind k) {
+StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap,
+                           const std::vector<uint32_t>* module_of) {
+  std::vector<int8_t> module_call(t.strings.size(), -1);   // each python function's name checked once
+  auto is_module_call = [&](const Event& e) {
+    if (e.kind != EventKind::PythonFunction || e.name >= module_call.size()) return false;
+    if (module_call[e.name] < 0) {
+      std::string_view segment, type;
+      module_call[e.name] = parse_module_call_name(t.name_of(e), &segment, &type) ? 1 : 0;
+    }
+    return module_call[e.name] == 1;
+  };
+  auto drawn = [&](const Event& e) {
+    const EventKind k = e.kind;
     return k == EventKind::HostOp || k == EventKind::UserRange || k == EventKind::Sync || k == EventKind::Kernel ||
-           k == EventKind::Memcpy || k == EventKind::Memset;
+           k == EventKind::Memcpy || k == EventKind::Memset || is_module_call(e);
   };
   std::vector<uint32_t> picked;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (e.start_ns >= start_ns && e.start_ns < end_ns && drawn(e.kind)) picked.push_back(i);
+    if (e.start_ns >= start_ns && e.start_ns < end_ns && drawn(e)) picked.push_back(i);
   }
   StepTimeline out;
   out.total = static_cast<int64_t>(picked.size());
@@ -462,12 +473,16 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
   out.events.reserve(picked.size());
   for (uint32_t i : picked) {
     const Event& e = t.events[i];
-    // A host lane is its thread alone; a device lane its GPU and stream.
-    const uint64_t lane_key =
-        e.on_device() ? (uint64_t(1) << 48) | (uint64_t(uint16_t(e.device)) << 32) | e.tid : uint64_t(e.tid);
+    // A host lane is its thread alone (its module calls a lane beside it); a device lane its GPU
+    // and stream.
+    const bool module = e.kind == EventKind::PythonFunction;
+    const uint64_t lane_key = e.on_device() ? (uint64_t(1) << 48) | (uint64_t(uint16_t(e.device)) << 32) | e.tid
+                              : module      ? (uint64_t(2) << 48) | e.tid
+                                            : uint64_t(e.tid);
     auto [lit, new_lane] = lane_index.emplace(lane_key, static_cast<uint32_t>(out.lanes.size()));
     if (new_lane)
       out.lanes.push_back(e.on_device() ? "GPU " + std::to_string(e.device) + " stream " + std::to_string(e.tid)
+                          : module      ? "modules, host thread " + std::to_string(e.tid)
                                         : "host thread " + std::to_string(e.tid));
     auto [nit, new_name] = name_index.emplace(e.name, static_cast<uint32_t>(out.names.size()));
     if (new_name) out.names.push_back(display_name(t.name_of(e)));
@@ -477,11 +492,13 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
     r.offset_ns = e.start_ns - start_ns;
     r.dur_ns = e.dur_ns;
     r.kind = e.kind;
+    if (module_of != nullptr && i < module_of->size()) r.module = (*module_of)[i];
     // Classified once per (name, kind): the name rules scan the name (kernel names run to
     // hundreds of characters), and a step holds thousands of calls of a few dozen names.
     auto [cit, new_class] = category_of.emplace((uint64_t(e.name) << 8) | uint64_t(e.kind), Category::CpuExec);
     if (new_class) {
       if (e.kind == EventKind::Sync) cit->second = Category::Runtime;
+      else if (module) cit->second = Category::Other;   // a module call: in no category of the breakdown
       else if (!event_category(t, e, &cit->second)) cit->second = Category::CpuExec;   // a step marker
     }
     r.category = cit->second;
@@ -732,8 +749,8 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
 AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
                               const std::vector<ProcessGroupInfo>& process_groups) {
   AnalysisTables a;
-  // The second thread links launches first and says so, then builds the operator, sync, kernel,
-  // copy and range tables; this one builds the breakdown and the memory table, then the device
+  // The second thread links launches first and says so, then builds the operator, module, sync,
+  // kernel, copy and range tables; this one builds the breakdown and the memory table, then the device
   // summary, which needs the links (ready long before) but none of those tables: the two halves
   // take about as long on a trace of 2 million events.
   std::promise<void> links_ready;
@@ -747,6 +764,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     }
     links_ready.set_value();
     a.operators = operator_table(t, a.links);
+    a.modules = module_view(t, a.links);
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);
     a.kernels = kernel_table(t);

@@ -134,6 +134,7 @@ struct PendingEvent {
   int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
   int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
+  int64_t sequence_nr = -1, fwd_thread = 0;   // a host op's autograd link (event.h)
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_bytes = false;   // memory samples: a free is a negative Bytes
@@ -158,6 +159,8 @@ struct PendingEvent {
     correlation = external_id = 0;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
+    sequence_nr = -1;
+    fwd_thread = 0;
     blocks_per_sm = warps_per_sm = occupancy = -1;
     for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
     has_bytes = false;
@@ -523,6 +526,8 @@ class KinetoHandler {
       case Arg::TotalReserved: as_int(&ev_.total_reserved); break;
       case Arg::DeviceType: as_int(&ev_.device_type); break;
       case Arg::DeviceId: as_int(&ev_.device_id); break;
+      case Arg::SequenceNumber: as_int(&ev_.sequence_nr); break;
+      case Arg::FwdThreadId: as_int(&ev_.fwd_thread); break;
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
@@ -741,6 +746,11 @@ class KinetoHandler {
     // Input shapes belong to host ops; interned after the name, so a split import that interns
     // each event's strings in the same order gives the same ids.
     if (kind == EventKind::HostOp && p.has_shapes) e.aux = intern_clean(p.shapes);
+    // A host op launches nothing itself: its correlation slot holds its autograd link. Kineto
+    // writes `Fwd thread id` 0 on forward ops (their own thread is not written: unknown here).
+    if (kind == EventKind::HostOp)
+      e.correlation =
+          pack_autograd_link(p.sequence_nr, p.fwd_thread > 0 ? uint64_t(p.fwd_thread) : 0, p.fwd_thread > 0);
     if (is_device_kind(kind)) {
       // New Kineto: pid = device, tid = stream; old: pid 0, tid "stream 7"; args say it exactly.
       int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);

@@ -94,6 +94,12 @@ def add_parser(subparsers) -> None:
         metavar="SECONDS",
         help="when no step is found after this long, say how to mark steps (default %(default)g; 0: never)",
     )
+    p.add_argument(
+        "--modules",
+        action="store_true",
+        help="also record the module view: time per nn.Module of the model, forward and backward "
+        '(a few microseconds per module call; docs/metrics.md, "Modules")',
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs="...", help="the script's own arguments")
@@ -180,7 +186,7 @@ def run(args) -> int:
     exit_code = 0
     failure = None
     try:
-        with profile(schedule=sched, on_trace_ready=on_ready) as prof:
+        with profile(schedule=sched, on_trace_ready=on_ready, with_modules=args.modules) as prof:
             finder = StepFinder(
                 prof,
                 marker=getattr(args, "step_marker", None),

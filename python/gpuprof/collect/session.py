@@ -23,6 +23,7 @@ from . import exchange as _distributed
 from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
+from .modules import ModuleHooks
 from .schedule import ProfilerAction, always_record
 
 log = logging.getLogger("gpuprof")
@@ -61,6 +62,11 @@ class profile:
         schedule: step -> ProfilerAction (see ``gpuprof.schedule``); None records every step.
         on_trace_ready: called with this profiler each time a span of active steps completes.
         record_shapes: also record operator input shapes (costs a little per op).
+        with_modules: also record each ``nn.Module`` call, for the module view (``modules`` in the
+            report: time per module of the model's hierarchy, forward and backward), through
+            torch's global module hooks while a span is hooked; the model is not changed. Off by
+            default: it costs a few microseconds per module call, about 30 times what recording
+            an op costs (docs/performance.md).
         max_events: event budget per span over all threads; past it, events are counted as dropped.
         gpu: also collect CUDA kernels, copies, runtime calls (CUPTI) and device samples (NVML) when
             a GPU is usable; otherwise the span is host-only and the report says why.
@@ -86,6 +92,7 @@ class profile:
         schedule: Optional[Callable[[int], ProfilerAction]] = None,
         on_trace_ready: Optional[Callable[[profile], None]] = None,
         record_shapes: bool = False,
+        with_modules: bool = False,
         max_events: int = 4_000_000,
         gpu: bool = True,
         profile_memory: bool = False,
@@ -106,6 +113,9 @@ class profile:
         self.schedule = schedule or always_record
         self.on_trace_ready = on_trace_ready
         self.record_shapes = bool(record_shapes)
+        self.with_modules = bool(with_modules)
+        self._modules = ModuleHooks()
+        self._modules_note = ""  # why the module hooks could not be installed
         self.max_events = int(max_events)
         self.profile_memory = bool(profile_memory)
         self.batch_size = batch_size
@@ -360,6 +370,7 @@ class profile:
             _core.collector_start(self.max_events)
             self._gpu.start()  # GPU collection (a new epoch when warmup ends)
             self._capture.reset()
+            self._modules.reset()
             self._steps_in_span = 0
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
@@ -403,7 +414,9 @@ class profile:
             self._hooks_note = str(e)
             print(f"gpuprof: operators are not recorded: {e}", file=sys.stderr, flush=True)
             return
-        hooks.install(self.record_shapes)
+        hooks.install(self.record_shapes, autograd_links=self.with_modules)
+        if self.with_modules and not self._modules_note:
+            self._modules_note = self._modules.install()
         if self.profile_memory:
             self._memory_note = hooks.install_memory_reporter()
         self._capture.install()
@@ -414,6 +427,7 @@ class profile:
             return
         self._hooked = False
         self._capture.remove()
+        self._modules.remove()
         hooks = _hooks_loader.hooks()
         hooks.remove_memory_reporter()
         hooks.remove()
@@ -474,6 +488,9 @@ class profile:
             trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
         if self._hooks_note:
             trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
+        modules_note = self._module_view_note()
+        if modules_note:
+            trace.metadata = {**trace.metadata, "module_view": modules_note}
         job = _distributed.distributed_info()
         if job is not None:  # as torch.profiler writes it: the rank and the job's process groups
             trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
@@ -515,6 +532,16 @@ class profile:
         except Exception:
             pass
         return unbuilt_report(trace, source=source, reason=reason, kept=keep)
+
+    def _module_view_note(self) -> str:
+        """What the report says of its module view when it has none, or an incomplete one."""
+        if not self.with_modules:
+            return "off: gpuprof.profile(with_modules=True) records it"
+        if self._modules_note:
+            return f"off: {self._modules_note}"
+        if self._modules.note:
+            return f"incomplete: {self._modules.note}"
+        return ""
 
     def _span_source(self, steps: list, partial: bool) -> dict:
         """Which steps the span covers, and, for a span cut short by the end of the block, the

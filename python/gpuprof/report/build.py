@@ -106,7 +106,10 @@ def build_report(
     ordered.update((k, v) for k, v in data.items() if k not in ordered)
     if with_step_views and trace is not None:
         ordered["step_views"] = step_views(
-            trace, ordered["steps"], repeated_op_calls=native.get("repeated_op_calls")
+            trace,
+            ordered["steps"],
+            repeated_op_calls=native.get("repeated_op_calls"),
+            module_of_event=native.get("module_of_event"),
         )
     return Report(ordered, trace)
 
