@@ -257,6 +257,38 @@ def test_straggler_calls_smoke_run_counts_one_slow_and_one_clean_job(tmp_path):
     assert "slowed rank named in" in proc.stdout
 
 
+def test_modules_overhead_smoke_run_measures_every_variant(tmp_path):
+    # bench/modules_overhead.py (docs/performance.md, "The module view"): a tiny run; no timing
+    # asserted, only that every variant ran and the module view recorded the model.
+    out = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "modules_overhead.py"),
+            "--steps",
+            "2",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["median_ms_per_step"]) == {
+        "none",
+        "gpuprof",
+        "gpuprof modules",
+        "torch.profiler with_stack",
+    }
+    assert all(ms > 0 for ms in doc["median_ms_per_step"].values())
+    assert doc["module_calls_per_step"] == 41
+
+
 def test_pipeline_overhead_smoke_run_measures_every_variant(tmp_path):
     # bench/pipeline_overhead.py (docs/performance.md, "Input pipeline"): a tiny run; no timing
     # asserted, only that each fetch variant ran beside torch's and the per-batch figures came out.

@@ -60,16 +60,24 @@ def _ready_batches(it: Any) -> int:
         return -1
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _settings_of(it: Any) -> dict:
     dataset = getattr(it, "_dataset", None)
     try:
         length = len(dataset) if dataset is not None else None
-    except TypeError:  # an IterableDataset without __len__
+    except Exception:  # an IterableDataset without __len__, or a __len__ that raises
         length = None
     sampler = getattr(it, "_index_sampler", None)
     batch_size = getattr(sampler, "batch_size", None) if getattr(it, "_auto_collation", False) else None
     num_workers = int(getattr(it, "_num_workers", 0) or 0)
     prefetch = getattr(it, "_prefetch_factor", None)
+    # A custom batch sampler may call anything its batch_size (a list of bucket sizes): only a
+    # number is one, as docs/schema.md says.
+    batch_size = batch_size if _is_int(batch_size) else None
+    prefetch = prefetch if _is_int(prefetch) else None
     return {
         "iterator": type(it).__name__,
         "dataset": type(dataset).__name__ if dataset is not None else None,
@@ -123,19 +131,25 @@ class DataLoaderCapture:
         clock = time.monotonic_ns
 
         def __next__(it):
-            noted = capture._iter_keys.get(it)
-            if noted is None:
-                noted = capture._note(it)
-            key, chan = noted
-            ready = _ready_batches(it)
+            # Runs inside the training loop's iteration: gpuprof's part never raises there (a
+            # loader it cannot read is simply not recorded).
+            try:
+                noted = capture._iter_keys.get(it)
+                if noted is None:
+                    noted = capture._note(it)
+                key, chan = noted
+                ready = _ready_batches(it)
+            except Exception:
+                key, chan, ready = None, -1, -1
             before = set_current_channel(chan)
             t0 = clock()
             try:
                 batch = original(it)  # StopIteration passes through uncounted
             finally:
                 set_current_channel(before)
-            capture._waits.append((chan, t0, clock() - t0, ready, threading.get_native_id()))
-            capture._by_key[key]["batches_seen"] += 1
+            if key is not None:
+                capture._waits.append((chan, t0, clock() - t0, ready, threading.get_native_id()))
+                capture._by_key[key]["batches_seen"] += 1
             return batch
 
         __next__.__wrapped__ = original

@@ -17,12 +17,13 @@ from collections import deque
 from typing import Callable, Optional
 
 from .._native import _core
-from ..report.build import build_report
+from ..report.build import build_report, unbuilt_report
 from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, add_pipeline_events, cpu_budget, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
+from .modules import ModuleHooks
 from .schedule import ProfilerAction, always_record
 
 log = logging.getLogger("gpuprof")
@@ -61,6 +62,11 @@ class profile:
         schedule: step -> ProfilerAction (see ``gpuprof.schedule``); None records every step.
         on_trace_ready: called with this profiler each time a span of active steps completes.
         record_shapes: also record operator input shapes (costs a little per op).
+        with_modules: also record each ``nn.Module`` call, for the module view (``modules`` in the
+            report: time per module of the model's hierarchy, forward and backward), through
+            torch's global module hooks while a span is hooked; the model is not changed. Off by
+            default: it costs a few microseconds per module call, about 30 times what recording
+            an op costs (docs/performance.md).
         max_events: event budget per span over all threads; past it, events are counted as dropped.
         gpu: also collect CUDA kernels, copies, runtime calls (CUPTI) and device samples (NVML) when
             a GPU is usable; otherwise the span is host-only and the report says why.
@@ -86,6 +92,7 @@ class profile:
         schedule: Optional[Callable[[int], ProfilerAction]] = None,
         on_trace_ready: Optional[Callable[[profile], None]] = None,
         record_shapes: bool = False,
+        with_modules: bool = False,
         max_events: int = 4_000_000,
         gpu: bool = True,
         profile_memory: bool = False,
@@ -106,6 +113,9 @@ class profile:
         self.schedule = schedule or always_record
         self.on_trace_ready = on_trace_ready
         self.record_shapes = bool(record_shapes)
+        self.with_modules = bool(with_modules)
+        self._modules = ModuleHooks()
+        self._modules_note = ""  # why the module hooks could not be installed
         self.max_events = int(max_events)
         self.profile_memory = bool(profile_memory)
         self.batch_size = batch_size
@@ -215,7 +225,10 @@ class profile:
         global _active_session
         self._restore_signal_handlers()
         self._unhook()
-        self._capture.close()
+        try:
+            self._capture.close()  # the DataLoader workers put torch's code back, gpuprof's pipes close
+        except Exception as e:  # never an exception in the with block's exit
+            log.warning("gpuprof: could not end the DataLoader capture cleanly: %s", e)
         _core.collector_stop()
         self._gpu.release()
         if self._nvtx_step_open:
@@ -393,6 +406,7 @@ class profile:
             _core.collector_start(self.max_events)
             self._gpu.start()  # GPU collection (a new epoch when warmup ends)
             self._capture.reset()
+            self._modules.reset()
             self._steps_in_span = 0
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
@@ -437,7 +451,9 @@ class profile:
             self._hooks_note = str(e)
             print(f"gpuprof: operators are not recorded: {e}", file=sys.stderr, flush=True)
             return
-        hooks.install(self.record_shapes)
+        hooks.install(self.record_shapes, autograd_links=self.with_modules)
+        if self.with_modules and not self._modules_note:
+            self._modules_note = self._modules.install()
         if self.profile_memory:
             self._memory_note = hooks.install_memory_reporter()
         self._capture.install()
@@ -448,15 +464,57 @@ class profile:
             return
         self._hooked = False
         self._capture.remove()
+        self._modules.remove()
         hooks = _hooks_loader.hooks()
         hooks.remove_memory_reporter()
         hooks.remove()
 
     def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
+        source = {
+            "kind": "live",
+            "partial_span": partial,
+            "span": self._spans_completed,
+            "created_unix": time.time(),
+        }
+        # The span's report is gpuprof's work on the training thread: a failure in it (memory, a
+        # bug) is one warning, never an exception in prof.step() or the with block's exit. The
+        # span's events stay in a report that says why it has no numbers (report_failed).
+        built: list = []  # the Trace once drained
+        started = time.perf_counter()
+        try:
+            report = self._build_span_report(source, partial, failed, peer_failure, built)
+        except Exception as e:
+            report = self._unbuilt_span_report(source, built[0] if built else None, e)
+        # gpuprof's own time between two steps (in neither: the next step starts when control goes
+        # back to the loop), said in the report: building it, then on_trace_ready writing it.
+        report.record_span_end(build_s=time.perf_counter() - started)
+        if not partial:
+            self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
+        # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
+        # latest keep their native trace, so a long run with repeat=0 holds a bounded amount.
+        self._reports.append(report)
+        if len(self._reports) > 2:
+            self._reports[-3].release_trace()
+        self._report = report
+        self._spans_completed += 1
+        if self.on_trace_ready is not None:
+            written = time.perf_counter()
+            try:
+                self.on_trace_ready(self)
+            except Exception:
+                if not failed:
+                    raise
+                # The block already failed: report ours without masking the user's exception.
+                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+            finally:
+                report.record_span_end(write_s=time.perf_counter() - written)
+
+    def _build_span_report(self, source: dict, partial: bool, failed: bool, peer_failure: bool, built: list):
         _wait_for_open_collectives()
         self._gpu.flush()  # every GPU record of the span, before the host side stops
         _core.collector_stop()
         trace = _core.collector_drain()
+        built.append(trace)
         trace.metadata = {
             "source": "gpuprof live session",
             "pid": str(os.getpid()),
@@ -467,6 +525,9 @@ class profile:
             trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
         if self._hooks_note:
             trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
+        modules_note = self._module_view_note()
+        if modules_note:
+            trace.metadata = {**trace.metadata, "module_view": modules_note}
         job = _distributed.distributed_info()
         if job is not None:  # as torch.profiler writes it: the rank and the job's process groups
             trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
@@ -475,14 +536,9 @@ class profile:
         pipeline = self._capture.pipeline_records()
         add_pipeline_events(trace, pipeline)
         rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
-        report = build_report(
+        return build_report(
             trace,
-            source={
-                "kind": "live",
-                "partial_span": partial,
-                "span": self._spans_completed,
-                "created_unix": time.time(),
-            },
+            source=source,
             dataloaders=dataloaders,
             pipeline=pipeline,
             host={
@@ -495,23 +551,42 @@ class profile:
             rank=rank,
             gather=self._gather(failed and not peer_failure),
         )
-        if not partial:
-            self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
-        # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
-        # latest keep their native trace, so a long run with repeat=0 holds a bounded amount.
-        self._reports.append(report)
-        if len(self._reports) > 2:
-            self._reports[-3].release_trace()
-        self._report = report
-        self._spans_completed += 1
-        if self.on_trace_ready is not None:
-            try:
-                self.on_trace_ready(self)
-            except Exception:
-                if not failed:
-                    raise
-                # The block already failed: report ours without masking the user's exception.
-                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
+        """The span's report when building it failed: no numbers, the reason, and the span's events
+        (when they were drained) for ``export_chrome_trace``, ``on_trace_ready`` and a later
+        ``gpuprof analyze``."""
+        reason = f"{type(error).__name__}: {error}"
+        span = source["span"]
+        if trace is not None:
+            keep = (
+                "its events are kept: prof.report().trace holds them, prof.export_chrome_trace(PATH) "
+                "writes them (gpuprof.save and gpuprof run write them beside the report) and "
+                "`gpuprof analyze PATH` reads them back"
+            )
+        else:
+            keep = "its events could not be kept"
+        log.warning(
+            "gpuprof: the report of span %d could not be built (%s); training goes on and %s",
+            span,
+            reason,
+            keep,
+        )
+        try:
+            self._gpu.stop()
+        except Exception:
+            pass
+        return unbuilt_report(trace, source=source, reason=reason, kept=keep)
+
+    def _module_view_note(self) -> str:
+        """What the report says of its module view when it has none, or an incomplete one."""
+        if not self.with_modules:
+            return "off: gpuprof.profile(with_modules=True) records it"
+        if self._modules_note:
+            return f"off: {self._modules_note}"
+        if self._modules.note:
+            return f"incomplete: {self._modules.note}"
+        return ""
 
     def _span_source(self, steps: list, partial: bool) -> dict:
         """Which steps the span covers, and, for a span cut short by the end of the block, the
