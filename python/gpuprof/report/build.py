@@ -74,6 +74,7 @@ def build_report(
             source=source,
             drop_incomplete_last_step=drop_incomplete_last_step,
             native=native,
+            batch_size=_batch_size(rank, dataloaders),
         )
     elif analysed is not None:
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
@@ -106,6 +107,15 @@ def build_report(
             trace, ordered["steps"], repeated_op_calls=native.get("repeated_op_calls")
         )
     return Report(ordered, trace)
+
+
+def _batch_size(rank: Optional[dict], dataloaders: Optional[list]) -> Optional[int]:
+    """Samples per step, where the report knows it: this rank's (``gpuprof.profile(batch_size=)``,
+    else its DataLoader's), else the first DataLoader's; None for a trace."""
+    size = (rank or {}).get("batch_size")
+    if isinstance(size, int):
+        return size
+    return next((d["batch_size"] for d in dataloaders or [] if isinstance(d.get("batch_size"), int)), None)
 
 
 def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:

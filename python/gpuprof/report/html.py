@@ -329,6 +329,14 @@ def _devices(report) -> dict:
     }
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), drawn under the GPU summary
+def _energy(report) -> dict:
+    return {"energy_lines": sec.energy_lines(report.data)}
+
+
+# ---- end energy
+
+
 def _memory(report) -> dict:
     memory = sec.section(report.data, "memory")
     memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
@@ -382,7 +390,7 @@ class HtmlRenderer:
     file_end = ""
     # Each section gives the template what its block draws; report.html.j2 lays the blocks out in
     # this order (overview and steps, timelines, ranks, GPU, memory, tables and advice, about).
-    sections = (_overview, _devices, _memory, _tables_and_advice, _ranks, _about)
+    sections = (_overview, _devices, _energy, _memory, _tables_and_advice, _ranks, _about)
 
     def render(self, report, *, full: bool = True) -> str:
         ctx: dict = {"full": full}

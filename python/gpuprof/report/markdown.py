@@ -123,6 +123,15 @@ def _devices(report, title: str, top: int) -> list[str]:
     return out
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+def _energy(report, title: str, top: int) -> list[str]:
+    lines = sec.energy_lines(report.data)
+    return ["### Energy", ""] + [f"- {md_escape(line)}" for line in lines] + [""] if lines else []
+
+
+# ---- end energy
+
+
 def _memory(report, title: str, top: int) -> list[str]:
     mem = sec.memory_lines(report.data)
     return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
@@ -210,7 +219,18 @@ class MarkdownRenderer:
     name = "markdown"
     file_end = ""
     # The sections, in the order they are written: each returns its lines, or none.
-    sections = (_title, _steps, _devices, _memory, _recommendations, _ranks, _tables, _settings, _footer)
+    sections = (
+        _title,
+        _steps,
+        _devices,
+        _energy,
+        _memory,
+        _recommendations,
+        _ranks,
+        _tables,
+        _settings,
+        _footer,
+    )
 
     def render(self, report, *, title: str = "gpuprof report", top: int = TOP_ROWS) -> str:
         out: list[str] = []
