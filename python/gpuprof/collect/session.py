@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -422,18 +424,23 @@ class profile:
         hooks.remove()
 
     def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
+        _wait_for_open_collectives()
         self._gpu.flush()  # every GPU record of the span, before the host side stops
         _core.collector_stop()
         trace = _core.collector_drain()
         trace.metadata = {
             "source": "gpuprof live session",
             "pid": str(os.getpid()),
+            "hostname": socket.gethostname(),  # its clock: ranks on one host share it
             "torch": _hooks_loader.installed_torch_version() or "",
         }
         if self._memory_note:
             trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
         if self._hooks_note:
             trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
+        job = _distributed.distributed_info()
+        if job is not None:  # as torch.profiler writes it: the rank and the job's process groups
+            trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
         self._gpu.drain_into(trace)
         dataloaders = self._capture.records()
         rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
@@ -550,6 +557,19 @@ class profile:
         from ..traces.export import export_chrome_trace
 
         return export_chrome_trace(self.report().trace, path)
+
+
+# A backend closes a collective's range on its own thread after handing the result over (gloo marks
+# the future done, then ends the range), so the step that waited for it can end first: the span
+# waits this long at most for such ranges to close, so that its last collective is recorded whole.
+# Nothing of it counts in a step (the span's report is built after the step ended).
+OPEN_COLLECTIVES_WAIT_S = 0.25
+
+
+def _wait_for_open_collectives() -> None:
+    deadline = time.monotonic() + OPEN_COLLECTIVES_WAIT_S
+    while _core.collector_open_collectives() > 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def _steps_text(source: dict) -> str:

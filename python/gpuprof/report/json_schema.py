@@ -224,6 +224,16 @@ SCHEMA: dict = {
         "syncs": _rows("syncs"),
         "memory": _rows("memory"),
         "ranges": _rows("ranges"),
+        "collectives": _rows("collectives"),
+        # Every collective call: [row of collectives[], step, dur_us, end_us, bytes or null]; null
+        # when there were too many to keep.
+        "collective_calls": {
+            "type": ["array", "null"],
+            "items": {
+                "type": "array",
+                "prefixItems": [_INT, _INT, _NUM, _NUM, {"type": ["integer", "null"]}],
+            },
+        },
         "compiled": {
             "type": "object",
             "properties": {
