@@ -112,7 +112,7 @@ TEST(Energy, WithoutACounterPowerSamplesAreIntegratedByTheTrapezoidRule) {
   EXPECT_NEAR(r.steps[0][0].energy_j, 37.5, 1e-9);
   EXPECT_EQ(r.steps[0][0].method, EnergyMethod::Power);
   EXPECT_EQ(r.devices[0].method(), "power");
-  EXPECT_EQ(r.devices[0].note, "no energy counter: power samples integrated (trapezoid rule)");
+  EXPECT_EQ(r.devices[0].note, "no energy counter on this device");
   EXPECT_NEAR(r.devices[0].mean_power_w(), 187.5, 1e-9);   // 37.5 J / 0.2 s
 }
 
@@ -132,7 +132,7 @@ TEST(Energy, PowerIsHeldTwoPeriodsPastTheLastSampleAndNoFurther) {
   EXPECT_NEAR(d.energy_j, 15.0, 1e-9);   // the measured step only
   EXPECT_EQ(d.note,
             "1 of 2 steps not measured (the first: no energy counter and no power sample within 200 ms of "
-            "its start or end); no energy counter: power samples integrated (trapezoid rule)");
+            "its start or end); no energy counter on this device");
 }
 
 // A device that reports neither the counter nor power (utilization only): no step is measured, the

@@ -155,7 +155,7 @@ EnergyResult step_energy(const Trace& t, const std::vector<TimeWindow>& steps, c
                       " from power samples: the energy counter's readings " +
                       (counter_backwards ? "did not cover them or went backwards (the driver was reloaded)"
                                          : "did not cover them"));
-    else if (d.power_steps > 0) notes.push_back("no energy counter: power samples integrated (trapezoid rule)");
+    else if (d.power_steps > 0) notes.push_back("no energy counter on this device");
     for (const std::string& n : notes) d.note += (d.note.empty() ? "" : "; ") + n;
     out.devices.push_back(std::move(d));
     ++i;
