@@ -14,6 +14,7 @@
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/collectives.h"
+#include "gpuprof/energy.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/input_transfer.h"
 #include "gpuprof/launch_links.h"
@@ -265,6 +266,21 @@ std::vector<ProcessGroupInfo> process_groups_arg(const py::object& groups) {
   }
   return out;
 }
+// ---- energy per step (docs/metrics.md, "Energy") -------------------------------------------------
+const std::vector<Field<DeviceEnergy>> kEnergyFields = {
+    member("device", &DeviceEnergy::device),
+    {"method",
+     [](const DeviceEnergy& r) {
+       const std::string m = r.method();
+       return m.empty() ? py::object(py::none()) : py::object(py::str(m));
+     }},
+    {"steps", [](const DeviceEnergy& r) { return py::object(py::int_(r.measured_steps())); }},
+    known("energy_j", &DeviceEnergy::energy_j),
+    {"energy_per_step_j", [](const DeviceEnergy& r) { return or_none(r.energy_per_step_j()); }},
+    {"mean_power_w", [](const DeviceEnergy& r) { return or_none(r.mean_power_w()); }},
+    member("note", &DeviceEnergy::note),
+};
+// ---- end energy ----
 
 CopyKind copy_kind_arg(const std::string& s) {
   CopyKind k;
@@ -665,6 +681,34 @@ void bind_analysis(py::module_& m) {
       "Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's "
       "buckets (a power of ten microseconds, at most 100): {device: [{start_us, dur_us, "
       "utilization_pct, sm_efficiency_pct}]}.");
+  // ---- energy per step (docs/metrics.md, "Energy") -----------------------------------------------
+  m.def(
+      "step_energy",
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+        std::vector<TimeWindow> steps;
+        steps.reserve(windows.size());
+        for (const auto& [start, end] : windows) steps.push_back({start, end});
+        EnergyResult r;
+        {
+          py::gil_scoped_release release;
+          r = step_energy(t, steps);
+        }
+        py::list per_step;
+        for (const std::vector<StepEnergy>& step : r.steps) {
+          py::list joules;
+          for (const StepEnergy& e : step) joules.append(or_none(e.energy_j));
+          per_step.append(joules);
+        }
+        py::dict out;
+        out["devices"] = row_dicts(r.devices, kEnergyFields);
+        out["steps"] = per_step;
+        return out;
+      },
+      py::arg("trace"), py::arg("steps"),
+      "Each NVML-sampled device's energy over each step (start_ns, end_ns): {'devices': energy rows, "
+      "'steps': [[J or None per device] per step]}; from the energy counter, else power samples "
+      "integrated, else None (docs/metrics.md, \"Energy\").");
+  // ---- end energy ----
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         py::arg("process_groups") = py::none(),
         "The step breakdown, the GPU summary over its steps, and the kernel, operator, module, copy, "

@@ -499,6 +499,27 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     w.EndObject();
     w.EndObject();
   }
+  // ---- NVML samples: each device's power as a counter track, for trace viewers (the importer
+  // ignores counters and reads gpuprofGpuSamples, written by write_trace).
+  for (const GpuSample& s : t.gpu_samples) {
+    if (s.power_mw < 0) continue;
+    w.StartObject();
+    key(w, "ph");
+    w.String("C");
+    key(w, "name");
+    str(w, "GPU " + std::to_string(s.device) + " Power");
+    key(w, "pid");
+    w.Int64(at.merged ? pid : (s.device < 0 ? 0 : s.device));
+    key(w, "ts");
+    ts(s.ts_ns);
+    key(w, "args");
+    w.StartObject();
+    key(w, "power W");
+    w.Double(s.power_mw / 1000.0);
+    w.EndObject();
+    w.EndObject();
+  }
+  // ---- end NVML samples ----
   // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
   // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
   for (const GpuTimeline& tl : gpu_timelines(t)) {
@@ -588,6 +609,37 @@ void write_trace(const Trace& t, BlockSink& sink) {
     str(w, v);
   }
   w.EndObject();
+
+  // ---- NVML samples (docs/metrics.md, "Energy") ----
+  // Kineto's format has no place for them: they go in a key of their own, which gpuprof's importer
+  // reads back exactly (integers: ns, mW, mJ), so a re-read trace keeps its energy per step. A field
+  // the device did not report is left out.
+  if (!t.gpu_samples.empty()) {
+    key(w, "gpuprofGpuSamples");
+    w.StartArray();
+    for (const GpuSample& s : t.gpu_samples) {
+      w.StartObject();
+      key(w, "ts_ns");
+      w.Int64(s.ts_ns);
+      key(w, "device");
+      w.Int(s.device);
+      auto field = [&](const char* k, int64_t v) {
+        if (v < 0) return;
+        key(w, k);
+        w.Int64(v);
+      };
+      field("gpu_util_pct", s.gpu_util_pct);
+      field("mem_util_pct", s.mem_util_pct);
+      field("memory_used_bytes", s.memory_used_bytes);
+      field("power_mw", s.power_mw);
+      field("sm_clock_mhz", s.sm_clock_mhz);
+      field("temperature_c", s.temperature_c);
+      field("energy_mj", s.energy_mj);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  // ---- end NVML samples ----
 
   key(w, "traceEvents");
   w.StartArray();

@@ -213,6 +213,10 @@ class KinetoHandler {
       device_key_.assign(s, n);
       return true;
     }
+    if (in_samples_ && depth_ == 3) {
+      sample_key_.assign(s, n);
+      return true;
+    }
     return true;
   }
 
@@ -277,6 +281,10 @@ class KinetoHandler {
         in_devices_ = true;
         return true;
       }
+      if (top_key_ == "gpuprofGpuSamples" && !object) {   // gpuprof's own export: NVML samples
+        in_samples_ = true;
+        return true;
+      }
       // Any other top-level value is kept as compact JSON in the metadata.
       capture_.clear();
       capture_depth_ = 1;
@@ -318,6 +326,10 @@ class KinetoHandler {
     if (in_devices_ && depth_ == 3 && object) {
       trace_.devices.emplace_back();
       device_key_.clear();
+    }
+    if (in_samples_ && depth_ == 3 && object) {
+      trace_.gpu_samples.emplace_back();
+      sample_key_.clear();
     }
     return true;
   }
@@ -366,6 +378,8 @@ class KinetoHandler {
       }
     } else if (in_devices_) {
       if (depth_ == 2) in_devices_ = false;
+    } else if (in_samples_) {
+      if (depth_ == 2) in_samples_ = false;
     }
     --depth_;
     return true;
@@ -408,6 +422,7 @@ class KinetoHandler {
       return true;
     }
     if (in_devices_ && depth_ == 3 && !trace_.devices.empty()) device_field(type, v);
+    if (in_samples_ && depth_ == 3 && !trace_.gpu_samples.empty()) sample_field(type, v);
     return true;
   }
 
@@ -598,6 +613,25 @@ class KinetoHandler {
     else if (k == "sharedMemPerBlockOptin") d.shared_mem_per_block_optin = x;
     else if (k == "numSms") d.num_sms = xi;
     else if (k == "maxBlocksPerMultiprocessor") d.max_blocks_per_sm = xi;
+  }
+
+  // One field of a gpuprofGpuSamples entry (chrome_export.cpp writes them); unknown keys and values
+  // out of range are left at -1, "not reported".
+  void sample_field(Scalar type, std::string_view v) {
+    GpuSample& s = trace_.gpu_samples.back();
+    int64_t x = 0;
+    if (type != Scalar::Number || !parse_int(v, &x)) return;
+    const std::string& k = sample_key_;
+    const bool small = x >= INT32_MIN && x <= INT32_MAX;
+    if (k == "ts_ns") s.ts_ns = x;
+    else if (k == "device" && x >= INT16_MIN && x <= INT16_MAX) s.device = int16_t(x);
+    else if (k == "gpu_util_pct" && small) s.gpu_util_pct = int32_t(x);
+    else if (k == "mem_util_pct" && small) s.mem_util_pct = int32_t(x);
+    else if (k == "memory_used_bytes") s.memory_used_bytes = x;
+    else if (k == "power_mw" && small) s.power_mw = int32_t(x);
+    else if (k == "sm_clock_mhz" && small) s.sm_clock_mhz = int32_t(x);
+    else if (k == "temperature_c" && small) s.temperature_c = int32_t(x);
+    else if (k == "energy_mj") s.energy_mj = x;
   }
 
   void skip(const char* reason) {
@@ -859,6 +893,8 @@ class KinetoHandler {
   int ev_depth_ = 0;
   bool in_devices_ = false;
   std::string device_key_;
+  bool in_samples_ = false;   // inside gpuprofGpuSamples
+  std::string sample_key_;
   Field field_ = Field::Ignore;
   Arg arg_ = Arg::Ignore;
   int32_t* dims_ = nullptr;

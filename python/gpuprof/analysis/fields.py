@@ -336,8 +336,35 @@ TABLES: tuple[Table, ...] = (
             Field("sm_clock_mhz", _NULLABLE_NUM, "SM clock"),
             Field("temperature_c", _NULLABLE_NUM, "temperature"),
             Field("power_w", _NULLABLE_NUM, "power draw"),
+            Field(
+                "energy_counter_j",
+                _NULLABLE_NUM,
+                "NVML's total-energy counter, J since the driver loaded (null: a device without "
+                "it, older than Volta); samples taken at step boundaries carry only this",
+            ),
         ),
     ),
+    # ---- energy per step (docs/metrics.md, "Energy") --------------------------------------------
+    Table(
+        "energy",
+        "Energy",
+        (
+            Field("device", "integer", "GPU index (every device NVML sampled)"),
+            Field(
+                "method",
+                "string|null",
+                "`counter` (NVML's total-energy counter), `power` (power samples integrated, "
+                "trapezoid rule), `counter and power` (power where the counter's readings did not "
+                "cover a step); null: no step measured",
+            ),
+            Field("steps", "integer", "steps measured (of the report's `steps`)"),
+            Field("energy_j", _NULLABLE_NUM, "the whole device's energy over those steps"),
+            Field("energy_per_step_j", _NULLABLE_NUM, "its mean per measured step"),
+            Field("mean_power_w", _NULLABLE_NUM, "`energy_j` / the measured steps' summed duration"),
+            Field("note", "string", "why steps were not measured, or measured from power; empty when none"),
+        ),
+    ),
+    # ---- end energy ----
 )
 
 BY_KEY: dict[str, Table] = {t.key: t for t in TABLES}

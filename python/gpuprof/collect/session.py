@@ -381,6 +381,7 @@ class profile:
 
     def _close_step(self, end_ticks: int) -> None:
         self._steps_in_span += 1
+        self._gpu.sample_energy()  # first: the counter's reading is the one that needs the boundary's time
         self._sample_memory(end_ticks)
         _core.collector_record("step", f"ProfilerStep#{self.step_num}", self._step_start_ticks, end_ticks)
 
@@ -405,6 +406,10 @@ class profile:
             # A fresh collector epoch: warmup events (first-call costs) are not kept.
             _core.collector_start(self.max_events)
             self._gpu.start()  # GPU collection (a new epoch when warmup ends)
+            # Starting GPU collection (loading CUPTI, subscribing, a flush) is gpuprof's time, not
+            # the first step's; the step starts at the energy counter's first reading.
+            self._step_start_ticks = _core.collector_ticks()
+            self._gpu.sample_energy()
             self._capture.reset()
             self._modules.reset()
             self._steps_in_span = 0

@@ -79,6 +79,7 @@ def build_report(
             source=source,
             drop_incomplete_last_step=drop_incomplete_last_step,
             native=native,
+            batch_size=_batch_size(rank, dataloaders),
             pipeline=pipeline,
         )
     elif analysed is not None:
@@ -116,6 +117,15 @@ def build_report(
             module_of_event=native.get("module_of_event"),
         )
     return Report(ordered, trace)
+
+
+def _batch_size(rank: Optional[dict], dataloaders: Optional[list]) -> Optional[int]:
+    """Samples per step, where the report knows it: this rank's (``gpuprof.profile(batch_size=)``,
+    else its DataLoader's), else the first DataLoader's; None for a trace."""
+    size = (rank or {}).get("batch_size")
+    if isinstance(size, int):
+        return size
+    return next((d["batch_size"] for d in dataloaders or [] if isinstance(d.get("batch_size"), int)), None)
 
 
 def unbuilt_report(trace, *, source: dict, reason: str, kept: str) -> Report:

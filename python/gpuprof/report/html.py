@@ -337,6 +337,14 @@ def _devices(report) -> dict:
     }
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), drawn under the GPU summary
+def _energy(report) -> dict:
+    return {"energy_lines": sec.energy_lines(report.data)}
+
+
+# ---- end energy
+
+
 def _memory(report) -> dict:
     memory = sec.section(report.data, "memory")
     memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
@@ -486,9 +494,19 @@ class HtmlRenderer:
     name = "html"
     file_end = ""
     # Each section gives the template what its block draws; report.html.j2 lays the blocks out in
-    # this order (overview and steps, timelines, modules, ranks, input pipeline, GPU, memory, tables
-    # and advice, about).
-    sections = (_overview, _modules, _devices, _memory, _tables_and_advice, _ranks, _input_pipeline, _about)
+    # this order (overview and steps, timelines, modules, ranks, input pipeline, GPU and its energy,
+    # memory, tables and advice, about).
+    sections = (
+        _overview,
+        _modules,
+        _devices,
+        _energy,
+        _memory,
+        _tables_and_advice,
+        _ranks,
+        _input_pipeline,
+        _about,
+    )
 
     def render(self, report, *, full: bool = True, written_to=None) -> str:
         ctx: dict = {"full": full}

@@ -24,6 +24,9 @@ _BOOL = {"type": "boolean"}
 
 _CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
 _CATEGORY_PCT = {f"{k}_pct": _NUM for k, _ in CATEGORIES}
+# ---- energy per step (docs/metrics.md, "Energy"): in steps[] and average when NVML sampled a GPU
+_ENERGY = {"energy_j": _NUM_OR_NULL, "mean_power_w": _NUM_OR_NULL, "energy_per_sample_j": _NUM_OR_NULL}
+# ---- end energy
 
 
 def _row(table: str) -> dict:
@@ -128,13 +131,15 @@ SCHEMA: dict = {
                     **_CATEGORY_US,
                     "start_ns": _INT,
                     "end_ns": _INT,
+                    **_ENERGY,
+                    "device_energy_j": {"type": "object", "additionalProperties": _NUM_OR_NULL},
                 },
             },
         },
         "average": {
             "type": "object",
             "required": ["total_us", *_CATEGORY_US, *_CATEGORY_PCT],
-            "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT},
+            "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT, **_ENERGY},
         },
         "step_rules": {
             "type": "object",
@@ -232,6 +237,8 @@ SCHEMA: dict = {
                     "collective_wait_us": _NUM,
                     "comm_comp_overlap_pct": _NUM_OR_NULL,
                     "comm_copy_overlap_pct": _NUM_OR_NULL,
+                    "energy_j": _NUM_OR_NULL,
+                    "energy_per_sample_j": _NUM_OR_NULL,
                     "average": {
                         "type": "object",
                         "required": ["total_us", *_CATEGORY_US],
@@ -291,6 +298,7 @@ SCHEMA: dict = {
             },
         },
         "gpu_samples": _rows("gpu_samples"),
+        "energy": _rows("energy"),
         "memory_curve": {
             "type": "object",
             "additionalProperties": {

@@ -127,6 +127,15 @@ def _devices(report, title: str, top: int) -> list[str]:
     return out
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+def _energy(report, title: str, top: int) -> list[str]:
+    lines = sec.energy_lines(report.data)
+    return ["### Energy", ""] + [f"- {md_escape(line)}" for line in lines] + [""] if lines else []
+
+
+# ---- end energy
+
+
 def _memory(report, title: str, top: int) -> list[str]:
     mem = sec.memory_lines(report.data)
     return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
@@ -275,6 +284,7 @@ class MarkdownRenderer:
         _steps,
         _input_pipeline,
         _devices,
+        _energy,
         _memory,
         _recommendations,
         _ranks,

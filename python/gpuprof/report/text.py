@@ -261,6 +261,15 @@ def _devices(console: Console, report) -> None:
     _gpu_summary(console, sec.devices(report.data))
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+def _energy(console: Console, report) -> None:
+    for line in sec.energy_lines(report.data):
+        console.print(line)
+
+
+# ---- end energy
+
+
 def _memory(console: Console, report) -> None:
     for line in sec.memory_lines(report.data):
         console.print(line)
@@ -364,6 +373,7 @@ class TextRenderer:
         _ranks,
         _collectives,
         _devices,
+        _energy,
         _memory,
         _top_tables,
         _modules,
