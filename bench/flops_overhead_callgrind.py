@@ -87,7 +87,9 @@ def child(ops: int) -> None:
         # The session installs the hooks with the capture (the default); the comparison without it
         # installs them the same way with the capture left out.
         hooks.install = (
-            (lambda record_shapes: install(record_shapes, False)) if "no capture" in name else install
+            (lambda record_shapes, **kw: install(record_shapes, **kw, flop_capture=False))
+            if "no capture" in name
+            else install
         )
         try:
             # an mm records itself, three aten::resolve_conj inside it and its captured inputs

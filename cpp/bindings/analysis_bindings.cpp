@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -14,9 +15,13 @@
 #include <vector>
 
 #include "gpuprof/breakdown.h"
+#include "gpuprof/collectives.h"
+#include "gpuprof/energy.h"
 #include "gpuprof/flops.h"
 #include "gpuprof/gpu_summary.h"
+#include "gpuprof/input_transfer.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/modules.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tables.h"
 #include "gpuprof/tensor_cores.h"
@@ -213,6 +218,25 @@ py::dict flops_dict(const Trace& t, const AnalysisTables& a) {
 }
 // ---- end FLOPs ----
 
+// The parent is named by its path (None for a root): the rows' own key, as in the JSON.
+py::list module_dicts(const std::vector<ModuleRow>& rows) {
+  const std::vector<Field<ModuleRow>> fields = {
+      member("path", &ModuleRow::path),
+      member("type", &ModuleRow::type),
+      {"parent",
+       [&rows](const ModuleRow& r) {
+         return r.parent < rows.size() ? py::object(py::str(rows[r.parent].path)) : py::object(py::none());
+       }},
+      member("depth", &ModuleRow::depth),
+      member("calls", &ModuleRow::calls),
+      micros("host_total_us", &ModuleRow::host_total_ns),
+      micros("host_self_us", &ModuleRow::host_self_ns),
+      micros("device_total_us", &ModuleRow::device_total_ns),
+      micros("device_self_us", &ModuleRow::device_self_ns),
+  };
+  return row_dicts(rows, fields);
+}
+
 const std::vector<Field<RangeRow>> kRangeFields = {
     member("name", &RangeRow::name),
     member("calls", &RangeRow::calls),
@@ -253,6 +277,71 @@ const std::vector<Field<GpuBucket>> kGpuBucketFields = {
     member("sm_efficiency_pct", &GpuBucket::sm_efficiency_pct),
 };
 
+// A collective row's bandwidths are over its whole call time here; the cross-rank report gives the
+// transfer time (the other ranks' calls are needed for it) and computes them again with
+// collective_bandwidths below.
+const std::vector<Field<CollectiveRow>> kCollectiveFields = {
+    member("name", &CollectiveRow::name),
+    member("process_group", &CollectiveRow::process_group),
+    member("pg_desc", &CollectiveRow::pg_desc),
+    {"group_size", [](const CollectiveRow& r) { return or_none(int64_t(r.group_size)); }},
+    member("group_ranks", &CollectiveRow::group_ranks),
+    member("calls", &CollectiveRow::calls),
+    known("bytes", &CollectiveRow::bytes),
+    micros("total_us", &CollectiveRow::total_ns),
+    {"mean_us",
+     [](const CollectiveRow& r) {
+       return py::object(py::float_(r.calls > 0 ? us(r.total_ns) / double(r.calls) : 0.0));
+     }},
+    {"transfer_us", [](const CollectiveRow&) { return py::object(py::none()); }},
+    {"wait_us", [](const CollectiveRow&) { return py::object(py::none()); }},
+    {"algbw_gbps", [](const CollectiveRow& r) { return or_none(algbw_gbps(r.bytes, r.total_ns)); }},
+    {"busbw_gbps",
+     [](const CollectiveRow& r) { return or_none(busbw_gbps(r.name, r.bytes, r.total_ns, r.group_size)); }},
+    {"timed_by", [](const CollectiveRow& r) { return py::object(py::str(r.on_device ? "device" : "host")); }},
+};
+
+std::vector<ProcessGroupInfo> process_groups_arg(const py::object& groups) {
+  std::vector<ProcessGroupInfo> out;
+  if (groups.is_none()) return out;
+  for (const py::handle& h : groups) {
+    const py::dict d = py::reinterpret_borrow<py::dict>(h);
+    ProcessGroupInfo g;
+    auto text = [&](const char* k) {
+      return d.contains(k) && !d[k].is_none() ? py::str(d[k]).cast<std::string>() : "";
+    };
+    g.name = text("pg_name");
+    g.desc = text("pg_desc");
+    if (d.contains("pg_size") && !d["pg_size"].is_none()) g.size = d["pg_size"].cast<int32_t>();
+    if (d.contains("ranks") && !d["ranks"].is_none()) {
+      std::string r = "[";
+      bool first = true;
+      for (const py::handle& x : d["ranks"]) {
+        r += (first ? "" : ", ") + std::to_string(x.cast<int64_t>());
+        first = false;
+      }
+      g.ranks = r + "]";
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+// ---- energy per step (docs/metrics.md, "Energy") -------------------------------------------------
+const std::vector<Field<DeviceEnergy>> kEnergyFields = {
+    member("device", &DeviceEnergy::device),
+    {"method",
+     [](const DeviceEnergy& r) {
+       const std::string m = r.method();
+       return m.empty() ? py::object(py::none()) : py::object(py::str(m));
+     }},
+    {"steps", [](const DeviceEnergy& r) { return py::object(py::int_(r.measured_steps())); }},
+    known("energy_j", &DeviceEnergy::energy_j),
+    {"energy_per_step_j", [](const DeviceEnergy& r) { return or_none(r.energy_per_step_j()); }},
+    {"mean_power_w", [](const DeviceEnergy& r) { return or_none(r.mean_power_w()); }},
+    member("note", &DeviceEnergy::note),
+};
+// ---- end energy ----
+
 CopyKind copy_kind_arg(const std::string& s) {
   CopyKind k;
   if (parse_copy_kind(s, &k)) return k;
@@ -274,13 +363,14 @@ std::array<int32_t, 3> dims(const std::vector<int64_t>& v, const char* what, con
   return {int32_t(v[0]), int32_t(v[1]), int32_t(v[2])};
 }
 
-py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
+py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py::object& process_groups) {
   AnalysisTables a;
+  const std::vector<ProcessGroupInfo> groups = process_groups_arg(process_groups);
   {
     py::gil_scoped_release release;
     BreakdownOptions o;
     o.drop_incomplete_last_step = drop_incomplete_last_step;
-    a = analyse_tables(t, o);
+    a = analyse_tables(t, o, groups);
   }
   py::dict out;
   out["breakdown"] = breakdown_to_dict(a.steps);   // the steps the GPU window was taken from
@@ -291,6 +381,12 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["kernels"] = row_dicts(a.kernels, kKernelFields);
   out["kernel_ops"] = row_dicts(a.kernel_ops, kKernelOpFields);
   out["operators"] = row_dicts(a.operators, kOperatorFields);
+  out["modules"] = module_dicts(a.modules.rows);
+  // Each event's module row (uint32, native order; 0xffffffff none), for the step timelines: only
+  // when the trace has module calls.
+  if (!a.modules.row_of.empty())
+    out["module_of_event"] = py::bytes(reinterpret_cast<const char*>(a.modules.row_of.data()),
+                                       a.modules.row_of.size() * sizeof(uint32_t));
   out["ranges"] = row_dicts(a.ranges, kRangeFields);
   out["copies"] = row_dicts(a.copies, kCopyFields);
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
@@ -305,6 +401,25 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
     pairs.push_back(c.flops);
   }
   out["event_flops"] = py::bytes(reinterpret_cast<const char*>(pairs.data()), pairs.size() * sizeof(int64_t));
+  out["collectives"] = row_dicts(a.collectives.rows, kCollectiveFields);
+  // Every call, for the cross-rank split of each row's time: [row, step, dur_us, end_us, bytes or None].
+  py::list calls;
+  for (const CollectiveCall& c : a.collectives.calls)
+    calls.append(py::make_tuple(c.row, c.step, us(c.dur_ns), us(c.end_ns), or_none(c.bytes)));
+  out["collective_calls"] = calls;
+  const Plausibility& p = a.plausibility;
+  py::dict plausibility;
+  plausibility["occupancy_clamped_kernels"] = p.occupancy_clamped_kernels;
+  plausibility["occupancy_max_pct"] = p.occupancy_max_pct;
+  plausibility["memory_over_capacity_samples"] = p.memory_over_capacity_samples;
+  plausibility["memory_over_capacity_max_bytes"] = p.memory_over_capacity_max_bytes;
+  plausibility["memory_over_capacity_device_bytes"] = p.memory_over_capacity_device_bytes;
+  plausibility["memory_over_capacity_device"] = p.memory_over_capacity_device;
+  out["plausibility"] = plausibility;
+  py::dict long_names;
+  for (const AnalysisTables::LongName& n : a.long_names)
+    long_names[py::str(n.shown)] = py::str(n.id != kNoIndex ? t.strings.at(n.id) : n.full);
+  out["long_names"] = long_names;
   return out;
 }
 
@@ -524,18 +639,24 @@ void bind_analysis(py::module_& m) {
       "of this trace, which spares linking the launches again.");
   m.def(
       "step_timeline",
-      [](const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap) {
+      [](const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap, std::optional<py::bytes> module_of) {
+        std::vector<uint32_t> rows;
+        if (module_of) {
+          const std::string_view b = *module_of;
+          rows.resize(b.size() / sizeof(uint32_t));
+          std::memcpy(rows.data(), b.data(), rows.size() * sizeof(uint32_t));
+        }
         StepTimeline tl;
         {
           py::gil_scoped_release release;
-          tl = step_timeline(t, start_ns, end_ns, cap);
+          tl = step_timeline(t, start_ns, end_ns, cap, module_of ? &rows : nullptr);
         }
         // One Python string per category and kind, shared by every row.
         std::vector<py::str> cats, kinds;
         for (int c = 0; c < kNumCategories; ++c) cats.emplace_back(category_key(static_cast<Category>(c)));
         for (int k = 0; k <= static_cast<int>(EventKind::Other); ++k)
           kinds.emplace_back(event_kind_key(static_cast<EventKind>(k)));
-        py::list rows(tl.events.size());
+        py::list events(tl.events.size());
         for (size_t i = 0; i < tl.events.size(); ++i) {
           const TimelineEvent& e = tl.events[i];
           py::list r(6);
@@ -545,22 +666,53 @@ void bind_analysis(py::module_& m) {
           r[3] = py::float_(static_cast<double>(e.dur_ns) / 1000.0);
           r[4] = cats[static_cast<size_t>(e.category)];
           r[5] = kinds[static_cast<size_t>(e.kind)];
-          rows[i] = std::move(r);
+          events[i] = std::move(r);
         }
         py::dict counts;
         for (const auto& [kind, n] : tl.counts) counts[kinds[static_cast<size_t>(kind)]] = n;
         py::dict out;
         out["lane_order"] = tl.lanes;
         out["names"] = tl.names;
-        out["events"] = rows;
+        out["events"] = events;
+        if (module_of) {
+          py::list modules(tl.events.size());
+          for (size_t i = 0; i < tl.events.size(); ++i)
+            modules[i] = py::int_(tl.events[i].module == kNoIndex ? -1 : int64_t(tl.events[i].module));
+          out["module_of"] = modules;
+        }
         out["counts"] = counts;
         out["total"] = tl.total;
         return out;
       },
-      py::arg("trace"), py::arg("start_ns"), py::arg("end_ns"), py::arg("cap"),
+      py::arg("trace"), py::arg("start_ns"), py::arg("end_ns"), py::arg("cap"), py::arg("module_of") = py::none(),
       "The HTML timeline of one step [start_ns, end_ns): lane_order and names (first seen), events as "
       "[lane, name, start_us (from start_ns), dur_us, category, kind] sorted by start, counts per kind, "
-      "and total (events before the cap: device work kept first, then the longest).");
+      "and total (events before the cap: device work kept first, then the longest). With module_of "
+      "(gpu_tables(...)['module_of_event']), also module_of: each event's module row (-1: none).");
+  m.def(
+      "batch_transfers",
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps) {
+        std::vector<StepTransfer> rows;
+        {
+          py::gil_scoped_release release;
+          rows = batch_transfers(t, steps);
+        }
+        py::list out;
+        for (const StepTransfer& r : rows) {
+          py::dict d;
+          d["batches"] = r.batches;
+          d["copy_ops"] = r.copy_ops;
+          d["host_ns"] = r.host_ns;
+          d["device_copies"] = r.device_copies;
+          d["device_ns"] = r.device_ns;
+          d["overlap_ns"] = r.overlap_ns;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("steps"),
+      "Per step [(start_ns, end_ns)]: the batch's copy to the device after each DataLoader range "
+      "(gpuprof/input_transfer.h): batches, copy_ops, host_ns, device_copies, device_ns, overlap_ns.");
   m.def(
       "memory_curve",
       [](const Trace& t, size_t max_points) {
@@ -661,7 +813,74 @@ void bind_analysis(py::module_& m) {
       },
       "Every FLOP rule: (operator name without aten::, class, FLOPs per element or 0, what it counts).");
   // ---- end FLOPs ----
+  // ---- energy per step (docs/metrics.md, "Energy") -----------------------------------------------
+  m.def(
+      "step_energy",
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+        std::vector<TimeWindow> steps;
+        steps.reserve(windows.size());
+        for (const auto& [start, end] : windows) steps.push_back({start, end});
+        EnergyResult r;
+        {
+          py::gil_scoped_release release;
+          r = step_energy(t, steps);
+        }
+        py::list per_step;
+        for (const std::vector<StepEnergy>& step : r.steps) {
+          py::list joules;
+          for (const StepEnergy& e : step) joules.append(or_none(e.energy_j));
+          per_step.append(joules);
+        }
+        py::dict out;
+        out["devices"] = row_dicts(r.devices, kEnergyFields);
+        out["steps"] = per_step;
+        return out;
+      },
+      py::arg("trace"), py::arg("steps"),
+      "Each NVML-sampled device's energy over each step (start_ns, end_ns): {'devices': energy rows, "
+      "'steps': [[J or None per device] per step]}; from the energy counter, else power samples "
+      "integrated, else None (docs/metrics.md, \"Energy\").");
+  // ---- end energy ----
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
-        "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
-        "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");
+        py::arg("process_groups") = py::none(),
+        "The step breakdown, the GPU summary over its steps, and the kernel, operator, module, copy, "
+        "sync, per-step memory and collective tables, as lists of rows: every analysis of a Report, from one "
+        "breakdown. process_groups: the job's groups as distributedInfo's pg_config lists them.");
+  m.def(
+      "collective_bandwidths",
+      [](const std::string& kind, int64_t bytes, int64_t time_ns, int64_t group_size) {
+        return py::make_tuple(or_none(algbw_gbps(bytes, time_ns)),
+                              or_none(busbw_gbps(kind, bytes, time_ns, group_size)));
+      },
+      py::arg("kind"), py::arg("bytes"), py::arg("time_ns"), py::arg("group_size"),
+      "nccl-tests' (algbw_gbps, busbw_gbps) of `bytes` moved by a collective of `kind` (all_reduce, "
+      "all_gather, ...) in `time_ns` in a group of `group_size` ranks; None where not defined.");
+  m.def("collective_kind", &collective_kind, py::arg("name"),
+        "The collective kind a name says (all_reduce, ...; '' for wait and init).");
+  m.def("bus_bandwidth_factor", &bus_bandwidth_factor, py::arg("kind"), py::arg("group_size"),
+        "nccl-tests' bus bandwidth factor of a kind in a group of n ranks (-1: none).");
+
+  py::class_<Trace> collective_trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
+  collective_trace.def(
+      "add_collective_info",
+      [](Trace& t, uint64_t external_id, const std::string& name, int64_t in_nelems, int64_t out_nelems,
+         const std::string& dtype, int32_t group_size, const std::string& pg_name, const std::string& pg_desc,
+         const std::string& group_ranks) {
+        CollectiveInfo c;
+        c.external_id = external_id;
+        c.name = name;
+        c.in_nelems = in_nelems;
+        c.out_nelems = out_nelems;
+        c.dtype = dtype;
+        c.group_size = group_size;
+        c.pg_name = pg_name;
+        c.pg_desc = pg_desc;
+        c.group_ranks = group_ranks;
+        t.collectives.push_back(std::move(c));
+      },
+      py::arg("external_id"), py::arg("name") = "", py::arg("in_nelems") = -1, py::arg("out_nelems") = -1,
+      py::arg("dtype") = "", py::arg("group_size") = -1, py::arg("pg_name") = "", py::arg("pg_desc") = "",
+      py::arg("group_ranks") = "",
+      "Add what a collective call records of itself (torch's record_param_comms args), for the event "
+      "with this external id.");
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/collector.h"
@@ -82,6 +83,10 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
   out["dropped_incomplete_last"] = r.dropped_incomplete_last;
   out["duplicate_step_markers"] = r.duplicate_step_markers;
   out["nested_step_markers"] = r.nested_step_markers;
+  out["malformed_step_markers"] = r.malformed_step_markers;
+  out["malformed_step_example"] = r.malformed_step_example;
+  out["skewed_device_events"] = r.skewed_device_events;
+  out["max_launch_skew_ns"] = r.max_launch_skew_ns;
   return out;
 }
 
@@ -184,6 +189,8 @@ PYBIND11_MODULE(_core, m) {
         "True where the hot path stamps TSC ticks (the kernel's clocksource is the TSC).");
   m.def("collector_stop", &collect::stop);
   m.def("collector_active", &collect::active);
+  m.def("collector_open_collectives", &collect::open_collectives,
+        "Backend collective ranges (gloo:all_reduce ...) entered in this epoch and not exited yet.");
   m.def("collector_drain", [] {
     py::gil_scoped_release release;
     return collect::drain();
@@ -204,6 +211,18 @@ PYBIND11_MODULE(_core, m) {
       py::arg("key"), py::arg("name"));
   m.def(
       "collector_range_exit",
+      [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
+      py::arg("key"));
+  // The module view's hooks (collect/modules.py): one range per nn.Module call, named
+  // "nn.Module: <segment> (<Type>)" (modules.h). A str is read in place, not copied.
+  m.def(
+      "collector_module_enter",
+      [](uint64_t key, std::string_view name) {
+        collect::host_enter(reinterpret_cast<const void*>(key), name, EventKind::PythonFunction, collect::ticks());
+      },
+      py::arg("key"), py::arg("name"));
+  m.def(
+      "collector_module_exit",
       [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
       py::arg("key"));
   m.def(

@@ -9,7 +9,10 @@ namespace py = pybind11;
 PYBIND11_MODULE(_torchhooks, m) {
   m.doc() = "gpuprof RecordFunction hooks (links LibTorch)";
   m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false,
-        py::arg("flop_capture") = true);
+        py::arg("autograd_links") = false, py::arg("flop_capture") = true,
+        "Install the operator hooks; autograd_links: also record each op's autograd sequence number "
+        "and forward thread (the module view attributes backward ops by them); flop_capture: "
+        "capture the matrix-class ops' inputs for their FLOPs (off only for the overhead bench).");
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);
   m.def("flop_capture_installed", &gpuprof::collect::flop_capture_installed,

@@ -64,6 +64,9 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind);
 // the text is written once per distinct list, not once per op. dims == nullptr: no shapes.
 uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims, size_t n_dims);
 void host_exit_now(const void* key);
+// The same, for a host op whose autograd link (event.h: pack_autograd_link) the caller read from
+// the RecordFunction: kept in the event's correlation slot. The module view's hooks use it.
+void host_exit_now(const void* key, uint64_t autograd_link);
 // ---- FLOPs ----
 // The inputs of the op innermost open on the calling thread, recorded from inside that op (the
 // hooks' capture of the ops FLOPs are counted for, torch_hooks.cpp). `key` is any list of integers
@@ -85,6 +88,17 @@ void host_op_inputs(const char* name, const int64_t* key, size_t n, OpInputsForm
 std::string shapes_text(const int64_t* dims, size_t n_dims);
 // A complete event (step markers, imported or synthesised ranges).
 void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns, uint64_t external_id = 0);
+
+// A collective call's own facts, for the host event whose enter returned `info.external_id` (the
+// hooks read them when `record_param_comms` or a backend's own range starts). A few a step, so
+// kept under a lock; drained into Trace::collectives.
+void record_collective(CollectiveInfo info);
+// A backend's collective range (gloo:all_reduce) was just entered on this thread under `key`: it is
+// counted open until its exit. Such a range ends on the backend's own thread after the collective's
+// result was handed over, so the training thread can reach a span's end before the exit is
+// recorded: a session waits a little for open_collectives() to reach 0 before it stops.
+void mark_open_collective(const void* key);
+int64_t open_collectives();
 
 // One level of a device allocator, from the allocating thread (torch's caching allocator reports
 // every malloc and free): the size of this block (negative when freed) and the allocator's totals

@@ -52,7 +52,8 @@ struct OpenRange {
   uint32_t name;
   uint32_t shapes;
   EventKind kind;
-  bool captured = false;   // FLOPs: the hooks captured its inputs (ThreadBuffer::captured); in padding
+  bool collective = false;   // a backend's collective range: counted in g_open_collectives
+  bool captured = false;     // FLOPs: the hooks captured its inputs (ThreadBuffer::captured); in padding
 };
 
 // FLOPs: what the hooks captured of an open op's inputs, until it closes. Kept beside the open
@@ -114,6 +115,7 @@ struct Registry {
   std::vector<ThreadBuffer*> buffers;
   uint64_t next_thread_index = 1;
   StringTable names;                        // this epoch's names; guarded by mutex; new at each start()
+  std::vector<CollectiveInfo> collectives;  // this epoch's collective facts; guarded by mutex
 };
 
 // Leaked on purpose: producers on other threads may outlive static destruction at process exit.
@@ -123,6 +125,8 @@ Registry& registry() {
 }
 
 std::atomic<bool> g_active{false};
+// Backend collective ranges (gloo:all_reduce ...) entered in this epoch and not exited yet.
+std::atomic<int64_t> g_open_collectives{0};
 std::atomic<uint64_t> g_epoch{1};
 std::atomic<uint64_t> g_chunks_used{0};
 std::atomic<uint64_t> g_chunk_limit{0};
@@ -430,6 +434,8 @@ void start(const SessionConfig& config) {
     // (ProfilerStep#N) stayed forever and each drain copied them all: a long run slowed down.
     std::lock_guard<std::mutex> lock(registry().mutex);
     registry().names = StringTable();
+    registry().collectives.clear();
+    g_open_collectives.store(0, std::memory_order_relaxed);
     g_epoch.fetch_add(1, std::memory_order_acq_rel);
   }
   g_active.store(true, std::memory_order_release);
@@ -485,7 +491,7 @@ __attribute__((noinline)) void append_captured(ThreadBuffer* b, uint64_t externa
   append(b, a);
 }
 
-inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
+inline void close_range(ThreadBuffer* b, const void* key, int64_t ts, uint64_t link = 0) {
   // Ranges close in LIFO order on a thread; an exit whose enter we never saw (the session began
   // inside it, or it closes on another thread) finds no match and is ignored.
   size_t i = b->open.size();
@@ -494,12 +500,14 @@ inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   const OpenRange r = b->open[i - 1];
   if (i == b->open.size()) b->open.pop_back();
   else b->open.resize(i - 1);
+  if (r.collective) g_open_collectives.fetch_sub(1, std::memory_order_relaxed);
   Event e;
   e.kind = r.kind;
   e.name = r.name;
   e.start_ns = r.start_ns;
   e.dur_ns = ts - r.start_ns;
   e.external_id = r.external_id;
+  e.correlation = link;   // a host op's autograd link (0: none, as for every range without one)
   e.tid = b->os_tid;
   e.aux = r.shapes;
   // FLOPs: the inputs the hooks captured for this op, if any (the matrix-class ops).
@@ -580,6 +588,11 @@ void host_exit_now(const void* key) {
   if (ThreadBuffer* b = exit_buffer()) close_range(b, key, ts);
 }
 
+void host_exit_now(const void* key, uint64_t autograd_link) {
+  const int64_t ts = tick_now();
+  if (ThreadBuffer* b = exit_buffer()) close_range(b, key, ts, autograd_link);
+}
+
 void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns, uint64_t external_id) {
   ThreadBuffer* b = buffer();
   if (b == nullptr) return;
@@ -591,6 +604,21 @@ void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end
   e.external_id = external_id;
   e.tid = b->os_tid;
   append(b, e);
+}
+
+void mark_open_collective(const void* key) {
+  ThreadBuffer* b = exit_buffer();
+  if (b == nullptr || b->open.empty() || b->open.back().key != key || b->open.back().collective) return;
+  b->open.back().collective = true;
+  g_open_collectives.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t open_collectives() { return g_open_collectives.load(std::memory_order_relaxed); }
+
+void record_collective(CollectiveInfo info) {
+  if (!g_active.load(std::memory_order_relaxed) || info.external_id == 0) return;
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().collectives.push_back(std::move(info));
 }
 
 void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device) {
@@ -659,6 +687,8 @@ Trace drain() {
     e.start_ns = start;
   }
   trace.strings = registry().names;
+  trace.collectives = std::move(registry().collectives);
+  registry().collectives.clear();
   // Exited threads' buffers have been read: free them.
   std::vector<ThreadBuffer*> live;
   for (ThreadBuffer* b : buffers) {

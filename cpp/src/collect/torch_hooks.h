@@ -6,10 +6,12 @@
 namespace gpuprof::collect {
 
 // Global RecordFunction callbacks (so DataLoader, autograd and user threads are all seen) for
-// operator, backward and user scopes. Installed only for warmup and active steps.
+// operator, backward and user scopes. Installed only for warmup and active steps. autograd_links:
+// each op also records its autograd link (sequence number and forward thread, event.h), which the
+// module view needs to attribute backward ops; read on exit, so the enter path is the same.
 // flop_capture: also capture the matrix-class ops' inputs for their FLOPs (on by default; off only
 // for the overhead bench's comparison).
-void install_hooks(bool record_shapes, bool flop_capture = true);
+void install_hooks(bool record_shapes, bool autograd_links = false, bool flop_capture = true);
 void remove_hooks();
 bool hooks_installed();
 // FLOPs: the matrix-class ops' input capture is registered (it is while the hooks are installed,

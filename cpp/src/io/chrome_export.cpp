@@ -9,7 +9,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "gpuprof/gpu_summary.h"
@@ -242,6 +244,7 @@ const char* cat_of(EventKind k) {
     case EventKind::Nvtx: return "nvtx";
     case EventKind::GpuUserRange: return "gpu_user_annotation";
     case EventKind::Overhead: return "overhead";
+    case EventKind::InputStage: return "gpuprof_input";
     case EventKind::Other: return "Trace";
   }
   return "Trace";
@@ -249,6 +252,27 @@ const char* cat_of(EventKind k) {
 
 bool on_device_timeline(const Event& e) {
   return e.on_device() || e.kind == EventKind::GpuUserRange || e.kind == EventKind::Sync;
+}
+
+void write_collective_args(JsonWriter& w, const CollectiveInfo& c) {
+  auto text = [&](const char* k, const std::string& v) {
+    if (v.empty()) return;
+    key(w, k);
+    str(w, v);
+  };
+  auto number = [&](const char* k, int64_t v) {
+    if (v < 0) return;
+    key(w, k);
+    w.Int64(v);
+  };
+  text("Collective name", c.name);
+  number("In msg nelems", c.in_nelems);
+  number("Out msg nelems", c.out_nelems);
+  number("Group size", c.group_size);
+  text("dtype", c.dtype);
+  text("Process Group Name", c.pg_name);
+  text("Process Group Description", c.pg_desc);
+  text("Process Group Ranks", c.group_ranks);
 }
 
 int64_t host_pid(const Trace& t) {
@@ -261,9 +285,321 @@ int64_t host_pid(const Trace& t) {
   return 0;
 }
 
+// Where one trace's events go: as exported (its own pids and clock), or as one rank of a merged
+// timeline (one process per rank, its device lanes as threads of it, its clock shifted onto the
+// reference rank's by offset_ns).
+struct Placement {
+  bool merged = false;
+  int64_t rank = 0;
+  int64_t offset_ns = 0;
+  std::string label;
+};
+
+// The trace's entries of traceEvents (inside the array).
+void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
+  const int64_t pid = at.merged ? at.rank : host_pid(t);
+  const auto ts = [&](int64_t ns) { write_us(w, ns + at.offset_ns); };
+  // A device lane of a merged rank is a thread of the rank's process (GPU d, stream s).
+  const auto lane = [](int device, uint32_t stream) {
+    return (int64_t(1) << 32) + (int64_t(device < 0 ? 0 : device) << 20) + int64_t(stream);
+  };
+  auto metadata = [&](const char* what, int64_t p, int64_t tid, const char* arg, const std::string* text,
+                      int64_t number) {
+    w.StartObject();
+    key(w, "name");
+    w.String(what);
+    key(w, "ph");
+    w.String("M");
+    key(w, "pid");
+    w.Int64(p);
+    key(w, "tid");
+    w.Int64(tid);
+    key(w, "args");
+    w.StartObject();
+    key(w, arg);
+    if (text != nullptr) str(w, *text);
+    else w.Int64(number);
+    w.EndObject();
+    w.EndObject();
+  };
+  auto process_name = [&](int64_t p, const std::string& name) {
+    metadata("process_name", p, 0, "name", &name, 0);
+  };
+  // Process names as Kineto writes them, so viewers label the rows; a merged rank is one process,
+  // sorted by its rank, with a named thread per device lane.
+  std::set<int> devices;
+  std::set<std::pair<int, uint32_t>> lanes;
+  for (const Event& e : t.events)
+    if (on_device_timeline(e)) {
+      devices.insert(e.device < 0 ? 0 : e.device);
+      lanes.insert({e.device < 0 ? 0 : e.device, e.tid});
+    }
+  if (at.merged) {
+    process_name(pid, at.label);
+    metadata("process_sort_index", pid, 0, "sort_index", nullptr, at.rank);
+    for (const auto& [d, stream] : lanes) {
+      const std::string name = "GPU " + std::to_string(d) + " stream " + std::to_string(stream);
+      metadata("thread_name", pid, lane(d, stream), "name", &name, 0);
+    }
+  } else {
+    process_name(pid, "python");
+    for (int d : devices) process_name(d, "GPU " + std::to_string(d));
+  }
+  // A DataLoader worker's stages are a track of their own: a process under the worker's pid (a
+  // thread of the rank's process in a merged timeline).
+  std::set<std::pair<uint32_t, int>> workers;   // (process id, worker id)
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::InputStage && e.device >= 0) workers.emplace(e.tid, e.device);
+  for (const auto& [worker_pid, id] : workers) {
+    const std::string name = "DataLoader worker " + std::to_string(id);
+    if (at.merged) metadata("thread_name", pid, worker_pid, "name", &name, 0);
+    else process_name(worker_pid, name);
+  }
+
+  // A collective's own facts go on the events they describe, under Kineto's arg names (as on its
+  // record_param_comms ops and NCCL kernels), so that the trace reads back the same.
+  std::unordered_map<uint64_t, const CollectiveInfo*> collective_by_id;
+  for (const CollectiveInfo& c : t.collectives)
+    if (c.external_id != 0) collective_by_id.emplace(c.external_id, &c);
+
+  // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
+  std::unordered_set<uint64_t> device_correlations;
+  for (const Event& e : t.events)
+    if (e.on_device() && e.correlation != 0) device_correlations.insert(e.correlation);
+
+  for (const Event& e : t.events) {
+    const bool dev = on_device_timeline(e);
+    if (at.merged && e.kind == EventKind::Other) continue;   // Kineto's own spans: not the rank's work
+    const bool worker = e.kind == EventKind::InputStage && e.device >= 0;
+    const int64_t e_pid = at.merged ? pid : dev ? (e.device < 0 ? 0 : e.device) : worker ? int64_t(e.tid) : pid;
+    const int64_t e_tid = at.merged && dev ? lane(e.device, e.tid) : int64_t(e.tid);
+    w.StartObject();
+    key(w, "ph");
+    w.String("X");
+    key(w, "cat");
+    w.String(cat_of(e.kind));
+    key(w, "name");
+    str(w, t.name_of(e));
+    if (e.kind == EventKind::Other) {
+      // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
+      // such as HTA would take them for work (and shift the trace's start).
+      key(w, "pid");
+      w.String("Spans");
+      key(w, "tid");
+      w.String("gpuprof");
+    } else {
+      key(w, "pid");
+      w.Int64(e_pid);
+      key(w, "tid");
+      w.Int64(e_tid);
+    }
+    key(w, "ts");
+    ts(e.start_ns);
+    key(w, "dur");
+    write_us(w, e.dur_ns);
+    key(w, "args");
+    w.StartObject();
+    if (e.kind == EventKind::InputStage) {
+      // The worker id (-1: the main process) and the batch's number in its worker.
+      key(w, "worker");
+      w.Int(e.device);
+      if (e.external_id != 0) {
+        key(w, "batch");
+        w.Uint64(e.external_id);
+      }
+    } else if (e.external_id != 0) {
+      key(w, "External id");
+      w.Uint64(e.external_id);
+    }
+    if (e.kind == EventKind::HostOp) {
+      // A host op's correlation slot is its autograd link, which Kineto writes as these two.
+      const AutogradLink link = autograd_link(e);
+      if (link.present) {
+        key(w, "Sequence number");
+        w.Uint64(link.sequence_nr);
+        key(w, "Fwd thread id");
+        w.Uint(link.backward ? link.thread : 0);
+      }
+    } else if (e.correlation != 0) {
+      key(w, "correlation");
+      w.Uint64(e.correlation);
+    }
+    // Only activities carry a stream: HTA takes any event with one for GPU work, and the
+    // GPU-side user ranges Kineto writes have none.
+    if (e.on_device() || e.kind == EventKind::Sync) {
+      key(w, "device");
+      w.Int(e.device < 0 ? 0 : e.device);
+      key(w, "stream");
+      w.Uint(e.tid);
+    }
+    if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
+      const KernelInfo& k = t.kernels[e.aux];
+      if (k.registers_per_thread >= 0) {
+        key(w, "registers per thread");
+        w.Int(k.registers_per_thread);
+      }
+      if (k.shared_mem_bytes >= 0) {
+        key(w, "shared memory");
+        w.Int64(k.shared_mem_bytes);
+      }
+      if (k.blocks_per_sm >= 0) {
+        key(w, "blocks per SM");
+        w.Double(k.blocks_per_sm);
+      }
+      if (k.warps_per_sm >= 0) {
+        key(w, "warps per SM");
+        w.Double(k.warps_per_sm);
+      }
+      key(w, "grid");
+      w.StartArray();
+      for (int v : k.grid) w.Int(v);
+      w.EndArray();
+      key(w, "block");
+      w.StartArray();
+      for (int v : k.block) w.Int(v);
+      w.EndArray();
+      if (k.est_occupancy_pct >= 0) {
+        key(w, "est. achieved occupancy %");
+        w.Double(k.est_occupancy_pct);
+      }
+    } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
+      key(w, "bytes");
+      w.Int64(t.copies[e.aux].bytes);
+    } else if (e.kind == EventKind::HostOp) {
+      // Input shapes, and what the FLOP rules read beside them, as Kineto writes them.
+      if (e.aux != kNoIndex && e.aux < t.strings.size() && e.aux != 0)
+        write_list_arg(w, "Input Dims", t.strings.at(e.aux));
+      if (const OpArgs* a = t.op_args_of(static_cast<uint32_t>(&e - t.events.data()))) {
+        if (a->types != 0) write_list_arg(w, "Input type", t.strings.at(a->types));
+        if (a->concrete != 0) write_list_arg(w, "Concrete Inputs", t.strings.at(a->concrete));
+        if (a->trace_flops >= 0) {
+          key(w, "flops");
+          w.Int64(a->trace_flops);
+        }
+      }
+      // The op recorded autograd history, its number not kept (written above when it was).
+      if ((e.flags & kGradRecordedFlag) && !autograd_link(e).present) {
+        key(w, "Sequence number");
+        w.Int64(0);
+      }
+    }
+    if (e.external_id != 0 && !collective_by_id.empty() &&
+        (e.kind == EventKind::HostOp || e.kind == EventKind::UserRange || e.kind == EventKind::Kernel)) {
+      const auto it = collective_by_id.find(e.external_id);
+      if (it != collective_by_id.end()) write_collective_args(w, *it->second);
+    }
+    w.EndObject();
+    w.EndObject();
+
+    const bool launch = e.kind == EventKind::Runtime || e.kind == EventKind::Driver;
+    if (e.correlation != 0 && (launch || e.on_device()) && device_correlations.count(e.correlation)) {
+      w.StartObject();
+      key(w, "ph");
+      w.String(launch ? "s" : "f");
+      key(w, "id");   // unique in a merged file: the rank in the high bits
+      w.Uint64(at.merged ? (uint64_t(at.rank) << 40) | (e.correlation & ((uint64_t(1) << 40) - 1))
+                         : e.correlation);
+      key(w, "pid");
+      w.Int64(e_pid);
+      key(w, "tid");
+      w.Int64(e_tid);
+      key(w, "ts");
+      ts(e.start_ns);
+      key(w, "cat");
+      w.String("ac2g");
+      key(w, "name");
+      w.String("ac2g");
+      if (!launch) {
+        key(w, "bp");
+        w.String("e");
+      }
+      w.EndObject();
+    }
+  }
+
+  for (const MemorySample& m : t.memory) {
+    w.StartObject();
+    key(w, "ph");
+    w.String("i");
+    key(w, "s");
+    w.String("t");
+    key(w, "cat");
+    w.String("cpu_instant_event");
+    key(w, "name");
+    w.String("[memory]");
+    key(w, "pid");
+    w.Int64(pid);
+    key(w, "tid");
+    w.Int(0);
+    key(w, "ts");
+    ts(m.ts_ns);
+    key(w, "args");
+    w.StartObject();
+    key(w, "Device Type");
+    w.Int(m.device >= 0 ? 1 : 0);
+    key(w, "Device Id");
+    w.Int(m.device);
+    key(w, "Bytes");
+    w.Int64(m.bytes_delta);
+    key(w, "Total Allocated");
+    w.Int64(m.total_allocated);
+    key(w, "Total Reserved");
+    w.Int64(m.total_reserved);
+    w.EndObject();
+    w.EndObject();
+  }
+  // ---- NVML samples: each device's power as a counter track, for trace viewers (the importer
+  // ignores counters and reads gpuprofGpuSamples, written by write_trace).
+  for (const GpuSample& s : t.gpu_samples) {
+    if (s.power_mw < 0) continue;
+    w.StartObject();
+    key(w, "ph");
+    w.String("C");
+    key(w, "name");
+    str(w, "GPU " + std::to_string(s.device) + " Power");
+    key(w, "pid");
+    w.Int64(at.merged ? pid : (s.device < 0 ? 0 : s.device));
+    key(w, "ts");
+    ts(s.ts_ns);
+    key(w, "args");
+    w.StartObject();
+    key(w, "power W");
+    w.Double(s.power_mw / 1000.0);
+    w.EndObject();
+    w.EndObject();
+  }
+  // ---- end NVML samples ----
+  // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
+  // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
+  for (const GpuTimeline& tl : gpu_timelines(t)) {
+    for (const bool util : {true, false}) {
+      const std::string name =
+          "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
+      auto counter = [&](int64_t ts_ns, double pct) {
+        w.StartObject();
+        key(w, "ph");
+        w.String("C");
+        key(w, "name");
+        str(w, name);
+        key(w, "pid");
+        w.Int64(at.merged ? pid : tl.device);
+        key(w, "ts");
+        ts(ts_ns);
+        key(w, "args");
+        w.StartObject();
+        key(w, util ? "utilization %" : "sm efficiency %");
+        w.Double(pct);
+        w.EndObject();
+        w.EndObject();
+      };
+      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, util ? b.utilization_pct : b.sm_efficiency_pct);
+      if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
+    }
+  }
+}
+
 void write_trace(const Trace& t, BlockSink& sink) {
   JsonWriter w(sink);
-  const int64_t pid = host_pid(t);
   w.StartObject();
   key(w, "schemaVersion");
   w.Int(1);
@@ -323,219 +659,40 @@ void write_trace(const Trace& t, BlockSink& sink) {
   }
   w.EndObject();
 
-  key(w, "traceEvents");
-  w.StartArray();
-
-  // Process names as Kineto writes them, so viewers label the rows.
-  std::set<int> devices;
-  for (const Event& e : t.events)
-    if (on_device_timeline(e)) devices.insert(e.device < 0 ? 0 : e.device);
-  auto process_name = [&](int64_t p, const std::string& name) {
-    w.StartObject();
-    key(w, "name");
-    w.String("process_name");
-    key(w, "ph");
-    w.String("M");
-    key(w, "pid");
-    w.Int64(p);
-    key(w, "tid");
-    w.Int(0);
-    key(w, "args");
-    w.StartObject();
-    key(w, "name");
-    str(w, name);
-    w.EndObject();
-    w.EndObject();
-  };
-  process_name(pid, "python");
-  for (int d : devices) process_name(d, "GPU " + std::to_string(d));
-
-  // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
-  std::unordered_set<uint64_t> device_correlations;
-  for (const Event& e : t.events)
-    if (e.on_device() && e.correlation != 0) device_correlations.insert(e.correlation);
-
-  for (const Event& e : t.events) {
-    const bool dev = on_device_timeline(e);
-    const int64_t e_pid = dev ? (e.device < 0 ? 0 : e.device) : pid;
-    w.StartObject();
-    key(w, "ph");
-    w.String("X");
-    key(w, "cat");
-    w.String(cat_of(e.kind));
-    key(w, "name");
-    str(w, t.name_of(e));
-    if (e.kind == EventKind::Other) {
-      // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
-      // such as HTA would take them for work (and shift the trace's start).
-      key(w, "pid");
-      w.String("Spans");
-      key(w, "tid");
-      w.String("gpuprof");
-    } else {
-      key(w, "pid");
-      w.Int64(e_pid);
-      key(w, "tid");
-      w.Uint(e.tid);
-    }
-    key(w, "ts");
-    write_us(w, e.start_ns);
-    key(w, "dur");
-    write_us(w, e.dur_ns);
-    key(w, "args");
-    w.StartObject();
-    if (e.external_id != 0) {
-      key(w, "External id");
-      w.Uint64(e.external_id);
-    }
-    if (e.correlation != 0) {
-      key(w, "correlation");
-      w.Uint64(e.correlation);
-    }
-    // Only activities carry a stream: HTA takes any event with one for GPU work, and the
-    // GPU-side user ranges Kineto writes have none.
-    if (e.on_device() || e.kind == EventKind::Sync) {
-      key(w, "device");
-      w.Int(e.device < 0 ? 0 : e.device);
-      key(w, "stream");
-      w.Uint(e.tid);
-    }
-    if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
-      const KernelInfo& k = t.kernels[e.aux];
-      if (k.registers_per_thread >= 0) {
-        key(w, "registers per thread");
-        w.Int(k.registers_per_thread);
-      }
-      if (k.shared_mem_bytes >= 0) {
-        key(w, "shared memory");
-        w.Int64(k.shared_mem_bytes);
-      }
-      if (k.blocks_per_sm >= 0) {
-        key(w, "blocks per SM");
-        w.Double(k.blocks_per_sm);
-      }
-      if (k.warps_per_sm >= 0) {
-        key(w, "warps per SM");
-        w.Double(k.warps_per_sm);
-      }
-      key(w, "grid");
-      w.StartArray();
-      for (int v : k.grid) w.Int(v);
-      w.EndArray();
-      key(w, "block");
-      w.StartArray();
-      for (int v : k.block) w.Int(v);
-      w.EndArray();
-      if (k.est_occupancy_pct >= 0) {
-        key(w, "est. achieved occupancy %");
-        w.Double(k.est_occupancy_pct);
-      }
-    } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
-      key(w, "bytes");
-      w.Int64(t.copies[e.aux].bytes);
-    } else if (e.kind == EventKind::HostOp) {
-      // Input shapes, and what the FLOP rules read beside them, as Kineto writes them.
-      if (e.aux != kNoIndex && e.aux < t.strings.size() && e.aux != 0)
-        write_list_arg(w, "Input Dims", t.strings.at(e.aux));
-      if (const OpArgs* a = t.op_args_of(static_cast<uint32_t>(&e - t.events.data()))) {
-        if (a->types != 0) write_list_arg(w, "Input type", t.strings.at(a->types));
-        if (a->concrete != 0) write_list_arg(w, "Concrete Inputs", t.strings.at(a->concrete));
-        if (a->trace_flops >= 0) {
-          key(w, "flops");
-          w.Int64(a->trace_flops);
-        }
-      }
-      if (e.flags & kGradRecordedFlag) {   // the op recorded autograd history (the number is not kept)
-        key(w, "Sequence number");
-        w.Int64(0);
-      }
-    }
-    w.EndObject();
-    w.EndObject();
-
-    const bool launch = e.kind == EventKind::Runtime || e.kind == EventKind::Driver;
-    if (e.correlation != 0 && (launch || e.on_device()) && device_correlations.count(e.correlation)) {
+  // ---- NVML samples (docs/metrics.md, "Energy") ----
+  // Kineto's format has no place for them: they go in a key of their own, which gpuprof's importer
+  // reads back exactly (integers: ns, mW, mJ), so a re-read trace keeps its energy per step. A field
+  // the device did not report is left out.
+  if (!t.gpu_samples.empty()) {
+    key(w, "gpuprofGpuSamples");
+    w.StartArray();
+    for (const GpuSample& s : t.gpu_samples) {
       w.StartObject();
-      key(w, "ph");
-      w.String(launch ? "s" : "f");
-      key(w, "id");
-      w.Uint64(e.correlation);
-      key(w, "pid");
-      w.Int64(e_pid);
-      key(w, "tid");
-      w.Uint(e.tid);
-      key(w, "ts");
-      write_us(w, e.start_ns);
-      key(w, "cat");
-      w.String("ac2g");
-      key(w, "name");
-      w.String("ac2g");
-      if (!launch) {
-        key(w, "bp");
-        w.String("e");
-      }
+      key(w, "ts_ns");
+      w.Int64(s.ts_ns);
+      key(w, "device");
+      w.Int(s.device);
+      auto field = [&](const char* k, int64_t v) {
+        if (v < 0) return;
+        key(w, k);
+        w.Int64(v);
+      };
+      field("gpu_util_pct", s.gpu_util_pct);
+      field("mem_util_pct", s.mem_util_pct);
+      field("memory_used_bytes", s.memory_used_bytes);
+      field("power_mw", s.power_mw);
+      field("sm_clock_mhz", s.sm_clock_mhz);
+      field("temperature_c", s.temperature_c);
+      field("energy_mj", s.energy_mj);
       w.EndObject();
     }
+    w.EndArray();
   }
+  // ---- end NVML samples ----
 
-  for (const MemorySample& m : t.memory) {
-    w.StartObject();
-    key(w, "ph");
-    w.String("i");
-    key(w, "s");
-    w.String("t");
-    key(w, "cat");
-    w.String("cpu_instant_event");
-    key(w, "name");
-    w.String("[memory]");
-    key(w, "pid");
-    w.Int64(pid);
-    key(w, "tid");
-    w.Int(0);
-    key(w, "ts");
-    write_us(w, m.ts_ns);
-    key(w, "args");
-    w.StartObject();
-    key(w, "Device Type");
-    w.Int(m.device >= 0 ? 1 : 0);
-    key(w, "Device Id");
-    w.Int(m.device);
-    key(w, "Bytes");
-    w.Int64(m.bytes_delta);
-    key(w, "Total Allocated");
-    w.Int64(m.total_allocated);
-    key(w, "Total Reserved");
-    w.Int64(m.total_reserved);
-    w.EndObject();
-    w.EndObject();
-  }
-  // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
-  // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
-  for (const GpuTimeline& tl : gpu_timelines(t)) {
-    for (const bool util : {true, false}) {
-      const std::string name =
-          "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
-      auto counter = [&](int64_t ts_ns, double pct) {
-        w.StartObject();
-        key(w, "ph");
-        w.String("C");
-        key(w, "name");
-        str(w, name);
-        key(w, "pid");
-        w.Int64(tl.device);
-        key(w, "ts");
-        write_us(w, ts_ns);
-        key(w, "args");
-        w.StartObject();
-        key(w, util ? "utilization %" : "sm efficiency %");
-        w.Double(pct);
-        w.EndObject();
-        w.EndObject();
-      };
-      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, util ? b.utilization_pct : b.sm_efficiency_pct);
-      if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
-    }
-  }
+  key(w, "traceEvents");
+  w.StartArray();
+  write_events(w, t, Placement{});
   w.EndArray();
   key(w, "displayTimeUnit");
   w.String("ms");
@@ -545,6 +702,51 @@ void write_trace(const Trace& t, BlockSink& sink) {
 }
 
 }  // namespace
+
+struct MergedChromeTrace::Writer {
+  explicit Writer(const std::string& path) : sink(path), w(sink) {}
+  BlockSink sink;
+  JsonWriter w;
+};
+
+MergedChromeTrace::MergedChromeTrace(const std::string& path, const std::string& metadata_json)
+    : out_(std::make_unique<Writer>(path)) {
+  JsonWriter& w = out_->w;
+  w.StartObject();
+  key(w, "schemaVersion");
+  w.Int(1);
+  // First, so that a folder scan sees at the head that this is no one process's trace.
+  key(w, "gpuprofMerged");
+  if (metadata_json.empty()) w.RawValue("{}", 2);
+  else w.RawValue(metadata_json.data(), metadata_json.size());
+  key(w, "traceEvents");
+  w.StartArray();
+}
+
+MergedChromeTrace::~MergedChromeTrace() = default;
+
+void MergedChromeTrace::add(const Trace& trace, int64_t rank, int64_t offset_ns, const std::string& label) {
+  if (!out_) throw TraceExportError("the merged trace is already closed");
+  Placement at;
+  at.merged = true;
+  at.rank = rank;
+  at.offset_ns = offset_ns;
+  at.label = label;
+  write_events(out_->w, trace, at);
+}
+
+void MergedChromeTrace::close() {
+  if (!out_) return;
+  JsonWriter& w = out_->w;
+  w.EndArray();
+  key(w, "displayTimeUnit");
+  w.String("ms");
+  key(w, "traceName");
+  w.String("gpuprof merged ranks");
+  w.EndObject();
+  out_->sink.close();
+  out_.reset();
+}
 
 void export_chrome_trace(const Trace& trace, const std::string& path) {
   BlockSink sink(path);

@@ -6,9 +6,11 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "decimal.h"
 #include "gpuprof/breakdown.h"
+#include "gpuprof/collectives.h"
 #include "kineto_vocabulary.h"
 
 namespace gpuprof::kineto {
@@ -66,16 +68,59 @@ bool sanitize_utf8(std::string_view in, std::string* out) {
   return true;
 }
 
+// The elements of the tensors an "Input Dims" text lists ("[[1000], [4, 8]]" -> 1032; a tensor list
+// "[[[10], [10]]]" -> 20); an empty list (a non-tensor input) counts none. -1 for a text that is
+// not a list of lists of integers.
+int64_t elements_in_dims(std::string_view text) {
+  int64_t total = 0, product = 1;
+  int depth = 0;
+  bool numbers = false;   // the innermost list open now has numbers
+  int64_t value = -1;
+  for (char c : text) {
+    if (c == '[') {
+      ++depth;
+      product = 1;
+      numbers = false;
+    } else if (c >= '0' && c <= '9') {
+      value = (value < 0 ? 0 : value * 10) + (c - '0');
+      if (value > (int64_t(1) << 50)) return -1;
+    } else if (c == ',' || c == ']') {
+      if (value >= 0) {
+        product *= value;
+        numbers = true;
+        if (product > (int64_t(1) << 50)) return -1;
+        value = -1;
+      }
+      if (c == ']') {
+        if (numbers) total += product;
+        numbers = false;
+        product = 1;
+        if (--depth < 0) return -1;
+      }
+    } else if (c != ' ') {
+      return -1;
+    }
+  }
+  return depth == 0 ? total : -1;
+}
+
 // A time field: converted to nanoseconds where it is read once the file's time unit is known
-// (every event after the first with a nonzero timestamp), else kept as its exact decimal text
-// until the unit is decided at the event's end.
+// (every event after the unit was decided), else kept as its exact decimal text until the
+// events held for the decision are replayed (KinetoHandler::decide_unit).
 struct RawNum {
   std::string text;
   bool present = false;
   bool converted = false;   // `ns` and `ok` hold the conversion; `text` is not kept
   bool ok = false;
+  bool other_unit = false;  // a ts written in the other unit than the file's (an outlier)
   int64_t ns = 0;
 };
+
+// A timestamp this large cannot be microseconds since any epoch we know (that is the year 5138):
+// it is nanoseconds. A nonzero one below it, in a file of nanoseconds, is before 1973.
+constexpr int64_t kNanosecondTimestamps = 100000000000000000LL;   // 1e17
+
+bool looks_like_ns(int64_t ts) { return ts >= kNanosecondTimestamps || ts <= -kNanosecondTimestamps; }
 
 // One entry of traceEvents, filled field by field.
 struct PendingEvent {
@@ -86,9 +131,10 @@ struct PendingEvent {
   int64_t pid = -1;      // numeric pid, -1 when absent or a label
   int64_t tid = -1;
   RawNum ts, dur;
-  int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
+  int64_t correlation = 0, external_id = 0, device = -1, stream = -1, worker = -1, batch = 0;
   int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
+  int64_t sequence_nr = -1, fwd_thread = 0;   // a host op's autograd link (event.h)
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_bytes = false;   // memory samples: a free is a negative Bytes
@@ -96,11 +142,14 @@ struct PendingEvent {
   // A host op's "Input Dims" (record_shapes), as Python prints the list: "[[32, 3, 224, 224], []]".
   std::string shapes;
   bool has_shapes = false;
-  // FLOPs: its "Input type" and "Concrete Inputs" lists (the same way), its "flops" and whether it
-  // has a "Sequence number" (autograd recorded it).
+  // FLOPs: its "Input type" and "Concrete Inputs" lists (the same way), and its "flops".
   std::string types, concrete;
-  bool has_types = false, has_concrete = false, has_sequence = false;
+  bool has_types = false, has_concrete = false;
   int64_t flops = -1;
+  std::string input_type;   // the first non-empty entry of "Input type" (["float"])
+  // A collective's own facts (collective == true when the event has any of them).
+  bool collective = false;
+  CollectiveInfo coll;
 
   void reset() {
     // Field by field: the strings keep their capacity, so no allocation per event.
@@ -109,11 +158,14 @@ struct PendingEvent {
     name.clear();
     has_name = false;
     pid = tid = -1;
-    ts.present = ts.converted = false;
-    dur.present = dur.converted = false;
-    correlation = external_id = 0;
+    ts.present = ts.converted = ts.other_unit = false;
+    dur.present = dur.converted = dur.other_unit = false;
+    correlation = external_id = batch = 0;
+    worker = -1;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
+    sequence_nr = -1;
+    fwd_thread = 0;
     blocks_per_sm = warps_per_sm = occupancy = -1;
     for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
     has_bytes = false;
@@ -122,8 +174,13 @@ struct PendingEvent {
     has_shapes = false;
     types.clear();
     concrete.clear();
-    has_types = has_concrete = has_sequence = false;
+    has_types = has_concrete = false;
     flops = -1;
+    input_type.clear();
+    if (collective) {
+      collective = false;
+      coll = CollectiveInfo{};
+    }
   }
 };
 
@@ -164,6 +221,10 @@ class KinetoHandler {
       device_key_.assign(s, n);
       return true;
     }
+    if (in_samples_ && depth_ == 3) {
+      sample_key_.assign(s, n);
+      return true;
+    }
     return true;
   }
 
@@ -177,6 +238,7 @@ class KinetoHandler {
   int unit_ns() const { return unit_ns_; }
   int64_t host_pid() const { return host_pid_; }
   bool stopped_at_split() const { return stopped_at_split_; }
+  const std::vector<int8_t>& unit_votes() const { return unit_votes_; }
   void set_split(SplitPoint* split) { split_ = split; }
   // The second thread of a split import reads from between two events of traceEvents, in
   // `{"traceEvents": [`: the state the first thread is in there.
@@ -227,6 +289,10 @@ class KinetoHandler {
         in_devices_ = true;
         return true;
       }
+      if (top_key_ == "gpuprofGpuSamples" && !object) {   // gpuprof's own export: NVML samples
+        in_samples_ = true;
+        return true;
+      }
       // Any other top-level value is kept as compact JSON in the metadata.
       capture_.clear();
       capture_depth_ = 1;
@@ -251,13 +317,13 @@ class KinetoHandler {
         return true;
       }
       if (in_args_ && depth_ == ev_depth_ + 2 && !object &&
-          (arg_ == Arg::InputDims || arg_ == Arg::InputTypes || arg_ == Arg::ConcreteInputs)) {
+          (arg_ == Arg::InputDims || arg_ == Arg::InputType || arg_ == Arg::ConcreteInputs)) {
         // The list is written as text into the string its key names (the FLOP rules read the
         // types and the concrete inputs the same way they read the shapes).
-        list_text_ = arg_ == Arg::InputDims ? &ev_.shapes : arg_ == Arg::InputTypes ? &ev_.types : &ev_.concrete;
-        list_done_ = arg_ == Arg::InputDims    ? &ev_.has_shapes
-                     : arg_ == Arg::InputTypes ? &ev_.has_types
-                                               : &ev_.has_concrete;
+        list_text_ = arg_ == Arg::InputDims ? &ev_.shapes : arg_ == Arg::InputType ? &ev_.types : &ev_.concrete;
+        list_done_ = arg_ == Arg::InputDims   ? &ev_.has_shapes
+                     : arg_ == Arg::InputType ? &ev_.has_types
+                                              : &ev_.has_concrete;
         list_text_->clear();
         return shapes_open(false);
       }
@@ -271,6 +337,10 @@ class KinetoHandler {
     if (in_devices_ && depth_ == 3 && object) {
       trace_.devices.emplace_back();
       device_key_.clear();
+    }
+    if (in_samples_ && depth_ == 3 && object) {
+      trace_.gpu_samples.emplace_back();
+      sample_key_.clear();
     }
     return true;
   }
@@ -298,9 +368,11 @@ class KinetoHandler {
                             top_is_object_ && capture_depth_ == 0;
           SplitPoint* const split = split_;
           split_ = nullptr;
-          const AtSplit next = split->arrive(here, unit_ns_);
+          int unit = unit_ns_;
+          const AtSplit next = split->arrive(here, &unit, vote_);
           if (next == AtSplit::TakeSecondHalf) {
-            stopped_at_split_ = true;
+            decide_unit(unit);   // still voting: the unit the whole file's first votes give
+            stopped_at_split_ = abort_reason_.empty();
             return false;
           }
           if (next == AtSplit::Interrupted) return fail("interrupted");
@@ -311,9 +383,13 @@ class KinetoHandler {
         dims_ = nullptr;
       } else if (depth_ == ev_depth_ - 1) {
         in_events_ = false;
+        end_of_events();
+        if (!abort_reason_.empty()) return false;
       }
     } else if (in_devices_) {
       if (depth_ == 2) in_devices_ = false;
+    } else if (in_samples_) {
+      if (depth_ == 2) in_samples_ = false;
     }
     --depth_;
     return true;
@@ -352,6 +428,7 @@ class KinetoHandler {
       return true;
     }
     if (in_devices_ && depth_ == 3 && !trace_.devices.empty()) device_field(type, v);
+    if (in_samples_ && depth_ == 3 && !trace_.gpu_samples.empty()) sample_field(type, v);
     return true;
   }
 
@@ -386,6 +463,10 @@ class KinetoHandler {
     if (--shapes_depth_ == 0) *list_done_ = true;
   }
   bool shapes_scalar(Scalar type, std::string_view v) {
+    // The first non-empty entry of "Input type" (a collective's dtype, when it records none).
+    if (list_text_ == &ev_.types && shapes_depth_ == 1 && type == Scalar::String && !v.empty() &&
+        ev_.input_type.empty())
+      ev_.input_type.assign(v.data(), v.size());
     shapes_item();
     switch (type) {
       case Scalar::Null: (*list_text_) += "None"; break;
@@ -436,10 +517,10 @@ class KinetoHandler {
         }
         break;
       case Field::Ts:
-        if (type == Scalar::Number) keep_time(ev_.ts, v);
+        if (type == Scalar::Number) keep_time(ev_.ts, v, true);
         break;
       case Field::Dur:
-        if (type == Scalar::Number) keep_time(ev_.dur, v);
+        if (type == Scalar::Number) keep_time(ev_.dur, v, false);
         break;
       default: break;
     }
@@ -448,7 +529,9 @@ class KinetoHandler {
   }
 
   bool event_arg(Scalar type, std::string_view v) {
-    if (type != Scalar::Number || arg_ == Arg::Ignore) return true;
+    if (arg_ == Arg::Ignore) return true;
+    if (type == Scalar::String) return collective_text_arg(v);
+    if (type != Scalar::Number) return true;
     auto as_int = [&](int64_t* out) {
       if (!parse_int(v, out)) ev_.bad_number = true;
     };
@@ -475,15 +558,48 @@ class KinetoHandler {
         if (parse_int(v, &x) && x >= 0) ev_.flops = x;
         break;
       }
-      case Arg::SequenceNumber: {
-        int64_t x = -1;
-        ev_.has_sequence = parse_int(v, &x) && x >= 0;
-        break;
-      }
+      case Arg::SequenceNumber: as_int(&ev_.sequence_nr); break;
+      case Arg::FwdThreadId: as_int(&ev_.fwd_thread); break;
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
+      case Arg::Worker: as_int(&ev_.worker); break;
+      case Arg::Batch: as_int(&ev_.batch); break;
+      case Arg::InMsgNelems:
+        as_int(&ev_.coll.in_nelems);
+        ev_.collective = true;
+        break;
+      case Arg::OutMsgNelems:
+        as_int(&ev_.coll.out_nelems);
+        ev_.collective = true;
+        break;
+      case Arg::GroupSize: {
+        int64_t n = -1;
+        as_int(&n);
+        ev_.coll.group_size = n >= 0 && n <= INT32_MAX ? int32_t(n) : -1;
+        ev_.collective = true;
+        break;
+      }
       default: break;
+    }
+    arg_ = Arg::Ignore;
+    return true;
+  }
+
+  // The text facts of a collective ("Collective name", "dtype", the process group's).
+  bool collective_text_arg(std::string_view v) {
+    std::string* to = nullptr;
+    switch (arg_) {
+      case Arg::CollectiveName: to = &ev_.coll.name; break;
+      case Arg::Dtype: to = &ev_.coll.dtype; break;
+      case Arg::PgName: to = &ev_.coll.pg_name; break;
+      case Arg::PgDesc: to = &ev_.coll.pg_desc; break;
+      case Arg::PgRanks: to = &ev_.coll.group_ranks; break;
+      default: break;
+    }
+    if (to != nullptr) {
+      *to = clean(std::string(v));
+      ev_.collective = true;
     }
     arg_ = Arg::Ignore;
     return true;
@@ -515,34 +631,88 @@ class KinetoHandler {
     else if (k == "maxBlocksPerMultiprocessor") d.max_blocks_per_sm = xi;
   }
 
+  // One field of a gpuprofGpuSamples entry (chrome_export.cpp writes them); unknown keys and values
+  // out of range are left at -1, "not reported".
+  void sample_field(Scalar type, std::string_view v) {
+    GpuSample& s = trace_.gpu_samples.back();
+    int64_t x = 0;
+    if (type != Scalar::Number || !parse_int(v, &x)) return;
+    const std::string& k = sample_key_;
+    const bool small = x >= INT32_MIN && x <= INT32_MAX;
+    if (k == "ts_ns") s.ts_ns = x;
+    else if (k == "device" && x >= INT16_MIN && x <= INT16_MAX) s.device = int16_t(x);
+    else if (k == "gpu_util_pct" && small) s.gpu_util_pct = int32_t(x);
+    else if (k == "mem_util_pct" && small) s.mem_util_pct = int32_t(x);
+    else if (k == "memory_used_bytes") s.memory_used_bytes = x;
+    else if (k == "power_mw" && small) s.power_mw = int32_t(x);
+    else if (k == "sm_clock_mhz" && small) s.sm_clock_mhz = int32_t(x);
+    else if (k == "temperature_c" && small) s.temperature_c = int32_t(x);
+    else if (k == "energy_mj") s.energy_mj = x;
+  }
+
   void skip(const char* reason) {
     ++trace_.skipped_events;
     ++stats_.skipped_by_reason[reason];
   }
 
-  // The time unit of the file, decided by the first nonzero timestamp (docs/analyze.md): Kineto
-  // and the Chrome format write microseconds; a value of 1e17 or more cannot be microseconds
-  // since any epoch we know (that is the year 5138), so the file is in nanoseconds.
-  bool to_ns(const RawNum& n, int64_t* out) {
-    if (n.converted) {
-      *out = n.ns;
-      return n.ok;
-    }
-    if (unit_ns_ == 0) {
+  // The time unit of the file (docs/analyze.md), decided by the majority of its first
+  // kUnitVotes nonzero timestamps: Kineto and the Chrome format write microseconds; a value of
+  // 1e17 or more cannot be microseconds, so it votes for nanoseconds. One outlier (an event with a
+  // nanosecond time in a file of microseconds) does not switch the whole file: it is skipped and
+  // counted. Until the vote is in, events are held in order with their times as text, then
+  // replayed (so the result does not depend on where the decision fell).
+  // (The rule's numbers: UnitVote in split_point.h.)
+  void hold(const PendingEvent& p) {
+    held_.push_back(p);
+    int vote = -1;
+    if (p.ts.present && !p.bad_number) {
       int64_t probe = 0;
-      if (!io::scaled_decimal(n.text, 0, &probe)) return false;
-      if (probe == 0) return io::scaled_decimal(n.text, 3, out);
-      unit_ns_ = (probe >= 100000000000000000LL || probe <= -100000000000000000LL) ? 1 : 1000;
+      if (io::scaled_decimal(p.ts.text, 0, &probe) && probe != 0) vote = looks_like_ns(probe) ? 1 : 0;
     }
-    return io::scaled_decimal(n.text, unit_ns_ == 1 ? 0 : 3, out);
+    unit_votes_.push_back(int8_t(vote));
+    if (vote_.add(vote)) decide_unit();
   }
 
-  // A time field as it is read: what to_ns() will give for it (the unit cannot change before the
-  // event ends: only an event's end decides it).
-  void keep_time(RawNum& n, std::string_view v) {
+  // Decides the unit with the votes so far (or as `unit`, what a split import's first thread was
+  // told a one-thread read decides) and replays the held events.
+  void decide_unit(int unit = 0) {
+    if (unit_ns_ != 0) return;
+    unit_ns_ = unit != 0 ? unit : vote_.unit_ns();
+    std::vector<PendingEvent> held;
+    held.swap(held_);
+    for (PendingEvent& p : held) {
+      if (!abort_reason_.empty()) break;
+      use_event(p);
+    }
+  }
+
+  // Whether a time field converts in the file's unit (decided). A ts in the other unit is
+  // marked (`other_unit`) for the event to be skipped with its own reason.
+  bool convert(RawNum& n, std::string_view text, bool is_ts) {
+    n.converted = true;
+    n.ok = io::scaled_decimal(text, unit_ns_ == 1 ? 0 : 3, &n.ns);
+    if (!is_ts) return n.ok;
+    if (unit_ns_ == 1) {
+      n.other_unit = n.ok && n.ns != 0 && !looks_like_ns(n.ns);
+    } else if (!n.ok) {
+      int64_t probe = 0;   // too large for microseconds: nanoseconds, or simply out of range
+      n.other_unit = io::scaled_decimal(text, 0, &probe) && looks_like_ns(probe);
+    }
+    return n.ok;
+  }
+
+  bool to_ns(RawNum& n, bool is_ts, int64_t* out) {
+    if (!n.converted) convert(n, n.text, is_ts);
+    *out = n.ns;
+    return n.ok;
+  }
+
+  // A time field as it is read: converted at once when the unit is known, else kept as text.
+  void keep_time(RawNum& n, std::string_view v, bool is_ts) {
     n.present = true;
-    n.converted = unit_ns_ != 0;
-    if (n.converted) n.ok = io::scaled_decimal(v, unit_ns_ == 1 ? 0 : 3, &n.ns);
+    n.converted = false;
+    n.other_unit = false;
+    if (unit_ns_ != 0) convert(n, v, is_ts);
     else n.text.assign(v.data(), v.size());
   }
 
@@ -557,17 +727,24 @@ class KinetoHandler {
     return trace_.strings.intern(text);
   }
 
-  uint32_t intern_name() { return intern_clean(ev_.name); }
+  uint32_t intern_name(const PendingEvent& p) { return intern_clean(p.name); }
 
   void finish_event() {
     ++stats_.records;
-    PendingEvent& p = ev_;
+    if (unit_ns_ == 0) return hold(ev_);
+    use_event(ev_);
+  }
+
+  // The end of traceEvents (or of the text): a unit not decided yet is decided with what was seen.
+  void end_of_events() { decide_unit(); }
+
+  void use_event(PendingEvent& p) {
     switch (p.ph) {
       case 'X': break;
       case 'i':
       case 'I':
         if (p.name == "[memory]") {
-          add_memory_sample();
+          add_memory_sample(p);
           return;
         }
         ++stats_.ignored_records;
@@ -597,7 +774,9 @@ class KinetoHandler {
     if (!p.dur.present) return skip("missing dur");
     if (p.bad_number) return skip("number out of 64-bit range");
     int64_t start_ns = 0, dur_ns = 0;
-    if (!to_ns(p.ts, &start_ns) || !to_ns(p.dur, &dur_ns)) return skip("time out of range");
+    const bool times_ok = to_ns(p.ts, true, &start_ns) && to_ns(p.dur, false, &dur_ns);
+    if (p.ts.other_unit) return skip(other_unit_reason());
+    if (!times_ok) return skip("time out of range");
     if (dur_ns < 0) return skip("negative dur");
     if (start_ns > INT64_MAX - dur_ns) return skip("time out of range");
     if (opts_.max_events != 0 && trace_.events.size() >= opts_.max_events) {
@@ -608,7 +787,7 @@ class KinetoHandler {
 
     EventKind kind = kind_of(p.cat);
     Event e;
-    e.name = intern_name();
+    e.name = intern_name(p);
     if ((kind == EventKind::HostOp || kind == EventKind::UserRange) &&
         is_step_marker_name(trace_.strings.at(e.name)))
       kind = EventKind::StepMarker;
@@ -620,8 +799,13 @@ class KinetoHandler {
     // Input shapes belong to host ops; interned after the name, so a split import that interns
     // each event's strings in the same order gives the same ids.
     if (kind == EventKind::HostOp && p.has_shapes) e.aux = intern_clean(p.shapes);
+    // A host op launches nothing itself: its correlation slot holds its autograd link. Kineto
+    // writes `Fwd thread id` 0 on forward ops (their own thread is not written: unknown here).
+    if (kind == EventKind::HostOp)
+      e.correlation =
+          pack_autograd_link(p.sequence_nr, p.fwd_thread > 0 ? uint64_t(p.fwd_thread) : 0, p.fwd_thread > 0);
     if (kind == EventKind::HostOp) {   // FLOPs: interned after the shapes, in this order
-      if (p.has_sequence) e.flags |= kGradRecordedFlag;
+      if (p.sequence_nr >= 0) e.flags |= kGradRecordedFlag;   // the op recorded autograd history
       if (p.has_types || p.has_concrete || p.flops >= 0) {
         OpArgs a;
         a.event = static_cast<uint32_t>(trace_.events.size());
@@ -636,10 +820,18 @@ class KinetoHandler {
       int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
       e.device = static_cast<int16_t>(dev <= INT16_MAX ? dev : 0);
       e.tid = static_cast<uint32_t>(p.stream >= 0 ? p.stream : (p.tid >= 0 ? p.tid : 0));
+    } else if (kind == EventKind::InputStage) {
+      // A DataLoader worker's stage: its worker id (-1: the main process) and batch number.
+      e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
+      e.device = static_cast<int16_t>(p.worker >= 0 && p.worker <= INT16_MAX ? p.worker : -1);
+      e.external_id = p.batch > 0 ? uint64_t(p.batch) : 0;
     } else {
       e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
       if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;
     }
+    if (e.external_id != 0 &&
+        (kind == EventKind::HostOp || kind == EventKind::UserRange || kind == EventKind::Kernel))
+      add_collective_info(p, e);
     if (kind == EventKind::Kernel) {
       KernelInfo k;
       for (int i = 0; i < 3; ++i) {
@@ -676,12 +868,36 @@ class KinetoHandler {
     trace_.events.push_back(e);
   }
 
-  void add_memory_sample() {
-    const PendingEvent& p = ev_;
+  // A collective's facts, as recorded on the event; or, for a backend's own range (gloo:all_reduce)
+  // recorded with its shapes, the elements and type of its inputs (what the plugin sized it by).
+  void add_collective_info(PendingEvent& p, const Event& e) {
+    if (p.collective) {
+      p.coll.external_id = e.external_id;
+      if (p.coll.dtype.empty() && !p.input_type.empty()) p.coll.dtype = clean(p.input_type);
+      trace_.collectives.push_back(std::move(p.coll));
+      p.coll = CollectiveInfo{};
+      return;
+    }
+    if (!p.has_shapes || p.input_type.empty() || !is_backend_collective_name(trace_.strings.at(e.name))) return;
+    CollectiveInfo c;
+    c.external_id = e.external_id;
+    c.in_nelems = elements_in_dims(p.shapes);
+    c.dtype = clean(p.input_type);
+    if (c.in_nelems >= 0) trace_.collectives.push_back(std::move(c));
+  }
+
+  const char* other_unit_reason() const {
+    return unit_ns_ == 1 ? "timestamp in microseconds in a nanosecond trace"
+                         : "timestamp in nanoseconds in a microsecond trace";
+  }
+
+  void add_memory_sample(PendingEvent& p) {
     if (!p.ts.present) return skip("missing ts");
     if (p.bad_number) return skip("number out of 64-bit range");
     MemorySample m;
-    if (!to_ns(p.ts, &m.ts_ns)) return skip("time out of range");
+    const bool ok = to_ns(p.ts, true, &m.ts_ns);
+    if (p.ts.other_unit) return skip(other_unit_reason());
+    if (!ok) return skip("time out of range");
     m.bytes_delta = p.has_bytes ? p.bytes : 0;
     m.total_allocated = p.total_allocated;
     m.total_reserved = p.total_reserved;
@@ -704,6 +920,8 @@ class KinetoHandler {
   int ev_depth_ = 0;
   bool in_devices_ = false;
   std::string device_key_;
+  bool in_samples_ = false;   // inside gpuprofGpuSamples
+  std::string sample_key_;
   Field field_ = Field::Ignore;
   Arg arg_ = Arg::Ignore;
   int32_t* dims_ = nullptr;
@@ -716,6 +934,9 @@ class KinetoHandler {
   PendingEvent ev_;
   int64_t host_pid_ = -1;   // the profiled process (first host event's pid)
   int unit_ns_ = 0;   // ns per unit of ts/dur: 0 until known, then 1000 (us) or 1 (ns)
+  std::vector<PendingEvent> held_;   // events read while the unit is not decided, in order
+  UnitVote vote_;
+  std::vector<int8_t> unit_votes_;   // each held event's vote
   std::string abort_reason_;
   uint64_t invalid_utf8_ = 0;
   std::unordered_map<uint32_t, CopyInfo> copy_by_name_;
@@ -736,6 +957,7 @@ ParseResult result_of(const KinetoHandler& h, io::JsonResult json) {
   r.host_pid = h.host_pid();
   r.invalid_utf8 = h.invalid_utf8();
   r.stopped_at_split = h.stopped_at_split();
+  r.unit_votes = h.unit_votes();
   return r;
 }
 

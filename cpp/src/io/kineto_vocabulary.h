@@ -38,6 +38,7 @@ enum class Cat : uint8_t {
   GpuUserAnnotation,
   Overhead,
   Nvtx,
+  InputStage,
   Unknown
 };
 
@@ -65,6 +66,7 @@ inline Cat classify_cat(std::string_view c) {
       {"overhead", Cat::Overhead},
       {"cuda_profiler_range", Cat::Overhead},
       {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
+      {"gpuprof_input", Cat::InputStage},   // gpuprof's export of the input pipeline's stages
   };
   for (const auto& e : entries)
     if (eq_ci(c, e.name)) return e.cat;
@@ -85,6 +87,7 @@ inline EventKind kind_of(Cat c) {
     case Cat::GpuUserAnnotation: return EventKind::GpuUserRange;
     case Cat::Overhead: return EventKind::Overhead;
     case Cat::Nvtx: return EventKind::Nvtx;
+    case Cat::InputStage: return EventKind::InputStage;
     default: return EventKind::Other;   // `Trace` spans, unknown categories: kept, never counted
   }
 }
@@ -121,10 +124,23 @@ enum class Arg : uint8_t {
   DeviceType,
   DeviceId,
   InputDims,
-  InputTypes,       // FLOPs: "Input type"
+  SequenceNumber,
+  FwdThreadId,
+  InputType,        // "Input type" (collectives' dtype; the FLOP rules read the whole list)
   ConcreteInputs,   // FLOPs: "Concrete Inputs"
   Flops,            // FLOPs: "flops" (with_flops, in the torch releases that write it)
-  SequenceNumber    // FLOPs: "Sequence number" (the op recorded autograd history)
+  // A collective's own facts (record_param_comms ops and NCCL kernels; gpuprof's export writes
+  // them on any event they describe).
+  CollectiveName,
+  InMsgNelems,
+  OutMsgNelems,
+  GroupSize,
+  Dtype,
+  PgName,
+  PgDesc,
+  PgRanks,
+  Worker,   // an input stage's DataLoader worker id (gpuprof's export)
+  Batch     // an input stage's batch number in its worker (gpuprof's export)
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
@@ -192,18 +208,22 @@ inline Arg arg_of(std::string_view k) {
     case 5:
       if (is(k, "block")) return Arg::Block;
       if (is(k, "bytes") || is(k, "Bytes")) return Arg::Bytes;
+      if (is(k, "dtype")) return Arg::Dtype;
+      if (is(k, "batch")) return Arg::Batch;
       if (is(k, "flops")) return Arg::Flops;
       break;
     case 6:
       if (is(k, "device")) return Arg::Device;
       if (is(k, "stream")) return Arg::Stream;
+      if (is(k, "worker")) return Arg::Worker;
       break;
     case 9:
       if (is(k, "Device Id")) return Arg::DeviceId;
       break;
     case 10:
       if (is(k, "Input Dims") || is(k, "Input dims")) return Arg::InputDims;
-      if (is(k, "Input type")) return Arg::InputTypes;
+      if (is(k, "Input type")) return Arg::InputType;
+      if (is(k, "Group size")) return Arg::GroupSize;
       break;
     case 11:
       if (is(k, "correlation")) return Arg::Correlation;
@@ -216,20 +236,31 @@ inline Arg arg_of(std::string_view k) {
     case 13:
       if (is(k, "shared memory")) return Arg::SharedMem;
       if (is(k, "blocks per SM")) return Arg::BlocksPerSm;
+      if (is(k, "In msg nelems")) return Arg::InMsgNelems;
+      if (is(k, "Fwd thread id")) return Arg::FwdThreadId;
       break;
     case 14:
       if (is(k, "Total Reserved")) return Arg::TotalReserved;
+      if (is(k, "Out msg nelems")) return Arg::OutMsgNelems;
       break;
     case 15:
       if (is(k, "Total Allocated")) return Arg::TotalAllocated;
-      if (is(k, "Concrete Inputs")) return Arg::ConcreteInputs;
       if (is(k, "Sequence number")) return Arg::SequenceNumber;
+      if (is(k, "Concrete Inputs")) return Arg::ConcreteInputs;
+      if (is(k, "Collective name")) return Arg::CollectiveName;
+      break;
+    case 18:
+      if (is(k, "Process Group Name")) return Arg::PgName;
+      break;
+    case 19:
+      if (is(k, "Process Group Ranks")) return Arg::PgRanks;
       break;
     case 20:
       if (is(k, "registers per thread")) return Arg::Registers;
       break;
     case 25:
       if (is(k, "est. achieved occupancy %")) return Arg::Occupancy;
+      if (is(k, "Process Group Description")) return Arg::PgDesc;
       break;
   }
   return Arg::Ignore;

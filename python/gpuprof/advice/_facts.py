@@ -129,6 +129,20 @@ class Facts:
             return None
         return max(rows, key=lambda d: d.get("batches_seen") or 0)
 
+    # ---- the input pipeline, measured inside the DataLoader (live spans) -------------------------
+    @property
+    def input_pipeline(self) -> Optional[dict]:
+        """The ``input_pipeline`` section (docs/metrics.md), when a live span measured the stages
+        of a batch inside the DataLoader (Little's law needs T_batch); None otherwise (an imported
+        trace, workers started before the session, an older report)."""
+        ip = self.data.get("input_pipeline")
+        if not isinstance(ip, dict):
+            return None
+        law = ip.get("law")
+        if not isinstance(law, dict) or not isinstance(law.get("t_batch_us"), (int, float)):
+            return None
+        return ip
+
     # ---- GPU ------------------------------------------------------------------------------------
     @property
     def devices(self) -> list[dict]:
@@ -308,6 +322,17 @@ class Facts:
         return section(self.data, "roofline")
 
     # ---- distributed ----------------------------------------------------------------------------
+    @property
+    def collectives(self) -> list[dict]:
+        """Collectives per kind x process group (docs/metrics.md, "Collectives"); [] when none."""
+        return section(self.data, "collectives")
+
+    @property
+    def ranks(self) -> list[dict]:
+        """The cross-rank report's rows (one per rank that reported); [] for one process."""
+        rows = self.data.get("ranks")
+        return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
     @property
     def distributed(self) -> dict:
         """``distributedInfo`` of an imported trace (backend, rank, world_size), {} when absent.

@@ -20,9 +20,13 @@ from typing import Any, Optional
 
 from .. import _build_info
 from .._native import _core
+from .implausible import warnings_from
 
-SCHEMA_VERSION = 4  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
-# 4: flops, roofline, steps[].flops, operators[].flops (and the other round-3 sections)
+# 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
+# 4: collectives, collective_calls, warnings (implausible input), long_names, modules; the energy
+# per step (steps[].energy_j, average's energy keys, energy); input_pipeline; flops, roofline,
+# steps[].flops, operators[].flops, modules[].flops
+SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
 MEMORY_CURVE_POINTS = 2000
@@ -44,17 +48,23 @@ def report_dict(
     drop_incomplete_last_step: bool = True,
     native: Optional[dict] = None,
     peak_tflops: Optional[float] = None,
+    batch_size: Optional[int] = None,
+    pipeline: Optional[dict] = None,
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
     for ``step_views``; ``event_flops``: (event index, FLOPs) of every counted call as native-order
-    int64 pairs, for attributions that sum them over events); it is not part of the report. ``peak_tflops``: the dense peak
-    MFU divides by, when the user gives it (docs/metrics.md, "MFU and HFU")."""
+    int64 pairs, for attributions that sum them over events); it is not part of the report.
+    ``batch_size`` (samples per step, when known) gives the energy per sample. ``pipeline``: what a
+    live span measured inside its DataLoaders, for the ``input_pipeline`` section
+    (``analysis/pipeline.py``). ``peak_tflops``: the dense peak MFU divides by, when the user gives
+    it (docs/metrics.md, "MFU and HFU")."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
-    analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
+    analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
     if native is not None:
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
         native["event_flops"] = analysed["event_flops"]
+        native["module_of_event"] = analysed.get("module_of_event")
     bd = analysed["breakdown"]
     steps = []
     for s in bd["steps"]:
@@ -69,14 +79,18 @@ def report_dict(
         "gpuprof_version": _build_info.GPUPROF_VERSION,
         "source": dict(source or {}),
         "steps": steps,
-        "average": _average(steps),
+        "average": average(steps),
         "step_rules": {
             "had_step_markers": bd["had_step_markers"],
             "dropped_trailing_steps": bd["dropped_trailing_steps"],
             "dropped_incomplete_last": bd["dropped_incomplete_last"],
             "duplicate_step_markers": bd["duplicate_step_markers"],
             "nested_step_markers": bd["nested_step_markers"],
+            "malformed_step_markers": bd["malformed_step_markers"],
+            "skewed_device_events": bd["skewed_device_events"],
         },
+        # Implausible input, said rather than shown as fact (implausible.py; docs/metrics.md).
+        "warnings": warnings_from(bd, analysed["plausibility"], trace.metadata),
         "dataloaders": list(dataloaders or []),
         "host": dict(host or {}),
         "counts": {
@@ -87,20 +101,45 @@ def report_dict(
         },
         "metadata": dict(trace.metadata),
     }
+    # The input pipeline, stage by stage, from what a live span measured inside the DataLoader
+    # (analysis/pipeline.py); absent when nothing was measured (an imported trace).
+    pipeline_section = _input_pipeline(trace, pipeline, steps, host)
+    if pipeline_section is not None:
+        data["input_pipeline"] = pipeline_section
     # GPU metrics: the per-device summary and the detail tables.
     # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
     # numbers are None. docs/metrics.md defines every field.
-    for key in ("devices", "kernels", "kernel_ops", "operators", "copies", "syncs", "memory", "ranges"):
+    for key in (
+        "devices",
+        "kernels",
+        "kernel_ops",
+        "operators",
+        "modules",
+        "copies",
+        "syncs",
+        "memory",
+        "ranges",
+    ):
         data[key] = analysed[key]
     # ---- FLOPs: the flops section, each step's FLOPs and the roofline's rows ----
     _add_flops(data, analysed["flops"], source=source, host=host, peak_tflops=peak_tflops)
     # ---- end FLOPs ----
+    # Collectives per kind x process group, and every call as [row, step, dur_us, end_us, bytes]:
+    # what the cross-rank report needs to split each row's time into transfer and waiting
+    # (analysis/ranks.py; docs/metrics.md, "Collectives").
+    data["collectives"] = analysed["collectives"]
+    calls = analysed["collective_calls"]
+    data["collective_calls"] = [list(c) for c in calls] if len(calls) <= MAX_COLLECTIVE_CALLS else None
     compiled = _compiled_regions(data["operators"])
     if compiled:
         data["compiled"] = compiled
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
     # "not reported by this device" and becomes None.
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
+    # ---- energy per step (docs/metrics.md, "Energy"): only where NVML sampled a device ----------
+    if data["gpu_samples"]:
+        _add_energy(data, trace, batch_size)
+    # ---- end energy ----
     # Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's
     # buckets (docs/metrics.md, "GPU timeline"); {} without kernels.
     data["gpu_timeline"] = _core.gpu_timeline(trace)
@@ -110,6 +149,9 @@ def report_dict(
         device: [list(p) for p in points]
         for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
     }
+    # The full text of each name the tables show shortened (over 1024 bytes), once (docs/metrics.md,
+    # "Bounded tables and names"); {} when none is.
+    data["long_names"] = analysed["long_names"]
     return data
 
 
@@ -144,14 +186,119 @@ def _add_flops(data: dict, native_flops: dict, *, source, host, peak_tflops) -> 
     data["roofline"] = roofline
 
 
+def _input_pipeline(trace, pipeline: Optional[dict], steps: list, host: Optional[dict]) -> Optional[dict]:
+    if not pipeline or not pipeline.get("loaders") or not steps:
+        return None
+    from .pipeline import input_pipeline
+
+    transfers = _core.batch_transfers(trace, [(s["start_ns"], s["end_ns"]) for s in steps])
+    return input_pipeline(pipeline, steps, host, transfers)
+
+
+def clock_anchors(trace, drop_incomplete_last_step: bool = True) -> dict:
+    """What a merged timeline aligns one rank's clock by (analysis/ranks.py ``clock_offset``): the
+    end of each collective call, keyed by its row (kind and group), step and order in the step, and
+    the end of each step, on this trace's clock (us)."""
+    analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
+    keys = [
+        tuple(r.get(k) for k in ("name", "process_group", "pg_desc", "group_ranks", "group_size"))
+        for r in analysed["collectives"]
+    ]
+    calls: dict = {}
+    seen: dict = {}
+    for row, step, _dur, end_us, _bytes in analysed["collective_calls"]:
+        k = (keys[row], step)
+        seen[k] = seen.get(k, 0) + 1
+        calls[(keys[row], step, seen[k] - 1)] = end_us
+    steps = {s["step"]: s["end_ns"] / 1000.0 for s in analysed["breakdown"]["steps"]}
+    return {"calls": calls, "steps": steps}
+
+
+def process_groups(metadata: dict) -> list:
+    """The job's process groups, as torch lists them in a trace's ``distributedInfo``
+    (``pg_config``: pg_name, pg_desc, pg_size, ranks); [] when it has none."""
+    raw = metadata.get("distributedInfo") if isinstance(metadata, dict) else None
+    if isinstance(raw, str):
+        import json
+
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return []
+    groups = raw.get("pg_config") if isinstance(raw, dict) else None
+    if isinstance(groups, dict):  # some torch versions write {pg_name: config}
+        groups = list(groups.values())
+    out = []
+    for g in groups if isinstance(groups, list) else []:
+        if not isinstance(g, dict):
+            continue
+        ranks = g.get("ranks")
+        out.append(
+            {
+                "pg_name": str(g.get("pg_name", "")),
+                "pg_desc": str(g.get("pg_desc", "")),
+                "pg_size": g.get("pg_size") if isinstance(g.get("pg_size"), int) else None,
+                "ranks": [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) else None,
+            }
+        )
+    return out
+
+
 def _gpu_sample_row(raw: dict) -> dict:
-    row = {k: (None if v == -1 and k != "device" else v) for k, v in raw.items() if k != "power_mw"}
+    skip = ("power_mw", "energy_mj")
+    row = {k: (None if v == -1 and k != "device" else v) for k, v in raw.items() if k not in skip}
     power_mw = raw.get("power_mw", -1)
     row["power_w"] = None if power_mw == -1 else power_mw / 1000.0
+    energy_mj = raw.get("energy_mj", -1)
+    row["energy_counter_j"] = None if energy_mj == -1 else energy_mj / 1000.0
     return row
 
 
-def _average(steps: list[dict]) -> dict:
+# ---- energy per step (docs/metrics.md, "Energy") ---------------------------------------------------
+def _add_energy(data: dict, trace, batch_size: Optional[int]) -> None:
+    """Each step's energy on the NVML-sampled devices (``steps[].energy_j``, summed over them;
+    ``device_energy_j`` per device when there are several), its mean power and energy per sample,
+    their means in ``average``, and the ``energy`` table (one row per device: how it was measured,
+    and why steps were not). A step's sum is None when any device's energy is unknown for it: a
+    partial sum is never shown as the whole."""
+    steps = data["steps"]
+    result = _core.step_energy(trace, [(s["start_ns"], s["end_ns"]) for s in steps])
+    rows = result["devices"]
+    data["energy"] = rows
+    if not rows:
+        return
+    batch = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
+    several = len(rows) > 1
+    for s, joules in zip(steps, result["steps"]):
+        total = None if any(j is None for j in joules) else float(sum(joules))
+        s.update(_energy_keys(total, s["total_us"], batch))
+        if several:
+            s["device_energy_j"] = {
+                str(r["device"]): (None if j is None else round(j, 6)) for r, j in zip(rows, joules)
+            }
+    measured = [s for s in steps if s["energy_j"] is not None]
+    energy = sum(s["energy_j"] for s in measured)
+    mean = energy / len(measured) if measured else None
+    keys = _energy_keys(
+        mean, sum(s["total_us"] for s in measured) / len(measured) if measured else 0.0, batch
+    )
+    data["average"].update(keys)
+
+
+def _energy_keys(energy_j: Optional[float], dur_us: float, batch: Optional[int]) -> dict:
+    if energy_j is None:
+        return {"energy_j": None, "mean_power_w": None, "energy_per_sample_j": None}
+    return {
+        "energy_j": round(energy_j, 6),
+        "mean_power_w": round(energy_j / (dur_us * 1e-6), 3) if dur_us > 0 else None,
+        "energy_per_sample_j": round(energy_j / batch, 6) if batch else None,
+    }
+
+
+# ---- end energy ----
+
+
+def average(steps: list[dict]) -> dict:
     """Mean of each category over the steps, and its share of the mean step."""
     keys = ["total_us"] + [f"{k}_us" for k, _ in CATEGORIES]
     if not steps:
@@ -232,6 +379,10 @@ def section(data: dict, key: str) -> list[dict]:
 
 
 # ---- timelines of two steps, and per-step top kernels and operators (the HTML's drill-down) ------
+# At most this many collective calls are kept in a report (about 30 bytes each in its JSON): past
+# them, the cross-rank split of the rows' time is left out (docs/metrics.md, "Collectives").
+MAX_COLLECTIVE_CALLS = 100_000
+
 # At most this many events per drawn step are kept in the report (the longest first); the report
 # says how many were left out. Two steps are drawn: the slowest and a typical (median) one.
 TIMELINE_EVENT_CAP = 4000
@@ -243,7 +394,13 @@ def _median_step(steps: list[dict]) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] = None) -> dict:
+def step_views(
+    trace,
+    steps: list[dict],
+    *,
+    repeated_op_calls: Optional[bytes] = None,
+    module_of_event: Optional[bytes] = None,
+) -> dict:
     """Computed by the report builder when the report will be saved or drawn (``build_report``'s
     ``with_step_views``), not by ``report_dict``: a text report does not need it. The per-step tables
     are one native pass, reusing the analysis pass's per-event flags, and each drawn step's
@@ -265,19 +422,22 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
         # Host threads and GPU streams, device work kept first up to the cap, then the longest host
         # events; rows [lane, name, start_us, dur_us, category, kind], lane and name pointing into the
         # first-seen lists lane_order and names; the category is the breakdown's (one native pass).
-        tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP)
+        tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP, module_of_event)
         lanes = tl["lane_order"]
+        # With a module view: each event's module row (index into `modules`, -1 none).
+        extra = {"module_of": tl["module_of"]} if "module_of" in tl else {}
         timelines.append(
             {
                 "label": label,
                 "step": step["step"],
                 "total_us": step["total_us"],
-                "lanes": sorted(lanes, key=lambda lane: (not lane.startswith("host"), lane)),
+                "lanes": sorted(lanes, key=_lane_order),
                 "lane_order": lanes,
                 "names": tl["names"],
                 "events": tl["events"],
                 "counts": tl["counts"],
                 "left_out": tl["total"] - len(tl["events"]),
+                **extra,
             }
         )
     tops = {}
@@ -298,6 +458,17 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
         "outliers": outlier_steps(steps),
         "event_cap": TIMELINE_EVENT_CAP,
     }
+
+
+def _lane_order(lane: str) -> tuple:
+    """Host threads first, each with its module calls right above it; then the DataLoader
+    workers' lanes; then the GPU streams."""
+    modules = "modules, "
+    if lane.startswith(modules + "host"):
+        return (0, lane[len(modules) :], 0)
+    if lane.startswith("host"):
+        return (0, lane, 1)
+    return (1, lane, 0) if lane.startswith("DataLoader worker") else (2, lane, 0)
 
 
 def outlier_steps(steps: list[dict]) -> list[int]:

@@ -5,12 +5,15 @@ A rank summary is a dict (what ranks exchange at the end of a span, and what a w
 trace file of a folder)::
 
     {"rank", "local_rank", "world_size", "hostname", "device", "backend",
-     "steps": [{"step", "total_us", "<category>_us", ...}],   # the report's step rows
+     "steps": [{"step", "total_us", "<category>_us", ...}],   # the report's step rows (times, and
+                                                              # energy_j where NVML measured it)
      "average": {...},                                        # the report's average
      "comm_total_us": float | None,            # device communication kernels per step (a union)
      "comm_overlap_compute_us": float | None,  # the part of it compute kernels ran beside
-     "comm_overlap_copy_us": float | None}     # the part of it copies ran beside; None: no device
+     "comm_overlap_copy_us": float | None,     # the part of it copies ran beside; None: no device
                                                # collectives (gloo on the CPU)
+     "collectives": [[name, process_group, pg_desc, group_ranks, group_size], ...],  # row keys
+     "collective_calls": [[row, step, dur_us, end_us, bytes], ...] | None}     # every call
 
 In a synchronous job every rank's step lasts as long as the slowest rank's: the straggler spends
 longer *outside* collectives, and every other rank shows that difference as time waiting inside them.
@@ -50,7 +53,10 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
     session knows them); otherwise they come from the trace's ``distributedInfo`` metadata."""
     info = dict(_dist_info(data))
     info.update({k: v for k, v in (rank_info or {}).items() if v is not None})
-    steps = [{k: v for k, v in s.items() if k == "step" or k.endswith("_us")} for s in data.get("steps", [])]
+    steps = [
+        {k: v for k, v in s.items() if k in ("step", "energy_j") or k.endswith("_us")}
+        for s in data.get("steps", [])
+    ]
     n = len(steps)
     # Device communication per step, from the GPU summary: the NCCL kernels inside the steps and the
     # parts compute kernels and copies ran beside (docs/distributed.md, "Overlap").
@@ -76,7 +82,15 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
         # FLOPs: this rank's achieved rate and MFU (docs/metrics.md), None where not counted
         "tflops_per_s": flops.get("tflops_per_s"),
         "mfu_pct": flops.get("mfu_pct"),
+        "collectives": [_collective_key(r) for r in _rows(data.get("collectives"))],
+        "collective_calls": data.get("collective_calls"),
     }
+
+
+def _collective_key(row: dict) -> list:
+    """What makes two ranks' rows the same collectives: the kind and the group (its ranks too: the
+    tensor-parallel group [0, 1] is not the group [2, 3] of the same name on another rank)."""
+    return [row.get(k) for k in ("name", "process_group", "pg_desc", "group_ranks", "group_size")]
 
 
 def _rows(section) -> list:
@@ -171,9 +185,11 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
                 "comm_copy_overlap_pct": copy_overlap,
                 "tflops_per_s": s.get("tflops_per_s"),
                 "mfu_pct": s.get("mfu_pct"),
+                **_rank_energy(s, steps_of(s)),
             }
         )
 
+    split = collective_split(ranks, common)
     calls = [straggler_call(r, per_rank, sorted(common)) for r in sorted(per_rank)] if common else []
     calls = [c for c in calls if c is not None]
     stragglers = sorted((c for c in calls if c["named"]), key=lambda c: -c["excess_us"])
@@ -190,6 +206,72 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         "matched_steps": len(common),
         "missing_ranks": missing,
         "world_size": world,
+        "collective_split": split,
+    }
+
+
+def collective_split(summaries: list, steps: set) -> dict:
+    """Each rank's collectives split into moving data and waiting, per row (the TensorBoard
+    plugin's rule, docs/metrics.md "Collectives"): the calls of a row are matched across the ranks
+    that have it, by step and order in the step; a call's transfer time is the least any of them
+    took (the rank that arrived last only moves data), the rest of each rank's time is waiting.
+    Summed over the calls in ``steps`` whose calls match one to one on every rank of the row (a step
+    where a rank has a call more or less is left out). {rank: [(transfer_us, wait_us) or None per
+    row]}; None for a row with no such step."""
+    by_rank: dict = {}
+    for s in summaries:
+        keys = [tuple(k) for k in (s.get("collectives") or [])]
+        calls = s.get("collective_calls")
+        if calls is None:
+            by_rank[s["rank"]] = (keys, None)
+            continue
+        grouped: dict = {}
+        for row, step, dur, *_rest in calls:
+            if step in steps and 0 <= row < len(keys):
+                grouped.setdefault((keys[row], step), []).append(float(dur))
+        by_rank[s["rank"]] = (keys, grouped)
+    out: dict = {}
+    for rank, (keys, grouped) in by_rank.items():
+        rows = []
+        for key in keys:
+            if grouped is None:
+                rows.append(None)
+                continue
+            peers = [g for r, (k, g) in by_rank.items() if r != rank and g is not None and key in k]
+            if not peers:
+                rows.append(None)
+                continue
+            transfer = wait = 0.0
+            matched = 0
+            for (k, step), mine in grouped.items():
+                if k != key:
+                    continue
+                theirs = [g.get((key, step), []) for g in peers]
+                if any(len(t) != len(mine) for t in theirs):
+                    continue  # a call missing on some rank: this step's calls cannot be paired
+                matched += 1
+                for i, d in enumerate(mine):
+                    least = min([d] + [t[i] for t in theirs])
+                    transfer += least
+                    wait += d - least
+            rows.append((round(transfer, 3), round(wait, 3)) if matched else None)
+        out[rank] = rows
+    return out
+
+
+def _rank_energy(summary: dict, steps: list[dict]) -> dict:
+    """The rank's mean energy per step over the steps compared (those with energy measured), and per
+    sample with its batch size; {} when the rank's report has no energy (no NVML samples)."""
+    if not any("energy_j" in st for st in steps):
+        return {}
+    joules = [st["energy_j"] for st in steps if isinstance(st.get("energy_j"), (int, float))]
+    mean = _mean(joules) if joules else None
+    batch = summary.get("batch_size")
+    return {
+        "energy_j": round(mean, 6) if mean is not None else None,
+        "energy_per_sample_j": round(mean / batch, 6)
+        if mean is not None and isinstance(batch, int) and batch > 0
+        else None,
     }
 
 
@@ -264,4 +346,61 @@ def attach(data: dict, result: dict, *, note: str = "", skipped_files: Optional[
     }
     if skipped_files:
         data["cross_rank"]["skipped_files"] = [dict(s) for s in skipped_files]
+    own = (data.get("distributed") or {}).get("rank", _dist_info(data).get("rank"))
+    if own is None and result["ranks"]:
+        own = result["ranks"][0]["rank"]
+    _split_collectives(data, (result.get("collective_split") or {}).get(own))
     return data
+
+
+def _split_collectives(data: dict, split: Optional[list]) -> None:
+    """The report's own collectives rows get their transfer and waiting times, and their
+    bandwidths over the transfer time (nccl-tests' definitions, computed by the native core)."""
+    rows = data.get("collectives")
+    if not split or not isinstance(rows, list) or len(split) != len(rows):
+        return
+    from .._native import _core
+
+    for row, part in zip(rows, split):
+        if part is None:
+            continue
+        row["transfer_us"], row["wait_us"] = part
+        if row.get("bytes") is not None:
+            algbw, busbw = _core.collective_bandwidths(
+                str(row.get("name", "")),
+                int(row["bytes"]),
+                int(round(part[0] * 1000)),
+                int(row["group_size"]) if row.get("group_size") is not None else -1,
+            )
+            row["algbw_gbps"], row["busbw_gbps"] = algbw, busbw
+
+
+def clock_offset(reference: dict, mine: dict, *, same_clock: bool = False) -> dict:
+    """How far to shift a rank's clock onto the reference rank's (``clock_anchors`` of both): the
+    median, over the collective calls both recorded (matched by kind, group, step and order), of the
+    difference of their ends; a collective ends at about the same moment on every rank of its group
+    (the last to arrive sets it), while ranks start it at different times. Without a common call,
+    the median difference of the steps' ends (a synchronous job's steps end together too); without
+    either, 0. With ``same_clock`` (live traces of one host: one CLOCK_MONOTONIC) nothing is shifted,
+    and the calls only say how far apart their ends are. Returns {"offset_us", "aligned_by":
+    "host clock" | "collectives" | "steps" | "none", "matched", "skew_us": the largest distance of a
+    matched end from where the shift puts it (how well the ranks line up)}."""
+    for what in ("calls", "steps"):
+        pairs = [
+            (reference[what][k], mine[what][k]) for k in mine.get(what, {}) if k in reference.get(what, {})
+        ]
+        if pairs:
+            offset = 0.0 if same_clock else statistics.median(ref - own for ref, own in pairs)
+            skew = max(abs(ref - (own + offset)) for ref, own in pairs)
+            return {
+                "offset_us": round(offset, 3),
+                "aligned_by": "host clock" if same_clock else "collectives" if what == "calls" else "steps",
+                "matched": len(pairs),
+                "skew_us": round(skew, 3),
+            }
+    return {
+        "offset_us": 0.0,
+        "aligned_by": "host clock" if same_clock else "none",
+        "matched": 0,
+        "skew_us": None,
+    }

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -15,13 +17,13 @@ from collections import deque
 from typing import Callable, Optional
 
 from .._native import _core
-from ..report.build import build_report
+from ..report.build import build_report, unbuilt_report
 from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
-from .dataloader import DataLoaderCapture, cpus_available
+from .dataloader import DataLoaderCapture, add_pipeline_events, cpu_budget, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
-from .hooks import HooksUnavailable
+from .modules import ModuleHooks
 from .schedule import ProfilerAction, always_record
 
 log = logging.getLogger("gpuprof")
@@ -60,6 +62,11 @@ class profile:
         schedule: step -> ProfilerAction (see ``gpuprof.schedule``); None records every step.
         on_trace_ready: called with this profiler each time a span of active steps completes.
         record_shapes: also record operator input shapes (costs a little per op).
+        with_modules: also record each ``nn.Module`` call, for the module view (``modules`` in the
+            report: time per module of the model's hierarchy, forward and backward), through
+            torch's global module hooks while a span is hooked; the model is not changed. Off by
+            default: it costs a few microseconds per module call, about 30 times what recording
+            an op costs (docs/performance.md).
         max_events: event budget per span over all threads; past it, events are counted as dropped.
         gpu: also collect CUDA kernels, copies, runtime calls (CUPTI) and device samples (NVML) when
             a GPU is usable; otherwise the span is host-only and the report says why.
@@ -88,6 +95,7 @@ class profile:
         schedule: Optional[Callable[[int], ProfilerAction]] = None,
         on_trace_ready: Optional[Callable[[profile], None]] = None,
         record_shapes: bool = False,
+        with_modules: bool = False,
         max_events: int = 4_000_000,
         gpu: bool = True,
         profile_memory: bool = False,
@@ -117,6 +125,9 @@ class profile:
         self.schedule = schedule or always_record
         self.on_trace_ready = on_trace_ready
         self.record_shapes = bool(record_shapes)
+        self.with_modules = bool(with_modules)
+        self._modules = ModuleHooks()
+        self._modules_note = ""  # why the module hooks could not be installed
         self.max_events = int(max_events)
         self.profile_memory = bool(profile_memory)
         self.batch_size = batch_size
@@ -185,8 +196,13 @@ class profile:
         self._signals_pending = []
         try:
             self._exchange = None  # made at the first span end (see _gather)
+            self._capture.open()  # DataLoader iterators made from now on carry the workers' hook
+            first = self.schedule(0)
+            # The operator hooks load (or compile) on a background thread from now on, while the
+            # schedule's wait and warmup steps run; before a recorded step it is waited for.
+            self._await_hooks(first)
             self._step_start_ticks = _core.collector_ticks()
-            self._transition(ProfilerAction.NONE, self.schedule(0))
+            self._transition(ProfilerAction.NONE, first)
             self._nvtx_step()
             self._install_signal_handlers()
         except BaseException:
@@ -221,6 +237,10 @@ class profile:
         global _active_session
         self._restore_signal_handlers()
         self._unhook()
+        try:
+            self._capture.close()  # the DataLoader workers put torch's code back, gpuprof's pipes close
+        except Exception as e:  # never an exception in the with block's exit
+            log.warning("gpuprof: could not end the DataLoader capture cleanly: %s", e)
         _core.collector_stop()
         self._gpu.release()
         if self._nvtx_step_open:
@@ -246,8 +266,11 @@ class profile:
             elif prev in _RECORDING:
                 self._close_step(now)
             self.step_num += 1
+            new = self.schedule(self.step_num)
+            if self._await_hooks(new):
+                now = _core.collector_ticks()  # the hooks' compile is in no step
             self._step_start_ticks = now
-            self._transition(prev, self.schedule(self.step_num))
+            self._transition(prev, new)
             self._nvtx_step()
 
     # ---- signals --------------------------------------------------------------------------------
@@ -284,7 +307,11 @@ class profile:
     @contextlib.contextmanager
     def _signals_held_back(self):
         """gpuprof's own step and stop code runs whole: a signal that comes meanwhile is handled
-        once it is done."""
+        once it is done. That includes SIGCHLD when the program has a Python handler for it (torch's
+        DataLoader raises "worker killed" from one): raised inside a span's end, it would cost the
+        span its report (the one that says which worker died); it is raised after it instead."""
+        outermost = self._signals_held == 0
+        chld = self._hold_sigchld() if outermost else None
         self._signals_held += 1
         try:
             yield
@@ -294,6 +321,33 @@ class profile:
                 pending, self._signals_pending = self._signals_pending, []
                 for signum in pending:
                     self._on_signal(signum, None)
+            if chld is not None:
+                self._release_sigchld(*chld)
+
+    def _hold_sigchld(self):
+        """(torch's handler, [came]) with a handler that notes SIGCHLD in its place; None when there
+        is no Python handler to hold (or not on the main thread, where handlers are set)."""
+        chld = getattr(signal, "SIGCHLD", None)
+        if chld is None or threading.current_thread() is not threading.main_thread():
+            return None
+        try:
+            previous = signal.getsignal(chld)
+            if not callable(previous):
+                return None
+            came: list = []
+            signal.signal(chld, lambda signum, frame: came.append(frame))
+        except (ValueError, OSError):
+            return None
+        return previous, came
+
+    @staticmethod
+    def _release_sigchld(previous, came: list) -> None:
+        try:
+            signal.signal(signal.SIGCHLD, previous)
+        except (ValueError, OSError):
+            return
+        if came:
+            previous(signal.SIGCHLD, came[-1])  # the program's handler, as if the signal came now
 
     def _on_signal(self, signum: int, frame) -> None:
         if self._signals_held:
@@ -339,6 +393,7 @@ class profile:
 
     def _close_step(self, end_ticks: int) -> None:
         self._steps_in_span += 1
+        self._gpu.sample_energy()  # first: the counter's reading is the one that needs the boundary's time
         self._sample_memory(end_ticks)
         _core.collector_record("step", f"ProfilerStep#{self.step_num}", self._step_start_ticks, end_ticks)
 
@@ -363,30 +418,59 @@ class profile:
             # A fresh collector epoch: warmup events (first-call costs) are not kept.
             _core.collector_start(self.max_events)
             self._gpu.start()  # GPU collection (a new epoch when warmup ends)
+            # Starting GPU collection (loading CUPTI, subscribing, a flush) is gpuprof's time, not
+            # the first step's; the step starts at the energy counter's first reading.
+            self._step_start_ticks = _core.collector_ticks()
+            self._gpu.sample_energy()
             self._capture.reset()
+            self._modules.reset()
             self._steps_in_span = 0
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
         if new in _HOOKED:
-            self._hook()
+            self._capture.open()  # (torch's DataLoader may have been imported after the start)
+            self._hook(new)
         else:
             self._unhook()
             _core.collector_stop()
             self._gpu.stop()  # GPU collection
         self.current_action = new
 
-    def _hook(self) -> None:
+    def _await_hooks(self, action: ProfilerAction) -> bool:
+        """Start loading the operator hooks if not yet done, and wait for them before a recorded
+        step (a warmup step waits only for a load, not for a compile). True if it waited."""
+        if self._hooked or self._hooks_note:
+            return False
+        try:
+            _hooks_loader.start_loading()
+            if _hooks_loader.ready() or action not in _HOOKED:
+                return False
+            _hooks_loader.settle()  # loaded, failed, or compiling
+            if _hooks_loader.ready():
+                return True
+            if action == ProfilerAction.WARMUP:
+                return False
+            _hooks_loader.hooks()  # the compile's line said it comes before the first recorded step
+        except Exception:  # said once by _hook, which meets the same failure
+            pass
+        return True
+
+    def _hook(self, action: ProfilerAction = ProfilerAction.RECORD) -> None:
         if self._hooked or self._hooks_note:
             return
+        if action == ProfilerAction.WARMUP and not _hooks_loader.ready():
+            return  # still compiling: the warmup goes on without operators, the record waits
         try:
             hooks = _hooks_loader.hooks()
-        except HooksUnavailable as e:
+        except Exception as e:
             # The training run goes on: steps are still timed, operators are not recorded, and the
             # report says why (once on stderr, and in its metadata).
             self._hooks_note = str(e)
             print(f"gpuprof: operators are not recorded: {e}", file=sys.stderr, flush=True)
             return
-        hooks.install(self.record_shapes)
+        hooks.install(self.record_shapes, autograd_links=self.with_modules)
+        if self.with_modules and not self._modules_note:
+            self._modules_note = self._modules.install()
         if self.profile_memory:
             self._memory_note = hooks.install_memory_reporter()
         self._capture.install()
@@ -397,41 +481,30 @@ class profile:
             return
         self._hooked = False
         self._capture.remove()
+        self._modules.remove()
         hooks = _hooks_loader.hooks()
         hooks.remove_memory_reporter()
         hooks.remove()
 
     def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
-        self._gpu.flush()  # every GPU record of the span, before the host side stops
-        _core.collector_stop()
-        trace = _core.collector_drain()
-        trace.metadata = {
-            "source": "gpuprof live session",
-            "pid": str(os.getpid()),
-            "torch": _hooks_loader.installed_torch_version() or "",
+        source = {
+            "kind": "live",
+            "partial_span": partial,
+            "span": self._spans_completed,
+            "created_unix": time.time(),
         }
-        if self._memory_note:
-            trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
-        if self._hooks_note:
-            trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
-        self._gpu.drain_into(trace)
-        dataloaders = self._capture.records()
-        rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
-        report = build_report(
-            trace,
-            source={
-                "kind": "live",
-                "partial_span": partial,
-                "span": self._spans_completed,
-                "created_unix": time.time(),
-            },
-            dataloaders=dataloaders,
-            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
-            span_source=lambda steps: self._span_source(steps, partial),
-            rank=rank,
-            gather=self._gather(failed and not peer_failure),
-            peak_tflops=self.peak_tflops,
-        )
+        # The span's report is gpuprof's work on the training thread: a failure in it (memory, a
+        # bug) is one warning, never an exception in prof.step() or the with block's exit. The
+        # span's events stay in a report that says why it has no numbers (report_failed).
+        built: list = []  # the Trace once drained
+        started = time.perf_counter()
+        try:
+            report = self._build_span_report(source, partial, failed, peer_failure, built)
+        except Exception as e:
+            report = self._unbuilt_span_report(source, built[0] if built else None, e)
+        # gpuprof's own time between two steps (in neither: the next step starts when control goes
+        # back to the loop), said in the report: building it, then on_trace_ready writing it.
+        report.record_span_end(build_s=time.perf_counter() - started)
         if not partial:
             self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
         # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
@@ -442,6 +515,7 @@ class profile:
         self._report = report
         self._spans_completed += 1
         if self.on_trace_ready is not None:
+            written = time.perf_counter()
             try:
                 self.on_trace_ready(self)
             except Exception:
@@ -449,6 +523,88 @@ class profile:
                     raise
                 # The block already failed: report ours without masking the user's exception.
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+            finally:
+                report.record_span_end(write_s=time.perf_counter() - written)
+
+    def _build_span_report(self, source: dict, partial: bool, failed: bool, peer_failure: bool, built: list):
+        _wait_for_open_collectives()
+        self._gpu.flush()  # every GPU record of the span, before the host side stops
+        _core.collector_stop()
+        trace = _core.collector_drain()
+        built.append(trace)
+        trace.metadata = {
+            "source": "gpuprof live session",
+            "pid": str(os.getpid()),
+            "hostname": socket.gethostname(),  # its clock: ranks on one host share it
+            "torch": _hooks_loader.installed_torch_version() or "",
+        }
+        if self._memory_note:
+            trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
+        if self._hooks_note:
+            trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
+        modules_note = self._module_view_note()
+        if modules_note:
+            trace.metadata = {**trace.metadata, "module_view": modules_note}
+        job = _distributed.distributed_info()
+        if job is not None:  # as torch.profiler writes it: the rank and the job's process groups
+            trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
+        self._gpu.drain_into(trace)
+        dataloaders = self._capture.records()
+        pipeline = self._capture.pipeline_records()
+        add_pipeline_events(trace, pipeline)
+        rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
+        return build_report(
+            trace,
+            source=source,
+            dataloaders=dataloaders,
+            pipeline=pipeline,
+            host={
+                "cpus_available": cpus_available(),
+                "cpu_count": os.cpu_count(),
+                **_cpu_budget_facts(),
+                **_cuda_host_facts(),
+            },
+            span_source=lambda steps: self._span_source(steps, partial),
+            rank=rank,
+            gather=self._gather(failed and not peer_failure),
+            peak_tflops=self.peak_tflops,
+        )
+
+    def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
+        """The span's report when building it failed: no numbers, the reason, and the span's events
+        (when they were drained) for ``export_chrome_trace``, ``on_trace_ready`` and a later
+        ``gpuprof analyze``."""
+        reason = f"{type(error).__name__}: {error}"
+        span = source["span"]
+        if trace is not None:
+            keep = (
+                "its events are kept: prof.report().trace holds them, prof.export_chrome_trace(PATH) "
+                "writes them (gpuprof.save and gpuprof run write them beside the report) and "
+                "`gpuprof analyze PATH` reads them back"
+            )
+        else:
+            keep = "its events could not be kept"
+        log.warning(
+            "gpuprof: the report of span %d could not be built (%s); training goes on and %s",
+            span,
+            reason,
+            keep,
+        )
+        try:
+            self._gpu.stop()
+        except Exception:
+            pass
+        return unbuilt_report(trace, source=source, reason=reason, kept=keep)
+
+    def _module_view_note(self) -> str:
+        """What the report says of its module view when it has none, or an incomplete one."""
+        if not self.with_modules:
+            return "off: gpuprof.profile(with_modules=True) records it"
+        if self._modules_note:
+            return f"off: {self._modules_note}"
+        if self._modules.note:
+            return f"incomplete: {self._modules.note}"
+        return ""
 
     def _span_source(self, steps: list, partial: bool) -> dict:
         """Which steps the span covers, and, for a span cut short by the end of the block, the
@@ -533,6 +689,19 @@ class profile:
         return export_chrome_trace(self.report().trace, path)
 
 
+# A backend closes a collective's range on its own thread after handing the result over (gloo marks
+# the future done, then ends the range), so the step that waited for it can end first: the span
+# waits this long at most for such ranges to close, so that its last collective is recorded whole.
+# Nothing of it counts in a step (the span's report is built after the step ended).
+OPEN_COLLECTIVES_WAIT_S = 0.25
+
+
+def _wait_for_open_collectives() -> None:
+    deadline = time.monotonic() + OPEN_COLLECTIVES_WAIT_S
+    while _core.collector_open_collectives() > 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def _steps_text(source: dict) -> str:
     first, last = source.get("first_step"), source.get("last_step")
     if first is None:
@@ -558,6 +727,12 @@ def _cuda_host_facts() -> dict:
         return facts
     except Exception:  # a broken driver install must not cost the user the report
         return {}
+
+
+def _cpu_budget_facts() -> dict:
+    """The CPUs this process may use for DataLoader workers and what set the number."""
+    cpus, source = cpu_budget()
+    return {"cpu_budget": round(cpus, 2), "cpu_budget_source": source}
 
 
 def _loader_batch_size(dataloaders: list) -> Optional[int]:

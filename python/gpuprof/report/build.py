@@ -15,8 +15,10 @@ import stat
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+from .._build_info import GPUPROF_VERSION
 from ..advice import advise
-from ..analysis import report_dict, step_views
+from ..analysis import SCHEMA_VERSION, average, report_dict, step_views
+from ..analysis.implausible import clamp_percentages
 from ..traces.folders import trace_files
 from ..traces.read import check_path, import_trace, trace_source
 from .model import Report
@@ -38,6 +40,7 @@ def build_report(
     analysed: Optional[dict] = None,
     source: Optional[dict] = None,
     dataloaders: Optional[list] = None,
+    pipeline: Optional[dict] = None,
     host: Optional[dict] = None,
     drop_incomplete_last_step: bool = True,
     span_source: Optional[Callable[[list], dict]] = None,
@@ -55,6 +58,8 @@ def build_report(
     Args:
         source: where the report came from (``kind``: "live" or "trace", ``path``...).
         dataloaders, host: the DataLoader settings and host facts the span ran with.
+        pipeline: what the span measured inside its DataLoaders (``collect/dataloader.py``'s
+            ``pipeline_records``), for the ``input_pipeline`` section.
         span_source: given the analysed steps, the entries a live span adds to ``source`` (which
             steps it covers; for a span cut short, which complete span came before it).
         rank: this process's identity in a torch.distributed job (``rank``, ``world_size``...):
@@ -78,11 +83,14 @@ def build_report(
             drop_incomplete_last_step=drop_incomplete_last_step,
             native=native,
             peak_tflops=peak_tflops,
+            batch_size=_batch_size(rank, dataloaders),
+            pipeline=pipeline,
         )
     elif analysed is not None:
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
     else:
         raise ValueError("build_report needs a trace or an analysed report dict")
+    clamp_percentages(data)  # a saved report or a device sample may hold one out of 0-100
     if span_source is not None:
         data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
     # The advice comes right after the analysis in the file (where a saved report had it).
@@ -107,16 +115,60 @@ def build_report(
     ordered.update((k, v) for k, v in data.items() if k not in ordered)
     if with_step_views and trace is not None:
         ordered["step_views"] = step_views(
-            trace, ordered["steps"], repeated_op_calls=native.get("repeated_op_calls")
+            trace,
+            ordered["steps"],
+            repeated_op_calls=native.get("repeated_op_calls"),
+            module_of_event=native.get("module_of_event"),
         )
     return Report(ordered, trace)
+
+
+def _batch_size(rank: Optional[dict], dataloaders: Optional[list]) -> Optional[int]:
+    """Samples per step, where the report knows it: this rank's (``gpuprof.profile(batch_size=)``,
+    else its DataLoader's), else the first DataLoader's; None for a trace."""
+    size = (rank or {}).get("batch_size")
+    if isinstance(size, int):
+        return size
+    return next((d["batch_size"] for d in dataloaders or [] if isinstance(d.get("batch_size"), int)), None)
+
+
+def unbuilt_report(trace, *, source: dict, reason: str, kept: str) -> Report:
+    """The report of a span whose build failed (``reason``): no steps and no tables, one warning
+    (``report_failed``) saying why and what became of its events (``kept``), and the native
+    ``trace`` (None when it could not be had), so that its Chrome trace can still be written.
+    Made of plain values only: it must not fail where the build did."""
+    try:
+        events = int(trace.num_events) if trace is not None else 0
+    except Exception:
+        events = 0
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "gpuprof_version": GPUPROF_VERSION,
+        "source": dict(source),
+        "steps": [],
+        "average": average([]),
+        "step_rules": {},
+        "warnings": [
+            {
+                "kind": "report_failed",
+                "count": 1,
+                "message": f"this report could not be built ({reason}): {kept}",
+            }
+        ],
+        "dataloaders": [],
+        "host": {},
+        "counts": {"events": events, "dropped": 0, "skipped": 0, "steps": 0},
+        "metadata": {},
+        "advice": [],
+    }
+    return Report(data, trace)
 
 
 def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
     """A live span's cross-rank section: its own summary, and every rank's when ``gather`` had them."""
     from ..analysis.ranks import attach, cross_rank, summary_from_report
 
-    if rank["world_size"] > 1:
+    if rank["world_size"] > 1 and "distributedInfo" not in data["metadata"]:
         data["metadata"]["distributedInfo"] = json.dumps(
             {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]}
         )
@@ -231,6 +283,23 @@ def cross_rank_report(results: list[tuple], skipped: Optional[list] = None) -> R
     from ..analysis.summaries import summarize_file
 
     results = [r for r in results if r is not None]
+
+    # One span of one rank saved twice (gpuprof run, gpuprof.save and the trainer adapters write rank
+    # 0's report into OUT/rank0/ and, as the job's report, into OUT/): the copy at OUT/ of a report
+    # of the same rank and the same steps, to the number, in OUT/rank<N>/ counts once.
+    def span_key(s: dict) -> tuple:
+        return (s["rank"], s.get("hostname", ""), json.dumps(s["steps"], sort_keys=True))
+
+    in_rank_folders = {
+        (str(Path(s["source"]).parent.parent), span_key(s))
+        for s, _ in results
+        if s.get("from_report") and Path(s["source"]).parent.name == f"rank{s['rank']}"
+    }
+    results = [
+        (s, d)
+        for s, d in results
+        if not (s.get("from_report") and (str(Path(s["source"]).parent), span_key(s)) in in_rank_folders)
+    ]
     notes = []
     ranks = [s["rank"] for s, _ in results]
     if len(set(ranks)) != len(ranks):

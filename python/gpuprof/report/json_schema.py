@@ -8,7 +8,13 @@ keys are allowed everywhere: later gpuprof versions add keys and never remove or
 from __future__ import annotations
 
 from ..analysis import CATEGORIES, SCHEMA_VERSION
-from ..analysis.fields import BY_KEY
+from ..analysis.fields import (
+    BY_KEY,
+    INPUT_PIPELINE,
+    INPUT_PIPELINE_OBJECTS,
+    INPUT_PIPELINE_ROWS,
+    STAGE_STATS,
+)
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -18,6 +24,9 @@ _BOOL = {"type": "boolean"}
 
 _CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
 _CATEGORY_PCT = {f"{k}_pct": _NUM for k, _ in CATEGORIES}
+# ---- energy per step (docs/metrics.md, "Energy"): in steps[] and average when NVML sampled a GPU
+_ENERGY = {"energy_j": _NUM_OR_NULL, "mean_power_w": _NUM_OR_NULL, "energy_per_sample_j": _NUM_OR_NULL}
+# ---- end energy
 
 
 def _row(table: str) -> dict:
@@ -39,6 +48,34 @@ def _rows(table: str) -> dict:
             {"type": "object", "properties": {"rows": {"type": "array", "items": row}}, "required": ["rows"]},
         ]
     }
+
+
+def _typed(field) -> dict:
+    return {"type": field.type.split("|") if "|" in field.type else field.type}
+
+
+def _object(fields, nullable: bool = False) -> dict:
+    return {
+        "type": ["object", "null"] if nullable else "object",
+        "properties": {f.key: _typed(f) for f in fields},
+    }
+
+
+def _input_pipeline() -> dict:
+    """The ``input_pipeline`` object (analysis/fields.py declares its keys)."""
+    props: dict = {}
+    for f in INPUT_PIPELINE:
+        if f.key in INPUT_PIPELINE_ROWS:
+            props[f.key] = {"type": "array", "items": _object(INPUT_PIPELINE_ROWS[f.key])}
+        elif f.key in INPUT_PIPELINE_OBJECTS:
+            props[f.key] = _object(INPUT_PIPELINE_OBJECTS[f.key])
+        elif f.key.endswith("_us") and f.type == "object|null":
+            props[f.key] = _object(STAGE_STATS, nullable=True)
+        elif f.key in ("limits", "notes"):
+            props[f.key] = {"type": "array", "items": _STR}
+        else:
+            props[f.key] = _typed(f)
+    return {"type": "object", "properties": props}
 
 
 # A straggler call (docs/distributed.md): the rank, its typical excess, and what the call rests on.
@@ -79,6 +116,8 @@ SCHEMA: dict = {
                 "complete_span": _INT,
                 "note": _STR,
                 "trace_path": _STR,
+                "report_build_s": _NUM,
+                "report_write_s": _NUM,
             },
         },
         "steps": {
@@ -93,13 +132,15 @@ SCHEMA: dict = {
                     "start_ns": _INT,
                     "end_ns": _INT,
                     "flops": {"type": ["integer", "null"]},
+                    **_ENERGY,
+                    "device_energy_j": {"type": "object", "additionalProperties": _NUM_OR_NULL},
                 },
             },
         },
         "average": {
             "type": "object",
             "required": ["total_us", *_CATEGORY_US, *_CATEGORY_PCT],
-            "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT},
+            "properties": {"total_us": _NUM, **_CATEGORY_US, **_CATEGORY_PCT, **_ENERGY},
         },
         "step_rules": {
             "type": "object",
@@ -109,6 +150,17 @@ SCHEMA: dict = {
                 "dropped_incomplete_last": _BOOL,
                 "duplicate_step_markers": _INT,
                 "nested_step_markers": _INT,
+                "malformed_step_markers": _INT,
+                "skewed_device_events": _INT,
+            },
+        },
+        "long_names": {"type": "object", "additionalProperties": _STR},
+        "warnings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "count", "message"],
+                "properties": {"kind": _STR, "count": _INT, "message": _STR},
             },
         },
         "dataloaders": {
@@ -136,6 +188,8 @@ SCHEMA: dict = {
                 "cuda_available": _BOOL,
                 "cuda_device_count": _INT,
                 "float32_matmul_precision": _STR,
+                "cpu_budget": _NUM,
+                "cpu_budget_source": _STR,
             },
         },
         "counts": {
@@ -145,6 +199,7 @@ SCHEMA: dict = {
         },
         "metadata": {"type": "object", "additionalProperties": _STR},
         "devices": {"type": "array", "items": _row("devices")},
+        "input_pipeline": _input_pipeline(),
         # The cross-rank report (docs/distributed.md).
         "distributed": {
             "type": "object",
@@ -186,6 +241,8 @@ SCHEMA: dict = {
                     "comm_copy_overlap_pct": _NUM_OR_NULL,
                     "tflops_per_s": _NUM_OR_NULL,
                     "mfu_pct": _NUM_OR_NULL,
+                    "energy_j": _NUM_OR_NULL,
+                    "energy_per_sample_j": _NUM_OR_NULL,
                     "average": {
                         "type": "object",
                         "required": ["total_us", *_CATEGORY_US],
@@ -217,10 +274,21 @@ SCHEMA: dict = {
         "kernels": _rows("kernels"),
         "kernel_ops": _rows("kernel_ops"),
         "operators": _rows("operators"),
+        "modules": _rows("modules"),
         "copies": _rows("copies"),
         "syncs": _rows("syncs"),
         "memory": _rows("memory"),
         "ranges": _rows("ranges"),
+        "collectives": _rows("collectives"),
+        # Every collective call: [row of collectives[], step, dur_us, end_us, bytes or null]; null
+        # when there were too many to keep.
+        "collective_calls": {
+            "type": ["array", "null"],
+            "items": {
+                "type": "array",
+                "prefixItems": [_INT, _INT, _NUM, _NUM, {"type": ["integer", "null"]}],
+            },
+        },
         "compiled": {
             "type": "object",
             "properties": {
@@ -281,6 +349,7 @@ SCHEMA: dict = {
         },
         "roofline": {"type": "array", "items": _row("roofline")},
         # ---- end FLOPs ----
+        "energy": _rows("energy"),
         "memory_curve": {
             "type": "object",
             "additionalProperties": {

@@ -42,7 +42,27 @@ _LEADING = [
 ]
 _NAME_KEYS = ("name", "op", "kernel")
 # Columns of text (names), left-aligned in every format.
-TEXT_COLUMNS = ("name", "kernel", "operator", "kind")
+TEXT_COLUMNS = ("name", "kernel", "operator", "kind", "process_group", "pg_desc", "group_ranks", "timed_by")
+# The collectives table's columns in the order that reads best (what a short table keeps first):
+# which collective in which group, how much, how long, how much of it waiting, at what bandwidth.
+_COLLECTIVE_COLUMNS = (
+    "name",
+    "process_group",
+    "calls",
+    "bytes",
+    "total_us",
+    "wait_us",
+    "busbw_gbps",
+    "transfer_us",
+    "algbw_gbps",
+    "mean_us",
+    "pg_desc",
+    "group_size",
+    "group_ranks",
+    "timed_by",
+)
+# Longer text is cut to this many characters in a table cell (a 300-rank group's ranks).
+_CELL_CHARS = 40
 _SORT_KEYS = (
     "total_us",
     "device_total_us",
@@ -123,7 +143,8 @@ def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
     present = [k for k in present if not (k.startswith("device_") and all(not row.get(k) for row in rows))]
     if not any(k.startswith("device_") for k in present):
         present = [k for k in present if k != "tc_eligible"]
-    ordered = [k for k in _LEADING if k in present] + [k for k in present if k not in _LEADING]
+    leading = _COLLECTIVE_COLUMNS if "busbw_gbps" in present and "process_group" in present else _LEADING
+    ordered = [k for k in leading if k in present] + [k for k in present if k not in leading]
     return ordered[:limit] if limit else ordered
 
 
@@ -203,6 +224,18 @@ def printable(text: Any) -> str:
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s)
 
 
+SHOWN_CHARS = 1024  # a string from outside shown longer than this is cut (the report keeps it)
+
+
+def shown(text: Any) -> str:
+    """A string from outside (a metadata value, a path) as shown: cut past SHOWN_CHARS, saying how
+    long it is. Table names come shortened already (analysis: ``long_names``)."""
+    s = str(text)
+    if len(s) <= SHOWN_CHARS:
+        return s
+    return f"{s[: SHOWN_CHARS - 64]}... [{len(s):,} characters]"
+
+
 def fmt(col: str, value: Any) -> str:
     """One cell, formatted by the unit its column name carries."""
     if value is None:
@@ -225,7 +258,8 @@ def fmt(col: str, value: Any) -> str:
         if isinstance(value, float):
             return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         return f"{value:,}"
-    return printable(value)
+    text = printable(value)
+    return text if col != "group_ranks" or len(text) <= _CELL_CHARS else text[: _CELL_CHARS - 1] + "\u2026"
 
 
 def sort_value(value: Any) -> str:
@@ -311,6 +345,79 @@ def by_device(rows: list[dict]) -> list[tuple[Any, list[dict]]]:
     return list(groups.items())
 
 
+# ---- modules ---------------------------------------------------------------------------------------
+def modules(data: dict) -> list[dict]:
+    """The module view's rows, depth first (analysis: docs/metrics.md, "Modules"); [] without."""
+    return section(data, "modules")
+
+
+def module_subtrees(data: dict) -> list[dict]:
+    """Each module row's path and where its subtree ends among the rows (depth first: a row's
+    descendants are the rows up to ``end``), for the timeline to show a module's work."""
+    rows = modules(data)
+    out = []
+    for i, r in enumerate(rows):
+        depth, end = r.get("depth") or 0, i + 1
+        while end < len(rows) and (rows[end].get("depth") or 0) > depth:
+            end += 1
+        out.append({"path": r.get("path"), "end": end})
+    return out
+
+
+def steps_us(data: dict) -> float:
+    """The summed time of the report's steps: what a module's share of the step is taken of."""
+    return float(sum(s.get("total_us") or 0.0 for s in data.get("steps") or []))
+
+
+def module_name_parts(row: dict) -> tuple[str, str]:
+    """How a row reads in a tree: its name under its parent (its last path segments; the model: its
+    class) and, when that name does not already say it, its class ("" otherwise)."""
+    path = str(row.get("path") or "")
+    parent = row.get("parent")
+    kind = str(row.get("type") or "")
+    if parent not in (None, "") and path.startswith(f"{parent}."):
+        path = path[len(str(parent)) + 1 :]
+    if not path:
+        return kind, ""
+    # torch.profiler's instance names (Conv2d_3) already carry the class.
+    numbered = path.startswith(f"{kind}_") and path[len(kind) + 1 :].isdigit()
+    return path, "" if path == kind or numbered else kind
+
+
+def module_label(row: dict) -> str:
+    own, kind = module_name_parts(row)
+    return f"{own} ({kind})" if kind else own
+
+
+def module_tree(data: dict, limit: int) -> tuple[list[dict], int]:
+    """At most ``limit`` module rows as a tree: the heaviest by ``host_total_us`` and every
+    ancestor of those (so each shown row hangs under its shown parent), in the rows' depth-first
+    order; with each row's ``share_pct`` of the summed step time (None without steps), its
+    ``label`` (``own`` name and ``kind``) and its index among all the rows (``row``). Returns
+    (rows, how many were left out)."""
+    rows = modules(data)
+    if not rows:
+        return [], 0
+    index = {r.get("path"): i for i, r in enumerate(rows)}
+    kept: set[int] = set()
+    for i in sorted(range(len(rows)), key=lambda i: -(rows[i].get("host_total_us") or 0.0)):
+        if len(kept) >= limit:
+            break
+        j: Optional[int] = i
+        while j is not None and j not in kept:  # the row and its ancestors not yet kept
+            kept.add(j)
+            parent = rows[j].get("parent")
+            j = index.get(parent) if parent is not None else None
+    total = steps_us(data)
+    out = []
+    for i in sorted(kept):
+        r = rows[i]
+        share = 100.0 * (r.get("host_total_us") or 0.0) / total if total > 0 else None
+        own, kind = module_name_parts(r)
+        out.append({**r, "share_pct": share, "label": module_label(r), "own": own, "kind": kind, "row": i})
+    return out, len(rows) - len(out)
+
+
 # ---- memory -----------------------------------------------------------------------------------------
 def memory_lines(data: dict) -> list[str]:
     """One line per GPU (its highest per-step peak, the step, against capacity) and one for the host
@@ -341,6 +448,8 @@ def memory_lines(data: dict) -> list[str]:
         cap = top.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
             line += f" of {fmt_bytes(cap)} ({100.0 * top['peak_allocated_bytes'] / cap:.0f}%)"
+            if top["peak_allocated_bytes"] > cap:
+                line += " [above the device's memory: implausible, see the warning]"
         line += f" in step {top.get('step')}"
         if isinstance(top.get("peak_reserved_bytes"), (int, float)):
             line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
@@ -409,6 +518,50 @@ def flops_lines(data: dict) -> list[str]:
     return lines
 
 
+# ---- energy per step (docs/metrics.md, "Energy") ------------------------------------------------------
+_ENERGY_METHODS = {
+    "counter": "NVML energy counter",
+    "power": "power samples integrated",
+    "counter and power": "NVML energy counter; power samples where its readings did not cover a step",
+}
+
+
+def energy_lines(data: dict) -> list[str]:
+    """The energy per step in sentences, shown beside the GPU summary: the mean step's energy on the
+    sampled GPUs, its mean power and energy per sample, then each GPU's (how it was measured, and why
+    steps were not). [] when the report has no energy table: nothing is said on a CPU-only report."""
+    rows = section(data, "energy")
+    if not rows:
+        return []
+    avg = data.get("average") or {}
+    joules = avg.get("energy_j")
+    if isinstance(joules, (int, float)):
+        line = f"Energy: {joules:.4g} J per step"
+        if isinstance(avg.get("mean_power_w"), (int, float)):
+            line += f", mean power {avg['mean_power_w']:.1f} W"
+        if isinstance(avg.get("energy_per_sample_j"), (int, float)):
+            line += f", {avg['energy_per_sample_j']:.4g} J per sample"
+        lines = [line + " (the whole GPU, other processes' work included)"]
+    else:
+        lines = ["Energy: not measured"]
+    for r in rows:
+        where = f"GPU {r.get('device')}: "
+        if isinstance(r.get("energy_per_step_j"), (int, float)):
+            line = f"{where}{r['energy_per_step_j']:.4g} J per step"
+            if isinstance(r.get("mean_power_w"), (int, float)):
+                line += f", {r['mean_power_w']:.1f} W"
+            line += f" ({_ENERGY_METHODS.get(r.get('method'), r.get('method'))}, {r.get('steps')} steps)"
+        else:
+            line = f"{where}not measured"
+        if r.get("note"):
+            line += f"; {r['note']}"
+        lines.append(printable(line))
+    return lines
+
+
+# ---- end energy
+
+
 # ---- the trace beside the report, and the "about" rows ------------------------------------------------
 PERFETTO_URL = "https://ui.perfetto.dev"
 
@@ -422,6 +575,29 @@ def trace_note(data: dict) -> Optional[str]:
         f'Trace: {path} (open it in {PERFETTO_URL} with "Open trace file", or in '
         'chrome://tracing with "Load")'
     )
+
+
+def warning_lines(data: dict) -> list[str]:
+    """The report's warnings (implausible input: docs/metrics.md), one message each, as they stand
+    in ``warnings``; for a report from before warnings existed, what its step rules counted."""
+    rows = data.get("warnings")
+    if isinstance(rows, list):
+        return [str(w["message"]) for w in rows if isinstance(w, dict) and w.get("message")]
+    note = step_marker_note(data)
+    return [note] if note else []
+
+
+def span_end_note(data: dict) -> Optional[str]:
+    """gpuprof's own time at a live span's end (building, then writing its report), which falls
+    between two training steps and counts in neither; None when not recorded."""
+    src = data.get("source") or {}
+    build, write = src.get("report_build_s"), src.get("report_write_s")
+    if not isinstance(build, (int, float)):
+        return None
+    parts = [f"{build:.3f} s building this report"]
+    if isinstance(write, (int, float)):
+        parts.append(f"{write:.3f} s writing it (on_trace_ready)")
+    return "gpuprof at the span's end: " + ", ".join(parts) + " (between two steps, counted in neither)"
 
 
 def step_marker_note(data: dict) -> Optional[str]:
@@ -620,3 +796,40 @@ def rank_summary_lines(data: dict) -> list[str]:
         else:
             lines.append("no straggler: no rank spends longer outside collectives than the others' noise")
     return lines
+
+
+def summary_line(report) -> str:
+    """One line of a report: its steps, the mean step and the three largest shares of it (what each
+    rank of a job prints under a launcher, where every rank's output lands in one terminal)."""
+    numbers = [s["step"] for s in report.steps]
+    if not numbers:
+        return "no complete step recorded"
+    avg = report.average
+    shares = sorted(
+        ((avg.get(f"{k}_pct") or 0.0, name) for k, name in CATEGORIES if avg.get(f"{k}_pct")), reverse=True
+    )
+    top = ", ".join(f"{name} {pct:.1f}%" for pct, name in shares[:3])
+    return f"steps {numbers[0]}..{numbers[-1]}, mean step {avg.get('total_us', 0.0) / 1000.0:.2f} ms" + (
+        f" ({top})" if top else ""
+    )
+
+
+def merged_timeline(data: dict) -> Optional[dict]:
+    """For a report of several ranks: how to get every rank on one timeline (``gpuprof export``) and,
+    when the report's trace sits in a job folder's ``rank<N>/`` (gpuprof run, gpuprof.save), where
+    that writes it: {"command", "path" or None}."""
+    if len(data.get("ranks") or []) < 2:
+        return None
+    import os
+    import shlex
+    from pathlib import PurePath
+
+    from ..traces.export import MERGED_TIMELINE_NAME
+
+    trace = (data.get("source") or {}).get("trace_path")
+    parent = PurePath(trace).parent if trace else None
+    job = str(parent.parent) if parent is not None and re.fullmatch(r"rank\d+", parent.name) else None
+    return {
+        "command": f"gpuprof export {shlex.quote(job) if job else 'DIR'} --merged",
+        "path": os.path.join(job, MERGED_TIMELINE_NAME) if job else None,
+    }

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Optional
 
+from . import pipeline_view as pv
 from . import sections as sec
 from .sections import CATEGORIES
 from .term import Console, Table
@@ -29,6 +30,7 @@ _COLORS = {
 
 # Rows shown per table in the terminal; the HTML report has them all.
 TOP_ROWS = 5
+TOP_MODULES = 10  # the heaviest modules, drawn as a tree
 TOP_ADVICE = 3
 MAX_STEP_ROWS = 20
 
@@ -168,15 +170,17 @@ def _title(console: Console, report) -> None:
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
     if isinstance(src.get("note"), str):  # a partial span: which steps, and the complete one
         console.print(sec.printable(src["note"]), style="yellow")
-    markers = sec.step_marker_note(data)
-    if markers:
-        console.print(markers, style="yellow")
+    for warning in sec.warning_lines(data):
+        console.print("warning: " + sec.printable(warning), style="yellow", indent=9)
     compiled = data.get("compiled")
     if isinstance(compiled, dict) and isinstance(compiled.get("note"), str):
         console.print(sec.printable(compiled["note"]))
     note = sec.trace_note(data)
     if note:
         console.print(sec.printable(note))
+    span_end = sec.span_end_note(data)
+    if span_end:
+        console.print(span_end, style="dim")
 
 
 def _collection_notes(console: Console, report) -> None:
@@ -191,6 +195,9 @@ def _collection_notes(console: Console, report) -> None:
     host_note = meta.get("host_ops", "")
     if host_note.startswith("off:"):
         console.print(f"Operators {sec.printable(host_note)}", style="yellow")
+    module_note = meta.get("module_view", "")
+    if module_note.startswith("incomplete:"):  # asked for, and cut short
+        console.print(f"Module view {sec.printable(module_note)}", style="yellow")
 
 
 def _breakdown_bar(console: Console, report) -> None:
@@ -246,6 +253,10 @@ def _ranks(console: Console, report) -> None:
         console.print(sec.printable(line))
 
 
+def _collectives(console: Console, report) -> None:
+    _table(console, "Collectives", sec.section(report.data, "collectives"), TOP_ROWS)
+
+
 def _devices(console: Console, report) -> None:
     _gpu_summary(console, sec.devices(report.data))
 
@@ -253,6 +264,15 @@ def _devices(console: Console, report) -> None:
 def _flops(console: Console, report) -> None:
     for line in sec.flops_lines(report.data):
         console.print(line)
+
+
+# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+def _energy(console: Console, report) -> None:
+    for line in sec.energy_lines(report.data):
+        console.print(line)
+
+
+# ---- end energy
 
 
 def _memory(console: Console, report) -> None:
@@ -263,6 +283,36 @@ def _memory(console: Console, report) -> None:
 def _top_tables(console: Console, report) -> None:
     for key, name in sec.TABLES[:2]:
         _table(console, name, sec.section(report.data, key), TOP_ROWS)
+
+
+def _modules(console: Console, report) -> None:
+    """The heaviest modules as an indented tree: calls, host and device time, share of the step."""
+    rows, left_out = sec.module_tree(report.data, TOP_MODULES)
+    if not rows:
+        return
+    device = any(r.get("device_total_us") for r in rows)
+    t = Table(
+        f"Modules (the {len(rows)} heaviest of {len(rows) + left_out}, forward and backward)"
+        if left_out
+        else "Modules (forward and backward)"
+    )
+    t.add_column("module", max_width=max(24, console.width - 70))
+    for header in (
+        ["calls", "host total us", "host self us"] + (["device total us"] if device else []) + ["% of step"]
+    ):
+        t.add_column(header, justify="right")
+    for r in rows:
+        cells = [
+            "  " * int(r.get("depth") or 0) + sec.printable(r["label"]),
+            sec.fmt("calls", r.get("calls")),
+            sec.fmt("host_total_us", r.get("host_total_us")),
+            sec.fmt("host_self_us", r.get("host_self_us")),
+        ]
+        if device:
+            cells.append(sec.fmt("device_total_us", r.get("device_total_us")))
+        cells.append("" if r["share_pct"] is None else f"{r['share_pct']:.1f}")
+        t.add_row(*cells)
+    console.table(t)
 
 
 def _recommendations(console: Console, report) -> None:
@@ -293,6 +343,26 @@ def _counts(console: Console, report) -> None:
     console.print(line, style="dim")
 
 
+# ---- the input pipeline (report/pipeline_view.py) -------------------------------------------------
+def _input_pipeline(console: Console, report) -> None:
+    ip = pv.pipeline_of(report.data)
+    if ip is None:
+        return
+    console.print(("Input pipeline", "bold"), ": " + sec.printable(pv.headline(ip)))
+    rows = pv.stages(ip)
+    if rows:
+        width = max(10, console.width - 20)
+        bar = [("█" * max(1, int(round(r["pct"] / 100.0 * width))), pv.TERM_COLORS[r["key"]]) for r in rows]
+        console.print(*bar)
+        legend = []
+        for r in rows:
+            legend += [("■ ", pv.TERM_COLORS[r["key"]]), f"{r['label']} {pv.ms(r['us'])}  "]
+        console.print(*legend)
+    console.print(sec.printable(pv.stage_line(ip)), indent=2)
+    for line in pv.detail_lines(ip):  # exception messages and class names: shown inert
+        console.print("  " + sec.printable(line), indent=4)
+
+
 class TextRenderer:
     """The terminal report (``print(report)``); colour only when writing to a terminal."""
 
@@ -304,11 +374,15 @@ class TextRenderer:
         _collection_notes,
         _breakdown_bar,
         _steps,
+        _input_pipeline,
         _ranks,
+        _collectives,
         _devices,
+        _energy,
         _flops,
         _memory,
         _top_tables,
+        _modules,
         _recommendations,
         _settings,
         _counts,
