@@ -233,6 +233,7 @@ py::list module_dicts(const std::vector<ModuleRow>& rows) {
       micros("host_self_us", &ModuleRow::host_self_ns),
       micros("device_total_us", &ModuleRow::device_total_ns),
       micros("device_self_us", &ModuleRow::device_self_ns),
+      member("flops", &ModuleRow::flops),   // FLOPs
   };
   return row_dicts(rows, fields);
 }

@@ -7,6 +7,7 @@
 
 #include "gpuprof/launch_links.h"
 #include "gpuprof/modules.h"
+#include "gpuprof/tables.h"
 #include "trace_builders.h"
 
 namespace gpuprof {
@@ -197,6 +198,29 @@ TEST(ModuleView, BackwardCountsInTheModuleWhoseForwardMadeIt) {
             kNoIndex);
   EXPECT_EQ(v.row_of[index_of(t, "aten::pin_memory")], kNoIndex);
   EXPECT_EQ(v.rows[v.row_of[index_of(t, "aten::mm")]].path, "fc");
+}
+
+// modules[].flops (docs/metrics.md, "Modules"): the FLOPs counted at each call (flops.h) summed by
+// module, forward and backward, children included. The same timeline with input shapes on three ops.
+TEST(ModuleView, FlopsOfTheCallsAttributedToEachModule) {
+  Trace t = forward_and_backward();
+  const auto shapes = [&](const char* name, const char* dims) {
+    t.events[index_of(t, name)].aux = t.strings.intern(dims);
+  };
+  shapes("aten::addmm", "[[16], [8, 64], [64, 16]]");   // fc's forward: 2 x 8 x 64 x 16 = 16384
+  shapes("aten::mm", "[[8, 16], [16, 32]]");             // in fc's backward: 2 x 8 x 16 x 32 = 8192
+  shapes("aten::relu", "[[8, 16]]");                     // act's forward: 1 per element = 128
+  // aten::threshold_backward has no shapes here: not counted, in no row's FLOPs.
+  const AnalysisTables a = analyse_tables(t, BreakdownOptions{});
+  const auto flops = [&](const std::string& path) {
+    for (const ModuleRow& r : a.modules.rows)
+      if (r.path == path) return r.flops;
+    ADD_FAILURE() << "no row " << path;
+    return int64_t{-1};
+  };
+  EXPECT_EQ(flops("fc"), 16384 + 8192);
+  EXPECT_EQ(flops("act"), 128);
+  EXPECT_EQ(flops(""), 16384 + 8192 + 128);   // the model: its children's, nothing of its own
 }
 
 TEST(ModuleView, TheModuleRunningAtAGivenTime) {

@@ -2,6 +2,8 @@
 // timelines (nanoseconds); every expected number is worked out beside it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gpuprof/breakdown.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/tables.h"
@@ -601,4 +603,43 @@ TEST(BoundedTables, LongNamesAreShownShortAndKeptOnce) {
     EXPECT_EQ(display_name(t.strings.at(n.id)), n.shown);
     EXPECT_TRUE(n.full.empty());   // not copied: the trace has it
   }
+}
+
+// FLOPs survive the bounds: 2500 products aten::mm of distinct shapes [1, k] x [k, 1] (2k FLOPs,
+// lasting k ns) and an operator of a 3502-byte name lasting 5000 ns, which no rule covers, counted
+// by the trace's `flops` arg (1000). The 1999 heaviest rows are that operator and k = 503 to 2500;
+// the rest's FLOPs are summed into the "other names (502)" row: 2 x (1 + 2 + ... + 502) = 252506,
+// a matrix-class row. The long-named operator keeps its FLOPs under its short name, in the
+// operator table and on the roofline.
+TEST(BoundedTables, FlopsSurviveTheCapAndTheShortNames) {
+  Trace t;
+  add(t, EventKind::StepMarker, "ProfilerStep#1", 0, 100000000);
+  for (int k = 1; k <= 2500; ++k) {
+    Event& e = add(t, EventKind::HostOp, "aten::mm", 10000 * k, 10000 * k + k);
+    e.aux = t.strings.intern("[[1, " + std::to_string(k) + "], [" + std::to_string(k) + ", 1]]");
+  }
+  const std::string long_name = std::string(1500, 'a') + "\xc3\xa9" + std::string(2000, 'z');
+  add(t, EventKind::HostOp, long_name.c_str(), 90000000, 90000000 + 5000);
+  OpArgs args;
+  args.event = static_cast<uint32_t>(t.events.size() - 1);
+  args.trace_flops = 1000;
+  t.op_args.push_back(args);
+  const AnalysisTables a = analyse_tables(t, {});
+  ASSERT_EQ(a.operators.size(), kMaxNameRows);
+  const OperatorRow& other = a.operators.back();
+  EXPECT_EQ(other.name, "other names (502)");
+  EXPECT_EQ(other.flops, 502 * 503);
+  EXPECT_EQ(other.flop_class, FlopClass::Matmul);
+  int64_t flops = 0;
+  for (const OperatorRow& r : a.operators) flops += r.flops;
+  EXPECT_EQ(flops, 2500 * 2501 + 1000);   // every call still counted: 2 x (1 + ... + 2500) + 1000
+  const std::string shown = display_name(long_name);
+  const auto row =
+      std::find_if(a.operators.begin(), a.operators.end(), [&](const OperatorRow& r) { return r.name == shown; });
+  ASSERT_NE(row, a.operators.end());
+  EXPECT_EQ(row->flops, 1000);
+  const auto roof =
+      std::find_if(a.roofline.begin(), a.roofline.end(), [&](const RooflineRow& r) { return r.flops == 1000; });
+  ASSERT_NE(roof, a.roofline.end());
+  EXPECT_EQ(roof->name, shown);
 }

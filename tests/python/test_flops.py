@@ -432,3 +432,73 @@ def test_a_compiled_model_counts_its_out_variant_products():
             prof.step()
     f = prof.report().to_dict()["flops"]
     assert f["matmul_flops_per_step"] == sum(expected.values()) > 0
+
+
+def test_module_flops_equal_flop_counter_modes_per_module():
+    """modules[].flops on a residual network (tests/python/_loops.py: convolutions with and without a
+    stride, a 1x1 downsample convolution beside a block's main branch, a linear head) trained live
+    with the module view on: every module's FLOPs per step, forward and backward, its submodules'
+    included, are FlopCounterMode's count for that module (FlopCounterMode names the model by its
+    class, "TinyResNet.layer1.0.conv1"; gpuprof by its path, "layer1.0.conv1", and "" for the model).
+
+    One known difference, by design: FlopCounterMode places backward work by time (a module is
+    "open" from the gradient of its output to that of its input), gpuprof by the autograd node that
+    ran it. The downsample branch's input is the block's input, whose gradient waits for the main
+    branch too, so FlopCounterMode's downsample also holds the main branch's convolution backwards
+    (conv1 and conv2 of layer2.0); gpuprof's holds its own 1x1 convolution only."""
+    from _loops import make_tiny_resnet
+
+    torch.manual_seed(0)
+    model = make_tiny_resnet(width=8)
+    x = torch.randn(4, 3, 16, 16)
+    y = torch.randint(0, 10, (4,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    step()
+    with flop_counter.FlopCounterMode(display=False) as counter:
+        step()
+    root = type(model).__name__
+    by_module = counter.get_flop_counts()
+    expected = {}
+    for name, counts in by_module.items():
+        if name == "Global" or not sum(counts.values()):
+            continue
+        path = "" if name == root else name.removeprefix(root + ".")
+        expected[path] = sum(counts.values())
+    # every convolution, the head, the blocks, the stages and the model
+    assert len(expected) >= 15 and "fc" in expected
+    # the main branch's convolution backwards, which FlopCounterMode also counts in the downsample
+    conv_backward = _aten.convolution_backward
+    main_branch_backward = sum(
+        by_module[f"{root}.layer2.0.{conv}"][conv_backward] for conv in ("conv1", "conv2")
+    )
+    # by hand: the 1x1 convolution 8 -> 16 channels, stride 2, [4, 8, 16, 16] -> [4, 16, 8, 8]:
+    # 2 x 4 x 16 x 8 (C_in) x 8 x 8 forward, twice that backward (input and weight gradients)
+    downsample = 3 * (2 * 4 * 16 * 8 * 8 * 8)
+    for path in ("layer2.0.downsample", "layer2.0.downsample.0"):
+        assert expected[path] - main_branch_backward == downsample
+        expected[path] = downsample
+
+    with gpuprof.profile(with_modules=True) as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    report = prof.report().to_dict()
+    rows = {r["path"]: r for r in report["modules"]}
+    ours = {path: rows[path]["flops"] // STEPS for path in expected if path in rows}
+    assert ours == expected
+    assert all(rows[path]["flops"] % STEPS == 0 for path in expected)
+    # the model holds every counted call of the step (the loss and SGD's update count none)
+    assert rows[""]["flops"] == sum(s["flops"] for s in report["steps"]) == STEPS * expected[""]
+    # modules without counted work (a ReLU, a batch norm without record_shapes) have 0, not null
+    assert rows["relu"]["flops"] == 0 and rows["bn1"]["flops"] == 0
+    # the module tree shows them in the terminal, Markdown and HTML
+    shown = prof.report()
+    assert "FLOPs" in shown.to_text().split("Modules", 1)[1]
+    assert "| FLOPs |" in shown.to_markdown().split("### Modules", 1)[1]
+    assert '<span class="mod-num">FLOPs</span>' in shown.to_html()

@@ -33,6 +33,9 @@ struct ModuleRow {
   int64_t host_self_ns = 0;    // host_total_ns less that of its children rows
   int64_t device_total_ns = 0; // device work launched by ops attributed to it and below
   int64_t device_self_ns = 0;  // device work launched by ops attributed to it alone
+  // FLOPs (flops.h) counted at the ops attributed to it and below, forward and backward (set by
+  // analyse_tables: the counted calls' FLOPs summed with total_sums)
+  int64_t flops = 0;
 };
 
 struct ModuleView {

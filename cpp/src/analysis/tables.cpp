@@ -783,6 +783,12 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.operators = operator_table(t, a.links, &a.flops, &outer_first);
     a.roofline = roofline_rows(a.operators);
     a.modules = module_view(t, a.links);
+    if (!a.modules.rows.empty() && !a.flops.ops.empty()) {   // FLOPs per module, its children's included
+      std::vector<int64_t> per_event(t.events.size(), 0);
+      for (const CountedOp& c : a.flops.ops) per_event[c.event] += c.flops;
+      const std::vector<int64_t> sums = a.modules.total_sums(per_event);
+      for (size_t r = 0; r < a.modules.rows.size(); ++r) a.modules.rows[r].flops = sums[r];
+    }
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);
     a.kernels = kernel_table(t);

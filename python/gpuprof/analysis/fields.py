@@ -122,6 +122,14 @@ TABLES: tuple[Table, ...] = (
                 "device time launched by the ops of its forward and backward, its children's included",
             ),
             Field("device_self_us", _US, "`device_total_us` less that of the modules it called"),
+            # ---- FLOPs ----
+            Field(
+                "flops",
+                "integer",
+                "FLOPs of the operator calls of its forward and backward, its children's included "
+                '(docs/metrics.md, "FLOPs"); 0 where none count in it',
+            ),
+            # ---- end FLOPs ----
         ),
     ),
     Table(

@@ -489,6 +489,7 @@ def _module_nodes(rows: list[dict]) -> list[dict]:
             "bar_pct": round(min(max(share or 0.0, 0.0), 100.0), 2),
             "self_bar_pct": round(100.0 * self_part, 2),
             "share_text": "" if share is None else f"{share:.1f}%",
+            "flops_text": sec.fmt("flops", r.get("flops")) if r.get("flops") is not None else "",
             "open": int(r.get("depth") or 0) < MODULE_TREE_OPEN_DEPTH,
             "children": [],
         }
@@ -519,6 +520,7 @@ def _modules(report) -> dict:
             "module_note": why,
             "module_left_out": 0,
             "module_device": False,
+            "module_flops": False,
         }
     timelines = sec.step_views(report.data).get("timelines") or []
     return {
@@ -529,6 +531,7 @@ def _modules(report) -> dict:
         "module_note": note,
         "module_left_out": left_out,
         "module_device": any(r.get("device_total_us") for r in rows),
+        "module_flops": any(r.get("flops") for r in rows),  # FLOPs: where any module has them
     }
 
 

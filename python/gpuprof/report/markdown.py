@@ -258,6 +258,8 @@ def _modules(report, title: str, top: int) -> list[str]:
     )
     headers = ["module", "type", "calls", "host total (us)", "host self (us)"]
     headers += ["device total (us)"] if device else []
+    flops = any(r.get("flops") for r in rows)  # FLOPs: where the report counted any in a module
+    headers += ["FLOPs"] if flops else []
     headers += ["% of step"]
     body = []
     for r in rows:
@@ -270,6 +272,7 @@ def _modules(report, title: str, top: int) -> list[str]:
             sec.fmt("host_self_us", r.get("host_self_us")),
         ]
         cells += [sec.fmt("device_total_us", r.get("device_total_us"))] if device else []
+        cells += [sec.fmt("flops", r.get("flops"))] if flops else []
         cells.append("" if r["share_pct"] is None else f"{r['share_pct']:.1f}")
         body.append(cells)
     out = [heading, "", "Forward and backward: a backward op counts in the module whose forward made it.", ""]

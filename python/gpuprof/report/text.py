@@ -291,6 +291,7 @@ def _modules(console: Console, report) -> None:
     if not rows:
         return
     device = any(r.get("device_total_us") for r in rows)
+    flops = any(r.get("flops") for r in rows)  # FLOPs: where the report counted any in a module
     t = Table(
         f"Modules (the {len(rows)} heaviest of {len(rows) + left_out}, forward and backward)"
         if left_out
@@ -298,7 +299,10 @@ def _modules(console: Console, report) -> None:
     )
     t.add_column("module", max_width=max(24, console.width - 70))
     for header in (
-        ["calls", "host total us", "host self us"] + (["device total us"] if device else []) + ["% of step"]
+        ["calls", "host total us", "host self us"]
+        + (["device total us"] if device else [])
+        + (["FLOPs"] if flops else [])
+        + ["% of step"]
     ):
         t.add_column(header, justify="right")
     for r in rows:
@@ -310,6 +314,8 @@ def _modules(console: Console, report) -> None:
         ]
         if device:
             cells.append(sec.fmt("device_total_us", r.get("device_total_us")))
+        if flops:
+            cells.append(sec.fmt("flops", r.get("flops")))
         cells.append("" if r["share_pct"] is None else f"{r['share_pct']:.1f}")
         t.add_row(*cells)
     console.table(t)
