@@ -13,6 +13,8 @@ only the loop's own thread counted):
 - a matrix op, `torch.mm` of two [8, 8] tensors (small, so the capture's cost shows against the
   op's own): unprofiled, gpuprof without the capture, gpuprof with it (the default), and gpuprof
   with record_shapes (every op's inputs boxed for the RecordFunction callback).
+- the alternative, torch's own counter: both loops inside `torch.utils.flop_counter.FlopCounterMode`
+  (a Python dispatch mode every op goes through; it counts FLOPs and records nothing else).
 
 "Added" is instructions per op over the same op unprofiled.
 """
@@ -38,6 +40,8 @@ VARIANTS = (
     "mm gpuprof no capture",
     "mm gpuprof",
     "mm gpuprof shapes",
+    "add_ FlopCounterMode",
+    "mm FlopCounterMode",
 )
 
 
@@ -83,6 +87,14 @@ def child(ops: int) -> None:
 
         if name.endswith("none"):
             body(n)
+            return
+        if name.endswith("FlopCounterMode"):
+            from torch.utils.flop_counter import FlopCounterMode
+
+            with FlopCounterMode(display=False) as counter:
+                body(n)
+            if name.startswith("mm"):
+                assert counter.get_total_flops() == 1024 * n
             return
         # The session installs the hooks with the capture (the default); the comparison without it
         # installs them the same way with the capture left out.
@@ -165,6 +177,10 @@ def measure(ops: int) -> dict:
         "capture_on_add_": per_op["add_ gpuprof"] - per_op["add_ gpuprof no capture"],
         "capture_on_mm": per_op["mm gpuprof"] - per_op["mm gpuprof no capture"],
         "record_shapes_on_mm": per_op["mm gpuprof shapes"] - per_op["mm gpuprof no capture"],
+        # the alternative: torch's FlopCounterMode over each op, against gpuprof's whole recording
+        "flop_counter_mode_on_mm": added["mm FlopCounterMode"],
+        "flop_counter_mode_on_add_": added["add_ FlopCounterMode"],
+        "flop_counter_mode_over_gpuprof_on_mm": added["mm FlopCounterMode"] / added["mm gpuprof"],
     }
 
 
@@ -187,6 +203,11 @@ def main() -> None:
         f"  the FLOP capture adds {r['capture_on_mm']:.0f} instructions per mm and "
         f"{r['capture_on_add_']:+.1f} per add_ (record_shapes instead: "
         f"{r['record_shapes_on_mm']:.0f} per mm, and on every other op)"
+    )
+    print(
+        f"  FlopCounterMode adds {r['flop_counter_mode_on_mm']:,.0f} instructions per mm and "
+        f"{r['flop_counter_mode_on_add_']:,.0f} per add_: "
+        f"{r['flop_counter_mode_over_gpuprof_on_mm']:.1f}x what gpuprof's whole recording adds per mm"
     )
     if args.json:
         results = {
