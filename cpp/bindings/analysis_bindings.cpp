@@ -14,6 +14,7 @@
 #include "gpuprof/breakdown.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/memory.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tables.h"
 #include "gpuprof/tensor_cores.h"
@@ -186,6 +187,63 @@ const std::vector<Field<StepMemoryRow>> kStepMemoryFields = {
     known("peak_rss_bytes", &StepMemoryRow::peak_rss_bytes),
 };
 
+const std::vector<Field<MemoryOpRow>> kMemoryOpFields = {
+    member("name", &MemoryOpRow::name),
+    member("device", &MemoryOpRow::device),
+    member("calls", &MemoryOpRow::calls),
+    member("size_increase_bytes", &MemoryOpRow::size_increase_bytes),
+    member("self_size_increase_bytes", &MemoryOpRow::self_size_increase_bytes),
+    member("alloc_count", &MemoryOpRow::alloc_count),
+    member("self_alloc_count", &MemoryOpRow::self_alloc_count),
+    member("alloc_bytes", &MemoryOpRow::alloc_bytes),
+    member("self_alloc_bytes", &MemoryOpRow::self_alloc_bytes),
+};
+
+// Who made the memory live at a moment, or left it live across steps (memory_peak, memory_growth).
+const std::vector<Field<MemoryOwner>> kMemoryOwnerFields = {
+    member("name", &MemoryOwner::name),
+    member("bytes", &MemoryOwner::bytes),
+    member("count", &MemoryOwner::count),
+};
+
+const std::vector<Field<MemoryComposition>> kMemoryCompositionFields = {
+    member("parameters", &MemoryComposition::parameters),
+    member("gradients", &MemoryComposition::gradients),
+    member("optimizer_state", &MemoryComposition::optimizer_state),
+    member("activations", &MemoryComposition::activations),
+    member("temporary", &MemoryComposition::temporary),
+    member("unknown", &MemoryComposition::unknown),
+};
+
+const std::vector<Field<MemoryMoment>> kMemoryMomentFields = {
+    micros("t_us", &MemoryMoment::ts_ns),
+    {"step", [](const MemoryMoment& m) { return or_none(m.step); }},
+    member("bytes", &MemoryMoment::bytes),
+    known("reserved_bytes", &MemoryMoment::reserved_bytes),
+    {"top_ops", [](const MemoryMoment& m) { return py::object(row_dicts(m.top_ops, kMemoryOwnerFields)); }},
+    {"top_modules",
+     [](const MemoryMoment& m) { return py::object(row_dicts(m.top_modules, kMemoryOwnerFields)); }},
+};
+
+const std::vector<Field<MemoryGrowth>> kMemoryGrowthFields = {
+    member("steps", &MemoryGrowth::steps),
+    member("end_bytes", &MemoryGrowth::end_bytes),
+    member("bytes_per_step", &MemoryGrowth::bytes_per_step),
+    member("rising_steps", &MemoryGrowth::rising),
+    member("flagged", &MemoryGrowth::flagged),
+    member("steps_counted", &MemoryGrowth::steps_counted),
+    {"ops", [](const MemoryGrowth& g) { return py::object(row_dicts(g.ops, kMemoryOwnerFields)); }},
+    {"modules", [](const MemoryGrowth& g) { return py::object(row_dicts(g.modules, kMemoryOwnerFields)); }},
+};
+
+// {device id as a string: the row's dict}, as memory_curve keys its devices.
+template <class Row, class Of>
+py::dict by_device(const std::vector<Row>& rows, const Of& of) {
+  py::dict out;
+  for (const Row& r : rows) out[py::str(std::to_string(r.device))] = of(r);
+  return out;
+}
+
 const std::vector<Field<GpuBucket>> kGpuBucketFields = {
     micros("start_us", &GpuBucket::start_ns),
     micros("dur_us", &GpuBucket::dur_ns),
@@ -235,6 +293,25 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["copies"] = row_dicts(a.copies, kCopyFields);
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
   out["memory"] = row_dicts(a.memory, kStepMemoryFields);
+  const MemoryView& v = a.memory_view;
+  out["memory_ops"] = row_dicts(v.ops, kMemoryOpFields);
+  out["memory_peak"] = by_device(v.peaks, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
+  out["memory_end"] = by_device(v.ends, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
+  // Composition only where the blocks are known (allocations with addresses, or known storages).
+  py::dict composition, end_composition;
+  for (size_t i = 0; i < v.peaks.size(); ++i) {
+    const DeviceMemory* d = nullptr;
+    for (const DeviceMemory& dm : v.devices)
+      if (dm.device == v.peaks[i].device) d = &dm;
+    if (d == nullptr || d->blocks.empty()) continue;
+    const std::string key = std::to_string(v.peaks[i].device);
+    composition[py::str(key)] = row_dict(v.peaks[i].composition, kMemoryCompositionFields);
+    end_composition[py::str(key)] = row_dict(v.ends[i].composition, kMemoryCompositionFields);
+  }
+  out["memory_composition"] = composition;
+  out["memory_end_composition"] = end_composition;
+  out["memory_growth"] =
+      by_device(v.growth, [](const MemoryGrowth& g) { return row_dict(g, kMemoryGrowthFields); });
   return out;
 }
 
@@ -350,18 +427,40 @@ void bind_analysis(py::module_& m) {
 
   trace.def(
       "add_memory_sample",
-      [](Trace& t, int64_t ts_ns, int64_t total_allocated, int64_t total_reserved, int device,
-         int64_t bytes_delta) {
+      [](Trace& t, int64_t ts_ns, int64_t total_allocated, int64_t total_reserved, int device, int64_t bytes_delta,
+         uint64_t addr, uint32_t tid) {
         MemorySample s;
         s.ts_ns = ts_ns;
         s.total_allocated = total_allocated;
         s.total_reserved = total_reserved;
         s.device = static_cast<int16_t>(device);
         s.bytes_delta = bytes_delta;
+        s.addr = addr;
+        s.tid = tid;
         t.memory.push_back(s);
       },
       py::arg("ts_ns"), py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device") = 0,
-      py::arg("bytes_delta") = 0, "Add one allocator sample (device -1: host).");
+      py::arg("bytes_delta") = 0, py::arg("addr") = 0, py::arg("tid") = 0,
+      "Add one allocator sample (device -1: host; totals -1: not known), with the block's address "
+      "and the allocating thread (0: not known).");
+  trace.def(
+      "add_storage",
+      [](Trace& t, int64_t ts_ns, uint64_t addr, int64_t bytes, int device, const std::string& role) {
+        KnownStorage k;
+        k.ts_ns = ts_ns;
+        k.addr = addr;
+        k.bytes = bytes;
+        k.device = static_cast<int16_t>(device);
+        if (role == "parameter") k.role = StorageRole::Parameter;
+        else if (role == "gradient") k.role = StorageRole::Gradient;
+        else if (role == "optimizer_state") k.role = StorageRole::OptimizerState;
+        else
+          throw py::value_error("unknown storage role '" + role +
+                                "': use one of parameter, gradient, optimizer_state");
+        t.storages.push_back(k);
+      },
+      py::arg("ts_ns"), py::arg("addr"), py::arg("bytes"), py::arg("device"), py::arg("role"),
+      "Add a storage of a known role seen at ts_ns (role: parameter, gradient, optimizer_state).");
   trace.def(
       "add_host_memory_sample",
       [](Trace& t, int64_t ts_ns, int64_t rss_bytes) { t.host_memory.push_back({ts_ns, rss_bytes}); },

@@ -24,7 +24,7 @@ def _save(tmp_path, name, data):
         ("text", "gpuprof step breakdown"),
         ("md", "## gpuprof report"),
         ("html", "<!DOCTYPE html>"),
-        ("json", '"schema_version": 3'),
+        ("json", '"schema_version": 4'),
     ],
 )
 def test_report_formats(tmp_path, capsys, fmt, marker):

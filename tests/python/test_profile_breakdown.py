@@ -170,7 +170,7 @@ def test_json_schema_and_text(tmp_path):
             prof.step()
     report = prof.report()
     d = report.to_dict()
-    assert d["schema_version"] == 3
+    assert d["schema_version"] == 4
     assert set(d) >= {"schema_version", "steps", "average", "dataloaders", "counts"}
     assert [s["step"] for s in d["steps"]] == [0, 1, 2]
     for s in d["steps"]:

@@ -9,6 +9,7 @@
 #include "gpuprof/breakdown.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/memory.h"
 #include "gpuprof/trace.h"
 
 namespace gpuprof {
@@ -169,6 +170,9 @@ struct StepMemoryRow {
   int64_t peak_rss_bytes = -1;   // host rows only; -1: not sampled
 };
 std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps);
+// The same from the devices' levels already computed (gpuprof/memory.h).
+std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps,
+                                             const std::vector<DeviceMemory>& devices);
 
 // Every analysis a report shows, from one breakdown: the steps, the launch links, the GPU summary
 // over the steps' window and the tables. The links and the tables built on them run on a second
@@ -185,6 +189,7 @@ struct AnalysisTables {
   std::vector<RangeRow> ranges;
   std::vector<SyncRow> syncs;
   std::vector<StepMemoryRow> memory;
+  MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
 };
 AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options);

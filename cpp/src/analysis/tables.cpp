@@ -522,36 +522,44 @@ std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
 }
 
 std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps) {
-  std::map<int, std::vector<const MemorySample*>> by_device;
-  for (const MemorySample& m : t.memory)
-    // Delta-only samples (old Kineto traces) give no level to take a peak of.
-    if (m.device >= -1 && (m.total_allocated >= 0 || m.total_reserved >= 0)) by_device[m.device].push_back(&m);
-  if (!t.host_memory.empty()) by_device.try_emplace(-1);
+  return step_memory_table(t, steps, device_memory(t));
+}
+
+std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps,
+                                             const std::vector<DeviceMemory>& devices) {
+  // Levels recorded by the allocator, or rebuilt from its blocks; sizes alone (old Kineto traces)
+  // give no level to take a peak of.
+  std::map<int, const DeviceMemory*> by_device;
+  for (const DeviceMemory& d : devices)
+    if (d.level_source != "rebuilt") by_device[d.device] = &d;
+  if (!t.host_memory.empty()) by_device.try_emplace(-1, nullptr);
   std::vector<const HostMemorySample*> rss;
   for (const HostMemorySample& h : t.host_memory) rss.push_back(&h);
   auto earlier = [](const auto* a, const auto* b) { return a->ts_ns < b->ts_ns; };
   std::stable_sort(rss.begin(), rss.end(), earlier);
 
   std::vector<StepMemoryRow> rows;
-  for (auto& [device, samples] : by_device) {
-    std::stable_sort(samples.begin(), samples.end(), earlier);
-    const DeviceProps* d = device >= 0 ? t.device(device) : nullptr;
+  for (auto& [device, d] : by_device) {
+    const DeviceProps* props = device >= 0 ? t.device(device) : nullptr;
     for (const StepBreakdown& s : steps.steps) {
       StepMemoryRow r;
       r.step = s.step;
       r.start_ns = s.start_ns;
       r.device = device;
-      r.capacity_bytes = d ? d->total_global_mem : 0;
-      auto first = std::lower_bound(samples.begin(), samples.end(), s.start_ns,
-                                    [](const MemorySample* m, int64_t ts) { return m->ts_ns < ts; });
-      // The level the step starts with is the last one recorded before it.
-      if (first != samples.begin()) {
-        r.peak_allocated_bytes = (*(first - 1))->total_allocated;
-        r.peak_reserved_bytes = (*(first - 1))->total_reserved;
-      }
-      for (auto it = first; it != samples.end() && (*it)->ts_ns < s.end_ns; ++it) {
-        r.peak_allocated_bytes = std::max(r.peak_allocated_bytes, (*it)->total_allocated);
-        r.peak_reserved_bytes = std::max(r.peak_reserved_bytes, (*it)->total_reserved);
+      r.capacity_bytes = props ? props->total_global_mem : 0;
+      if (d != nullptr) {
+        auto first = std::lower_bound(d->samples.begin(), d->samples.end(), s.start_ns,
+                                      [&](uint32_t i, int64_t ts) { return t.memory[i].ts_ns < ts; });
+        // The level the step starts with is the last one recorded before it.
+        size_t i = size_t(first - d->samples.begin());
+        if (i > 0) {
+          r.peak_allocated_bytes = d->allocated[i - 1];
+          r.peak_reserved_bytes = d->reserved[i - 1];
+        }
+        for (; i < d->samples.size() && t.memory[d->samples[i]].ts_ns < s.end_ns; ++i) {
+          r.peak_allocated_bytes = std::max(r.peak_allocated_bytes, d->allocated[i]);
+          r.peak_reserved_bytes = std::max(r.peak_reserved_bytes, d->reserved[i]);
+        }
       }
       if (device == -1) {
         // RSS is sampled at the boundaries: both ends of the step belong to it.
@@ -605,7 +613,8 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   }
   try {
     a.steps = compute_breakdown(t, options);
-    a.memory = step_memory_table(t, a.steps);
+    a.memory_view = memory_view(t, a.steps);
+    a.memory = step_memory_table(t, a.steps, a.memory_view.devices);
     links_done.get();   // rethrows the linking's exception, if it failed
     a.devices = summarize_devices(t, steps_window(a.steps), a.links);
   } catch (...) {

@@ -443,7 +443,7 @@ void write_trace(const Trace& t, BlockSink& sink) {
     key(w, "pid");
     w.Int64(pid);
     key(w, "tid");
-    w.Int(0);
+    w.Uint(m.tid);
     key(w, "ts");
     write_us(w, m.ts_ns);
     key(w, "args");
@@ -452,6 +452,10 @@ void write_trace(const Trace& t, BlockSink& sink) {
     w.Int(m.device >= 0 ? 1 : 0);
     key(w, "Device Id");
     w.Int(m.device);
+    if (m.addr != 0) {
+      key(w, "Addr");
+      w.Uint64(m.addr);
+    }
     key(w, "Bytes");
     w.Int64(m.bytes_delta);
     key(w, "Total Allocated");

@@ -89,6 +89,7 @@ struct PendingEvent {
   int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
   int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
+  int64_t addr = 0;   // memory samples: the block's address (0: not recorded)
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_bytes = false;   // memory samples: a free is a negative Bytes
@@ -109,6 +110,7 @@ struct PendingEvent {
     correlation = external_id = 0;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
+    addr = 0;
     blocks_per_sm = warps_per_sm = occupancy = -1;
     for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
     has_bytes = false;
@@ -453,6 +455,7 @@ class KinetoHandler {
       case Arg::TotalReserved: as_int(&ev_.total_reserved); break;
       case Arg::DeviceType: as_int(&ev_.device_type); break;
       case Arg::DeviceId: as_int(&ev_.device_id); break;
+      case Arg::Addr: as_int(&ev_.addr); break;
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
@@ -651,6 +654,8 @@ class KinetoHandler {
     m.device = p.device_type > 0 && p.device_id >= 0 && p.device_id <= INT16_MAX
                    ? static_cast<int16_t>(p.device_id)
                    : int16_t(-1);
+    m.addr = static_cast<uint64_t>(p.addr);
+    m.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
     trace_.memory.push_back(m);
   }
 

@@ -120,7 +120,8 @@ enum class Arg : uint8_t {
   TotalReserved,
   DeviceType,
   DeviceId,
-  InputDims
+  InputDims,
+  Addr
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
@@ -184,6 +185,7 @@ inline Arg arg_of(std::string_view k) {
   switch (k.size()) {
     case 4:
       if (is(k, "grid")) return Arg::Grid;
+      if (is(k, "Addr")) return Arg::Addr;
       break;
     case 5:
       if (is(k, "block")) return Arg::Block;

@@ -21,7 +21,9 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-SCHEMA_VERSION = 3  # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops
+# 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops; 4: the memory
+# view (memory_ops, memory_peak, memory_composition, memory_growth, out_of_memory)
+SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
 MEMORY_CURVE_POINTS = 2000
@@ -102,7 +104,44 @@ def report_dict(
         device: [list(p) for p in points]
         for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
     }
+    # The memory view (docs/metrics.md, "Memory"): the plugin's per-operator statistics, each
+    # device's peak with what filled it, and growth across steps.
+    data["memory_ops"] = analysed["memory_ops"]
+    data["memory_peak"] = analysed["memory_peak"]
+    data["memory_composition"] = analysed["memory_composition"]
+    data["memory_growth"] = {device: _growth(g) for device, g in analysed["memory_growth"].items()}
+    if native is not None:
+        native["memory_end"] = analysed["memory_end"]
+        native["memory_end_composition"] = analysed["memory_end_composition"]
     return data
+
+
+def _growth(g: dict) -> dict:
+    """A device's growth across steps with its rate in MB (10^6 bytes) per step, and each op's and
+    module's surviving bytes per counted step."""
+    counted = g["steps_counted"]
+
+    def per_step(rows):
+        return [
+            {
+                "name": r["name"],
+                "bytes_per_step": round(r["bytes"] / counted, 1) if counted else 0.0,
+                "count": r["count"],
+            }
+            for r in rows
+        ]
+
+    return {
+        "mb_per_step": round(g["bytes_per_step"] / 1e6, 6),
+        "bytes_per_step": round(g["bytes_per_step"], 1),
+        "flagged": g["flagged"],
+        "steps": g["steps"],
+        "end_bytes": g["end_bytes"],
+        "rising_steps": g["rising_steps"],
+        "steps_counted": counted,
+        "ops": per_step(g["ops"]),
+        "modules": per_step(g["modules"]),
+    }
 
 
 def _gpu_sample_row(raw: dict) -> dict:

@@ -22,7 +22,9 @@ from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
 from .hooks import HooksUnavailable
+from .oom import failure_facts, is_out_of_memory
 from .schedule import ProfilerAction, always_record
+from .tensors import KnownTensors
 
 log = logging.getLogger("gpuprof")
 
@@ -117,6 +119,7 @@ class profile:
         self._memory_note = ""
         self._hooks_note = ""  # why the operator hooks could not be had (then steps only)
         self._allocator = AllocatorSampler()
+        self._tensors = KnownTensors()  # parameters, gradients, optimizer state (collect/tensors.py)
         self.step_num = 0
         self.current_action = ProfilerAction.NONE
         self._report: Optional[Report] = None
@@ -193,6 +196,9 @@ class profile:
                 self._teardown()
 
     def _stop(self, _failed: bool, _exc: Optional[BaseException]) -> None:
+        # An out-of-memory error: what the run held at the failure, read before anything is freed.
+        failure = self._out_of_memory_facts(_exc)
+        reported = False
         # A span a signal cut short was saved then; nothing was recorded after it.
         if self.current_action in _RECORDING and not self._span_cut:
             # The step in progress was never ended by prof.step(): it is a whole training step
@@ -202,13 +208,115 @@ class profile:
                 self._close_step(_core.collector_ticks())
             if self._steps_in_span > 0:
                 self._finish_span(
-                    partial=True, failed=_failed, peer_failure=_distributed.is_peer_failure(_exc)
+                    partial=True,
+                    failed=_failed,
+                    peer_failure=_distributed.is_peer_failure(_exc),
+                    failure=failure,
                 )
+                reported = True
+        if failure is not None:
+            self._report_out_of_memory(failure, reported)
+
+    # ---- out of memory --------------------------------------------------------------------------
+    # When torch's out-of-memory error leaves the block, the report of what was recorded carries an
+    # out_of_memory section (what filled the device, the batch that fits): the span in progress,
+    # or, outside a recorded span, a report of the failure alone (with the last span's figures). It
+    # goes where the session's spans go (on_trace_ready), or, without on_trace_ready, to
+    # gpuprof-oom-<pid>.json and .html in the working directory ($GPUPROF_OOM_DIR); stderr says
+    # what filled memory and where the report is. The error itself is raised again unchanged by
+    # __exit__'s caller (docs/memory.md).
+    def _out_of_memory_facts(self, exc: Optional[BaseException]) -> Optional[dict]:
+        if not is_out_of_memory(exc):
+            return None
+        try:
+            facts = failure_facts(
+                exc, self._tensors, self.batch_size or _loader_batch_size(self._capture.records())
+            )
+            last = self._report
+            if last is not None:
+                facts["last_span"] = {
+                    k: last.data.get(k)
+                    for k in ("memory_composition", "memory_peak", "memory", "dataloaders")
+                }
+            return facts
+        except Exception:  # the user's error comes first: no report beats a second exception
+            log.exception("gpuprof: could not read the state at the out-of-memory error")
+            return None
+
+    def _report_out_of_memory(self, failure: dict, reported: bool) -> None:
+        try:
+            if not reported:
+                self._finish_failure(failure)
+            report = self._report
+            written = [] if self.on_trace_ready is not None else self._write_failure_report(report)
+            from ..report.text import out_of_memory_summary
+
+            where = (
+                f"report: {', '.join(written)}"
+                if written
+                else ("report: passed to on_trace_ready" if self.on_trace_ready is not None else "")
+            )
+            print(
+                out_of_memory_summary(report) + (f"\ngpuprof: {where}" if where else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+        except Exception:  # the user's error comes first
+            log.exception("gpuprof: could not report the out-of-memory error")
+
+    def _finish_failure(self, failure: dict) -> None:
+        """The report of an out-of-memory error outside a recorded span: the failure's own figures,
+        with the last span's (if any) for the per-sample activations."""
+        last = failure.get("last_span") or {}
+        trace = _core.Trace()
+        trace.metadata = {
+            "source": "gpuprof live session",
+            "pid": str(os.getpid()),
+            "torch": _hooks_loader.installed_torch_version() or "",
+        }
+        report = build_report(
+            trace,
+            source={
+                "kind": "out_of_memory",
+                "span": self._spans_completed,
+                "created_unix": time.time(),
+                "note": f"out of memory at step {self.step_num}, outside the recorded steps"
+                + (
+                    f"; the figures per sample come from span {self._report.source.get('span')}"
+                    if self._report
+                    else ""
+                ),
+            },
+            dataloaders=last.get("dataloaders") or self._capture.records(),
+            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
+            failure=failure,
+        )
+        self._reports.append(report)
+        self._report = report
+        self._spans_completed += 1
+        if self.on_trace_ready is not None:
+            try:
+                self.on_trace_ready(self)
+            except Exception:
+                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    def _write_failure_report(self, report: Report) -> list[str]:
+        from ..traces.export import save_report_files
+
+        folder = os.environ.get("GPUPROF_OOM_DIR") or os.getcwd()
+        stem = os.path.join(folder, f"gpuprof-oom-{os.getpid()}")
+        written, failed = save_report_files(
+            report, [(stem + ".json", "json"), (stem + ".html", "html")], False
+        )
+        if failed:
+            log.warning("gpuprof: could not write the out-of-memory report: %s", "; ".join(failed))
+        return written
 
     def _teardown(self) -> None:
         global _active_session
         self._restore_signal_handlers()
         self._unhook()
+        self._tensors.remove()
         _core.collector_stop()
         self._gpu.release()
         if self._nvtx_step_open:
@@ -233,6 +341,7 @@ class profile:
                 prev = ProfilerAction.NONE
             elif prev in _RECORDING:
                 self._close_step(now)
+            self._tensors.step_ended()  # the modules the step called are known
             self.step_num += 1
             self._step_start_ticks = now
             self._transition(prev, self.schedule(self.step_num))
@@ -357,8 +466,11 @@ class profile:
             self._sample_memory(self._step_start_ticks)
         if new in _HOOKED:
             self._hook()
+            if starting_span or leaving_warmup:
+                self._watch_tensors()
         else:
             self._unhook()
+            self._tensors.remove()
             _core.collector_stop()
             self._gpu.stop()  # GPU collection
         self.current_action = new
@@ -380,6 +492,20 @@ class profile:
         self._capture.install()
         self._hooked = True
 
+    def _watch_tensors(self) -> None:
+        # The models and optimizers the span runs (their tensors' storages, for the memory
+        # composition): gradients at every optimizer step only where every allocation is recorded.
+        try:
+            self._tensors.install(every_step=self.profile_memory and not self._memory_note)
+        except Exception as e:  # the training run comes first
+            log.debug("gpuprof: cannot watch the modules and optimizers: %s", e)
+
+    def _record_tensors(self) -> None:
+        try:
+            self._tensors.record()
+        except Exception as e:  # the training run and the report come first
+            log.debug("gpuprof: could not read the models' and optimizers' tensors: %s", e)
+
     def _unhook(self) -> None:
         if not self._hooked:
             return
@@ -389,8 +515,11 @@ class profile:
         hooks.remove_memory_reporter()
         hooks.remove()
 
-    def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
+    def _finish_span(
+        self, partial: bool, failed: bool = False, peer_failure: bool = False, failure: Optional[dict] = None
+    ) -> None:
         self._gpu.flush()  # every GPU record of the span, before the host side stops
+        self._record_tensors()  # the storages the span's models and optimizers hold at its end
         _core.collector_stop()
         trace = _core.collector_drain()
         trace.metadata = {
@@ -418,6 +547,7 @@ class profile:
             span_source=lambda steps: self._span_source(steps, partial),
             rank=rank,
             gather=self._gather(failed and not peer_failure),
+            failure=failure,
         )
         if not partial:
             self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}

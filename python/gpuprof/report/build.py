@@ -47,6 +47,7 @@ def build_report(
     rank_note: str = "",
     skipped_files: Optional[list] = None,
     with_step_views: bool = True,
+    failure: Optional[dict] = None,
 ) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
     of a rank's file, or a saved report).
@@ -64,6 +65,8 @@ def build_report(
             in the cross-rank section.
         with_step_views: also compute the timelines and per-step tables the HTML and JSON carry
             (needs ``trace``; the terminal text does not use them).
+        failure: what a live session read when an out-of-memory error ended it
+            (``collect/oom.py``): the report gets its ``out_of_memory`` section.
     """
     native: dict = {}
     if trace is not None:
@@ -81,6 +84,10 @@ def build_report(
         raise ValueError("build_report needs a trace or an analysed report dict")
     if span_source is not None:
         data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
+    if failure is not None:
+        from ..analysis.memory import out_of_memory_section
+
+        data["out_of_memory"] = out_of_memory_section(data, failure, native)
     # The advice comes right after the analysis in the file (where a saved report had it).
     keys = list(data)
     analysed_keys = keys[: keys.index("advice")] if "advice" in keys else keys

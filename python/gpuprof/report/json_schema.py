@@ -1,4 +1,4 @@
-"""The report's JSON layout, ``schema_version`` 3, as a JSON Schema (draft 2020-12).
+"""The report's JSON layout, ``schema_version`` 4, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
 ``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
@@ -8,7 +8,7 @@ keys are allowed everywhere: later gpuprof versions add keys and never remove or
 from __future__ import annotations
 
 from ..analysis import CATEGORIES, SCHEMA_VERSION
-from ..analysis.fields import BY_KEY
+from ..analysis.fields import BY_KEY, OBJECT_BY_KEY
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -28,6 +28,25 @@ def _row(table: str) -> dict:
             f.key: {"type": f.type.split("|") if "|" in f.type else f.type} for f in BY_KEY[table].fields
         },
     }
+
+
+def _object(name: str) -> dict:
+    """One of the memory view's objects (analysis/fields.py, OBJECTS); its rows by their type."""
+    props = {}
+    for f in OBJECT_BY_KEY[name].fields:
+        props[f.key] = {"type": f.type.split("|") if "|" in f.type else f.type}
+    for key, rows in (("top_ops", "memory_owner"), ("top_modules", "memory_owner")):
+        if key in props:
+            props[key]["items"] = _object(rows)
+    if name == "memory_growth":
+        props["ops"]["items"] = props["modules"]["items"] = _object("memory_growth_owner")
+    if name == "out_of_memory":
+        props["composition"] = {"oneOf": [_object("memory_composition"), {"type": "null"}]}
+    return {"type": "object", "properties": props}
+
+
+def _by_device(name: str) -> dict:
+    return {"type": "object", "additionalProperties": _object(name)}
 
 
 def _rows(table: str) -> dict:
@@ -216,6 +235,11 @@ SCHEMA: dict = {
         "copies": _rows("copies"),
         "syncs": _rows("syncs"),
         "memory": _rows("memory"),
+        "memory_ops": _rows("memory_ops"),
+        "memory_peak": _by_device("memory_peak"),
+        "memory_composition": _by_device("memory_composition"),
+        "memory_growth": _by_device("memory_growth"),
+        "out_of_memory": _object("out_of_memory"),
         "ranges": _rows("ranges"),
         "compiled": {
             "type": "object",

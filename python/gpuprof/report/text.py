@@ -255,6 +255,11 @@ def _memory(console: Console, report) -> None:
         console.print(line)
 
 
+def out_of_memory_summary(report) -> str:
+    """The out-of-memory section as plain lines (what a failing session prints on stderr)."""
+    return "\n".join(sec.printable(line) for line in sec.out_of_memory_lines(report.data))
+
+
 def _top_tables(console: Console, report) -> None:
     for key, name in sec.TABLES[:2]:
         _table(console, name, sec.section(report.data, key), TOP_ROWS)
