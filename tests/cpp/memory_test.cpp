@@ -68,6 +68,8 @@ BreakdownResult steps_of(const Trace& t) { return compute_breakdown(t); }
 //     aten::linear [600, 700): no record (a second call)
 //     Optimizer.step#SGD.step as a host op (old traces) [800, 900) > aten::add_ [810, 850): +4 @820
 //       (aten::add_; the Optimizer range is no operator: no row)
+//     aten::sum [400, 500) whose only child is aten::sum [410, 490): one call recorded twice (the
+//       plugin merges them, as torch.profiler does): +16 @450 counts once, in one call
 //     -50 @950: innermost node the step marker: left out
 //   thread 2: +8 @35, no node there: left out
 TEST(Memory, OperatorStatisticsFollowThePluginsRule) {
@@ -89,11 +91,19 @@ TEST(Memory, OperatorStatisticsFollowThePluginsRule) {
   rec(t, 820, 4, 0xE0);
   rec(t, 950, -50, 0xB0);
   rec(t, 35, 8, 0xF0, -1, 2);
+  op(t, "aten::sum", 400, 500);
+  op(t, "aten::sum", 410, 490);
+  rec(t, 450, 16, 0x100);
   const std::vector<MemoryOpRow> rows = memory_op_table(t);
-  ASSERT_EQ(rows.size(), 5u);
-  // Largest self increase first: empty 100, addmm 50, relu 30, add_ 4, linear -100.
+  ASSERT_EQ(rows.size(), 6u);
+  // Largest self increase first: empty 100, addmm 50, relu 30, sum 16, add_ 4, linear -100.
   EXPECT_EQ(rows[0].name, "aten::empty");
-  EXPECT_EQ(rows[4].name, "aten::linear");
+  EXPECT_EQ(rows[3].name, "aten::sum");
+  EXPECT_EQ(rows[5].name, "aten::linear");
+  const MemoryOpRow* sum = row(rows, "aten::sum");
+  EXPECT_EQ(sum->calls, 1);
+  EXPECT_EQ(sum->self_alloc_bytes, 16);
+  EXPECT_EQ(sum->alloc_bytes, 16);
   const MemoryOpRow* empty = row(rows, "aten::empty");
   EXPECT_EQ(empty->calls, 1);
   EXPECT_EQ(empty->self_size_increase_bytes, 100);

@@ -60,7 +60,7 @@ struct DeviceMemory {
 std::vector<DeviceMemory> device_memory(const Trace& trace);
 
 // Is this host event an operator in the plugin's memory view: a host op, not the DataParallel /
-// DistributedDataParallel forward wrappers and not an Optimizer.* range.
+// DistributedDataParallel forward wrappers, not an Optimizer.* range, not the DataLoader's range.
 bool is_memory_operator(const Trace& trace, const Event& e);
 // Is this host event a module's range (`nn.Module: Name`, as torch's profiler names it)?
 bool is_module_range(const Trace& trace, const Event& e);

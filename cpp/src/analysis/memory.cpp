@@ -18,12 +18,17 @@ namespace {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-// The host events that shape a thread's op tree in the plugin: operators, user ranges, python
-// functions and step markers (runtime calls hang off operators, they are not nodes).
-bool is_tree_node(const Event& e) {
-  if (e.device >= 0 || e.dur_ns <= 0) return false;
-  return e.kind == EventKind::HostOp || e.kind == EventKind::UserRange || e.kind == EventKind::PythonFunction ||
-         e.kind == EventKind::StepMarker;
+// The host events that shape a thread's op tree in the plugin: operators, python functions (module
+// ranges among them) and step markers; of the user ranges only the DataLoader's, the optimizer
+// steps and collectives (runtime calls hang off operators, they are not nodes). A record inside any
+// other user range belongs to the node around the range.
+bool is_tree_node(const Trace& t, const Event& e) {
+  if (e.device >= 0 || e.dur_ns < 0) return false;
+  if (e.kind == EventKind::UserRange) {
+    const std::string& name = t.name_of(e);
+    return is_dataloader_name(name) || starts_with(name, "Optimizer.step") || is_communication_op_name(name);
+  }
+  return e.kind == EventKind::HostOp || e.kind == EventKind::PythonFunction || e.kind == EventKind::StepMarker;
 }
 
 // Where each record sits on its thread: the innermost node containing it, the outermost and the
@@ -37,20 +42,52 @@ struct Attribution {
 
 struct Attributions {
   std::vector<Attribution> of_sample;   // by index into Trace::memory
-  std::unordered_map<uint32_t, uint32_t> parent;   // node -> enclosing node, for nodes that enclose a record
+  // Over the events: each tree node's enclosing node, and the node it is one with (itself, or, by the
+  // plugin's rule after torch.profiler's, a same-name operator whose only child it is: one call
+  // recorded twice, merged into the outer one).
+  std::vector<uint32_t> parent, merged_into;
 };
 
 Attributions attribute(const Trace& t) {
   Attributions a;
   a.of_sample.resize(t.memory.size());
   if (t.memory.empty()) return a;
+  const uint32_t n_events = static_cast<uint32_t>(t.events.size());
+  a.parent.assign(n_events, kNoIndex);
+  a.merged_into.resize(n_events);
+  for (uint32_t i = 0; i < n_events; ++i) a.merged_into[i] = i;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> nodes_by_tid;
+  for (uint32_t i = 0; i < n_events; ++i)
+    if (is_tree_node(t, t.events[i])) nodes_by_tid[t.events[i].tid].push_back(i);
+  std::vector<uint32_t> children(n_events, 0);
+  for (auto& [tid, nodes] : nodes_by_tid) {
+    // Parents before children: by start, the longer first at equal starts.
+    std::sort(nodes.begin(), nodes.end(), [&](uint32_t x, uint32_t y) {
+      const Event &ex = t.events[x], &ey = t.events[y];
+      if (ex.start_ns != ey.start_ns) return ex.start_ns < ey.start_ns;
+      if (ex.dur_ns != ey.dur_ns) return ex.dur_ns > ey.dur_ns;
+      return x < y;
+    });
+    std::vector<uint32_t> stack;
+    for (uint32_t n : nodes) {
+      while (!stack.empty() && t.events[stack.back()].end_ns() <= t.events[n].start_ns) stack.pop_back();
+      if (!stack.empty()) {
+        a.parent[n] = stack.back();
+        ++children[stack.back()];
+      }
+      stack.push_back(n);
+    }
+  }
+  for (auto& [tid, nodes] : nodes_by_tid)
+    for (uint32_t n : nodes) {
+      const uint32_t p = a.parent[n];
+      if (p != kNoIndex && children[p] == 1 && t.events[p].kind == EventKind::HostOp &&
+          t.events[n].kind == EventKind::HostOp && t.events[p].name == t.events[n].name)
+        a.merged_into[n] = a.merged_into[p];
+    }
+
   std::unordered_map<uint32_t, std::vector<uint32_t>> samples_by_tid;
   for (uint32_t i = 0; i < t.memory.size(); ++i) samples_by_tid[t.memory[i].tid].push_back(i);
-  std::unordered_map<uint32_t, std::vector<uint32_t>> nodes_by_tid;
-  for (uint32_t i = 0; i < t.events.size(); ++i) {
-    const Event& e = t.events[i];
-    if (is_tree_node(e) && samples_by_tid.count(e.tid)) nodes_by_tid[e.tid].push_back(i);
-  }
   std::vector<uint8_t> op_flag(t.strings.size(), 2), module_flag(t.strings.size(), 2);
   auto is_op = [&](uint32_t i) {
     uint8_t& f = op_flag[t.events[i].name];
@@ -69,14 +106,9 @@ Attributions attribute(const Trace& t) {
   for (auto& [tid, samples] : samples_by_tid) {
     std::stable_sort(samples.begin(), samples.end(),
                      [&](uint32_t x, uint32_t y) { return t.memory[x].ts_ns < t.memory[y].ts_ns; });
-    std::vector<uint32_t>& nodes = nodes_by_tid[tid];
-    // Parents before children: by start, the longer first at equal starts.
-    std::sort(nodes.begin(), nodes.end(), [&](uint32_t x, uint32_t y) {
-      const Event &ex = t.events[x], &ey = t.events[y];
-      if (ex.start_ns != ey.start_ns) return ex.start_ns < ey.start_ns;
-      if (ex.dur_ns != ey.dur_ns) return ex.dur_ns > ey.dur_ns;
-      return x < y;
-    });
+    auto found = nodes_by_tid.find(tid);
+    if (found == nodes_by_tid.end()) continue;
+    const std::vector<uint32_t>& nodes = found->second;
     std::vector<Open> stack;
     size_t next = 0;
     auto pop_ended = [&](int64_t ts) {
@@ -89,7 +121,6 @@ Attributions attribute(const Trace& t) {
         pop_ended(t.events[n].start_ns);
         Open o{n, kNoIndex, kNoIndex, kNoIndex};
         if (!stack.empty()) {
-          a.parent[n] = stack.back().node;
           o.outer_op = stack.back().outer_op;
           o.module = stack.back().module;
           o.optimizer = stack.back().optimizer;
@@ -104,7 +135,7 @@ Attributions attribute(const Trace& t) {
         // Ancestors that ended before this record was made are below it only when the tree is not
         // properly nested (traces can hold such ranges): the top is still the innermost.
         const Open& top = stack.back();
-        a.of_sample[s] = {top.node, top.outer_op, top.module, top.optimizer};
+        a.of_sample[s] = {a.merged_into[top.node], top.outer_op, top.module, top.optimizer};
       }
     }
   }
@@ -117,7 +148,7 @@ bool is_memory_operator(const Trace& t, const Event& e) {
   if (e.kind != EventKind::HostOp) return false;
   const std::string& name = t.name_of(e);
   return name != "DataParallel.forward" && name != "DistributedDataParallel.forward" &&
-         !starts_with(name, "Optimizer.");
+         !starts_with(name, "Optimizer.") && !is_dataloader_name(name);
 }
 
 bool is_module_range(const Trace& t, const Event& e) { return starts_with(t.name_of(e), "nn.Module: "); }
@@ -408,21 +439,18 @@ std::vector<MemoryOpRow> memory_op_table(const Trace& t, const Attributions& att
     self.self_increase += m.bytes_delta;
     self.self_alloc_bytes += alloc;
     self.self_alloc_count += count;
-    for (uint32_t n = node; n != kNoIndex;) {
-      if (is_op(n)) {
-        Totals& inc = by_key[{t.events[n].name, m.device}];
-        inc.increase += m.bytes_delta;
-        inc.alloc_bytes += alloc;
-        inc.alloc_count += count;
-      }
-      auto p = attr.parent.find(n);
-      n = p == attr.parent.end() ? kNoIndex : p->second;
+    for (uint32_t n = node; n != kNoIndex; n = attr.parent[n]) {
+      if (attr.merged_into[n] != n || !is_op(n)) continue;   // a merged node counts in the one it is
+      Totals& inc = by_key[{t.events[n].name, m.device}];
+      inc.increase += m.bytes_delta;
+      inc.alloc_bytes += alloc;
+      inc.alloc_count += count;
     }
   }
   std::unordered_map<uint32_t, int64_t> calls;
   if (!by_key.empty())
     for (uint32_t i = 0; i < t.events.size(); ++i)
-      if (is_op(i)) ++calls[t.events[i].name];
+      if (is_op(i) && attr.merged_into[i] == i) ++calls[t.events[i].name];
   std::vector<MemoryOpRow> rows;
   for (const auto& [key, v] : by_key) {
     if (!(v.increase || v.alloc_count || v.alloc_bytes || v.self_increase || v.self_alloc_count ||

@@ -4,7 +4,9 @@ The script runs in this process (as ``python script.py args...`` would run it), 
 from the optimizer (one step per ``optimizer.step()``), and the steps in the given range are
 recorded. The report is written as soon as the last of them ends; the script then runs on at full
 speed (interrupt it with Ctrl-C once the report is written, if you like: it is kept), or, with
-``--stop-after``, is ended there (exit status 0).
+``--stop-after``, is ended there (exit status 0). When torch runs out of memory, the report of what was
+recorded says what filled it and the batch that fits: the recorded steps' ``report.json`` when the error
+came inside them, else ``oom.json`` and ``oom.html`` beside it (docs/memory.md).
 """
 
 from __future__ import annotations
@@ -104,9 +106,11 @@ def run(args) -> int:
         raise UserError(f"cannot create --out {args.out}: {e.strerror}") from None
 
     from ..collect.autostep import OptimizerSteps
+    from ..collect.oom import is_out_of_memory
     from ..collect.schedule import schedule
     from ..collect.session import profile
     from ..report.model import Report
+    from ..traces.export import save_report_files
 
     try:
         import torch  # noqa: F401  (the script needs it anyway; the optimizer hook lives there)
@@ -121,12 +125,22 @@ def run(args) -> int:
 
     stopping: list[bool] = []
 
+    oom_written: list[str] = []
+
     def on_ready(prof) -> None:
         if stopping:
             # --stop-after ended the script from inside the step that completed the window; the
             # profiler's exit then closes a span of nothing: the report already written is kept.
             return
         report = prof.report()
+        if report.source.get("kind") == "out_of_memory":
+            # Out of memory outside the recorded steps: its own files, beside the steps' report.
+            oom_written[:], failed = save_report_files(
+                report, [(out / "oom.json", "json"), (out / "oom.html", "html")], False
+            )
+            if failed:
+                log.warning("gpuprof run: could not write %s", "; ".join(failed))
+            return
         recorded[:] = [report]
         written[:], failed = _save(report, out, trace=not getattr(args, "no_trace", False))
         numbers = [s["step"] for s in report.steps]
@@ -162,8 +176,15 @@ def run(args) -> int:
                         raise
                     exit_code = 130  # interrupted after the report was written: keep it
                 except BaseException as e:  # the script's own error: shown below, report kept
+                    if is_out_of_memory(e):
+                        raise  # through the session, which reports what filled memory
                     failure = e
                     traceback.print_exc()
+    except BaseException as e:
+        if not is_out_of_memory(e):
+            raise
+        failure = e
+        traceback.print_exc()
     finally:
         sys.argv, sys.path = saved_argv, saved_path
 
@@ -180,8 +201,12 @@ def run(args) -> int:
             code = 1 if failure is not None else exit_code
             print(
                 f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
-                f"before step {start}; nothing was recorded. Fix the error above and run gpuprof "
-                "run again",
+                f"before step {start}; "
+                + (
+                    f"the out-of-memory report is in {', '.join(oom_written)}"
+                    if oom_written
+                    else "nothing was recorded. Fix the error above and run gpuprof run again"
+                ),
                 file=sys.stderr,
             )
             return code
@@ -201,5 +226,7 @@ def run(args) -> int:
         print((Report.load(saved) if saved in written else recorded[0]).to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
+        if oom_written:
+            print(f"gpuprof run: the out-of-memory report is in {', '.join(oom_written)}", file=sys.stderr)
         return 1
     return exit_code

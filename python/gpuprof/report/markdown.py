@@ -123,9 +123,16 @@ def _devices(report, title: str, top: int) -> list[str]:
     return out
 
 
+def _out_of_memory(report, title: str, top: int) -> list[str]:
+    lines = sec.out_of_memory_lines(report.data)
+    if not lines:
+        return []
+    return ["### Out of memory", ""] + [f"- {md_escape(line.strip())}" for line in lines] + [""]
+
+
 def _memory(report, title: str, top: int) -> list[str]:
-    mem = sec.memory_lines(report.data)
-    return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
+    mem = sec.memory_lines(report.data) + [line.strip() for line in sec.memory_view_lines(report.data)]
+    return ["### Memory", ""] + [f"- {md_escape(line)}" for line in mem] + [""] if mem else []
 
 
 def _recommendations(report, title: str, top: int) -> list[str]:
@@ -210,7 +217,18 @@ class MarkdownRenderer:
     name = "markdown"
     file_end = ""
     # The sections, in the order they are written: each returns its lines, or none.
-    sections = (_title, _steps, _devices, _memory, _recommendations, _ranks, _tables, _settings, _footer)
+    sections = (
+        _title,
+        _out_of_memory,
+        _steps,
+        _devices,
+        _memory,
+        _recommendations,
+        _ranks,
+        _tables,
+        _settings,
+        _footer,
+    )
 
     def render(self, report, *, title: str = "gpuprof report", top: int = TOP_ROWS) -> str:
         out: list[str] = []

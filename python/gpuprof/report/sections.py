@@ -51,6 +51,7 @@ _SORT_KEYS = (
     "dur_us",
     "total_bytes",
     "bytes",
+    "self_size_increase_bytes",  # memory_ops: the plugin's default order
     "calls",
     "count",
 )

@@ -250,9 +250,19 @@ def _devices(console: Console, report) -> None:
     _gpu_summary(console, sec.devices(report.data))
 
 
+def _out_of_memory(console: Console, report) -> None:
+    lines = sec.out_of_memory_lines(report.data)
+    if lines:
+        console.print(lines[0], style="red")
+        for line in lines[1:]:
+            console.print(line)
+
+
 def _memory(console: Console, report) -> None:
     for line in sec.memory_lines(report.data):
         console.print(line)
+    for line in sec.memory_view_lines(report.data):  # operator names come from traces: printable
+        console.print(line, style="yellow" if line.startswith("Memory grows") else None)
 
 
 def out_of_memory_summary(report) -> str:
@@ -301,6 +311,7 @@ class TextRenderer:
     # The sections, in the order they are printed: each writes its lines, or nothing.
     sections = (
         _title,
+        _out_of_memory,
         _collection_notes,
         _breakdown_bar,
         _steps,
