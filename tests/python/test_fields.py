@@ -146,3 +146,41 @@ def test_memory_curve_from_allocator_samples_and_real_traces():
     assert max(a for _t, a, _r in curve) == real.devices[0]["peak_allocated_bytes"] == 6629508096
     old = gpuprof.analyze(resnet).data["memory_curve"]["0"]
     assert min(a for _t, a, _r in old) == 0 and all(r is None for _t, _a, r in old)
+
+
+def test_the_memory_views_objects_carry_the_declared_fields():
+    # The memory view's per-device objects and the rows inside them, and the out-of-memory section,
+    # carry exactly the fields analysis/fields.py declares (OBJECTS), in order; the JSON Schema
+    # follows the same declaration.
+    torch = pytest.importorskip("torch")
+    import gpuprof
+    from gpuprof.analysis.fields import OBJECT_BY_KEY
+
+    def keys(name):
+        return [f.key for f in OBJECT_BY_KEY[name].fields]
+
+    model = torch.nn.Linear(32, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    kept = []
+    with pytest.raises(torch.OutOfMemoryError):
+        with gpuprof.profile(profile_memory=True, batch_size=16) as prof:
+            for _ in range(6):
+                loss = model(torch.randn(16384, 32)).square()
+                loss.mean().backward()
+                opt.step()
+                kept.append(loss.detach())
+                prof.step()
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB.")
+    data = prof.report().to_dict()
+    peak = data["memory_peak"]["-1"]
+    assert list(peak) == keys("memory_peak")
+    assert peak["top_ops"] and all(list(r) == keys("memory_owner") for r in peak["top_ops"])
+    assert list(data["memory_composition"]["-1"]) == keys("memory_composition")
+    growth = data["memory_growth"]["-1"]
+    assert list(growth) == keys("memory_growth")
+    assert growth["ops"] and all(list(r) == keys("memory_growth_owner") for r in growth["ops"])
+    assert list(data["out_of_memory"]) == keys("out_of_memory")
+    for name in ("memory_peak", "memory_composition", "memory_growth"):
+        props = SCHEMA["properties"][name]["additionalProperties"]["properties"]
+        assert list(props) == keys(name)
+    assert list(SCHEMA["properties"]["out_of_memory"]["properties"]) == keys("out_of_memory")

@@ -47,8 +47,8 @@ struct DeviceMemory {
   std::vector<int64_t> reserved;     // -1: not known
   // How the level is known: "recorded" (the allocator's own totals), "blocks" (rebuilt from the
   // blocks: the recorded allocations live plus those known to predate the trace; live host
-  // allocations), "rebuilt" (the running sum of sizes lifted to a lowest point of 0: traces
-  // without addresses, as the TensorBoard plugin did).
+  // allocations, which carry addresses), "rebuilt" (the running sum of sizes lifted to a lowest
+  // point of 0: records without addresses, as the TensorBoard plugin did).
   std::string level_source;
   std::vector<MemoryBlock> blocks;   // ordered by allocation time
 };

@@ -272,7 +272,7 @@ std::vector<DeviceMemory> device_memory(const Trace& t, const Attributions& attr
     } else {
       // The running sum of sizes; from blocks, on top of what was live before the trace began.
       int64_t base = 0;
-      if (addressed || !d.blocks.empty()) {
+      if (addressed) {
         d.level_source = "blocks";
         for (const MemoryBlock& b : d.blocks)
           if (b.before_trace()) base += b.bytes;

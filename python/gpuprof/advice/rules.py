@@ -575,7 +575,10 @@ def memory_capacity(f: Facts) -> Optional[Recommendation]:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB" if abs(n) < 2**40 else f"{n / 2**40:.2f} TiB"
+    """A size in the unit that reads best: GiB from 1 GiB (two decimals), else MiB or KiB."""
+    if abs(n) >= 2**40:
+        return f"{n / 2**40:.2f} TiB"
+    return f"{n / 2**30:.2f} GiB" if abs(n) >= 2**30 else _mib(n)
 
 
 def _mib(n: float) -> str:

@@ -47,15 +47,20 @@ def out_of_memory_section(data: dict, failure: dict, native: Optional[dict] = No
     notes: list[str] = []
     key = str(device)
     # The composition at the failure: the recorded allocations, else the tensors read then.
-    if key not in end_composition and end_composition:
-        # The error names a device whose allocations this span did not record (a CPU-only span
+    tensors = failure.get("tensors") or {}
+    last = (failure.get("last_span") or {}).get("memory_composition") or {}
+    known = [d for d in (*end_composition, *tensors, *last) if d]
+    if key not in known and known:
+        # The error names a device of which this run recorded and held nothing (a CPU-only span
         # stopped by another device's error): the device that was recorded is shown.
-        other = max(end_composition, key=lambda d: (end.get(d) or {}).get("bytes", 0))
+        other = (
+            max(end_composition, key=lambda d: (end.get(d) or {}).get("bytes", 0))
+            if end_composition
+            else max(known, key=lambda d: sum((tensors.get(d) or {}).values()))
+        )
         where = "the host" if device < 0 else f"GPU {device}"
         shown = "the host" if other == "-1" else f"GPU {other}"
-        notes.append(
-            f"the error names {where}, whose allocations this span did not record; {shown}'s are shown"
-        )
+        notes.append(f"the error names {where}, of which this run recorded nothing; {shown} is shown")
         key, device = other, int(other)
     section: dict = {
         "error": failure.get("error", ""),
@@ -82,9 +87,9 @@ def out_of_memory_section(data: dict, failure: dict, native: Optional[dict] = No
         if section["allocated_bytes"] is None or key != str(failure.get("device")):
             section["allocated_bytes"] = moment.get("bytes")
     else:
-        tensors = (failure.get("tensors") or {}).get(key)
-        if tensors:
-            composition = {k: int(tensors.get(k, 0)) for k in FIXED_KEYS}
+        held = tensors.get(key)
+        if held:
+            composition = {k: int(held.get(k, 0)) for k in FIXED_KEYS}
             level = section["allocated_bytes"]
             composition.update(activations=0, temporary=0)
             composition["unknown"] = max(0, (level or 0) - sum(composition[k] for k in FIXED_KEYS))

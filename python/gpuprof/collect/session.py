@@ -341,7 +341,6 @@ class profile:
                 prev = ProfilerAction.NONE
             elif prev in _RECORDING:
                 self._close_step(now)
-            self._tensors.step_ended()  # the modules the step called are known
             self.step_num += 1
             self._step_start_ticks = now
             self._transition(prev, self.schedule(self.step_num))
@@ -493,8 +492,9 @@ class profile:
         self._hooked = True
 
     def _watch_tensors(self) -> None:
-        # The models and optimizers the span runs (their tensors' storages, for the memory
-        # composition): gradients at every optimizer step only where every allocation is recorded.
+        # The optimizers the span steps (with the models, their tensors' storages go into the span
+        # for the memory composition): gradients at every optimizer step only where every
+        # allocation is recorded.
         try:
             self._tensors.install(every_step=self.profile_memory and not self._memory_note)
         except Exception as e:  # the training run comes first
