@@ -17,6 +17,10 @@ loaded machine, as bench/overhead_callgrind.py does for operators: only the loop
 zeroed before it and dumped after it, each variant with N and 3N allocations so that costs paid once
 per loop cancel). --wall times it instead (variants interleaved round by round, median ns per
 allocation).
+
+--side-costs times the two other things profile_memory=True does (collect/tensors.py): reading the
+gradients' storages at every optimizer step (us per gradient, 160 parameters as in ResNet-50), and,
+once a session, looking the models up among Python's objects (us per object the collector tracks).
 """
 
 from __future__ import annotations
@@ -159,6 +163,47 @@ def wall(allocs: int, rounds: int) -> dict:
     }
 
 
+def side_costs(rounds: int) -> dict:
+    import gc
+
+    import torch
+
+    from gpuprof._native import _core
+    from gpuprof.collect.tensors import KnownTensors
+
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(80)])  # 160 parameters
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 64)).sum().backward()
+    opt.step()
+    known = KnownTensors()
+    known.every_step = True
+    _core.collector_start(10_000_000)
+    try:
+        per_step = []
+        for _ in range(rounds):
+            t0 = time.perf_counter_ns()
+            for _ in range(100):
+                known._on_optimizer_step(opt, (), {})
+            per_step.append((time.perf_counter_ns() - t0) / 100 / 1000)
+        scans = []
+        for _ in range(rounds):
+            known._modules = None
+            objects = len(gc.get_objects())
+            t0 = time.perf_counter_ns()
+            known._find_modules()
+            scans.append((time.perf_counter_ns() - t0) / objects / 1000)
+    finally:
+        _core.collector_stop()
+    step_us = statistics.median(per_step)
+    return {
+        "gradients_per_optimizer_step_us": step_us,
+        "per_gradient_us": step_us / 160,
+        "module_lookup_per_object_us": statistics.median(scans),
+        "objects_tracked": objects,
+    }
+
+
 def summarize(r: dict) -> dict:
     per = r["per_allocation"]
     gp = per["gpuprof memory"] - per["gpuprof"]
@@ -174,6 +219,7 @@ def main() -> None:
     p.add_argument("--allocs", type=int, default=None)
     p.add_argument("--wall", action="store_true", help="time the loop instead of counting instructions")
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--side-costs", action="store_true", help="also time the per-step and per-session costs")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -204,6 +250,14 @@ def main() -> None:
         f"under torch.profiler ({r['ratio_gpuprof_to_torch_profiler']:.2f}x); "
         f"gpuprof with profile_memory=True adds {r['gpuprof_memory_vs_unprofiled']:.1f} in all"
     )
+    if args.side_costs:
+        r["side_costs"] = side_costs(args.rounds)
+        c = r["side_costs"]
+        print(
+            f"gradients read at an optimizer step: {c['gradients_per_optimizer_step_us']:.0f} us for 160 "
+            f"({c['per_gradient_us']:.2f} us each); models looked up once a session: "
+            f"{c['module_lookup_per_object_us']:.3f} us per tracked object ({c['objects_tracked']:,} here)"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(r, f, indent=2)

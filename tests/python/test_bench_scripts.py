@@ -255,3 +255,39 @@ def test_straggler_calls_smoke_run_counts_one_slow_and_one_clean_job(tmp_path):
     assert got["failed_jobs"] == 0 and len(got["slow"]) == 1 and len(got["clean"]) == 1
     assert got["slow_named_right"] == (got["slow"][0]["named"] == [1])
     assert "slowed rank named in" in proc.stdout
+
+
+def test_memory_overhead_smoke_run_measures_every_variant(tmp_path):
+    # The wall-clock mode (the callgrind mode takes minutes): every variant ran, each profile_memory
+    # variant recorded every allocation of the loop (the script asserts it), and the side costs.
+    out = tmp_path / "memory_overhead.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "memory_overhead.py"),
+            "--wall",
+            "--allocs",
+            "2000",
+            "--rounds",
+            "1",
+            "--side-costs",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["per_allocation"]) == {
+        "none",
+        "gpuprof",
+        "gpuprof memory",
+        "torch.profiler",
+        "torch.profiler memory",
+    }
+    assert all(v > 0 for v in doc["per_allocation"].values())
+    assert set(doc["recording_added"]) == {"gpuprof", "torch.profiler"}
+    assert doc["side_costs"]["per_gradient_us"] > 0 and doc["side_costs"]["objects_tracked"] > 0

@@ -60,19 +60,25 @@ class profile:
 
     Args:
         schedule: step -> ProfilerAction (see ``gpuprof.schedule``); None records every step.
-        on_trace_ready: called with this profiler each time a span of active steps completes.
+        on_trace_ready: called with this profiler each time a span of active steps completes (and
+            once more with the failure's report when an out-of-memory error ends the block outside
+            a recorded span; without it, that report is written to gpuprof-oom-<pid>.json/.html in
+            the working directory or $GPUPROF_OOM_DIR: docs/memory.md).
         record_shapes: also record operator input shapes (costs a little per op).
         max_events: event budget per span over all threads; past it, events are counted as dropped.
         gpu: also collect CUDA kernels, copies, runtime calls (CUPTI) and device samples (NVML) when
             a GPU is usable; otherwise the span is host-only and the report says why.
-        profile_memory: record the device allocator's level at every allocation and free made by
-            torch's CUDA caching allocator (exact per-step peaks; a few tens of ns per allocation).
-            While it is on, torch.profiler cannot start on the same thread (torch refuses: "Profiler
-            is already enabled on this thread"). Without it, device memory is read from the
-            allocator's statistics at every step boundary. The process's resident set size is
-            sampled at every step boundary either way.
-        batch_size: samples per step on this rank, for samples/s and ``gpuprof scaling`` (the
-            DataLoader's batch_size is used when not given).
+        profile_memory: record every allocation and free of torch's CUDA caching allocator (with
+            its level) and of its CPU allocator, with the block's address: exact per-step peaks and
+            the memory view (what filled memory at the peak, per-operator statistics, growth;
+            docs/memory.md; the cost per allocation is in docs/performance.md). While it is on,
+            torch.profiler cannot start on the same thread (torch refuses: "Profiler is already
+            enabled on this thread"). Without it, device memory is read from the allocator's
+            statistics at every step boundary. The process's resident set size is sampled at every
+            step boundary either way.
+        batch_size: samples per step on this rank, for samples/s, ``gpuprof scaling`` and the batch
+            that fits after an out-of-memory error (the DataLoader's batch_size is used when not
+            given).
         rank_timeout_s: in a torch.distributed job, how long rank 0 waits at the end of a span for
             the other ranks' summaries (default 60 s, or $GPUPROF_RANK_TIMEOUT_S) before naming the
             missing ones in its report.
@@ -501,6 +507,10 @@ class profile:
             log.debug("gpuprof: cannot watch the modules and optimizers: %s", e)
 
     def _record_tensors(self) -> None:
+        # The storages serve the memory composition, which needs allocator levels: every allocation
+        # recorded, or a GPU's statistics. A CPU span without profile_memory has neither: no lookup.
+        if not self.profile_memory and not _cuda_initialized():
+            return
         try:
             self._tensors.record()
         except Exception as e:  # the training run and the report come first
@@ -672,6 +682,14 @@ def _cuda_host_facts() -> dict:
         }
     except Exception:  # a broken driver install must not cost the user the report
         return {}
+
+
+def _cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # a broken CUDA setup: no device levels either
+        return False
 
 
 def _loader_batch_size(dataloaders: list) -> Optional[int]:

@@ -124,6 +124,12 @@ class Report:
         return section(self._data, "memory")
 
     @property
+    def memory_ops(self) -> list[dict]:
+        """Memory by operator, one row per operator name and device (the TensorBoard plugin's
+        memory view: bytes allocated and freed, allocations, calls)."""
+        return section(self._data, "memory_ops")
+
+    @property
     def ranges(self) -> list[dict]:
         """User ranges (record_function, NVTX), one row per name: calls, host time, closure."""
         return section(self._data, "ranges")

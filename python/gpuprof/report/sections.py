@@ -348,6 +348,7 @@ COMPOSITION = (
     ("unknown", "unknown"),
 )
 TOP_OWNERS = 3  # operators / modules named per line
+MIN_PEAK_SHOWN_BYTES = 1 << 20  # a device peaking lower (a trace's few host bytes) is not worth a line
 
 
 def device_name(device: Any) -> str:
@@ -391,6 +392,8 @@ def memory_view_lines(data: dict) -> list[str]:
     lines = []
     composition = data.get("memory_composition") or {}
     for device, peak in sorted((data.get("memory_peak") or {}).items(), key=lambda kv: int(kv[0]) < 0):
+        if (peak.get("bytes") or 0) < MIN_PEAK_SHOWN_BYTES:
+            continue
         where = device_name(device)
         step = peak.get("step")
         head = f"{where[0].upper()}{where[1:]} at its peak ({fmt_bytes(peak.get('bytes') or 0)}" + (
