@@ -107,3 +107,48 @@ def test_resnet_memory_by_operator_is_the_plugins_without_addresses(resnet):
     assert resnet.data["memory_peak"] == {} and resnet.data["memory_composition"] == {}
     assert not any(g["flagged"] for g in resnet.data["memory_growth"].values())
     assert "Memory by operator" in resnet.to_markdown()
+
+
+def test_a_torch_profiler_trace_with_module_ranges(tmp_path):
+    # torch.profiler(profile_memory=True, with_stack=True) on a CPU loop: its trace carries every
+    # allocation's address and thread, and the modules' calls as `nn.Module: ReLU_0` ranges. Read
+    # back, the live allocations at the peak are named by operator and by module (the ReLU's
+    # 512 x 1024 output, kept for the backward), and the per-operator figures are those gpuprof
+    # records live on the same loop (the same allocations, attributed by the same rule).
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(128, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        loss = model(torch.randn(512, 128)).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    step()
+    with torch.profiler.profile(profile_memory=True, with_stack=True) as tp:
+        for _ in range(3):
+            step()
+            tp.step()
+    tp.export_chrome_trace(str(tmp_path / "t.json"))
+    traced = gpuprof.analyze(tmp_path / "t.json")
+    peak = traced.data["memory_peak"]["-1"]
+    assert {"name": "nn.Module: ReLU_0", "bytes": 512 * 1024 * 4, "count": 1} in peak["top_modules"]
+    assert peak["top_ops"][0]["bytes"] > 0
+
+    with gpuprof.profile(profile_memory=True) as prof:
+        for _ in range(3):
+            step()
+            prof.step()
+    live = prof.report()
+
+    def alloc(report, name):
+        return [
+            (r["self_alloc_count"], r["self_alloc_bytes"])
+            for r in report.data["memory_ops"]
+            if r["name"] == name
+        ]
+
+    for name in ("aten::addmm", "aten::relu", "aten::mm"):
+        assert alloc(traced, name) == alloc(live, name) != [], name
