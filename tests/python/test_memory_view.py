@@ -231,3 +231,19 @@ def test_the_memory_view_in_every_format(tmp_path):
     # Budgets: the growth rate is a metric of the host (no capacity: no peak_memory_pct there).
     assert main(["check", str(path), "--max", "memory_growth_mb_per_step=0.1"]) == 1
     assert main(["check", str(path), "--max", "memory_growth_mb_per_step=0.2"]) == 0
+
+
+def test_the_chrome_trace_keeps_what_the_memory_view_needs(tmp_path):
+    # Exported and read back, every allocation keeps its address and thread: the per-operator
+    # statistics are the live report's, and the same blocks make the same activations at the peak.
+    # The storages' roles are not in a Chrome trace: there they count as unknown.
+    report = _profiled(256)[0]
+    from gpuprof.traces.export import export_chrome_trace
+
+    path = tmp_path / "t.json.gz"
+
+    export_chrome_trace(report.trace, path)
+    again = gpuprof.analyze(path)
+    assert again.data["memory_ops"] == report.data["memory_ops"]
+    live, read = report.data["memory_composition"]["-1"], again.data["memory_composition"]["-1"]
+    assert read["activations"] == live["activations"] and read["parameters"] == 0
