@@ -55,9 +55,10 @@ struct DeviceMemory {
 
 // Each device's levels and blocks, ordered by device. Allocations and frees are matched by address
 // per device; each block is attributed to the operators and module open on its allocating thread
-// (the TensorBoard plugin's rule: the innermost node containing the record); known storages give
-// their blocks a role.
-std::vector<DeviceMemory> device_memory(const Trace& trace);
+// (the TensorBoard plugin's rule: the innermost node containing the record; `attributed` = false
+// leaves that out: the levels and blocks alone, as the curve needs); known storages give their
+// blocks a role.
+std::vector<DeviceMemory> device_memory(const Trace& trace, bool attributed = true);
 
 // Is this host event an operator in the plugin's memory view: a host op, not the DataParallel /
 // DistributedDataParallel forward wrappers, not an Optimizer.* range, not the DataLoader's range.

@@ -264,7 +264,7 @@ std::vector<GpuTimeline> gpu_timelines(const Trace& t) {
 
 std::vector<MemoryCurve> memory_curves(const Trace& t, size_t max_points) {
   std::vector<MemoryCurve> out;
-  for (const DeviceMemory& d : device_memory(t)) {
+  for (const DeviceMemory& d : device_memory(t, /*attributed=*/false)) {
     MemoryCurve c;
     c.device = d.device;
     c.samples = d.samples.size();

@@ -481,7 +481,12 @@ std::vector<MemoryOpRow> memory_op_table(const Trace& t, const Attributions& att
 
 }  // namespace
 
-std::vector<DeviceMemory> device_memory(const Trace& t) { return device_memory(t, attribute(t)); }
+std::vector<DeviceMemory> device_memory(const Trace& t, bool attributed) {
+  if (attributed) return device_memory(t, attribute(t));
+  Attributions none;
+  none.of_sample.resize(t.memory.size());
+  return device_memory(t, none);
+}
 
 std::vector<MemoryOpRow> memory_op_table(const Trace& t) { return memory_op_table(t, attribute(t)); }
 

@@ -522,7 +522,7 @@ std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
 }
 
 std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps) {
-  return step_memory_table(t, steps, device_memory(t));
+  return step_memory_table(t, steps, device_memory(t, /*attributed=*/false));
 }
 
 std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps,
