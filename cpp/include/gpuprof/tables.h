@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpuprof/breakdown.h"
+#include "gpuprof/collectives.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/memory.h"
@@ -191,7 +192,10 @@ struct AnalysisTables {
   std::vector<StepMemoryRow> memory;
   MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
+  CollectiveTable collectives;         // per kind x process group, with every call
 };
-AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options);
+// `process_groups`: the job's groups (distributedInfo's pg_config), for calls that record none.
+AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options,
+                              const std::vector<ProcessGroupInfo>& process_groups = {});
 
 }  // namespace gpuprof

@@ -74,6 +74,26 @@ struct HostMemorySample {
   int64_t rss_bytes = 0;
 };
 
+// What one collective call records of itself, joined to its event by external id: torch's
+// ParamCommsDebugInfo (live, read when the `record_param_comms` RecordFunction starts; Kineto
+// writes the same facts as args of that op, and of NCCL kernels: "Collective name",
+// "In msg nelems", "Out msg nelems", "Group size", "dtype", "Process Group Name",
+// "Process Group Description", "Process Group Ranks"), or, for a backend's own range
+// (`gloo:all_reduce`), only its input tensors' elements and type. Strings are "" and numbers -1
+// when not recorded. A few per step: plain strings, not interned (so a split import appends the
+// second half's as they are).
+struct CollectiveInfo {
+  uint64_t external_id = 0;
+  std::string name;          // the collective as torch names it: "allreduce", "_allgather_base", ...
+  std::string dtype;         // "Float", "BFloat16" (torch's ScalarType names) or "float" (Kineto's Input type)
+  std::string pg_name;       // the process group's name: "0" for the default group, "1", ...
+  std::string pg_desc;       // its description: "default_pg", or the group_desc given to new_group
+  std::string group_ranks;   // its global ranks as torch writes them: "[0, 1, 2, 3]"
+  int32_t group_size = -1;
+  int64_t in_nelems = -1;    // elements in and out on this rank
+  int64_t out_nelems = -1;
+};
+
 struct Trace {
   StringTable strings;
   std::vector<Event> events;
@@ -84,6 +104,7 @@ struct Trace {
   std::vector<DeviceProps> devices;
   std::vector<GpuSample> gpu_samples;   // NVML samples (GPU collection)
   std::vector<HostMemorySample> host_memory;   // live sessions only
+  std::vector<CollectiveInfo> collectives;     // by external id: the collective calls' own facts
   std::map<std::string, std::string> metadata;   // distributedInfo, source file, torch version, ...
   uint64_t dropped_events = 0;   // lost to full buffers (ours) or CUPTI's own count
   uint64_t skipped_events = 0;   // imported records we could not use (documented reasons)

@@ -574,7 +574,8 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
   return rows;
 }
 
-AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
+AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
+                              const std::vector<ProcessGroupInfo>& process_groups) {
   AnalysisTables a;
   // The second thread links launches first and says so, then builds the operator, sync, kernel,
   // copy and range tables; this one builds the breakdown and the memory table, then the device
@@ -623,6 +624,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options) {
   }
   if (side.joinable()) side.join();
   if (linked_error) std::rethrow_exception(linked_error);
+  a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
   return a;
 }
 

@@ -52,6 +52,7 @@ struct OpenRange {
   uint32_t name;
   uint32_t shapes;
   EventKind kind;
+  bool collective = false;   // a backend's collective range: counted in g_open_collectives
 };
 
 struct ThreadBuffer {
@@ -96,6 +97,7 @@ struct Registry {
   std::vector<ThreadBuffer*> buffers;
   uint64_t next_thread_index = 1;
   StringTable names;                        // this epoch's names; guarded by mutex; new at each start()
+  std::vector<CollectiveInfo> collectives;  // this epoch's collective facts; guarded by mutex
 };
 
 // Leaked on purpose: producers on other threads may outlive static destruction at process exit.
@@ -105,6 +107,8 @@ Registry& registry() {
 }
 
 std::atomic<bool> g_active{false};
+// Backend collective ranges (gloo:all_reduce ...) entered in this epoch and not exited yet.
+std::atomic<int64_t> g_open_collectives{0};
 std::atomic<uint64_t> g_epoch{1};
 std::atomic<uint64_t> g_chunks_used{0};
 std::atomic<uint64_t> g_chunk_limit{0};
@@ -410,6 +414,8 @@ void start(const SessionConfig& config) {
     // (ProfilerStep#N) stayed forever and each drain copied them all: a long run slowed down.
     std::lock_guard<std::mutex> lock(registry().mutex);
     registry().names = StringTable();
+    registry().collectives.clear();
+    g_open_collectives.store(0, std::memory_order_relaxed);
     g_epoch.fetch_add(1, std::memory_order_acq_rel);
   }
   g_active.store(true, std::memory_order_release);
@@ -449,6 +455,7 @@ inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   const OpenRange r = b->open[i - 1];
   if (i == b->open.size()) b->open.pop_back();
   else b->open.resize(i - 1);
+  if (r.collective) g_open_collectives.fetch_sub(1, std::memory_order_relaxed);
   Event e;
   e.kind = r.kind;
   e.name = r.name;
@@ -509,6 +516,21 @@ void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end
   e.external_id = external_id;
   e.tid = b->os_tid;
   append(b, e);
+}
+
+void mark_open_collective(const void* key) {
+  ThreadBuffer* b = exit_buffer();
+  if (b == nullptr || b->open.empty() || b->open.back().key != key || b->open.back().collective) return;
+  b->open.back().collective = true;
+  g_open_collectives.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t open_collectives() { return g_open_collectives.load(std::memory_order_relaxed); }
+
+void record_collective(CollectiveInfo info) {
+  if (!g_active.load(std::memory_order_relaxed) || info.external_id == 0) return;
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().collectives.push_back(std::move(info));
 }
 
 void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device,
@@ -595,6 +617,8 @@ Trace drain() {
     e.start_ns = start;
   }
   trace.strings = registry().names;
+  trace.collectives = std::move(registry().collectives);
+  registry().collectives.clear();
   // Exited threads' buffers have been read: free them.
   std::vector<ThreadBuffer*> live;
   for (ThreadBuffer* b : buffers) {

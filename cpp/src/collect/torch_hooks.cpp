@@ -3,10 +3,13 @@
 
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/ScalarType.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
+#include <torch/csrc/distributed/c10d/ParamCommsUtils.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -56,10 +59,90 @@ bool input_dims(const at::RecordFunction& fn, std::vector<int64_t>& out) {
   }
 }
 
+// ---- collectives ----------------------------------------------------------------------------------
+// "[0, 1, 2]", as Kineto writes a group's ranks.
+std::string ranks_text(const std::vector<int64_t>& ranks) {
+  std::string out = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
+// What a collective call records of itself. `record_param_comms` (torch's c10d, NCCL and others)
+// pushes a ParamCommsDebugInfo on the thread's debug-info stack for the duration of the op: its
+// name, sizes, dtype and process group, which Kineto writes as the op's args. A backend's own range
+// (gloo:all_reduce, nccl:all_reduce) is started with its input tensors (even when no callback asks
+// for inputs): their elements and type are all it says. Never throws into the op.
+void record_collective_of(const at::RecordFunction& fn, const char* name, uint64_t id) {
+  try {
+    CollectiveInfo c;
+    c.external_id = id;
+    if (std::strcmp(name, "record_param_comms") == 0) {
+      const auto* base = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PARAM_COMMS_INFO);
+      if (base == nullptr) return;
+      // Only torch's ParamCommsDebugInfo is ever pushed under this kind (RECORD_PARAM_COMMS).
+      const auto* p = static_cast<const torch::ParamCommsDebugInfo*>(base);
+      c.name = p->getCollectiveName();
+      c.dtype = c10::toString(p->getDType());
+      c.pg_name = p->getProcessGroupName();
+      c.pg_desc = p->getProcessGroupDesc();
+      c.group_size = p->getWorldSize();
+      c.in_nelems = p->getInMessageNelems();
+      c.out_nelems = p->getOutMessageNelems();
+      std::vector<int64_t> ranks = p->getGroupRanks();
+      if (ranks.empty() && p->getWorldSize() > 0)
+        for (int i = 0; i < p->getWorldSize(); ++i)
+          ranks.push_back(p->getGlobalRankStart() + int64_t(i) * p->getGlobalRankStride());
+      c.group_ranks = ranks_text(ranks);
+    } else {
+      int64_t elements = 0;
+      bool any = false;
+      auto add = [&](const at::Tensor& t) {
+        const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+        if (impl == nullptr || impl->is_nested() || impl->has_symbolic_sizes_strides() ||
+            impl->is_python_dispatch())
+          return;
+        elements += impl->numel();
+        if (c.dtype.empty()) c.dtype = c10::toString(t.scalar_type());
+        any = true;
+      };
+      for (const c10::IValue& v : fn.inputs()) {
+        if (v.isTensor()) add(v.toTensor());
+        else if (v.isTensorList())
+          for (const at::Tensor& t : v.toTensorVector()) add(t);
+      }
+      if (!any) return;
+      c.in_nelems = elements;
+    }
+    record_collective(std::move(c));
+  } catch (...) {
+  }
+}
+
+// record_param_comms, and the backends' own ranges (`gloo:`, `nccl:`, `mpi:`, `ucc:`, `xccl:`): the
+// first letter rules out nearly every other op before any comparison.
+inline bool may_be_collective(const char* name) {
+  switch (name[0]) {
+    case 'r': return std::strcmp(name, "record_param_comms") == 0;
+    case 'g': return std::strncmp(name, "gloo:", 5) == 0;
+    case 'n': return std::strncmp(name, "nccl:", 5) == 0;
+    case 'm': return std::strncmp(name, "mpi:", 4) == 0;
+    case 'u': return std::strncmp(name, "ucc:", 4) == 0;
+    case 'x': return std::strncmp(name, "xccl:", 5) == 0;
+    default: return false;
+  }
+}
+
+void collective_entered(const at::RecordFunction& fn, const char* name, uint64_t id) {
+  record_collective_of(fn, name, id);
+  if (name[0] != 'r') mark_open_collective(&fn);   // a backend's range, not record_param_comms
+}
+
 // The hot path: one call into the collector per edge (it reads the clock itself), and the GPU
 // external correlation only once GPU collection has ever been on in this process.
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-  const uint64_t id = host_enter_now(&fn, fn.name(), kind_of(fn.scope()));
+  const char* name = fn.name();
+  const uint64_t id = host_enter_now(&fn, name, kind_of(fn.scope()));
+  if (__builtin_expect(id != 0 && may_be_collective(name), 0)) collective_entered(fn, name, id);
   if (__builtin_expect(gpu_correlation_used(), 0))
     gpu_external_push(id);   // GPU collection: CUDA work made inside the op carries its id
   return nullptr;
@@ -76,7 +159,9 @@ std::unique_ptr<at::ObserverContext> on_enter_with_shapes(const at::RecordFuncti
   const bool ok = input_dims(fn, dims);
   static const int64_t kNoInputs = 0;   // an op without inputs: "[]" (data() may be null then)
   const int64_t* list = !ok ? nullptr : dims.empty() ? &kNoInputs : dims.data();
-  const uint64_t id = host_enter_now(&fn, fn.name(), kind_of(fn.scope()), list, ok ? dims.size() : 0);
+  const char* name = fn.name();
+  const uint64_t id = host_enter_now(&fn, name, kind_of(fn.scope()), list, ok ? dims.size() : 0);
+  if (__builtin_expect(id != 0 && may_be_collective(name), 0)) collective_entered(fn, name, id);
   if (__builtin_expect(gpu_correlation_used(), 0)) gpu_external_push(id);   // GPU collection
   return nullptr;
 }

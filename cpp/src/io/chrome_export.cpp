@@ -9,7 +9,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "gpuprof/gpu_summary.h"
@@ -219,6 +221,27 @@ bool on_device_timeline(const Event& e) {
   return e.on_device() || e.kind == EventKind::GpuUserRange || e.kind == EventKind::Sync;
 }
 
+void write_collective_args(JsonWriter& w, const CollectiveInfo& c) {
+  auto text = [&](const char* k, const std::string& v) {
+    if (v.empty()) return;
+    key(w, k);
+    str(w, v);
+  };
+  auto number = [&](const char* k, int64_t v) {
+    if (v < 0) return;
+    key(w, k);
+    w.Int64(v);
+  };
+  text("Collective name", c.name);
+  number("In msg nelems", c.in_nelems);
+  number("Out msg nelems", c.out_nelems);
+  number("Group size", c.group_size);
+  text("dtype", c.dtype);
+  text("Process Group Name", c.pg_name);
+  text("Process Group Description", c.pg_desc);
+  text("Process Group Ranks", c.group_ranks);
+}
+
 int64_t host_pid(const Trace& t) {
   auto it = t.metadata.find("pid");
   if (it != t.metadata.end()) {
@@ -229,9 +252,259 @@ int64_t host_pid(const Trace& t) {
   return 0;
 }
 
+// Where one trace's events go: as exported (its own pids and clock), or as one rank of a merged
+// timeline (one process per rank, its device lanes as threads of it, its clock shifted onto the
+// reference rank's by offset_ns).
+struct Placement {
+  bool merged = false;
+  int64_t rank = 0;
+  int64_t offset_ns = 0;
+  std::string label;
+};
+
+// The trace's entries of traceEvents (inside the array).
+void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
+  const int64_t pid = at.merged ? at.rank : host_pid(t);
+  const auto ts = [&](int64_t ns) { write_us(w, ns + at.offset_ns); };
+  // A device lane of a merged rank is a thread of the rank's process (GPU d, stream s).
+  const auto lane = [](int device, uint32_t stream) {
+    return (int64_t(1) << 32) + (int64_t(device < 0 ? 0 : device) << 20) + int64_t(stream);
+  };
+  auto metadata = [&](const char* what, int64_t p, int64_t tid, const char* arg, const std::string* text,
+                      int64_t number) {
+    w.StartObject();
+    key(w, "name");
+    w.String(what);
+    key(w, "ph");
+    w.String("M");
+    key(w, "pid");
+    w.Int64(p);
+    key(w, "tid");
+    w.Int64(tid);
+    key(w, "args");
+    w.StartObject();
+    key(w, arg);
+    if (text != nullptr) str(w, *text);
+    else w.Int64(number);
+    w.EndObject();
+    w.EndObject();
+  };
+  auto process_name = [&](int64_t p, const std::string& name) {
+    metadata("process_name", p, 0, "name", &name, 0);
+  };
+  // Process names as Kineto writes them, so viewers label the rows; a merged rank is one process,
+  // sorted by its rank, with a named thread per device lane.
+  std::set<int> devices;
+  std::set<std::pair<int, uint32_t>> lanes;
+  for (const Event& e : t.events)
+    if (on_device_timeline(e)) {
+      devices.insert(e.device < 0 ? 0 : e.device);
+      lanes.insert({e.device < 0 ? 0 : e.device, e.tid});
+    }
+  if (at.merged) {
+    process_name(pid, at.label);
+    metadata("process_sort_index", pid, 0, "sort_index", nullptr, at.rank);
+    for (const auto& [d, stream] : lanes) {
+      const std::string name = "GPU " + std::to_string(d) + " stream " + std::to_string(stream);
+      metadata("thread_name", pid, lane(d, stream), "name", &name, 0);
+    }
+  } else {
+    process_name(pid, "python");
+    for (int d : devices) process_name(d, "GPU " + std::to_string(d));
+  }
+
+  // A collective's own facts go on the events they describe, under Kineto's arg names (as on its
+  // record_param_comms ops and NCCL kernels), so that the trace reads back the same.
+  std::unordered_map<uint64_t, const CollectiveInfo*> collective_by_id;
+  for (const CollectiveInfo& c : t.collectives)
+    if (c.external_id != 0) collective_by_id.emplace(c.external_id, &c);
+
+  // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
+  std::unordered_set<uint64_t> device_correlations;
+  for (const Event& e : t.events)
+    if (e.on_device() && e.correlation != 0) device_correlations.insert(e.correlation);
+
+  for (const Event& e : t.events) {
+    const bool dev = on_device_timeline(e);
+    if (at.merged && e.kind == EventKind::Other) continue;   // Kineto's own spans: not the rank's work
+    const int64_t e_pid = at.merged ? pid : dev ? (e.device < 0 ? 0 : e.device) : pid;
+    const int64_t e_tid = at.merged && dev ? lane(e.device, e.tid) : int64_t(e.tid);
+    w.StartObject();
+    key(w, "ph");
+    w.String("X");
+    key(w, "cat");
+    w.String(cat_of(e.kind));
+    key(w, "name");
+    str(w, t.name_of(e));
+    if (e.kind == EventKind::Other) {
+      // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
+      // such as HTA would take them for work (and shift the trace's start).
+      key(w, "pid");
+      w.String("Spans");
+      key(w, "tid");
+      w.String("gpuprof");
+    } else {
+      key(w, "pid");
+      w.Int64(e_pid);
+      key(w, "tid");
+      w.Int64(e_tid);
+    }
+    key(w, "ts");
+    ts(e.start_ns);
+    key(w, "dur");
+    write_us(w, e.dur_ns);
+    key(w, "args");
+    w.StartObject();
+    if (e.external_id != 0) {
+      key(w, "External id");
+      w.Uint64(e.external_id);
+    }
+    if (e.correlation != 0) {
+      key(w, "correlation");
+      w.Uint64(e.correlation);
+    }
+    // Only activities carry a stream: HTA takes any event with one for GPU work, and the
+    // GPU-side user ranges Kineto writes have none.
+    if (e.on_device() || e.kind == EventKind::Sync) {
+      key(w, "device");
+      w.Int(e.device < 0 ? 0 : e.device);
+      key(w, "stream");
+      w.Uint(e.tid);
+    }
+    if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
+      const KernelInfo& k = t.kernels[e.aux];
+      if (k.registers_per_thread >= 0) {
+        key(w, "registers per thread");
+        w.Int(k.registers_per_thread);
+      }
+      if (k.shared_mem_bytes >= 0) {
+        key(w, "shared memory");
+        w.Int64(k.shared_mem_bytes);
+      }
+      if (k.blocks_per_sm >= 0) {
+        key(w, "blocks per SM");
+        w.Double(k.blocks_per_sm);
+      }
+      if (k.warps_per_sm >= 0) {
+        key(w, "warps per SM");
+        w.Double(k.warps_per_sm);
+      }
+      key(w, "grid");
+      w.StartArray();
+      for (int v : k.grid) w.Int(v);
+      w.EndArray();
+      key(w, "block");
+      w.StartArray();
+      for (int v : k.block) w.Int(v);
+      w.EndArray();
+      if (k.est_occupancy_pct >= 0) {
+        key(w, "est. achieved occupancy %");
+        w.Double(k.est_occupancy_pct);
+      }
+    } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
+      key(w, "bytes");
+      w.Int64(t.copies[e.aux].bytes);
+    }
+    if (e.external_id != 0 && !collective_by_id.empty() &&
+        (e.kind == EventKind::HostOp || e.kind == EventKind::UserRange || e.kind == EventKind::Kernel)) {
+      const auto it = collective_by_id.find(e.external_id);
+      if (it != collective_by_id.end()) write_collective_args(w, *it->second);
+    }
+    w.EndObject();
+    w.EndObject();
+
+    const bool launch = e.kind == EventKind::Runtime || e.kind == EventKind::Driver;
+    if (e.correlation != 0 && (launch || e.on_device()) && device_correlations.count(e.correlation)) {
+      w.StartObject();
+      key(w, "ph");
+      w.String(launch ? "s" : "f");
+      key(w, "id");   // unique in a merged file: the rank in the high bits
+      w.Uint64(at.merged ? (uint64_t(at.rank) << 40) | (e.correlation & ((uint64_t(1) << 40) - 1))
+                         : e.correlation);
+      key(w, "pid");
+      w.Int64(e_pid);
+      key(w, "tid");
+      w.Int64(e_tid);
+      key(w, "ts");
+      ts(e.start_ns);
+      key(w, "cat");
+      w.String("ac2g");
+      key(w, "name");
+      w.String("ac2g");
+      if (!launch) {
+        key(w, "bp");
+        w.String("e");
+      }
+      w.EndObject();
+    }
+  }
+
+  for (const MemorySample& m : t.memory) {
+    w.StartObject();
+    key(w, "ph");
+    w.String("i");
+    key(w, "s");
+    w.String("t");
+    key(w, "cat");
+    w.String("cpu_instant_event");
+    key(w, "name");
+    w.String("[memory]");
+    key(w, "pid");
+    w.Int64(pid);
+    key(w, "tid");
+    w.Uint(m.tid);
+    key(w, "ts");
+    ts(m.ts_ns);
+    key(w, "args");
+    w.StartObject();
+    key(w, "Device Type");
+    w.Int(m.device >= 0 ? 1 : 0);
+    key(w, "Device Id");
+    w.Int(m.device);
+    if (m.addr != 0) {
+      key(w, "Addr");
+      w.Uint64(m.addr);
+    }
+    key(w, "Bytes");
+    w.Int64(m.bytes_delta);
+    key(w, "Total Allocated");
+    w.Int64(m.total_allocated);
+    key(w, "Total Reserved");
+    w.Int64(m.total_reserved);
+    w.EndObject();
+    w.EndObject();
+  }
+  // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
+  // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
+  for (const GpuTimeline& tl : gpu_timelines(t)) {
+    for (const bool util : {true, false}) {
+      const std::string name =
+          "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
+      auto counter = [&](int64_t ts_ns, double pct) {
+        w.StartObject();
+        key(w, "ph");
+        w.String("C");
+        key(w, "name");
+        str(w, name);
+        key(w, "pid");
+        w.Int64(at.merged ? pid : tl.device);
+        key(w, "ts");
+        ts(ts_ns);
+        key(w, "args");
+        w.StartObject();
+        key(w, util ? "utilization %" : "sm efficiency %");
+        w.Double(pct);
+        w.EndObject();
+        w.EndObject();
+      };
+      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, util ? b.utilization_pct : b.sm_efficiency_pct);
+      if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
+    }
+  }
+}
+
 void write_trace(const Trace& t, BlockSink& sink) {
   JsonWriter w(sink);
-  const int64_t pid = host_pid(t);
   w.StartObject();
   key(w, "schemaVersion");
   w.Int(1);
@@ -293,205 +566,7 @@ void write_trace(const Trace& t, BlockSink& sink) {
 
   key(w, "traceEvents");
   w.StartArray();
-
-  // Process names as Kineto writes them, so viewers label the rows.
-  std::set<int> devices;
-  for (const Event& e : t.events)
-    if (on_device_timeline(e)) devices.insert(e.device < 0 ? 0 : e.device);
-  auto process_name = [&](int64_t p, const std::string& name) {
-    w.StartObject();
-    key(w, "name");
-    w.String("process_name");
-    key(w, "ph");
-    w.String("M");
-    key(w, "pid");
-    w.Int64(p);
-    key(w, "tid");
-    w.Int(0);
-    key(w, "args");
-    w.StartObject();
-    key(w, "name");
-    str(w, name);
-    w.EndObject();
-    w.EndObject();
-  };
-  process_name(pid, "python");
-  for (int d : devices) process_name(d, "GPU " + std::to_string(d));
-
-  // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
-  std::unordered_set<uint64_t> device_correlations;
-  for (const Event& e : t.events)
-    if (e.on_device() && e.correlation != 0) device_correlations.insert(e.correlation);
-
-  for (const Event& e : t.events) {
-    const bool dev = on_device_timeline(e);
-    const int64_t e_pid = dev ? (e.device < 0 ? 0 : e.device) : pid;
-    w.StartObject();
-    key(w, "ph");
-    w.String("X");
-    key(w, "cat");
-    w.String(cat_of(e.kind));
-    key(w, "name");
-    str(w, t.name_of(e));
-    if (e.kind == EventKind::Other) {
-      // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
-      // such as HTA would take them for work (and shift the trace's start).
-      key(w, "pid");
-      w.String("Spans");
-      key(w, "tid");
-      w.String("gpuprof");
-    } else {
-      key(w, "pid");
-      w.Int64(e_pid);
-      key(w, "tid");
-      w.Uint(e.tid);
-    }
-    key(w, "ts");
-    write_us(w, e.start_ns);
-    key(w, "dur");
-    write_us(w, e.dur_ns);
-    key(w, "args");
-    w.StartObject();
-    if (e.external_id != 0) {
-      key(w, "External id");
-      w.Uint64(e.external_id);
-    }
-    if (e.correlation != 0) {
-      key(w, "correlation");
-      w.Uint64(e.correlation);
-    }
-    // Only activities carry a stream: HTA takes any event with one for GPU work, and the
-    // GPU-side user ranges Kineto writes have none.
-    if (e.on_device() || e.kind == EventKind::Sync) {
-      key(w, "device");
-      w.Int(e.device < 0 ? 0 : e.device);
-      key(w, "stream");
-      w.Uint(e.tid);
-    }
-    if (e.kind == EventKind::Kernel && e.aux < t.kernels.size()) {
-      const KernelInfo& k = t.kernels[e.aux];
-      if (k.registers_per_thread >= 0) {
-        key(w, "registers per thread");
-        w.Int(k.registers_per_thread);
-      }
-      if (k.shared_mem_bytes >= 0) {
-        key(w, "shared memory");
-        w.Int64(k.shared_mem_bytes);
-      }
-      if (k.blocks_per_sm >= 0) {
-        key(w, "blocks per SM");
-        w.Double(k.blocks_per_sm);
-      }
-      if (k.warps_per_sm >= 0) {
-        key(w, "warps per SM");
-        w.Double(k.warps_per_sm);
-      }
-      key(w, "grid");
-      w.StartArray();
-      for (int v : k.grid) w.Int(v);
-      w.EndArray();
-      key(w, "block");
-      w.StartArray();
-      for (int v : k.block) w.Int(v);
-      w.EndArray();
-      if (k.est_occupancy_pct >= 0) {
-        key(w, "est. achieved occupancy %");
-        w.Double(k.est_occupancy_pct);
-      }
-    } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
-      key(w, "bytes");
-      w.Int64(t.copies[e.aux].bytes);
-    }
-    w.EndObject();
-    w.EndObject();
-
-    const bool launch = e.kind == EventKind::Runtime || e.kind == EventKind::Driver;
-    if (e.correlation != 0 && (launch || e.on_device()) && device_correlations.count(e.correlation)) {
-      w.StartObject();
-      key(w, "ph");
-      w.String(launch ? "s" : "f");
-      key(w, "id");
-      w.Uint64(e.correlation);
-      key(w, "pid");
-      w.Int64(e_pid);
-      key(w, "tid");
-      w.Uint(e.tid);
-      key(w, "ts");
-      write_us(w, e.start_ns);
-      key(w, "cat");
-      w.String("ac2g");
-      key(w, "name");
-      w.String("ac2g");
-      if (!launch) {
-        key(w, "bp");
-        w.String("e");
-      }
-      w.EndObject();
-    }
-  }
-
-  for (const MemorySample& m : t.memory) {
-    w.StartObject();
-    key(w, "ph");
-    w.String("i");
-    key(w, "s");
-    w.String("t");
-    key(w, "cat");
-    w.String("cpu_instant_event");
-    key(w, "name");
-    w.String("[memory]");
-    key(w, "pid");
-    w.Int64(pid);
-    key(w, "tid");
-    w.Uint(m.tid);
-    key(w, "ts");
-    write_us(w, m.ts_ns);
-    key(w, "args");
-    w.StartObject();
-    key(w, "Device Type");
-    w.Int(m.device >= 0 ? 1 : 0);
-    key(w, "Device Id");
-    w.Int(m.device);
-    if (m.addr != 0) {
-      key(w, "Addr");
-      w.Uint64(m.addr);
-    }
-    key(w, "Bytes");
-    w.Int64(m.bytes_delta);
-    key(w, "Total Allocated");
-    w.Int64(m.total_allocated);
-    key(w, "Total Reserved");
-    w.Int64(m.total_reserved);
-    w.EndObject();
-    w.EndObject();
-  }
-  // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
-  // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
-  for (const GpuTimeline& tl : gpu_timelines(t)) {
-    for (const bool util : {true, false}) {
-      const std::string name =
-          "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
-      auto counter = [&](int64_t ts_ns, double pct) {
-        w.StartObject();
-        key(w, "ph");
-        w.String("C");
-        key(w, "name");
-        str(w, name);
-        key(w, "pid");
-        w.Int64(tl.device);
-        key(w, "ts");
-        write_us(w, ts_ns);
-        key(w, "args");
-        w.StartObject();
-        key(w, util ? "utilization %" : "sm efficiency %");
-        w.Double(pct);
-        w.EndObject();
-        w.EndObject();
-      };
-      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, util ? b.utilization_pct : b.sm_efficiency_pct);
-      if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
-    }
-  }
+  write_events(w, t, Placement{});
   w.EndArray();
   key(w, "displayTimeUnit");
   w.String("ms");
@@ -501,6 +576,51 @@ void write_trace(const Trace& t, BlockSink& sink) {
 }
 
 }  // namespace
+
+struct MergedChromeTrace::Writer {
+  explicit Writer(const std::string& path) : sink(path), w(sink) {}
+  BlockSink sink;
+  JsonWriter w;
+};
+
+MergedChromeTrace::MergedChromeTrace(const std::string& path, const std::string& metadata_json)
+    : out_(std::make_unique<Writer>(path)) {
+  JsonWriter& w = out_->w;
+  w.StartObject();
+  key(w, "schemaVersion");
+  w.Int(1);
+  // First, so that a folder scan sees at the head that this is no one process's trace.
+  key(w, "gpuprofMerged");
+  if (metadata_json.empty()) w.RawValue("{}", 2);
+  else w.RawValue(metadata_json.data(), metadata_json.size());
+  key(w, "traceEvents");
+  w.StartArray();
+}
+
+MergedChromeTrace::~MergedChromeTrace() = default;
+
+void MergedChromeTrace::add(const Trace& trace, int64_t rank, int64_t offset_ns, const std::string& label) {
+  if (!out_) throw TraceExportError("the merged trace is already closed");
+  Placement at;
+  at.merged = true;
+  at.rank = rank;
+  at.offset_ns = offset_ns;
+  at.label = label;
+  write_events(out_->w, trace, at);
+}
+
+void MergedChromeTrace::close() {
+  if (!out_) return;
+  JsonWriter& w = out_->w;
+  w.EndArray();
+  key(w, "displayTimeUnit");
+  w.String("ms");
+  key(w, "traceName");
+  w.String("gpuprof merged ranks");
+  w.EndObject();
+  out_->sink.close();
+  out_.reset();
+}
 
 void export_chrome_trace(const Trace& trace, const std::string& path) {
   BlockSink sink(path);

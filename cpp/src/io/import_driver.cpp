@@ -70,6 +70,7 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
   t.kernels.insert(t.kernels.end(), h.trace.kernels.begin(), h.trace.kernels.end());
   t.copies.insert(t.copies.end(), h.trace.copies.begin(), h.trace.copies.end());
   t.memory.insert(t.memory.end(), h.trace.memory.begin(), h.trace.memory.end());
+  t.collectives.insert(t.collectives.end(), h.trace.collectives.begin(), h.trace.collectives.end());
   t.devices.insert(t.devices.end(), h.trace.devices.begin(), h.trace.devices.end());
   for (auto& [k, v] : h.trace.metadata) t.metadata[k] = v;   // later keys win, as in one pass
   t.skipped_events += h.trace.skipped_events;

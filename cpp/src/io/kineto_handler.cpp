@@ -9,6 +9,7 @@
 
 #include "decimal.h"
 #include "gpuprof/breakdown.h"
+#include "gpuprof/collectives.h"
 #include "kineto_vocabulary.h"
 
 namespace gpuprof::kineto {
@@ -66,6 +67,42 @@ bool sanitize_utf8(std::string_view in, std::string* out) {
   return true;
 }
 
+// The elements of the tensors an "Input Dims" text lists ("[[1000], [4, 8]]" -> 1032; a tensor list
+// "[[[10], [10]]]" -> 20); an empty list (a non-tensor input) counts none. -1 for a text that is
+// not a list of lists of integers.
+int64_t elements_in_dims(std::string_view text) {
+  int64_t total = 0, product = 1;
+  int depth = 0;
+  bool numbers = false;   // the innermost list open now has numbers
+  int64_t value = -1;
+  for (char c : text) {
+    if (c == '[') {
+      ++depth;
+      product = 1;
+      numbers = false;
+    } else if (c >= '0' && c <= '9') {
+      value = (value < 0 ? 0 : value * 10) + (c - '0');
+      if (value > (int64_t(1) << 50)) return -1;
+    } else if (c == ',' || c == ']') {
+      if (value >= 0) {
+        product *= value;
+        numbers = true;
+        if (product > (int64_t(1) << 50)) return -1;
+        value = -1;
+      }
+      if (c == ']') {
+        if (numbers) total += product;
+        numbers = false;
+        product = 1;
+        if (--depth < 0) return -1;
+      }
+    } else if (c != ' ') {
+      return -1;
+    }
+  }
+  return depth == 0 ? total : -1;
+}
+
 // A time field: converted to nanoseconds where it is read once the file's time unit is known
 // (every event after the first with a nonzero timestamp), else kept as its exact decimal text
 // until the unit is decided at the event's end.
@@ -97,6 +134,10 @@ struct PendingEvent {
   // A host op's "Input Dims" (record_shapes), as Python prints the list: "[[32, 3, 224, 224], []]".
   std::string shapes;
   bool has_shapes = false;
+  std::string input_type;   // the first non-empty entry of "Input type" (["float"])
+  // A collective's own facts (collective == true when the event has any of them).
+  bool collective = false;
+  CollectiveInfo coll;
 
   void reset() {
     // Field by field: the three strings keep their capacity, so no allocation per event.
@@ -117,6 +158,11 @@ struct PendingEvent {
     bad_number = false;
     shapes.clear();
     has_shapes = false;
+    input_type.clear();
+    if (collective) {
+      collective = false;
+      coll = CollectiveInfo{};
+    }
   }
 };
 
@@ -247,6 +293,10 @@ class KinetoHandler {
         ev_.shapes.clear();
         return shapes_open(false);
       }
+      if (in_args_ && depth_ == ev_depth_ + 2 && !object && arg_ == Arg::InputType) {
+        in_input_type_ = true;
+        return true;
+      }
       if (in_args_ && depth_ == ev_depth_ + 2 && !object && (arg_ == Arg::Grid || arg_ == Arg::Block)) {
         dims_ = arg_ == Arg::Grid ? ev_.grid : ev_.block;
         dim_i_ = 0;
@@ -295,6 +345,7 @@ class KinetoHandler {
         in_args_ = false;
       } else if (depth_ == ev_depth_ + 2) {
         dims_ = nullptr;
+        in_input_type_ = false;
       } else if (depth_ == ev_depth_ - 1) {
         in_events_ = false;
       }
@@ -330,6 +381,10 @@ class KinetoHandler {
       if (in_event_ && depth_ == ev_depth_) return event_field(type, v);
       if (in_args_ && depth_ == ev_depth_ + 1) return event_arg(type, v);
       if (shapes_depth_ > 0) return shapes_scalar(type, v);
+      if (in_input_type_ && depth_ == ev_depth_ + 2) {
+        if (type == Scalar::String && ev_.input_type.empty()) ev_.input_type.assign(v.data(), v.size());
+        return true;
+      }
       if (dims_ != nullptr && depth_ == ev_depth_ + 2 && type == Scalar::Number) {
         int64_t x;
         if (dim_i_ < 3 && parse_int(v, &x) && x >= 0 && x <= INT32_MAX) dims_[dim_i_] = int32_t(x);
@@ -433,7 +488,9 @@ class KinetoHandler {
   }
 
   bool event_arg(Scalar type, std::string_view v) {
-    if (type != Scalar::Number || arg_ == Arg::Ignore) return true;
+    if (arg_ == Arg::Ignore) return true;
+    if (type == Scalar::String) return collective_text_arg(v);
+    if (type != Scalar::Number) return true;
     auto as_int = [&](int64_t* out) {
       if (!parse_int(v, out)) ev_.bad_number = true;
     };
@@ -459,7 +516,41 @@ class KinetoHandler {
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
+      case Arg::InMsgNelems:
+        as_int(&ev_.coll.in_nelems);
+        ev_.collective = true;
+        break;
+      case Arg::OutMsgNelems:
+        as_int(&ev_.coll.out_nelems);
+        ev_.collective = true;
+        break;
+      case Arg::GroupSize: {
+        int64_t n = -1;
+        as_int(&n);
+        ev_.coll.group_size = n >= 0 && n <= INT32_MAX ? int32_t(n) : -1;
+        ev_.collective = true;
+        break;
+      }
       default: break;
+    }
+    arg_ = Arg::Ignore;
+    return true;
+  }
+
+  // The text facts of a collective ("Collective name", "dtype", the process group's).
+  bool collective_text_arg(std::string_view v) {
+    std::string* to = nullptr;
+    switch (arg_) {
+      case Arg::CollectiveName: to = &ev_.coll.name; break;
+      case Arg::Dtype: to = &ev_.coll.dtype; break;
+      case Arg::PgName: to = &ev_.coll.pg_name; break;
+      case Arg::PgDesc: to = &ev_.coll.pg_desc; break;
+      case Arg::PgRanks: to = &ev_.coll.group_ranks; break;
+      default: break;
+    }
+    if (to != nullptr) {
+      *to = clean(std::string(v));
+      ev_.collective = true;
     }
     arg_ = Arg::Ignore;
     return true;
@@ -605,6 +696,9 @@ class KinetoHandler {
       e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
       if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;
     }
+    if (e.external_id != 0 &&
+        (kind == EventKind::HostOp || kind == EventKind::UserRange || kind == EventKind::Kernel))
+      add_collective_info(e);
     if (kind == EventKind::Kernel) {
       KernelInfo k;
       for (int i = 0; i < 3; ++i) {
@@ -641,6 +735,25 @@ class KinetoHandler {
     trace_.events.push_back(e);
   }
 
+  // A collective's facts, as recorded on the event; or, for a backend's own range (gloo:all_reduce)
+  // recorded with its shapes, the elements and type of its inputs (what the plugin sized it by).
+  void add_collective_info(const Event& e) {
+    PendingEvent& p = ev_;
+    if (p.collective) {
+      p.coll.external_id = e.external_id;
+      if (p.coll.dtype.empty() && !p.input_type.empty()) p.coll.dtype = clean(p.input_type);
+      trace_.collectives.push_back(std::move(p.coll));
+      p.coll = CollectiveInfo{};
+      return;
+    }
+    if (!p.has_shapes || p.input_type.empty() || !is_backend_collective_name(trace_.strings.at(e.name))) return;
+    CollectiveInfo c;
+    c.external_id = e.external_id;
+    c.in_nelems = elements_in_dims(p.shapes);
+    c.dtype = clean(p.input_type);
+    if (c.in_nelems >= 0) trace_.collectives.push_back(std::move(c));
+  }
+
   void add_memory_sample() {
     const PendingEvent& p = ev_;
     if (!p.ts.present) return skip("missing ts");
@@ -675,6 +788,7 @@ class KinetoHandler {
   Arg arg_ = Arg::Ignore;
   int32_t* dims_ = nullptr;
   int dim_i_ = 0;
+  bool in_input_type_ = false;    // inside an "Input type" list
   int shapes_depth_ = 0;          // nesting inside an "Input Dims" value; 0: not in one
   uint64_t shapes_has_item_ = 0;  // bit d: the list at shapes depth d has an item already
   uint64_t shapes_object_ = 0;    // bit d: the value at shapes depth d is an object

@@ -121,6 +121,17 @@ enum class Arg : uint8_t {
   DeviceType,
   DeviceId,
   InputDims,
+  InputType,
+  // A collective's own facts (record_param_comms ops and NCCL kernels; gpuprof's export writes
+  // them on any event they describe).
+  CollectiveName,
+  InMsgNelems,
+  OutMsgNelems,
+  GroupSize,
+  Dtype,
+  PgName,
+  PgDesc,
+  PgRanks,
   Addr
 };
 
@@ -190,6 +201,7 @@ inline Arg arg_of(std::string_view k) {
     case 5:
       if (is(k, "block")) return Arg::Block;
       if (is(k, "bytes") || is(k, "Bytes")) return Arg::Bytes;
+      if (is(k, "dtype")) return Arg::Dtype;
       break;
     case 6:
       if (is(k, "device")) return Arg::Device;
@@ -200,6 +212,8 @@ inline Arg arg_of(std::string_view k) {
       break;
     case 10:
       if (is(k, "Input Dims") || is(k, "Input dims")) return Arg::InputDims;
+      if (is(k, "Input type")) return Arg::InputType;
+      if (is(k, "Group size")) return Arg::GroupSize;
       break;
     case 11:
       if (is(k, "correlation")) return Arg::Correlation;
@@ -212,18 +226,28 @@ inline Arg arg_of(std::string_view k) {
     case 13:
       if (is(k, "shared memory")) return Arg::SharedMem;
       if (is(k, "blocks per SM")) return Arg::BlocksPerSm;
+      if (is(k, "In msg nelems")) return Arg::InMsgNelems;
       break;
     case 14:
       if (is(k, "Total Reserved")) return Arg::TotalReserved;
+      if (is(k, "Out msg nelems")) return Arg::OutMsgNelems;
       break;
     case 15:
       if (is(k, "Total Allocated")) return Arg::TotalAllocated;
+      if (is(k, "Collective name")) return Arg::CollectiveName;
+      break;
+    case 18:
+      if (is(k, "Process Group Name")) return Arg::PgName;
+      break;
+    case 19:
+      if (is(k, "Process Group Ranks")) return Arg::PgRanks;
       break;
     case 20:
       if (is(k, "registers per thread")) return Arg::Registers;
       break;
     case 25:
       if (is(k, "est. achieved occupancy %")) return Arg::Occupancy;
+      if (is(k, "Process Group Description")) return Arg::PgDesc;
       break;
   }
   return Arg::Ignore;

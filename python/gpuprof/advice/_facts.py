@@ -338,6 +338,17 @@ class Facts:
 
     # ---- distributed ----------------------------------------------------------------------------
     @property
+    def collectives(self) -> list[dict]:
+        """Collectives per kind x process group (docs/metrics.md, "Collectives"); [] when none."""
+        return section(self.data, "collectives")
+
+    @property
+    def ranks(self) -> list[dict]:
+        """The cross-rank report's rows (one per rank that reported); [] for one process."""
+        rows = self.data.get("ranks")
+        return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+    @property
     def distributed(self) -> dict:
         """``distributedInfo`` of an imported trace (backend, rank, world_size), {} when absent.
         The importer keeps it in the metadata as the JSON text the trace had."""

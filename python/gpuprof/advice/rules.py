@@ -1070,6 +1070,142 @@ def communication(f: Facts) -> Optional[Recommendation]:
     )
 
 
+# Many small collectives: a call moves too little to amortise its fixed cost (NCCL's all_reduce is
+# latency-bound below about 1 MiB; gloo's per-call cost on the CPU is larger still).
+SMALL_COLLECTIVE_BYTES = 1 << 20
+SMALL_COLLECTIVE_MIN_PER_STEP = 8.0
+SMALL_COLLECTIVE_MIN_PCT = 5.0  # of the step, in those calls
+# Bus bandwidth far below the link's: large enough calls (bandwidth-bound), one node's GPUs joined
+# by NVLink, and a bus bandwidth below this share of the link's one-way bandwidth per GPU.
+LOW_BUSBW_MIN_MEAN_BYTES = 16 << 20
+LOW_BUSBW_PCT = 25.0
+# NVLink bandwidth per GPU, one way (what nccl-tests' bus bandwidth is compared with), by the
+# device's name: NVIDIA's data sheets (V100 SXM2: 6 links x 25 GB/s; A100 SXM4: 12 x 25; H100 and
+# H200 SXM5: 18 x 25; B200: 18 x 50). PCIe parts are not here: their link depends on the slot.
+NVLINK_GBPS = (
+    (re.compile(r"\bB200\b"), 900.0, "B200 NVLink 5 (18 links x 50 GB/s)"),
+    (re.compile(r"\bH200\b(?!\s*NVL)|\bH100\b.*\b(HBM3|SXM)"), 450.0, "H100/H200 NVLink 4 (18 x 25 GB/s)"),
+    (re.compile(r"\bA100[- ]SXM"), 300.0, "A100 SXM4 NVLink 3 (12 links x 25 GB/s)"),
+    (re.compile(r"\bV100[- ]SXM2"), 150.0, "V100 SXM2 NVLink 2 (6 links x 25 GB/s)"),
+)
+
+
+def _kb(n: float) -> str:
+    return f"{n / 1024:.0f} KiB" if n < (1 << 20) else f"{n / (1 << 20):.1f} MiB"
+
+
+def small_collectives(f: Facts) -> Optional[Recommendation]:
+    rows = [
+        r
+        for r in f.collectives
+        if r.get("name") in ("all_reduce", "reduce_scatter", "all_gather")
+        and isinstance(r.get("bytes"), (int, float))
+        and r.get("calls")
+    ]
+    if not rows or f.step_us <= 0 or not f.num_steps:
+        return None
+    row = max(rows, key=lambda r: float(r.get("total_us") or 0.0))
+    calls = f.per_step(float(row["calls"]))
+    mean_bytes = float(row["bytes"]) / float(row["calls"])
+    share = 100.0 * f.per_step(float(row.get("total_us") or 0.0)) / f.step_us
+    small = mean_bytes < SMALL_COLLECTIVE_BYTES
+    if calls < SMALL_COLLECTIVE_MIN_PER_STEP or not small or share < SMALL_COLLECTIVE_MIN_PCT:
+        return None
+    group = row.get("process_group") or "?"
+    desc = f" ({row['pg_desc']})" if row.get("pg_desc") else ""
+    # The calls' time can go at best; no more than the communication the breakdown shows exposed.
+    exposed = f.pct("communication")
+    bound = min(share, exposed) if exposed > 0 else share
+    return recommendation(
+        "small_collectives",
+        f"Many small {row['name']} calls: each moves too little to pay for itself",
+        summary=f"{calls:.0f} {row['name']} calls per step in process group {group}{desc}, "
+        f"{_kb(mean_bytes)} each on average, {_ms(f.per_step(float(row['total_us'])))} per step "
+        f"({share:.0f}% of the step)",
+        numbers={
+            "collective": row["name"],
+            "process_group": row.get("process_group"),
+            "calls_per_step": round(calls, 2),
+            "mean_bytes": round(mean_bytes),
+            "collective_pct": round(share, 2),
+            "busbw_gbps": row.get("busbw_gbps"),
+        },
+        bound_pct=bound,
+        confidence="medium",
+        confidence_reason="the calls, their sizes and times are measured; how much merging them saves "
+        "depends on the fixed cost per call of the backend and the link",
+        fix="put more gradient in each call: DDP(model, bucket_cap_mb=100) (the default is 25; FSDP: "
+        "wrap larger modules, FullyShardedDataParallel(..., auto_wrap_policy=size_based_auto_wrap_policy "
+        "with a larger min_num_params)); gradients reduced by hand: flatten them "
+        "(torch._utils._flatten_dense_tensors) and all_reduce once",
+    )
+
+
+def _link(device_name: str) -> Optional[tuple[float, str]]:
+    for pattern, gbps, what in NVLINK_GBPS:
+        if pattern.search(device_name):
+            return gbps, what
+    return None
+
+
+def low_bus_bandwidth(f: Facts) -> Optional[Recommendation]:
+    # Only over transfer time (the cross-rank report): a rank's own time includes waiting for the
+    # slowest rank, which is not the link's fault.
+    ranks = f.ranks
+    hosts = {r.get("hostname") for r in ranks}
+    if len(ranks) < 2 or len(hosts) != 1 or f.step_us <= 0 or not f.num_steps:
+        return None
+    names = [str(d.get("name") or "") for d in f.devices]
+    link = _link(names[0]) if names else None
+    if link is None:
+        return None
+    peak, what = link
+    rows = [
+        r
+        for r in f.collectives
+        if r.get("timed_by") == "device"
+        and isinstance(r.get("busbw_gbps"), (int, float))
+        and r.get("transfer_us")
+        and r.get("calls")
+        and isinstance(r.get("bytes"), (int, float))
+        and float(r["bytes"]) / float(r["calls"]) >= LOW_BUSBW_MIN_MEAN_BYTES
+    ]
+    if not rows:
+        return None
+    row = max(rows, key=lambda r: float(r["transfer_us"]))
+    busbw = float(row["busbw_gbps"])
+    pct_of_link = 100.0 * busbw / peak
+    if pct_of_link >= LOW_BUSBW_PCT:
+        return None
+    transfer = f.per_step(float(row["transfer_us"]))
+    # At the link's speed the transfer would take busbw/peak of its time: the rest can go, at best.
+    bound = 100.0 * transfer * (1.0 - busbw / peak) / f.step_us
+    exposed = f.pct("communication")
+    bound = min(bound, exposed) if exposed > 0 else bound
+    return recommendation(
+        "low_bus_bandwidth",
+        f"{row['name']} runs far below the GPUs' NVLink bandwidth",
+        summary=f"{row['name']} in process group {row.get('process_group') or '?'}: bus bandwidth "
+        f"{busbw:.1f} GB/s over its transfer time, {pct_of_link:.0f}% of the {peak:.0f} GB/s of {what}",
+        numbers={
+            "collective": row["name"],
+            "busbw_gbps": round(busbw, 2),
+            "link_gbps": peak,
+            "link_pct": round(pct_of_link, 1),
+            "mean_bytes": round(float(row["bytes"]) / float(row["calls"])),
+            "transfer_us_per_step": round(transfer, 1),
+        },
+        bound_pct=bound,
+        confidence="low",
+        confidence_reason="the bus bandwidth is measured (nccl-tests' definition, over the transfer "
+        "time); the link is inferred from the GPU's model, and the topology NCCL chose is not recorded",
+        fix="run nccl-tests (all_reduce_perf -b 64M -e 1G -g <GPUs>) on the node to see what the link "
+        "gives; check `nvidia-smi topo -m` (NV# between the GPUs, not PIX/SYS), NCCL_P2P_DISABLE and "
+        "NCCL_P2P_LEVEL unset, NCCL_DEBUG=INFO naming NVLink (P2P/IPC) rather than SHM or NET; a "
+        "container needs --ipc=host (or a large /dev/shm)",
+    )
+
+
 # The registry, in the order that breaks ties between equal bounds.
 RULES: list[tuple[str, Rule]] = [
     ("no_gpu_work", no_gpu_work),
@@ -1090,6 +1226,8 @@ RULES: list[tuple[str, Rule]] = [
     ("nccl_backend", nccl_backend),
     ("straggler", straggler),
     ("communication", communication),
+    ("small_collectives", small_collectives),
+    ("low_bus_bandwidth", low_bus_bandwidth),
 ]
 
 __all__ = ["RULES", "recommendation"]

@@ -21,8 +21,9 @@ from typing import Any, Optional
 from .. import _build_info
 from .._native import _core
 
-# 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops; 4: the memory
-# view (memory_ops, memory_peak, memory_composition, memory_growth, out_of_memory)
+# 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops; 4: collectives,
+# collective_calls, and the memory view (memory_ops, memory_peak, memory_composition, memory_growth,
+# out_of_memory)
 SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
@@ -49,7 +50,7 @@ def report_dict(
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
     for ``step_views``); it is not part of the report."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
-    analysed = _core.gpu_tables(trace, drop_incomplete_last_step)
+    analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
     if native is not None:
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
     bd = analysed["breakdown"]
@@ -89,6 +90,12 @@ def report_dict(
     # numbers are None. docs/metrics.md defines every field.
     for key in ("devices", "kernels", "kernel_ops", "operators", "copies", "syncs", "memory", "ranges"):
         data[key] = analysed[key]
+    # Collectives per kind x process group, and every call as [row, step, dur_us, end_us, bytes]:
+    # what the cross-rank report needs to split each row's time into transfer and waiting
+    # (analysis/ranks.py; docs/metrics.md, "Collectives").
+    data["collectives"] = analysed["collectives"]
+    calls = analysed["collective_calls"]
+    data["collective_calls"] = [list(c) for c in calls] if len(calls) <= MAX_COLLECTIVE_CALLS else None
     compiled = _compiled_regions(data["operators"])
     if compiled:
         data["compiled"] = compiled
@@ -142,6 +149,55 @@ def _growth(g: dict) -> dict:
         "ops": per_step(g["ops"]),
         "modules": per_step(g["modules"]),
     }
+
+
+def clock_anchors(trace, drop_incomplete_last_step: bool = True) -> dict:
+    """What a merged timeline aligns one rank's clock by (analysis/ranks.py ``clock_offset``): the
+    end of each collective call, keyed by its row (kind and group), step and order in the step, and
+    the end of each step, on this trace's clock (us)."""
+    analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
+    keys = [
+        tuple(r.get(k) for k in ("name", "process_group", "pg_desc", "group_ranks", "group_size"))
+        for r in analysed["collectives"]
+    ]
+    calls: dict = {}
+    seen: dict = {}
+    for row, step, _dur, end_us, _bytes in analysed["collective_calls"]:
+        k = (keys[row], step)
+        seen[k] = seen.get(k, 0) + 1
+        calls[(keys[row], step, seen[k] - 1)] = end_us
+    steps = {s["step"]: s["end_ns"] / 1000.0 for s in analysed["breakdown"]["steps"]}
+    return {"calls": calls, "steps": steps}
+
+
+def process_groups(metadata: dict) -> list:
+    """The job's process groups, as torch lists them in a trace's ``distributedInfo``
+    (``pg_config``: pg_name, pg_desc, pg_size, ranks); [] when it has none."""
+    raw = metadata.get("distributedInfo") if isinstance(metadata, dict) else None
+    if isinstance(raw, str):
+        import json
+
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return []
+    groups = raw.get("pg_config") if isinstance(raw, dict) else None
+    if isinstance(groups, dict):  # some torch versions write {pg_name: config}
+        groups = list(groups.values())
+    out = []
+    for g in groups if isinstance(groups, list) else []:
+        if not isinstance(g, dict):
+            continue
+        ranks = g.get("ranks")
+        out.append(
+            {
+                "pg_name": str(g.get("pg_name", "")),
+                "pg_desc": str(g.get("pg_desc", "")),
+                "pg_size": g.get("pg_size") if isinstance(g.get("pg_size"), int) else None,
+                "ranks": [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) else None,
+            }
+        )
+    return out
 
 
 def _gpu_sample_row(raw: dict) -> dict:
@@ -232,6 +288,10 @@ def section(data: dict, key: str) -> list[dict]:
 
 
 # ---- timelines of two steps, and per-step top kernels and operators (the HTML's drill-down) ------
+# At most this many collective calls are kept in a report (about 30 bytes each in its JSON): past
+# them, the cross-rank split of the rows' time is left out (docs/metrics.md, "Collectives").
+MAX_COLLECTIVE_CALLS = 100_000
+
 # At most this many events per drawn step are kept in the report (the longest first); the report
 # says how many were left out. Two steps are drawn: the slowest and a typical (median) one.
 TIMELINE_EVENT_CAP = 4000

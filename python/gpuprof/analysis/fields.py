@@ -148,6 +148,74 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "collectives",
+        "Collectives",
+        (
+            Field(
+                "name",
+                "string",
+                "the collective, in nccl-tests' words: `all_reduce`, `all_gather`, `reduce_scatter`, "
+                "`all_to_all`, `broadcast`, `reduce`, `send`, `recv`, `barrier`, ...",
+            ),
+            Field(
+                "process_group",
+                "string",
+                "the process group's name as torch records it (`pg_name`: `0` for the default group); "
+                "empty when the record names none and the job has several",
+            ),
+            Field(
+                "pg_desc",
+                "string",
+                "the group's description (`pg_desc`: `default_pg`, or new_group's group_desc)",
+            ),
+            Field("group_size", "integer|null", "ranks in the group (`Group size`)"),
+            Field(
+                "group_ranks",
+                "string",
+                "the group's global ranks as torch writes them (`Process Group Ranks`)",
+            ),
+            Field("calls", "integer", "calls in the steps"),
+            Field(
+                "bytes",
+                "integer|null",
+                "nccl-tests' size of each call, summed (all_reduce: the buffer; all_gather: the gathered "
+                "output; reduce_scatter, all_to_all: the whole input); null unless every call's is recorded",
+            ),
+            Field(
+                "total_us",
+                _US,
+                "the calls' time (device kernels when they ran on the device, else host range)",
+            ),
+            Field("mean_us", _US, "total_us / calls"),
+            Field(
+                "transfer_us",
+                _NULLABLE_NUM,
+                "(cross-rank report) of total_us, the time moving data: per call the least any rank "
+                "took (the TensorBoard plugin's rule); null without the other ranks' calls",
+            ),
+            Field(
+                "wait_us",
+                _NULLABLE_NUM,
+                "(cross-rank report) total_us - transfer_us: waiting for the slowest rank to arrive",
+            ),
+            Field(
+                "algbw_gbps",
+                _NULLABLE_NUM,
+                "nccl-tests' algorithm bandwidth: bytes / time (transfer_us when known, else total_us), GB/s",
+            ),
+            Field(
+                "busbw_gbps",
+                _NULLABLE_NUM,
+                "nccl-tests' bus bandwidth: algbw x the kind's factor for n = group_size (all_reduce "
+                "2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast, reduce, send, recv 1)",
+            ),
+            Field(
+                "timed_by", "string", "`device` (its communication kernels) or `host` (its host range: gloo)"
+            ),
+        ),
+        shown=True,
+    ),
+    Table(
         "memory",
         "Memory",
         (

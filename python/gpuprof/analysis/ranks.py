@@ -9,8 +9,10 @@ trace file of a folder)::
      "average": {...},                                        # the report's average
      "comm_total_us": float | None,            # device communication kernels per step (a union)
      "comm_overlap_compute_us": float | None,  # the part of it compute kernels ran beside
-     "comm_overlap_copy_us": float | None}     # the part of it copies ran beside; None: no device
+     "comm_overlap_copy_us": float | None,     # the part of it copies ran beside; None: no device
                                                # collectives (gloo on the CPU)
+     "collectives": [[name, process_group, pg_desc, group_ranks, group_size], ...],  # row keys
+     "collective_calls": [[row, step, dur_us, end_us, bytes], ...] | None}     # every call
 
 In a synchronous job every rank's step lasts as long as the slowest rank's: the straggler spends
 longer *outside* collectives, and every other rank shows that difference as time waiting inside them.
@@ -72,7 +74,15 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
         "comm_overlap_compute_us": (under_compute / n) if (n and comm_kernel_us > 0) else None,
         "comm_overlap_copy_us": (under_copies / n) if (n and comm_kernel_us > 0) else None,
         "source": str((data.get("source") or {}).get("path") or ""),
+        "collectives": [_collective_key(r) for r in _rows(data.get("collectives"))],
+        "collective_calls": data.get("collective_calls"),
     }
+
+
+def _collective_key(row: dict) -> list:
+    """What makes two ranks' rows the same collectives: the kind and the group (its ranks too: the
+    tensor-parallel group [0, 1] is not the group [2, 3] of the same name on another rank)."""
+    return [row.get(k) for k in ("name", "process_group", "pg_desc", "group_ranks", "group_size")]
 
 
 def _rows(section) -> list:
@@ -168,6 +178,7 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
             }
         )
 
+    split = collective_split(ranks, common)
     calls = [straggler_call(r, per_rank, sorted(common)) for r in sorted(per_rank)] if common else []
     calls = [c for c in calls if c is not None]
     stragglers = sorted((c for c in calls if c["named"]), key=lambda c: -c["excess_us"])
@@ -184,7 +195,57 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         "matched_steps": len(common),
         "missing_ranks": missing,
         "world_size": world,
+        "collective_split": split,
     }
+
+
+def collective_split(summaries: list, steps: set) -> dict:
+    """Each rank's collectives split into moving data and waiting, per row (the TensorBoard
+    plugin's rule, docs/metrics.md "Collectives"): the calls of a row are matched across the ranks
+    that have it, by step and order in the step; a call's transfer time is the least any of them
+    took (the rank that arrived last only moves data), the rest of each rank's time is waiting.
+    Summed over the calls in ``steps`` whose calls match one to one on every rank of the row (a step
+    where a rank has a call more or less is left out). {rank: [(transfer_us, wait_us) or None per
+    row]}; None for a row with no such step."""
+    by_rank: dict = {}
+    for s in summaries:
+        keys = [tuple(k) for k in (s.get("collectives") or [])]
+        calls = s.get("collective_calls")
+        if calls is None:
+            by_rank[s["rank"]] = (keys, None)
+            continue
+        grouped: dict = {}
+        for row, step, dur, *_rest in calls:
+            if step in steps and 0 <= row < len(keys):
+                grouped.setdefault((keys[row], step), []).append(float(dur))
+        by_rank[s["rank"]] = (keys, grouped)
+    out: dict = {}
+    for rank, (keys, grouped) in by_rank.items():
+        rows = []
+        for key in keys:
+            if grouped is None:
+                rows.append(None)
+                continue
+            peers = [g for r, (k, g) in by_rank.items() if r != rank and g is not None and key in k]
+            if not peers:
+                rows.append(None)
+                continue
+            transfer = wait = 0.0
+            matched = 0
+            for (k, step), mine in grouped.items():
+                if k != key:
+                    continue
+                theirs = [g.get((key, step), []) for g in peers]
+                if any(len(t) != len(mine) for t in theirs):
+                    continue  # a call missing on some rank: this step's calls cannot be paired
+                matched += 1
+                for i, d in enumerate(mine):
+                    least = min([d] + [t[i] for t in theirs])
+                    transfer += least
+                    wait += d - least
+            rows.append((round(transfer, 3), round(wait, 3)) if matched else None)
+        out[rank] = rows
+    return out
 
 
 def _noise_us(others: list[list[float]]) -> float:
@@ -258,4 +319,61 @@ def attach(data: dict, result: dict, *, note: str = "", skipped_files: Optional[
     }
     if skipped_files:
         data["cross_rank"]["skipped_files"] = [dict(s) for s in skipped_files]
+    own = (data.get("distributed") or {}).get("rank", _dist_info(data).get("rank"))
+    if own is None and result["ranks"]:
+        own = result["ranks"][0]["rank"]
+    _split_collectives(data, (result.get("collective_split") or {}).get(own))
     return data
+
+
+def _split_collectives(data: dict, split: Optional[list]) -> None:
+    """The report's own collectives rows get their transfer and waiting times, and their
+    bandwidths over the transfer time (nccl-tests' definitions, computed by the native core)."""
+    rows = data.get("collectives")
+    if not split or not isinstance(rows, list) or len(split) != len(rows):
+        return
+    from .._native import _core
+
+    for row, part in zip(rows, split):
+        if part is None:
+            continue
+        row["transfer_us"], row["wait_us"] = part
+        if row.get("bytes") is not None:
+            algbw, busbw = _core.collective_bandwidths(
+                str(row.get("name", "")),
+                int(row["bytes"]),
+                int(round(part[0] * 1000)),
+                int(row["group_size"]) if row.get("group_size") is not None else -1,
+            )
+            row["algbw_gbps"], row["busbw_gbps"] = algbw, busbw
+
+
+def clock_offset(reference: dict, mine: dict, *, same_clock: bool = False) -> dict:
+    """How far to shift a rank's clock onto the reference rank's (``clock_anchors`` of both): the
+    median, over the collective calls both recorded (matched by kind, group, step and order), of the
+    difference of their ends; a collective ends at about the same moment on every rank of its group
+    (the last to arrive sets it), while ranks start it at different times. Without a common call,
+    the median difference of the steps' ends (a synchronous job's steps end together too); without
+    either, 0. With ``same_clock`` (live traces of one host: one CLOCK_MONOTONIC) nothing is shifted,
+    and the calls only say how far apart their ends are. Returns {"offset_us", "aligned_by":
+    "host clock" | "collectives" | "steps" | "none", "matched", "skew_us": the largest distance of a
+    matched end from where the shift puts it (how well the ranks line up)}."""
+    for what in ("calls", "steps"):
+        pairs = [
+            (reference[what][k], mine[what][k]) for k in mine.get(what, {}) if k in reference.get(what, {})
+        ]
+        if pairs:
+            offset = 0.0 if same_clock else statistics.median(ref - own for ref, own in pairs)
+            skew = max(abs(ref - (own + offset)) for ref, own in pairs)
+            return {
+                "offset_us": round(offset, 3),
+                "aligned_by": "host clock" if same_clock else "collectives" if what == "calls" else "steps",
+                "matched": len(pairs),
+                "skew_us": round(skew, 3),
+            }
+    return {
+        "offset_us": 0.0,
+        "aligned_by": "host clock" if same_clock else "none",
+        "matched": 0,
+        "skew_us": None,
+    }

@@ -44,6 +44,9 @@ def _torch_facts() -> dict:
             "a live run until torch is installed",
         )
         return facts
+    # "rebuild": the cached hooks would be refused (a run moves them aside and compiles anew);
+    # "broken": they match their manifest but crash a process that loads them (remove them);
+    # "cannot compile": no usable hooks and no way to make them here.
     mark = {"prebuilt": "ok", "cached": "ok", "needs compile": "ok"}.get(state, "!!")
     facts["hooks"] = (mark, f"operator hooks for torch {hooks['torch']}: {state} ({hooks['detail']})")
     try:

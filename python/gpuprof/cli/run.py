@@ -84,14 +84,21 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def _save(report, out: Path, trace: bool = True) -> tuple[list[str], list[str]]:
+def _save(
+    report, out: Path, trace: bool = True, rank: int = 0, world: int = 1
+) -> tuple[list[str], list[str]]:
     """Write report.json (with the Chrome trace, so that both report files say where it is) and
-    report.html. Runs inside the script's training loop, so nothing raises: returns (the files
-    written, "PATH: reason" for each that could not be)."""
-    from ..traces.export import save_report_files
+    report.html: into ``out`` in a one-process run; into ``out/rank<N>`` for each rank of a job,
+    rank 0 also into ``out`` (its report holds every rank: the job's report). Runs inside the
+    script's training loop, so nothing raises: returns (the files written, "PATH: reason" for each
+    that could not be)."""
+    from ..traces.export import save_rank_reports
 
-    files = [(out / "report.json", "json"), (out / "report.html", "html")]
-    return save_report_files(report, files, str(out / "trace.json.gz") if trace else False)
+    return save_rank_reports(report, out, rank=rank, world=world, trace=trace)
+
+
+def _who(rank: int, world: int) -> str:
+    return f"rank {rank} of {world}: " if world > 1 else ""
 
 
 def run(args) -> int:
@@ -106,11 +113,13 @@ def run(args) -> int:
         raise UserError(f"cannot create --out {args.out}: {e.strerror}") from None
 
     from ..collect.autostep import OptimizerSteps
+    from ..collect.exchange import job_rank
     from ..collect.oom import is_out_of_memory
     from ..collect.schedule import schedule
     from ..collect.session import profile
     from ..report.model import Report
-    from ..traces.export import save_report_files
+    from ..report.sections import summary_line
+    from ..traces.export import save_rank_reports
 
     try:
         import torch  # noqa: F401  (the script needs it anyway; the optimizer hook lives there)
@@ -122,6 +131,7 @@ def run(args) -> int:
     sched = schedule(wait=start - warmup, warmup=warmup, active=stop - start, repeat=1)
     written: list[str] = []
     recorded: list = []  # the report of the recorded steps, once they are over
+    rank = list(job_rank()[:2])  # (rank, world size): the launcher's now, torch.distributed's later
 
     stopping: list[bool] = []
 
@@ -134,22 +144,28 @@ def run(args) -> int:
             return
         report = prof.report()
         if report.source.get("kind") == "out_of_memory":
-            # Out of memory outside the recorded steps: its own files, beside the steps' report.
-            oom_written[:], failed = save_report_files(
-                report, [(out / "oom.json", "json"), (out / "oom.html", "html")], False
+            # Out of memory outside the recorded steps: its own files, beside the steps' report
+            # (gpuprof analyze DIR leaves them out: a failure's record, not a rank's steps).
+            rank[:] = job_rank()[:2]
+            oom_written[:], failed = save_rank_reports(
+                report, out, rank=rank[0], world=rank[1], stem="oom", trace=False
             )
             if failed:
                 log.warning("gpuprof run: could not write %s", "; ".join(failed))
             return
         recorded[:] = [report]
-        written[:], failed = _save(report, out, trace=not getattr(args, "no_trace", False))
+        rank[:] = job_rank()[:2]  # torch.distributed's rank by now, when the script set it up
+        written[:], failed = _save(
+            report, out, trace=not getattr(args, "no_trace", False), rank=rank[0], world=rank[1]
+        )
         numbers = [s["step"] for s in report.steps]
         span = f"steps {numbers[0]}..{numbers[-1]}" if numbers else "no complete step"
         if failed:
             # The training run comes first: one warning, and the report is printed at the end.
             log.warning("gpuprof run: could not write %s; the script goes on", "; ".join(failed))
         print(
-            f"gpuprof run: recorded {span}; wrote {', '.join(written) if written else 'nothing'}",
+            f"gpuprof run: {_who(*rank)}recorded {span}; "
+            f"wrote {', '.join(written) if written else 'nothing'}",
             file=sys.stderr,
         )
         if getattr(args, "stop_after", False):
@@ -222,8 +238,13 @@ def run(args) -> int:
             file=sys.stderr,
         )
     if not args.quiet:
-        saved = os.path.join(out, "report.json")
-        print((Report.load(saved) if saved in written else recorded[0]).to_text())
+        # Under a launcher every rank's output lands in one terminal: each rank prints its one
+        # summary line, and rank 0 the job's report (every rank's row, the straggler call).
+        if rank[1] > 1 and rank[0] != 0:
+            print(f"gpuprof run: {_who(*rank)}{summary_line(recorded[0])}")
+        else:
+            saved = os.path.join(out, "report.json")
+            print((Report.load(saved) if saved in written else recorded[0]).to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
         if oom_written:

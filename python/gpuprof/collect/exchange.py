@@ -67,6 +67,69 @@ def rank_info(batch_size: Optional[int] = None) -> dict:
     return info
 
 
+def distributed_info() -> Optional[dict]:
+    """This rank's job as torch.profiler writes it into a trace (``distributedInfo``: backend, rank,
+    world_size, pg_count and pg_config, the process groups: pg_name, pg_desc, pg_size, ranks), so
+    that a live trace says what a Kineto trace says; None outside a job of several ranks."""
+    dist = _dist()
+    if dist is None:
+        return None
+    try:
+        if dist.get_world_size() < 2:
+            return None
+        info = {
+            "backend": str(dist.get_backend()),
+            "rank": dist.get_rank(),
+            "world_size": dist.get_world_size(),
+        }
+    except Exception:
+        return None
+    try:
+        from torch.distributed import distributed_c10d as c10d
+
+        groups = c10d._get_all_pg_configs()
+        info["pg_count"] = len(groups)
+        info["pg_config"] = [
+            {k: g.get(k) for k in ("pg_name", "pg_desc", "backend_config", "pg_size", "ranks")}
+            for g in groups
+        ]
+    except Exception:  # a torch without the process-group table: the rank facts alone
+        pass
+    return info
+
+
+# The variables each launcher gives every process it starts: (rank, world size, launcher).
+# torchrun's come first: under `srun torchrun ...` or `mpirun torchrun ...` a process is one of
+# torchrun's ranks, not the launcher's task. LOCAL_RANK alone (a launcher that sets nothing else)
+# is the last resort: it is only unique on one node.
+LAUNCHER_VARIABLES = (
+    ("RANK", "WORLD_SIZE", "torchrun"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"),
+    ("PMI_RANK", "PMI_SIZE", "mpirun (MPICH, Intel MPI)"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "srun"),
+    ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK"),
+)
+
+
+def job_rank(environ: Optional[dict] = None) -> tuple[int, int, str]:
+    """(rank, world size, where they came from) of this process in its job: torch.distributed's
+    when the process group is initialised (the truth), else the first launcher whose variables are
+    set (``LAUNCHER_VARIABLES``), else (0, 1, ""). Reads no torch the program has not imported."""
+    dist = _dist()
+    if dist is not None:
+        try:
+            if dist.get_world_size() > 1:
+                return dist.get_rank(), dist.get_world_size(), "torch.distributed"
+        except Exception:
+            pass
+    env = os.environ if environ is None else environ
+    for rank_var, size_var, launcher in LAUNCHER_VARIABLES:
+        r, w = env.get(rank_var, "").strip(), env.get(size_var, "").strip()
+        if r.isdigit() and w.isdigit() and int(r) < int(w):
+            return int(r), int(w), launcher
+    return 0, 1, ""
+
+
 _sessions = 0  # gpuprof.profile sessions entered in this process: the same count on every rank
 
 

@@ -1,48 +1,64 @@
 """The LibTorch hooks (``_torchhooks``) for the torch that is installed now.
 
 The hooks include torch's C++ headers and link LibTorch, so one compiled module serves exactly one
-torch build. What breaks that binary interface is the torch source revision
-(``torch.version.git_version``: the same for ``2.13.0+cpu`` and ``2.13.0+cu130``, different for every
-release), the C++ std::string ABI torch was built with, and the CPython version; local version
-labels (``+cpu``, ``+cu130``) do not. So:
+torch build, named by its binary-interface key (collect/_hooks_abi.py). So:
 
-* a module prebuilt when gpuprof itself was built (``pip install --no-build-isolation .`` with torch
-  importable) is used when it was built for this very torch build;
+* the package carries the hooks prebuilt for the torch builds it was built with, one folder per key
+  (``gpuprof/_hooks_prebuilt/KEY/``): the one whose key is the installed torch's is loaded, and
+  nothing is compiled;
 * otherwise the hooks are compiled on first use with torch's own extension builder (which brings
   the C++ standard and ABI flags of the installed torch) and cached per torch build, under
-  ``$GPUPROF_CACHE_DIR`` or ``$XDG_CACHE_HOME/gpuprof`` (``~/.cache/gpuprof``). A torch upgrade is
-  a new cache entry: compiled once, then reused. Many ranks starting at once compile once (an
-  flock on the cache entry; the others wait, then load what it built).
+  ``$GPUPROF_CACHE_DIR`` or ``$XDG_CACHE_HOME/gpuprof`` (``~/.cache/gpuprof``), in ``hooks/``.
 
-Nothing here is imported by trace analysis: only a live ``gpuprof.profile`` session loads torch.
+The cache is trusted only as far as it cannot have been written by someone else, and can neither
+crash nor wedge a run (collect/_hooks_cache.py): an entry is used only when it and its folder belong
+to this user or root and no one else can write them, it is published whole after a load in a child
+process, a bad one is moved aside and built again, and waits for another process's build end.
+
+Loading happens on a background thread that a session starts when it begins, so that a compile runs
+while the schedule's wait and warmup steps do; a session waits for it, outside any step, only before
+a step it records. Nothing here is imported by trace analysis: only a live session loads torch.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
-import importlib.util
+import importlib.machinery
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
+import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 from .. import _build_info
+from . import _hooks_cache as cache
+from ._hooks_abi import abi_key, torch_build
+from ._hooks_cache import HooksUnavailable, cache_root
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the gpuprof package
 SOURCE_DIR = _PACKAGE_DIR / "_hooks_src"
-_SOURCES = ("torch_module.cpp", "torch_hooks.cpp")
-_READY = "READY"  # in a cache entry: its module was built and loaded
+PREBUILT_DIR = _PACKAGE_DIR / "_hooks_prebuilt"
+# What compiling the hooks took where it was measured, said when this cache has no compile of its
+# own to go by (two C++ files against torch's headers; docs/profiling.md).
+MEASURED_COMPILE = "about 7 s on an idle 2-CPU machine, up to 142 s on a busy one"
 
-
-class HooksUnavailable(ImportError):
-    """The hooks cannot be had for this torch: the message is one line, with the command that fixes
-    it."""
-
-
-_loaded = None  # the hooks module, once loaded in this process
+__all__ = [
+    "HooksUnavailable",
+    "hooks",
+    "start_loading",
+    "settle",
+    "ready",
+    "compiling",
+    "status",
+    "torch_build",
+]
 
 
 def installed_torch_version() -> str | None:
@@ -55,24 +71,6 @@ def installed_torch_version() -> str | None:
         return None
 
 
-def hooks():
-    """The hooks module, loaded (and compiled, the first time with this torch) on first use.
-    Raises HooksUnavailable with a one-line message when it cannot be had."""
-    global _loaded
-    if _loaded is None:
-        _loaded = load()
-    return _loaded
-
-
-def torch_build(torch) -> dict:
-    """What identifies the installed torch's C++ binary interface."""
-    return {
-        "version": str(torch.__version__),
-        "git_version": str(getattr(torch.version, "git_version", "") or ""),
-        "cxx11_abi": str(int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))),
-    }
-
-
 def _sources_digest() -> str:
     h = hashlib.sha256()
     for path in sorted(SOURCE_DIR.rglob("*")):
@@ -83,31 +81,29 @@ def _sources_digest() -> str:
 
 
 def cache_key(build: dict) -> str:
-    base = build["version"].split("+", 1)[0]
-    return (
-        f"torch-{base}-{build['git_version'][:12] or 'nogit'}-abi{build['cxx11_abi']}-"
-        f"{sys.implementation.cache_tag}-gpuprof-{_build_info.GPUPROF_VERSION}-{_sources_digest()}"
-    )
+    return f"{abi_key(build)}-gpuprof-{_build_info.GPUPROF_VERSION}-{_sources_digest()}"
 
 
-def cache_root() -> Path:
-    explicit = os.environ.get("GPUPROF_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "gpuprof"
+# ---- the prebuilt hooks ----------------------------------------------------------------------------
+def prebuilt_module(build: dict) -> Optional[Path]:
+    """The module prebuilt with gpuprof for this torch build, if the package has one."""
+    folder = PREBUILT_DIR / abi_key(build)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = folder / f"_torchhooks{suffix}"
+        if path.is_file():
+            return path
+    return None
 
 
-def prebuilt_matches(build: dict) -> bool:
-    """Whether the module prebuilt with gpuprof was compiled for this torch build."""
-    return (
-        bool(_build_info.PREBUILT_TORCH_GIT_VERSION)
-        and _build_info.PREBUILT_TORCH_GIT_VERSION == build["git_version"]
-        and _build_info.PREBUILT_TORCH_CXX11_ABI == build["cxx11_abi"]
-        and importlib.util.find_spec("gpuprof._torchhooks") is not None
-    )
+def prebuilt_keys() -> list[str]:
+    """The torch builds the package carries prebuilt hooks for (their keys)."""
+    try:
+        return sorted(p.name for p in PREBUILT_DIR.iterdir() if p.is_dir())
+    except OSError:
+        return []
 
 
+# ---- build tools ----------------------------------------------------------------------------------
 def compiler() -> str | None:
     """The C++ compiler torch's extension builder would call, if it can be found."""
     cxx = os.environ.get("CXX", "c++")
@@ -115,14 +111,9 @@ def compiler() -> str | None:
 
 
 def _ninja_dir() -> str | None:
-    """Where a ninja binary is: the `ninja` wheel's (a dependency), else the one on PATH."""
-    try:
-        import ninja  # the PyPI wheel: a binary inside the package, not necessarily on PATH
+    from ._hooks_child import _ninja_dir as find
 
-        return str(ninja.BIN_DIR)
-    except Exception:
-        found = shutil.which("ninja")
-        return str(Path(found).parent) if found else None
+    return find()
 
 
 def missing_build_tools() -> str:
@@ -145,42 +136,160 @@ def missing_build_tools() -> str:
     return ""
 
 
-def status() -> dict:
-    """For `gpuprof doctor`: which hooks a live session would use, without loading or building."""
-    info: dict = {
-        "prebuilt_for": _build_info.PREBUILT_TORCH_VERSION or None,
-        "cache_dir": str(cache_root() / "hooks"),
-        "compiler": compiler(),
-    }
+def compile_estimate(folder: Optional[Path]) -> str:
+    seconds = cache.last_compile_s(folder) if folder else None
+    if seconds is not None:
+        return f"the last compile in this cache took {seconds:.0f} s"
+    return f"{MEASURED_COMPILE}, where measured; this machine has {os.cpu_count()} CPUs"
+
+
+# ---- building -------------------------------------------------------------------------------------
+_child: Optional[subprocess.Popen] = None  # the build in progress, ended if this process exits first
+
+
+def _end_child() -> None:
+    child = _child
+    if child is not None and child.poll() is None:
+        child.kill()
+
+
+atexit.register(_end_child)
+
+
+def _child_env() -> dict:
+    """This process's environment, with its module search path in the same order (so the child
+    imports the same torch and the same gpuprof, wherever they came from)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if isinstance(p, str))
+    return env
+
+
+def _signal_name(rc: int) -> str:
+    if rc >= 0:
+        return f"exit status {rc}"
     try:
-        import torch
-    except Exception as e:  # not installed, or broken
-        info.update(torch=None, state="no torch", detail=f"torch cannot be imported ({e})")
-        return info
-    build = torch_build(torch)
-    key = cache_key(build)
-    info.update(torch=build["version"], key=key)
-    if prebuilt_matches(build):
-        info.update(state="prebuilt", detail="the hooks built with gpuprof match this torch")
-    elif (cache_root() / "hooks" / key / _READY).is_file():
-        info.update(state="cached", detail=f"compiled earlier for this torch: {cache_root() / 'hooks' / key}")
-    else:
-        why = missing_build_tools()
-        info.update(
-            state="needs compile" if not why else "cannot compile",
-            detail=("compiled on first use of gpuprof.profile (under a minute, once per torch build)")
-            if not why
-            else why,
+        import signal
+
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def check_in_child(module: Path, timeout_s: float = 300) -> str:
+    """Load and call the module in a child process, as a session would: "" when it works, else why."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuprof.collect._hooks_child", "check", str(module)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=_child_env(),
         )
-    return info
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the check could not run ({e})"
+    if proc.returncode == 0 and "loads" in proc.stdout:
+        return ""
+    last = [line.strip() for line in proc.stderr.splitlines() if line.strip()][-1:]
+    return f"loading it ended with {_signal_name(proc.returncode)}" + (f" ({last[0]})" if last else "")
 
 
-def _say(line: str) -> None:
-    print(f"gpuprof: {line}", file=sys.stderr, flush=True)
+def _build_and_publish(folder: Path, key: str, build: dict, locked: bool = True) -> Path:
+    """Compile the hooks in a private temporary folder (in a child process, which then loads and
+    calls them), then publish the folder as the entry; returns the module's path in it."""
+    global _child
+    work = cache.new_build_folder(folder, key, locked)
+    log_path = work / "build-error.log"
+    started = time.monotonic()
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        _child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpuprof.collect._hooks_child",
+                "build",
+                str(work / "build"),
+                str(SOURCE_DIR),
+                str(_PACKAGE_DIR),
+            ],
+            stdout=log_fd,
+            stderr=log_fd,
+            stdin=subprocess.DEVNULL,
+            env=_child_env(),
+        )
+        rc = _child.wait()
+    finally:
+        _child = None
+        os.close(log_fd)
+    built = work / "build" / "_torchhooks.so"
+    if rc != 0 or not built.is_file():
+        failed = folder / f"{key}.failed"
+        with contextlib.suppress(OSError):
+            os.rename(work, failed)
+            log_path = failed / "build-error.log"
+        raise HooksUnavailable(
+            f"compiling gpuprof's operator hooks for torch {build['version']} failed "
+            f"({_signal_name(rc)}; the compiler's output is in {log_path}). Check that the compiler "
+            "works (`c++ --version`; at least GCC 9, GCC 11 for torch 2.14), or set CXX to another "
+            "one, then run again"
+        )
+    facts = {
+        "torch": build["version"],
+        "git_version": build["git_version"],
+        "gpuprof": _build_info.GPUPROF_VERSION,
+        "compile_s": round(time.monotonic() - started, 1),
+    }
+    return cache.publish(work, built, folder, key, facts, torch_identity())
+
+
+# ---- loading --------------------------------------------------------------------------------------
+def _load_in_process(path: Path):
+    from ._hooks_child import load_module
+
+    module = load_module(path)
+    sys.modules.setdefault("_torchhooks", module)
+    return module
+
+
+_compiling = threading.Event()  # set while this process compiles the hooks, or waits for another's
+
+
+class _LoadFailed(Exception):
+    """A cached module that may not or cannot be loaded here (the message says why)."""
+
+
+def torch_identity() -> str:
+    """Which torch installation this process uses (its library file, and this interpreter): a
+    cached module checked in a child beside one is not checked again beside it."""
+    import torch
+
+    lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    try:
+        st = os.stat(lib)
+        facts = f"{lib}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    except OSError:
+        facts = str(Path(torch.__file__).parent)
+    return hashlib.sha256(f"{sys.executable}|{facts}".encode()).hexdigest()[:16]
+
+
+def _load_entry(entry):
+    """A published entry's module, loaded into this process once a child process has loaded it
+    beside this torch installation (a module that crashes its loader ends the child, not the run)."""
+    identity = torch_identity()
+    if not cache.has_stamp(entry.path, identity):
+        why = check_in_child(entry.module)
+        if why:
+            raise _LoadFailed(f"{entry.module} does not load in a fresh process: {why}")
+        cache.add_stamp(entry.path, identity)
+    try:
+        return _load_in_process(entry.module)
+    except Exception as e:
+        raise _LoadFailed(f"{entry.module} did not load ({type(e).__name__}: {e})") from None
 
 
 def load():
-    """The hooks module for the installed torch: prebuilt, cached, or compiled now."""
+    """The hooks module for the installed torch: prebuilt, cached, or compiled now. Raises
+    HooksUnavailable (one line) when it cannot be had."""
     try:
         import torch  # LibTorch first, so the hooks resolve against it
     except ImportError as e:
@@ -190,143 +299,242 @@ def load():
         ) from None
 
     build = torch_build(torch)
-    if prebuilt_matches(build):
-        from .. import _torchhooks
+    notes: list[str] = []  # what was passed over, said with the outcome in one line
+    prebuilt = prebuilt_module(build)
+    if prebuilt is not None:
+        try:
+            return _load_in_process(prebuilt)
+        except Exception as e:
+            notes.append(f"the hooks prebuilt for this torch did not load ({type(e).__name__}: {e})")
 
-        return _torchhooks
-    key = cache_key(build)
-    build_dir = cache_root() / "hooks" / key
-    cached = _load_cached(build_dir)
-    if cached is not None:
-        return cached
-    why = missing_build_tools()
-    if why:
+    folder, passed = cache.hooks_dir(create=True)
+    if passed:
+        notes.append("not using " + "; nor ".join(passed))
+    if folder is None:
         raise HooksUnavailable(
-            f"gpuprof needs its operator hooks compiled once for torch {build['version']}, but {why}."
+            "; ".join(notes) + f": no private folder for its operator hooks; {cache.private_hint()}"
         )
+    if passed:
+        notes[-1] += f"; using {folder}, which only you can write"
+    key = cache_key(build)
+
+    # A sound entry is loaded at once; a bad one is dealt with holding the lock.
+    entry = cache.entry(folder, key)
+    failed = None  # the module that did not load here, and why
+    if entry.state == "ok":
+        try:
+            module = _load_entry(entry)
+            if notes:
+                cache.say("; ".join(notes))
+            return module
+        except _LoadFailed as e:
+            failed = (entry.module, str(e))
+
+    _compiling.set()  # from here on this may take minutes: the lock's wait, or a compile
     try:
-        build_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise HooksUnavailable(
-            f"gpuprof cannot write its hooks cache {build_dir} ({e.strerror}); point "
-            "GPUPROF_CACHE_DIR at a writable folder, e.g. `export GPUPROF_CACHE_DIR=$HOME/.cache/gpuprof`"
-        ) from None
-    with _build_lock(build_dir, build):
-        cached = _load_cached(build_dir)  # another process (rank) compiled it while this one waited
-        if cached is not None:
-            return cached
-        _say(
-            f"compiling its operator hooks for torch {build['version']} (once per torch build, "
-            f"under a minute) into {build_dir}"
+        return _load_slowly(folder, key, build, notes, failed)
+    finally:
+        _compiling.clear()
+
+
+def _load_slowly(folder: Path, key: str, build: dict, notes: list, failed: Optional[tuple]):
+    """Holding the entry's lock: load what another process built meanwhile, or move a bad entry
+    aside and build."""
+    with cache.entry_lock(folder, key, build) as locked:
+        entry = cache.entry(folder, key)  # another process (rank) may have built it meanwhile
+        if entry.state == "ok" and (failed is None or entry.module != failed[0]):
+            try:
+                module = _load_entry(entry)
+                if notes:
+                    cache.say("; ".join(notes))
+                return module
+            except _LoadFailed as e:
+                entry.state, entry.why = "bad", str(e)
+        if entry.state == "ok":  # the very module that failed above
+            entry.state, entry.why = "bad", failed[1]
+        if entry.state == "bad":
+            moved = cache.quarantine(entry)
+            notes.append(f"the cached hooks were not used: {entry.why}" + (f"; {moved}" if moved else ""))
+        why = missing_build_tools()
+        if why:
+            notes.append(
+                f"gpuprof needs its operator hooks compiled once for torch {build['version']}, but {why}"
+            )
+            raise HooksUnavailable("; ".join(notes))
+        cache.say(
+            "; ".join(
+                notes
+                + [
+                    f"compiling its operator hooks for torch {build['version']} into {folder / key} "
+                    f"before the first recorded step, once per torch build ({compile_estimate(folder)})"
+                ]
+            )
         )
         started = time.monotonic()
-        module = _compile(build, build_dir)
-        try:
-            (build_dir / _READY).write_text(f"{build['version']} {build['git_version']}\n")
-        except OSError:
-            pass  # a read-only cache still works: the builder finds nothing to do next time
-        _say(f"hooks compiled in {time.monotonic() - started:.0f} s; later runs with this torch reuse them")
-        return module
-
-
-@contextlib.contextmanager
-def _build_lock(build_dir: Path, build: dict):
-    """One compile per cache entry, however many processes (ranks) start at once: an flock on
-    build_dir/gpuprof.lock, which the kernel releases when its holder dies (a rank killed while
-    compiling leaves nothing behind). Holding it, a lock file of torch's builder that is still there
-    was left by a builder that died (torch's own lock is a plain file nobody removes then), so it
-    is removed instead of waited on forever. Where the file system has no flock (some Lustre
-    mounts), torch's lock file alone serialises the builds."""
+        module_path = _build_and_publish(folder, key, build, locked)
     try:
-        import fcntl
-
-        fd = os.open(build_dir / "gpuprof.lock", os.O_RDWR | os.O_CREAT, 0o666)
-    except (ImportError, OSError):
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            locked = True
-        except BlockingIOError:
-            _say(
-                f"waiting for another process that is compiling the operator hooks for torch "
-                f"{build['version']} into {build_dir}"
-            )
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            locked = True
-        except OSError:  # no flock on this file system
-            locked = False
-        if locked:
-            try:
-                (build_dir / "lock").unlink()
-            except OSError:
-                pass
-        yield
-    finally:
-        os.close(fd)  # releases the flock
-
-
-def _load_cached(build_dir: Path):
-    """The module compiled earlier for this key, or None. The READY file is written only after a
-    build that loaded: a process that finds none goes through torch's builder, which waits for
-    another process still building there (its lock file) and then finds nothing left to do."""
-    built = build_dir / "_torchhooks.so"
-    if not (build_dir / _READY).is_file() or not built.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("_torchhooks", built)
-    try:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except ImportError:  # a truncated file (a build killed while linking): build it again
-        try:
-            built.unlink()
-        except OSError:
-            pass
-        return None
-    sys.modules.setdefault("_torchhooks", module)
+        module = _load_in_process(module_path)
+    except Exception as e:
+        raise HooksUnavailable(
+            f"gpuprof's operator hooks compiled into {module_path} loaded in a child process but not in "
+            f"this one ({type(e).__name__}: {e})"
+        ) from None
+    cache.say(f"hooks compiled in {time.monotonic() - started:.0f} s; later runs with this torch reuse them")
     return module
 
 
-def _compile(build: dict, build_dir: Path):
-    import logging
+# ---- the process's hooks, loaded once, on a background thread --------------------------------------
+_state = threading.Lock()
+_loaded = None  # the hooks module, once loaded in this process
+_failure: Optional[HooksUnavailable] = None  # why it cannot be had (not tried again in this process)
+_worker: Optional[threading.Thread] = None
 
-    # Importing the builder from a CUDA build of torch on a machine without the CUDA toolkit logs
-    # a warning about CUDA_HOME; the hooks are plain C++, so it does not concern them.
-    builder_log = logging.getLogger("torch.utils.cpp_extension")
-    level = builder_log.level
-    builder_log.setLevel(logging.ERROR)
-    try:
-        from torch.utils import cpp_extension
-    finally:
-        builder_log.setLevel(level)
 
-    ninja_dir = _ninja_dir()
-    saved_path = os.environ.get("PATH", "")
-    if ninja_dir and ninja_dir not in saved_path.split(os.pathsep):
-        os.environ["PATH"] = ninja_dir + os.pathsep + saved_path
+def _load_into_state() -> None:
+    global _loaded, _failure
     try:
-        return cpp_extension.load(
-            name="_torchhooks",
-            sources=[str(SOURCE_DIR / s) for s in _SOURCES],
-            extra_include_paths=[str(SOURCE_DIR), str(SOURCE_DIR / "include")],
-            extra_cflags=["-O2"],
-            # The torch-free core, from this very package (its folder is the hooks' run path).
-            extra_ldflags=[f"-L{_PACKAGE_DIR}", "-l:libgpuprof_core.so", f"-Wl,-rpath,{_PACKAGE_DIR}"],
-            build_directory=str(build_dir),
-            verbose=False,
+        module = load()
+    except HooksUnavailable as e:
+        _failure = e
+    except Exception as e:  # whatever went wrong, the training run goes on without operators
+        _failure = HooksUnavailable(f"loading gpuprof's operator hooks failed ({type(e).__name__}: {e})")
+    else:
+        _loaded = module
+
+
+def start_loading() -> None:
+    """Start loading (compiling if need be) the hooks on a background thread, if not done yet."""
+    global _worker
+    with _state:
+        if _loaded is not None or _failure is not None or _worker is not None:
+            return
+        _worker = threading.Thread(target=_load_into_state, name="gpuprof-hooks", daemon=True)
+        _worker.start()
+
+
+def ready() -> bool:
+    """Whether hooks() returns (or raises) at once."""
+    return _loaded is not None or _failure is not None
+
+
+def compiling() -> bool:
+    """Whether this process is compiling the hooks now."""
+    return _compiling.is_set()
+
+
+def settle() -> None:
+    """Wait until the hooks are loaded (or cannot be), or until a compile has started: a load from
+    the package or the cache takes milliseconds, a compile minutes."""
+    worker = _worker
+    while worker is not None and worker.is_alive() and not _compiling.is_set():
+        worker.join(0.02)
+
+
+def hooks():
+    """The hooks module, loaded (and compiled, the first time with this torch) on first use.
+    Raises HooksUnavailable with a one-line message when it cannot be had."""
+    if _loaded is not None:
+        return _loaded
+    start_loading()
+    worker = _worker
+    if worker is not None:
+        worker.join()
+    if _loaded is not None:
+        return _loaded
+    raise _failure or HooksUnavailable("gpuprof's operator hooks could not be loaded")
+
+
+# ---- gpuprof doctor -------------------------------------------------------------------------------
+def status() -> dict:
+    """For `gpuprof doctor`: which hooks a live session would use, checked as a run checks them
+    (ownership and modes, the manifest, a load in a child process, whether the cache can be
+    written), without loading anything into this process or compiling."""
+    info: dict = {
+        "prebuilt_for": prebuilt_keys(),
+        "cache_dir": str(cache_root() / "hooks"),
+        "compiler": compiler(),
+    }
+    try:
+        import torch
+    except Exception as e:  # not installed, or broken
+        info.update(torch=None, state="no torch", detail=f"torch cannot be imported ({e})")
+        return info
+    build = torch_build(torch)
+    info.update(torch=build["version"], key=cache_key(build))
+    notes = []
+    prebuilt = prebuilt_module(build)
+    if prebuilt is not None:
+        why = check_in_child(prebuilt)
+        if not why:
+            info.update(
+                state="prebuilt",
+                detail=f"built with gpuprof for this torch ({abi_key(build)}); loads in a fresh process",
+            )
+            return info
+        notes.append(f"the hooks prebuilt for this torch do not load: {why}")
+    folder, passed = cache.hooks_dir(create=True)
+    if passed:
+        notes.append("not using " + "; nor ".join(passed))
+    if folder is None:
+        info.update(state="cannot compile", detail="; ".join(notes) + f": {cache.private_hint()}")
+        return info
+    info["cache_dir"] = str(folder)
+    entry = cache.entry(folder, info["key"])
+    tools = missing_build_tools()
+    if entry.state == "ok":
+        why = check_in_child(entry.module)
+        if not why:
+            info.update(
+                state="cached",
+                detail="; ".join(
+                    notes
+                    + [
+                        f"compiled earlier for this torch: {entry.path} (yours or root's, writable by "
+                        "no one else, matches its manifest, loads in a fresh process)"
+                    ]
+                ),
+            )
+            return info
+        if not cache.has_stamp(entry.path, torch_identity()):  # a run checks it in a child too
+            entry.state, entry.why = "bad", f"{entry.module} does not load in a fresh process: {why}"
+    if entry.state == "ok":
+        # A stamp says a child loaded it beside this torch, so a run would load it in its own
+        # process: say so, with the command that removes it.
+        info.update(
+            state="broken",
+            detail="; ".join(
+                notes
+                + [
+                    f"{entry.module} matches its manifest, but loading it in a fresh process: {why}; "
+                    f"a run would load it too: remove it (rm -r {entry.path})"
+                ]
+            ),
         )
-    except Exception as e:  # the compiler's own output goes to a log, the user gets one line
-        log = build_dir / "build-error.log"
-        try:
-            log.write_text(f"{type(e).__name__}: {e}\n")
-        except OSError:
-            log = None
-        raise HooksUnavailable(
-            f"compiling gpuprof's operator hooks for torch {build['version']} failed"
-            + (f" (the compiler's output is in {log})" if log else "")
-            + ". Check that the compiler works (`c++ --version`; at least GCC 9, GCC 11 for torch 2.14), "
-            "or set CXX to another one, then run again"
-        ) from None
-    finally:
-        os.environ["PATH"] = saved_path
+        return info
+    if entry.state == "bad":
+        notes.append(f"a run will move the cached hooks aside ({entry.why}) and compile new ones")
+    try:
+        probe = tempfile.mkdtemp(prefix=".doctor-", dir=folder)  # what a build makes first
+        os.rmdir(probe)
+    except OSError as e:
+        info.update(
+            state="cannot compile",
+            detail="; ".join(
+                notes + [f"the hooks cache {folder} cannot be written ({e.strerror}): {cache.private_hint()}"]
+            ),
+        )
+        return info
+    if tools:
+        info.update(state="cannot compile", detail="; ".join(notes + [tools]))
+        return info
+    info.update(
+        state="needs compile" if entry.state == "absent" else "rebuild",
+        detail="; ".join(
+            notes
+            + [
+                f"compiled into {folder} at the first gpuprof.profile, before its first recorded step "
+                f"({compile_estimate(folder)})"
+            ]
+        ),
+    )
+    return info

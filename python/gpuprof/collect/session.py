@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -21,7 +23,6 @@ from . import exchange as _distributed
 from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
-from .hooks import HooksUnavailable
 from .oom import failure_facts, is_out_of_memory
 from .schedule import ProfilerAction, always_record
 from .tensors import KnownTensors
@@ -182,8 +183,12 @@ class profile:
         self._signals_pending = []
         try:
             self._exchange = None  # made at the first span end (see _gather)
+            first = self.schedule(0)
+            # The operator hooks load (or compile) on a background thread from now on, while the
+            # schedule's wait and warmup steps run; before a recorded step it is waited for.
+            self._await_hooks(first)
             self._step_start_ticks = _core.collector_ticks()
-            self._transition(ProfilerAction.NONE, self.schedule(0))
+            self._transition(ProfilerAction.NONE, first)
             self._nvtx_step()
             self._install_signal_handlers()
         except BaseException:
@@ -348,8 +353,11 @@ class profile:
             elif prev in _RECORDING:
                 self._close_step(now)
             self.step_num += 1
+            new = self.schedule(self.step_num)
+            if self._await_hooks(new):
+                now = _core.collector_ticks()  # the hooks' compile is in no step
             self._step_start_ticks = now
-            self._transition(prev, self.schedule(self.step_num))
+            self._transition(prev, new)
             self._nvtx_step()
 
     # ---- signals --------------------------------------------------------------------------------
@@ -470,7 +478,7 @@ class profile:
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
         if new in _HOOKED:
-            self._hook()
+            self._hook(new)
             if starting_span or leaving_warmup:
                 self._watch_tensors()
         else:
@@ -480,12 +488,33 @@ class profile:
             self._gpu.stop()  # GPU collection
         self.current_action = new
 
-    def _hook(self) -> None:
+    def _await_hooks(self, action: ProfilerAction) -> bool:
+        """Start loading the operator hooks if not yet done, and wait for them before a recorded
+        step (a warmup step waits only for a load, not for a compile). True if it waited."""
+        if self._hooked or self._hooks_note:
+            return False
+        try:
+            _hooks_loader.start_loading()
+            if _hooks_loader.ready() or action not in _HOOKED:
+                return False
+            _hooks_loader.settle()  # loaded, failed, or compiling
+            if _hooks_loader.ready():
+                return True
+            if action == ProfilerAction.WARMUP:
+                return False
+            _hooks_loader.hooks()  # the compile's line said it comes before the first recorded step
+        except Exception:  # said once by _hook, which meets the same failure
+            pass
+        return True
+
+    def _hook(self, action: ProfilerAction = ProfilerAction.RECORD) -> None:
         if self._hooked or self._hooks_note:
             return
+        if action == ProfilerAction.WARMUP and not _hooks_loader.ready():
+            return  # still compiling: the warmup goes on without operators, the record waits
         try:
             hooks = _hooks_loader.hooks()
-        except HooksUnavailable as e:
+        except Exception as e:
             # The training run goes on: steps are still timed, operators are not recorded, and the
             # report says why (once on stderr, and in its metadata).
             self._hooks_note = str(e)
@@ -528,6 +557,7 @@ class profile:
     def _finish_span(
         self, partial: bool, failed: bool = False, peer_failure: bool = False, failure: Optional[dict] = None
     ) -> None:
+        _wait_for_open_collectives()
         self._gpu.flush()  # every GPU record of the span, before the host side stops
         self._record_tensors()  # the storages the span's models and optimizers hold at its end
         _core.collector_stop()
@@ -535,12 +565,16 @@ class profile:
         trace.metadata = {
             "source": "gpuprof live session",
             "pid": str(os.getpid()),
+            "hostname": socket.gethostname(),  # its clock: ranks on one host share it
             "torch": _hooks_loader.installed_torch_version() or "",
         }
         if self._memory_note:
             trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
         if self._hooks_note:
             trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
+        job = _distributed.distributed_info()
+        if job is not None:  # as torch.profiler writes it: the rank and the job's process groups
+            trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
         self._gpu.drain_into(trace)
         dataloaders = self._capture.records()
         rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
@@ -658,6 +692,19 @@ class profile:
         from ..traces.export import export_chrome_trace
 
         return export_chrome_trace(self.report().trace, path)
+
+
+# A backend closes a collective's range on its own thread after handing the result over (gloo marks
+# the future done, then ends the range), so the step that waited for it can end first: the span
+# waits this long at most for such ranges to close, so that its last collective is recorded whole.
+# Nothing of it counts in a step (the span's report is built after the step ended).
+OPEN_COLLECTIVES_WAIT_S = 0.25
+
+
+def _wait_for_open_collectives() -> None:
+    deadline = time.monotonic() + OPEN_COLLECTIVES_WAIT_S
+    while _core.collector_open_collectives() > 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def _steps_text(source: dict) -> str:

@@ -23,16 +23,11 @@ DEFAULT_SCHEDULE = dict(wait=2, warmup=1, active=5, repeat=1)
 
 def rank() -> tuple[int, int]:
     """(rank, world size) of this process: torch.distributed's when it is initialised, else the
-    launcher's variables (torchrun, SLURM), else (0, 1)."""
-    from ..collect.exchange import rank_info
+    launcher's variables (torchrun, mpirun, SLURM: ``collect.exchange.job_rank``), else (0, 1)."""
+    from ..collect.exchange import job_rank
 
-    info = rank_info()  # the session's own view of the job (world size 1 until initialised)
-    if info["world_size"] > 1:
-        return info["rank"], info["world_size"]
-    for r, w in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
-        if os.environ.get(r, "").isdigit() and os.environ.get(w, "").isdigit():
-            return int(os.environ[r]), int(os.environ[w])
-    return 0, 1
+    r, world, _how = job_rank()
+    return r, world
 
 
 def headline(report) -> dict:
@@ -105,27 +100,28 @@ class TrainerSpan:
             self._write(report)
 
     def _write(self, report) -> None:
+        from ..traces.export import save_rank_reports
+
         r, world = rank()
-        folders = [self.out / f"rank{r}"] if world > 1 else [self.out]
-        if world > 1 and r == 0:
-            folders.append(self.out)  # rank 0's report holds every rank's row: the job's report
         span = report.source.get("span", 0)
         stem = "report" if span == 0 else f"report_span{span}"
-        for folder in folders:
-            json_path, html_path = folder / f"{stem}.json", folder / f"{stem}.html"
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                report.to_json(json_path, trace=folder / f"{stem}.trace.json.gz" if self.trace else False)
-                report.to_html(html_path, trace=False)
-            except OSError as e:
-                warnings.warn(
-                    f"gpuprof: could not write the profile to {folder}: {e.strerror or e}; "
-                    "training goes on, the report stays in memory",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                continue
-            self.written += [str(json_path), str(html_path)]
+        written, failed = save_rank_reports(
+            report,
+            self.out,
+            rank=r,
+            world=world,
+            stem=stem,
+            trace_name=f"{stem}.trace.json.gz",
+            trace=self.trace,
+        )
+        self.written += [w for w in written if not w.endswith(".trace.json.gz")]
+        if failed:
+            warnings.warn(
+                f"gpuprof: could not write the profile: {'; '.join(failed)}; training goes on, the "
+                "report stays in memory",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 class SpanOwner:

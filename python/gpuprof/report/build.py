@@ -119,7 +119,7 @@ def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
     """A live span's cross-rank section: its own summary, and every rank's when ``gather`` had them."""
     from ..analysis.ranks import attach, cross_rank, summary_from_report
 
-    if rank["world_size"] > 1:
+    if rank["world_size"] > 1 and "distributedInfo" not in data["metadata"]:
         data["metadata"]["distributedInfo"] = json.dumps(
             {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]}
         )
@@ -224,6 +224,23 @@ def cross_rank_report(results: list[tuple], skipped: Optional[list] = None) -> R
     from ..analysis.summaries import summarize_file
 
     results = [r for r in results if r is not None]
+
+    # One span of one rank saved twice (gpuprof run, gpuprof.save and the trainer adapters write rank
+    # 0's report into OUT/rank0/ and, as the job's report, into OUT/): the copy at OUT/ of a report
+    # of the same rank and the same steps, to the number, in OUT/rank<N>/ counts once.
+    def span_key(s: dict) -> tuple:
+        return (s["rank"], s.get("hostname", ""), json.dumps(s["steps"], sort_keys=True))
+
+    in_rank_folders = {
+        (str(Path(s["source"]).parent.parent), span_key(s))
+        for s, _ in results
+        if s.get("from_report") and Path(s["source"]).parent.name == f"rank{s['rank']}"
+    }
+    results = [
+        (s, d)
+        for s, d in results
+        if not (s.get("from_report") and (str(Path(s["source"]).parent), span_key(s)) in in_rank_folders)
+    ]
     notes = []
     ranks = [s["rank"] for s, _ in results]
     if len(set(ranks)) != len(ranks):

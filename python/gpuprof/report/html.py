@@ -443,7 +443,19 @@ def _ranks(report) -> dict:
         "ranks_headers": sec.RANK_HEADERS,
         "ranks_rows": sec.rank_rows(data),
         "ranks_summary": sec.rank_summary_lines(data) if shown else [],
+        "merged": sec.merged_timeline(data),
     }
+
+
+def _merged_href(merged: Optional[dict], written_to) -> str:
+    """The merged timeline's place relative to the HTML file being written (the job's report at the
+    top of the folder, or rank 0's copy in rank0/); "" when either is not known."""
+    if not merged or not merged.get("path") or written_to is None:
+        return ""
+    from urllib.parse import quote
+
+    here = os.path.dirname(os.path.abspath(os.fspath(written_to)))
+    return quote(os.path.relpath(os.path.abspath(merged["path"]), here).replace(os.sep, "/"))
 
 
 def _about(report) -> dict:
@@ -470,10 +482,11 @@ class HtmlRenderer:
     # this order (overview and steps, timelines, ranks, GPU, memory, tables and advice, about).
     sections = (_overview, _devices, _memory, _memory_view, _tables_and_advice, _ranks, _about)
 
-    def render(self, report, *, full: bool = True) -> str:
+    def render(self, report, *, full: bool = True, written_to=None) -> str:
         ctx: dict = {"full": full}
         for section in self.sections:
             ctx.update(section(report))
+        ctx["merged_href"] = _merged_href(ctx.get("merged"), written_to)
         return _environment().get_template("report.html.j2").render(**ctx)
 
 

@@ -241,6 +241,16 @@ SCHEMA: dict = {
         "memory_growth": _by_device("memory_growth"),
         "out_of_memory": _object("out_of_memory"),
         "ranges": _rows("ranges"),
+        "collectives": _rows("collectives"),
+        # Every collective call: [row of collectives[], step, dur_us, end_us, bytes or null]; null
+        # when there were too many to keep.
+        "collective_calls": {
+            "type": ["array", "null"],
+            "items": {
+                "type": "array",
+                "prefixItems": [_INT, _INT, _NUM, _NUM, {"type": ["integer", "null"]}],
+            },
+        },
         "compiled": {
             "type": "object",
             "properties": {

@@ -216,7 +216,7 @@ class Report:
         with the Chrome trace beside it unless ``trace=False``."""
         from .renderers import HTML
 
-        return self._write(HTML, path, trace)
+        return self._write(HTML, path, trace, written_to=path)
 
     def _write(self, renderer, path, trace, **options) -> str:
         if path is not None:

@@ -42,7 +42,27 @@ _LEADING = [
 ]
 _NAME_KEYS = ("name", "op", "kernel")
 # Columns of text (names), left-aligned in every format.
-TEXT_COLUMNS = ("name", "kernel", "operator", "kind")
+TEXT_COLUMNS = ("name", "kernel", "operator", "kind", "process_group", "pg_desc", "group_ranks", "timed_by")
+# The collectives table's columns in the order that reads best (what a short table keeps first):
+# which collective in which group, how much, how long, how much of it waiting, at what bandwidth.
+_COLLECTIVE_COLUMNS = (
+    "name",
+    "process_group",
+    "calls",
+    "bytes",
+    "total_us",
+    "wait_us",
+    "busbw_gbps",
+    "transfer_us",
+    "algbw_gbps",
+    "mean_us",
+    "pg_desc",
+    "group_size",
+    "group_ranks",
+    "timed_by",
+)
+# Longer text is cut to this many characters in a table cell (a 300-rank group's ranks).
+_CELL_CHARS = 40
 _SORT_KEYS = (
     "total_us",
     "device_total_us",
@@ -124,7 +144,8 @@ def columns(rows: list[dict], limit: Optional[int] = None) -> list[str]:
     present = [k for k in present if not (k.startswith("device_") and all(not row.get(k) for row in rows))]
     if not any(k.startswith("device_") for k in present):
         present = [k for k in present if k != "tc_eligible"]
-    ordered = [k for k in _LEADING if k in present] + [k for k in present if k not in _LEADING]
+    leading = _COLLECTIVE_COLUMNS if "busbw_gbps" in present and "process_group" in present else _LEADING
+    ordered = [k for k in leading if k in present] + [k for k in present if k not in leading]
     return ordered[:limit] if limit else ordered
 
 
@@ -215,7 +236,8 @@ def fmt(col: str, value: Any) -> str:
         if isinstance(value, float):
             return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         return f"{value:,}"
-    return printable(value)
+    text = printable(value)
+    return text if col != "group_ranks" or len(text) <= _CELL_CHARS else text[: _CELL_CHARS - 1] + "\u2026"
 
 
 def sort_value(value: Any) -> str:
@@ -675,3 +697,40 @@ def rank_summary_lines(data: dict) -> list[str]:
         else:
             lines.append("no straggler: no rank spends longer outside collectives than the others' noise")
     return lines
+
+
+def summary_line(report) -> str:
+    """One line of a report: its steps, the mean step and the three largest shares of it (what each
+    rank of a job prints under a launcher, where every rank's output lands in one terminal)."""
+    numbers = [s["step"] for s in report.steps]
+    if not numbers:
+        return "no complete step recorded"
+    avg = report.average
+    shares = sorted(
+        ((avg.get(f"{k}_pct") or 0.0, name) for k, name in CATEGORIES if avg.get(f"{k}_pct")), reverse=True
+    )
+    top = ", ".join(f"{name} {pct:.1f}%" for pct, name in shares[:3])
+    return f"steps {numbers[0]}..{numbers[-1]}, mean step {avg.get('total_us', 0.0) / 1000.0:.2f} ms" + (
+        f" ({top})" if top else ""
+    )
+
+
+def merged_timeline(data: dict) -> Optional[dict]:
+    """For a report of several ranks: how to get every rank on one timeline (``gpuprof export``) and,
+    when the report's trace sits in a job folder's ``rank<N>/`` (gpuprof run, gpuprof.save), where
+    that writes it: {"command", "path" or None}."""
+    if len(data.get("ranks") or []) < 2:
+        return None
+    import os
+    import shlex
+    from pathlib import PurePath
+
+    from ..traces.export import MERGED_TIMELINE_NAME
+
+    trace = (data.get("source") or {}).get("trace_path")
+    parent = PurePath(trace).parent if trace else None
+    job = str(parent.parent) if parent is not None and re.fullmatch(r"rank\d+", parent.name) else None
+    return {
+        "command": f"gpuprof export {shlex.quote(job) if job else 'DIR'} --merged",
+        "path": os.path.join(job, MERGED_TIMELINE_NAME) if job else None,
+    }

@@ -246,6 +246,10 @@ def _ranks(console: Console, report) -> None:
         console.print(sec.printable(line))
 
 
+def _collectives(console: Console, report) -> None:
+    _table(console, "Collectives", sec.section(report.data, "collectives"), TOP_ROWS)
+
+
 def _devices(console: Console, report) -> None:
     _gpu_summary(console, sec.devices(report.data))
 
@@ -316,6 +320,7 @@ class TextRenderer:
         _breakdown_bar,
         _steps,
         _ranks,
+        _collectives,
         _devices,
         _memory,
         _top_tables,

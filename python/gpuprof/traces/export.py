@@ -10,12 +10,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 from .._native import _core
 from .atomic import failure_reason, replace_atomically
 
 log = logging.getLogger("gpuprof")
+
+# Where `gpuprof export DIR --merged` writes the merged timeline of a job's ranks by default (and where
+# the job's HTML report links to it).
+MERGED_TIMELINE_NAME = "merged.trace.json.gz"
 
 
 def export_chrome_trace(trace, path: Union[str, os.PathLike]) -> str:
@@ -62,10 +66,102 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
     return written, failed
 
 
+def rank_traces(folder: Union[str, os.PathLike], unrecognised: Optional[list] = None) -> list[tuple]:
+    """The Chrome traces of a folder of ranks, one per span of a rank: ``(path, rank or None)``,
+    the rank as the saved report that wrote the trace says it (None for a torch.profiler trace:
+    its distributedInfo says it once read). A report and its own trace are one (the job's copy of
+    rank 0's report at the top of a ``gpuprof run`` folder names the same trace as rank 0's)."""
+    import json
+
+    from .folders import is_report, own_trace, rank_files
+
+    found: dict = {}
+    for f in rank_files(folder, unrecognised):
+        if is_report(f):
+            trace = own_trace(f)
+            if trace is None:
+                continue  # a report saved without its trace has no events to draw
+            try:
+                with open(f, encoding="utf-8") as fh:
+                    rank = (json.load(fh).get("distributed") or {}).get("rank")
+            except (OSError, ValueError):
+                rank = None
+            key = trace.resolve()
+            if found.get(key, (None, None))[1] is None:
+                found[key] = (trace, rank if isinstance(rank, int) else None)
+        else:
+            found.setdefault(f.resolve(), (f, None))
+    return sorted(found.values(), key=lambda t: str(t[0]))
+
+
+def write_merged(out: Union[str, os.PathLike], ranks: list, metadata: dict) -> str:
+    """Write the merged timeline of ``ranks`` (``(trace path, rank, offset_ns, label)`` each, read
+    one at a time) to ``out`` (gzip when it ends in .gz), whole or not at all."""
+    import json
+
+    from .read import import_trace
+
+    def write(tmp: str) -> None:
+        merged = _core.MergedChromeTrace(tmp, json.dumps(metadata))
+        for path, rank, offset_ns, label in ranks:
+            trace, _stats = import_trace(path)
+            merged.add(trace, rank, offset_ns, label)
+            del trace
+        merged.close()
+
+    replace_atomically(Path(out), write)
+    return str(out)
+
+
+def rank_folders(out: Union[str, os.PathLike], rank: int, world: int) -> list[Path]:
+    """Where the report of ``rank`` of a ``world``-rank job goes under ``out``: ``out`` itself in a
+    one-process run; ``out/rank<N>`` for each rank of a job, and ``out`` too for rank 0, whose
+    report holds every rank's row (the job's report, docs/distributed.md). ``gpuprof analyze out``
+    reads the layout back: rank 0's two copies are one rank."""
+    out = Path(out)
+    if world <= 1:
+        return [out]
+    return [out / f"rank{rank}"] + ([out] if rank == 0 else [])
+
+
+def save_rank_reports(
+    report,
+    out: Union[str, os.PathLike],
+    *,
+    rank: int,
+    world: int,
+    stem: str = "report",
+    trace_name: str = "trace.json.gz",
+    trace: bool = True,
+    formats: tuple = ("json", "html"),
+) -> tuple[list[str], list[str]]:
+    """Write ``report`` as ``<stem>.json`` and ``<stem>.html`` (``formats``) into each of ``rank_folders(out,
+    rank, world)``, with its Chrome trace (``trace_name``) in the first (the rank's own folder; the
+    job's copy says where it is). For code on the training thread: nothing raises; returns (the
+    files written, one "PATH: reason" per file or folder that could not be)."""
+    written: list[str] = []
+    failed: list[str] = []
+    for i, folder in enumerate(rank_folders(out, rank, world)):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            failed.append(f"{folder}: {failure_reason(e)}")
+            continue
+        ends = {"json": ".json", "html": ".html", "markdown": ".md"}
+        files = [(folder / f"{stem}{ends[fmt]}", fmt) for fmt in formats]
+        w, f = save_report_files(report, files, folder / trace_name if trace and i == 0 else False)
+        written += w
+        failed += f
+    return written, failed
+
+
 def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callable:
     """An ``on_trace_ready`` callable that writes each completed span to
     ``<directory>/span_<N>/report.json`` and ``trace.json.gz`` (``trace.json`` when not
-    ``compress``). ``gpuprof analyze <directory>`` reads them back, one report per span.
+    ``compress``). ``gpuprof analyze <directory>`` reads them back, one report per span. In a job of
+    several ranks each rank writes ``span_<N>/rank<R>/`` and rank 0 also ``span_<N>/report.json``,
+    its cross-rank report (``rank_folders``): ``gpuprof analyze <directory>/span_<N>`` is that span's
+    job.
 
     It runs on the training thread, so it never raises: a file that cannot be written (a full disk,
     a folder that went away) is one warning naming it and why, on the ``gpuprof`` logger (stderr by
@@ -75,12 +171,20 @@ def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callab
     root = Path(directory)
 
     def _save(prof) -> None:
+        from ..collect.exchange import job_rank
+
         report = prof.report()
         span = report.source.get("span", 0)
-        folder = root / f"span_{int(span):03d}"
-        trace_file = folder / ("trace.json.gz" if compress else "trace.json")
+        rank, world, _how = job_rank()
         # The report says where its trace is.
-        _written, failed = save_report_files(report, [(folder / "report.json", "json")], trace_file)
+        _written, failed = save_rank_reports(
+            report,
+            root / f"span_{int(span):03d}",
+            rank=rank,
+            world=world,
+            trace_name="trace.json.gz" if compress else "trace.json",
+            formats=("json",),
+        )
         if failed:
             log.warning(
                 "gpuprof: could not save span %s: %s; training goes on and prof.report() holds it",

@@ -17,15 +17,25 @@ _SNIFF = 1 << 12
 
 
 def report_files(folder: Union[str, os.PathLike]) -> list[Path]:
-    """gpuprof's own saved reports in ``folder`` (``*.json`` starting with a ``schema_version``)."""
+    """gpuprof's own saved reports in ``folder`` (``*.json`` starting with a ``schema_version``),
+    but for the reports of an out-of-memory error outside the recorded steps: a failure's record
+    beside a run's reports, not a rank's steps (read them by their name)."""
     out = []
     for p in sorted(Path(folder).rglob("*.json")):
         try:
-            if is_report(p):
+            if is_report(p) and not _is_failure_report(p):
                 out.append(p)
         except OSError:
             continue
     return out
+
+
+_FAILURE_KIND = re.compile(rb'"source":\s*\{\s*"kind":\s*"out_of_memory"')
+
+
+def _is_failure_report(p: Path) -> bool:
+    with open(p, "rb") as f:
+        return _FAILURE_KIND.search(f.read(_SNIFF)) is not None
 
 
 _TRACE_PATH = re.compile(rb'"trace_path":\s*"((?:[^"\\]|\\.)*)"')
@@ -77,20 +87,40 @@ _NOT_TRACES = {"report.json"}
 _SNIFF_BYTES = 1 << 16
 
 
+def is_merged_timeline(path: Path) -> bool:
+    """A merged timeline of several ranks (``gpuprof export DIR --merged``): its head names
+    ``gpuprofMerged``. Not one process's trace, so folder scans leave it out."""
+    try:
+        if path.name.endswith(".gz"):
+            import gzip
+
+            with gzip.open(path, "rb") as f:
+                head = f.read(256)
+        else:
+            with open(path, "rb") as f:
+                head = f.read(256)
+    except (OSError, EOFError, ValueError):
+        return False
+    return b'"gpuprofMerged"' in head
+
+
 def _looks_like_trace(path: Path) -> bool:
     """Folder scan rule: every ``*.json.gz``, and a ``*.json`` whose first 64 KiB mention
-    ``"traceEvents"`` or that starts with ``[`` (the Chrome "JSON Array Format")."""
+    ``"traceEvents"`` or that starts with ``[`` (the Chrome "JSON Array Format"); not a merged
+    timeline of several ranks."""
     name = path.name
     if name in _NOT_TRACES:
         return False
     if name.endswith(".json.gz"):
-        return True
+        return not is_merged_timeline(path)
     if not name.endswith(".json"):
         return False
     try:
         with open(path, "rb") as f:
             head = f.read(_SNIFF_BYTES)
     except OSError:
+        return False
+    if b'"gpuprofMerged"' in head[:256]:
         return False
     return b'"traceEvents"' in head or head.lstrip().startswith(b"[")
 
