@@ -122,9 +122,17 @@ def child(ops: int, variants: list[str]) -> None:
             print(f"MEASURED {name}@{n}", flush=True)
 
 
-def measure(ops: int, before_dir: str | None) -> dict:
+def callgrind_counts(
+    script: str, ops: int, before_dir: str | None, extra_args: tuple = ()
+) -> tuple[dict, str]:
+    """Runs ``script --child --ops N`` under callgrind and returns the instructions of each of its
+    measured segments ({label: count}, labels from its ``MEASURED <label>`` lines) and the gpuprof
+    package it used. bench/modules_callgrind.py measures with it too."""
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
+        # Python's string hashing is seeded at random per process: dict probes (attribute lookups)
+        # then take a few instructions more or less per op from run to run. One seed for every run.
+        env["PYTHONHASHSEED"] = "0"
         if before_dir:
             env["PYTHONPATH"] = os.path.abspath(before_dir) + os.pathsep + env.get("PYTHONPATH", "")
             # the cached first-use build must not stand in for the prebuilt hooks of DIR
@@ -144,10 +152,11 @@ def measure(ops: int, before_dir: str | None) -> dict:
             "--dump-instr=no",
             "--dump-line=no",
             sys.executable,
-            os.path.abspath(__file__),
+            os.path.abspath(script),
             "--child",
             "--ops",
             str(ops),
+            *extra_args,
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -170,7 +179,11 @@ def measure(ops: int, before_dir: str | None) -> dict:
             capture_output=True,
             text=True,
         ).stdout.strip()
-    counts = {label: total for label, (_, total) in zip(order, dumps)}
+    return {label: total for label, (_, total) in zip(order, dumps)}, os.path.dirname(version)
+
+
+def measure(ops: int, before_dir: str | None) -> dict:
+    counts, package = callgrind_counts(__file__, ops, before_dir)
     # Per op: the difference between the 3N and the N loop, so that nothing paid once per loop
     # (its first iteration, a lazily grown buffer, a stray background thread's burst) counts.
     per_op = {
@@ -187,7 +200,7 @@ def measure(ops: int, before_dir: str | None) -> dict:
         "record_shapes": added["gpuprof shapes"] / added["torch.profiler shapes"],
     }
     return {
-        "gpuprof_package": os.path.dirname(version),
+        "gpuprof_package": package,
         "instructions_per_op": per_op,
         "added_instructions_per_op": added,
         "ratio_gpuprof_to_torch_profiler": ratio,

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/memory.h"
+#include "gpuprof/modules.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tables.h"
 #include "gpuprof/tensor_cores.h"
@@ -154,6 +156,25 @@ const std::vector<Field<OperatorRow>> kOperatorFields = {
     {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
     {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
 };
+
+// The parent is named by its path (None for a root): the rows' own key, as in the JSON.
+py::list module_dicts(const std::vector<ModuleRow>& rows) {
+  const std::vector<Field<ModuleRow>> fields = {
+      member("path", &ModuleRow::path),
+      member("type", &ModuleRow::type),
+      {"parent",
+       [&rows](const ModuleRow& r) {
+         return r.parent < rows.size() ? py::object(py::str(rows[r.parent].path)) : py::object(py::none());
+       }},
+      member("depth", &ModuleRow::depth),
+      member("calls", &ModuleRow::calls),
+      micros("host_total_us", &ModuleRow::host_total_ns),
+      micros("host_self_us", &ModuleRow::host_self_ns),
+      micros("device_total_us", &ModuleRow::device_total_ns),
+      micros("device_self_us", &ModuleRow::device_self_ns),
+  };
+  return row_dicts(rows, fields);
+}
 
 const std::vector<Field<RangeRow>> kRangeFields = {
     member("name", &RangeRow::name),
@@ -341,6 +362,12 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   out["kernels"] = row_dicts(a.kernels, kKernelFields);
   out["kernel_ops"] = row_dicts(a.kernel_ops, kKernelOpFields);
   out["operators"] = row_dicts(a.operators, kOperatorFields);
+  out["modules"] = module_dicts(a.modules.rows);
+  // Each event's module row (uint32, native order; 0xffffffff none), for the step timelines: only
+  // when the trace has module calls.
+  if (!a.modules.row_of.empty())
+    out["module_of_event"] = py::bytes(reinterpret_cast<const char*>(a.modules.row_of.data()),
+                                       a.modules.row_of.size() * sizeof(uint32_t));
   out["ranges"] = row_dicts(a.ranges, kRangeFields);
   out["copies"] = row_dicts(a.copies, kCopyFields);
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
@@ -370,6 +397,19 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   for (const CollectiveCall& c : a.collectives.calls)
     calls.append(py::make_tuple(c.row, c.step, us(c.dur_ns), us(c.end_ns), or_none(c.bytes)));
   out["collective_calls"] = calls;
+  const Plausibility& p = a.plausibility;
+  py::dict plausibility;
+  plausibility["occupancy_clamped_kernels"] = p.occupancy_clamped_kernels;
+  plausibility["occupancy_max_pct"] = p.occupancy_max_pct;
+  plausibility["memory_over_capacity_samples"] = p.memory_over_capacity_samples;
+  plausibility["memory_over_capacity_max_bytes"] = p.memory_over_capacity_max_bytes;
+  plausibility["memory_over_capacity_device_bytes"] = p.memory_over_capacity_device_bytes;
+  plausibility["memory_over_capacity_device"] = p.memory_over_capacity_device;
+  out["plausibility"] = plausibility;
+  py::dict long_names;
+  for (const AnalysisTables::LongName& n : a.long_names)
+    long_names[py::str(n.shown)] = py::str(n.id != kNoIndex ? t.strings.at(n.id) : n.full);
+  out["long_names"] = long_names;
   return out;
 }
 
@@ -611,18 +651,24 @@ void bind_analysis(py::module_& m) {
       "of this trace, which spares linking the launches again.");
   m.def(
       "step_timeline",
-      [](const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap) {
+      [](const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap, std::optional<py::bytes> module_of) {
+        std::vector<uint32_t> rows;
+        if (module_of) {
+          const std::string_view b = *module_of;
+          rows.resize(b.size() / sizeof(uint32_t));
+          std::memcpy(rows.data(), b.data(), rows.size() * sizeof(uint32_t));
+        }
         StepTimeline tl;
         {
           py::gil_scoped_release release;
-          tl = step_timeline(t, start_ns, end_ns, cap);
+          tl = step_timeline(t, start_ns, end_ns, cap, module_of ? &rows : nullptr);
         }
         // One Python string per category and kind, shared by every row.
         std::vector<py::str> cats, kinds;
         for (int c = 0; c < kNumCategories; ++c) cats.emplace_back(category_key(static_cast<Category>(c)));
         for (int k = 0; k <= static_cast<int>(EventKind::Other); ++k)
           kinds.emplace_back(event_kind_key(static_cast<EventKind>(k)));
-        py::list rows(tl.events.size());
+        py::list events(tl.events.size());
         for (size_t i = 0; i < tl.events.size(); ++i) {
           const TimelineEvent& e = tl.events[i];
           py::list r(6);
@@ -632,22 +678,29 @@ void bind_analysis(py::module_& m) {
           r[3] = py::float_(static_cast<double>(e.dur_ns) / 1000.0);
           r[4] = cats[static_cast<size_t>(e.category)];
           r[5] = kinds[static_cast<size_t>(e.kind)];
-          rows[i] = std::move(r);
+          events[i] = std::move(r);
         }
         py::dict counts;
         for (const auto& [kind, n] : tl.counts) counts[kinds[static_cast<size_t>(kind)]] = n;
         py::dict out;
         out["lane_order"] = tl.lanes;
         out["names"] = tl.names;
-        out["events"] = rows;
+        out["events"] = events;
+        if (module_of) {
+          py::list modules(tl.events.size());
+          for (size_t i = 0; i < tl.events.size(); ++i)
+            modules[i] = py::int_(tl.events[i].module == kNoIndex ? -1 : int64_t(tl.events[i].module));
+          out["module_of"] = modules;
+        }
         out["counts"] = counts;
         out["total"] = tl.total;
         return out;
       },
-      py::arg("trace"), py::arg("start_ns"), py::arg("end_ns"), py::arg("cap"),
+      py::arg("trace"), py::arg("start_ns"), py::arg("end_ns"), py::arg("cap"), py::arg("module_of") = py::none(),
       "The HTML timeline of one step [start_ns, end_ns): lane_order and names (first seen), events as "
       "[lane, name, start_us (from start_ns), dur_us, category, kind] sorted by start, counts per kind, "
-      "and total (events before the cap: device work kept first, then the longest).");
+      "and total (events before the cap: device work kept first, then the longest). With module_of "
+      "(gpu_tables(...)['module_of_event']), also module_of: each event's module row (-1: none).");
   m.def(
       "memory_curve",
       [](const Trace& t, size_t max_points) {
@@ -688,8 +741,8 @@ void bind_analysis(py::module_& m) {
       "utilization_pct, sm_efficiency_pct}]}.");
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         py::arg("process_groups") = py::none(),
-        "The step breakdown, the GPU summary over its steps, and the kernel, operator, copy, sync, "
-        "per-step memory and collective tables, as lists of rows: every analysis of a Report, from one "
+        "The step breakdown, the GPU summary over its steps, and the kernel, operator, module, copy, "
+        "sync, per-step memory and collective tables, as lists of rows: every analysis of a Report, from one "
         "breakdown. process_groups: the job's groups as distributedInfo's pg_config lists them.");
   m.def(
       "collective_bandwidths",

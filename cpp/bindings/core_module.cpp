@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "gpuprof/breakdown.h"
@@ -83,6 +84,10 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
   out["dropped_incomplete_last"] = r.dropped_incomplete_last;
   out["duplicate_step_markers"] = r.duplicate_step_markers;
   out["nested_step_markers"] = r.nested_step_markers;
+  out["malformed_step_markers"] = r.malformed_step_markers;
+  out["malformed_step_example"] = r.malformed_step_example;
+  out["skewed_device_events"] = r.skewed_device_events;
+  out["max_launch_skew_ns"] = r.max_launch_skew_ns;
   return out;
 }
 
@@ -207,6 +212,18 @@ PYBIND11_MODULE(_core, m) {
       py::arg("key"), py::arg("name"));
   m.def(
       "collector_range_exit",
+      [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
+      py::arg("key"));
+  // The module view's hooks (collect/modules.py): one range per nn.Module call, named
+  // "nn.Module: <segment> (<Type>)" (modules.h). A str is read in place, not copied.
+  m.def(
+      "collector_module_enter",
+      [](uint64_t key, std::string_view name) {
+        collect::host_enter(reinterpret_cast<const void*>(key), name, EventKind::PythonFunction, collect::ticks());
+      },
+      py::arg("key"), py::arg("name"));
+  m.def(
+      "collector_module_exit",
       [](uint64_t key) { collect::host_exit(reinterpret_cast<const void*>(key), collect::ticks()); },
       py::arg("key"));
   m.def(

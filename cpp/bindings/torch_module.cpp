@@ -8,7 +8,10 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_torchhooks, m) {
   m.doc() = "gpuprof RecordFunction hooks (links LibTorch)";
-  m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false);
+  m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false,
+        py::arg("autograd_links") = false,
+        "Install the operator hooks; autograd_links: also record each op's autograd sequence number "
+        "and forward thread (the module view attributes backward ops by them).");
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);
   m.def("_install_idle", &gpuprof::collect::install_idle_hooks, py::arg("needs_inputs") = false,

@@ -339,6 +339,58 @@ TEST(Breakdown, NestedStepMarkerIsDropped) {
   EXPECT_EQ(r.duplicate_step_markers, 0);
 }
 
+// A marker whose name holds no step number (ProfilerStep#abc) is a step all the same, numbered
+// after the step before it, and counted with its name for the report; it used to be numbered by
+// its position among the markers (here 1: a second "step 1" beside the real one).
+//   #1 [0,100), #abc [100,200), #3 [200,300)  -> steps 1, 2, 3; one malformed marker.
+//   #xyz [0,100) first, then #5 [100,200)      -> steps 4, 5.
+TEST(Breakdown, MalformedStepNumbersAreCountedNotStepZero) {
+  Trace t;
+  step(t, 1, 0, 100);
+  t.add(EventKind::StepMarker, "ProfilerStep#abc", 100, 100);
+  step(t, 3, 200, 300);
+  BreakdownResult r = compute_breakdown(t);
+  ASSERT_EQ(r.steps.size(), 3u);
+  EXPECT_EQ(r.steps[0].step, 1);
+  EXPECT_EQ(r.steps[1].step, 2);
+  EXPECT_EQ(r.steps[1].start_ns, 100);
+  EXPECT_EQ(r.steps[2].step, 3);
+  EXPECT_EQ(r.malformed_step_markers, 1);
+  EXPECT_EQ(r.malformed_step_example, "ProfilerStep#abc");
+
+  Trace u;
+  u.add(EventKind::StepMarker, "ProfilerStep#xyz", 0, 100);
+  step(u, 5, 100, 200);
+  BreakdownResult q = compute_breakdown(u);
+  ASSERT_EQ(q.steps.size(), 2u);
+  EXPECT_EQ(q.steps[0].step, 4);
+  EXPECT_EQ(q.steps[1].step, 5);
+  EXPECT_EQ(q.malformed_step_markers, 1);
+}
+
+// A kernel that starts 1000 s after the runtime call that launched it (clock skew between the host
+// and device records) would make its step 1000 s long; it is left out of the step boundaries and
+// counted, as is one that starts 2 s before its launch. Kernels a few ms late are normal.
+//   #1 [0, 10 ms), #2 [10 ms, 20 ms), #3 [20 ms, 30 ms); each step's cudaLaunchKernel at +1 ms;
+//   #1's kernel runs [2 ms, 5 ms), #2's [11 ms + 1000 s, ...), #3's 2 s before its launch.
+TEST(Breakdown, ClockSkewedKernelsDoNotStretchSteps) {
+  constexpr int64_t ms = 1000 * 1000, s = 1000 * ms;
+  Trace t;
+  step(t, 1, 0, 10 * ms);
+  step(t, 2, 10 * ms, 20 * ms);
+  step(t, 3, 20 * ms, 30 * ms);
+  launch(t, 1, 1 * ms, 1 * ms + 10, EventKind::Kernel, 2 * ms, 5 * ms);
+  launch(t, 2, 11 * ms, 11 * ms + 10, EventKind::Kernel, 11 * ms + 1000 * s, 14 * ms + 1000 * s);
+  launch(t, 3, 21 * ms, 21 * ms + 10, EventKind::Kernel, 21 * ms - 2 * s, 24 * ms - 2 * s);
+  BreakdownResult r = compute_breakdown(t);
+  ASSERT_EQ(r.steps.size(), 3u);   // skewed kernels still count as their steps' device work
+  EXPECT_EQ(r.steps[1].end_ns, 20 * ms);   // was 1000.014 s
+  EXPECT_EQ(r.steps[1].total_ns(), 10 * ms);
+  EXPECT_EQ(r.skewed_device_events, 2);
+  EXPECT_EQ(r.max_launch_skew_ns, 1000 * s);   // 11 ms + 1000 s - 11 ms
+  EXPECT_EQ(r.steps[0].ns[K], 3 * ms);
+}
+
 // NCCL kernels count as Communication, not Kernel; driver calls are not Runtime (the plugin's rule)
 // but still tie their kernels to a step.
 //   #1 [0,100): cuLaunchKernel (driver) [5,10) -> ncclKernel_AllReduce [20,50)

@@ -7,6 +7,7 @@
 
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/plausibility.h"
 #include "gpuprof/tables.h"
 #include "trace_builders.h"
 
@@ -269,6 +270,47 @@ TEST(GpuSummary, DeltaOnlyMemorySamplesGiveNoPeak) {
   const std::vector<DeviceSummary> s = summarize_devices(t);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].peak_allocated_bytes, -1);
+}
+
+// Occupancy is a share of an SM's warp slots: Kineto's recorded 500% is taken as 100% by the GPU
+// summary and the kernel table, and counted (it was reported as 500%). Allocator levels above the
+// device's 16 GiB are counted with the largest one.
+//   K1 [100,300) at 500% and K2 [200,400) at 80%: occupancy (100 x 200 + 80 x 200) / 400 = 90.
+TEST(Plausibility, OccupancyAboveOneHundredIsClampedAndCounted) {
+  Trace t = three_kernel_step();
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::Kernel && t.name_of(e) == "volta_sgemm_128x64_nn")
+      t.kernels[e.aux].est_occupancy_pct = 500.0f;
+  const std::vector<DeviceSummary> s = summarize_devices(t);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_DOUBLE_EQ(s[0].achieved_occupancy_pct, 90.0);
+  const std::vector<KernelRow> rows = kernel_table(t);
+  for (const KernelRow& k : rows)
+    if (k.name == "volta_sgemm_128x64_nn") EXPECT_DOUBLE_EQ(k.mean_occupancy_pct, 100.0);
+  const Plausibility p = check_plausibility(t);
+  EXPECT_EQ(p.occupancy_clamped_kernels, 1);
+  EXPECT_FLOAT_EQ(p.occupancy_max_pct, 500.0f);
+  EXPECT_EQ(p.memory_over_capacity_samples, 0);
+}
+
+TEST(Plausibility, MemoryAboveTheDeviceIsCounted) {
+  Trace t = three_kernel_step();
+  MemorySample m;
+  m.device = 0;
+  m.ts_ns = 600;
+  m.total_allocated = 1LL << 49;   // 512 TiB on a 16 GiB GPU
+  t.memory.push_back(m);
+  m.total_allocated = 1LL << 20;
+  m.total_reserved = 17LL << 30;   // reserved above it too
+  t.memory.push_back(m);
+  m.device = 1;                    // another GPU: within its memory
+  m.total_reserved = 1LL << 30;
+  t.memory.push_back(m);
+  const Plausibility p = check_plausibility(t);
+  EXPECT_EQ(p.memory_over_capacity_samples, 2);
+  EXPECT_EQ(p.memory_over_capacity_max_bytes, 1LL << 49);
+  EXPECT_EQ(p.memory_over_capacity_device_bytes, 16LL << 30);
+  EXPECT_EQ(p.memory_over_capacity_device, 0);
 }
 
 // Communication/compute overlap (docs/distributed.md, "Overlap"): the union of NCCL kernels inside

@@ -14,6 +14,8 @@
 #include "gpuprof/breakdown.h"
 #include "gpuprof/chrome_export.h"
 #include "gpuprof/kineto_import.h"
+#include "gpuprof/launch_links.h"
+#include "gpuprof/modules.h"
 #include "trace_dump.h"
 
 using namespace gpuprof;
@@ -239,6 +241,49 @@ TEST(KinetoImport, InputDimsBecomeTheOpsInputShapesAsRecordShapesWritesThem) {
   EXPECT_EQ(shapes(6), "[[5, 3], [], []]");   // what record_shapes gives live for dense + 1
 }
 
+TEST(KinetoImport, AutogradLinksAndModuleCallsForTheModuleView) {
+  // What torch.profiler(with_stack=True) writes for a Linear's forward and backward: the module
+  // call as a python_function "nn.Module: Linear_0", the forward op with its autograd sequence
+  // number (and "Fwd thread id" 0), the backward op with the same number and the forward thread.
+  // Host ops keep the link in their correlation slot (event.h); a runtime call keeps its
+  // correlation id. Exported and read back, the link and the module view stay the same.
+  const std::string json = R"J({"traceEvents":[
+     {"ph":"X","cat":"python_function","name":"nn.Module: Linear_0","pid":1,"tid":1,"ts":0,"dur":50,
+       "args":{"Python parent id":1,"Python id":4,"Python module id":0}},
+     {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":10,"dur":30,
+       "args":{"External id":2,"Sequence number":7,"Fwd thread id":0}},
+     {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":12,"dur":2,
+       "args":{"correlation":9,"External id":2}},
+     {"ph":"X","cat":"cpu_op","name":"autograd::engine::evaluate_function: AddmmBackward0","pid":1,"tid":2,
+       "ts":100,"dur":40,"args":{"External id":3,"Sequence number":7,"Fwd thread id":1}},
+     {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":2,"ts":110,"dur":20,"args":{"External id":4}}
+    ]})J";
+  const Trace t = import_text(json);
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[0].kind, EventKind::PythonFunction);
+  AutogradLink fwd = autograd_link(t.events[1]), bwd = autograd_link(t.events[3]);
+  EXPECT_TRUE(fwd.present && !fwd.backward);
+  EXPECT_EQ(fwd.sequence_nr, 7u);
+  EXPECT_EQ(fwd.thread, 0u);   // a forward op's own thread is not in the trace
+  EXPECT_TRUE(bwd.present && bwd.backward);
+  EXPECT_EQ(bwd.sequence_nr, 7u);
+  EXPECT_EQ(bwd.thread, 1u);
+  EXPECT_FALSE(autograd_link(t.events[4]).present);
+  EXPECT_EQ(t.events[2].correlation, 9u);
+  auto view_of = [](const Trace& trace) {
+    const ModuleView v = module_view(trace, link_launches(trace));
+    EXPECT_EQ(v.rows.size(), 1u);
+    return v.rows.empty() ? ModuleRow{} : v.rows[0];
+  };
+  const ModuleRow linear = view_of(t);
+  EXPECT_EQ(linear.type, "Linear");
+  EXPECT_EQ(linear.host_total_ns, 90'000);   // forward call 50 us, its backward op 40 us
+  const Trace again = import_kineto_json(export_chrome_json(t), "again.json");
+  ASSERT_EQ(again.events.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(again.events[i].correlation, t.events[i].correlation) << i;
+  EXPECT_EQ(view_of(again).host_total_ns, 90'000);
+}
+
 TEST(KinetoImport, NewDialectNumericTidsAndTopLevelFields) {
   const std::string json = R"J({"schemaVersion":1,"distributedInfo":{"backend":"nccl","rank":1,"world_size":2},
     "traceEvents":[
@@ -280,6 +325,48 @@ TEST(KinetoImport, NanosecondTimestampsByMagnitude) {
   EXPECT_EQ(t.events[0].start_ns, 1712195495519689000);
   EXPECT_EQ(t.events[0].dur_ns, 63813);
   EXPECT_EQ(t.metadata.at("import.time_unit"), "ns");
+}
+
+TEST(KinetoImport, OneNanosecondOutlierDoesNotSwitchAMicrosecondFile) {
+  // The unit is the majority's of the first 64 nonzero timestamps, not the first one's: an event
+  // with a 1.7e18 timestamp first in a file of microseconds is skipped and counted, and the other
+  // events keep their microseconds (it used to make every time in the file 1000x too short).
+  for (const bool outlier_first : {true, false}) {
+    std::string json = R"J({"traceEvents":[)J";
+    const std::string outlier =
+        R"J({"ph":"X","cat":"cpu_op","name":"x","pid":1,"tid":1,"ts":1712195495519689000,"dur":1})J";
+    if (outlier_first) json += outlier + ",";
+    for (int i = 0; i < 5; ++i)
+      json += R"J({"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":)J" +
+              std::to_string(1712195495519689 + i * 10) + R"J(,"dur":5},)J";
+    if (!outlier_first) json += outlier + ",";
+    json += R"J({"ph":"M","name":"process_name","pid":1,"args":{"name":"p"}}]})J";
+    ImportStats st;
+    Trace t = import_kineto_json(json, "input.json", {}, &st);
+    ASSERT_EQ(t.events.size(), 5u) << outlier_first;
+    EXPECT_EQ(t.events[0].start_ns, 1712195495519689000);
+    EXPECT_EQ(t.events[0].dur_ns, 5000);
+    EXPECT_EQ(t.metadata.at("import.time_unit"), "us");
+    EXPECT_EQ(st.skipped_by_reason["timestamp in nanoseconds in a microsecond trace"], 1u);
+  }
+}
+
+TEST(KinetoImport, OneMicrosecondOutlierInANanosecondFileIsSkipped) {
+  // The other way round: a file of nanoseconds keeps them; a nonzero timestamp below 1e17 in it
+  // (1973 in nanoseconds) is an outlier, skipped and counted. Zero timestamps are no outliers.
+  const std::string json = R"J({"traceEvents":[
+     {"ph":"X","cat":"cpu_op","name":"us","pid":1,"tid":1,"ts":1712195495519689,"dur":1},
+     {"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1712195495519689000,"dur":63813},
+     {"ph":"X","cat":"cpu_op","name":"b","pid":1,"tid":1,"ts":1712195495519700000,"dur":5},
+     {"ph":"X","cat":"cpu_op","name":"zero","pid":1,"tid":1,"ts":0,"dur":7}]})J";
+  ImportStats st;
+  Trace t = import_kineto_json(json, "input.json", {}, &st);
+  ASSERT_EQ(t.events.size(), 3u);
+  EXPECT_EQ(t.events[0].start_ns, 1712195495519689000);
+  EXPECT_EQ(t.events[0].dur_ns, 63813);
+  EXPECT_EQ(t.events[2].dur_ns, 7);
+  EXPECT_EQ(t.metadata.at("import.time_unit"), "ns");
+  EXPECT_EQ(st.skipped_by_reason["timestamp in microseconds in a nanosecond trace"], 1u);
 }
 
 TEST(KinetoImport, ArrayFormatIsAccepted) {
@@ -620,8 +707,9 @@ TEST(SplitImport, ErrorsAndUnitsComeOutAsFromOneThread) {
     EXPECT_EQ(one.rfind("error ", 0), 0u) << one;
     EXPECT_EQ(one, test_support::dump_import(text, two_threads())) << bad;
   }
-  // Timestamps in ns in the second half only (the unit is the first nonzero timestamp's): the
-  // second thread's own guess differs, so the first thread reads those events itself.
+  // Timestamps in ns in the second half only (the unit is the first 64 nonzero timestamps'
+  // majority's): the second thread's own vote differs, so the first thread reads those events
+  // itself (and skips them as nanoseconds in a microsecond trace).
   const std::string mixed = kineto_text(n, [n](int i, std::string& ev) {
     if (i > n / 2) {
       const size_t ts = ev.find("\"ts\": ");
@@ -631,7 +719,8 @@ TEST(SplitImport, ErrorsAndUnitsComeOutAsFromOneThread) {
   ImportStats st;
   EXPECT_EQ(test_support::dump_import(mixed, one_thread()), test_support::dump_import(mixed, two_threads(), &st));
   EXPECT_FALSE(st.split);   // refused: the first thread read on
-  // Only zero timestamps before the middle: the unit comes from the second half in both.
+  // Only zero timestamps before the middle: the first thread has no vote on the unit where the
+  // second thread starts; the second thread's votes decide it, as they would for one thread.
   const std::string zeros = kineto_text(n, [n](int i, std::string& ev) {
     if (i < n / 2) {
       const size_t ts = ev.find("\"ts\": ");
@@ -640,6 +729,19 @@ TEST(SplitImport, ErrorsAndUnitsComeOutAsFromOneThread) {
   });
   EXPECT_EQ(test_support::dump_import(zeros, one_thread()), test_support::dump_import(zeros, two_threads(), &st));
   if (two_cpus()) EXPECT_TRUE(st.split);
+  // Three nanosecond outliers and otherwise zeros before the middle: the first thread's 3 votes
+  // and the second thread's first 61 decide microseconds, as one thread's first 64 votes do; the
+  // outliers are skipped the same way.
+  const std::string outliers = kineto_text(n, [n](int i, std::string& ev) {
+    const size_t ts = ev.find("\"ts\": ");
+    if (i < n / 2 && ts != std::string::npos)
+      ev.replace(ts + 6, ev.find_first_of(",}", ts) - ts - 6, i % 200 == 7 ? "1712195495519689000" : "0");
+  });
+  const std::string outliers_one = test_support::dump_import(outliers, one_thread());
+  EXPECT_EQ(outliers_one, test_support::dump_import(outliers, two_threads(), &st));
+  if (two_cpus()) EXPECT_TRUE(st.split);
+  EXPECT_NE(outliers_one.find("timestamp in nanoseconds in a microsecond trace"), std::string::npos)
+      << outliers_one;
   // Invalid UTF-8 in names on both sides: counted once each, cleaned the same.
   const std::string utf = kineto_text(n, [](int i, std::string& ev) {
     const size_t at = ev.find("aten::op");

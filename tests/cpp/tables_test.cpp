@@ -546,3 +546,59 @@ TEST(StepMemoryTable, HostRssIsThePeakOfTheSamplesAtAndInsideTheStep) {
   EXPECT_EQ(rows[1].device, -1);
   EXPECT_EQ(rows[1].peak_rss_bytes, 900);
 }
+
+// Bounded by design: 2500 operators of distinct names, op i lasting i + 1 ns, keep the 1999
+// heaviest (2500 ns down to 502 ns) and one row "other names (501)" with the rest's sums: 501 calls,
+// host time 1 + 2 + ... + 501 = 125751 ns. Every call is still counted.
+TEST(BoundedTables, DistinctNamesPastTheCapBecomeOneRow) {
+  Trace t;
+  for (int i = 0; i < 2500; ++i)
+    add(t, EventKind::HostOp, ("op" + std::to_string(i)).c_str(), 10000 * i, 10000 * i + i + 1);
+  const std::vector<OperatorRow> rows = operator_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), kMaxNameRows);
+  EXPECT_EQ(rows.front().name, "op2499");
+  EXPECT_EQ(rows[kMaxNameRows - 2].host_total_ns, 502);
+  const OperatorRow& other = rows.back();
+  EXPECT_EQ(other.name, "other names (501)");
+  EXPECT_EQ(other.calls, 501);
+  EXPECT_EQ(other.host_total_ns, 501 * 502 / 2);
+  EXPECT_EQ(other.host_self_ns, 501 * 502 / 2);
+  int64_t calls = 0;
+  for (const OperatorRow& r : rows) calls += r.calls;
+  EXPECT_EQ(calls, 2500);
+}
+
+// A name longer than kMaxNameBytes is shown as its first bytes (never half a UTF-8 character), its
+// length and a hash: at most kMaxNameBytes, the same text for the same name, another for another
+// name with the same first bytes and length. analyse_tables shows the short form in the rows and
+// keeps the full text once, by its id in the trace's strings.
+TEST(BoundedTables, LongNamesAreShownShortAndKeptOnce) {
+  const std::string a = std::string(1500, 'a') + "\xc3\xa9" + std::string(2000, 'z');   // an é inside
+  std::string b = a;
+  b.back() = 'y';
+  const std::string shown = display_name(a);
+  EXPECT_LE(shown.size(), kMaxNameBytes);
+  EXPECT_EQ(shown.rfind(std::string(900, 'a'), 0), 0u);
+  EXPECT_NE(shown.find("... [3502 bytes, #"), std::string::npos);
+  EXPECT_EQ(display_name(a), shown);
+  EXPECT_NE(display_name(b), shown);
+  EXPECT_EQ(display_name("aten::mm"), "aten::mm");
+  // The cut falls on the é's second byte (byte 944): it moves back before the whole character.
+  const std::string cut = display_name(std::string(943, 'a') + "\xc3\xa9" + std::string(2000, 'b'));
+  EXPECT_EQ(cut.substr(0, cut.find("... [")), std::string(943, 'a'));
+
+  Trace t;
+  add(t, EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  add(t, EventKind::HostOp, a.c_str(), 10, 20);
+  add(t, EventKind::HostOp, a.c_str(), 30, 40);
+  add(t, EventKind::HostOp, b.c_str(), 50, 60);
+  const AnalysisTables tables = analyse_tables(t, {});
+  ASSERT_EQ(tables.operators.size(), 2u);
+  for (const OperatorRow& r : tables.operators) EXPECT_LE(r.name.size(), kMaxNameBytes);
+  ASSERT_EQ(tables.long_names.size(), 2u);
+  for (const AnalysisTables::LongName& n : tables.long_names) {
+    ASSERT_NE(n.id, kNoIndex);
+    EXPECT_EQ(display_name(t.strings.at(n.id)), n.shown);
+    EXPECT_TRUE(n.full.empty());   // not copied: the trace has it
+  }
+}

@@ -51,3 +51,48 @@ def hooks():
     from gpuprof.collect import hooks as _hooks_loader
 
     return _hooks_loader.hooks()
+
+
+def make_tiny_resnet(width: int = 8, classes: int = 10):
+    """A small ResNet: a stem, two stages of two basic blocks (the second stage's first block
+    downsamples through a 1x1 convolution), pooling and a classifier. Each block applies its one
+    ReLU module twice, as torchvision's BasicBlock does."""
+    import torch
+    from torch import nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, c_in, c_out, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c_out)
+            self.relu = nn.ReLU()
+            self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c_out)
+            self.downsample = None
+            if stride != 1 or c_in != c_out:
+                self.downsample = nn.Sequential(
+                    nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)
+                )
+
+        def forward(self, x):
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+    class TinyResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, width, 3, 1, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.relu = nn.ReLU()
+            self.layer1 = nn.Sequential(BasicBlock(width, width, 1), BasicBlock(width, width, 1))
+            self.layer2 = nn.Sequential(BasicBlock(width, 2 * width, 2), BasicBlock(2 * width, 2 * width, 1))
+            self.avgpool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(2 * width, classes)
+
+        def forward(self, x):
+            x = self.relu(self.bn1(self.conv1(x)))
+            x = self.layer2(self.layer1(x))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    return TinyResNet()

@@ -291,3 +291,35 @@ def test_memory_overhead_smoke_run_measures_every_variant(tmp_path):
     assert all(v > 0 for v in doc["per_allocation"].values())
     assert set(doc["recording_added"]) == {"gpuprof", "torch.profiler"}
     assert doc["side_costs"]["per_gradient_us"] > 0 and doc["side_costs"]["objects_tracked"] > 0
+
+
+def test_modules_overhead_smoke_run_measures_every_variant(tmp_path):
+    # bench/modules_overhead.py (docs/performance.md, "The module view"): a tiny run; no timing
+    # asserted, only that every variant ran and the module view recorded the model.
+    out = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "modules_overhead.py"),
+            "--steps",
+            "2",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["median_ms_per_step"]) == {
+        "none",
+        "gpuprof",
+        "gpuprof modules",
+        "torch.profiler with_stack",
+    }
+    assert all(ms > 0 for ms in doc["median_ms_per_step"].values())
+    assert doc["module_calls_per_step"] == 41

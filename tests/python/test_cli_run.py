@@ -63,6 +63,23 @@ def test_run_records_the_requested_optimizer_steps(tmp_path, script):
     assert "gpuprof step breakdown" in p.stdout and "recorded steps 2..4" in p.stderr
 
 
+def test_run_with_modules_records_the_module_view(tmp_path, script):
+    """--modules: the script's model gets its module rows (without it: none, and the report says
+    how to get them)."""
+    for flag, rows in (("--modules", [("", "Linear", 3)]), (None, [])):
+        out = tmp_path / f"out{flag}"
+        args = (
+            ["run", "--steps", "2:5", "--out", out]
+            + ([flag] if flag else [])
+            + [script, tmp_path / "s.json", 8]
+        )
+        p = _gpuprof(*args)
+        assert p.returncode == 0, p.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert [(r["path"], r["type"], r["calls"]) for r in report["modules"]] == rows
+        assert ("module_view" in report["metadata"]) == (flag is None)
+
+
 def test_run_with_a_short_script_keeps_what_it_recorded(tmp_path, script):
     out = tmp_path / "out"
     p = _gpuprof("run", "--steps", "2:6", "--out", out, script, tmp_path / "seen.json", 4)

@@ -135,3 +135,134 @@ def test_untouched_page_runs_no_injected_script_and_screenshots(report_file):
     keep = os.environ.get("GPUPROF_SCREENSHOT_DIR")
     if keep:  # for a person to look at
         shutil.copy(shot, os.path.join(keep, "report.png"))
+
+
+# ---- the module tree -------------------------------------------------------------------------------
+# Run after the report: reads the tree, collapses and expands it, picks a module for the timeline,
+# and leaves what it saw in an attribute that --dump-dom shows.
+MODULE_TREE = """<script>
+window.addEventListener("load", function () {
+  function visible() {
+    return Array.prototype.filter.call(document.querySelectorAll("#module-tree .mod-row:not(.mod-head)"),
+      // Closed <details> content is skipped by rendering (content-visibility), not sized to 0.
+      function (r) { return r.checkVisibility ? r.checkVisibility() : r.getBoundingClientRect().height > 0; }).map(function (r) {
+        return r.querySelector(".mod-name").getAttribute("title"); });
+  }
+  var out = {errors: window.__errors, rows: document.querySelectorAll("#module-tree .mod").length};
+  out.initial = visible();
+  var bar = document.querySelector("#module-tree .mod-row:not(.mod-head) .mod-bar");
+  out.root_bar_pct = 100 * bar.getBoundingClientRect().width / bar.parentNode.getBoundingClientRect().width;
+  out.root_share = document.querySelector("#module-tree .mod-share").textContent;
+  document.querySelector('[data-mods="close"]').click();
+  out.collapsed = visible();
+  document.querySelector('[data-mods="open"]').click();
+  out.expanded = visible().length;
+  out.names = Array.prototype.map.call(document.querySelectorAll("#module-tree .mod-name"), function (n) { return n.textContent; });
+  // The arrow of layer1: its calls and the work under it highlighted in the timelines, the rest dimmed.
+  var views = JSON.parse(document.getElementById("gp-views").textContent);
+  var link = Array.prototype.filter.call(document.querySelectorAll(".mod-link"), function (b) {
+    return b.closest(".mod").querySelector(".mod-name").getAttribute("title") === "layer1"; })[0];
+  var row = +link.getAttribute("data-row"), end = views.modules[row].end;
+  link.click();
+  var picked = document.querySelectorAll("rect.picked"), outside = 0;
+  Array.prototype.forEach.call(picked, function (r) {
+    var box = r.closest(".timeline"), t = views.timelines[+box.getAttribute("data-index")];
+    var m = t.module_of[+r.getAttribute("data-i")];
+    if (!(m >= row && m < end)) outside++;
+  });
+  out.picked = picked.length; out.outside = outside;
+  out.dimmed = document.querySelectorAll("rect.ev[opacity]").length;
+  out.status = document.getElementById("module-status").textContent;
+  link.click();
+  out.after_clear = document.querySelectorAll("rect.ev[opacity]").length;
+  document.documentElement.setAttribute("data-test", JSON.stringify(out));
+});
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def module_report_file(tmp_path_factory):
+    """A live report of the small ResNet (tests/python/_loops.py) and its loss module, its classifier
+    followed by a module whose class name and attribute name are markup: the tree shows them as text."""
+    torch = pytest.importorskip("torch")
+    from collections import OrderedDict
+
+    from _loops import make_tiny_resnet
+    from report_samples import SCRIPT_PAYLOAD
+
+    import gpuprof
+
+    torch.manual_seed(0)
+    model = make_tiny_resnet()
+    hostile = type(SCRIPT_PAYLOAD, (torch.nn.Identity,), {})()
+    model.fc = torch.nn.Sequential(OrderedDict([("linear", model.fc), ("<b>named</b>", hostile)]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    step()
+    with gpuprof.profile(with_modules=True) as prof:
+        for _ in range(3):
+            step()
+            prof.step()
+    path = tmp_path_factory.mktemp("modules") / "report.html"
+    prof.report().to_html(path)
+    return path, prof.report()
+
+
+def test_module_tree_collapses_expands_and_links_to_the_timeline(module_report_file, tmp_path):
+    """The tree has a row per module, opens two levels deep, collapses to the roots and expands to
+    every row; the model's bar is as long as its share of the step; the markup in a module's names
+    stays text; a module's arrow highlights exactly the timeline events of its subtree (and dims the
+    rest), and clicking it again clears."""
+    report_file, report = module_report_file
+    page = report_file.read_text()
+    harness = tmp_path / "harness.html"
+    harness.write_text(
+        page.replace("<head>", "<head>" + CATCH_ERRORS, 1).replace("</body>", MODULE_TREE + "</body>", 1)
+    )
+    p = _chromium("--virtual-time-budget=5000", "--dump-dom", harness.as_uri())
+    assert p.returncode == 0, p.stderr[-2000:]
+    match = re.search(r'data-test="([^"]*)"', p.stdout)
+    assert match, "the tree script did not run: " + p.stderr[-2000:]
+    seen = json.loads(html.unescape(match.group(1)))
+    assert seen["errors"] == [] and not _console_errors(p.stderr)
+    assert not PWNED.search(p.stdout)
+    rows = report.data["modules"]
+    assert seen["rows"] == len(rows) == 38  # the ResNet's 37 (fc now a Sequential of 2) and the loss
+    # Open two levels deep: the roots, the model's children and the blocks of layer1 and layer2.
+    depth = {r["path"]: r["depth"] for r in rows}
+    expected = [r["path"] or "(the model)" for r in rows if r["depth"] <= 2]
+    assert seen["initial"] == expected
+    assert seen["collapsed"] == ["(the model)", "CrossEntropyLoss"]
+    assert seen["expanded"] == len(rows)
+    share = 100.0 * rows[0]["host_total_us"] / sum(s["total_us"] for s in report.steps)
+    assert seen["root_share"] == f"{share:.1f}%"
+    assert seen["root_bar_pct"] == pytest.approx(min(share, 100.0), abs=1.0)
+    from report_samples import SCRIPT_PAYLOAD
+
+    assert any(SCRIPT_PAYLOAD in n and "<b>named</b>" in n for n in seen["names"])
+    assert max(depth.values()) == 4
+    assert seen["picked"] > 0 and seen["outside"] == 0
+    assert seen["dimmed"] > 0 and seen["after_clear"] == 0
+    assert seen["status"].startswith("Highlighted: the work of layer1 ")
+
+
+def test_module_tree_screenshot(module_report_file):
+    """A screenshot of the tree's part of the page, for a person to look at (GPUPROF_SCREENSHOT_DIR)."""
+    report_file, _ = module_report_file
+    shot = report_file.with_name("modules.png")
+    p = _chromium(
+        "--window-size=1200,2600", "--virtual-time-budget=3000", f"--screenshot={shot}", report_file.as_uri()
+    )
+    assert p.returncode == 0 and shot.is_file(), p.stderr[-2000:]
+    with open(shot, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("GPUPROF_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(shot, os.path.join(keep, "modules.png"))

@@ -82,3 +82,20 @@ def test_the_report_displays_as_html(ip, capsys):
 def test_bad_steps_is_one_line(ip, capsys):
     ip.run_cell_magic("gpuprof", "--steps 9:1", "one_step()\n")
     assert "%%gpuprof: --steps '9:1': write START:STOP" in capsys.readouterr().out
+
+
+def test_out_writes_the_files_gpuprof_run_writes(ip, tmp_path):
+    # One naming for an --out folder: %%gpuprof --out DIR writes what `gpuprof run --out DIR` does
+    # (report.json, report.html and trace.json.gz, the reports pointing at the trace). It wrote
+    # report.trace.json.gz beside report.json, and failed on a folder that did not exist yet.
+    import json
+
+    from gpuprof.traces.export import HTML_FILE, REPORT_FILE, TRACE_FILE
+
+    out = tmp_path / "new" / "folder"
+    ip.run_cell_magic("gpuprof", f"--quiet --name rep --out {out}", "for _ in range(3):\n    one_step()\n")
+    assert sorted(p.name for p in out.iterdir()) == sorted([REPORT_FILE, HTML_FILE, TRACE_FILE])
+    assert (REPORT_FILE, HTML_FILE, TRACE_FILE) == ("report.json", "report.html", "trace.json.gz")
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["source"]["trace_path"] == str(out / "trace.json.gz")
+    assert [s["step"] for s in saved["steps"]] == [0, 1, 2]

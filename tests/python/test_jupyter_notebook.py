@@ -34,3 +34,8 @@ def test_demo_notebook_runs(tmp_path):
     assert len(html) == 2 and all('<div class="gpuprof-report">' in h for h in html)  # before and after
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "DataLoader share:" in text and "mean step time:" in text
+    # What the notebook says --steps records is what it records: its data gives 8 steps, and the
+    # whole span of steps 2 to 7 (it said steps 2 to 11 of a loader that gives 8 batches).
+    words = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "`--steps 2:8` records steps 2 to 7" in words.replace("\n", " ")
+    assert "recorded steps 2 to 7 (6 steps); whole span: True" in text

@@ -114,6 +114,36 @@ def test_dataloader_settings_and_cpus_are_recorded():
     assert report.host["cpus_available"] == len(os.sched_getaffinity(0))
 
 
+def test_a_loader_gpuprof_cannot_read_is_iterated_as_without_it():
+    # A bucketing batch sampler whose batch_size is a list, over a dataset whose __len__ raises:
+    # gpuprof's capture made next(loader) raise TypeError (unhashable list) inside the training loop.
+    class Buckets(torch.utils.data.Sampler):
+        batch_size = [2, 4]
+
+        def __iter__(self):
+            return iter([[0, 1], [2, 3, 4, 5], [6, 7]])
+
+        def __len__(self):
+            return 3
+
+    class NoLength(torch.utils.data.Dataset):
+        def __getitem__(self, i):
+            return torch.full((2,), float(i))
+
+        def __len__(self):
+            raise RuntimeError("length unknown until the stream ends")
+
+    batches = []
+    with gpuprof.profile() as prof:
+        for b in DataLoader(NoLength(), batch_sampler=Buckets()):
+            batches.append(b.shape[0])
+            prof.step()
+    assert batches == [2, 4, 2]
+    (loader,) = prof.report().dataloaders
+    assert loader["batch_size"] is None and loader["dataset_length"] is None
+    assert loader["batches_seen"] == 3
+
+
 def test_ranges_and_ops_on_other_threads_are_seen():
     def worker():
         with gpuprof.range("side-thread-work"):

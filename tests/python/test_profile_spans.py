@@ -140,3 +140,11 @@ def test_report_writing_is_not_counted_in_the_next_step():
     steps = [s for r in spans for s in r.steps]
     assert len(steps) >= 3
     assert all(s["total_us"] < 150_000 for s in steps), [s["total_us"] for s in steps]
+    # The time is not hidden either: each report says what gpuprof took between the steps.
+    for r in spans:
+        src = r.source
+        assert 0 <= src["report_build_s"] < 30
+        assert src["report_write_s"] >= 0.3  # the 300 ms save, measured
+        note = f"s building this report, {src['report_write_s']:.3f} s writing it"
+        assert note in r.to_text(width=300) and note in r.to_markdown()
+        assert "(between two steps, counted in neither)" in r.to_text(width=300)

@@ -79,10 +79,10 @@ def test_progress_bar_is_silent_off_a_terminal_and_draws_on_one():
 
 
 def test_a_report_without_steps_renders_everywhere():
-    from gpuprof.analysis import _average
+    from gpuprof.analysis import average
 
     d = cpu_report().to_dict()
-    d["steps"], d["average"] = [], _average([])
+    d["steps"], d["average"] = [], average([])
     r = gpuprof.Report.from_dict(d)
     assert "No complete step was recorded." in r.to_text(color=False)
     assert "No complete step was recorded." in r.to_markdown()

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -61,7 +62,17 @@ struct BreakdownResult {
   bool dropped_incomplete_last = false;
   int duplicate_step_markers = 0;      // markers sharing their step number with another: merged
   int nested_step_markers = 0;         // markers inside another step's host range: dropped
+  int malformed_step_markers = 0;      // ProfilerStep#<not a number>: numbered after the step before
+  std::string malformed_step_example;  // the first such marker's name
+  // Device events that started implausibly far from the runtime call that launched them (more
+  // than kMaxLaunchLagNs after it, or kMaxLaunchLeadNs before it: clock skew between the host and
+  // device records). They are left out of the step boundaries, which they would stretch.
+  int64_t skewed_device_events = 0;
+  int64_t max_launch_skew_ns = 0;      // the largest such distance (signed: < 0 before the launch)
 };
+
+constexpr int64_t kMaxLaunchLagNs = 60LL * 1000 * 1000 * 1000;   // 60 s after the launch
+constexpr int64_t kMaxLaunchLeadNs = 1000LL * 1000 * 1000;       // 1 s before it
 
 BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& opts = {});
 

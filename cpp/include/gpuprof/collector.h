@@ -63,6 +63,9 @@ uint64_t host_enter_now(const void* key, const char* name, EventKind kind);
 // the text is written once per distinct list, not once per op. dims == nullptr: no shapes.
 uint64_t host_enter_now(const void* key, const char* name, EventKind kind, const int64_t* dims, size_t n_dims);
 void host_exit_now(const void* key);
+// The same, for a host op whose autograd link (event.h: pack_autograd_link) the caller read from
+// the RecordFunction: kept in the event's correlation slot. The module view's hooks use it.
+void host_exit_now(const void* key, uint64_t autograd_link);
 // The text host_enter_now records for a dims list (see above); for tests.
 std::string shapes_text(const int64_t* dims, size_t n_dims);
 // A complete event (step markers, imported or synthesised ranges).

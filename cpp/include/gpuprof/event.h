@@ -32,7 +32,8 @@ constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
 struct Event {
   int64_t start_ns = 0;
   int64_t dur_ns = 0;
-  // Links a runtime call to the device activity it launched (CUPTI correlation id).
+  // Links a runtime call to the device activity it launched (CUPTI correlation id). A host op,
+  // which launches nothing itself, keeps its autograd link here instead (autograd_link() below).
   uint64_t correlation = 0;
   // Links a host op to the runtime calls made inside it (RecordFunction handle / Kineto External id).
   uint64_t external_id = 0;
@@ -48,6 +49,36 @@ struct Event {
     return kind == EventKind::Kernel || kind == EventKind::Memcpy || kind == EventKind::Memset;
   }
 };
+
+// Autograd's link between a backward op and the forward op it differentiates: a forward op records
+// the sequence number autograd gave the node it created, and the backward op that runs that node
+// records the same number and the forward op's thread (RecordFunction's thread id, not the OS's).
+// Kineto writes them as a host op's `Sequence number` and `Fwd thread id` (0 on forward ops);
+// live hooks read them from the RecordFunction (seqNr(), forwardThreadId(), threadId()).
+// Packed into a host op's Event::correlation: 0 = no link; bits 0..46 the sequence number + 1,
+// bits 47..62 the thread (0: unknown; a forward op's own thread, a backward op's forward thread),
+// bit 63 set on a backward op.
+struct AutogradLink {
+  bool present = false;
+  bool backward = false;
+  uint64_t sequence_nr = 0;
+  uint32_t thread = 0;   // 0: unknown
+};
+constexpr uint64_t kAutogradSequenceMask = (uint64_t{1} << 47) - 1;
+constexpr uint64_t pack_autograd_link(int64_t sequence_nr, uint64_t thread, bool backward) {
+  if (sequence_nr < 0 || uint64_t(sequence_nr) >= kAutogradSequenceMask) return 0;
+  const uint64_t t = thread < (uint64_t{1} << 16) ? thread : 0;
+  return (uint64_t(sequence_nr) + 1) | (t << 47) | (uint64_t(backward) << 63);
+}
+inline AutogradLink autograd_link(const Event& e) {
+  AutogradLink l;
+  if (e.kind != EventKind::HostOp || (e.correlation & kAutogradSequenceMask) == 0) return l;
+  l.present = true;
+  l.backward = (e.correlation >> 63) != 0;
+  l.sequence_nr = (e.correlation & kAutogradSequenceMask) - 1;
+  l.thread = uint32_t((e.correlation >> 47) & 0xFFFF);
+  return l;
+}
 
 // Launch properties of one kernel, beside its Event (Event::aux).
 struct KernelInfo {

@@ -66,7 +66,7 @@ double occupancy_pct(const DeviceProps& device, const KernelInfo& kernel,
 // The occupancy the GPU summary and the kernel table use for one kernel: Kineto's recorded value
 // when the trace has it (so our numbers agree with the plugin's), except where Kineto's estimate
 // is known to be wrong (shared memory above the default per-block limit: Kineto ignores the
-// opt-in and writes 0); otherwise our calculation. -1 when neither is available.
+// opt-in and writes 0); otherwise our calculation. -1 when neither is available; at most 100.
 double kernel_occupancy_pct(const DeviceProps* device, const KernelInfo& kernel);
 
 }  // namespace gpuprof

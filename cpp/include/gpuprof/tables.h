@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuprof/breakdown.h"
@@ -11,9 +12,26 @@
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/memory.h"
+#include "gpuprof/modules.h"
+#include "gpuprof/plausibility.h"
 #include "gpuprof/trace.h"
 
 namespace gpuprof {
+
+// Bounded by design (docs/metrics.md, "Bounded tables and names"): the name tables (kernels,
+// kernel_ops, operators, ranges, syncs; memory_ops per device) keep their kMaxNameRows heaviest
+// rows; the others become one last row named "other names (N)" (N: the rows it stands for) that
+// holds their sums, so a trace of a million distinct names gives a report of a few thousand rows. And a name (or input
+// shapes, a device name) longer than kMaxNameBytes is shown as its first bytes and a note of its
+// length and a hash, the same text wherever it appears; analyse_tables keeps each full text once.
+constexpr size_t kMaxNameRows = 2000;
+constexpr size_t kMaxNameBytes = 1024;
+
+// The name shown for `full`: itself when it is at most kMaxNameBytes long, else its first bytes
+// (cut on a UTF-8 character boundary) and "... [N bytes, #HASH]".
+std::string display_name(const std::string& full);
+// The name of the row that stands for `rows` rows left out of a capped table.
+std::string other_names(size_t rows);
 
 // One row per kernel name, largest total time first.
 struct KernelRow {
@@ -100,13 +118,15 @@ std::vector<StepEventTables> step_event_tables(const Trace& trace,
                                                const std::vector<std::pair<int64_t, int64_t>>& steps, size_t top,
                                                const std::vector<uint8_t>* repeated = nullptr);
 
-// The events drawn in the HTML timeline of one step: host ops, user ranges, synchronisations,
-// kernels, copies and sets that start in [start_ns, end_ns). With more than `cap`, device work is
-// kept first, then the longest host events (ties in stored order); `total` counts them all. Events
-// come sorted by start (the longer first at equal starts, then stored order), each with its lane
-// ("host thread T", "GPU D stream S") and name as indices into first-seen lists, and the breakdown
-// category it is coloured as (a step marker and a user range are CPU Exec, a synchronisation
-// Runtime; the rest as the breakdown classifies it).
+// The events drawn in the HTML timeline of one step: host ops, user ranges, module calls,
+// synchronisations, kernels, copies and sets that start in [start_ns, end_ns). With more than `cap`, device work
+// is kept first, then the longest host events (ties in stored order); `total` counts them all. Events come sorted
+// by start (the longer first at equal starts, then stored order), each with its lane
+// ("host thread T", "GPU D stream S"; module calls on a lane of their own, "modules, host thread
+// T") and name as indices into first-seen lists, and the breakdown category it is coloured as (a
+// step marker and a user range are CPU Exec, a synchronisation Runtime, a module call Other; the
+// rest as the breakdown classifies it). With `module_of` (ModuleView::row_of), each event also
+// carries its module row (kNoIndex: none), so that the timeline can show a module's work.
 struct TimelineEvent {
   uint32_t lane = 0;
   uint32_t name = 0;
@@ -114,6 +134,7 @@ struct TimelineEvent {
   int64_t dur_ns = 0;
   Category category = Category::Other;
   EventKind kind = EventKind::HostOp;
+  uint32_t module = kNoIndex;
 };
 struct StepTimeline {
   std::vector<std::string> lanes;   // first-seen order; TimelineEvent::lane indexes it
@@ -122,7 +143,8 @@ struct StepTimeline {
   std::vector<std::pair<EventKind, int64_t>> counts;   // events kept per kind, first-seen order
   int64_t total = 0;                                   // events of these kinds in the step
 };
-StepTimeline step_timeline(const Trace& trace, int64_t start_ns, int64_t end_ns, size_t cap);
+StepTimeline step_timeline(const Trace& trace, int64_t start_ns, int64_t end_ns, size_t cap,
+                           const std::vector<uint32_t>* module_of = nullptr);
 
 // One row per user range name (gpuprof.range, record_function, torch's Optimizer.step#... ranges;
 // not the ProfilerStep#N markers). closure_ns: the part of the ranges that ends with the last
@@ -192,7 +214,17 @@ struct AnalysisTables {
   std::vector<StepMemoryRow> memory;
   MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
+  ModuleView modules;                  // module rows, and each event's row (modules.h)
   CollectiveTable collectives;         // per kind x process group, with every call
+  Plausibility plausibility;
+  // Each name the rows above show shortened (display_name), once: the name shown and its full
+  // text, as an id in the trace's string table (`full` then empty), or as text (a device's name).
+  struct LongName {
+    std::string shown;
+    uint32_t id = kNoIndex;
+    std::string full;
+  };
+  std::vector<LongName> long_names;
 };
 // `process_groups`: the job's groups (distributedInfo's pg_config), for calls that record none.
 AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "gpuprof/intervals.h"
@@ -137,6 +138,22 @@ void merge_step_markers(std::vector<HostStep>& steps, BreakdownResult& result) {
     steps[out++] = steps[i];
   }
   steps.resize(out);
+  // A marker whose name holds no step number (ProfilerStep#abc) is a step all the same (its range
+  // is real): numbered after the step before it, or, first, before the first numbered one.
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].numbered) continue;
+    if (i > 0) {
+      steps[i].number = steps[i - 1].number + 1;
+      continue;
+    }
+    int64_t number = 0;
+    for (size_t j = 1; j < steps.size(); ++j)
+      if (steps[j].numbered) {
+        number = std::max<int64_t>(0, steps[j].number - int64_t(j));
+        break;
+      }
+    steps[i].number = number;
+  }
 }
 
 // Per name id, the category (or -1): classifying by name once instead of once per event keeps the
@@ -171,7 +188,9 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
   int64_t host_lo = INT64_MAX, host_hi = INT64_MIN;
   for (const Event& e : trace.events) {
     if (e.kind == EventKind::StepMarker) {
-      int64_t n = step_number_from_name(trace.name_of(e));
+      const std::string& name = trace.name_of(e);
+      int64_t n = step_number_from_name(name);
+      if (n < 0 && result.malformed_step_markers++ == 0) result.malformed_step_example = name;
       host_steps.push_back({n < 0 ? int64_t(host_steps.size()) : n, e.start_ns, e.end_ns(), n >= 0});
     } else if (!e.on_device() && e.kind != EventKind::GpuUserRange && e.kind != EventKind::Sync &&
                e.kind != EventKind::Overhead && e.kind != EventKind::Other) {
@@ -201,21 +220,34 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
   for (const Event& e : trace.events) {
     if (!e.on_device()) continue;
     size_t i = n;   // the step whose host range holds the launch; n: none
+    bool skewed = false;
     auto it = e.correlation == 0 ? launch_ts.end() : launch_ts.find(e.correlation);
     if (it != launch_ts.end()) {
       const int64_t ts = it->second;
       auto s = std::upper_bound(host_steps.begin(), host_steps.end(), ts,
                                 [](int64_t t, const HostStep& h) { return t < h.start; });
       if (s != host_steps.begin() && ts < (s - 1)->end) i = static_cast<size_t>(s - host_steps.begin()) - 1;
+      // Clock skew: started long after (or before) its launch. It counts as its step's device work
+      // but does not move the step's end (a kernel 1000 s late made a 1000 s step), nor the first
+      // step's start; counted for the report.
+      int64_t lag = 0;
+      if (__builtin_sub_overflow(e.start_ns, ts, &lag)) lag = e.start_ns > ts ? INT64_MAX : -INT64_MAX;
+      lag = std::max(lag, -INT64_MAX);
+      if (lag > kMaxLaunchLagNs || lag < -kMaxLaunchLeadNs) {
+        skewed = true;
+        ++result.skewed_device_events;
+        if (std::abs(lag) > std::abs(result.max_launch_skew_ns)) result.max_launch_skew_ns = lag;
+      }
     }
     if (i == n) {
-      unattributed_ends.push_back(e.end_ns());
+      if (!skewed) unattributed_ends.push_back(e.end_ns());
       continue;
     }
     ++device_count[i];
+    ++attributed;
+    if (skewed) continue;
     device_end[i] = std::max(device_end[i], e.end_ns());
     if (i == 0) first_device_start = std::min(first_device_start, e.start_ns);
-    ++attributed;
   }
 
   // 3. Drop steps the profiler did not see finish on the device. Only when there is device work at

@@ -1,5 +1,6 @@
 #include "gpuprof/occupancy.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace gpuprof {
@@ -187,7 +188,9 @@ double kernel_occupancy_pct(const DeviceProps* d, const KernelInfo& k) {
   if (k.est_occupancy_pct >= 0.0f) {
     const bool kineto_ignored_optin = k.est_occupancy_pct == 0.0f && d != nullptr && d->shared_mem_per_block > 0 &&
                                       k.shared_mem_bytes > d->shared_mem_per_block;
-    if (!kineto_ignored_optin) return k.est_occupancy_pct;
+    // Occupancy is a share of an SM's warp slots: a recorded value above 100% cannot be true and
+    // is taken as 100% (check_plausibility counts such kernels for the report to say so).
+    if (!kineto_ignored_optin) return std::min(k.est_occupancy_pct, 100.0f);
     const double ours = occupancy_pct(*d, k);
     return ours >= 0.0 ? ours : k.est_occupancy_pct;
   }

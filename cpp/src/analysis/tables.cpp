@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <exception>
 #include <future>
+#include <iterator>
 #include <map>
 #include <system_error>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
 
+#include "../core/thread_start.h"
 #include "gpuprof/breakdown.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tensor_cores.h"
@@ -51,7 +54,45 @@ std::vector<uint32_t> host_ops_outer_first(const Trace& t) {
   return ops;
 }
 
+// Weighted means of rows merged into one: the rows' own means weighted by their total time.
+struct WeightedMean {
+  double sum = 0.0, weight = 0.0;
+  void add(double mean, int64_t total_ns) {
+    if (mean < 0.0) return;   // not known for that row
+    sum += mean * double(total_ns);
+    weight += double(total_ns);
+  }
+  double value() const { return weight > 0.0 ? sum / weight : -1.0; }
+};
+
+// The table's kMaxNameRows - 1 heaviest rows (it is sorted), and one row for the rest, made by
+// `merge(other, row)` over them from a row with only zeros, named by `name(other, count)`.
+template <class Row, class Merge, class Name>
+void cap_rows(std::vector<Row>& rows, Merge merge, Name name) {
+  if (rows.size() <= kMaxNameRows) return;
+  const size_t keep = kMaxNameRows - 1;
+  Row other;
+  for (size_t i = keep; i < rows.size(); ++i) merge(other, rows[i]);
+  name(other, rows.size() - keep);
+  rows.resize(keep);
+  rows.push_back(std::move(other));
+}
+
 }  // namespace
+
+std::string display_name(const std::string& full) {
+  if (full.size() <= kMaxNameBytes) return full;
+  uint64_t hash = 1469598103934665603ULL;   // FNV-1a: the same name, the same text, in every report
+  for (const char c : full) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  char note[80];
+  std::snprintf(note, sizeof note, "... [%zu bytes, #%016llx]", full.size(),
+                static_cast<unsigned long long>(hash));
+  size_t cut = kMaxNameBytes - sizeof note;
+  while (cut > 0 && (static_cast<unsigned char>(full[cut]) & 0xC0) == 0x80) --cut;   // not inside a character
+  return full.substr(0, cut) + note;
+}
+
+std::string other_names(size_t rows) { return "other names (" + std::to_string(rows) + ")"; }
 
 std::vector<KernelRow> kernel_table(const Trace& t) {
   struct Acc {
@@ -100,6 +141,22 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
   std::sort(rows.begin(), rows.end(), [](const KernelRow& a, const KernelRow& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
+  WeightedMean blocks, occupancy;
+  cap_rows(
+      rows,
+      [&](KernelRow& o, const KernelRow& r) {
+        o.min_ns = o.calls == 0 ? r.min_ns : std::min(o.min_ns, r.min_ns);
+        o.max_ns = std::max(o.max_ns, r.max_ns);
+        o.calls += r.calls;
+        o.total_ns += r.total_ns;
+        blocks.add(r.mean_blocks_per_sm, r.total_ns);
+        occupancy.add(r.mean_occupancy_pct, r.total_ns);
+      },
+      [&](KernelRow& o, size_t n) {
+        o.name = other_names(n);
+        o.mean_blocks_per_sm = blocks.value();
+        o.mean_occupancy_pct = occupancy.value();
+      });
   return rows;
 }
 
@@ -153,17 +210,22 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
   }
 
-  std::map<std::pair<uint32_t, uint32_t>, OperatorRow> by_key;   // (name id, shapes id)
+  // Sums per (name id, shapes id) in numbers only; names are copied for the rows kept (cap_rows):
+  // a trace of a million distinct names copies a few thousand.
+  struct Sums {
+    uint32_t name = 0, shapes = 0;
+    int64_t calls = 0, host_self_ns = 0, host_total_ns = 0, device_self_ns = 0, device_total_ns = 0;
+    int64_t tc_self_ns = 0, tc_total_ns = 0;
+  };
+  std::vector<Sums> sums;
+  std::unordered_map<uint64_t, uint32_t> index;   // (name id << 32 | shapes id) -> sums
   for (uint32_t i : ops) {
     if (keep_as[i] != i) continue;
     const Event& e = t.events[i];
     const uint32_t shapes = e.aux < t.strings.size() ? e.aux : 0;
-    OperatorRow& r = by_key[{e.name, shapes}];
-    if (r.calls == 0) {
-      r.name = t.name_of(e);
-      r.input_shapes = t.strings.at(shapes);
-      r.tc_eligible = is_tensor_core_eligible_op(r.name);
-    }
+    const auto [it, added] = index.emplace((uint64_t(e.name) << 32) | shapes, uint32_t(sums.size()));
+    if (added) sums.push_back({e.name, shapes});
+    Sums& r = sums[it->second];
     ++r.calls;
     r.host_total_ns += e.dur_ns;
     r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[i], 0);
@@ -172,13 +234,43 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     r.tc_self_ns += counted_tc_self_ns[i];
     r.tc_total_ns += tc_total_ns[i];
   }
-  std::vector<OperatorRow> rows;
-  rows.reserve(by_key.size());
-  for (auto& [key, r] : by_key) rows.push_back(std::move(r));
-  std::sort(rows.begin(), rows.end(), [](const OperatorRow& a, const OperatorRow& b) {
+  index = {};
+  std::sort(sums.begin(), sums.end(), [&](const Sums& a, const Sums& b) {
     if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
-    return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
+    if (a.name != b.name) return t.strings.at(a.name) < t.strings.at(b.name);
+    return t.strings.at(a.shapes) < t.strings.at(b.shapes);
   });
+  std::vector<OperatorRow> rows;
+  const size_t named = sums.size() <= kMaxNameRows ? sums.size() : kMaxNameRows - 1;
+  rows.reserve(std::min(sums.size(), kMaxNameRows));
+  for (size_t k = 0; k < sums.size(); ++k) {
+    const Sums& r = sums[k];
+    OperatorRow row;
+    if (k < named) {
+      row.name = t.strings.at(r.name);
+      row.input_shapes = t.strings.at(r.shapes);
+      row.tc_eligible = is_tensor_core_eligible_op(row.name);
+    } else if (k > named) {   // the tail: summed into the row at `named`, "other names (N)"
+      OperatorRow& o = rows.back();
+      o.calls += r.calls;
+      o.host_self_ns += r.host_self_ns;
+      o.host_total_ns += r.host_total_ns;
+      o.device_self_ns += r.device_self_ns;
+      o.device_total_ns += r.device_total_ns;
+      o.tc_self_ns += r.tc_self_ns;
+      o.tc_total_ns += r.tc_total_ns;
+      continue;
+    }
+    row.calls = r.calls;
+    row.host_self_ns = r.host_self_ns;
+    row.host_total_ns = r.host_total_ns;
+    row.device_self_ns = r.device_self_ns;
+    row.device_total_ns = r.device_total_ns;
+    row.tc_self_ns = r.tc_self_ns;
+    row.tc_total_ns = r.tc_total_ns;
+    rows.push_back(std::move(row));
+  }
+  if (named < sums.size()) rows.back().name = other_names(sums.size() - named);
   return rows;
 }
 
@@ -252,6 +344,22 @@ std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& link
     if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
     return a.kernel != b.kernel ? a.kernel < b.kernel : a.op < b.op;
   });
+  WeightedMean blocks, occupancy;
+  cap_rows(
+      rows,
+      [&](KernelOpRow& o, const KernelOpRow& r) {
+        o.min_ns = o.calls == 0 ? r.min_ns : std::min(o.min_ns, r.min_ns);
+        o.max_ns = std::max(o.max_ns, r.max_ns);
+        o.calls += r.calls;
+        o.total_ns += r.total_ns;
+        blocks.add(r.blocks_per_sm, r.total_ns);
+        occupancy.add(r.occupancy_pct, r.total_ns);
+      },
+      [&](KernelOpRow& o, size_t n) {
+        o.kernel = other_names(n);
+        o.blocks_per_sm = blocks.value();
+        o.occupancy_pct = occupancy.value();
+      });
   return rows;
 }
 
@@ -298,13 +406,18 @@ std::vector<StepEventTables> step_event_tables(const Trace& t,
     ++(kernel ? out[k].kernel_calls : out[k].operator_calls);
   }
   auto tops = [&](const std::unordered_map<uint32_t, std::pair<int64_t, int64_t>>& by_name) {
+    // The top rows by their ids, then their names: a step of a million distinct names copies five.
+    std::vector<std::pair<uint32_t, std::pair<int64_t, int64_t>>> ids(by_name.begin(), by_name.end());
+    const auto heavier = [&](const auto& a, const auto& b) {
+      if (a.second.second != b.second.second) return a.second.second > b.second.second;
+      return t.strings.at(a.first) < t.strings.at(b.first);
+    };
+    const size_t n = std::min(top, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), heavier);
     std::vector<NameTotal> rows;
-    rows.reserve(by_name.size());
-    for (const auto& [name, acc] : by_name) rows.push_back({t.strings.at(name), acc.first, acc.second});
-    std::sort(rows.begin(), rows.end(), [](const NameTotal& a, const NameTotal& b) {
-      return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
-    });
-    if (rows.size() > top) rows.resize(top);
+    rows.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+      rows.push_back({display_name(t.strings.at(ids[i].first)), ids[i].second.first, ids[i].second.second});
     return rows;
   };
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -314,15 +427,26 @@ std::vector<StepEventTables> step_event_tables(const Trace& t,
   return out;
 }
 
-StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap) {
-  auto drawn = [](EventKind k) {
+StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, size_t cap,
+                           const std::vector<uint32_t>* module_of) {
+  std::vector<int8_t> module_call(t.strings.size(), -1);   // each python function's name checked once
+  auto is_module_call = [&](const Event& e) {
+    if (e.kind != EventKind::PythonFunction || e.name >= module_call.size()) return false;
+    if (module_call[e.name] < 0) {
+      std::string_view segment, type;
+      module_call[e.name] = parse_module_call_name(t.name_of(e), &segment, &type) ? 1 : 0;
+    }
+    return module_call[e.name] == 1;
+  };
+  auto drawn = [&](const Event& e) {
+    const EventKind k = e.kind;
     return k == EventKind::HostOp || k == EventKind::UserRange || k == EventKind::Sync || k == EventKind::Kernel ||
-           k == EventKind::Memcpy || k == EventKind::Memset;
+           k == EventKind::Memcpy || k == EventKind::Memset || is_module_call(e);
   };
   std::vector<uint32_t> picked;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (e.start_ns >= start_ns && e.start_ns < end_ns && drawn(e.kind)) picked.push_back(i);
+    if (e.start_ns >= start_ns && e.start_ns < end_ns && drawn(e)) picked.push_back(i);
   }
   StepTimeline out;
   out.total = static_cast<int64_t>(picked.size());
@@ -350,26 +474,32 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
   out.events.reserve(picked.size());
   for (uint32_t i : picked) {
     const Event& e = t.events[i];
-    // A host lane is its thread alone; a device lane its GPU and stream.
-    const uint64_t lane_key =
-        e.on_device() ? (uint64_t(1) << 48) | (uint64_t(uint16_t(e.device)) << 32) | e.tid : uint64_t(e.tid);
+    // A host lane is its thread alone (its module calls a lane beside it); a device lane its GPU
+    // and stream.
+    const bool module = e.kind == EventKind::PythonFunction;
+    const uint64_t lane_key = e.on_device() ? (uint64_t(1) << 48) | (uint64_t(uint16_t(e.device)) << 32) | e.tid
+                              : module      ? (uint64_t(2) << 48) | e.tid
+                                            : uint64_t(e.tid);
     auto [lit, new_lane] = lane_index.emplace(lane_key, static_cast<uint32_t>(out.lanes.size()));
     if (new_lane)
       out.lanes.push_back(e.on_device() ? "GPU " + std::to_string(e.device) + " stream " + std::to_string(e.tid)
+                          : module      ? "modules, host thread " + std::to_string(e.tid)
                                         : "host thread " + std::to_string(e.tid));
     auto [nit, new_name] = name_index.emplace(e.name, static_cast<uint32_t>(out.names.size()));
-    if (new_name) out.names.push_back(t.name_of(e));
+    if (new_name) out.names.push_back(display_name(t.name_of(e)));
     TimelineEvent r;
     r.lane = lit->second;
     r.name = nit->second;
     r.offset_ns = e.start_ns - start_ns;
     r.dur_ns = e.dur_ns;
     r.kind = e.kind;
+    if (module_of != nullptr && i < module_of->size()) r.module = (*module_of)[i];
     // Classified once per (name, kind): the name rules scan the name (kernel names run to
     // hundreds of characters), and a step holds thousands of calls of a few dozen names.
     auto [cit, new_class] = category_of.emplace((uint64_t(e.name) << 8) | uint64_t(e.kind), Category::CpuExec);
     if (new_class) {
       if (e.kind == EventKind::Sync) cit->second = Category::Runtime;
+      else if (module) cit->second = Category::Other;   // a module call: in no category of the breakdown
       else if (!event_category(t, e, &cit->second)) cit->second = Category::CpuExec;   // a step marker
     }
     r.category = cit->second;
@@ -411,6 +541,14 @@ std::vector<RangeRow> range_table(const Trace& t) {
   std::sort(rows.begin(), rows.end(), [](const RangeRow& a, const RangeRow& b) {
     return a.host_total_ns != b.host_total_ns ? a.host_total_ns > b.host_total_ns : a.name < b.name;
   });
+  cap_rows(
+      rows,
+      [](RangeRow& o, const RangeRow& r) {
+        o.calls += r.calls;
+        o.host_total_ns += r.host_total_ns;
+        o.closure_ns += r.closure_ns;
+      },
+      [](RangeRow& o, size_t n) { o.name = other_names(n); });
   return rows;
 }
 
@@ -518,6 +656,13 @@ std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
     if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
     return a.name != b.name ? a.name < b.name : a.op < b.op;
   });
+  cap_rows(
+      rows,
+      [](SyncRow& o, const SyncRow& r) {
+        o.count += r.count;
+        o.total_ns += r.total_ns;
+      },
+      [](SyncRow& o, size_t n) { o.name = other_names(n); });
   return rows;
 }
 
@@ -574,11 +719,108 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
   return rows;
 }
 
+namespace {
+
+// Every name the tables show longer than kMaxNameBytes becomes its display_name, and long_names
+// refers to its full text once: by its id in the trace's strings (no second copy of a name of
+// megabytes), or, for a string that is not one of them, by the text itself.
+void shorten_long_names(const Trace& t, AnalysisTables& a) {
+  std::unordered_map<std::string, bool> kept;   // display names already in long_names
+  const auto shorten = [&](std::string& s) {
+    if (s.size() <= kMaxNameBytes) return;
+    std::string shown = display_name(s);
+    if (kept.emplace(shown, true).second) {
+      AnalysisTables::LongName n{shown, t.strings.find(s), {}};
+      if (n.id == kNoIndex) n.full = std::move(s);
+      a.long_names.push_back(std::move(n));
+    }
+    s = std::move(shown);
+  };
+  for (DeviceSummary& r : a.devices) shorten(r.name);
+  for (KernelRow& r : a.kernels) shorten(r.name);
+  for (KernelOpRow& r : a.kernel_ops) {
+    shorten(r.kernel);
+    shorten(r.op);
+  }
+  for (OperatorRow& r : a.operators) {
+    shorten(r.name);
+    shorten(r.input_shapes);
+  }
+  for (RangeRow& r : a.ranges) shorten(r.name);
+  for (SyncRow& r : a.syncs) {
+    shorten(r.name);
+    shorten(r.op);
+  }
+  MemoryView& m = a.memory_view;
+  for (MemoryOpRow& r : m.ops) shorten(r.name);
+  for (std::vector<MemoryMoment>* moments : {&m.peaks, &m.ends})
+    for (MemoryMoment& p : *moments)
+      for (std::vector<MemoryOwner>* owners : {&p.top_ops, &p.top_modules})
+        for (MemoryOwner& o : *owners) shorten(o.name);
+  for (MemoryGrowth& g : m.growth)
+    for (std::vector<MemoryOwner>* owners : {&g.ops, &g.modules})
+      for (MemoryOwner& o : *owners) shorten(o.name);
+}
+
+// memory_ops, bounded like the name tables: per device, the kMaxNameRows - 1 rows that allocated
+// the most, and one "other names (N)" row with the rest's sums, last among the device's rows (the
+// table's order, by device then self increase, is kept for the rows shown).
+void cap_memory_ops(std::vector<MemoryOpRow>& rows) {
+  std::map<int, size_t> per_device;
+  for (const MemoryOpRow& r : rows) ++per_device[r.device];
+  bool over = false;
+  for (const auto& [device, n] : per_device) over = over || n > kMaxNameRows;
+  if (!over) return;
+  std::vector<MemoryOpRow> out;
+  size_t begin = 0;
+  while (begin < rows.size()) {   // rows are grouped by device
+    size_t end = begin;
+    while (end < rows.size() && rows[end].device == rows[begin].device) ++end;
+    std::vector<MemoryOpRow> group(std::make_move_iterator(rows.begin() + begin),
+                                   std::make_move_iterator(rows.begin() + end));
+    if (group.size() > kMaxNameRows) {
+      std::vector<size_t> order(group.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        return group[x].alloc_bytes != group[y].alloc_bytes ? group[x].alloc_bytes > group[y].alloc_bytes
+                                                            : group[x].self_alloc_bytes > group[y].self_alloc_bytes;
+      });
+      std::vector<uint8_t> keep(group.size(), 0);
+      for (size_t i = 0; i < kMaxNameRows - 1; ++i) keep[order[i]] = 1;
+      MemoryOpRow other;
+      other.device = group.front().device;
+      std::vector<MemoryOpRow> kept;
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (keep[i]) {
+          kept.push_back(std::move(group[i]));
+          continue;
+        }
+        const MemoryOpRow& r = group[i];
+        other.calls += r.calls;
+        other.size_increase_bytes += r.size_increase_bytes;
+        other.self_size_increase_bytes += r.self_size_increase_bytes;
+        other.alloc_count += r.alloc_count;
+        other.self_alloc_count += r.self_alloc_count;
+        other.alloc_bytes += r.alloc_bytes;
+        other.self_alloc_bytes += r.self_alloc_bytes;
+      }
+      other.name = other_names(group.size() - kept.size());
+      kept.push_back(std::move(other));
+      group = std::move(kept);
+    }
+    for (MemoryOpRow& r : group) out.push_back(std::move(r));
+    begin = end;
+  }
+  rows = std::move(out);
+}
+
+}  // namespace
+
 AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
                               const std::vector<ProcessGroupInfo>& process_groups) {
   AnalysisTables a;
-  // The second thread links launches first and says so, then builds the operator, sync, kernel,
-  // copy and range tables; this one builds the breakdown and the memory table, then the device
+  // The second thread links launches first and says so, then builds the operator, module, sync,
+  // kernel, copy and range tables; this one builds the breakdown and the memory table, then the device
   // summary, which needs the links (ready long before) but none of those tables: the two halves
   // take about as long on a trace of 2 million events.
   std::promise<void> links_ready;
@@ -592,6 +834,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     }
     links_ready.set_value();
     a.operators = operator_table(t, a.links);
+    a.modules = module_view(t, a.links);
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);
     a.kernels = kernel_table(t);
@@ -603,6 +846,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   std::thread side;
   try {
     side = std::thread([&] {
+      prepare_thread_for_exceptions();
       try {
         linked();
       } catch (...) {
@@ -616,6 +860,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.steps = compute_breakdown(t, options);
     a.memory_view = memory_view(t, a.steps);
     a.memory = step_memory_table(t, a.steps, a.memory_view.devices);
+    a.plausibility = check_plausibility(t);
     links_done.get();   // rethrows the linking's exception, if it failed
     a.devices = summarize_devices(t, steps_window(a.steps), a.links);
   } catch (...) {
@@ -625,6 +870,8 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   if (side.joinable()) side.join();
   if (linked_error) std::rethrow_exception(linked_error);
   a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
+  cap_memory_ops(a.memory_view.ops);
+  shorten_long_names(t, a);
   return a;
 }
 

@@ -446,7 +446,7 @@ inline ThreadBuffer* exit_buffer() {
   return b;
 }
 
-inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
+inline void close_range(ThreadBuffer* b, const void* key, int64_t ts, uint64_t link = 0) {
   // Ranges close in LIFO order on a thread; an exit whose enter we never saw (the session began
   // inside it, or it closes on another thread) finds no match and is ignored.
   size_t i = b->open.size();
@@ -462,6 +462,7 @@ inline void close_range(ThreadBuffer* b, const void* key, int64_t ts) {
   e.start_ns = r.start_ns;
   e.dur_ns = ts - r.start_ns;
   e.external_id = r.external_id;
+  e.correlation = link;   // a host op's autograd link (0: none, as for every range without one)
   e.tid = b->os_tid;
   e.aux = r.shapes;
   append(b, e);
@@ -503,6 +504,11 @@ std::string shapes_text(const int64_t* dims, size_t n_dims) { return format_dims
 void host_exit_now(const void* key) {
   const int64_t ts = tick_now();
   if (ThreadBuffer* b = exit_buffer()) close_range(b, key, ts);
+}
+
+void host_exit_now(const void* key, uint64_t autograd_link) {
+  const int64_t ts = tick_now();
+  if (ThreadBuffer* b = exit_buffer()) close_range(b, key, ts, autograd_link);
 }
 
 void record(EventKind kind, std::string_view name, int64_t start_ns, int64_t end_ns, uint64_t external_id) {

@@ -172,6 +172,16 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   host_exit_now(&fn);
 }
 
+// With the module view: the op's autograd link (event.h), read from the RecordFunction on exit. A
+// backward op (one autograd's engine runs for a node) names the forward thread that made the node;
+// a forward op its own thread, in the same numbering (RecordFunction's thread ids).
+void on_exit_linked(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (__builtin_expect(gpu_correlation_used(), 0)) gpu_external_pop();   // GPU collection
+  const uint64_t forward_thread = fn.forwardThreadId();
+  const bool backward = forward_thread != 0;
+  host_exit_now(&fn, pack_autograd_link(fn.seqNr(), backward ? forward_thread : fn.threadId(), backward));
+}
+
 // For bench/overhead_callgrind.py: callbacks that do nothing, to measure what LibTorch itself spends
 // on running any callback (with and without boxing the inputs for it).
 std::unique_ptr<at::ObserverContext> idle_enter(const at::RecordFunction&) { return nullptr; }
@@ -180,9 +190,10 @@ at::CallbackHandle g_idle_handle = 0;
 
 }  // namespace
 
-void install_hooks(bool record_shapes) {
+void install_hooks(bool record_shapes, bool autograd_links) {
   if (g_installed) return;
-  at::RecordFunctionCallback cb(record_shapes ? &on_enter_with_shapes : &on_enter, &on_exit);
+  at::RecordFunctionCallback cb(record_shapes ? &on_enter_with_shapes : &on_enter,
+                                autograd_links ? &on_exit_linked : &on_exit);
   cb.needsInputs(record_shapes)
       .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
   g_handle = at::addGlobalCallback(std::move(cb));

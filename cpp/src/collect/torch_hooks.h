@@ -6,8 +6,10 @@
 namespace gpuprof::collect {
 
 // Global RecordFunction callbacks (so DataLoader, autograd and user threads are all seen) for
-// operator, backward and user scopes. Installed only for warmup and active steps.
-void install_hooks(bool record_shapes);
+// operator, backward and user scopes. Installed only for warmup and active steps. autograd_links:
+// each op also records its autograd link (sequence number and forward thread, event.h), which the
+// module view needs to attribute backward ops; read on exit, so the enter path is the same.
+void install_hooks(bool record_shapes, bool autograd_links = false);
 void remove_hooks();
 bool hooks_installed();
 // Callbacks that do nothing, for the overhead bench: LibTorch's own cost of running any callback.

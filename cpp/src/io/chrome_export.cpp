@@ -359,7 +359,16 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
       key(w, "External id");
       w.Uint64(e.external_id);
     }
-    if (e.correlation != 0) {
+    if (e.kind == EventKind::HostOp) {
+      // A host op's correlation slot is its autograd link, which Kineto writes as these two.
+      const AutogradLink link = autograd_link(e);
+      if (link.present) {
+        key(w, "Sequence number");
+        w.Uint64(link.sequence_nr);
+        key(w, "Fwd thread id");
+        w.Uint(link.backward ? link.thread : 0);
+      }
+    } else if (e.correlation != 0) {
       key(w, "correlation");
       w.Uint64(e.correlation);
     }

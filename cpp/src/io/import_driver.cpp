@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../core/thread_start.h"
 #include "json_sax.h"
 #include "kineto_handler.h"
 #include "split_point.h"
@@ -25,6 +26,7 @@ struct SecondHalf {
   ImportStats stats;
   bool ok = false;   // read to the end with no error of any kind
   int unit_ns = 0;
+  std::vector<int8_t> unit_votes;   // its events' votes on the unit while it was voting
   int64_t host_pid = -1;
   uint64_t invalid_utf8 = 0;
   uint64_t text_bytes = 0;
@@ -37,6 +39,7 @@ void read_second_half(const SplitSource& src, const ImportOptions& opts, const s
     const ParseResult r = parse_rest_of_events(*in, out->trace, out->stats, opts);
     if (!r.json || !in->error().empty() || !r.abort_reason.empty()) return;
     out->unit_ns = r.unit_ns;
+    out->unit_votes = r.unit_votes;
     out->host_pid = r.host_pid;
     out->invalid_utf8 = r.invalid_utf8;
     out->text_bytes = in->bytes_delivered();
@@ -123,6 +126,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       point.at.store(split->at, std::memory_order_release);
       point.settled.store(!split->at_is_earliest, std::memory_order_release);
       second = std::thread([&] {
+        prepare_thread_for_exceptions();
         read_second_half(
             *split, opts, &stop_second,
             [&point](uint64_t at) {
@@ -148,7 +152,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       };
-      point.arrive = [&](bool here, int unit) {
+      point.arrive = [&](bool here, int* unit, const UnitVote& first) {
         if (!here) {   // the guess was not an event boundary: read on alone
           stop_second = true;
           return AtSplit::ReadOn;
@@ -159,8 +163,17 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
           if (opts.interrupted && polls % 50 == 0 && opts.interrupted()) return AtSplit::Interrupted;
         }
         second.join();
-        const bool same = half.ok && (unit == 0 || half.unit_ns == 0 || unit == half.unit_ns);
-        return same ? AtSplit::TakeSecondHalf : AtSplit::ReadOn;
+        if (!half.ok) return AtSplit::ReadOn;
+        if (*unit == 0) {
+          // This thread is still voting: the one-thread read would go on voting with the second
+          // half's first events, whose votes the second thread kept.
+          UnitVote vote = first;
+          for (const int8_t v : half.unit_votes)
+            if (vote.add(v)) break;
+          *unit = vote.unit_ns();
+        }
+        // The second half's times were converted in its own unit: joined only when it is the same.
+        return *unit == half.unit_ns ? AtSplit::TakeSecondHalf : AtSplit::ReadOn;
       };
     }
   }
@@ -207,7 +220,6 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
     append_second_half(trace, stats, half);
     if (host_pid < 0) host_pid = half.host_pid;
     invalid_utf8 += half.invalid_utf8;
-    if (unit_ns == 0) unit_ns = half.unit_ns;
     stats.split = true;
   }
   stats.json_bytes = text_bytes;

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "decimal.h"
 #include "gpuprof/breakdown.h"
@@ -104,15 +105,22 @@ int64_t elements_in_dims(std::string_view text) {
 }
 
 // A time field: converted to nanoseconds where it is read once the file's time unit is known
-// (every event after the first with a nonzero timestamp), else kept as its exact decimal text
-// until the unit is decided at the event's end.
+// (every event after the unit was decided), else kept as its exact decimal text until the
+// events held for the decision are replayed (KinetoHandler::decide_unit).
 struct RawNum {
   std::string text;
   bool present = false;
   bool converted = false;   // `ns` and `ok` hold the conversion; `text` is not kept
   bool ok = false;
+  bool other_unit = false;  // a ts written in the other unit than the file's (an outlier)
   int64_t ns = 0;
 };
+
+// A timestamp this large cannot be microseconds since any epoch we know (that is the year 5138):
+// it is nanoseconds. A nonzero one below it, in a file of nanoseconds, is before 1973.
+constexpr int64_t kNanosecondTimestamps = 100000000000000000LL;   // 1e17
+
+bool looks_like_ns(int64_t ts) { return ts >= kNanosecondTimestamps || ts <= -kNanosecondTimestamps; }
 
 // One entry of traceEvents, filled field by field.
 struct PendingEvent {
@@ -127,6 +135,7 @@ struct PendingEvent {
   int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
   int64_t addr = 0;   // memory samples: the block's address (0: not recorded)
+  int64_t sequence_nr = -1, fwd_thread = 0;   // a host op's autograd link (event.h)
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   bool has_bytes = false;   // memory samples: a free is a negative Bytes
@@ -146,12 +155,14 @@ struct PendingEvent {
     name.clear();
     has_name = false;
     pid = tid = -1;
-    ts.present = ts.converted = false;
-    dur.present = dur.converted = false;
+    ts.present = ts.converted = ts.other_unit = false;
+    dur.present = dur.converted = dur.other_unit = false;
     correlation = external_id = 0;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
     addr = 0;
+    sequence_nr = -1;
+    fwd_thread = 0;
     blocks_per_sm = warps_per_sm = occupancy = -1;
     for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
     has_bytes = false;
@@ -216,6 +227,7 @@ class KinetoHandler {
   int unit_ns() const { return unit_ns_; }
   int64_t host_pid() const { return host_pid_; }
   bool stopped_at_split() const { return stopped_at_split_; }
+  const std::vector<int8_t>& unit_votes() const { return unit_votes_; }
   void set_split(SplitPoint* split) { split_ = split; }
   // The second thread of a split import reads from between two events of traceEvents, in
   // `{"traceEvents": [`: the state the first thread is in there.
@@ -334,9 +346,11 @@ class KinetoHandler {
                             top_is_object_ && capture_depth_ == 0;
           SplitPoint* const split = split_;
           split_ = nullptr;
-          const AtSplit next = split->arrive(here, unit_ns_);
+          int unit = unit_ns_;
+          const AtSplit next = split->arrive(here, &unit, vote_);
           if (next == AtSplit::TakeSecondHalf) {
-            stopped_at_split_ = true;
+            decide_unit(unit);   // still voting: the unit the whole file's first votes give
+            stopped_at_split_ = abort_reason_.empty();
             return false;
           }
           if (next == AtSplit::Interrupted) return fail("interrupted");
@@ -348,6 +362,8 @@ class KinetoHandler {
         in_input_type_ = false;
       } else if (depth_ == ev_depth_ - 1) {
         in_events_ = false;
+        end_of_events();
+        if (!abort_reason_.empty()) return false;
       }
     } else if (in_devices_) {
       if (depth_ == 2) in_devices_ = false;
@@ -476,10 +492,10 @@ class KinetoHandler {
         }
         break;
       case Field::Ts:
-        if (type == Scalar::Number) keep_time(ev_.ts, v);
+        if (type == Scalar::Number) keep_time(ev_.ts, v, true);
         break;
       case Field::Dur:
-        if (type == Scalar::Number) keep_time(ev_.dur, v);
+        if (type == Scalar::Number) keep_time(ev_.dur, v, false);
         break;
       default: break;
     }
@@ -513,6 +529,8 @@ class KinetoHandler {
       case Arg::DeviceType: as_int(&ev_.device_type); break;
       case Arg::DeviceId: as_int(&ev_.device_id); break;
       case Arg::Addr: as_int(&ev_.addr); break;
+      case Arg::SequenceNumber: as_int(&ev_.sequence_nr); break;
+      case Arg::FwdThreadId: as_int(&ev_.fwd_thread); break;
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
@@ -587,29 +605,64 @@ class KinetoHandler {
     ++stats_.skipped_by_reason[reason];
   }
 
-  // The time unit of the file, decided by the first nonzero timestamp (docs/analyze.md): Kineto
-  // and the Chrome format write microseconds; a value of 1e17 or more cannot be microseconds
-  // since any epoch we know (that is the year 5138), so the file is in nanoseconds.
-  bool to_ns(const RawNum& n, int64_t* out) {
-    if (n.converted) {
-      *out = n.ns;
-      return n.ok;
-    }
-    if (unit_ns_ == 0) {
+  // The time unit of the file (docs/analyze.md), decided by the majority of its first
+  // kUnitVotes nonzero timestamps: Kineto and the Chrome format write microseconds; a value of
+  // 1e17 or more cannot be microseconds, so it votes for nanoseconds. One outlier (an event with a
+  // nanosecond time in a file of microseconds) does not switch the whole file: it is skipped and
+  // counted. Until the vote is in, events are held in order with their times as text, then
+  // replayed (so the result does not depend on where the decision fell).
+  // (The rule's numbers: UnitVote in split_point.h.)
+  void hold(const PendingEvent& p) {
+    held_.push_back(p);
+    int vote = -1;
+    if (p.ts.present && !p.bad_number) {
       int64_t probe = 0;
-      if (!io::scaled_decimal(n.text, 0, &probe)) return false;
-      if (probe == 0) return io::scaled_decimal(n.text, 3, out);
-      unit_ns_ = (probe >= 100000000000000000LL || probe <= -100000000000000000LL) ? 1 : 1000;
+      if (io::scaled_decimal(p.ts.text, 0, &probe) && probe != 0) vote = looks_like_ns(probe) ? 1 : 0;
     }
-    return io::scaled_decimal(n.text, unit_ns_ == 1 ? 0 : 3, out);
+    unit_votes_.push_back(int8_t(vote));
+    if (vote_.add(vote)) decide_unit();
   }
 
-  // A time field as it is read: what to_ns() will give for it (the unit cannot change before the
-  // event ends: only an event's end decides it).
-  void keep_time(RawNum& n, std::string_view v) {
+  // Decides the unit with the votes so far (or as `unit`, what a split import's first thread was
+  // told a one-thread read decides) and replays the held events.
+  void decide_unit(int unit = 0) {
+    if (unit_ns_ != 0) return;
+    unit_ns_ = unit != 0 ? unit : vote_.unit_ns();
+    std::vector<PendingEvent> held;
+    held.swap(held_);
+    for (PendingEvent& p : held) {
+      if (!abort_reason_.empty()) break;
+      use_event(p);
+    }
+  }
+
+  // Whether a time field converts in the file's unit (decided). A ts in the other unit is
+  // marked (`other_unit`) for the event to be skipped with its own reason.
+  bool convert(RawNum& n, std::string_view text, bool is_ts) {
+    n.converted = true;
+    n.ok = io::scaled_decimal(text, unit_ns_ == 1 ? 0 : 3, &n.ns);
+    if (!is_ts) return n.ok;
+    if (unit_ns_ == 1) {
+      n.other_unit = n.ok && n.ns != 0 && !looks_like_ns(n.ns);
+    } else if (!n.ok) {
+      int64_t probe = 0;   // too large for microseconds: nanoseconds, or simply out of range
+      n.other_unit = io::scaled_decimal(text, 0, &probe) && looks_like_ns(probe);
+    }
+    return n.ok;
+  }
+
+  bool to_ns(RawNum& n, bool is_ts, int64_t* out) {
+    if (!n.converted) convert(n, n.text, is_ts);
+    *out = n.ns;
+    return n.ok;
+  }
+
+  // A time field as it is read: converted at once when the unit is known, else kept as text.
+  void keep_time(RawNum& n, std::string_view v, bool is_ts) {
     n.present = true;
-    n.converted = unit_ns_ != 0;
-    if (n.converted) n.ok = io::scaled_decimal(v, unit_ns_ == 1 ? 0 : 3, &n.ns);
+    n.converted = false;
+    n.other_unit = false;
+    if (unit_ns_ != 0) convert(n, v, is_ts);
     else n.text.assign(v.data(), v.size());
   }
 
@@ -624,17 +677,24 @@ class KinetoHandler {
     return trace_.strings.intern(text);
   }
 
-  uint32_t intern_name() { return intern_clean(ev_.name); }
+  uint32_t intern_name(const PendingEvent& p) { return intern_clean(p.name); }
 
   void finish_event() {
     ++stats_.records;
-    PendingEvent& p = ev_;
+    if (unit_ns_ == 0) return hold(ev_);
+    use_event(ev_);
+  }
+
+  // The end of traceEvents (or of the text): a unit not decided yet is decided with what was seen.
+  void end_of_events() { decide_unit(); }
+
+  void use_event(PendingEvent& p) {
     switch (p.ph) {
       case 'X': break;
       case 'i':
       case 'I':
         if (p.name == "[memory]") {
-          add_memory_sample();
+          add_memory_sample(p);
           return;
         }
         ++stats_.ignored_records;
@@ -664,7 +724,9 @@ class KinetoHandler {
     if (!p.dur.present) return skip("missing dur");
     if (p.bad_number) return skip("number out of 64-bit range");
     int64_t start_ns = 0, dur_ns = 0;
-    if (!to_ns(p.ts, &start_ns) || !to_ns(p.dur, &dur_ns)) return skip("time out of range");
+    const bool times_ok = to_ns(p.ts, true, &start_ns) && to_ns(p.dur, false, &dur_ns);
+    if (p.ts.other_unit) return skip(other_unit_reason());
+    if (!times_ok) return skip("time out of range");
     if (dur_ns < 0) return skip("negative dur");
     if (start_ns > INT64_MAX - dur_ns) return skip("time out of range");
     if (opts_.max_events != 0 && trace_.events.size() >= opts_.max_events) {
@@ -675,7 +737,7 @@ class KinetoHandler {
 
     EventKind kind = kind_of(p.cat);
     Event e;
-    e.name = intern_name();
+    e.name = intern_name(p);
     if ((kind == EventKind::HostOp || kind == EventKind::UserRange) &&
         is_step_marker_name(trace_.strings.at(e.name)))
       kind = EventKind::StepMarker;
@@ -687,6 +749,11 @@ class KinetoHandler {
     // Input shapes belong to host ops; interned after the name, so a split import that interns
     // each event's strings in the same order gives the same ids.
     if (kind == EventKind::HostOp && p.has_shapes) e.aux = intern_clean(p.shapes);
+    // A host op launches nothing itself: its correlation slot holds its autograd link. Kineto
+    // writes `Fwd thread id` 0 on forward ops (their own thread is not written: unknown here).
+    if (kind == EventKind::HostOp)
+      e.correlation =
+          pack_autograd_link(p.sequence_nr, p.fwd_thread > 0 ? uint64_t(p.fwd_thread) : 0, p.fwd_thread > 0);
     if (is_device_kind(kind)) {
       // New Kineto: pid = device, tid = stream; old: pid 0, tid "stream 7"; args say it exactly.
       int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
@@ -698,7 +765,7 @@ class KinetoHandler {
     }
     if (e.external_id != 0 &&
         (kind == EventKind::HostOp || kind == EventKind::UserRange || kind == EventKind::Kernel))
-      add_collective_info(e);
+      add_collective_info(p, e);
     if (kind == EventKind::Kernel) {
       KernelInfo k;
       for (int i = 0; i < 3; ++i) {
@@ -737,8 +804,7 @@ class KinetoHandler {
 
   // A collective's facts, as recorded on the event; or, for a backend's own range (gloo:all_reduce)
   // recorded with its shapes, the elements and type of its inputs (what the plugin sized it by).
-  void add_collective_info(const Event& e) {
-    PendingEvent& p = ev_;
+  void add_collective_info(PendingEvent& p, const Event& e) {
     if (p.collective) {
       p.coll.external_id = e.external_id;
       if (p.coll.dtype.empty() && !p.input_type.empty()) p.coll.dtype = clean(p.input_type);
@@ -754,12 +820,18 @@ class KinetoHandler {
     if (c.in_nelems >= 0) trace_.collectives.push_back(std::move(c));
   }
 
-  void add_memory_sample() {
-    const PendingEvent& p = ev_;
+  const char* other_unit_reason() const {
+    return unit_ns_ == 1 ? "timestamp in microseconds in a nanosecond trace"
+                         : "timestamp in nanoseconds in a microsecond trace";
+  }
+
+  void add_memory_sample(PendingEvent& p) {
     if (!p.ts.present) return skip("missing ts");
     if (p.bad_number) return skip("number out of 64-bit range");
     MemorySample m;
-    if (!to_ns(p.ts, &m.ts_ns)) return skip("time out of range");
+    const bool ok = to_ns(p.ts, true, &m.ts_ns);
+    if (p.ts.other_unit) return skip(other_unit_reason());
+    if (!ok) return skip("time out of range");
     m.bytes_delta = p.has_bytes ? p.bytes : 0;
     m.total_allocated = p.total_allocated;
     m.total_reserved = p.total_reserved;
@@ -795,6 +867,9 @@ class KinetoHandler {
   PendingEvent ev_;
   int64_t host_pid_ = -1;   // the profiled process (first host event's pid)
   int unit_ns_ = 0;   // ns per unit of ts/dur: 0 until known, then 1000 (us) or 1 (ns)
+  std::vector<PendingEvent> held_;   // events read while the unit is not decided, in order
+  UnitVote vote_;
+  std::vector<int8_t> unit_votes_;   // each held event's vote
   std::string abort_reason_;
   uint64_t invalid_utf8_ = 0;
   std::unordered_map<uint32_t, CopyInfo> copy_by_name_;
@@ -815,6 +890,7 @@ ParseResult result_of(const KinetoHandler& h, io::JsonResult json) {
   r.host_pid = h.host_pid();
   r.invalid_utf8 = h.invalid_utf8();
   r.stopped_at_split = h.stopped_at_split();
+  r.unit_votes = h.unit_votes();
   return r;
 }
 

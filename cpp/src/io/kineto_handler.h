@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpuprof/kineto_import.h"
 #include "gpuprof/trace.h"
@@ -28,6 +29,9 @@ struct ParseResult {
   int64_t host_pid = -1;           // the profiled process (first host event's pid), -1 when none
   uint64_t invalid_utf8 = 0;       // strings whose invalid UTF-8 bytes were replaced
   bool stopped_at_split = false;   // stopped at the split point, to take the second thread's half
+  // Each event's vote on the time unit (1 ns, 0 us, -1 none) while the unit was undecided: for a
+  // second half, what lets the first thread tell the unit a one-thread read would decide.
+  std::vector<int8_t> unit_votes;
 };
 
 // Parses the whole text into `trace` and `stats`. With `split`, asks it at each event's end

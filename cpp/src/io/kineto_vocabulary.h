@@ -121,6 +121,8 @@ enum class Arg : uint8_t {
   DeviceType,
   DeviceId,
   InputDims,
+  SequenceNumber,
+  FwdThreadId,
   InputType,
   // A collective's own facts (record_param_comms ops and NCCL kernels; gpuprof's export writes
   // them on any event they describe).
@@ -227,6 +229,7 @@ inline Arg arg_of(std::string_view k) {
       if (is(k, "shared memory")) return Arg::SharedMem;
       if (is(k, "blocks per SM")) return Arg::BlocksPerSm;
       if (is(k, "In msg nelems")) return Arg::InMsgNelems;
+      if (is(k, "Fwd thread id")) return Arg::FwdThreadId;
       break;
     case 14:
       if (is(k, "Total Reserved")) return Arg::TotalReserved;
@@ -234,6 +237,7 @@ inline Arg arg_of(std::string_view k) {
       break;
     case 15:
       if (is(k, "Total Allocated")) return Arg::TotalAllocated;
+      if (is(k, "Sequence number")) return Arg::SequenceNumber;
       if (is(k, "Collective name")) return Arg::CollectiveName;
       break;
     case 18:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -15,6 +16,24 @@ namespace gpuprof::kineto {
 // whether the first thread reads on alone, stops there and takes the second thread's events, or
 // stops because the user interrupted the import while it waited for the second thread.
 enum class AtSplit { ReadOn, TakeSecondHalf, Interrupted };
+
+// The file's time unit (docs/analyze.md): the majority's of the first kVotes nonzero timestamps
+// (1e17 or more: nanoseconds), decided after kVotes votes, after kMaxHeld events without them, or
+// at the end of the events; microseconds without any vote. Events are held until then.
+struct UnitVote {
+  static constexpr int kVotes = 64;
+  static constexpr size_t kMaxHeld = 4096;
+  int ns = 0, us = 0;   // votes so far
+  size_t held = 0;      // events held so far
+  // Counts one event (vote: 1 nanoseconds, 0 microseconds, -1 none); true once it decides.
+  bool add(int vote) {
+    ++held;
+    if (vote == 1) ++ns;
+    else if (vote == 0) ++us;
+    return ns + us >= kVotes || held >= kMaxHeld;
+  }
+  int unit_ns() const { return ns > us ? 1 : 1000; }
+};
 struct SplitPoint {
   // Where the second thread starts. For a gzip file, until the second thread has found that
   // (`settled`), the earliest it can be: the first thread then waits there in settle(), which
@@ -22,7 +41,9 @@ struct SplitPoint {
   std::atomic<uint64_t> at{UINT64_MAX};
   std::atomic<bool> settled{true};
   std::function<void()> settle;
-  std::function<AtSplit(bool exactly_here, int unit_ns)> arrive;   // unit_ns: the handler's so far
+  // unit_ns: the handler's, 0 when it is still voting (`vote`: its votes so far); on
+  // TakeSecondHalf, *unit_ns is the unit the one-thread read would have decided.
+  std::function<AtSplit(bool exactly_here, int* unit_ns, const UnitVote& vote)> arrive;
 
   // Whether the first thread, at text offset `pos` after an event, has got to the second thread's
   // start: if `pos` is past the earliest place and that is not settled yet, it settles it first.

@@ -1,5 +1,6 @@
 #include "text_stream.h"
 
+#include "../core/thread_start.h"
 #include "crc32.h"
 
 #include <algorithm>
@@ -104,7 +105,10 @@ void TextStream::start(bool gzip_only) {
     inflateValidate(&z_, 0);   // check_member_trailer() does it
     slots_.assign(kSlots, std::vector<char>());
     for (size_t i = 0; i < kSlots; ++i) free_.push_back(i);
-    inflater_ = std::thread([this] { inflate_loop(); });
+    inflater_ = std::thread([this] {
+      prepare_thread_for_exceptions();
+      inflate_loop();
+    });
   }
   refill();
 }

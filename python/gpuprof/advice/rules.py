@@ -424,8 +424,12 @@ def launch_bound(f: Facts) -> Optional[Recommendation]:
 
 # ---- low_utilization / batch_size / memory_capacity ---------------------------------------------
 def _memory_room(f: Facts) -> Optional[float]:
+    """Peak allocated memory as a share of the device's; None when unknown, or above 100% (which
+    cannot be: the report's warnings say so, and no rule reads it as a fact)."""
     peak, total = f.peak_allocated_bytes, f.memory_total_bytes
-    return 100.0 * peak / total if peak is not None and total else None
+    if peak is None or not total or peak > total:
+        return None
+    return 100.0 * peak / total
 
 
 def _bigger_batch(f: Facts, factor: int) -> str:

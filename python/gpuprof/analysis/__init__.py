@@ -20,10 +20,11 @@ from typing import Any, Optional
 
 from .. import _build_info
 from .._native import _core
+from .implausible import warnings_from
 
-# 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops; 4: collectives,
-# collective_calls, and the memory view (memory_ops, memory_peak, memory_composition, memory_growth,
-# out_of_memory)
+# 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
+# 4: collectives, collective_calls, warnings (implausible input), long_names, modules, and the memory
+# view (memory_ops, memory_peak, memory_composition, memory_growth, out_of_memory)
 SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
@@ -53,6 +54,7 @@ def report_dict(
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
     if native is not None:
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
+        native["module_of_event"] = analysed.get("module_of_event")
     bd = analysed["breakdown"]
     steps = []
     for s in bd["steps"]:
@@ -67,14 +69,18 @@ def report_dict(
         "gpuprof_version": _build_info.GPUPROF_VERSION,
         "source": dict(source or {}),
         "steps": steps,
-        "average": _average(steps),
+        "average": average(steps),
         "step_rules": {
             "had_step_markers": bd["had_step_markers"],
             "dropped_trailing_steps": bd["dropped_trailing_steps"],
             "dropped_incomplete_last": bd["dropped_incomplete_last"],
             "duplicate_step_markers": bd["duplicate_step_markers"],
             "nested_step_markers": bd["nested_step_markers"],
+            "malformed_step_markers": bd["malformed_step_markers"],
+            "skewed_device_events": bd["skewed_device_events"],
         },
+        # Implausible input, said rather than shown as fact (implausible.py; docs/metrics.md).
+        "warnings": warnings_from(bd, analysed["plausibility"], trace.metadata),
         "dataloaders": list(dataloaders or []),
         "host": dict(host or {}),
         "counts": {
@@ -88,7 +94,17 @@ def report_dict(
     # GPU metrics: the per-device summary and the detail tables.
     # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
     # numbers are None. docs/metrics.md defines every field.
-    for key in ("devices", "kernels", "kernel_ops", "operators", "copies", "syncs", "memory", "ranges"):
+    for key in (
+        "devices",
+        "kernels",
+        "kernel_ops",
+        "operators",
+        "modules",
+        "copies",
+        "syncs",
+        "memory",
+        "ranges",
+    ):
         data[key] = analysed[key]
     # Collectives per kind x process group, and every call as [row, step, dur_us, end_us, bytes]:
     # what the cross-rank report needs to split each row's time into transfer and waiting
@@ -120,6 +136,9 @@ def report_dict(
     if native is not None:
         native["memory_end"] = analysed["memory_end"]
         native["memory_end_composition"] = analysed["memory_end_composition"]
+    # The full text of each name the tables show shortened (over 1024 bytes), once (docs/metrics.md,
+    # "Bounded tables and names"); {} when none is.
+    data["long_names"] = analysed["long_names"]
     return data
 
 
@@ -207,7 +226,7 @@ def _gpu_sample_row(raw: dict) -> dict:
     return row
 
 
-def _average(steps: list[dict]) -> dict:
+def average(steps: list[dict]) -> dict:
     """Mean of each category over the steps, and its share of the mean step."""
     keys = ["total_us"] + [f"{k}_us" for k, _ in CATEGORIES]
     if not steps:
@@ -303,7 +322,13 @@ def _median_step(steps: list[dict]) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] = None) -> dict:
+def step_views(
+    trace,
+    steps: list[dict],
+    *,
+    repeated_op_calls: Optional[bytes] = None,
+    module_of_event: Optional[bytes] = None,
+) -> dict:
     """Computed by the report builder when the report will be saved or drawn (``build_report``'s
     ``with_step_views``), not by ``report_dict``: a text report does not need it. The per-step tables
     are one native pass, reusing the analysis pass's per-event flags, and each drawn step's
@@ -325,19 +350,22 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
         # Host threads and GPU streams, device work kept first up to the cap, then the longest host
         # events; rows [lane, name, start_us, dur_us, category, kind], lane and name pointing into the
         # first-seen lists lane_order and names; the category is the breakdown's (one native pass).
-        tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP)
+        tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP, module_of_event)
         lanes = tl["lane_order"]
+        # With a module view: each event's module row (index into `modules`, -1 none).
+        extra = {"module_of": tl["module_of"]} if "module_of" in tl else {}
         timelines.append(
             {
                 "label": label,
                 "step": step["step"],
                 "total_us": step["total_us"],
-                "lanes": sorted(lanes, key=lambda lane: (not lane.startswith("host"), lane)),
+                "lanes": sorted(lanes, key=_lane_order),
                 "lane_order": lanes,
                 "names": tl["names"],
                 "events": tl["events"],
                 "counts": tl["counts"],
                 "left_out": tl["total"] - len(tl["events"]),
+                **extra,
             }
         )
     tops = {}
@@ -358,6 +386,14 @@ def step_views(trace, steps: list[dict], *, repeated_op_calls: Optional[bytes] =
         "outliers": outlier_steps(steps),
         "event_cap": TIMELINE_EVENT_CAP,
     }
+
+
+def _lane_order(lane: str) -> tuple:
+    """Host threads first, each with its module calls right above it; then the GPU streams."""
+    modules = "modules, "
+    if lane.startswith(modules + "host"):
+        return (0, lane[len(modules) :], 0)
+    return (0, lane, 1) if lane.startswith("host") else (1, lane, 0)
 
 
 def outlier_steps(steps: list[dict]) -> list[int]:

@@ -89,6 +89,34 @@ TABLES: tuple[Table, ...] = (
         shown=True,
     ),
     Table(
+        "modules",
+        "Modules",
+        (
+            Field(
+                "path",
+                "string",
+                'the module\'s name in the model, `layer1.0.conv1` (`""`: the model itself; from a '
+                "torch.profiler trace, instance names such as `Sequential_0.BasicBlock_1`)",
+            ),
+            Field("type", "string", "the module's class, `Conv2d`"),
+            Field("parent", "string|null", "the `path` of the module that called it (null: a root)"),
+            Field("depth", "integer", "calls between it and its root (0: a root)"),
+            Field("calls", "integer", "forward calls"),
+            Field(
+                "host_total_us",
+                _US,
+                "its forward calls' host time, and the backward ops of its own and its children's forward",
+            ),
+            Field("host_self_us", _US, "`host_total_us` less that of the modules it called"),
+            Field(
+                "device_total_us",
+                _US,
+                "device time launched by the ops of its forward and backward, its children's included",
+            ),
+            Field("device_self_us", _US, "`device_total_us` less that of the modules it called"),
+        ),
+    ),
+    Table(
         "kernel_ops",
         "GPU kernels by launching operator",
         (

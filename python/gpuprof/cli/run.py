@@ -1,18 +1,19 @@
 """``gpuprof run [--steps 10:15] [--out DIR] script.py [args...]``: profile an unmodified script.
 
 The script runs in this process (as ``python script.py args...`` would run it), steps are counted
-from the optimizer (one step per ``optimizer.step()``), and the steps in the given range are
-recorded. The report is written as soon as the last of them ends; the script then runs on at full
-speed (interrupt it with Ctrl-C once the report is written, if you like: it is kept), or, with
-``--stop-after``, is ended there (exit status 0). When torch runs out of memory, the report of what was
-recorded says what filled it and the batch that fits: the recorded steps' ``report.json`` when the error
-came inside them, else ``oom.json`` and ``oom.html`` beside it (docs/memory.md).
+from the optimizer (one step per ``optimizer.step()``; in a loop that never calls ``torch.optim``,
+one per backward pass; or at a marker the user names with ``--step-marker``: collect/autostep.py),
+and the steps in the given range are recorded. The report is written as soon as the last of them
+ends; the script then runs on at full speed (interrupt it with Ctrl-C once the report is written,
+if you like: it is kept), or, with ``--stop-after``, is ended there (exit status 0). When torch runs
+out of memory, the report of what was recorded says what filled it and the batch that fits: the
+recorded steps' ``report.json`` when the error came inside them, else ``oom.json`` and ``oom.html``
+beside it (docs/memory.md).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import runpy
 import sys
 import traceback
@@ -21,6 +22,7 @@ from pathlib import Path
 from . import UserError
 
 DEFAULT_STEPS = "5:10"
+DEFAULT_STEP_HINT_AFTER_S = 60.0  # no step found by then: say how to mark steps
 
 log = logging.getLogger("gpuprof")
 
@@ -52,8 +54,10 @@ def add_parser(subparsers) -> None:
         "run",
         help="profile an unmodified training script",
         description="Run a training script under gpuprof. Steps are counted from optimizer.step() "
-        "calls (or from prof.step() if the script uses gpuprof itself); the steps START:STOP "
-        "(0-based, STOP excluded) are recorded. Writes report.json and report.html into --out.",
+        "calls (or from prof.step() if the script uses gpuprof itself; in a loop without torch.optim, "
+        "from the end of each backward pass; or at --step-marker NAME); the steps START:STOP "
+        "(0-based, STOP excluded) are recorded. Writes report.json, report.html and trace.json.gz "
+        "into --out.",
     )
     p.add_argument(
         "--steps",
@@ -78,6 +82,27 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="do not write the Chrome trace (trace.json.gz) beside the report",
     )
+    p.add_argument(
+        "--step-marker",
+        metavar="NAME",
+        default=None,
+        help="end each step where a range NAME ends (torch.profiler.record_function(NAME), "
+        "gpuprof.range(NAME)) or where a function NAME returns, instead of at optimizer steps or "
+        "backward passes",
+    )
+    p.add_argument(
+        "--step-hint-after",
+        type=float,
+        default=DEFAULT_STEP_HINT_AFTER_S,
+        metavar="SECONDS",
+        help="when no step is found after this long, say how to mark steps (default %(default)g; 0: never)",
+    )
+    p.add_argument(
+        "--modules",
+        action="store_true",
+        help="also record the module view: time per nn.Module of the model, forward and backward "
+        '(a few microseconds per module call; docs/metrics.md, "Modules")',
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs="...", help="the script's own arguments")
@@ -88,13 +113,13 @@ def _save(
     report, out: Path, trace: bool = True, rank: int = 0, world: int = 1
 ) -> tuple[list[str], list[str]]:
     """Write report.json (with the Chrome trace, so that both report files say where it is) and
-    report.html: into ``out`` in a one-process run; into ``out/rank<N>`` for each rank of a job,
-    rank 0 also into ``out`` (its report holds every rank: the job's report). Runs inside the
-    script's training loop, so nothing raises: returns (the files written, "PATH: reason" for each
-    that could not be)."""
-    from ..traces.export import save_rank_reports
+    report.html: the --out folder's files (traces/export.py, the same for %%gpuprof --out): into
+    ``out`` in a one-process run; into ``out/rank<N>`` for each rank of a job, rank 0 also into
+    ``out`` (its report holds every rank: the job's report). Runs inside the script's training loop,
+    so nothing raises: returns (the files written, "PATH: reason" for each that could not be)."""
+    from ..traces.export import save_out_folder
 
-    return save_rank_reports(report, out, rank=rank, world=world, trace=trace)
+    return save_out_folder(report, out, trace=trace, rank=rank, world=world)
 
 
 def _who(rank: int, world: int) -> str:
@@ -112,12 +137,11 @@ def run(args) -> int:
     except OSError as e:
         raise UserError(f"cannot create --out {args.out}: {e.strerror}") from None
 
-    from ..collect.autostep import OptimizerSteps
+    from ..collect.autostep import MARKER_HELP, StepFinder
     from ..collect.exchange import job_rank
     from ..collect.oom import is_out_of_memory
     from ..collect.schedule import schedule
     from ..collect.session import profile
-    from ..report.model import Report
     from ..report.sections import summary_line
     from ..traces.export import save_rank_reports
 
@@ -179,8 +203,14 @@ def run(args) -> int:
     exit_code = 0
     failure = None
     try:
-        with profile(schedule=sched, on_trace_ready=on_ready) as prof:
-            with OptimizerSteps(prof) as stepper:
+        with profile(schedule=sched, on_trace_ready=on_ready, with_modules=args.modules) as prof:
+            finder = StepFinder(
+                prof,
+                marker=getattr(args, "step_marker", None),
+                announce=lambda line: print(line, file=sys.stderr, flush=True),
+                hint_after_s=float(getattr(args, "step_hint_after", DEFAULT_STEP_HINT_AFTER_S) or 0),
+            )
+            with finder as stepper:
                 try:
                     runpy.run_path(str(script), run_name="__main__")
                 except SystemExit as e:
@@ -206,7 +236,11 @@ def run(args) -> int:
 
     steps_seen = prof.step_num
     if not recorded:
-        how = "prof.step() calls" if stepper.user_steps else "optimizer.step() calls"
+        how = {
+            "prof.step": "prof.step() calls",
+            "backward": "backward passes",
+            "marker": f"--step-marker {stepper.marker}",
+        }.get(stepper.source or "", "optimizer.step() calls")
         if failure is not None or exit_code != 0:
             # The script failed: its error, not the step range, is what to fix first.
             why = (
@@ -226,9 +260,21 @@ def run(args) -> int:
                 file=sys.stderr,
             )
             return code
+        if steps_seen == 0:
+            # No boundary at all: no range of steps can help; marking the steps can.
+            found = (
+                f"no range named {stepper.marker!r} ended and no function {stepper.marker}() returned"
+                if stepper.marker
+                else "no torch.optim optimizer stepped and no backward pass ended"
+            )
+            raise UserError(
+                f"{script} ended and no training step was found ({found}); nothing was recorded. "
+                f"Mark the steps with {MARKER_HELP}, e.g. gpuprof run --step-marker train_step "
+                f"{script}"
+            )
         raise UserError(
             f"{script} ended after {steps_seen} steps ({how}), before step {start}; "
-            f"nothing was recorded. Use --steps with a range below {max(steps_seen, 1)}, "
+            f"nothing was recorded. Use --steps with a range below {steps_seen}, "
             "or run more steps"
         )
     if steps_seen < stop:
@@ -239,12 +285,12 @@ def run(args) -> int:
         )
     if not args.quiet:
         # Under a launcher every rank's output lands in one terminal: each rank prints its one
-        # summary line, and rank 0 the job's report (every rank's row, the straggler call).
+        # summary line, and rank 0 the job's report (every rank's row, the straggler call), from
+        # memory: the same as report.json, and it also knows how long writing took.
         if rank[1] > 1 and rank[0] != 0:
             print(f"gpuprof run: {_who(*rank)}{summary_line(recorded[0])}")
         else:
-            saved = os.path.join(out, "report.json")
-            print((Report.load(saved) if saved in written else recorded[0]).to_text())
+            print(recorded[0].to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
         if oom_written:

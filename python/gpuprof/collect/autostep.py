@@ -1,6 +1,8 @@
-"""Steps for code that never calls ``prof.step()``: one step per optimizer step.
+"""Steps for code that never calls ``prof.step()``: one step per optimizer step, or, for ``gpuprof
+run`` (``StepFinder``), the end of each backward pass in a loop that never calls ``torch.optim``,
+or a marker the user names (``--step-marker``).
 
-Used by ``gpuprof run`` (an unmodified training script) and the ``%%gpuprof`` cell magic. torch
+``OptimizerSteps`` is used by ``gpuprof run`` and the ``%%gpuprof`` cell magic. torch
 calls global optimizer post hooks at the end of every ``Optimizer.step()``; the first optimizer that
 steps paces the steps (a GAN's second optimizer or a scheduler's extra one adds none). If the code
 calls ``prof.step()`` itself, it keeps control and the hook stands down.
@@ -16,7 +18,9 @@ runs before that wrapper exists: its boundary is taken in the hook.
 from __future__ import annotations
 
 import functools
-from typing import Optional
+import sys
+import threading
+from typing import Callable, Optional
 
 _ACTIVE: Optional[OptimizerSteps] = None
 
@@ -129,3 +133,263 @@ class OptimizerSteps:
 
     def __exit__(self, *exc) -> None:
         self.remove()
+
+
+# ---- StepFinder: gpuprof run's steps, with or without torch.optim -----------------------------------
+#
+# The boundary a step ends at, in order of preference:
+#   prof.step the script's own calls (OptimizerSteps and the marker stand down).
+#   marker    --step-marker NAME: the end of each range NAME (torch.profiler.record_function,
+#             gpuprof.range) or each return from a function NAME; nothing else then.
+#   optimizer each step of the first torch.optim optimizer that steps (OptimizerSteps).
+#   backward  where each outermost backward pass returns (torch.autograd.backward: loss.backward()),
+#             when no torch.optim optimizer exists when the first one ends: a loop that updates its
+#             weights by hand (word_language_model's `p.data.add_(p.grad, alpha=-lr)`). The step
+#             then runs from one backward's end to the next: the update, the forward, the backward.
+# A step is announced in one line when the boundary is chosen; when none is found within
+# `hint_after_s` seconds, one line says how to mark steps.
+
+MARKER_HELP = (
+    "--step-marker NAME, where NAME is a function your loop calls once per step (e.g. train_step) "
+    "or a torch.profiler.record_function(NAME) / gpuprof.range(NAME) range around the step"
+)
+
+
+class StepFinder(OptimizerSteps):
+    """``OptimizerSteps`` with the boundaries above, for ``gpuprof run``. ``announce`` receives the
+    one-line messages (what ends the steps; how to mark them when nothing is found)."""
+
+    def __init__(
+        self,
+        prof,
+        *,
+        marker: Optional[str] = None,
+        announce: Callable[[str], None] = print,
+        hint_after_s: float = 0.0,
+    ) -> None:
+        super().__init__(prof)
+        self.marker = marker
+        self.source: Optional[str] = None  # "marker", "prof.step", "optimizer", "backward"
+        self._announce = announce
+        self._hint_after_s = hint_after_s
+        self._thread = threading.get_ident()  # the training thread: boundaries are taken only there
+        self._backward_depth = 0
+        self._optimizers_made = 0
+        self._restore: list[Callable[[], None]] = []
+        self._timer: Optional[threading.Timer] = None
+        self._marker_code = None  # the function NAME's code, once seen
+        self._profiling = False
+
+    # ---- install / remove -----------------------------------------------------------------------
+    def install(self) -> StepFinder:
+        if self.marker is None:
+            super().install()
+            counted = self.prof.step  # OptimizerSteps' own: it stands down at the script's first call
+
+            def step() -> None:
+                if not self._in_hook and not self.user_steps:
+                    self._decide("prof.step", "the script calls prof.step() itself: its calls end the steps")
+                counted()
+
+            self.prof.step = step
+            self._watch_backward()
+        else:
+            self._install_user_step()
+            self._watch_marker()
+        if self._hint_after_s > 0:
+            self._timer = threading.Timer(self._hint_after_s, self._hint)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def remove(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._profiling:
+            sys.setprofile(None)
+            self._profiling = False
+        for undo in reversed(self._restore):
+            undo()
+        self._restore.clear()
+        if self.marker is None:
+            super().remove()
+        elif self.prof.__dict__.get("step") is not None:
+            del self.prof.step
+
+    def _install_user_step(self) -> None:
+        prof, outer = self.prof, self
+
+        def step() -> None:
+            if not outer._in_hook and not outer.user_steps:
+                outer.user_steps = True
+                outer._decide("prof.step", "the script calls prof.step() itself: its calls end the steps")
+            outer._user_step()
+
+        prof.step = step
+
+    # ---- the choice of boundary -----------------------------------------------------------------
+    def _decide(self, source: str, words: str) -> None:
+        if self.source is None:
+            self.source = source
+            self._announce(f"gpuprof run: {words}")
+
+    def _after_step(self, optimizer, args, kwargs) -> None:  # torch's optimizer post hook
+        if self.source in (None, "optimizer") and not self.user_steps:
+            self._decide("optimizer", f"steps end at each {type(optimizer).__name__}.step() (torch.optim)")
+        if self.source == "optimizer":
+            super()._after_step(optimizer, args, kwargs)
+
+    def _take_pending(self) -> None:
+        if self.source in (None, "optimizer"):
+            super()._take_pending()
+
+    # ---- backward passes ------------------------------------------------------------------------
+    def _watch_backward(self) -> None:
+        import torch
+
+        finder = self
+        init = torch.optim.Optimizer.__init__
+
+        @functools.wraps(init)
+        def made(opt, *args, **kwargs):
+            finder._optimizers_made += 1
+            return init(opt, *args, **kwargs)
+
+        # Installed before the script runs (gpuprof run): every optimizer it makes is counted here.
+        torch.optim.Optimizer.__init__ = made
+        self._restore.append(lambda: setattr(torch.optim.Optimizer, "__init__", init))
+
+        backward = torch.autograd.backward
+
+        @functools.wraps(backward)
+        def watched(*args, **kwargs):
+            if threading.get_ident() != finder._thread:
+                return backward(*args, **kwargs)
+            finder._backward_depth += 1
+            try:
+                return backward(*args, **kwargs)
+            finally:
+                finder._backward_depth -= 1
+                if finder._backward_depth == 0:
+                    finder._backward_ended()
+
+        torch.autograd.backward = watched
+        self._restore.append(lambda: setattr(torch.autograd, "backward", backward))
+
+    def _backward_ended(self) -> None:
+        if self.source is None and not self.user_steps and self._optimizers_made == 0:
+            self._decide(
+                "backward",
+                "no torch.optim optimizer in this script: steps end where each backward pass "
+                "(loss.backward()) returns; to choose another boundary: " + MARKER_HELP,
+            )
+        if self.source == "backward":
+            self.optimizer_steps += 1
+            self._take()
+
+    # ---- --step-marker NAME ---------------------------------------------------------------------
+    def _watch_marker(self) -> None:
+        name = self.marker
+        finder = self
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            cls = torch.autograd.profiler.record_function
+            exit_ = cls.__exit__
+
+            @functools.wraps(exit_)
+            def watched_exit(rf, *exc):
+                try:
+                    return exit_(rf, *exc)
+                finally:
+                    if getattr(rf, "name", None) == name:
+                        finder._marker_seen("range")
+
+            cls.__exit__ = watched_exit
+            self._restore.append(lambda: setattr(cls, "__exit__", exit_))
+        from . import ranges
+
+        ranges.on_exit(name, lambda: finder._marker_seen("range"))
+        self._restore.append(lambda: ranges.on_exit(name, None))
+        # A function NAME: its first call is found with a profile function, which then puts a
+        # wrapper where the function is looked up (a module's or a class's namespace) and stands
+        # down; a function it cannot reach that way (a closure) keeps the profile function on.
+        sys.setprofile(self._profile)
+        self._profiling = True
+
+    def _marker_seen(self, kind: str) -> None:
+        if threading.get_ident() != self._thread or self.user_steps:
+            return  # another thread's, or the script paces its own steps (prof.step())
+        if kind == "range":
+            words = f"steps end where each range named {self.marker!r} ends (--step-marker)"
+        else:
+            words = f"steps end where each call of {self.marker}() returns (--step-marker)"
+        self._decide("marker", words)
+        self.optimizer_steps += 1
+        self._take()
+
+    def _profile(self, frame, event, arg) -> None:
+        if event != "return" and event != "call":
+            return
+        code = frame.f_code
+        if code.co_name != self.marker:
+            return
+        if self._marker_code is None:
+            self._marker_code = code
+            self._wrap_function(frame)
+        if event == "return" and code is self._marker_code:
+            self._marker_seen("function")
+            if self._wrapped_marker:
+                sys.setprofile(None)
+                self._profiling = False
+
+    _wrapped_marker = False
+
+    def _wrap_function(self, frame) -> None:
+        """Put a wrapper where later calls of the marker function look it up."""
+        code, name = frame.f_code, self.marker
+        places = [frame.f_globals]
+        owner = frame.f_locals.get("self")
+        if owner is not None:
+            places += [vars(c) for c in type(owner).__mro__]
+        for place in places:
+            fn = place.get(name)
+            if getattr(fn, "__code__", None) is not code:
+                continue
+            marked = self._marked(fn)
+            if place is frame.f_globals:
+                place[name] = marked
+                self._restore.append(lambda p=place, f=fn: p.__setitem__(name, f))
+            else:
+                cls = next(c for c in type(owner).__mro__ if vars(c) is place)
+                setattr(cls, name, marked)
+                self._restore.append(lambda c=cls, f=fn: setattr(c, name, f))
+            self._wrapped_marker = True
+            return
+
+    def _marked(self, fn):
+        @functools.wraps(fn)
+        def marked(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._marker_seen("function")
+
+        return marked
+
+    # ---- nothing found --------------------------------------------------------------------------
+    def _hint(self) -> None:
+        if self.source is not None:
+            return
+        s = self._hint_after_s
+        when = f"{s:.0f} s" if s >= 1 else f"{s:.1f} s"
+        if self.marker is not None:
+            self._announce(
+                f"gpuprof run: no range named {self.marker!r} ended and no function {self.marker}() "
+                f"returned in the first {when}: check the name given to --step-marker ({MARKER_HELP})"
+            )
+        else:
+            self._announce(
+                f"gpuprof run: no training step found in the first {when} (no torch.optim "
+                "optimizer stepped, no backward pass ended). If the script is still setting up, "
+                f"ignore this; otherwise mark the steps and run again: {MARKER_HELP}"
+            )

@@ -22,16 +22,24 @@ def cpus_available() -> int:
         return os.cpu_count() or 1
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _settings_of(it: Any) -> dict:
     dataset = getattr(it, "_dataset", None)
     try:
         length = len(dataset) if dataset is not None else None
-    except TypeError:  # an IterableDataset without __len__
+    except Exception:  # an IterableDataset without __len__, or a __len__ that raises
         length = None
     sampler = getattr(it, "_index_sampler", None)
     batch_size = getattr(sampler, "batch_size", None) if getattr(it, "_auto_collation", False) else None
     num_workers = int(getattr(it, "_num_workers", 0) or 0)
     prefetch = getattr(it, "_prefetch_factor", None)
+    # A custom batch sampler may call anything its batch_size (a list of bucket sizes): only a
+    # number is one, as docs/schema.md says.
+    batch_size = batch_size if _is_int(batch_size) else None
+    prefetch = prefetch if _is_int(prefetch) else None
     return {
         "iterator": type(it).__name__,
         "dataset": type(dataset).__name__ if dataset is not None else None,
@@ -66,11 +74,17 @@ class DataLoaderCapture:
         capture = self
 
         def __next__(it):
-            key = capture._iter_keys.get(it)
-            if key is None:
-                key = capture._note(it)
+            # Runs inside the training loop's iteration: gpuprof's part never raises there (a
+            # loader it cannot read is simply not recorded).
+            try:
+                key = capture._iter_keys.get(it)
+                if key is None:
+                    key = capture._note(it)
+            except Exception:
+                key = None
             batch = original(it)  # StopIteration passes through uncounted
-            capture._by_key[key]["batches_seen"] += 1
+            if key is not None:
+                capture._by_key[key]["batches_seen"] += 1
             return batch
 
         __next__.__wrapped__ = original

@@ -8,6 +8,17 @@ import sys
 
 from .._native import _core
 
+# name -> called after a range of that name ends (gpuprof run --step-marker NAME: autostep.py).
+_exit_listeners: dict = {}
+
+
+def on_exit(name: str, listener) -> None:
+    """Call ``listener()`` after each range named ``name`` ends (None: no longer)."""
+    if listener is None:
+        _exit_listeners.pop(name, None)
+    else:
+        _exit_listeners[name] = listener
+
 
 class range:  # noqa: A001  (mirrors torch.profiler.record_function's role, under our namespace)
     """Context manager and decorator recording a user range named ``name``.
@@ -39,6 +50,10 @@ class range:  # noqa: A001  (mirrors torch.profiler.record_function's role, unde
         else:
             _core.collector_range_exit(id(self))
         _core.nvtx_pop()
+        if _exit_listeners:
+            listener = _exit_listeners.get(self.name)
+            if listener is not None:
+                listener()
 
     def __call__(self, fn):
         name = self.name

@@ -17,12 +17,13 @@ from collections import deque
 from typing import Callable, Optional
 
 from .._native import _core
-from ..report.build import build_report
+from ..report.build import build_report, unbuilt_report
 from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
+from .modules import ModuleHooks
 from .oom import failure_facts, is_out_of_memory
 from .schedule import ProfilerAction, always_record
 from .tensors import KnownTensors
@@ -66,6 +67,11 @@ class profile:
             a recorded span; without it, that report is written to gpuprof-oom-<pid>.json/.html in
             the working directory or $GPUPROF_OOM_DIR: docs/memory.md).
         record_shapes: also record operator input shapes (costs a little per op).
+        with_modules: also record each ``nn.Module`` call, for the module view (``modules`` in the
+            report: time per module of the model's hierarchy, forward and backward), through
+            torch's global module hooks while a span is hooked; the model is not changed. Off by
+            default: it costs a few microseconds per module call, about 30 times what recording
+            an op costs (docs/performance.md).
         max_events: event budget per span over all threads; past it, events are counted as dropped.
         gpu: also collect CUDA kernels, copies, runtime calls (CUPTI) and device samples (NVML) when
             a GPU is usable; otherwise the span is host-only and the report says why.
@@ -94,6 +100,7 @@ class profile:
         schedule: Optional[Callable[[int], ProfilerAction]] = None,
         on_trace_ready: Optional[Callable[[profile], None]] = None,
         record_shapes: bool = False,
+        with_modules: bool = False,
         max_events: int = 4_000_000,
         gpu: bool = True,
         profile_memory: bool = False,
@@ -114,6 +121,9 @@ class profile:
         self.schedule = schedule or always_record
         self.on_trace_ready = on_trace_ready
         self.record_shapes = bool(record_shapes)
+        self.with_modules = bool(with_modules)
+        self._modules = ModuleHooks()
+        self._modules_note = ""  # why the module hooks could not be installed
         self.max_events = int(max_events)
         self.profile_memory = bool(profile_memory)
         self.batch_size = batch_size
@@ -218,13 +228,12 @@ class profile:
             if _failed or (self._steps_in_span == 0 and self._report is None):
                 self._close_step(_core.collector_ticks())
             if self._steps_in_span > 0:
-                self._finish_span(
+                reported = self._finish_span(
                     partial=True,
                     failed=_failed,
                     peer_failure=_distributed.is_peer_failure(_exc),
                     failure=failure,
                 )
-                reported = True
         if failure is not None:
             self._report_out_of_memory(failure, reported)
 
@@ -474,6 +483,7 @@ class profile:
             _core.collector_start(self.max_events)
             self._gpu.start()  # GPU collection (a new epoch when warmup ends)
             self._capture.reset()
+            self._modules.reset()
             self._steps_in_span = 0
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
@@ -520,7 +530,9 @@ class profile:
             self._hooks_note = str(e)
             print(f"gpuprof: operators are not recorded: {e}", file=sys.stderr, flush=True)
             return
-        hooks.install(self.record_shapes)
+        hooks.install(self.record_shapes, autograd_links=self.with_modules)
+        if self.with_modules and not self._modules_note:
+            self._modules_note = self._modules.install()
         if self.profile_memory:
             self._memory_note = hooks.install_memory_reporter()
         self._capture.install()
@@ -550,49 +562,36 @@ class profile:
             return
         self._hooked = False
         self._capture.remove()
+        self._modules.remove()
         hooks = _hooks_loader.hooks()
         hooks.remove_memory_reporter()
         hooks.remove()
 
     def _finish_span(
         self, partial: bool, failed: bool = False, peer_failure: bool = False, failure: Optional[dict] = None
-    ) -> None:
-        _wait_for_open_collectives()
-        self._gpu.flush()  # every GPU record of the span, before the host side stops
-        self._record_tensors()  # the storages the span's models and optimizers hold at its end
-        _core.collector_stop()
-        trace = _core.collector_drain()
-        trace.metadata = {
-            "source": "gpuprof live session",
-            "pid": str(os.getpid()),
-            "hostname": socket.gethostname(),  # its clock: ranks on one host share it
-            "torch": _hooks_loader.installed_torch_version() or "",
+    ) -> bool:
+        """Build the span's report and hand it on; False when it could not be built (then the
+        report says why, and an out-of-memory failure needs a report of its own)."""
+        source = {
+            "kind": "live",
+            "partial_span": partial,
+            "span": self._spans_completed,
+            "created_unix": time.time(),
         }
-        if self._memory_note:
-            trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
-        if self._hooks_note:
-            trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
-        job = _distributed.distributed_info()
-        if job is not None:  # as torch.profiler writes it: the rank and the job's process groups
-            trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
-        self._gpu.drain_into(trace)
-        dataloaders = self._capture.records()
-        rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
-        report = build_report(
-            trace,
-            source={
-                "kind": "live",
-                "partial_span": partial,
-                "span": self._spans_completed,
-                "created_unix": time.time(),
-            },
-            dataloaders=dataloaders,
-            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
-            span_source=lambda steps: self._span_source(steps, partial),
-            rank=rank,
-            gather=self._gather(failed and not peer_failure),
-            failure=failure,
-        )
+        # The span's report is gpuprof's work on the training thread: a failure in it (memory, a
+        # bug) is one warning, never an exception in prof.step() or the with block's exit. The
+        # span's events stay in a report that says why it has no numbers (report_failed).
+        built: list = []  # the Trace once drained
+        started = time.perf_counter()
+        try:
+            report = self._build_span_report(source, partial, failed, peer_failure, failure, built)
+            made = True
+        except Exception as e:
+            report = self._unbuilt_span_report(source, built[0] if built else None, e)
+            made = False
+        # gpuprof's own time between two steps (in neither: the next step starts when control goes
+        # back to the loop), said in the report: building it, then on_trace_ready writing it.
+        report.record_span_end(build_s=time.perf_counter() - started)
         if not partial:
             self._last_complete = {k: report.source.get(k) for k in ("span", "first_step", "last_step")}
         # reports() keeps the latest keep_reports spans (a deque drops the oldest), and only the two
@@ -603,6 +602,7 @@ class profile:
         self._report = report
         self._spans_completed += 1
         if self.on_trace_ready is not None:
+            written = time.perf_counter()
             try:
                 self.on_trace_ready(self)
             except Exception:
@@ -610,6 +610,90 @@ class profile:
                     raise
                 # The block already failed: report ours without masking the user's exception.
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+            finally:
+                report.record_span_end(write_s=time.perf_counter() - written)
+        return made
+
+    def _build_span_report(
+        self,
+        source: dict,
+        partial: bool,
+        failed: bool,
+        peer_failure: bool,
+        failure: Optional[dict],
+        built: list,
+    ):
+        _wait_for_open_collectives()
+        self._gpu.flush()  # every GPU record of the span, before the host side stops
+        self._record_tensors()  # the storages the span's models and optimizers hold at its end
+        _core.collector_stop()
+        trace = _core.collector_drain()
+        built.append(trace)
+        trace.metadata = {
+            "source": "gpuprof live session",
+            "pid": str(os.getpid()),
+            "hostname": socket.gethostname(),  # its clock: ranks on one host share it
+            "torch": _hooks_loader.installed_torch_version() or "",
+        }
+        if self._memory_note:
+            trace.metadata = {**trace.metadata, "device_memory": self._memory_note}
+        if self._hooks_note:
+            trace.metadata = {**trace.metadata, "host_ops": f"off: {self._hooks_note}"}
+        modules_note = self._module_view_note()
+        if modules_note:
+            trace.metadata = {**trace.metadata, "module_view": modules_note}
+        job = _distributed.distributed_info()
+        if job is not None:  # as torch.profiler writes it: the rank and the job's process groups
+            trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
+        self._gpu.drain_into(trace)
+        dataloaders = self._capture.records()
+        rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
+        return build_report(
+            trace,
+            source=source,
+            dataloaders=dataloaders,
+            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
+            span_source=lambda steps: self._span_source(steps, partial),
+            rank=rank,
+            gather=self._gather(failed and not peer_failure),
+            failure=failure,
+        )
+
+    def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
+        """The span's report when building it failed: no numbers, the reason, and the span's events
+        (when they were drained) for ``export_chrome_trace``, ``on_trace_ready`` and a later
+        ``gpuprof analyze``."""
+        reason = f"{type(error).__name__}: {error}"
+        span = source["span"]
+        if trace is not None:
+            keep = (
+                "its events are kept: prof.report().trace holds them, prof.export_chrome_trace(PATH) "
+                "writes them (gpuprof.save and gpuprof run write them beside the report) and "
+                "`gpuprof analyze PATH` reads them back"
+            )
+        else:
+            keep = "its events could not be kept"
+        log.warning(
+            "gpuprof: the report of span %d could not be built (%s); training goes on and %s",
+            span,
+            reason,
+            keep,
+        )
+        try:
+            self._gpu.stop()
+        except Exception:
+            pass
+        return unbuilt_report(trace, source=source, reason=reason, kept=keep)
+
+    def _module_view_note(self) -> str:
+        """What the report says of its module view when it has none, or an incomplete one."""
+        if not self.with_modules:
+            return "off: gpuprof.profile(with_modules=True) records it"
+        if self._modules_note:
+            return f"off: {self._modules_note}"
+        if self._modules.note:
+            return f"incomplete: {self._modules.note}"
+        return ""
 
     def _span_source(self, steps: list, partial: bool) -> dict:
         """Which steps the span covers, and, for a span cut short by the end of the block, the

@@ -40,7 +40,10 @@ class GpuprofMagics(Magics):
         help="record only these steps (0-based, STOP excluded); default: all",
     )
     @magic_arguments.argument(
-        "--out", default=None, metavar="DIR", help="also save report.json and report.html in DIR"
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="also save report.json, report.html and trace.json.gz in DIR (as gpuprof run --out)",
     )
     @magic_arguments.argument(
         "--name", default="gpuprof_report", help="variable that receives the Report (default: gpuprof_report)"
@@ -87,8 +90,12 @@ class GpuprofMagics(Magics):
         if report is not None:
             ns[args.name] = report
             if args.out:
-                report.to_json(f"{args.out}/report.json")
-                report.to_html(f"{args.out}/report.html")
+                # The same files, by the same names, as `gpuprof run --out DIR`.
+                from ..traces.export import save_out_folder
+
+                written, failed = save_out_folder(report, args.out)
+                if failed:
+                    print(f"%%gpuprof: could not write {'; '.join(failed)}")
             if not args.quiet:
                 from IPython.display import display
 

@@ -15,8 +15,10 @@ import stat
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+from .._build_info import GPUPROF_VERSION
 from ..advice import advise
-from ..analysis import report_dict, step_views
+from ..analysis import SCHEMA_VERSION, average, report_dict, step_views
+from ..analysis.implausible import clamp_percentages
 from ..traces.folders import trace_files
 from ..traces.read import check_path, import_trace, trace_source
 from .model import Report
@@ -82,6 +84,7 @@ def build_report(
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
     else:
         raise ValueError("build_report needs a trace or an analysed report dict")
+    clamp_percentages(data)  # a saved report or a device sample may hold one out of 0-100
     if span_source is not None:
         data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
     if failure is not None:
@@ -110,9 +113,44 @@ def build_report(
     ordered.update((k, v) for k, v in data.items() if k not in ordered)
     if with_step_views and trace is not None:
         ordered["step_views"] = step_views(
-            trace, ordered["steps"], repeated_op_calls=native.get("repeated_op_calls")
+            trace,
+            ordered["steps"],
+            repeated_op_calls=native.get("repeated_op_calls"),
+            module_of_event=native.get("module_of_event"),
         )
     return Report(ordered, trace)
+
+
+def unbuilt_report(trace, *, source: dict, reason: str, kept: str) -> Report:
+    """The report of a span whose build failed (``reason``): no steps and no tables, one warning
+    (``report_failed``) saying why and what became of its events (``kept``), and the native
+    ``trace`` (None when it could not be had), so that its Chrome trace can still be written.
+    Made of plain values only: it must not fail where the build did."""
+    try:
+        events = int(trace.num_events) if trace is not None else 0
+    except Exception:
+        events = 0
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "gpuprof_version": GPUPROF_VERSION,
+        "source": dict(source),
+        "steps": [],
+        "average": average([]),
+        "step_rules": {},
+        "warnings": [
+            {
+                "kind": "report_failed",
+                "count": 1,
+                "message": f"this report could not be built ({reason}): {kept}",
+            }
+        ],
+        "dataloaders": [],
+        "host": {},
+        "counts": {"events": events, "dropped": 0, "skipped": 0, "steps": 0},
+        "metadata": {},
+        "advice": [],
+    }
+    return Report(data, trace)
 
 
 def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:

@@ -46,6 +46,7 @@ def _environment():
         _env.filters["fmt"] = lambda v, col: sec.fmt(col, v)
         _env.filters["sortval"] = sec.sort_value
         _env.filters["header"] = sec.header
+        _env.filters["shown"] = sec.shown
     return _env
 
 
@@ -275,6 +276,11 @@ def _views(report, shown) -> dict:
         "memory": sec.section(report.data, "memory"),
         "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
         "categories_all": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in sec.CATEGORIES],
+        # The module rows' paths and subtrees, for the tree's "show in the timeline" (bounded: a
+        # model of more modules links none of them).
+        "modules": sec.module_subtrees(report.data)
+        if len(sec.modules(report.data)) <= MODULE_LINK_ROWS
+        else [],
     }
 
 
@@ -305,6 +311,7 @@ def _overview(report) -> dict:
             for k, n in shown
         ],
         "step_chart": _step_chart(report),
+        "warnings": sec.warning_lines(data),
     }
 
 
@@ -435,6 +442,72 @@ def _tables_and_advice(report) -> dict:
     }
 
 
+# The module tree shows at most this many modules (the heaviest, with their ancestors); the JSON has
+# them all. Levels above this depth start open.
+MODULE_TREE_ROWS = 200
+MODULE_TREE_OPEN_DEPTH = 2
+MODULE_LINK_ROWS = 20000
+
+
+def _module_nodes(rows: list[dict]) -> list[dict]:
+    """The depth-first rows as nested nodes, each with what its line draws: the indent, the bar of
+    its share of the step (its self part darker), its numbers and its index for the timeline link."""
+    roots: list[dict] = []
+    stack: list[dict] = []
+    for i, r in enumerate(rows):
+        share = r.get("share_pct")
+        total = r.get("host_total_us") or 0.0
+        self_part = (r.get("host_self_us") or 0.0) / total if total > 0 else 0.0
+        node = {
+            **r,
+            "index": r.get("row", i),
+            "indent_px": 4 + 18 * int(r.get("depth") or 0),
+            "bar_pct": round(min(max(share or 0.0, 0.0), 100.0), 2),
+            "self_bar_pct": round(100.0 * self_part, 2),
+            "share_text": "" if share is None else f"{share:.1f}%",
+            "open": int(r.get("depth") or 0) < MODULE_TREE_OPEN_DEPTH,
+            "children": [],
+        }
+        while stack and stack[-1].get("path") != r.get("parent"):
+            stack.pop()
+        (stack[-1]["children"] if stack and r.get("parent") is not None else roots).append(node)
+        stack.append(node)
+    return roots
+
+
+def _modules(report) -> dict:
+    rows, left_out = sec.module_tree(report.data, MODULE_TREE_ROWS)
+    note = str(report.metadata.get("module_view") or "")
+    if not rows:
+        if "modules" not in report.data:  # a report from before the module view: nothing to say
+            note, why = "", ""
+        elif note or report.data.get("source", {}).get("kind") == "live":
+            why = note or "no module was called inside the recorded steps"
+        else:
+            why = (
+                "this trace has no module calls: torch.profiler writes them with "
+                "torch.profiler.profile(with_stack=True); gpuprof.profile records them by default"
+            )
+        return {
+            "module_tree": [],
+            "module_linked": False,
+            "module_tree_count": 0,
+            "module_note": why,
+            "module_left_out": 0,
+            "module_device": False,
+        }
+    timelines = sec.step_views(report.data).get("timelines") or []
+    return {
+        "module_tree": _module_nodes(rows),
+        "module_linked": any("module_of" in t for t in timelines)
+        and len(sec.modules(report.data)) <= MODULE_LINK_ROWS,
+        "module_tree_count": len(rows),
+        "module_note": note,
+        "module_left_out": left_out,
+        "module_device": any(r.get("device_total_us") for r in rows),
+    }
+
+
 def _ranks(report) -> dict:
     data = report.data
     shown = sec.ranks_shown(data)
@@ -479,8 +552,8 @@ class HtmlRenderer:
     name = "html"
     file_end = ""
     # Each section gives the template what its block draws; report.html.j2 lays the blocks out in
-    # this order (overview and steps, timelines, ranks, GPU, memory, tables and advice, about).
-    sections = (_overview, _devices, _memory, _memory_view, _tables_and_advice, _ranks, _about)
+    # this order (overview and steps, timelines, modules, ranks, GPU, memory, tables and advice, about).
+    sections = (_overview, _modules, _devices, _memory, _memory_view, _tables_and_advice, _ranks, _about)
 
     def render(self, report, *, full: bool = True, written_to=None) -> str:
         ctx: dict = {"full": full}

@@ -98,6 +98,8 @@ SCHEMA: dict = {
                 "complete_span": _INT,
                 "note": _STR,
                 "trace_path": _STR,
+                "report_build_s": _NUM,
+                "report_write_s": _NUM,
             },
         },
         "steps": {
@@ -127,6 +129,17 @@ SCHEMA: dict = {
                 "dropped_incomplete_last": _BOOL,
                 "duplicate_step_markers": _INT,
                 "nested_step_markers": _INT,
+                "malformed_step_markers": _INT,
+                "skewed_device_events": _INT,
+            },
+        },
+        "long_names": {"type": "object", "additionalProperties": _STR},
+        "warnings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "count", "message"],
+                "properties": {"kind": _STR, "count": _INT, "message": _STR},
             },
         },
         "dataloaders": {
@@ -232,6 +245,7 @@ SCHEMA: dict = {
         "kernels": _rows("kernels"),
         "kernel_ops": _rows("kernel_ops"),
         "operators": _rows("operators"),
+        "modules": _rows("modules"),
         "copies": _rows("copies"),
         "syncs": _rows("syncs"),
         "memory": _rows("memory"),

@@ -8,6 +8,7 @@ from . import sections as sec
 
 TOP_ROWS = 10
 MAX_STEP_ROWS = 40
+TOP_MODULES = 15  # the heaviest modules, as an indented tree
 
 
 def md_escape(text: object) -> str:
@@ -65,9 +66,11 @@ def _title(report, title: str, top: int) -> list[str]:
         ]
     out.append(f"**{len(report.steps)} steps, mean step time {report.average['total_us'] / 1000.0:.3f} ms**")
     out.append("")
-    markers = sec.step_marker_note(report.data)
-    if markers:
-        out += [f"> {md_escape(markers)}", ""]
+    for warning in sec.warning_lines(report.data):
+        out += [f"> **warning:** {md_escape(warning)}", ""]
+    span_end = sec.span_end_note(report.data)
+    if span_end:
+        out += [md_escape(span_end), ""]
     return out
 
 
@@ -188,6 +191,36 @@ def _tables(report, title: str, top: int) -> list[str]:
     return out
 
 
+def _modules(report, title: str, top: int) -> list[str]:
+    rows, left_out = sec.module_tree(report.data, TOP_MODULES)
+    if not rows:
+        return []
+    device = any(r.get("device_total_us") for r in rows)
+    heading = (
+        f"### Modules (the {len(rows)} heaviest of {len(rows) + left_out})" if left_out else "### Modules"
+    )
+    headers = ["module", "type", "calls", "host total (us)", "host self (us)"]
+    headers += ["device total (us)"] if device else []
+    headers += ["% of step"]
+    body = []
+    for r in rows:
+        # Indented with non-breaking spaces: a tree in a table cell, whatever the Markdown viewer.
+        cells = [
+            "\u00a0\u00a0" * int(r.get("depth") or 0) + md_escape(r.get("path") or "(model)"),
+            md_escape(r.get("type") or ""),
+            sec.fmt("calls", r.get("calls")),
+            sec.fmt("host_total_us", r.get("host_total_us")),
+            sec.fmt("host_self_us", r.get("host_self_us")),
+        ]
+        cells += [sec.fmt("device_total_us", r.get("device_total_us"))] if device else []
+        cells.append("" if r["share_pct"] is None else f"{r['share_pct']:.1f}")
+        body.append(cells)
+    out = [heading, "", "Forward and backward: a backward op counts in the module whose forward made it.", ""]
+    out += table(headers, body, [":--", ":--"] + ["--:"] * (len(headers) - 2))
+    out.append("")
+    return out
+
+
 def _settings(report, title: str, top: int) -> list[str]:
     out: list[str] = []
     for dl in report.dataloaders:
@@ -226,6 +259,7 @@ class MarkdownRenderer:
         _recommendations,
         _ranks,
         _tables,
+        _modules,
         _settings,
         _footer,
     )

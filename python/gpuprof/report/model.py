@@ -27,6 +27,7 @@ class Report:
         self._data = data
         self._trace = trace  # the native Trace the numbers came from (None when loaded from JSON)
         self._trace_path: Optional[str] = None  # where this report's Chrome trace was written
+        self._span_end: dict = {}  # report_build_s, report_write_s (record_span_end)
         self._view: Optional[Mapping] = None
 
     # ---- construction ---------------------------------------------------------------------------
@@ -57,8 +58,11 @@ class Report:
         """The whole report, read-only at its top level (``to_dict()`` gives a copy to change)."""
         if self._view is None:
             data = self._data
-            if self._trace_path is not None:
-                data = {**data, "source": {**data.get("source", {}), "trace_path": self._trace_path}}
+            if self._trace_path is not None or self._span_end:
+                source = {**data.get("source", {}), **self._span_end}
+                if self._trace_path is not None:
+                    source["trace_path"] = self._trace_path
+                data = {**data, "source": source}
             self._view = MappingProxyType(data)
         return self._view
 
@@ -160,6 +164,17 @@ class Report:
         from ..advice import advise
 
         return advise(self._data, rules=rules)
+
+    def record_span_end(self, *, build_s: Optional[float] = None, write_s: Optional[float] = None) -> None:
+        """What gpuprof's own work at a live span's end took, between two training steps and counted
+        in neither (docs/schema.md, ``source.report_build_s`` and ``report_write_s``): recorded by
+        the session once the report is built, and once ``on_trace_ready`` has written it. Besides
+        where its Chrome trace was written, the only things a Report records after it is built."""
+        if build_s is not None:
+            self._span_end["report_build_s"] = round(float(build_s), 3)
+        if write_s is not None:
+            self._span_end["report_write_s"] = round(float(write_s), 3)
+        self._view = None
 
     # ---- the trace beside the report ------------------------------------------------------------
     @property

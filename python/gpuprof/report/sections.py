@@ -216,6 +216,18 @@ def printable(text: Any) -> str:
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s)
 
 
+SHOWN_CHARS = 1024  # a string from outside shown longer than this is cut (the report keeps it)
+
+
+def shown(text: Any) -> str:
+    """A string from outside (a metadata value, a path) as shown: cut past SHOWN_CHARS, saying how
+    long it is. Table names come shortened already (analysis: ``long_names``)."""
+    s = str(text)
+    if len(s) <= SHOWN_CHARS:
+        return s
+    return f"{s[: SHOWN_CHARS - 64]}... [{len(s):,} characters]"
+
+
 def fmt(col: str, value: Any) -> str:
     """One cell, formatted by the unit its column name carries."""
     if value is None:
@@ -323,6 +335,79 @@ def by_device(rows: list[dict]) -> list[tuple[Any, list[dict]]]:
     return list(groups.items())
 
 
+# ---- modules ---------------------------------------------------------------------------------------
+def modules(data: dict) -> list[dict]:
+    """The module view's rows, depth first (analysis: docs/metrics.md, "Modules"); [] without."""
+    return section(data, "modules")
+
+
+def module_subtrees(data: dict) -> list[dict]:
+    """Each module row's path and where its subtree ends among the rows (depth first: a row's
+    descendants are the rows up to ``end``), for the timeline to show a module's work."""
+    rows = modules(data)
+    out = []
+    for i, r in enumerate(rows):
+        depth, end = r.get("depth") or 0, i + 1
+        while end < len(rows) and (rows[end].get("depth") or 0) > depth:
+            end += 1
+        out.append({"path": r.get("path"), "end": end})
+    return out
+
+
+def steps_us(data: dict) -> float:
+    """The summed time of the report's steps: what a module's share of the step is taken of."""
+    return float(sum(s.get("total_us") or 0.0 for s in data.get("steps") or []))
+
+
+def module_name_parts(row: dict) -> tuple[str, str]:
+    """How a row reads in a tree: its name under its parent (its last path segments; the model: its
+    class) and, when that name does not already say it, its class ("" otherwise)."""
+    path = str(row.get("path") or "")
+    parent = row.get("parent")
+    kind = str(row.get("type") or "")
+    if parent not in (None, "") and path.startswith(f"{parent}."):
+        path = path[len(str(parent)) + 1 :]
+    if not path:
+        return kind, ""
+    # torch.profiler's instance names (Conv2d_3) already carry the class.
+    numbered = path.startswith(f"{kind}_") and path[len(kind) + 1 :].isdigit()
+    return path, "" if path == kind or numbered else kind
+
+
+def module_label(row: dict) -> str:
+    own, kind = module_name_parts(row)
+    return f"{own} ({kind})" if kind else own
+
+
+def module_tree(data: dict, limit: int) -> tuple[list[dict], int]:
+    """At most ``limit`` module rows as a tree: the heaviest by ``host_total_us`` and every
+    ancestor of those (so each shown row hangs under its shown parent), in the rows' depth-first
+    order; with each row's ``share_pct`` of the summed step time (None without steps), its
+    ``label`` (``own`` name and ``kind``) and its index among all the rows (``row``). Returns
+    (rows, how many were left out)."""
+    rows = modules(data)
+    if not rows:
+        return [], 0
+    index = {r.get("path"): i for i, r in enumerate(rows)}
+    kept: set[int] = set()
+    for i in sorted(range(len(rows)), key=lambda i: -(rows[i].get("host_total_us") or 0.0)):
+        if len(kept) >= limit:
+            break
+        j: Optional[int] = i
+        while j is not None and j not in kept:  # the row and its ancestors not yet kept
+            kept.add(j)
+            parent = rows[j].get("parent")
+            j = index.get(parent) if parent is not None else None
+    total = steps_us(data)
+    out = []
+    for i in sorted(kept):
+        r = rows[i]
+        share = 100.0 * (r.get("host_total_us") or 0.0) / total if total > 0 else None
+        own, kind = module_name_parts(r)
+        out.append({**r, "share_pct": share, "label": module_label(r), "own": own, "kind": kind, "row": i})
+    return out, len(rows) - len(out)
+
+
 # ---- memory -----------------------------------------------------------------------------------------
 def memory_lines(data: dict) -> list[str]:
     """One line per GPU (its highest per-step peak, the step, against capacity) and one for the host
@@ -353,6 +438,8 @@ def memory_lines(data: dict) -> list[str]:
         cap = top.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
             line += f" of {fmt_bytes(cap)} ({100.0 * top['peak_allocated_bytes'] / cap:.0f}%)"
+            if top["peak_allocated_bytes"] > cap:
+                line += " [above the device's memory: implausible, see the warning]"
         line += f" in step {top.get('step')}"
         if isinstance(top.get("peak_reserved_bytes"), (int, float)):
             line += f", reserved {fmt_bytes(top['peak_reserved_bytes'])}"
@@ -499,6 +586,29 @@ def trace_note(data: dict) -> Optional[str]:
         f'Trace: {path} (open it in {PERFETTO_URL} with "Open trace file", or in '
         'chrome://tracing with "Load")'
     )
+
+
+def warning_lines(data: dict) -> list[str]:
+    """The report's warnings (implausible input: docs/metrics.md), one message each, as they stand
+    in ``warnings``; for a report from before warnings existed, what its step rules counted."""
+    rows = data.get("warnings")
+    if isinstance(rows, list):
+        return [str(w["message"]) for w in rows if isinstance(w, dict) and w.get("message")]
+    note = step_marker_note(data)
+    return [note] if note else []
+
+
+def span_end_note(data: dict) -> Optional[str]:
+    """gpuprof's own time at a live span's end (building, then writing its report), which falls
+    between two training steps and counts in neither; None when not recorded."""
+    src = data.get("source") or {}
+    build, write = src.get("report_build_s"), src.get("report_write_s")
+    if not isinstance(build, (int, float)):
+        return None
+    parts = [f"{build:.3f} s building this report"]
+    if isinstance(write, (int, float)):
+        parts.append(f"{write:.3f} s writing it (on_trace_ready)")
+    return "gpuprof at the span's end: " + ", ".join(parts) + " (between two steps, counted in neither)"
 
 
 def step_marker_note(data: dict) -> Optional[str]:

@@ -29,6 +29,7 @@ _COLORS = {
 
 # Rows shown per table in the terminal; the HTML report has them all.
 TOP_ROWS = 5
+TOP_MODULES = 10  # the heaviest modules, drawn as a tree
 TOP_ADVICE = 3
 MAX_STEP_ROWS = 20
 
@@ -168,15 +169,17 @@ def _title(console: Console, report) -> None:
     console.print(f"{len(report.steps)} steps, mean step time {avg['total_us'] / 1000.0:.3f} ms")
     if isinstance(src.get("note"), str):  # a partial span: which steps, and the complete one
         console.print(sec.printable(src["note"]), style="yellow")
-    markers = sec.step_marker_note(data)
-    if markers:
-        console.print(markers, style="yellow")
+    for warning in sec.warning_lines(data):
+        console.print("warning: " + sec.printable(warning), style="yellow", indent=9)
     compiled = data.get("compiled")
     if isinstance(compiled, dict) and isinstance(compiled.get("note"), str):
         console.print(sec.printable(compiled["note"]))
     note = sec.trace_note(data)
     if note:
         console.print(sec.printable(note))
+    span_end = sec.span_end_note(data)
+    if span_end:
+        console.print(span_end, style="dim")
 
 
 def _collection_notes(console: Console, report) -> None:
@@ -191,6 +194,9 @@ def _collection_notes(console: Console, report) -> None:
     host_note = meta.get("host_ops", "")
     if host_note.startswith("off:"):
         console.print(f"Operators {sec.printable(host_note)}", style="yellow")
+    module_note = meta.get("module_view", "")
+    if module_note.startswith("incomplete:"):  # asked for, and cut short
+        console.print(f"Module view {sec.printable(module_note)}", style="yellow")
 
 
 def _breakdown_bar(console: Console, report) -> None:
@@ -279,6 +285,36 @@ def _top_tables(console: Console, report) -> None:
         _table(console, name, sec.section(report.data, key), TOP_ROWS)
 
 
+def _modules(console: Console, report) -> None:
+    """The heaviest modules as an indented tree: calls, host and device time, share of the step."""
+    rows, left_out = sec.module_tree(report.data, TOP_MODULES)
+    if not rows:
+        return
+    device = any(r.get("device_total_us") for r in rows)
+    t = Table(
+        f"Modules (the {len(rows)} heaviest of {len(rows) + left_out}, forward and backward)"
+        if left_out
+        else "Modules (forward and backward)"
+    )
+    t.add_column("module", max_width=max(24, console.width - 70))
+    for header in (
+        ["calls", "host total us", "host self us"] + (["device total us"] if device else []) + ["% of step"]
+    ):
+        t.add_column(header, justify="right")
+    for r in rows:
+        cells = [
+            "  " * int(r.get("depth") or 0) + sec.printable(r["label"]),
+            sec.fmt("calls", r.get("calls")),
+            sec.fmt("host_total_us", r.get("host_total_us")),
+            sec.fmt("host_self_us", r.get("host_self_us")),
+        ]
+        if device:
+            cells.append(sec.fmt("device_total_us", r.get("device_total_us")))
+        cells.append("" if r["share_pct"] is None else f"{r['share_pct']:.1f}")
+        t.add_row(*cells)
+    console.table(t)
+
+
 def _recommendations(console: Console, report) -> None:
     _advice(console, report.data, TOP_ADVICE)
 
@@ -324,6 +360,7 @@ class TextRenderer:
         _devices,
         _memory,
         _top_tables,
+        _modules,
         _recommendations,
         _settings,
         _counts,

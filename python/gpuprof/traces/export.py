@@ -66,6 +66,11 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
     return written, failed
 
 
+# The files of an --out folder, the same for `gpuprof run --out DIR` and `%%gpuprof --out DIR` (and
+# for each span folder of gpuprof.save): the report, its HTML, and its Chrome trace.
+REPORT_FILE, HTML_FILE, TRACE_FILE = "report.json", "report.html", "trace.json.gz"
+
+
 def rank_traces(folder: Union[str, os.PathLike], unrecognised: Optional[list] = None) -> list[tuple]:
     """The Chrome traces of a folder of ranks, one per span of a rank: ``(path, rank or None)``,
     the rank as the saved report that wrote the trace says it (None for a torch.profiler trace:
@@ -130,8 +135,8 @@ def save_rank_reports(
     *,
     rank: int,
     world: int,
-    stem: str = "report",
-    trace_name: str = "trace.json.gz",
+    stem: str = REPORT_FILE[: -len(".json")],
+    trace_name: str = TRACE_FILE,
     trace: bool = True,
     formats: tuple = ("json", "html"),
 ) -> tuple[list[str], list[str]]:
@@ -153,6 +158,17 @@ def save_rank_reports(
         written += w
         failed += f
     return written, failed
+
+
+def save_out_folder(
+    report, folder: Union[str, os.PathLike], *, trace: bool = True, rank: int = 0, world: int = 1
+) -> tuple[list[str], list[str]]:
+    """Write ``report`` as an --out folder's files: ``report.json`` with its Chrome trace
+    ``trace.json.gz`` (unless ``trace`` is False, or the report has none) and ``report.html``, into
+    ``folder`` (made if needed), or for a rank of a job into ``rank_folders(folder, rank, world)``.
+    For code on the training thread: nothing raises. Returns (the files written, one "PATH: reason"
+    per file that could not be)."""
+    return save_rank_reports(report, folder, rank=rank, world=world, trace=trace)
 
 
 def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callable:

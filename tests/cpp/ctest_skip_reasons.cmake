@@ -1,0 +1,40 @@
+# Run by ctest after the tests (CTEST_CUSTOM_POST_TEST, set in the build folder's CTestCustom.cmake
+# by CMakeLists.txt): prints each skipped GoogleTest test with the reason it gave GTEST_SKIP(), from
+# ctest's log. ctest itself lists skipped tests without their reasons ("shared traces not found at
+# ...", "no gzip program ..."), and shows a test's output only when it fails.
+#   cmake -DLOG=<build>/Testing/Temporary/LastTest.log -P ctest_skip_reasons.cmake
+# While ctest runs, the log of this run is still LastTest.log.tmp (renamed when ctest ends).
+if(EXISTS "${LOG}.tmp")
+  set(LOG "${LOG}.tmp")
+elseif(NOT EXISTS "${LOG}")
+  return()
+endif()
+file(READ "${LOG}" text)
+string(REPLACE ";" "," text "${text}")   # CMake lists split at ';'
+string(REPLACE "\n" ";" lines "${text}")
+set(test "")
+set(reason "")
+set(in_reason FALSE)
+set(count 0)
+foreach(line IN LISTS lines)
+  if(line MATCHES "^\\[ RUN      \\] (.+)$")
+    set(test "${CMAKE_MATCH_1}")
+    set(reason "")
+    set(in_reason FALSE)
+  elseif(line MATCHES ": Skipped$")
+    set(in_reason TRUE)
+  elseif(line MATCHES "^\\[  SKIPPED \\] (.+) \\([0-9]+ ms\\)$")
+    if(count EQUAL 0)
+      message("Why the skipped tests were skipped:")
+    endif()
+    math(EXPR count "${count} + 1")
+    string(STRIP "${reason}" reason)
+    if(reason STREQUAL "")
+      set(reason "(no reason given)")
+    endif()
+    message("  ${CMAKE_MATCH_1}: ${reason}")
+    set(in_reason FALSE)
+  elseif(in_reason AND NOT line STREQUAL "")
+    string(APPEND reason " ${line}")
+  endif()
+endforeach()
