@@ -5,7 +5,9 @@
 
 #include <string>
 
+#include "gpuprof/launch_links.h"
 #include "gpuprof/memory.h"
+#include "gpuprof/modules.h"
 #include "gpuprof/tables.h"
 
 using namespace gpuprof;
@@ -306,4 +308,117 @@ TEST(Memory, FlatOrSmallOrNoisyLevelsAreNotFlagged) {
   EXPECT_GT(n.growth[0].bytes_per_step, 64.0 * 1024);   // the fit rises ...
   EXPECT_EQ(n.growth[0].rising, 2);                      // ... but only 2 of 4 transitions do
   EXPECT_FALSE(n.growth[0].flagged);
+}
+
+namespace {
+
+Event& linked_op(Trace& t, const char* name, int64_t start, int64_t end, uint32_t tid, uint64_t link) {
+  Event& e = node(t, EventKind::HostOp, name, start, end, tid);
+  e.correlation = link;   // a host op's autograd link (event.h)
+  return e;
+}
+
+void module_call(Trace& t, const char* name, int64_t start, int64_t end, uint32_t tid = 1) {
+  node(t, EventKind::PythonFunction, name, start, end, tid);
+}
+
+// One step of a model Net { encoder: Sequential { 0: Linear, 1: ReLU } } as gpuprof's live module
+// hooks record it, with its backward on thread 2 (autograd links: the forward aten::linear and
+// aten::relu have sequence numbers 5 and 6, their backward nodes the same):
+//   thread 1: ProfilerStep#1 [0, 1000)
+//     nn.Module: Net (Net) [10, 400)
+//       nn.Module: encoder (Sequential) [20, 200)
+//         nn.Module: 0 (Linear) [30, 100) > aten::linear [35, 95) > aten::addmm [40, 90): +1000 @50
+//         nn.Module: 1 (ReLU) [110, 150) > aten::relu [115, 145): +2000 @120
+//       aten::flatten [250, 260), the model's own code: +300 @255
+//     +50 @900: in the step alone (no module)
+//   thread 2: evaluate_function: ReluBackward0 [500, 520) > aten::threshold_backward [505, 515):
+//       +4000 @510 (the ReLU's backward: encoder.1), freed @600
+//     evaluate_function: AddmmBackward0 [530, 560) > aten::mm [535, 555): +500 @540 (encoder.0)
+Trace modules_step() {
+  Trace t;
+  node(t, EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  module_call(t, "nn.Module: Net (Net)", 10, 400);
+  module_call(t, "nn.Module: encoder (Sequential)", 20, 200);
+  module_call(t, "nn.Module: 0 (Linear)", 30, 100);
+  linked_op(t, "aten::linear", 35, 95, 1, pack_autograd_link(5, 1, false));
+  op(t, "aten::addmm", 40, 90);
+  module_call(t, "nn.Module: 1 (ReLU)", 110, 150);
+  linked_op(t, "aten::relu", 115, 145, 1, pack_autograd_link(6, 1, false));
+  op(t, "aten::flatten", 250, 260);
+  linked_op(t, "autograd::engine::evaluate_function: ReluBackward0", 500, 520, 2, pack_autograd_link(6, 1, true));
+  op(t, "aten::threshold_backward", 505, 515, 2);
+  linked_op(t, "autograd::engine::evaluate_function: AddmmBackward0", 530, 560, 2, pack_autograd_link(5, 1, true));
+  op(t, "aten::mm", 535, 555, 2);
+  rec(t, 50, 1000, 0xA);
+  rec(t, 120, 2000, 0xB);
+  rec(t, 255, 300, 0xC);
+  rec(t, 510, 4000, 0xD, -1, 2);
+  rec(t, 540, 500, 0xE, -1, 2);
+  rec(t, 600, -4000, 0xD, -1, 2);
+  rec(t, 900, 50, 0xF);
+  return t;
+}
+
+std::vector<std::string> owners(const std::vector<MemoryOwner>& rows) {
+  std::vector<std::string> out;
+  for (const MemoryOwner& o : rows)
+    out.push_back(o.name + " " + std::to_string(o.bytes) + "/" + std::to_string(o.count));
+  return out;
+}
+
+}  // namespace
+
+// The owners by module are the module view's rows, by path: a forward op's allocation belongs to the
+// module call it ran in, a backward op's to the module whose forward made its node (the ReLU's
+// gradient to encoder.1, the addmm's to encoder.0), the model's own code to the model (""); an
+// allocation in no module counts in none. The peak (@540: 1000 + 2000 + 300 + 4000 + 500 = 7800)
+// and the end (@900, the ReLU's gradient freed) name them; memory_view alone names none (it runs
+// beside the module view in analyse_tables, which names them once both are done).
+TEST(Memory, OwnersByModuleAreTheModuleViewsPaths) {
+  const Trace t = modules_step();
+  MemoryView v = memory_view(t, steps_of(t));
+  ASSERT_EQ(v.peaks.size(), 1u);
+  EXPECT_EQ(v.peaks[0].bytes, 7800);
+  EXPECT_TRUE(v.peaks[0].top_modules.empty());
+  name_memory_modules(t, module_view(t, link_launches(t)), v);
+  EXPECT_EQ(owners(v.peaks[0].top_modules),
+            (std::vector<std::string>{"encoder.1 6000/2", "encoder.0 1500/2", " 300/1"}));
+  EXPECT_EQ(owners(v.ends[0].top_modules),
+            (std::vector<std::string>{"encoder.1 2000/1", "encoder.0 1500/2", " 300/1"}));
+
+  const AnalysisTables a = analyse_tables(t, BreakdownOptions{});
+  ASSERT_EQ(a.memory_view.peaks.size(), 1u);
+  EXPECT_EQ(owners(a.memory_view.peaks[0].top_modules), owners(v.peaks[0].top_modules));
+
+  // Without module calls (a live span without the module view) no module is named.
+  Trace bare;
+  for (const Event& e : t.events) {
+    if (e.kind == EventKind::PythonFunction) continue;
+    Event& c = bare.add(e.kind, t.name_of(e), e.start_ns, e.dur_ns);
+    c.tid = e.tid;
+    c.correlation = e.correlation;
+  }
+  bare.memory = t.memory;
+  const AnalysisTables b = analyse_tables(bare, BreakdownOptions{});
+  ASSERT_EQ(b.memory_view.peaks.size(), 1u);
+  EXPECT_EQ(b.memory_view.peaks[0].bytes, 7800);
+  EXPECT_TRUE(b.memory_view.peaks[0].top_modules.empty());
+}
+
+// Growth names the modules whose allocations outlived their step: the leaking loop (aten::mse_loss
+// keeps 100,000 bytes a step) with its loss computed in a module call `criterion (MSELoss)` inside
+// the model's call.
+TEST(Memory, GrowthNamesTheModulesThatLeftMemoryLive) {
+  Trace t = loop(true);
+  for (int64_t k = 0; k < 6; ++k) {
+    module_call(t, "nn.Module: Net (Net)", 1000 * k + 5, 1000 * k + 720);
+    module_call(t, "nn.Module: criterion (MSELoss)", 1000 * k + 590, 1000 * k + 710);
+  }
+  MemoryView v = memory_view(t, steps_of(t));
+  ASSERT_EQ(v.growth.size(), 1u);
+  EXPECT_TRUE(v.growth[0].modules.empty());
+  name_memory_modules(t, module_view(t, link_launches(t)), v);
+  EXPECT_EQ(owners(v.growth[0].modules), (std::vector<std::string>{"criterion 400000/4"}));
+  EXPECT_EQ(owners(v.growth[0].ops), (std::vector<std::string>{"aten::mse_loss 400000/4"}));
 }

@@ -111,10 +111,17 @@ def test_resnet_memory_by_operator_is_the_plugins_without_addresses(resnet):
 
 def test_a_torch_profiler_trace_with_module_ranges(tmp_path):
     # torch.profiler(profile_memory=True, with_stack=True) on a CPU loop: its trace carries every
-    # allocation's address and thread, and the modules' calls as `nn.Module: ReLU_0` ranges. Read
-    # back, the live allocations at the peak are named by operator and by module (the ReLU's
-    # 512 x 1024 output, kept for the backward), and the per-operator figures are those gpuprof
-    # records live on the same loop (the same allocations, attributed by the same rule).
+    # allocation's address and thread, and the modules' calls as `nn.Module: ReLU_0` ranges, from
+    # which the module view makes paths (`ReLU_0`, `Linear_1` under the Sequential, the model).
+    # Read back, the live allocations at the peak (in the backward of the last Linear) are named by
+    # operator and by module path: the backward's allocations belong to the module whose forward made
+    # their node. The ReLU (model[1]) holds its 512 x 1024 float output, kept for its backward, and
+    # the gradient its backward made for model[0]'s output (512 x 1024 floats again): 4 MiB in 2
+    # blocks; the last Linear (model[2]) the gradients its backward made: its input's (512 x 1024
+    # floats), its weight's (10 x 1024) and bias's (10): 2,138,152 bytes in 3 blocks. gpuprof live
+    # with the module view (with_modules=True) on the same loop names the same modules by their
+    # paths in the model (`1`, `2`), with the same bytes; and the per-operator figures are those
+    # gpuprof records live (the same allocations, attributed by the same rule).
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(128, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
@@ -133,15 +140,26 @@ def test_a_torch_profiler_trace_with_module_ranges(tmp_path):
             tp.step()
     tp.export_chrome_trace(str(tmp_path / "t.json"))
     traced = gpuprof.analyze(tmp_path / "t.json")
+    relu_bytes = 2 * 512 * 1024 * 4
+    linear_bytes = 512 * 1024 * 4 + 10 * 1024 * 4 + 10 * 4
     peak = traced.data["memory_peak"]["-1"]
-    assert {"name": "nn.Module: ReLU_0", "bytes": 512 * 1024 * 4, "count": 1} in peak["top_modules"]
+    assert peak["top_modules"] == [
+        {"name": "ReLU_0", "bytes": relu_bytes, "count": 2},
+        {"name": "Linear_1", "bytes": linear_bytes, "count": 3},
+    ]
+    assert {r["path"] for r in traced.data["modules"]} == {"", "Linear_0", "ReLU_0", "Linear_1"}
     assert peak["top_ops"][0]["bytes"] > 0
+    assert "live at the peak, by module: ReLU_0 4.0 MiB, Linear_1 2.0 MiB" in traced.to_text()
 
-    with gpuprof.profile(profile_memory=True) as prof:
+    with gpuprof.profile(profile_memory=True, with_modules=True) as prof:
         for _ in range(3):
             step()
             prof.step()
     live = prof.report()
+    assert live.data["memory_peak"]["-1"]["top_modules"] == [
+        {"name": "1", "bytes": relu_bytes, "count": 2},
+        {"name": "2", "bytes": linear_bytes, "count": 3},
+    ]
 
     def alloc(report, name):
         return [

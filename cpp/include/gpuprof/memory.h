@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuprof/breakdown.h"
+#include "gpuprof/modules.h"
 #include "gpuprof/trace.h"
 
 namespace gpuprof {
@@ -28,7 +30,8 @@ struct MemoryBlock {
   int64_t free_ns = kNeverFreed;
   uint32_t op = kNoIndex;          // the innermost operator open on the allocating thread (events index)
   uint32_t outer_op = kNoIndex;    // the outermost one: what a user called (aten::linear, a backward node)
-  uint32_t module = kNoIndex;      // the innermost module range around the allocation
+  uint32_t node = kNoIndex;        // the innermost node of its thread's op tree around the allocation
+  uint32_t module = kNoIndex;      // the innermost module call around the allocation
   int8_t role = -1;                // a StorageRole, or -1: none known
   bool in_optimizer_step = false;  // made inside an optimizer's step (Optimizer.step#...)
   // The end of what a temporary is freed within: the optimizer step it was made in, else its
@@ -96,7 +99,7 @@ struct MemoryComposition {
 };
 
 // Who made the memory live at one moment: by operator (the outermost, what a user called) or
-// module, with the bytes and blocks.
+// module (its path in the module view: modules.h), with the bytes and blocks.
 struct MemoryOwner {
   std::string name;
   int64_t bytes = 0;
@@ -128,6 +131,10 @@ struct MemoryGrowth {
   std::vector<MemoryOwner> ops;   // bytes each op left live, summed over the steps counted
   std::vector<MemoryOwner> modules;
   int64_t steps_counted = 0;   // steps whose surviving allocations ops/modules sum
+  // Which blocks those are: made in one of these host ranges (the counted steps but the last) and
+  // still live at last_end_ns (the last counted step's end).
+  std::vector<std::pair<int64_t, int64_t>> survivor_windows;
+  int64_t last_end_ns = 0;
 };
 
 // The thresholds growth is flagged at (docs/metrics.md, "Memory growth").
@@ -143,7 +150,16 @@ struct MemoryView {
   std::vector<MemoryGrowth> growth;   // per device with a level and enough steps
 };
 // Everything above from one attribution pass. Peaks and ends are given for devices whose level is
-// recorded or rebuilt from blocks (a level rebuilt from sizes alone starts at an arbitrary 0).
+// recorded or rebuilt from blocks (a level rebuilt from sizes alone starts at an arbitrary 0). The
+// owners by module are left empty: they need the module view (name_memory_modules).
 MemoryView memory_view(const Trace& trace, const BreakdownResult& steps, size_t top = 10);
+
+// The owners by module of each peak, end and growth of `memory` (top_modules, modules), from the
+// module view of the same trace: a block belongs to the module row of the innermost event around
+// its allocation (module_view's row_of: the module call an op ran in, or, for a backward op, the
+// module whose forward made its autograd node), named by the row's path ("layer1.0.conv1"; "" the
+// model itself). Empty when the trace has no module calls. Run after memory_view and module_view,
+// which analyse_tables builds on two threads.
+void name_memory_modules(const Trace& trace, const ModuleView& modules, MemoryView& memory, size_t top = 10);
 
 }   // namespace gpuprof

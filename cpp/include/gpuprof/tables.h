@@ -21,9 +21,10 @@ namespace gpuprof {
 // Bounded by design (docs/metrics.md, "Bounded tables and names"): the name tables (kernels,
 // kernel_ops, operators, ranges, syncs; memory_ops per device) keep their kMaxNameRows heaviest
 // rows; the others become one last row named "other names (N)" (N: the rows it stands for) that
-// holds their sums, so a trace of a million distinct names gives a report of a few thousand rows. And a name (or input
-// shapes, a device name) longer than kMaxNameBytes is shown as its first bytes and a note of its
-// length and a hash, the same text wherever it appears; analyse_tables keeps each full text once.
+// holds their sums, so a trace of a million distinct names gives a report of a few thousand rows.
+// And a name (or input shapes, a device name) longer than kMaxNameBytes is shown as its first
+// bytes and a note of its length and a hash, the same text wherever it appears; analyse_tables
+// keeps each full text once.
 constexpr size_t kMaxNameRows = 2000;
 constexpr size_t kMaxNameBytes = 1024;
 

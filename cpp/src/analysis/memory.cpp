@@ -197,6 +197,7 @@ std::vector<DeviceMemory> device_memory(const Trace& t, const Attributions& attr
         b.alloc_ns = m.ts_ns;
         const Attribution& at = attr.of_sample[d.samples[i]];
         if (at.node != kNoIndex && is_memory_operator(t, t.events[at.node])) b.op = at.node;
+        b.node = at.node;
         b.outer_op = at.outer_op;
         b.module = at.module;
         if (at.optimizer != kNoIndex) {
@@ -319,6 +320,27 @@ void add_owner(const Trace& t, std::unordered_map<uint32_t, MemoryOwner>& into, 
   o.count += 1;
 }
 
+// Each block made in the trace and live at ts: what the owners at a moment count.
+template <class F>
+void each_live_made(const DeviceMemory& d, int64_t ts, F f) {
+  for (const MemoryBlock& b : d.blocks) {
+    if (b.alloc_ns > ts) break;   // blocks are in allocation order
+    if (b.live_at(ts) && !b.before_trace()) f(b);
+  }
+}
+
+// Each block a growth's owners count: made in one of its windows and live at its last step's end,
+// neither a parameter, a gradient nor optimizer state.
+template <class F>
+void each_survivor(const DeviceMemory& d, const MemoryGrowth& g, F f) {
+  for (const auto& [from, to] : g.survivor_windows) {
+    auto first = std::lower_bound(d.blocks.begin(), d.blocks.end(), from,
+                                  [](const MemoryBlock& b, int64_t ts) { return b.alloc_ns < ts; });
+    for (auto it = first; it != d.blocks.end() && it->alloc_ns < to; ++it)
+      if (it->role < 0 && it->free_ns > g.last_end_ns) f(*it);
+  }
+}
+
 MemoryMoment moment(const Trace& t, const DeviceMemory& d, size_t at, const BreakdownResult& steps, size_t top) {
   MemoryMoment m;
   m.device = d.device;
@@ -327,7 +349,7 @@ MemoryMoment moment(const Trace& t, const DeviceMemory& d, size_t at, const Brea
   m.bytes = d.allocated[at];
   m.reserved_bytes = d.reserved[at];
   MemoryComposition& c = m.composition;
-  std::unordered_map<uint32_t, MemoryOwner> ops, modules;
+  std::unordered_map<uint32_t, MemoryOwner> ops;
   int64_t classified = 0;
   for (const MemoryBlock& b : d.blocks) {
     if (b.alloc_ns > m.ts_ns) break;   // blocks are in allocation order
@@ -346,14 +368,10 @@ MemoryMoment moment(const Trace& t, const DeviceMemory& d, size_t at, const Brea
       *into += b.bytes;
       classified += b.bytes;
     }
-    if (!b.before_trace()) {
-      add_owner(t, ops, b.outer_op, b.bytes);
-      if (b.module != kNoIndex) add_owner(t, modules, b.module, b.bytes);
-    }
+    if (!b.before_trace()) add_owner(t, ops, b.outer_op, b.bytes);
   }
   c.unknown = std::max<int64_t>(0, m.bytes - classified);
   m.top_ops = top_owners(ops, top);
-  m.top_modules = top_owners(modules, top);
   return m;
 }
 
@@ -395,23 +413,14 @@ MemoryGrowth growth(const Trace& t, const DeviceMemory& d, const BreakdownResult
   g.flagged = int(n) >= kGrowthMinLevels && g.bytes_per_step >= kGrowthMinBytesPerStep &&
               double(g.rising) >= kGrowthMinRisingShare * double(n - 1);
   // What the counted steps but the last left live at the end of the last one (the last step's own
-  // allocations are live at its end by nature): neither parameters, gradients nor optimizer state.
-  const int64_t last_end = end_of(*counted.back());
-  std::unordered_map<uint32_t, MemoryOwner> ops, modules;
-  for (size_t k = 0; k + 1 < counted.size(); ++k) {
-    const int64_t from = start_of(*counted[k]), to = end_of(*counted[k]);
-    auto first = std::lower_bound(d.blocks.begin(), d.blocks.end(), from,
-                                  [](const MemoryBlock& b, int64_t ts) { return b.alloc_ns < ts; });
-    for (auto it = first; it != d.blocks.end() && it->alloc_ns < to; ++it) {
-      const MemoryBlock& b = *it;
-      if (b.role >= 0 || b.free_ns <= last_end) continue;
-      add_owner(t, ops, b.outer_op, b.bytes);
-      if (b.module != kNoIndex) add_owner(t, modules, b.module, b.bytes);
-    }
-  }
+  // allocations are live at its end by nature).
+  g.last_end_ns = end_of(*counted.back());
+  for (size_t k = 0; k + 1 < counted.size(); ++k)
+    g.survivor_windows.emplace_back(start_of(*counted[k]), end_of(*counted[k]));
+  std::unordered_map<uint32_t, MemoryOwner> ops;
+  each_survivor(d, g, [&](const MemoryBlock& b) { add_owner(t, ops, b.outer_op, b.bytes); });
   g.steps_counted = int64_t(counted.size()) - 1;
   g.ops = top_owners(ops, top);
-  g.modules = top_owners(modules, top);
   return g;
 }
 
@@ -509,6 +518,40 @@ MemoryView memory_view(const Trace& t, const BreakdownResult& steps, size_t top)
     if (!g.end_bytes.empty()) v.growth.push_back(std::move(g));
   }
   return v;
+}
+
+void name_memory_modules(const Trace& t, const ModuleView& modules, MemoryView& v, size_t top) {
+  if (modules.rows.empty() || modules.row_of.size() != t.events.size()) return;
+  // A block's row: that of the innermost event around its allocation; where that event has none (a
+  // step marker, a range outside every module), the module call around it.
+  auto row_of_block = [&](const MemoryBlock& b) {
+    uint32_t row = b.node != kNoIndex ? modules.row_of[b.node] : kNoIndex;
+    if (row == kNoIndex && b.module != kNoIndex) row = modules.row_of[b.module];
+    return row;
+  };
+  auto owners = [&](auto each) {
+    std::unordered_map<uint32_t, MemoryOwner> by_row;
+    each([&](const MemoryBlock& b) {
+      const uint32_t row = row_of_block(b);
+      if (row == kNoIndex) return;
+      MemoryOwner& o = by_row[row];
+      if (o.count == 0) o.name = modules.rows[row].path;
+      o.bytes += b.bytes;
+      o.count += 1;
+    });
+    return top_owners(by_row, top);
+  };
+  auto device = [&](int id) -> const DeviceMemory* {
+    for (const DeviceMemory& d : v.devices)
+      if (d.device == id) return &d;
+    return nullptr;
+  };
+  for (std::vector<MemoryMoment>* moments : {&v.peaks, &v.ends})
+    for (MemoryMoment& m : *moments)
+      if (const DeviceMemory* d = device(m.device))
+        m.top_modules = owners([&](auto f) { each_live_made(*d, m.ts_ns, f); });
+  for (MemoryGrowth& g : v.growth)
+    if (const DeviceMemory* d = device(g.device)) g.modules = owners([&](auto f) { each_survivor(*d, g, f); });
 }
 
 }  // namespace gpuprof

@@ -782,8 +782,9 @@ void cap_memory_ops(std::vector<MemoryOpRow>& rows) {
       std::vector<size_t> order(group.size());
       for (size_t i = 0; i < order.size(); ++i) order[i] = i;
       std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-        return group[x].alloc_bytes != group[y].alloc_bytes ? group[x].alloc_bytes > group[y].alloc_bytes
-                                                            : group[x].self_alloc_bytes > group[y].self_alloc_bytes;
+        return group[x].alloc_bytes != group[y].alloc_bytes
+                   ? group[x].alloc_bytes > group[y].alloc_bytes
+                   : group[x].self_alloc_bytes > group[y].self_alloc_bytes;
       });
       std::vector<uint8_t> keep(group.size(), 0);
       for (size_t i = 0; i < kMaxNameRows - 1; ++i) keep[order[i]] = 1;
@@ -870,6 +871,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   if (side.joinable()) side.join();
   if (linked_error) std::rethrow_exception(linked_error);
   a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
+  name_memory_modules(t, a.modules, a.memory_view);   // both views are done
   cap_memory_ops(a.memory_view.ops);
   shorten_long_names(t, a);
   return a;

@@ -314,6 +314,11 @@ class Facts:
         v = self.data.get("out_of_memory")
         return v if isinstance(v, dict) else None
 
+    @property
+    def module_view(self) -> bool:
+        """Whether the report has the module view (``modules`` rows): module paths to name."""
+        return bool(section(self.data, "modules"))
+
     def device_capacity(self, device: str) -> Optional[float]:
         """A device's memory in bytes (the GPU summary's, else the per-step rows'); None for the host
         and unknown devices."""

@@ -729,12 +729,19 @@ def out_of_memory(f: Facts) -> Optional[Recommendation]:
                 "image): cap or bucket the input sizes"
             )
     if acts:
-        modules = ", ".join(str(m.get("name")) for m in (oom.get("top_modules") or [])[:3])
+        # The modules (by path in the module view) whose allocations held the most at the failure;
+        # the model itself ("") is no block to checkpoint.
+        biggest = [m for m in oom.get("top_modules") or [] if m.get("name")][:3]
+        modules = ", ".join(f"{m['name']} {_mib(m.get('bytes') or 0)}" for m in biggest)
+        if modules:
+            modules = f", those around the modules that made most of it ({modules}),"
+        elif not f.module_view:
+            modules = " (gpuprof.profile(with_modules=True) names the modules that made it)"
         fixes.append(
             f"activation checkpointing: {_gib(acts)} of activations"
             + (f" ({100.0 * acts / held:.0f}% of what was held)" if held else "")
             + ": torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) on the largest blocks"
-            + (f" ({modules})" if modules else "")
+            + modules
             + " keeps only their inputs, for about a third more compute"
         )
         half = None

@@ -368,7 +368,10 @@ BY_KEY: dict[str, Table] = {t.key: t for t in TABLES}
 
 # The memory view's objects: each device's (by its id as a string; -1 the host) peak, composition
 # and growth, the rows inside them, and the out-of-memory section (docs/metrics.md, "Memory").
-_OWNER = "the outermost operator (or module range) that allocated the memory; empty: none"
+_OWNER = (
+    "by operator: the outermost operator that allocated the memory (empty: none); by module: the "
+    'module\'s `path` in `modules` (`""`: the model itself)'
+)
 OBJECTS: tuple[Table, ...] = (
     Table(
         "memory_peak",
@@ -388,7 +391,10 @@ OBJECTS: tuple[Table, ...] = (
                 "`memory_owner` rows: the allocations live then, by operator, largest first",
             ),
             Field(
-                "top_modules", "array", "`memory_owner` rows: the same by module (module ranges in the trace)"
+                "top_modules",
+                "array",
+                "`memory_owner` rows: the same by the module the allocation ran in, a backward op in its "
+                "forward's (the module view's attribution; `[]` without the module view)",
             ),
         ),
     ),

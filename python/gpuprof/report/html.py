@@ -413,7 +413,10 @@ def _memory_view(report) -> dict:
                     for k, label, b, pct in parts
                 ],
                 "top_ops": peak.get("top_ops") or [],
-                "top_modules": peak.get("top_modules") or [],
+                "top_modules": [
+                    {**r, "name": sec.module_owner_name(r.get("name"))} for r in peak.get("top_modules") or []
+                ],
+                "modules_note": "" if peak.get("top_modules") else (sec.module_owners_note(data) or ""),
             }
         )
     growth = [line for line in sec.memory_view_lines(data) if line.startswith("Memory grows")]
@@ -486,7 +489,8 @@ def _modules(report) -> dict:
         else:
             why = (
                 "this trace has no module calls: torch.profiler writes them with "
-                "torch.profiler.profile(with_stack=True); gpuprof.profile records them by default"
+                "torch.profiler.profile(with_stack=True); gpuprof.profile(with_modules=True) records "
+                "them live"
             )
         return {
             "module_tree": [],

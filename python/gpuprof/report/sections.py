@@ -485,10 +485,41 @@ def composition_text(composition: dict) -> str:
     )
 
 
-def owners_text(rows: list, key: str = "bytes", suffix: str = "") -> str:
+def owners_text(rows: list, key: str = "bytes", suffix: str = "", modules: bool = False) -> str:
+    """The first TOP_OWNERS owners (``memory_owner`` rows) as "name bytes, ...": operators, or with
+    ``modules`` module paths (the model itself "(model)", as the module tables show it)."""
+
+    def name(r: dict) -> str:
+        return module_owner_name(r.get("name")) if modules else r.get("name") or "(outside any operator)"
+
     return ", ".join(
-        f"{printable(r.get('name') or '(outside any operator)')} {fmt_bytes(r.get(key) or 0)}{suffix}"
-        for r in (rows or [])[:TOP_OWNERS]
+        f"{printable(name(r))} {fmt_bytes(r.get(key) or 0)}{suffix}" for r in (rows or [])[:TOP_OWNERS]
+    )
+
+
+def module_owner_name(path: Any) -> str:
+    """A module owner's name as shown: its path in ``modules``, the model's own ("") "(model)"."""
+    return str(path) if path else "(model)"
+
+
+def module_owners_note(data: dict) -> Optional[str]:
+    """Why a report with memory owners names no module, and how to get them: the module view is
+    off (live), or the trace has no module calls; None when the report has the module view (or is
+    from before it)."""
+    if modules(data) or "modules" not in data:
+        return None
+    live = (data.get("source") or {}).get("kind") in ("live", "out_of_memory")
+    note = str((data.get("metadata") or {}).get("module_view") or "")
+    if live and note.startswith("off: gpuprof.profile(with_modules=True)"):
+        return (
+            "by module: the module view is off; gpuprof.profile(with_modules=True) "
+            "(gpuprof run --modules) names the modules that made this memory"
+        )
+    if live:
+        return f"by module: module view {note}" if note else None
+    return (
+        "by module: this trace has no module calls; torch.profiler.profile(with_stack=True) "
+        "writes them (or profile live with gpuprof.profile(with_modules=True))"
     )
 
 
@@ -513,7 +544,9 @@ def memory_view_lines(data: dict) -> list[str]:
         if peak.get("top_ops"):
             lines.append(f"  live at the peak, by operator: {owners_text(peak['top_ops'])}")
         if peak.get("top_modules"):
-            lines.append(f"  live at the peak, by module: {owners_text(peak['top_modules'])}")
+            lines.append(f"  live at the peak, by module: {owners_text(peak['top_modules'], modules=True)}")
+        elif peak.get("top_ops") and module_owners_note(data):
+            lines.append(f"  {module_owners_note(data)}")
     for device, g in sorted((data.get("memory_growth") or {}).items(), key=lambda kv: int(kv[0]) < 0):
         if not g.get("flagged"):
             continue
@@ -524,6 +557,8 @@ def memory_view_lines(data: dict) -> list[str]:
         )
         if g.get("ops"):
             line += f"; left live by {owners_text(g['ops'], 'bytes_per_step', '/step')}"
+        if g.get("modules"):
+            line += f"; in modules {owners_text(g['modules'], 'bytes_per_step', '/step', modules=True)}"
         lines.append(line)
     return lines
 
@@ -558,7 +593,9 @@ def out_of_memory_lines(data: dict) -> list[str]:
     if oom.get("top_ops"):
         lines.append(f"  live allocations by operator: {owners_text(oom['top_ops'])}")
     if oom.get("top_modules"):
-        lines.append(f"  live allocations by module: {owners_text(oom['top_modules'])}")
+        lines.append(f"  live allocations by module: {owners_text(oom['top_modules'], modules=True)}")
+    elif oom.get("top_ops") and module_owners_note(data):
+        lines.append(f"  {module_owners_note(data)}")
     fits = oom.get("largest_batch_that_fits")
     if fits is not None:
         lines.append(
