@@ -23,7 +23,8 @@ from .._native import _core
 from .implausible import warnings_from
 
 # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
-# 4: collectives, collective_calls, warnings (implausible input), long_names, modules
+# 4: collectives, collective_calls, warnings (implausible input), long_names, modules,
+# operators_by_shape (and operators one row per name, without input_shapes)
 SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
@@ -98,6 +99,7 @@ def report_dict(
         "kernels",
         "kernel_ops",
         "operators",
+        "operators_by_shape",
         "modules",
         "copies",
         "syncs",
