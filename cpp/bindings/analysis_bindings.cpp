@@ -14,7 +14,9 @@
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/collectives.h"
+#include "gpuprof/energy.h"
 #include "gpuprof/gpu_summary.h"
+#include "gpuprof/input_transfer.h"
 #include "gpuprof/launch_links.h"
 #include "gpuprof/modules.h"
 #include "gpuprof/occupancy.h"
@@ -275,6 +277,21 @@ std::vector<ProcessGroupInfo> process_groups_arg(const py::object& groups) {
   }
   return out;
 }
+// ---- energy per step (docs/metrics.md, "Energy") -------------------------------------------------
+const std::vector<Field<DeviceEnergy>> kEnergyFields = {
+    member("device", &DeviceEnergy::device),
+    {"method",
+     [](const DeviceEnergy& r) {
+       const std::string m = r.method();
+       return m.empty() ? py::object(py::none()) : py::object(py::str(m));
+     }},
+    {"steps", [](const DeviceEnergy& r) { return py::object(py::int_(r.measured_steps())); }},
+    known("energy_j", &DeviceEnergy::energy_j),
+    {"energy_per_step_j", [](const DeviceEnergy& r) { return or_none(r.energy_per_step_j()); }},
+    {"mean_power_w", [](const DeviceEnergy& r) { return or_none(r.mean_power_w()); }},
+    member("note", &DeviceEnergy::note),
+};
+// ---- end energy ----
 
 CopyKind copy_kind_arg(const std::string& s) {
   CopyKind k;
@@ -615,6 +632,30 @@ void bind_analysis(py::module_& m) {
       "and total (events before the cap: device work kept first, then the longest). With module_of "
       "(gpu_tables(...)['module_of_event']), also module_of: each event's module row (-1: none).");
   m.def(
+      "batch_transfers",
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps) {
+        std::vector<StepTransfer> rows;
+        {
+          py::gil_scoped_release release;
+          rows = batch_transfers(t, steps);
+        }
+        py::list out;
+        for (const StepTransfer& r : rows) {
+          py::dict d;
+          d["batches"] = r.batches;
+          d["copy_ops"] = r.copy_ops;
+          d["host_ns"] = r.host_ns;
+          d["device_copies"] = r.device_copies;
+          d["device_ns"] = r.device_ns;
+          d["overlap_ns"] = r.overlap_ns;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("steps"),
+      "Per step [(start_ns, end_ns)]: the batch's copy to the device after each DataLoader range "
+      "(gpuprof/input_transfer.h): batches, copy_ops, host_ns, device_copies, device_ns, overlap_ns.");
+  m.def(
       "memory_curve",
       [](const Trace& t, size_t max_points) {
         std::vector<MemoryCurve> curves;
@@ -652,6 +693,34 @@ void bind_analysis(py::module_& m) {
       "Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's "
       "buckets (a power of ten microseconds, at most 100): {device: [{start_us, dur_us, "
       "utilization_pct, sm_efficiency_pct}]}.");
+  // ---- energy per step (docs/metrics.md, "Energy") -----------------------------------------------
+  m.def(
+      "step_energy",
+      [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& windows) {
+        std::vector<TimeWindow> steps;
+        steps.reserve(windows.size());
+        for (const auto& [start, end] : windows) steps.push_back({start, end});
+        EnergyResult r;
+        {
+          py::gil_scoped_release release;
+          r = step_energy(t, steps);
+        }
+        py::list per_step;
+        for (const std::vector<StepEnergy>& step : r.steps) {
+          py::list joules;
+          for (const StepEnergy& e : step) joules.append(or_none(e.energy_j));
+          per_step.append(joules);
+        }
+        py::dict out;
+        out["devices"] = row_dicts(r.devices, kEnergyFields);
+        out["steps"] = per_step;
+        return out;
+      },
+      py::arg("trace"), py::arg("steps"),
+      "Each NVML-sampled device's energy over each step (start_ns, end_ns): {'devices': energy rows, "
+      "'steps': [[J or None per device] per step]}; from the energy counter, else power samples "
+      "integrated, else None (docs/metrics.md, \"Energy\").");
+  // ---- end energy ----
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         py::arg("process_groups") = py::none(),
         "The step breakdown, the GPU summary over its steps, and the kernel, operator (by name, and by "

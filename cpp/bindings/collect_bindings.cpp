@@ -74,6 +74,13 @@ void bind_collect(py::module_& m) {
         collect::gpu_drain(t);
       },
       py::arg("trace"), "Merge the GPU records staged since gpu_start into `trace` (after collector_drain()).");
+  m.def(
+      "gpu_sample_energy",
+      [] {
+        py::gil_scoped_release r;
+        collect::gpu_sample_energy();
+      },
+      "At a step boundary: read NVML's total-energy counter of each sampled device that has one.");
   m.def("gpu_counters", [] {
     const collect::GpuCounters c = collect::gpu_counters();
     py::dict d;
@@ -108,7 +115,7 @@ void bind_collect(py::module_& m) {
   trace.def(
       "add_gpu_sample",
       [](Trace& t, int64_t ts_ns, int device, int gpu_util_pct, int mem_util_pct, int64_t memory_used_bytes,
-         int power_mw, int sm_clock_mhz, int temperature_c) {
+         int power_mw, int sm_clock_mhz, int temperature_c, int64_t energy_mj) {
         GpuSample s;
         s.ts_ns = ts_ns;
         s.device = static_cast<int16_t>(device);
@@ -118,12 +125,14 @@ void bind_collect(py::module_& m) {
         s.power_mw = power_mw;
         s.sm_clock_mhz = sm_clock_mhz;
         s.temperature_c = temperature_c;
+        s.energy_mj = energy_mj;
         t.gpu_samples.push_back(s);
       },
       py::arg("ts_ns"), py::arg("device") = 0, py::arg("gpu_util_pct") = -1, py::arg("mem_util_pct") = -1,
       py::arg("memory_used_bytes") = -1, py::arg("power_mw") = -1, py::arg("sm_clock_mhz") = -1,
-      py::arg("temperature_c") = -1,
-      "Add one device sample as NVML gives it (-1: not reported); for hand-built traces.");
+      py::arg("temperature_c") = -1, py::arg("energy_mj") = -1,
+      "Add one device sample as NVML gives it (-1: not reported; energy_mj: the total-energy "
+      "counter); for hand-built traces.");
   m.def(
       "gpu_samples",
       [](const Trace& t) {
@@ -138,6 +147,7 @@ void bind_collect(py::module_& m) {
           d["power_mw"] = s.power_mw;
           d["sm_clock_mhz"] = s.sm_clock_mhz;
           d["temperature_c"] = s.temperature_c;
+          d["energy_mj"] = s.energy_mj;
           out.append(d);
         }
         return out;

@@ -6,7 +6,8 @@
 # ignored folder .whl/ (the device tool's `carry`):
 #   pip download --no-deps cmeel-zlib -d .whl
 # Raw results go to bench/results/gpu_run-<date>.json (device, driver, CUDA, torch, tests passed/
-# failed/skipped with the names of those that did not pass, roofline, overhead and import-thread figures): commit
+# failed/skipped with the names of those that did not pass, roofline, overhead, import-thread and energy
+# figures): commit
 # that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, the
 # same files are also written there (the device tool brings them back).
 set -u
@@ -26,6 +27,7 @@ cd /tmp   # import the installed package, not the source tree
 "$PY" -c "import gpuprof, gpuprof._kernels; print('gpuprof', gpuprof.__version__, 'kernels built')" || true
 work=$(mktemp -d)
 echo "== tests/gpu"
+export GPUPROF_GPU_FIGURES="$work"   # tests that measure write their figures here (energy.json)
 "$PY" -m pytest "$REPO/tests/gpu" -v -rs -p no:cacheprovider --junitxml="$work/tests_gpu.xml"
 rc=$?
 echo "== roofline"
@@ -84,7 +86,11 @@ try:
 except Exception as e:
     tests["error"] = f"no junit report: {e}"
 doc["tests_gpu"] = tests
-for key, name in (("overhead", "gpu_overhead.json"), ("import_threads", "import_threads.json")):
+for key, name in (
+    ("overhead", "gpu_overhead.json"),
+    ("import_threads", "import_threads.json"),
+    ("energy", "energy.json"),  # tests/gpu/test_energy_gpu.py: per-step J against NVML read directly
+):
     try:
         with open(os.path.join(work, name)) as f:
             doc[key] = json.load(f)

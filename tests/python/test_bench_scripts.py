@@ -333,3 +333,38 @@ def test_modules_overhead_smoke_run_measures_every_variant(tmp_path):
     }
     assert all(ms > 0 for ms in doc["median_ms_per_step"].values())
     assert doc["module_calls_per_step"] == 41
+
+
+def test_pipeline_overhead_smoke_run_measures_every_variant(tmp_path):
+    # bench/pipeline_overhead.py (docs/performance.md, "Input pipeline"): a tiny run; no timing
+    # asserted, only that each fetch variant ran beside torch's and the per-batch figures came out.
+    out = tmp_path / "pipeline.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "pipeline_overhead.py"),
+            "--batches",
+            "20",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["added"]) == {
+        "1 samples",
+        "1 samples + transform",
+        "32 samples",
+        "32 samples + transform",
+        "256 samples",
+        "256 samples + transform",
+        "next(), 32 samples, num_workers=0",
+    }
+    assert all(v["gpuprof_ns"] > 0 and v["torch_ns"] > 0 for v in doc["added"].values())
+    assert doc["ns_per_batch"]["reader, per record"] > 0 and doc["record_bytes"] < 512

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from gpuprof.demo import compare, demo_threads, median
+from gpuprof.demo import compare, demo_threads, median, pipeline_lines
+from gpuprof.report.model import Report
 
 
 def test_median():
@@ -44,6 +45,41 @@ def test_threads_leave_cpus_to_the_workers():
     assert demo_threads("cuda", 2) == 0
 
 
+def _stats(mean_ms):
+    return {"mean": mean_ms * 1000.0, "std": 0.0, "p50": mean_ms * 1000.0, "p95": 0, "max": 0, "count": 4}
+
+
+def test_the_pipeline_lines_say_which_stage_dominates_and_what_the_law_gives():
+    ip = {
+        "process": "main",
+        "stage": "fetch",
+        "fetch_us": _stats(30.0),
+        "transform_us": _stats(8.0),
+        "collate_us": _stats(2.0),
+        "batch_us": _stats(40.0),
+        "recommended_num_workers": 1,
+        "law": {
+            "t_batch_us": 40_000.0,
+            "t_step_us": 15_000.0,
+            "workers_needed": 3,
+            "cpu_limit": 1,
+            "cpu_budget": 2.0,
+            "training_cpus": 1.1,
+            "worker_cpu_share": 0.95,
+        },
+    }
+    first, law = pipeline_lines(Report({"steps": [], "average": {}, "input_pipeline": ip}))
+    assert first == (
+        "Input pipeline: a batch takes 40.0 ms to make in the training process: decode 30.0 ms (75%), "
+        "transform 8.0 ms (20%), collate 2.0 ms (5%); decoding the PNG dominates"
+    )
+    assert law == (
+        "Little's law: T_batch 40.0 ms / T_step 15.0 ms (the step's own work) -> N = 3 workers keep up; "
+        "2 CPUs less 1.1 for training fit 1 at 95% of a CPU each: num_workers=1"
+    )
+    assert pipeline_lines(Report({"steps": [], "average": {}})) == []
+
+
 def test_demo_runs_and_its_claim_matches_its_rounds(tmp_path):
     pytest.importorskip("torch")
     p = subprocess.run(
@@ -67,6 +103,11 @@ def test_demo_runs_and_its_claim_matches_its_rounds(tmp_path):
         timeout=400,
     )
     assert p.returncode == 0, p.stderr[-3000:]
+    # Run 1's input pipeline: the stage that dominates, and the law's count beside the effect.
+    assert "Input pipeline: a batch takes" in p.stdout and "dominates" in p.stdout
+    assert "decode" in p.stdout and "transform" in p.stdout  # its PNG data set: decode vs transform
+    assert re.search(r"Little's law: T_batch .* -> N = \d+ workers? keeps? up", p.stdout)
+    assert re.search(r"Little's law asked for \d+ workers?.*the loop's wait went from", p.stdout)
     rounds = [
         tuple(float(x) for x in re.findall(r"([\d.]+) ms", line))
         for line in p.stdout.splitlines()

@@ -24,6 +24,11 @@ enum class EventKind : uint8_t {
   Nvtx,              // NVTX range
   GpuUserRange,      // Kineto `gpu_user_annotation`: device-side view of a user range
   Overhead,          // profiler overhead (CUPTI buffer flush, ...)
+  // A stage of the input pipeline (a batch's loading, transforming or collating in a DataLoader
+  // worker, its pinning): `device` holds the worker id (-1: the main process), `tid` the worker's
+  // process id (or the main process's thread). Counted in no category: the training loop's wait
+  // for the batch is the DataLoader range.
+  InputStage,
   Other,             // anything else we keep but never put in a category
 };
 

@@ -70,8 +70,13 @@ GpuStatus gpu_status();
 // Moves the staged records of the current epoch into `trace`: device and API events (with
 // KernelInfo / CopyInfo), external ids from external correlation, NVML samples, properties of the
 // devices used, and the dropped counts (ours, CUPTI's, and device records CUPTI delivered without
-// timestamps) into trace.dropped_events.
+// timestamps) into trace.dropped_events. With NVML on, metadata["gpu_energy"] says how each
+// sampled device's energy is measured (counter, power samples, or not, with NVML's reason).
 void gpu_drain(Trace& trace);
+// At a step boundary (the session calls it where it closes a step and where a span's first step
+// starts): one reading of NVML's total-energy counter per sampled device that has one, kept with
+// the NVML samples. One NVML call per such device; nothing when NVML sampling is off.
+void gpu_sample_energy();
 
 struct GpuCounters {
   uint64_t records = 0;   // activity records read from CUPTI buffers

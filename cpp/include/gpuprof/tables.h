@@ -139,13 +139,14 @@ std::vector<StepEventTables> step_event_tables(const Trace& trace,
                                                const std::vector<uint8_t>* repeated = nullptr);
 
 // The events drawn in the HTML timeline of one step: host ops, user ranges, module calls,
-// synchronisations, kernels, copies and sets that start in [start_ns, end_ns). With more than `cap`, device work
-// is kept first, then the longest host events (ties in stored order); `total` counts them all. Events come sorted
-// by start (the longer first at equal starts, then stored order), each with its lane
+// synchronisations, kernels, copies, sets and input-pipeline stages that start in [start_ns, end_ns). With more
+// than `cap`, device work is kept first, then the longest host events (ties in stored order); `total` counts them
+// all. Events come sorted by start (the longer first at equal starts, then stored order), each with its lane
 // ("host thread T", "GPU D stream S"; module calls on a lane of their own, "modules, host thread
-// T") and name as indices into first-seen lists, and the breakdown category it is coloured as (a
-// step marker and a user range are CPU Exec, a synchronisation Runtime, a module call Other; the
-// rest as the breakdown classifies it). With `module_of` (ModuleView::row_of), each event also
+// T"; a DataLoader worker's stages on its own, "DataLoader worker W (pid P)") and name as indices
+// into first-seen lists, and the breakdown category it is coloured as (a step marker and a user
+// range are CPU Exec, a synchronisation Runtime, a module call Other, an input stage DataLoader;
+// the rest as the breakdown classifies it). With `module_of` (ModuleView::row_of), each event also
 // carries its module row (kNoIndex: none), so that the timeline can show a module's work.
 struct TimelineEvent {
   uint32_t lane = 0;

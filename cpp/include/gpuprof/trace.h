@@ -65,6 +65,10 @@ struct GpuSample {
   int32_t power_mw = -1;
   int32_t sm_clock_mhz = -1;
   int32_t temperature_c = -1;
+  // NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption: millijoules since the driver
+  // loaded; Volta and later). Read with the periodic samples and at every step boundary (a boundary
+  // reading carries only this field), so a step's energy is the counter's difference across it.
+  int64_t energy_mj = -1;
 };
 // ---- end GPU samples ----
 

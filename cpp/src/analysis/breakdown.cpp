@@ -193,7 +193,7 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
       if (n < 0 && result.malformed_step_markers++ == 0) result.malformed_step_example = name;
       host_steps.push_back({n < 0 ? int64_t(host_steps.size()) : n, e.start_ns, e.end_ns(), n >= 0});
     } else if (!e.on_device() && e.kind != EventKind::GpuUserRange && e.kind != EventKind::Sync &&
-               e.kind != EventKind::Overhead && e.kind != EventKind::Other) {
+               e.kind != EventKind::Overhead && e.kind != EventKind::Other && e.kind != EventKind::InputStage) {
       host_lo = std::min(host_lo, e.start_ns);
       host_hi = std::max(host_hi, e.end_ns());
     }

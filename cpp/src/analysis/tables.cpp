@@ -490,7 +490,7 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
   auto drawn = [&](const Event& e) {
     const EventKind k = e.kind;
     return k == EventKind::HostOp || k == EventKind::UserRange || k == EventKind::Sync || k == EventKind::Kernel ||
-           k == EventKind::Memcpy || k == EventKind::Memset || is_module_call(e);
+           k == EventKind::Memcpy || k == EventKind::Memset || k == EventKind::InputStage || is_module_call(e);
   };
   std::vector<uint32_t> picked;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
@@ -524,15 +524,20 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
   for (uint32_t i : picked) {
     const Event& e = t.events[i];
     // A host lane is its thread alone (its module calls a lane beside it); a device lane its GPU
-    // and stream.
+    // and stream; a DataLoader worker's lane its process (the main process's input stages share
+    // their thread's lane).
     const bool module = e.kind == EventKind::PythonFunction;
+    const bool worker = e.kind == EventKind::InputStage && e.device >= 0;
     const uint64_t lane_key = e.on_device() ? (uint64_t(1) << 48) | (uint64_t(uint16_t(e.device)) << 32) | e.tid
                               : module      ? (uint64_t(2) << 48) | e.tid
+                              : worker      ? (uint64_t(3) << 48) | e.tid
                                             : uint64_t(e.tid);
     auto [lit, new_lane] = lane_index.emplace(lane_key, static_cast<uint32_t>(out.lanes.size()));
     if (new_lane)
       out.lanes.push_back(e.on_device() ? "GPU " + std::to_string(e.device) + " stream " + std::to_string(e.tid)
                           : module      ? "modules, host thread " + std::to_string(e.tid)
+                          : worker      ? "DataLoader worker " + std::to_string(e.device) + " (pid " +
+                                              std::to_string(e.tid) + ")"
                                         : "host thread " + std::to_string(e.tid));
     auto [nit, new_name] = name_index.emplace(e.name, static_cast<uint32_t>(out.names.size()));
     if (new_name) out.names.push_back(display_name(t.name_of(e)));
@@ -549,6 +554,7 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
     if (new_class) {
       if (e.kind == EventKind::Sync) cit->second = Category::Runtime;
       else if (module) cit->second = Category::Other;   // a module call: in no category of the breakdown
+      else if (e.kind == EventKind::InputStage) cit->second = Category::DataLoader;
       else if (!event_category(t, e, &cit->second)) cit->second = Category::CpuExec;   // a step marker
     }
     r.category = cit->second;

@@ -101,6 +101,10 @@ class CuptiSession {
     return status_with_error();
   }
   void drain(Trace& trace);
+  void sample_energy() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    nvml_.sample_energy();
+  }
   GpuCounters counters();
   std::vector<int> devices_seen() {
     std::lock_guard<std::mutex> lock(stage_mutex_);
@@ -493,6 +497,7 @@ void CuptiSession::drain(Trace& trace) {
   }
   std::vector<GpuSample> samples = nvml_.take();
   trace.gpu_samples.insert(trace.gpu_samples.end(), samples.begin(), samples.end());
+  if (status_.nvml && !nvml_.energy_note().empty()) trace.metadata["gpu_energy"] = nvml_.energy_note();
   if (st.launches > 0 && st.kernels == 0)
     status_.warning =
         std::to_string(st.launches) +
@@ -523,6 +528,7 @@ bool gpu_enabled() { return correlation().on(); }
 GpuStatus gpu_status() { return CuptiSession::instance().status(); }
 void gpu_drain(Trace& trace) { CuptiSession::instance().drain(trace); }
 GpuCounters gpu_counters() { return CuptiSession::instance().counters(); }
+void gpu_sample_energy() { CuptiSession::instance().sample_energy(); }
 std::vector<int> gpu_devices_seen() { return CuptiSession::instance().devices_seen(); }
 
 std::string cupti_library_path(const std::vector<std::string>& search_dirs, std::string& why) {

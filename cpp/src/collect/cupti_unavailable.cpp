@@ -24,6 +24,7 @@ bool gpu_enabled() { return false; }
 GpuStatus gpu_status() { return unavailable(); }
 void gpu_drain(Trace&) {}
 GpuCounters gpu_counters() { return {}; }
+void gpu_sample_energy() {}
 std::string cupti_library_path(const std::vector<std::string>&, std::string& why) {
   why = unavailable().message;
   return {};

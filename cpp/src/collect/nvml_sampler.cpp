@@ -34,6 +34,9 @@ struct Nvml {
   int (*clock)(nvmlDevice_t, int, unsigned int*) = nullptr;
   int (*temperature)(nvmlDevice_t, int, unsigned int*) = nullptr;
   const char* (*error_string)(int) = nullptr;
+  // Optional (nullptr where the driver's NVML lacks it): millijoules since the driver loaded; NVML
+  // answers NVML_ERROR_NOT_SUPPORTED on devices older than Volta.
+  int (*total_energy)(nvmlDevice_t, unsigned long long*) = nullptr;
 };
 
 const Nvml& nvml() {
@@ -55,6 +58,7 @@ const Nvml& nvml() {
                      sym(n->clock, "nvmlDeviceGetClockInfo") && sym(n->temperature, "nvmlDeviceGetTemperature") &&
                      sym(n->error_string, "nvmlErrorString");
     sym(n->by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
+    sym(n->total_energy, "nvmlDeviceGetTotalEnergyConsumption");
     if (!all) {
       n->error = "libnvidia-ml.so.1 lacks functions gpuprof needs (driver too old?)";
       return n;
@@ -70,6 +74,29 @@ const Nvml& nvml() {
   return *n;
 }
 
+// How a device's energy can be measured, asked once at start: the counter when it answers, else
+// power samples (integrated by the analysis), else nothing; with NVML's reason for each refusal.
+std::string probe_energy(const Nvml& n, void* dev, int ordinal, bool& counter) {
+  const std::string gpu = "GPU " + std::to_string(ordinal) + ": ";
+  std::string why_not;
+  if (n.total_energy == nullptr) {
+    why_not = "this driver's NVML has no nvmlDeviceGetTotalEnergyConsumption";
+  } else {
+    unsigned long long mj = 0;
+    const int r = n.total_energy(dev, &mj);
+    if (r == 0) {
+      counter = true;
+      return gpu + "NVML energy counter";
+    }
+    why_not = std::string("nvmlDeviceGetTotalEnergyConsumption: ") + n.error_string(r);
+  }
+  counter = false;
+  unsigned int mw = 0;
+  const int r = n.power(dev, &mw);
+  if (r == 0) return gpu + "power samples integrated (" + why_not + ")";
+  return gpu + "not measured (" + why_not + "; nvmlDeviceGetPowerUsage: " + n.error_string(r) + ")";
+}
+
 }  // namespace
 
 bool NvmlSampler::start(const std::vector<std::string>& pci_ids, const std::vector<int>& wanted,
@@ -81,6 +108,7 @@ bool NvmlSampler::start(const std::vector<std::string>& pci_ids, const std::vect
     return false;
   }
   devices_.clear();
+  energy_note_.clear();
   unsigned int count = 0;
   n.count(&count);
   for (size_t i = 0; i < pci_ids.size(); ++i) {
@@ -89,7 +117,12 @@ bool NvmlSampler::start(const std::vector<std::string>& pci_ids, const std::vect
     int r = -1;
     if (!pci_ids[i].empty() && n.by_pci != nullptr) r = n.by_pci(pci_ids[i].c_str(), &dev);
     else if (i < count) r = n.by_index(unsigned(i), &dev);
-    if (r == 0) devices_.emplace_back(int(i), dev);
+    if (r != 0) continue;
+    Device d;
+    d.ordinal = int(i);
+    d.handle = dev;
+    energy_note_ += (energy_note_.empty() ? "" : "; ") + probe_energy(n, dev, d.ordinal, d.energy_counter);
+    devices_.push_back(d);
   }
   if (devices_.empty()) {
     why = "NVML sees none of the CUDA devices of this process";
@@ -130,13 +163,43 @@ void NvmlSampler::run(int64_t interval_ms) {
   }
 }
 
+// The counter is read first, and the sample stamped at the middle of that call: of a sample's
+// readings it is the one whose time matters most (the analysis differences it across each step).
+static bool read_energy(const Nvml& n, void* dev, GpuSample& s) {
+  unsigned long long mj = 0;
+  const int64_t before = now_ns();
+  const int r = n.total_energy(dev, &mj);
+  const int64_t after = now_ns();
+  s.ts_ns = before + (after - before) / 2;
+  if (r != 0) return false;
+  s.energy_mj = int64_t(mj);
+  return true;
+}
+
+void NvmlSampler::sample_energy() {
+  if (!thread_.joinable()) return;   // stopped (or never started): no sampling outside steps
+  const Nvml& n = nvml();
+  std::vector<GpuSample> batch;
+  for (const Device& d : devices_) {
+    if (!d.energy_counter) continue;
+    GpuSample s;
+    s.device = int16_t(d.ordinal);
+    if (read_energy(n, d.handle, s)) batch.push_back(s);
+  }
+  if (batch.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  samples_.insert(samples_.end(), batch.begin(), batch.end());
+}
+
 void NvmlSampler::sample_once() {
   const Nvml& n = nvml();
   std::vector<GpuSample> batch;
-  for (const auto& [ordinal, dev] : devices_) {
+  for (const Device& d : devices_) {
+    void* dev = d.handle;
     GpuSample s;
-    s.ts_ns = now_ns();
-    s.device = int16_t(ordinal);
+    s.device = int16_t(d.ordinal);
+    if (d.energy_counter) read_energy(n, dev, s);
+    else s.ts_ns = now_ns();
     NvmlUtilization u;
     if (n.utilization(dev, &u) == 0) s.gpu_util_pct = int32_t(u.gpu), s.mem_util_pct = int32_t(u.memory);
     NvmlMemory m;

@@ -1,5 +1,7 @@
 // A thread reading NVML (libnvidia-ml, loaded at run time) every interval during active steps:
-// GPU and memory utilization, memory used, power, SM clock, temperature.
+// GPU and memory utilization, memory used, power, SM clock, temperature, and the total-energy
+// counter where the device has one; the session thread also reads that counter at every step
+// boundary (sample_energy).
 #pragma once
 
 #include <atomic>
@@ -31,8 +33,22 @@ class NvmlSampler {
   void stop();
   // The samples taken since the last take().
   std::vector<GpuSample> take();
+  // At a step boundary, from the session's thread: one reading of the energy counter of each
+  // sampled device that has one (a sample carrying only energy_mj, stamped at the middle of the
+  // call). Nothing while stopped, or for devices without the counter (their steps are integrated
+  // from the periodic power samples instead).
+  void sample_energy();
+  // How each sampled device's energy is measured, in one line for the report's metadata
+  // ("GPU 0: NVML energy counter; GPU 1: power samples integrated (nvmlDeviceGetTotalEnergy
+  // Consumption: Not Supported)"); "" before start().
+  const std::string& energy_note() const { return energy_note_; }
 
  private:
+  struct Device {
+    int ordinal = -1;          // CUDA ordinal
+    void* handle = nullptr;    // nvmlDevice_t
+    bool energy_counter = false;   // nvmlDeviceGetTotalEnergyConsumption answered at start
+  };
   void run(int64_t interval_ms);
   void sample_once();
 
@@ -40,8 +56,9 @@ class NvmlSampler {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::vector<std::pair<int, void*>> devices_;   // (CUDA ordinal, nvmlDevice_t)
+  std::vector<Device> devices_;   // written by start() only, while no sampler thread runs
   std::vector<GpuSample> samples_;
+  std::string energy_note_;
 };
 
 }  // namespace gpuprof::collect

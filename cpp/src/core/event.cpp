@@ -6,9 +6,9 @@
 namespace gpuprof {
 namespace {
 
-constexpr std::array<const char*, 14> kEventKinds = {
-    "host_op", "user_range", "step", "python_function", "runtime",  "driver", "kernel", "memcpy",
-    "memset",  "sync",       "nvtx", "gpu_user_range",  "overhead", "other"};
+constexpr std::array<const char*, 15> kEventKinds = {
+    "host_op", "user_range", "step", "python_function", "runtime",  "driver",      "kernel", "memcpy",
+    "memset",  "sync",       "nvtx", "gpu_user_range",  "overhead", "input_stage", "other"};
 constexpr std::array<const char*, 6> kCopyKinds = {"unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
 constexpr std::array<const char*, 6> kMemoryKinds = {"unknown", "pageable", "pinned",
                                                      "device",  "managed",  "array"};

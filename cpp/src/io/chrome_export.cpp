@@ -212,6 +212,7 @@ const char* cat_of(EventKind k) {
     case EventKind::Nvtx: return "nvtx";
     case EventKind::GpuUserRange: return "gpu_user_annotation";
     case EventKind::Overhead: return "overhead";
+    case EventKind::InputStage: return "gpuprof_input";
     case EventKind::Other: return "Trace";
   }
   return "Trace";
@@ -312,6 +313,16 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     process_name(pid, "python");
     for (int d : devices) process_name(d, "GPU " + std::to_string(d));
   }
+  // A DataLoader worker's stages are a track of their own: a process under the worker's pid (a
+  // thread of the rank's process in a merged timeline).
+  std::set<std::pair<uint32_t, int>> workers;   // (process id, worker id)
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::InputStage && e.device >= 0) workers.emplace(e.tid, e.device);
+  for (const auto& [worker_pid, id] : workers) {
+    const std::string name = "DataLoader worker " + std::to_string(id);
+    if (at.merged) metadata("thread_name", pid, worker_pid, "name", &name, 0);
+    else process_name(worker_pid, name);
+  }
 
   // A collective's own facts go on the events they describe, under Kineto's arg names (as on its
   // record_param_comms ops and NCCL kernels), so that the trace reads back the same.
@@ -327,7 +338,8 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
   for (const Event& e : t.events) {
     const bool dev = on_device_timeline(e);
     if (at.merged && e.kind == EventKind::Other) continue;   // Kineto's own spans: not the rank's work
-    const int64_t e_pid = at.merged ? pid : dev ? (e.device < 0 ? 0 : e.device) : pid;
+    const bool worker = e.kind == EventKind::InputStage && e.device >= 0;
+    const int64_t e_pid = at.merged ? pid : dev ? (e.device < 0 ? 0 : e.device) : worker ? int64_t(e.tid) : pid;
     const int64_t e_tid = at.merged && dev ? lane(e.device, e.tid) : int64_t(e.tid);
     w.StartObject();
     key(w, "ph");
@@ -355,7 +367,15 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     write_us(w, e.dur_ns);
     key(w, "args");
     w.StartObject();
-    if (e.external_id != 0) {
+    if (e.kind == EventKind::InputStage) {
+      // The worker id (-1: the main process) and the batch's number in its worker.
+      key(w, "worker");
+      w.Int(e.device);
+      if (e.external_id != 0) {
+        key(w, "batch");
+        w.Uint64(e.external_id);
+      }
+    } else if (e.external_id != 0) {
       key(w, "External id");
       w.Uint64(e.external_id);
     }
@@ -479,6 +499,27 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     w.EndObject();
     w.EndObject();
   }
+  // ---- NVML samples: each device's power as a counter track, for trace viewers (the importer
+  // ignores counters and reads gpuprofGpuSamples, written by write_trace).
+  for (const GpuSample& s : t.gpu_samples) {
+    if (s.power_mw < 0) continue;
+    w.StartObject();
+    key(w, "ph");
+    w.String("C");
+    key(w, "name");
+    str(w, "GPU " + std::to_string(s.device) + " Power");
+    key(w, "pid");
+    w.Int64(at.merged ? pid : (s.device < 0 ? 0 : s.device));
+    key(w, "ts");
+    ts(s.ts_ns);
+    key(w, "args");
+    w.StartObject();
+    key(w, "power W");
+    w.Double(s.power_mw / 1000.0);
+    w.EndObject();
+    w.EndObject();
+  }
+  // ---- end NVML samples ----
   // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
   // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
   for (const GpuTimeline& tl : gpu_timelines(t)) {
@@ -568,6 +609,37 @@ void write_trace(const Trace& t, BlockSink& sink) {
     str(w, v);
   }
   w.EndObject();
+
+  // ---- NVML samples (docs/metrics.md, "Energy") ----
+  // Kineto's format has no place for them: they go in a key of their own, which gpuprof's importer
+  // reads back exactly (integers: ns, mW, mJ), so a re-read trace keeps its energy per step. A field
+  // the device did not report is left out.
+  if (!t.gpu_samples.empty()) {
+    key(w, "gpuprofGpuSamples");
+    w.StartArray();
+    for (const GpuSample& s : t.gpu_samples) {
+      w.StartObject();
+      key(w, "ts_ns");
+      w.Int64(s.ts_ns);
+      key(w, "device");
+      w.Int(s.device);
+      auto field = [&](const char* k, int64_t v) {
+        if (v < 0) return;
+        key(w, k);
+        w.Int64(v);
+      };
+      field("gpu_util_pct", s.gpu_util_pct);
+      field("mem_util_pct", s.mem_util_pct);
+      field("memory_used_bytes", s.memory_used_bytes);
+      field("power_mw", s.power_mw);
+      field("sm_clock_mhz", s.sm_clock_mhz);
+      field("temperature_c", s.temperature_c);
+      field("energy_mj", s.energy_mj);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  // ---- end NVML samples ----
 
   key(w, "traceEvents");
   w.StartArray();

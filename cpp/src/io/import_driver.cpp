@@ -75,6 +75,7 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
   t.memory.insert(t.memory.end(), h.trace.memory.begin(), h.trace.memory.end());
   t.collectives.insert(t.collectives.end(), h.trace.collectives.begin(), h.trace.collectives.end());
   t.devices.insert(t.devices.end(), h.trace.devices.begin(), h.trace.devices.end());
+  t.gpu_samples.insert(t.gpu_samples.end(), h.trace.gpu_samples.begin(), h.trace.gpu_samples.end());
   for (auto& [k, v] : h.trace.metadata) t.metadata[k] = v;   // later keys win, as in one pass
   t.skipped_events += h.trace.skipped_events;
   s.records += h.stats.records;

@@ -131,7 +131,7 @@ struct PendingEvent {
   int64_t pid = -1;      // numeric pid, -1 when absent or a label
   int64_t tid = -1;
   RawNum ts, dur;
-  int64_t correlation = 0, external_id = 0, device = -1, stream = -1;
+  int64_t correlation = 0, external_id = 0, device = -1, stream = -1, worker = -1, batch = 0;
   int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
   int64_t sequence_nr = -1, fwd_thread = 0;   // a host op's autograd link (event.h)
@@ -156,7 +156,8 @@ struct PendingEvent {
     pid = tid = -1;
     ts.present = ts.converted = ts.other_unit = false;
     dur.present = dur.converted = dur.other_unit = false;
-    correlation = external_id = 0;
+    correlation = external_id = batch = 0;
+    worker = -1;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
     sequence_nr = -1;
@@ -210,6 +211,10 @@ class KinetoHandler {
     }
     if (in_devices_ && depth_ == 3) {
       device_key_.assign(s, n);
+      return true;
+    }
+    if (in_samples_ && depth_ == 3) {
+      sample_key_.assign(s, n);
       return true;
     }
     return true;
@@ -276,6 +281,10 @@ class KinetoHandler {
         in_devices_ = true;
         return true;
       }
+      if (top_key_ == "gpuprofGpuSamples" && !object) {   // gpuprof's own export: NVML samples
+        in_samples_ = true;
+        return true;
+      }
       // Any other top-level value is kept as compact JSON in the metadata.
       capture_.clear();
       capture_depth_ = 1;
@@ -317,6 +326,10 @@ class KinetoHandler {
     if (in_devices_ && depth_ == 3 && object) {
       trace_.devices.emplace_back();
       device_key_.clear();
+    }
+    if (in_samples_ && depth_ == 3 && object) {
+      trace_.gpu_samples.emplace_back();
+      sample_key_.clear();
     }
     return true;
   }
@@ -365,6 +378,8 @@ class KinetoHandler {
       }
     } else if (in_devices_) {
       if (depth_ == 2) in_devices_ = false;
+    } else if (in_samples_) {
+      if (depth_ == 2) in_samples_ = false;
     }
     --depth_;
     return true;
@@ -407,6 +422,7 @@ class KinetoHandler {
       return true;
     }
     if (in_devices_ && depth_ == 3 && !trace_.devices.empty()) device_field(type, v);
+    if (in_samples_ && depth_ == 3 && !trace_.gpu_samples.empty()) sample_field(type, v);
     return true;
   }
 
@@ -531,6 +547,8 @@ class KinetoHandler {
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
       case Arg::WarpsPerSm: as_double(&ev_.warps_per_sm); break;
       case Arg::Occupancy: as_double(&ev_.occupancy); break;
+      case Arg::Worker: as_int(&ev_.worker); break;
+      case Arg::Batch: as_int(&ev_.batch); break;
       case Arg::InMsgNelems:
         as_int(&ev_.coll.in_nelems);
         ev_.collective = true;
@@ -595,6 +613,25 @@ class KinetoHandler {
     else if (k == "sharedMemPerBlockOptin") d.shared_mem_per_block_optin = x;
     else if (k == "numSms") d.num_sms = xi;
     else if (k == "maxBlocksPerMultiprocessor") d.max_blocks_per_sm = xi;
+  }
+
+  // One field of a gpuprofGpuSamples entry (chrome_export.cpp writes them); unknown keys and values
+  // out of range are left at -1, "not reported".
+  void sample_field(Scalar type, std::string_view v) {
+    GpuSample& s = trace_.gpu_samples.back();
+    int64_t x = 0;
+    if (type != Scalar::Number || !parse_int(v, &x)) return;
+    const std::string& k = sample_key_;
+    const bool small = x >= INT32_MIN && x <= INT32_MAX;
+    if (k == "ts_ns") s.ts_ns = x;
+    else if (k == "device" && x >= INT16_MIN && x <= INT16_MAX) s.device = int16_t(x);
+    else if (k == "gpu_util_pct" && small) s.gpu_util_pct = int32_t(x);
+    else if (k == "mem_util_pct" && small) s.mem_util_pct = int32_t(x);
+    else if (k == "memory_used_bytes") s.memory_used_bytes = x;
+    else if (k == "power_mw" && small) s.power_mw = int32_t(x);
+    else if (k == "sm_clock_mhz" && small) s.sm_clock_mhz = int32_t(x);
+    else if (k == "temperature_c" && small) s.temperature_c = int32_t(x);
+    else if (k == "energy_mj") s.energy_mj = x;
   }
 
   void skip(const char* reason) {
@@ -756,6 +793,11 @@ class KinetoHandler {
       int64_t dev = p.device >= 0 ? p.device : (p.pid >= 0 && p.pid < 4096 ? p.pid : 0);
       e.device = static_cast<int16_t>(dev <= INT16_MAX ? dev : 0);
       e.tid = static_cast<uint32_t>(p.stream >= 0 ? p.stream : (p.tid >= 0 ? p.tid : 0));
+    } else if (kind == EventKind::InputStage) {
+      // A DataLoader worker's stage: its worker id (-1: the main process) and batch number.
+      e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
+      e.device = static_cast<int16_t>(p.worker >= 0 && p.worker <= INT16_MAX ? p.worker : -1);
+      e.external_id = p.batch > 0 ? uint64_t(p.batch) : 0;
     } else {
       e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
       if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;
@@ -851,6 +893,8 @@ class KinetoHandler {
   int ev_depth_ = 0;
   bool in_devices_ = false;
   std::string device_key_;
+  bool in_samples_ = false;   // inside gpuprofGpuSamples
+  std::string sample_key_;
   Field field_ = Field::Ignore;
   Arg arg_ = Arg::Ignore;
   int32_t* dims_ = nullptr;

@@ -38,6 +38,7 @@ enum class Cat : uint8_t {
   GpuUserAnnotation,
   Overhead,
   Nvtx,
+  InputStage,
   Unknown
 };
 
@@ -65,6 +66,7 @@ inline Cat classify_cat(std::string_view c) {
       {"overhead", Cat::Overhead},
       {"cuda_profiler_range", Cat::Overhead},
       {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
+      {"gpuprof_input", Cat::InputStage},   // gpuprof's export of the input pipeline's stages
   };
   for (const auto& e : entries)
     if (eq_ci(c, e.name)) return e.cat;
@@ -85,6 +87,7 @@ inline EventKind kind_of(Cat c) {
     case Cat::GpuUserAnnotation: return EventKind::GpuUserRange;
     case Cat::Overhead: return EventKind::Overhead;
     case Cat::Nvtx: return EventKind::Nvtx;
+    case Cat::InputStage: return EventKind::InputStage;
     default: return EventKind::Other;   // `Trace` spans, unknown categories: kept, never counted
   }
 }
@@ -133,7 +136,9 @@ enum class Arg : uint8_t {
   Dtype,
   PgName,
   PgDesc,
-  PgRanks
+  PgRanks,
+  Worker,   // an input stage's DataLoader worker id (gpuprof's export)
+  Batch     // an input stage's batch number in its worker (gpuprof's export)
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
@@ -202,10 +207,12 @@ inline Arg arg_of(std::string_view k) {
       if (is(k, "block")) return Arg::Block;
       if (is(k, "bytes") || is(k, "Bytes")) return Arg::Bytes;
       if (is(k, "dtype")) return Arg::Dtype;
+      if (is(k, "batch")) return Arg::Batch;
       break;
     case 6:
       if (is(k, "device")) return Arg::Device;
       if (is(k, "stream")) return Arg::Stream;
+      if (is(k, "worker")) return Arg::Worker;
       break;
     case 9:
       if (is(k, "Device Id")) return Arg::DeviceId;

@@ -129,6 +129,20 @@ class Facts:
             return None
         return max(rows, key=lambda d: d.get("batches_seen") or 0)
 
+    # ---- the input pipeline, measured inside the DataLoader (live spans) -------------------------
+    @property
+    def input_pipeline(self) -> Optional[dict]:
+        """The ``input_pipeline`` section (docs/metrics.md), when a live span measured the stages
+        of a batch inside the DataLoader (Little's law needs T_batch); None otherwise (an imported
+        trace, workers started before the session, an older report)."""
+        ip = self.data.get("input_pipeline")
+        if not isinstance(ip, dict):
+            return None
+        law = ip.get("law")
+        if not isinstance(law, dict) or not isinstance(law.get("t_batch_us"), (int, float)):
+            return None
+        return ip
+
     # ---- GPU ------------------------------------------------------------------------------------
     @property
     def devices(self) -> list[dict]:

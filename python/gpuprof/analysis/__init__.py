@@ -23,8 +23,9 @@ from .._native import _core
 from .implausible import warnings_from
 
 # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
-# 4: collectives, collective_calls, warnings (implausible input), long_names, modules,
-# operators_by_shape (and operators one row per name, without input_shapes)
+# 4: collectives, collective_calls, warnings (implausible input), long_names, modules; the energy
+# per step (steps[].energy_j, average's energy keys, energy); input_pipeline; operators_by_shape
+# (and operators one row per name, without input_shapes)
 SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
@@ -46,10 +47,14 @@ def report_dict(
     source: Optional[dict] = None,
     drop_incomplete_last_step: bool = True,
     native: Optional[dict] = None,
+    batch_size: Optional[int] = None,
+    pipeline: Optional[dict] = None,
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
-    for ``step_views``); it is not part of the report."""
+    for ``step_views``); it is not part of the report. ``batch_size`` (samples per step, when
+    known) gives the energy per sample. ``pipeline``: what a live span measured inside its
+    DataLoaders, for the ``input_pipeline`` section (``analysis/pipeline.py``)."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
     if native is not None:
@@ -91,6 +96,11 @@ def report_dict(
         },
         "metadata": dict(trace.metadata),
     }
+    # The input pipeline, stage by stage, from what a live span measured inside the DataLoader
+    # (analysis/pipeline.py); absent when nothing was measured (an imported trace).
+    pipeline_section = _input_pipeline(trace, pipeline, steps, host)
+    if pipeline_section is not None:
+        data["input_pipeline"] = pipeline_section
     # GPU metrics: the per-device summary and the detail tables.
     # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
     # numbers are None. docs/metrics.md defines every field.
@@ -119,6 +129,10 @@ def report_dict(
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
     # "not reported by this device" and becomes None.
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
+    # ---- energy per step (docs/metrics.md, "Energy"): only where NVML sampled a device ----------
+    if data["gpu_samples"]:
+        _add_energy(data, trace, batch_size)
+    # ---- end energy ----
     # Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's
     # buckets (docs/metrics.md, "GPU timeline"); {} without kernels.
     data["gpu_timeline"] = _core.gpu_timeline(trace)
@@ -132,6 +146,15 @@ def report_dict(
     # "Bounded tables and names"); {} when none is.
     data["long_names"] = analysed["long_names"]
     return data
+
+
+def _input_pipeline(trace, pipeline: Optional[dict], steps: list, host: Optional[dict]) -> Optional[dict]:
+    if not pipeline or not pipeline.get("loaders") or not steps:
+        return None
+    from .pipeline import input_pipeline
+
+    transfers = _core.batch_transfers(trace, [(s["start_ns"], s["end_ns"]) for s in steps])
+    return input_pipeline(pipeline, steps, host, transfers)
 
 
 def clock_anchors(trace, drop_incomplete_last_step: bool = True) -> dict:
@@ -184,10 +207,57 @@ def process_groups(metadata: dict) -> list:
 
 
 def _gpu_sample_row(raw: dict) -> dict:
-    row = {k: (None if v == -1 and k != "device" else v) for k, v in raw.items() if k != "power_mw"}
+    skip = ("power_mw", "energy_mj")
+    row = {k: (None if v == -1 and k != "device" else v) for k, v in raw.items() if k not in skip}
     power_mw = raw.get("power_mw", -1)
     row["power_w"] = None if power_mw == -1 else power_mw / 1000.0
+    energy_mj = raw.get("energy_mj", -1)
+    row["energy_counter_j"] = None if energy_mj == -1 else energy_mj / 1000.0
     return row
+
+
+# ---- energy per step (docs/metrics.md, "Energy") ---------------------------------------------------
+def _add_energy(data: dict, trace, batch_size: Optional[int]) -> None:
+    """Each step's energy on the NVML-sampled devices (``steps[].energy_j``, summed over them;
+    ``device_energy_j`` per device when there are several), its mean power and energy per sample,
+    their means in ``average``, and the ``energy`` table (one row per device: how it was measured,
+    and why steps were not). A step's sum is None when any device's energy is unknown for it: a
+    partial sum is never shown as the whole."""
+    steps = data["steps"]
+    result = _core.step_energy(trace, [(s["start_ns"], s["end_ns"]) for s in steps])
+    rows = result["devices"]
+    data["energy"] = rows
+    if not rows:
+        return
+    batch = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
+    several = len(rows) > 1
+    for s, joules in zip(steps, result["steps"]):
+        total = None if any(j is None for j in joules) else float(sum(joules))
+        s.update(_energy_keys(total, s["total_us"], batch))
+        if several:
+            s["device_energy_j"] = {
+                str(r["device"]): (None if j is None else round(j, 6)) for r, j in zip(rows, joules)
+            }
+    measured = [s for s in steps if s["energy_j"] is not None]
+    energy = sum(s["energy_j"] for s in measured)
+    mean = energy / len(measured) if measured else None
+    keys = _energy_keys(
+        mean, sum(s["total_us"] for s in measured) / len(measured) if measured else 0.0, batch
+    )
+    data["average"].update(keys)
+
+
+def _energy_keys(energy_j: Optional[float], dur_us: float, batch: Optional[int]) -> dict:
+    if energy_j is None:
+        return {"energy_j": None, "mean_power_w": None, "energy_per_sample_j": None}
+    return {
+        "energy_j": round(energy_j, 6),
+        "mean_power_w": round(energy_j / (dur_us * 1e-6), 3) if dur_us > 0 else None,
+        "energy_per_sample_j": round(energy_j / batch, 6) if batch else None,
+    }
+
+
+# ---- end energy ----
 
 
 def average(steps: list[dict]) -> dict:
@@ -353,11 +423,14 @@ def step_views(
 
 
 def _lane_order(lane: str) -> tuple:
-    """Host threads first, each with its module calls right above it; then the GPU streams."""
+    """Host threads first, each with its module calls right above it; then the DataLoader
+    workers' lanes; then the GPU streams."""
     modules = "modules, "
     if lane.startswith(modules + "host"):
         return (0, lane[len(modules) :], 0)
-    return (0, lane, 1) if lane.startswith("host") else (1, lane, 0)
+    if lane.startswith("host"):
+        return (0, lane, 1)
+    return (1, lane, 0) if lane.startswith("DataLoader worker") else (2, lane, 0)
 
 
 def outlier_steps(steps: list[dict]) -> list[int]:

@@ -352,8 +352,35 @@ TABLES: tuple[Table, ...] = (
             Field("sm_clock_mhz", _NULLABLE_NUM, "SM clock"),
             Field("temperature_c", _NULLABLE_NUM, "temperature"),
             Field("power_w", _NULLABLE_NUM, "power draw"),
+            Field(
+                "energy_counter_j",
+                _NULLABLE_NUM,
+                "NVML's total-energy counter, J since the driver loaded (null: a device without "
+                "it, older than Volta); samples taken at step boundaries carry only this",
+            ),
         ),
     ),
+    # ---- energy per step (docs/metrics.md, "Energy") --------------------------------------------
+    Table(
+        "energy",
+        "Energy",
+        (
+            Field("device", "integer", "GPU index (every device NVML sampled)"),
+            Field(
+                "method",
+                "string|null",
+                "`counter` (NVML's total-energy counter), `power` (power samples integrated, "
+                "trapezoid rule), `counter and power` (power where the counter's readings did not "
+                "cover a step); null: no step measured",
+            ),
+            Field("steps", "integer", "steps measured (of the report's `steps`)"),
+            Field("energy_j", _NULLABLE_NUM, "the whole device's energy over those steps"),
+            Field("energy_per_step_j", _NULLABLE_NUM, "its mean per measured step"),
+            Field("mean_power_w", _NULLABLE_NUM, "`energy_j` / the measured steps' summed duration"),
+            Field("note", "string", "why steps were not measured, or measured from power; empty when none"),
+        ),
+    ),
+    # ---- end energy ----
 )
 
 BY_KEY: dict[str, Table] = {t.key: t for t in TABLES}
@@ -379,5 +406,143 @@ def schema_markdown() -> str:
     return "\n".join(out)
 
 
+# ---- the input pipeline: a live span's `input_pipeline` object (made in Python: analysis/pipeline.py) --
+# Its keys, the per-batch statistics each stage's object holds, and the rows of its lists: the JSON
+# Schema, docs/schema.md's "input_pipeline" block and the renderers read them from here.
+_STATS = "object|null"
+STAGE_STATS: tuple = (
+    Field("mean", "number", "mean over the batches (us)"),
+    Field("std", "number", "standard deviation (us)"),
+    Field("p50", "number", "median (us)"),
+    Field("p95", "number", "95th percentile (us)"),
+    Field("max", "number", "longest (us)"),
+    Field("count", "integer", "batches (or steps) measured"),
+)
+INPUT_PIPELINE: tuple = (
+    Field("dataset", "string|null", "the dataset's class (the loader the steps drew most batches from)"),
+    Field("num_workers", "integer", "its num_workers"),
+    Field("workers", "array", "one row per process that made batches (below; -1: the training process)"),
+    Field("batches", "integer", "batches made during the recorded steps"),
+    Field("steps", "integer", "recorded steps"),
+    Field("batches_consumed", "integer", "batches the steps took"),
+    Field("stage", "string|null", "the longest stage of a batch: `fetch`, `transform` or `collate`"),
+    Field("process", "string|null", "where batches were made: `workers`, or `main` (num_workers=0)"),
+    Field(
+        "fetch_us",
+        _STATS,
+        "per batch: `__getitem__`/`__getitems__` (an IterableDataset's `next()`), less "
+        "`transform_us` when that is timed apart",
+    ),
+    Field(
+        "transform_us",
+        _STATS,
+        "per batch: the dataset's `transform`/`transforms`/`target_transform` calls "
+        "(null: the dataset has none)",
+    ),
+    Field("collate_us", _STATS, "per batch: the `collate_fn`"),
+    Field("batch_us", _STATS, "per batch: fetch + transform + collate, T_batch"),
+    Field("idle_us", _STATS, "per batch: a worker's time since its previous batch (waiting for an index)"),
+    Field(
+        "cpu_wait_us",
+        _STATS,
+        "per batch: the part of `batch_us` the loading process was ready to run but waited for a CPU",
+    ),
+    Field("pin_us", _STATS, "per batch: `pin_memory` (the pin-memory thread; null: not pinned)"),
+    Field("transfer_us", _STATS, "per batch: host time of the copy operators right after the batch arrived"),
+    Field("transfer_device_us", _STATS, "per batch: device time of the host-to-device copies they launched"),
+    Field("transfer_overlap_pct", "number|null", "share of that device time a kernel ran beside"),
+    Field("wait_us", _STATS, "per batch: the loop's wait in the DataLoader's `__next__`"),
+    Field("wait_pct", "number|null", "the waits over the steps' time (%)"),
+    Field(
+        "worker_busy_pct",
+        "number|null",
+        "mean over the loading processes of their busy share of the steps (%)",
+    ),
+    Field("queue_empty_pct", "number|null", "steps that found no batch ready (null: num_workers=0)"),
+    Field("queue_depth_mean", "number|null", "batches ready when the loop asked, on average"),
+    Field("sample_us", "object|null", "per sample: `mean`, `std`, `max` (us) and `count`"),
+    Field("slowest_share_pct", "number|null", "the slowest 1% of samples' share of all the samples' time"),
+    Field("slowest_samples", "array", "the slowest samples, when a few dominate (below); else empty"),
+    Field(
+        "recommended_num_workers", "integer|null", "Little's law's worker count, bounded by the CPUs (`law`)"
+    ),
+    Field("recommended_prefetch_factor", "integer|null", "from the spread of `batch_us`"),
+    Field("bound", "string|null", "the first of `limits`"),
+    Field("limits", "array", "what limits the loader: `pin`, `copy`, `cpu`, `samples`, `workers`"),
+    Field("law", "object", "the arithmetic behind the recommendation (below)"),
+    Field("errors", "array", "exceptions raised while loading (below)"),
+    Field("notes", "array", "what could not be measured, workers that died"),
+)
+INPUT_PIPELINE_OBJECTS: dict = {
+    "law": (
+        Field("t_batch_us", "number|null", "mean `batch_us`: one worker makes a batch every T_batch"),
+        Field(
+            "t_step_us",
+            "number|null",
+            "the steps' time less their waits, per batch: one is used every T_step",
+        ),
+        Field("workers_needed", "integer|null", "ceil(T_batch / T_step)"),
+        Field(
+            "worker_cpu_share", "number|null", "CPU time over wall time of the batches: a worker's CPU need"
+        ),
+        Field("cpu_budget", "number|null", "CPUs this process may use"),
+        Field(
+            "cpu_budget_source", "string|null", "`affinity mask`, `SLURM_CPUS_PER_TASK` or `cgroup cpu.max`"
+        ),
+        Field(
+            "training_cpus", "number|null", "CPUs the training process kept busy, its own loading excluded"
+        ),
+        Field("cpu_limit", "integer|null", "floor((budget - training) / max(share, 0.1)), at least 1"),
+    ),
+}
+INPUT_PIPELINE_ROWS: dict = {
+    "workers": (
+        Field("worker", "integer", "worker id; -1: the training process (num_workers=0)"),
+        Field("pid", "integer", "process id"),
+        Field("process", "string", "`worker` or `main`"),
+        Field("batches", "integer", "batches it made during the steps"),
+        Field("busy_us", "number", "its time on them inside the steps"),
+        Field("busy_pct", "number", "that over the steps' time"),
+        Field("status", "string", "`running`, `exited`, or `died` (ended without saying goodbye)"),
+        Field("exitcode", "integer|null", "a dead worker's exit code (negative: the signal)"),
+    ),
+    "slowest_samples": (
+        Field("index", "integer|null", "dataset index (an IterableDataset: position in its worker's stream)"),
+        Field("us", "number", "its time in `__getitem__`, transforms included"),
+        Field("worker", "integer", "the worker that loaded it"),
+    ),
+    "errors": (
+        Field("worker", "integer", "worker id (-1: the training process)"),
+        Field("pid", "integer", "process id"),
+        Field("batch", "integer", "the batch's number in that worker"),
+        Field("index", "integer|null", "the sample being loaded, when known"),
+        Field("stage", "string", "`fetch` or `collate`"),
+        Field("error", "string", "exception type and message (cut at 300 characters)"),
+    ),
+}
+
+
+def input_pipeline_markdown() -> str:
+    """docs/schema.md's "input_pipeline" block."""
+    out = ["### `input_pipeline`", "", "| key | type | meaning |", "| --- | --- | --- |"]
+    out += [f"| `{f.key}` | {f.type.replace('|', ' or ')} | {f.meaning} |" for f in INPUT_PIPELINE]
+    out += [
+        "",
+        "Each `*_us` object above that is not null:",
+        "",
+        "| key | type | meaning |",
+        "| --- | --- | --- |",
+    ]
+    out += [f"| `{f.key}` | {f.type} | {f.meaning} |" for f in STAGE_STATS]
+    for key, fields in {**INPUT_PIPELINE_OBJECTS, **INPUT_PIPELINE_ROWS}.items():
+        head = f"`input_pipeline.{key}`" if key in INPUT_PIPELINE_OBJECTS else f"`input_pipeline.{key}[]`"
+        out += ["", f"#### {head}", "", "| key | type | meaning |", "| --- | --- | --- |"]
+        out += [f"| `{f.key}` | {f.type.replace('|', ' or ')} | {f.meaning} |" for f in fields]
+    out.append("")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    print(schema_markdown(), end="")
+    import sys
+
+    print(input_pipeline_markdown() if sys.argv[1:] == ["input_pipeline"] else schema_markdown(), end="")

@@ -5,7 +5,8 @@ A rank summary is a dict (what ranks exchange at the end of a span, and what a w
 trace file of a folder)::
 
     {"rank", "local_rank", "world_size", "hostname", "device", "backend",
-     "steps": [{"step", "total_us", "<category>_us", ...}],   # the report's step rows
+     "steps": [{"step", "total_us", "<category>_us", ...}],   # the report's step rows (times, and
+                                                              # energy_j where NVML measured it)
      "average": {...},                                        # the report's average
      "comm_total_us": float | None,            # device communication kernels per step (a union)
      "comm_overlap_compute_us": float | None,  # the part of it compute kernels ran beside
@@ -52,7 +53,10 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
     session knows them); otherwise they come from the trace's ``distributedInfo`` metadata."""
     info = dict(_dist_info(data))
     info.update({k: v for k, v in (rank_info or {}).items() if v is not None})
-    steps = [{k: v for k, v in s.items() if k == "step" or k.endswith("_us")} for s in data.get("steps", [])]
+    steps = [
+        {k: v for k, v in s.items() if k in ("step", "energy_j") or k.endswith("_us")}
+        for s in data.get("steps", [])
+    ]
     n = len(steps)
     # Device communication per step, from the GPU summary: the NCCL kernels inside the steps and the
     # parts compute kernels and copies ran beside (docs/distributed.md, "Overlap").
@@ -175,6 +179,7 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
                 "collective_wait_us": round(_mean(wait[s["rank"]]), 3) if len(ranks) > 1 and common else 0.0,
                 "comm_comp_overlap_pct": overlap,
                 "comm_copy_overlap_pct": copy_overlap,
+                **_rank_energy(s, steps_of(s)),
             }
         )
 
@@ -246,6 +251,22 @@ def collective_split(summaries: list, steps: set) -> dict:
             rows.append((round(transfer, 3), round(wait, 3)) if matched else None)
         out[rank] = rows
     return out
+
+
+def _rank_energy(summary: dict, steps: list[dict]) -> dict:
+    """The rank's mean energy per step over the steps compared (those with energy measured), and per
+    sample with its batch size; {} when the rank's report has no energy (no NVML samples)."""
+    if not any("energy_j" in st for st in steps):
+        return {}
+    joules = [st["energy_j"] for st in steps if isinstance(st.get("energy_j"), (int, float))]
+    mean = _mean(joules) if joules else None
+    batch = summary.get("batch_size")
+    return {
+        "energy_j": round(mean, 6) if mean is not None else None,
+        "energy_per_sample_j": round(mean / batch, 6)
+        if mean is not None and isinstance(batch, int) and batch > 0
+        else None,
+    }
 
 
 def _noise_us(others: list[list[float]]) -> float:

@@ -1,9 +1,12 @@
 """``gpuprof check REPORT --max NAME=VALUE --min NAME=VALUE [--baseline BASE] [--junit OUT.xml]``:
 performance budgets for CI. Exit 0 when every budget holds, 1 when one is broken, 2 on a mistake.
 
-Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us``, ``total_us``...),
-``step_time_us`` / ``step_time_ms``, ``dropped_events``, the GPU summary's per-device fields
-(``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``, and with
+Metrics: every key of the report's ``average`` (``dataloader_pct``, ``kernel_us``, ``total_us``,
+``mean_power_w``, ``energy_per_sample_j``...), ``step_time_us`` / ``step_time_ms``,
+``energy_per_step_j`` (the mean step's energy on the sampled GPUs), ``dropped_events``, the GPU
+summary's per-device fields
+(``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``,
+``input_wait_pct`` (the loop's wait for batches, ``input_pipeline.wait_pct``), and with
 ``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
 step time, or of one category's mean time, as % of the baseline's mean step time).
 ``--deny-rule RULE`` (repeatable) fails when that advice rule fires (docs/advice.md lists the ids).
@@ -104,8 +107,11 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
     }
     out["step_time_us"] = [("", float(avg["total_us"]))]
     out["step_time_ms"] = [("", float(avg["total_us"]) / 1000.0)]
+    if isinstance(avg.get("energy_j"), (int, float)):
+        out["energy_per_step_j"] = [("", float(avg["energy_j"]))]
     out["dropped_events"] = [("", float(report.counts.get("dropped", 0)))]
     out["advice_count"] = [("", float(len(report.advice)))]
+    out["input_wait_pct"] = [("", _input_wait_pct(report))]
     for d in report.devices:
         for key, _ in sec.DEVICE_FIELDS:
             if isinstance(d.get(key), (int, float)):
@@ -120,6 +126,17 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
     return out
 
 
+def _input_wait_pct(report) -> float:
+    """The share of the steps the loop waited for its next batch: measured inside the DataLoader's
+    ``__next__`` in a live span (``input_pipeline.wait_pct``); in a report without that (an imported
+    trace), the DataLoader category of the breakdown."""
+    ip = report.data.get("input_pipeline")
+    wait = ip.get("wait_pct") if isinstance(ip, dict) else None
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool):
+        return float(wait)
+    return float(report.average.get("dataloader_pct") or 0.0)
+
+
 def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> list[Result]:
     known = metrics(report, baseline)
     results = []
@@ -129,6 +146,8 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
                 raise UserError(f"{name} compares with a baseline: add --baseline BASE (a report.json)")
             from ..report import sections as sec
 
+            if name in _ENERGY_METRICS:
+                raise UserError(_no_energy(name, report))
             if any(name == k for k, _ in sec.DEVICE_FIELDS):
                 raise UserError(
                     f"{name} is a GPU metric and this report has no GPU summary "
@@ -138,6 +157,27 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
         for where, value in known[name]:
             results.append(Result(name, bound, limit, value, where))
     return results
+
+
+# ---- energy per step (docs/metrics.md, "Energy") ---------------------------------------------------
+_ENERGY_METRICS = ("energy_per_step_j", "energy_j", "mean_power_w", "energy_per_sample_j")
+
+
+def _no_energy(name: str, report) -> str:
+    """Why an energy budget cannot be checked on this report, and what gives it the number."""
+    if isinstance(report.average.get("energy_j"), (int, float)):  # energy measured, batch size not
+        return (
+            f"{name} needs the batch size, which this report does not record: profile with "
+            "gpuprof.profile(batch_size=N), or iterate a DataLoader with a batch_size inside the span"
+        )
+    return (
+        f"{name}: this report has no energy measurement (gpuprof reads it from NVML while it profiles "
+        "a GPU: a CPU-only run, an imported Kineto trace or a run where NVML was off has none; "
+        "the report's metadata gpu_samples says why NVML was off)"
+    )
+
+
+# ---- end energy
 
 
 def junit_xml(results: list[Result], report_path: str) -> str:
@@ -279,7 +319,8 @@ def _print_results(args, results: list[Result]) -> int:
 def _scaling_results(path: str, budgets) -> list[Result] | None:
     """Results for a ``{"scaling": [...]}`` file (``gpuprof scaling --json OUT``), else None.
     Metrics, per run (world size N):
-    ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``."""
+    ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``,
+    ``energy_per_step_j``, ``energy_per_sample_j``."""
     import json
 
     if not (os.path.isfile(path) and path.endswith(".json")):
@@ -297,6 +338,8 @@ def _scaling_results(path: str, budgets) -> list[Result] | None:
         "speedup": "speedup",
         "samples_per_s": "samples_per_s",
         "step_us": "step_us",
+        "energy_per_step_j": "energy_per_step_j",
+        "energy_per_sample_j": "energy_per_sample_j",
     }
     out = []
     for bound, name, limit in budgets:

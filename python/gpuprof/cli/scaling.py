@@ -1,5 +1,6 @@
 """``gpuprof scaling RUN... [--batch-size N] [--format text|markdown|html|json] [--json OUT]``: reports of
-one training at different numbers of processes/nodes -> the scaling table (docs/distributed.md).
+one training at different numbers of processes/nodes -> the scaling table (docs/distributed.md), with
+the job's energy per step and per sample where NVML measured it (docs/metrics.md, "Energy").
 Each RUN is rank 0's report.json of a run (its cross-rank report), or a folder of per-rank traces or
 reports (read as `gpuprof analyze DIR` does)."""
 
@@ -22,6 +23,11 @@ COLUMNS = [
     ("efficiency_pct", "parallel efficiency %"),
     ("communication_pct", "communication % of step"),
     ("imbalance_pct", "imbalance % of step"),
+]
+# Shown when some run measured its energy (NVML on every rank's GPU).
+ENERGY_COLUMNS = [
+    ("energy_per_step_j", "energy J/step"),
+    ("energy_per_sample_j", "energy J/sample"),
 ]
 
 
@@ -93,8 +99,9 @@ def run(args) -> int:
             write_text(args.json_out, json.dumps(payload, indent=2) + "\n")
         except OSError as e:
             raise UserError(f"cannot write {args.json_out}: {e.strerror}") from None
-    cells = [[_cell(k, r[k]) for k, _ in COLUMNS] for r in rows]
-    heads = [h for _, h in COLUMNS]
+    columns = COLUMNS + (ENERGY_COLUMNS if any(r["energy_per_step_j"] is not None for r in rows) else [])
+    cells = [[_cell(k, r[k]) for k, _ in columns] for r in rows]
+    heads = [h for _, h in columns]
     if args.format == "json":
         print(json.dumps(payload, indent=2))
     elif args.format == "markdown":

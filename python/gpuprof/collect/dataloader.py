@@ -1,8 +1,12 @@
-"""What each DataLoader iterated during a session was set to, for the report and the advice.
+"""What each DataLoader iterated during a session was set to, and how long the training loop waited
+for each of its batches, for the report and the advice.
 
 torch's DataLoader iterators all inherit ``__next__`` from ``_BaseDataLoaderIter``; while a session
-records, that method is wrapped so that the first batch of each iterator notes its settings. The
-wrap costs one dict lookup per batch and is removed with the hooks.
+records, that method is wrapped so that the first batch of each iterator notes its settings, and
+every batch notes how long ``__next__`` took (the loop's wait) and how many batches were ready
+when it was called. The wrap costs a dict lookup, two clock reads and a look at the iterator's
+queues per batch, and is removed with the hooks. What happens inside the workers is measured by
+``pipeline.py``; this module gathers both per loader at a span's end (``pipeline_records``).
 """
 
 from __future__ import annotations
@@ -10,8 +14,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import weakref
-from typing import Any
+from typing import Any, Optional
+
+from .pipeline import PipelineCapture, set_current_channel
 
 
 def cpus_available() -> int:
@@ -20,6 +27,37 @@ def cpus_available() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def cpu_budget() -> tuple[float, str]:
+    """The CPUs this process may use, and what set the number: the affinity mask (taskset, SLURM's
+    binding), SLURM's ``--cpus-per-task`` when it is smaller, or a cgroup CPU quota (a container's
+    ``--cpus``) when that is smaller still."""
+    n, source = float(cpus_available()), "affinity mask"
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and 0 < int(slurm) < n:
+        n, source = float(slurm), "SLURM_CPUS_PER_TASK"
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max" and float(period) > 0 and 0 < float(quota) / float(period) < n:
+            n, source = float(quota) / float(period), "cgroup cpu.max"
+    except (OSError, ValueError):
+        pass
+    return n, source
+
+
+def _ready_batches(it: Any) -> int:
+    """Batches produced and not yet taken by the loop when it asks for the next one: those that
+    came out of order and wait in the iterator, and those in its data queue; -1 when the loader
+    loads in the training process (no queue) or the queue cannot tell."""
+    if not getattr(it, "_num_workers", 0):
+        return -1
+    try:
+        ready = sum(1 for v in it._task_info.values() if len(v) == 2)
+        return ready + int(it._data_queue.qsize())
+    except Exception:  # NotImplementedError on macOS's multiprocessing queues
+        return -1
 
 
 def _is_int(value: Any) -> bool:
@@ -54,14 +92,31 @@ def _settings_of(it: Any) -> dict:
 
 
 class DataLoaderCapture:
-    """Installed for the recording part of a session; collects one settings record per loader."""
+    """Collects one settings record per loader and, with ``pipeline``, what its batches cost.
+
+    ``open``/``close``: the session's life (iterators made meanwhile carry the workers' hook);
+    ``install``/``remove``: while steps are hooked (the ``__next__`` wrap, the timed fetch and pin
+    in the main process, the workers told to time); ``reset``: a recording epoch starts."""
 
     def __init__(self) -> None:
         self._by_key: dict[tuple, dict] = {}
-        self._iter_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._iter_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # it -> (key, chan)
+        self._chan_key: dict[int, tuple] = {}
+        self._unmeasured: dict[tuple, int] = {}  # key -> iterators whose workers predate the session
+        self._waits: list = []  # (chan, start_ns, wait_ns, ready batches, thread id)
         self._lock = threading.Lock()
         self._base = None
         self._original = None
+        self.pipeline = PipelineCapture()
+        self._epoch_ns = 0
+        self._epoch_cpu_ns = 0
+
+    def open(self) -> None:
+        self.pipeline.open()
+
+    def close(self) -> None:
+        self.remove()
+        self.pipeline.close()
 
     def install(self) -> None:
         if self._original is not None:
@@ -69,21 +124,31 @@ class DataLoaderCapture:
         module = sys.modules.get("torch.utils.data.dataloader")
         if module is None:  # the training script never imported torch's DataLoader
             return
+        self.pipeline.open()
         base = module._BaseDataLoaderIter
         original = base.__next__
         capture = self
+        clock = time.monotonic_ns
 
         def __next__(it):
             # Runs inside the training loop's iteration: gpuprof's part never raises there (a
             # loader it cannot read is simply not recorded).
             try:
-                key = capture._iter_keys.get(it)
-                if key is None:
-                    key = capture._note(it)
+                noted = capture._iter_keys.get(it)
+                if noted is None:
+                    noted = capture._note(it)
+                key, chan = noted
+                ready = _ready_batches(it)
             except Exception:
-                key = None
-            batch = original(it)  # StopIteration passes through uncounted
+                key, chan, ready = None, -1, -1
+            before = set_current_channel(chan)
+            t0 = clock()
+            try:
+                batch = original(it)  # StopIteration passes through uncounted
+            finally:
+                set_current_channel(before)
             if key is not None:
+                capture._waits.append((chan, t0, clock() - t0, ready, threading.get_native_id()))
                 capture._by_key[key]["batches_seen"] += 1
             return batch
 
@@ -91,8 +156,10 @@ class DataLoaderCapture:
         __next__._gpuprof_capture = True
         base.__next__ = __next__
         self._base, self._original = base, original
+        self.pipeline.span_on()
 
     def remove(self) -> None:
+        self.pipeline.span_off()
         if self._original is not None:
             self._base.__next__ = self._original
             self._base = self._original = None
@@ -103,17 +170,140 @@ class DataLoaderCapture:
             settings[k]
             for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
         )
+        chan: Optional[int]
+        if settings["num_workers"] > 0:
+            chan = self.pipeline.channel_of(it)
+        else:
+            chan = self.pipeline.new_main_channel(it)
         with self._lock:
             self._by_key.setdefault(key, settings)
-            self._iter_keys[it] = key
-        return key
+            if chan is None:  # its workers started before the session: not measured inside
+                chan = -1
+                self._unmeasured[key] = self._unmeasured.get(key, 0) + 1
+            self._chan_key[chan] = key
+            self._iter_keys[it] = (key, chan)
+        return key, chan
 
     def reset(self) -> None:
         """A new span starts: loaders are noted again as they are iterated."""
         with self._lock:
             for settings in self._by_key.values():
                 settings["batches_seen"] = 0
+            self._waits = []
+        self.pipeline.discard()
+        self._epoch_ns = time.monotonic_ns()
+        self._epoch_cpu_ns = time.process_time_ns()
 
     def records(self) -> list[dict]:
         with self._lock:
             return [dict(s) for s in self._by_key.values() if s["batches_seen"] > 0]
+
+    def pipeline_records(self) -> dict:
+        """What the span measured of each loader it drew batches from (the input of
+        ``gpuprof.analysis.pipeline``; its docstring gives the layout)."""
+        records = self.pipeline.take()
+        now, cpu = time.monotonic_ns(), time.process_time_ns()
+        with self._lock:
+            waits, self._waits = self._waits, []
+            by_key = {k: s for k, s in self._by_key.items() if s["batches_seen"] > 0}
+            chan_key = dict(self._chan_key)
+            unmeasured = dict(self._unmeasured)
+        loaders: dict[tuple, dict] = {
+            k: {
+                "settings": dict(s),
+                "batches": [],
+                "waits": [],
+                "pins": [],
+                "errors": [],
+                "workers": [],
+                "unmeasured_iterators": unmeasured.get(k, 0),
+                "dropped_records": 0,
+            }
+            for k, s in by_key.items()
+        }
+
+        def loader_of(chan: int) -> Optional[dict]:
+            return loaders.get(chan_key.get(chan))
+
+        for chan, start, wait, ready, tid in waits:
+            row = loader_of(chan)
+            if row is not None:
+                row["waits"].append({"start_ns": start, "wait_ns": wait, "ready": ready, "tid": tid})
+        for rec in records:
+            row = loader_of(rec[1])
+            if row is None:
+                continue
+            kind = rec[0]
+            if kind == "b":
+                row["batches"].append(dict(zip(BATCH_FIELDS, rec[2:])))
+            elif kind == "p":
+                row["pins"].append({"tid": rec[2], "start_ns": rec[3], "pin_ns": rec[4]})
+            elif kind == "e":
+                row["errors"].append(
+                    dict(zip(("worker", "pid", "batch", "ts_ns", "stage", "error", "index"), rec[2:]))
+                )
+        for chan, workers in self.pipeline.workers().items():
+            row = loader_of(chan)
+            if row is not None:
+                row["workers"] += workers
+                row["dropped_records"] += sum(w.get("dropped") or 0 for w in workers)
+        if self.pipeline.last_over_budget:  # a very long span: its later records were counted only
+            for row in loaders.values():
+                row["dropped_records"] += self.pipeline.last_over_budget
+        return {
+            "window_ns": [self._epoch_ns, now],
+            "process_cpu_ns": cpu - self._epoch_cpu_ns,
+            "loaders": list(loaders.values()),
+        }
+
+
+# The fields of a batch record after its kind and channel (pipeline.py writes them in this order).
+BATCH_FIELDS = (
+    "worker",
+    "pid",
+    "tid",
+    "seq",
+    "start_ns",
+    "idle_ns",
+    "load_ns",
+    "transform_ns",
+    "collate_ns",
+    "cpu_ns",
+    "runq_ns",
+    "samples",
+    "sample_sum_ns",
+    "sample_sumsq",
+    "slowest",
+)
+
+# The names of the input pipeline's events in a span's Trace (the timeline's and the Chrome trace's
+# worker tracks): a batch's loading, transforming and collating, one after the other on its
+# worker's track (loading and transforming alternate per sample; the track shows their sums), and
+# the pin-memory thread's pinning.
+STAGE_EVENT_NAMES = {
+    "load": "DataLoader load",
+    "transform": "DataLoader transform",
+    "collate": "DataLoader collate",
+    "pin": "DataLoader pin_memory",
+}
+
+
+def add_pipeline_events(trace, pipeline: dict) -> None:
+    """The span's input-pipeline records as events of the Trace: each worker's batches on a track
+    of its own (``device`` holds the worker id, -1 in the main process; ``tid`` the worker's process
+    id, or the main process's thread), the pin-memory thread's pinning on its thread."""
+    names = STAGE_EVENT_NAMES
+    for loader in pipeline.get("loaders", []):
+        for b in loader["batches"]:
+            at = b["start_ns"]
+            for stage, dur in (
+                ("load", b["load_ns"]),
+                ("transform", b["transform_ns"]),
+                ("collate", b["collate_ns"]),
+            ):
+                if dur < 0:  # no transform timed apart from loading
+                    continue
+                trace.add_event("input_stage", names[stage], at, dur, 0, b["seq"], b["worker"], b["tid"])
+                at += dur
+        for p in loader["pins"]:
+            trace.add_event("input_stage", names["pin"], p["start_ns"], p["pin_ns"], 0, 0, -1, p["tid"])

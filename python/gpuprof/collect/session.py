@@ -21,7 +21,7 @@ from ..report.build import build_report, unbuilt_report
 from ..report.model import Report
 from . import exchange as _distributed
 from . import hooks as _hooks_loader
-from .dataloader import DataLoaderCapture, cpus_available
+from .dataloader import DataLoaderCapture, add_pipeline_events, cpu_budget, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
 from .modules import ModuleHooks
 from .schedule import ProfilerAction, always_record
@@ -184,6 +184,7 @@ class profile:
         self._signals_pending = []
         try:
             self._exchange = None  # made at the first span end (see _gather)
+            self._capture.open()  # DataLoader iterators made from now on carry the workers' hook
             first = self.schedule(0)
             # The operator hooks load (or compile) on a background thread from now on, while the
             # schedule's wait and warmup steps run; before a recorded step it is waited for.
@@ -224,6 +225,10 @@ class profile:
         global _active_session
         self._restore_signal_handlers()
         self._unhook()
+        try:
+            self._capture.close()  # the DataLoader workers put torch's code back, gpuprof's pipes close
+        except Exception as e:  # never an exception in the with block's exit
+            log.warning("gpuprof: could not end the DataLoader capture cleanly: %s", e)
         _core.collector_stop()
         self._gpu.release()
         if self._nvtx_step_open:
@@ -290,7 +295,11 @@ class profile:
     @contextlib.contextmanager
     def _signals_held_back(self):
         """gpuprof's own step and stop code runs whole: a signal that comes meanwhile is handled
-        once it is done."""
+        once it is done. That includes SIGCHLD when the program has a Python handler for it (torch's
+        DataLoader raises "worker killed" from one): raised inside a span's end, it would cost the
+        span its report (the one that says which worker died); it is raised after it instead."""
+        outermost = self._signals_held == 0
+        chld = self._hold_sigchld() if outermost else None
         self._signals_held += 1
         try:
             yield
@@ -300,6 +309,33 @@ class profile:
                 pending, self._signals_pending = self._signals_pending, []
                 for signum in pending:
                     self._on_signal(signum, None)
+            if chld is not None:
+                self._release_sigchld(*chld)
+
+    def _hold_sigchld(self):
+        """(torch's handler, [came]) with a handler that notes SIGCHLD in its place; None when there
+        is no Python handler to hold (or not on the main thread, where handlers are set)."""
+        chld = getattr(signal, "SIGCHLD", None)
+        if chld is None or threading.current_thread() is not threading.main_thread():
+            return None
+        try:
+            previous = signal.getsignal(chld)
+            if not callable(previous):
+                return None
+            came: list = []
+            signal.signal(chld, lambda signum, frame: came.append(frame))
+        except (ValueError, OSError):
+            return None
+        return previous, came
+
+    @staticmethod
+    def _release_sigchld(previous, came: list) -> None:
+        try:
+            signal.signal(signal.SIGCHLD, previous)
+        except (ValueError, OSError):
+            return
+        if came:
+            previous(signal.SIGCHLD, came[-1])  # the program's handler, as if the signal came now
 
     def _on_signal(self, signum: int, frame) -> None:
         if self._signals_held:
@@ -345,6 +381,7 @@ class profile:
 
     def _close_step(self, end_ticks: int) -> None:
         self._steps_in_span += 1
+        self._gpu.sample_energy()  # first: the counter's reading is the one that needs the boundary's time
         self._sample_memory(end_ticks)
         _core.collector_record("step", f"ProfilerStep#{self.step_num}", self._step_start_ticks, end_ticks)
 
@@ -369,12 +406,17 @@ class profile:
             # A fresh collector epoch: warmup events (first-call costs) are not kept.
             _core.collector_start(self.max_events)
             self._gpu.start()  # GPU collection (a new epoch when warmup ends)
+            # Starting GPU collection (loading CUPTI, subscribing, a flush) is gpuprof's time, not
+            # the first step's; the step starts at the energy counter's first reading.
+            self._step_start_ticks = _core.collector_ticks()
+            self._gpu.sample_energy()
             self._capture.reset()
             self._modules.reset()
             self._steps_in_span = 0
             self._allocator.reset()
             self._sample_memory(self._step_start_ticks)
         if new in _HOOKED:
+            self._capture.open()  # (torch's DataLoader may have been imported after the start)
             self._hook(new)
         else:
             self._unhook()
@@ -496,12 +538,20 @@ class profile:
             trace.metadata = {**trace.metadata, "distributedInfo": json.dumps(job, default=str)}
         self._gpu.drain_into(trace)
         dataloaders = self._capture.records()
+        pipeline = self._capture.pipeline_records()
+        add_pipeline_events(trace, pipeline)
         rank = _distributed.rank_info(self.batch_size or _loader_batch_size(dataloaders))
         return build_report(
             trace,
             source=source,
             dataloaders=dataloaders,
-            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
+            pipeline=pipeline,
+            host={
+                "cpus_available": cpus_available(),
+                "cpu_count": os.cpu_count(),
+                **_cpu_budget_facts(),
+                **_cuda_host_facts(),
+            },
             span_source=lambda steps: self._span_source(steps, partial),
             rank=rank,
             gather=self._gather(failed and not peer_failure),
@@ -661,6 +711,12 @@ def _cuda_host_facts() -> dict:
         }
     except Exception:  # a broken driver install must not cost the user the report
         return {}
+
+
+def _cpu_budget_facts() -> dict:
+    """The CPUs this process may use for DataLoader workers and what set the number."""
+    cpus, source = cpu_budget()
+    return {"cpu_budget": round(cpus, 2), "cpu_budget_source": source}
 
 
 def _loader_batch_size(dataloaders: list) -> Optional[int]:

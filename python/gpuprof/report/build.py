@@ -40,6 +40,7 @@ def build_report(
     analysed: Optional[dict] = None,
     source: Optional[dict] = None,
     dataloaders: Optional[list] = None,
+    pipeline: Optional[dict] = None,
     host: Optional[dict] = None,
     drop_incomplete_last_step: bool = True,
     span_source: Optional[Callable[[list], dict]] = None,
@@ -56,6 +57,8 @@ def build_report(
     Args:
         source: where the report came from (``kind``: "live" or "trace", ``path``...).
         dataloaders, host: the DataLoader settings and host facts the span ran with.
+        pipeline: what the span measured inside its DataLoaders (``collect/dataloader.py``'s
+            ``pipeline_records``), for the ``input_pipeline`` section.
         span_source: given the analysed steps, the entries a live span adds to ``source`` (which
             steps it covers; for a span cut short, which complete span came before it).
         rank: this process's identity in a torch.distributed job (``rank``, ``world_size``...):
@@ -76,6 +79,8 @@ def build_report(
             source=source,
             drop_incomplete_last_step=drop_incomplete_last_step,
             native=native,
+            batch_size=_batch_size(rank, dataloaders),
+            pipeline=pipeline,
         )
     elif analysed is not None:
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
@@ -112,6 +117,15 @@ def build_report(
             module_of_event=native.get("module_of_event"),
         )
     return Report(ordered, trace)
+
+
+def _batch_size(rank: Optional[dict], dataloaders: Optional[list]) -> Optional[int]:
+    """Samples per step, where the report knows it: this rank's (``gpuprof.profile(batch_size=)``,
+    else its DataLoader's), else the first DataLoader's; None for a trace."""
+    size = (rank or {}).get("batch_size")
+    if isinstance(size, int):
+        return size
+    return next((d["batch_size"] for d in dataloaders or [] if isinstance(d.get("batch_size"), int)), None)
 
 
 def unbuilt_report(trace, *, source: dict, reason: str, kept: str) -> Report:

@@ -11,6 +11,7 @@ import math
 import os
 from typing import Optional
 
+from . import pipeline_view as pv
 from . import sections as sec
 
 CATEGORY_COLORS = {
@@ -352,6 +353,14 @@ def _devices(report) -> dict:
     }
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), drawn under the GPU summary
+def _energy(report) -> dict:
+    return {"energy_lines": sec.energy_lines(report.data)}
+
+
+# ---- end energy
+
+
 def _memory(report) -> dict:
     memory = sec.section(report.data, "memory")
     memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
@@ -476,14 +485,44 @@ def _about(report) -> dict:
     }
 
 
+# ---- the input pipeline (report/pipeline_view.py; drawn by pipeline.html.j2) ------------------------
+def _input_pipeline(report) -> dict:
+    ip = pv.pipeline_of(report.data)
+    if ip is None:
+        return {"pipeline": None}
+    return {
+        "pipeline": {
+            "headline": pv.headline(ip),
+            "stages": pv.stages(ip),
+            "stage_line": pv.stage_line(ip),
+            "lines": pv.detail_lines(ip),
+            "workers": [w for w in ip.get("workers") or [] if isinstance(w, dict)][: pv.MAX_WORKERS_SHOWN],
+            "recommended": ip.get("recommended_num_workers"),
+            "prefetch": ip.get("recommended_prefetch_factor"),
+            "ms": pv.ms,
+        }
+    }
+
+
 class HtmlRenderer:
     """One self-contained HTML file, or a fragment for a notebook cell (``full=False``)."""
 
     name = "html"
     file_end = ""
     # Each section gives the template what its block draws; report.html.j2 lays the blocks out in
-    # this order (overview and steps, timelines, modules, ranks, GPU, memory, tables and advice, about).
-    sections = (_overview, _modules, _devices, _memory, _tables_and_advice, _ranks, _about)
+    # this order (overview and steps, timelines, modules, ranks, input pipeline, GPU and its energy,
+    # memory, tables and advice, about).
+    sections = (
+        _overview,
+        _modules,
+        _devices,
+        _energy,
+        _memory,
+        _tables_and_advice,
+        _ranks,
+        _input_pipeline,
+        _about,
+    )
 
     def render(self, report, *, full: bool = True, written_to=None) -> str:
         ctx: dict = {"full": full}

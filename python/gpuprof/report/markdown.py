@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from . import pipeline_view as pv
 from . import sections as sec
 
 TOP_ROWS = 10
@@ -126,9 +127,44 @@ def _devices(report, title: str, top: int) -> list[str]:
     return out
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+def _energy(report, title: str, top: int) -> list[str]:
+    lines = sec.energy_lines(report.data)
+    return ["### Energy", ""] + [f"- {md_escape(line)}" for line in lines] + [""] if lines else []
+
+
+# ---- end energy
+
+
 def _memory(report, title: str, top: int) -> list[str]:
     mem = sec.memory_lines(report.data)
     return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
+
+
+# ---- the input pipeline (report/pipeline_view.py) -------------------------------------------------
+def _input_pipeline(report, title: str, top: int) -> list[str]:
+    ip = pv.pipeline_of(report.data)
+    if ip is None:
+        return []
+    out = ["### Input pipeline", "", md_escape(pv.headline(ip)), ""]
+    rows = pv.stages(ip)
+    if rows:
+        # One batch's stages as a bar of 40 cells, then the times.
+        bar = "".join(
+            {"fetch": "L", "transform": "T", "collate": "C", "pin": "P", "transfer": "X"}[r["key"]]
+            * max(1, int(round(r["pct"] / 100.0 * 40)))
+            for r in rows
+        )
+        out += [f"`{bar}`", ""]
+        out += table(
+            ["stage", "runs in", "mean per batch", "share"],
+            [[r["label"], r["where"], pv.ms(r["us"]), f"{r['pct']:.0f}%"] for r in rows],
+            [":--", ":--", "--:", "--:"],
+        )
+        out.append("")
+    out += [f"- {md_escape(line)}" for line in [pv.stage_line(ip)] + pv.detail_lines(ip)]
+    out.append("")
+    return out
 
 
 def _recommendations(report, title: str, top: int) -> list[str]:
@@ -246,7 +282,9 @@ class MarkdownRenderer:
     sections = (
         _title,
         _steps,
+        _input_pipeline,
         _devices,
+        _energy,
         _memory,
         _recommendations,
         _ranks,

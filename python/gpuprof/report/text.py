@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Optional
 
+from . import pipeline_view as pv
 from . import sections as sec
 from .sections import CATEGORIES
 from .term import Console, Table
@@ -260,6 +261,15 @@ def _devices(console: Console, report) -> None:
     _gpu_summary(console, sec.devices(report.data))
 
 
+# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+def _energy(console: Console, report) -> None:
+    for line in sec.energy_lines(report.data):
+        console.print(line)
+
+
+# ---- end energy
+
+
 def _memory(console: Console, report) -> None:
     for line in sec.memory_lines(report.data):
         console.print(line)
@@ -328,6 +338,26 @@ def _counts(console: Console, report) -> None:
     console.print(line, style="dim")
 
 
+# ---- the input pipeline (report/pipeline_view.py) -------------------------------------------------
+def _input_pipeline(console: Console, report) -> None:
+    ip = pv.pipeline_of(report.data)
+    if ip is None:
+        return
+    console.print(("Input pipeline", "bold"), ": " + sec.printable(pv.headline(ip)))
+    rows = pv.stages(ip)
+    if rows:
+        width = max(10, console.width - 20)
+        bar = [("█" * max(1, int(round(r["pct"] / 100.0 * width))), pv.TERM_COLORS[r["key"]]) for r in rows]
+        console.print(*bar)
+        legend = []
+        for r in rows:
+            legend += [("■ ", pv.TERM_COLORS[r["key"]]), f"{r['label']} {pv.ms(r['us'])}  "]
+        console.print(*legend)
+    console.print(sec.printable(pv.stage_line(ip)), indent=2)
+    for line in pv.detail_lines(ip):  # exception messages and class names: shown inert
+        console.print("  " + sec.printable(line), indent=4)
+
+
 class TextRenderer:
     """The terminal report (``print(report)``); colour only when writing to a terminal."""
 
@@ -339,9 +369,11 @@ class TextRenderer:
         _collection_notes,
         _breakdown_bar,
         _steps,
+        _input_pipeline,
         _ranks,
         _collectives,
         _devices,
+        _energy,
         _memory,
         _top_tables,
         _modules,
