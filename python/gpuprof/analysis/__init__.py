@@ -24,7 +24,8 @@ from .implausible import warnings_from
 
 # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
 # 4: collectives, collective_calls, warnings (implausible input), long_names, modules; the energy
-# per step (steps[].energy_j, average's energy keys, energy); input_pipeline
+# per step (steps[].energy_j, average's energy keys, energy); input_pipeline; operators_by_shape
+# (and operators one row per name, without input_shapes)
 SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
@@ -108,6 +109,7 @@ def report_dict(
         "kernels",
         "kernel_ops",
         "operators",
+        "operators_by_shape",
         "modules",
         "copies",
         "syncs",
