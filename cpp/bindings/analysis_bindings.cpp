@@ -148,13 +148,24 @@ const std::vector<Field<KernelOpRow>> kKernelOpFields = {
 
 const std::vector<Field<OperatorRow>> kOperatorFields = {
     member("name", &OperatorRow::name),
-    member("input_shapes", &OperatorRow::input_shapes),
     member("calls", &OperatorRow::calls),
     micros("host_self_us", &OperatorRow::host_self_ns),
     micros("host_total_us", &OperatorRow::host_total_ns),
     micros("device_self_us", &OperatorRow::device_self_ns),
     micros("device_total_us", &OperatorRow::device_total_ns),
     member("tc_eligible", &OperatorRow::tc_eligible),
+    {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
+    {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
+};
+
+const std::vector<Field<OperatorRow>> kOperatorShapeFields = {
+    member("name", &OperatorRow::name),
+    member("input_shapes", &OperatorRow::input_shapes),
+    member("calls", &OperatorRow::calls),
+    micros("host_self_us", &OperatorRow::host_self_ns),
+    micros("host_total_us", &OperatorRow::host_total_ns),
+    micros("device_self_us", &OperatorRow::device_self_ns),
+    micros("device_total_us", &OperatorRow::device_total_ns),
     {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
     {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
 };
@@ -379,6 +390,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   out["kernels"] = row_dicts(a.kernels, kKernelFields);
   out["kernel_ops"] = row_dicts(a.kernel_ops, kKernelOpFields);
   out["operators"] = row_dicts(a.operators, kOperatorFields);
+  out["operators_by_shape"] = row_dicts(a.operators_by_shape, kOperatorShapeFields);
   out["modules"] = module_dicts(a.modules.rows);
   // Each event's module row (uint32, native order; 0xffffffff none), for the step timelines: only
   // when the trace has module calls.
@@ -810,9 +822,10 @@ void bind_analysis(py::module_& m) {
   // ---- end energy ----
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         py::arg("process_groups") = py::none(),
-        "The step breakdown, the GPU summary over its steps, and the kernel, operator, module, copy, "
-        "sync, per-step memory and collective tables, as lists of rows: every analysis of a Report, from one "
-        "breakdown. process_groups: the job's groups as distributedInfo's pg_config lists them.");
+        "The step breakdown, the GPU summary over its steps, and the kernel, operator (by name, and by "
+        "name and input shapes), module, copy, sync, per-step memory and collective tables, as lists of "
+        "rows: every analysis of a Report, from one breakdown. process_groups: the job's groups as "
+        "distributedInfo's pg_config lists them.");
   m.def(
       "collective_bandwidths",
       [](const std::string& kind, int64_t bytes, int64_t time_ns, int64_t group_size) {

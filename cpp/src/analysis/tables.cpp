@@ -78,6 +78,61 @@ void cap_rows(std::vector<Row>& rows, Merge merge, Name name) {
   rows.push_back(std::move(other));
 }
 
+// An operator row's sums by name and shapes ids (shapes 0: none), before any name is copied.
+struct OperatorSums {
+  uint32_t name = 0, shapes = 0;
+  int64_t calls = 0, host_self_ns = 0, host_total_ns = 0, device_self_ns = 0, device_total_ns = 0;
+  int64_t tc_self_ns = 0, tc_total_ns = 0;
+  void add(const OperatorSums& o) {
+    calls += o.calls;
+    host_self_ns += o.host_self_ns;
+    host_total_ns += o.host_total_ns;
+    device_self_ns += o.device_self_ns;
+    device_total_ns += o.device_total_ns;
+    tc_self_ns += o.tc_self_ns;
+    tc_total_ns += o.tc_total_ns;
+  }
+};
+
+// The rows of `sums`, largest host total first (ties by name, then shapes), capped as every name
+// table is: past kMaxNameRows, the tail summed into one "other names (N)" row. Only the rows kept
+// copy their names.
+std::vector<OperatorRow> operator_rows(const Trace& t, std::vector<OperatorSums>& sums) {
+  std::sort(sums.begin(), sums.end(), [&](const OperatorSums& a, const OperatorSums& b) {
+    if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
+    if (a.name != b.name) return t.strings.at(a.name) < t.strings.at(b.name);
+    return t.strings.at(a.shapes) < t.strings.at(b.shapes);
+  });
+  const size_t named = sums.size() <= kMaxNameRows ? sums.size() : kMaxNameRows - 1;
+  OperatorSums other;
+  for (size_t k = named; k < sums.size(); ++k) other.add(sums[k]);
+  std::vector<OperatorRow> rows;
+  rows.reserve(std::min(sums.size(), kMaxNameRows));
+  auto row_of = [](const OperatorSums& r) {
+    OperatorRow row;
+    row.calls = r.calls;
+    row.host_self_ns = r.host_self_ns;
+    row.host_total_ns = r.host_total_ns;
+    row.device_self_ns = r.device_self_ns;
+    row.device_total_ns = r.device_total_ns;
+    row.tc_self_ns = r.tc_self_ns;
+    row.tc_total_ns = r.tc_total_ns;
+    return row;
+  };
+  for (size_t k = 0; k < named; ++k) {
+    OperatorRow row = row_of(sums[k]);
+    row.name = t.strings.at(sums[k].name);
+    row.input_shapes = t.strings.at(sums[k].shapes);
+    row.tc_eligible = is_tensor_core_eligible_op(row.name);
+    rows.push_back(std::move(row));
+  }
+  if (named < sums.size()) {
+    rows.push_back(row_of(other));
+    rows.back().name = other_names(sums.size() - named);
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::string display_name(const std::string& full) {
@@ -160,7 +215,7 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
   return rows;
 }
 
-std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links) {
+OperatorTables operator_tables(const Trace& t, const LaunchLinks& links) {
   const size_t n = t.events.size();
   std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0), runtime_ns(n, 0);
   std::vector<int64_t> tc_self_ns(n, 0), tc_total_ns(n, 0);   // tensor-core kernels' time
@@ -210,22 +265,24 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
   }
 
-  // Sums per (name id, shapes id) in numbers only; names are copied for the rows kept (cap_rows):
-  // a trace of a million distinct names copies a few thousand.
-  struct Sums {
-    uint32_t name = 0, shapes = 0;
-    int64_t calls = 0, host_self_ns = 0, host_total_ns = 0, device_self_ns = 0, device_total_ns = 0;
-    int64_t tc_self_ns = 0, tc_total_ns = 0;
-  };
-  std::vector<Sums> sums;
-  std::unordered_map<uint64_t, uint32_t> index;   // (name id << 32 | shapes id) -> sums
+  // Sums per (name id, shapes id) in numbers only; names are copied for the rows kept: a trace of
+  // a million distinct names copies a few thousand. The by-name sums add up each name's.
+  std::vector<OperatorSums> by_shape;
+  std::unordered_map<uint64_t, uint32_t> index;   // (name id << 32 | shapes id) -> by_shape
+  std::vector<int8_t> torch_range(t.strings.size(), -1);   // each op name checked once
+  bool shapes_recorded = false;
   for (uint32_t i : ops) {
     if (keep_as[i] != i) continue;
     const Event& e = t.events[i];
+    if (e.name < torch_range.size()) {
+      if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
+      if (torch_range[e.name] == 1) continue;   // a range, not an operator (range_table)
+    }
     const uint32_t shapes = e.aux < t.strings.size() ? e.aux : 0;
-    const auto [it, added] = index.emplace((uint64_t(e.name) << 32) | shapes, uint32_t(sums.size()));
-    if (added) sums.push_back({e.name, shapes});
-    Sums& r = sums[it->second];
+    shapes_recorded = shapes_recorded || shapes != 0;
+    const auto [it, added] = index.emplace((uint64_t(e.name) << 32) | shapes, uint32_t(by_shape.size()));
+    if (added) by_shape.push_back({e.name, shapes});
+    OperatorSums& r = by_shape[it->second];
     ++r.calls;
     r.host_total_ns += e.dur_ns;
     r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[i], 0);
@@ -235,43 +292,30 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     r.tc_total_ns += tc_total_ns[i];
   }
   index = {};
-  std::sort(sums.begin(), sums.end(), [&](const Sums& a, const Sums& b) {
-    if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
-    if (a.name != b.name) return t.strings.at(a.name) < t.strings.at(b.name);
-    return t.strings.at(a.shapes) < t.strings.at(b.shapes);
-  });
-  std::vector<OperatorRow> rows;
-  const size_t named = sums.size() <= kMaxNameRows ? sums.size() : kMaxNameRows - 1;
-  rows.reserve(std::min(sums.size(), kMaxNameRows));
-  for (size_t k = 0; k < sums.size(); ++k) {
-    const Sums& r = sums[k];
-    OperatorRow row;
-    if (k < named) {
-      row.name = t.strings.at(r.name);
-      row.input_shapes = t.strings.at(r.shapes);
-      row.tc_eligible = is_tensor_core_eligible_op(row.name);
-    } else if (k > named) {   // the tail: summed into the row at `named`, "other names (N)"
-      OperatorRow& o = rows.back();
-      o.calls += r.calls;
-      o.host_self_ns += r.host_self_ns;
-      o.host_total_ns += r.host_total_ns;
-      o.device_self_ns += r.device_self_ns;
-      o.device_total_ns += r.device_total_ns;
-      o.tc_self_ns += r.tc_self_ns;
-      o.tc_total_ns += r.tc_total_ns;
-      continue;
-    }
-    row.calls = r.calls;
-    row.host_self_ns = r.host_self_ns;
-    row.host_total_ns = r.host_total_ns;
-    row.device_self_ns = r.device_self_ns;
-    row.device_total_ns = r.device_total_ns;
-    row.tc_self_ns = r.tc_self_ns;
-    row.tc_total_ns = r.tc_total_ns;
-    rows.push_back(std::move(row));
+  OperatorTables out;
+  if (!shapes_recorded) {   // one row per name already: by_shape would repeat it
+    out.by_name = operator_rows(t, by_shape);
+    return out;
   }
-  if (named < sums.size()) rows.back().name = other_names(sums.size() - named);
-  return rows;
+  std::vector<OperatorSums> by_name;
+  std::unordered_map<uint32_t, uint32_t> name_index;   // name id -> by_name
+  for (const OperatorSums& r : by_shape) {
+    const auto [it, added] = name_index.emplace(r.name, uint32_t(by_name.size()));
+    if (added) by_name.push_back({r.name, 0});
+    by_name[it->second].add(r);
+  }
+  out.by_name = operator_rows(t, by_name);
+  out.by_shape = operator_rows(t, by_shape);
+  return out;
+}
+
+std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links) {
+  return operator_tables(t, links).by_name;
+}
+
+bool is_torch_range_op_name(std::string_view name) {
+  return is_dataloader_name(name) || starts_with(name, "Optimizer.") || name == "DataParallel.forward" ||
+         name == "DistributedDataParallel.forward";
 }
 
 std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& links) {
@@ -391,10 +435,16 @@ std::vector<StepEventTables> step_event_tables(const Trace& t,
   for (const auto& s : steps) starts.push_back(s.first);
   // Per step, name id -> (calls, total); kernels and operators apart.
   std::vector<std::unordered_map<uint32_t, std::pair<int64_t, int64_t>>> kernels(steps.size()), ops(steps.size());
+  std::vector<int8_t> torch_range(t.strings.size(), -1);   // each op name checked once
+  auto is_torch_range = [&](const Event& e) {
+    if (e.name >= torch_range.size()) return false;
+    if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
+    return torch_range[e.name] == 1;
+  };
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     const bool kernel = e.kind == EventKind::Kernel;
-    if (!kernel && !(e.kind == EventKind::HostOp && !repeated[i])) continue;
+    if (!kernel && !(e.kind == EventKind::HostOp && !repeated[i] && !is_torch_range(e))) continue;
     // The step an event belongs to: the last one starting at or before it, if it has not ended.
     const auto it = std::upper_bound(starts.begin(), starts.end(), e.start_ns);
     if (it == starts.begin()) continue;
@@ -527,8 +577,15 @@ std::vector<RangeRow> range_table(const Trace& t) {
       backward.emplace_back(e.start_ns, e.start_ns + e.dur_ns);
   std::sort(backward.begin(), backward.end());
   std::map<uint32_t, RangeRow> by_name;
+  std::vector<int8_t> torch_range(t.strings.size(), -1);   // each op name checked once
   for (const Event& e : t.events) {
-    if (e.kind != EventKind::UserRange) continue;
+    if (e.kind == EventKind::HostOp && e.name < torch_range.size()) {
+      // An old trace's op that is one of torch's own ranges (the operator tables leave it out).
+      if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
+      if (torch_range[e.name] == 0) continue;
+    } else if (e.kind != EventKind::UserRange) {
+      continue;
+    }
     const std::string& name = t.name_of(e);
     if (is_step_marker_name(name)) continue;
     RangeRow& r = by_name[e.name];
@@ -748,7 +805,8 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
     shorten(r.kernel);
     shorten(r.op);
   }
-  for (OperatorRow& r : a.operators) {
+  for (OperatorRow& r : a.operators) shorten(r.name);
+  for (OperatorRow& r : a.operators_by_shape) {
     shorten(r.name);
     shorten(r.input_shapes);
   }
@@ -840,7 +898,9 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
       throw;
     }
     links_ready.set_value();
-    a.operators = operator_table(t, a.links);
+    OperatorTables operators = operator_tables(t, a.links);
+    a.operators = std::move(operators.by_name);
+    a.operators_by_shape = std::move(operators.by_shape);
     a.modules = module_view(t, a.links);
     a.syncs = sync_table(t, a.links);
     a.repeated_ops = repeated_op_calls(t, a.links);

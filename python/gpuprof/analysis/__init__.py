@@ -24,8 +24,9 @@ from .implausible import warnings_from
 
 # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
 # 4: collectives, collective_calls, warnings (implausible input), long_names, modules; the energy
-# per step (steps[].energy_j, average's energy keys, energy); input_pipeline; the memory view
-# (memory_ops, memory_peak, memory_composition, memory_growth, out_of_memory)
+# per step (steps[].energy_j, average's energy keys, energy); input_pipeline; operators_by_shape
+# (and operators one row per name, without input_shapes); the memory view (memory_ops, memory_peak,
+# memory_composition, memory_growth, out_of_memory)
 SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
@@ -109,6 +110,7 @@ def report_dict(
         "kernels",
         "kernel_ops",
         "operators",
+        "operators_by_shape",
         "modules",
         "copies",
         "syncs",

@@ -63,12 +63,6 @@ TABLES: tuple[Table, ...] = (
         "Operators",
         (
             Field("name", "string", "the operator's name (aten::..., or a user-visible op)"),
-            Field(
-                "input_shapes",
-                "string",
-                "input shapes when recorded (`record_shapes` live, Kineto's `Input Dims` in a trace) as "
-                "Python prints the list, `[[32, 3, 224, 224], [64, 3, 7, 7]]`; else empty",
-            ),
             Field("calls", "integer", "calls (same-name nesting counted once)"),
             Field("host_self_us", _US, "host time less the operators inside it and its own runtime calls"),
             Field("host_total_us", _US, "host time, operators inside it included"),
@@ -85,6 +79,28 @@ TABLES: tuple[Table, ...] = (
                 _NULLABLE_NUM,
                 "tensor-core kernels' share of `device_total_us` (null: no device time)",
             ),
+        ),
+        shown=True,
+    ),
+    Table(
+        "operators_by_shape",
+        "Operators by input shape",
+        (
+            Field("name", "string", "the operator's name, as in `operators`"),
+            Field(
+                "input_shapes",
+                "string",
+                "its calls' input shapes (`record_shapes=True` live, Kineto's `Input Dims` in a trace) as "
+                "Python prints the list, `[[32, 3, 224, 224], [64, 3, 7, 7]]`; empty for calls recorded "
+                "without them",
+            ),
+            Field("calls", "integer", "calls with these shapes"),
+            Field("host_self_us", _US, "as in `operators`, over these calls"),
+            Field("host_total_us", _US, "as in `operators`, over these calls"),
+            Field("device_self_us", _US, "as in `operators`, over these calls"),
+            Field("device_total_us", _US, "as in `operators`, over these calls"),
+            Field("tc_self_pct", _NULLABLE_NUM, "as in `operators`, over these calls"),
+            Field("tc_total_pct", _NULLABLE_NUM, "as in `operators`, over these calls"),
         ),
         shown=True,
     ),

@@ -233,12 +233,28 @@ def _time_series_charts(
     return charts
 
 
+# Shown with the operator table, behind its "group by input shape" toggle, not as a table of its own.
+_SHAPE_TABLE = "operators_by_shape"
+
+
 def _tables(data: dict) -> list[dict]:
     out = []
     for key, title in sec.TABLES:
         rows = sec.sorted_rows(sec.section(data, key))
-        if rows:
-            out.append({"key": key, "title": title, "cols": sec.columns(rows), "rows": rows})
+        if key == _SHAPE_TABLE or not rows:
+            continue
+        table = {"key": key, "title": title, "cols": sec.columns(rows), "rows": rows}
+        if key == "operators":
+            shaped = sec.sorted_rows(sec.section(data, _SHAPE_TABLE))
+            if shaped:
+                table["by_shape"] = {"key": _SHAPE_TABLE, "cols": sec.columns(shaped), "rows": shaped}
+            elif _SHAPE_TABLE in data:  # a report that could have had them: say how to get them
+                table["shapes_note"] = (
+                    "Input shapes were not recorded, so there is no grouping by input shape: "
+                    "gpuprof.profile(record_shapes=True), or torch.profiler.profile(record_shapes=True) "
+                    "for a trace, records them."
+                )
+        out.append(table)
     return out
 
 

@@ -290,6 +290,7 @@ SCHEMA: dict = {
         "kernels": _rows("kernels"),
         "kernel_ops": _rows("kernel_ops"),
         "operators": _rows("operators"),
+        "operators_by_shape": _rows("operators_by_shape"),
         "modules": _rows("modules"),
         "copies": _rows("copies"),
         "syncs": _rows("syncs"),

@@ -113,6 +113,11 @@ class Report:
         return section(self._data, "operators")
 
     @property
+    def operators_by_shape(self) -> list[dict]:
+        """Operators, one row per name and input shapes (``record_shapes=True``); [] without shapes."""
+        return section(self._data, "operators_by_shape")
+
+    @property
     def copies(self) -> list[dict]:
         """Memory copies and sets, one row per kind and device."""
         return section(self._data, "copies")

@@ -25,6 +25,7 @@ _LEADING = [
     "name",
     "kernel",
     "operator",
+    "input_shapes",
     "kind",
     "device",
     "stream",
@@ -42,7 +43,17 @@ _LEADING = [
 ]
 _NAME_KEYS = ("name", "op", "kernel")
 # Columns of text (names), left-aligned in every format.
-TEXT_COLUMNS = ("name", "kernel", "operator", "kind", "process_group", "pg_desc", "group_ranks", "timed_by")
+TEXT_COLUMNS = (
+    "name",
+    "kernel",
+    "operator",
+    "input_shapes",
+    "kind",
+    "process_group",
+    "pg_desc",
+    "group_ranks",
+    "timed_by",
+)
 # The collectives table's columns in the order that reads best (what a short table keeps first):
 # which collective in which group, how much, how long, how much of it waiting, at what bandwidth.
 _COLLECTIVE_COLUMNS = (
