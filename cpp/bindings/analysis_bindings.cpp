@@ -21,6 +21,7 @@
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/input_transfer.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/memory.h"
 #include "gpuprof/modules.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tables.h"
@@ -150,7 +151,6 @@ const std::vector<Field<KernelOpRow>> kKernelOpFields = {
 
 const std::vector<Field<OperatorRow>> kOperatorFields = {
     member("name", &OperatorRow::name),
-    member("input_shapes", &OperatorRow::input_shapes),
     member("calls", &OperatorRow::calls),
     micros("host_self_us", &OperatorRow::host_self_ns),
     micros("host_total_us", &OperatorRow::host_total_ns),
@@ -218,6 +218,19 @@ py::dict flops_dict(const Trace& t, const AnalysisTables& a) {
 }
 // ---- end FLOPs ----
 
+const std::vector<Field<OperatorRow>> kOperatorShapeFields = {
+    member("name", &OperatorRow::name),
+    member("input_shapes", &OperatorRow::input_shapes),
+    member("calls", &OperatorRow::calls),
+    micros("host_self_us", &OperatorRow::host_self_ns),
+    micros("host_total_us", &OperatorRow::host_total_ns),
+    micros("device_self_us", &OperatorRow::device_self_ns),
+    micros("device_total_us", &OperatorRow::device_total_ns),
+    {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
+    {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
+    member("flops", &OperatorRow::flops),   // FLOPs
+};
+
 // The parent is named by its path (None for a root): the rows' own key, as in the JSON.
 py::list module_dicts(const std::vector<ModuleRow>& rows) {
   const std::vector<Field<ModuleRow>> fields = {
@@ -270,6 +283,63 @@ const std::vector<Field<StepMemoryRow>> kStepMemoryFields = {
     positive("capacity_bytes", &StepMemoryRow::capacity_bytes),
     known("peak_rss_bytes", &StepMemoryRow::peak_rss_bytes),
 };
+
+const std::vector<Field<MemoryOpRow>> kMemoryOpFields = {
+    member("name", &MemoryOpRow::name),
+    member("device", &MemoryOpRow::device),
+    member("calls", &MemoryOpRow::calls),
+    member("size_increase_bytes", &MemoryOpRow::size_increase_bytes),
+    member("self_size_increase_bytes", &MemoryOpRow::self_size_increase_bytes),
+    member("alloc_count", &MemoryOpRow::alloc_count),
+    member("self_alloc_count", &MemoryOpRow::self_alloc_count),
+    member("alloc_bytes", &MemoryOpRow::alloc_bytes),
+    member("self_alloc_bytes", &MemoryOpRow::self_alloc_bytes),
+};
+
+// Who made the memory live at a moment, or left it live across steps (memory_peak, memory_growth).
+const std::vector<Field<MemoryOwner>> kMemoryOwnerFields = {
+    member("name", &MemoryOwner::name),
+    member("bytes", &MemoryOwner::bytes),
+    member("count", &MemoryOwner::count),
+};
+
+const std::vector<Field<MemoryComposition>> kMemoryCompositionFields = {
+    member("parameters", &MemoryComposition::parameters),
+    member("gradients", &MemoryComposition::gradients),
+    member("optimizer_state", &MemoryComposition::optimizer_state),
+    member("activations", &MemoryComposition::activations),
+    member("temporary", &MemoryComposition::temporary),
+    member("unknown", &MemoryComposition::unknown),
+};
+
+const std::vector<Field<MemoryMoment>> kMemoryMomentFields = {
+    micros("t_us", &MemoryMoment::ts_ns),
+    {"step", [](const MemoryMoment& m) { return or_none(m.step); }},
+    member("bytes", &MemoryMoment::bytes),
+    known("reserved_bytes", &MemoryMoment::reserved_bytes),
+    {"top_ops", [](const MemoryMoment& m) { return py::object(row_dicts(m.top_ops, kMemoryOwnerFields)); }},
+    {"top_modules",
+     [](const MemoryMoment& m) { return py::object(row_dicts(m.top_modules, kMemoryOwnerFields)); }},
+};
+
+const std::vector<Field<MemoryGrowth>> kMemoryGrowthFields = {
+    member("steps", &MemoryGrowth::steps),
+    member("end_bytes", &MemoryGrowth::end_bytes),
+    member("bytes_per_step", &MemoryGrowth::bytes_per_step),
+    member("rising_steps", &MemoryGrowth::rising),
+    member("flagged", &MemoryGrowth::flagged),
+    member("steps_counted", &MemoryGrowth::steps_counted),
+    {"ops", [](const MemoryGrowth& g) { return py::object(row_dicts(g.ops, kMemoryOwnerFields)); }},
+    {"modules", [](const MemoryGrowth& g) { return py::object(row_dicts(g.modules, kMemoryOwnerFields)); }},
+};
+
+// {device id as a string: the row's dict}, as memory_curve keys its devices.
+template <class Row, class Of>
+py::dict by_device(const std::vector<Row>& rows, const Of& of) {
+  py::dict out;
+  for (const Row& r : rows) out[py::str(std::to_string(r.device))] = of(r);
+  return out;
+}
 
 const std::vector<Field<GpuBucket>> kGpuBucketFields = {
     micros("start_us", &GpuBucket::start_ns),
@@ -382,6 +452,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   out["kernels"] = row_dicts(a.kernels, kKernelFields);
   out["kernel_ops"] = row_dicts(a.kernel_ops, kKernelOpFields);
   out["operators"] = row_dicts(a.operators, kOperatorFields);
+  out["operators_by_shape"] = row_dicts(a.operators_by_shape, kOperatorShapeFields);
   out["modules"] = module_dicts(a.modules.rows);
   // Each event's module row (uint32, native order; 0xffffffff none), for the step timelines: only
   // when the trace has module calls.
@@ -393,15 +464,25 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
   out["memory"] = row_dicts(a.memory, kStepMemoryFields);
   out["flops"] = flops_dict(t, a);   // FLOPs
-  // FLOPs: (event index, FLOPs) of each counted call, as int64 pairs, for attributions over events
-  // (a module's FLOPs are the sum over the calls inside it).
-  std::vector<int64_t> pairs;
-  pairs.reserve(2 * a.flops.ops.size());
-  for (const CountedOp& c : a.flops.ops) {
-    pairs.push_back(c.event);
-    pairs.push_back(c.flops);
+  const MemoryView& v = a.memory_view;
+  out["memory_ops"] = row_dicts(v.ops, kMemoryOpFields);
+  out["memory_peak"] = by_device(v.peaks, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
+  out["memory_end"] = by_device(v.ends, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
+  // Composition only where the blocks are known (allocations with addresses, or known storages).
+  py::dict composition, end_composition;
+  for (size_t i = 0; i < v.peaks.size(); ++i) {
+    const DeviceMemory* d = nullptr;
+    for (const DeviceMemory& dm : v.devices)
+      if (dm.device == v.peaks[i].device) d = &dm;
+    if (d == nullptr || d->blocks.empty()) continue;
+    const std::string key = std::to_string(v.peaks[i].device);
+    composition[py::str(key)] = row_dict(v.peaks[i].composition, kMemoryCompositionFields);
+    end_composition[py::str(key)] = row_dict(v.ends[i].composition, kMemoryCompositionFields);
   }
-  out["event_flops"] = py::bytes(reinterpret_cast<const char*>(pairs.data()), pairs.size() * sizeof(int64_t));
+  out["memory_composition"] = composition;
+  out["memory_end_composition"] = end_composition;
+  out["memory_growth"] =
+      by_device(v.growth, [](const MemoryGrowth& g) { return row_dict(g, kMemoryGrowthFields); });
   out["collectives"] = row_dicts(a.collectives.rows, kCollectiveFields);
   // Every call, for the cross-rank split of each row's time: [row, step, dur_us, end_us, bytes or None].
   py::list calls;
@@ -536,18 +617,40 @@ void bind_analysis(py::module_& m) {
 
   trace.def(
       "add_memory_sample",
-      [](Trace& t, int64_t ts_ns, int64_t total_allocated, int64_t total_reserved, int device,
-         int64_t bytes_delta) {
+      [](Trace& t, int64_t ts_ns, int64_t total_allocated, int64_t total_reserved, int device, int64_t bytes_delta,
+         uint64_t addr, uint32_t tid) {
         MemorySample s;
         s.ts_ns = ts_ns;
         s.total_allocated = total_allocated;
         s.total_reserved = total_reserved;
         s.device = static_cast<int16_t>(device);
         s.bytes_delta = bytes_delta;
+        s.addr = addr;
+        s.tid = tid;
         t.memory.push_back(s);
       },
       py::arg("ts_ns"), py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device") = 0,
-      py::arg("bytes_delta") = 0, "Add one allocator sample (device -1: host).");
+      py::arg("bytes_delta") = 0, py::arg("addr") = 0, py::arg("tid") = 0,
+      "Add one allocator sample (device -1: host; totals -1: not known), with the block's address "
+      "and the allocating thread (0: not known).");
+  trace.def(
+      "add_storage",
+      [](Trace& t, int64_t ts_ns, uint64_t addr, int64_t bytes, int device, const std::string& role) {
+        KnownStorage k;
+        k.ts_ns = ts_ns;
+        k.addr = addr;
+        k.bytes = bytes;
+        k.device = static_cast<int16_t>(device);
+        if (role == "parameter") k.role = StorageRole::Parameter;
+        else if (role == "gradient") k.role = StorageRole::Gradient;
+        else if (role == "optimizer_state") k.role = StorageRole::OptimizerState;
+        else
+          throw py::value_error("unknown storage role '" + role +
+                                "': use one of parameter, gradient, optimizer_state");
+        t.storages.push_back(k);
+      },
+      py::arg("ts_ns"), py::arg("addr"), py::arg("bytes"), py::arg("device"), py::arg("role"),
+      "Add a storage of a known role seen at ts_ns (role: parameter, gradient, optimizer_state).");
   trace.def(
       "add_host_memory_sample",
       [](Trace& t, int64_t ts_ns, int64_t rss_bytes) { t.host_memory.push_back({ts_ns, rss_bytes}); },
@@ -844,9 +947,10 @@ void bind_analysis(py::module_& m) {
   // ---- end energy ----
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         py::arg("process_groups") = py::none(),
-        "The step breakdown, the GPU summary over its steps, and the kernel, operator, module, copy, "
-        "sync, per-step memory and collective tables, as lists of rows: every analysis of a Report, from one "
-        "breakdown. process_groups: the job's groups as distributedInfo's pg_config lists them.");
+        "The step breakdown, the GPU summary over its steps, and the kernel, operator (by name, and by "
+        "name and input shapes), module, copy, sync, per-step memory and collective tables, as lists of "
+        "rows: every analysis of a Report, from one breakdown. process_groups: the job's groups as "
+        "distributedInfo's pg_config lists them.");
   m.def(
       "collective_bandwidths",
       [](const std::string& kind, int64_t bytes, int64_t time_ns, int64_t group_size) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 #include <string_view>
+#include <tuple>
 
 #include "gpuprof/breakdown.h"
 #include "gpuprof/collector.h"
@@ -230,8 +231,22 @@ PYBIND11_MODULE(_core, m) {
       py::arg("ts_ticks"), "Sample the process's resident set size at a step boundary.");
   m.def("host_rss_bytes", &collect::host_rss_bytes, "The process's resident set size now (-1: unreadable).");
   m.def("collector_record_memory", &collect::record_memory, py::arg("ts_ticks"), py::arg("bytes_delta"),
-        py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device"),
-        "Record one level of a device allocator (its totals after a change of bytes_delta).");
+        py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device"), py::arg("addr") = 0,
+        "Record one level of a device allocator (its totals after a change of bytes_delta; -1: not "
+        "known) and the block's address (0: not known).");
+  m.def(
+      "collector_record_storages",
+      [](int64_t ts_ticks, const std::vector<std::tuple<uint64_t, int64_t, int, int>>& storages) {
+        for (const auto& [addr, bytes, device, role] : storages) {
+          if (role < 0 || role > static_cast<int>(StorageRole::OptimizerState))
+            throw py::value_error("storage role must be 0 (parameter), 1 (gradient) or 2 (optimizer state), got " +
+                                  std::to_string(role));
+          collect::record_storage(ts_ticks, addr, bytes, device, static_cast<StorageRole>(role));
+        }
+      },
+      py::arg("ts_ticks"), py::arg("storages"),
+      "Record storages of known roles seen at ts_ticks: (address, bytes, device (-1: host), role: 0 "
+      "parameter, 1 gradient, 2 optimizer state).");
   bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
   m.def("collector_stats", [] {
     const collect::Stats s = collect::stats();

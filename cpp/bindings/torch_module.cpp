@@ -22,13 +22,15 @@ PYBIND11_MODULE(_torchhooks, m) {
         "LibTorch spends on running any callback.");
   m.def("_remove_idle", &gpuprof::collect::remove_idle_hooks);
   m.def("aten_has_global_callbacks", &gpuprof::collect::aten_has_global_callbacks);
-  m.def("install_memory_reporter", &gpuprof::collect::install_memory_reporter,
-        "Record device allocator levels on this thread (and the autograd threads it starts); "
-        "returns why not, or ''.");
+  m.def("install_memory_reporter", &gpuprof::collect::install_memory_reporter, py::arg("host") = true,
+        "Record every allocation and free of torch's device allocators (and, with host, of its CPU "
+        "allocator) made on this thread and the autograd threads it starts; returns why not, or ''.");
   m.def("remove_memory_reporter", &gpuprof::collect::remove_memory_reporter);
   m.def("memory_reporter_installed", &gpuprof::collect::memory_reporter_installed);
   m.def("report_memory_usage", &gpuprof::collect::report_memory_usage, py::arg("alloc_size"),
-        py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device"),
-        "Call c10::reportMemoryUsageToProfiler as an allocator does (device e.g. 'cuda:0'): tests "
-        "feed the reporter on machines without CUDA.");
+        py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device"), py::arg("addr") = 0,
+        "Call c10::reportMemoryUsageToProfiler as an allocator does (device e.g. 'cuda:0', the block's "
+        "address): tests feed the reporter on machines without CUDA.");
+  m.def("memory_profiling_enabled", &gpuprof::collect::memory_profiling_enabled,
+        "c10::memoryProfilingEnabled() on this thread: whether torch's CPU allocator reports now.");
 }

@@ -145,7 +145,7 @@ TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
      {"ph":"X","cat":"Memcpy","name":"Memcpy HtoD (Pageable -> Device)","pid":0,"tid":"stream 7","ts":1090,"dur":5,
        "args":{"device":0,"stream":7,"correlation":43,"bytes":19267584}},
      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1001,"args":{"Device Type":1,"Device Id":0,
-       "Bytes":512,"Total Allocated":4096,"Total Reserved":8192}},
+       "Addr":139926520725504,"Bytes":512,"Total Allocated":4096,"Total Reserved":8192}},
      {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1002,"args":{"Device Type":0,"Device Id":-1,
        "Bytes":-1,"Total Allocated":0}},
      {"ph":"s","id":42,"pid":1,"tid":1,"ts":1015,"cat":"async","name":"launch"},
@@ -192,6 +192,9 @@ TEST(KinetoImport, OldDialectKernelsCopiesAndLinks) {
   EXPECT_EQ(t.memory[0].total_allocated, 4096);
   EXPECT_EQ(t.memory[0].total_reserved, 8192);
   EXPECT_EQ(t.memory[0].device, 0);
+  EXPECT_EQ(t.memory[0].addr, 139926520725504u);   // the block's address and the allocating thread
+  EXPECT_EQ(t.memory[0].tid, 1u);
+  EXPECT_EQ(t.memory[1].addr, 0u);                 // not recorded: 0
   ASSERT_EQ(t.devices.size(), 1u);
   EXPECT_EQ(t.devices[0].name, "Tesla V100");
   EXPECT_EQ(t.devices[0].num_sms, 80);

@@ -242,18 +242,127 @@ TEST(OperatorTable, TensorCoreSharesOfSelfAndTotalDeviceTime) {
   EXPECT_DOUBLE_EQ(row("aten::mm").tc_total_pct(), 100.0);
 }
 
-TEST(OperatorTable, GroupsByInputShapesWhenRecorded) {
+// The plugin's two operator views from one pass. aten::mm is called three times: twice on
+// A = [[8, 16], [16, 32]] ([0, 100) launching a 60 ns "gemm", [200, 300) a 40 ns tensor-core
+// "volta_h884gemm_nn") and once on B = [[64, 64], [64, 64]] ([400, 650), a 100 ns "gemm"); each
+// launch is a 10 ns cudaLaunchKernel, out of the op's self time. aten::relu [700, 710) on [[8, 32]].
+// By shape, largest host total first: (mm, B) 1 call, host 250 (self 240), device 100, no tensor
+// cores (0 %); (mm, A) 2 calls, host 200 (self 180), device 100, of which 40 on tensor cores (40 %);
+// (relu) 10, no device time (null shares: -1). By name: mm = the two mm rows summed, 3 calls, host
+// 450 (self 420), device 200, tensor cores 40 / 200 = 20 %; relu as it is, its shapes not shown.
+TEST(OperatorTables, ByNameAndByInputShapesFromOnePass) {
+  auto build = [](bool shapes) {
+    Trace t;
+    const uint32_t a = t.strings.intern("[[8, 16], [16, 32]]"), b = t.strings.intern("[[64, 64], [64, 64]]");
+    const uint32_t r = t.strings.intern("[[8, 32]]");
+    add(t, EventKind::HostOp, "aten::mm", 0, 100, 0, 1).aux = shapes ? a : 0;
+    add(t, EventKind::Runtime, "cudaLaunchKernel", 10, 20, 11, 1);
+    add(t, EventKind::HostOp, "aten::mm", 200, 300, 0, 2).aux = shapes ? a : 0;
+    add(t, EventKind::Runtime, "cudaLaunchKernel", 210, 220, 12, 2);
+    add(t, EventKind::HostOp, "aten::mm", 400, 650, 0, 3).aux = shapes ? b : 0;
+    add(t, EventKind::Runtime, "cudaLaunchKernel", 410, 420, 13, 3);
+    add(t, EventKind::HostOp, "aten::relu", 700, 710, 0, 4).aux = shapes ? r : 0;
+    add_kernel(t, "gemm", 30, 90, 11, 10, 50.0f);
+    add_kernel(t, "volta_h884gemm_nn", 230, 270, 12, 10, 50.0f);
+    add_kernel(t, "gemm", 430, 530, 13, 10, 50.0f);
+    return t;
+  };
+  const Trace t = build(true);
+  const OperatorTables tables = operator_tables(t, link_launches(t));
+  const std::vector<OperatorRow>& shape = tables.by_shape;
+  ASSERT_EQ(shape.size(), 3u);
+  EXPECT_EQ(shape[0].name, "aten::mm");
+  EXPECT_EQ(shape[0].input_shapes, "[[64, 64], [64, 64]]");
+  EXPECT_EQ(shape[0].calls, 1);
+  EXPECT_EQ(shape[0].host_total_ns, 250);
+  EXPECT_EQ(shape[0].host_self_ns, 240);
+  EXPECT_EQ(shape[0].device_self_ns, 100);
+  EXPECT_EQ(shape[0].device_total_ns, 100);
+  EXPECT_DOUBLE_EQ(shape[0].tc_self_pct(), 0.0);
+  EXPECT_EQ(shape[1].input_shapes, "[[8, 16], [16, 32]]");
+  EXPECT_EQ(shape[1].calls, 2);
+  EXPECT_EQ(shape[1].host_total_ns, 200);
+  EXPECT_EQ(shape[1].host_self_ns, 180);
+  EXPECT_EQ(shape[1].device_total_ns, 100);
+  EXPECT_DOUBLE_EQ(shape[1].tc_self_pct(), 40.0);
+  EXPECT_DOUBLE_EQ(shape[1].tc_total_pct(), 40.0);
+  EXPECT_EQ(shape[2].name, "aten::relu");
+  EXPECT_EQ(shape[2].input_shapes, "[[8, 32]]");
+  EXPECT_EQ(shape[2].tc_self_pct(), -1.0);
+
+  const std::vector<OperatorRow>& name = tables.by_name;
+  ASSERT_EQ(name.size(), 2u);
+  EXPECT_EQ(name[0].name, "aten::mm");
+  EXPECT_EQ(name[0].input_shapes, "");
+  EXPECT_EQ(name[0].calls, 3);
+  EXPECT_EQ(name[0].host_total_ns, 450);
+  EXPECT_EQ(name[0].host_self_ns, 420);
+  EXPECT_EQ(name[0].device_self_ns, 200);
+  EXPECT_EQ(name[0].device_total_ns, 200);
+  EXPECT_DOUBLE_EQ(name[0].tc_self_pct(), 20.0);
+  EXPECT_DOUBLE_EQ(name[0].tc_total_pct(), 20.0);
+  EXPECT_TRUE(name[0].tc_eligible);
+  EXPECT_EQ(name[1].name, "aten::relu");
+  EXPECT_EQ(name[1].input_shapes, "");
+  EXPECT_EQ(name[1].calls, 1);
+
+  // Without recorded shapes the by-name rows are the same and there is no by-shape table (it would
+  // repeat them).
+  const Trace plain = build(false);
+  const OperatorTables unshaped = operator_tables(plain, link_launches(plain));
+  EXPECT_TRUE(unshaped.by_shape.empty());
+  ASSERT_EQ(unshaped.by_name.size(), 2u);
+  EXPECT_EQ(unshaped.by_name[0].calls, 3);
+  EXPECT_EQ(unshaped.by_name[0].host_self_ns, 420);
+  EXPECT_DOUBLE_EQ(unshaped.by_name[0].tc_total_pct(), 20.0);
+}
+
+// Kineto traces before torch 1.10 list torch's own record_function ranges as operators (cat
+// "Operator"). The plugin's operator view leaves them out, and so do the operator tables and the
+// per-step tops: they are ranges (range_table), as newer traces and live sessions record them. The
+// ops inside them are operators as usual. Step [0, 5000): the DataLoader's next() [0, 1000) holding
+// aten::stack [100, 300); Optimizer.zero_grad [1000, 1100); Optimizer.step [2000, 3000) holding
+// aten::add_ [2100, 2400); DistributedDataParallel.forward [3000, 4000) holding aten::conv2d
+// [3100, 3900). Operators: conv2d 800, add_ 300, stack 200 (3 calls in the step); ranges: the four
+// others with their host time.
+TEST(OperatorTables, TorchRangesListedAsOperatorsAreRanges) {
   Trace t;
-  add(t, EventKind::HostOp, "aten::mm", 0, 10).aux = t.strings.intern("[[8, 16], [16, 32]]");
-  add(t, EventKind::HostOp, "aten::mm", 20, 40).aux = t.strings.intern("[[8, 16], [16, 32]]");
-  add(t, EventKind::HostOp, "aten::mm", 50, 100).aux = t.strings.intern("[[64, 64], [64, 64]]");
-  const std::vector<OperatorRow> rows = operator_table(t, link_launches(t));
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0].input_shapes, "[[64, 64], [64, 64]]");   // 50 ns
-  EXPECT_EQ(rows[0].calls, 1);
-  EXPECT_EQ(rows[1].input_shapes, "[[8, 16], [16, 32]]");     // 10 + 20 = 30 ns
-  EXPECT_EQ(rows[1].calls, 2);
-  EXPECT_EQ(rows[1].host_total_ns, 30);
+  add(t, EventKind::StepMarker, "ProfilerStep#1", 0, 5000);
+  add(t, EventKind::HostOp, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 1000);
+  add(t, EventKind::HostOp, "aten::stack", 100, 300).aux = t.strings.intern("[[3, 8], [3, 8]]");
+  add(t, EventKind::HostOp, "Optimizer.zero_grad#SGD.zero_grad", 1000, 1100);
+  add(t, EventKind::HostOp, "Optimizer.step#SGD.step", 2000, 3000);
+  add(t, EventKind::HostOp, "aten::add_", 2100, 2400);
+  add(t, EventKind::HostOp, "DistributedDataParallel.forward", 3000, 4000);
+  add(t, EventKind::HostOp, "aten::conv2d", 3100, 3900);
+  const LaunchLinks links = link_launches(t);
+  const OperatorTables tables = operator_tables(t, links);
+  std::vector<std::pair<std::string, int64_t>> ops, shaped;
+  for (const OperatorRow& r : tables.by_name) ops.emplace_back(r.name, r.host_total_ns);
+  for (const OperatorRow& r : tables.by_shape) shaped.emplace_back(r.name, r.host_total_ns);
+  const std::vector<std::pair<std::string, int64_t>> want = {
+      {"aten::conv2d", 800}, {"aten::add_", 300}, {"aten::stack", 200}};
+  EXPECT_EQ(ops, want);
+  EXPECT_EQ(shaped, want);
+
+  std::vector<std::pair<std::string, int64_t>> ranges;
+  for (const RangeRow& r : range_table(t)) ranges.emplace_back(r.name, r.host_total_ns);
+  EXPECT_EQ(ranges, (std::vector<std::pair<std::string, int64_t>>{
+                        {"DistributedDataParallel.forward", 1000},
+                        {"Optimizer.step#SGD.step", 1000},
+                        {"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1000},
+                        {"Optimizer.zero_grad#SGD.zero_grad", 100}}));
+
+  const std::vector<StepEventTables> steps = step_event_tables(t, {{0, 5000}}, 5);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].operator_calls, 3);
+  ASSERT_EQ(steps[0].operators.size(), 3u);
+  EXPECT_EQ(steps[0].operators[0].name, "aten::conv2d");
+
+  EXPECT_TRUE(is_torch_range_op_name("enumerate(DataPipe)#ShufflerIterDataPipe"));
+  EXPECT_TRUE(is_torch_range_op_name("DataParallel.forward"));
+  EXPECT_FALSE(is_torch_range_op_name("aten::add_"));
+  EXPECT_FALSE(is_torch_range_op_name("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__init__"));
 }
 
 TEST(OperatorTable, SameNameOnlyChildIsOneCallAsInTorchProfiler) {
@@ -570,6 +679,28 @@ TEST(BoundedTables, DistinctNamesPastTheCapBecomeOneRow) {
   EXPECT_EQ(calls, 2500);
 }
 
+// The by-shape table is capped on its own: one operator called on 2500 distinct shapes, call i
+// lasting i + 1 ns, gives 1999 shape rows (2500 ns down to 502 ns) and "other names (501)" with the
+// rest (501 calls, 1 + ... + 501 ns), while by name it stays one row of all 2500 calls.
+TEST(BoundedTables, ShapesPastTheCapBecomeOneRowAndTheNameKeepsEveryCall) {
+  Trace t;
+  for (int i = 0; i < 2500; ++i)
+    add(t, EventKind::HostOp, "aten::mm", 10000 * i, 10000 * i + i + 1).aux =
+        t.strings.intern("[[" + std::to_string(i) + ", 4]]");
+  const OperatorTables tables = operator_tables(t, link_launches(t));
+  ASSERT_EQ(tables.by_shape.size(), kMaxNameRows);
+  EXPECT_EQ(tables.by_shape.front().input_shapes, "[[2499, 4]]");
+  EXPECT_EQ(tables.by_shape[kMaxNameRows - 2].host_total_ns, 502);
+  const OperatorRow& other = tables.by_shape.back();
+  EXPECT_EQ(other.name, "other names (501)");
+  EXPECT_EQ(other.input_shapes, "");
+  EXPECT_EQ(other.calls, 501);
+  EXPECT_EQ(other.host_total_ns, 501 * 502 / 2);
+  ASSERT_EQ(tables.by_name.size(), 1u);
+  EXPECT_EQ(tables.by_name[0].calls, 2500);
+  EXPECT_EQ(tables.by_name[0].host_total_ns, 2500 * 2501 / 2);
+}
+
 // A name longer than kMaxNameBytes is shown as its first bytes (never half a UTF-8 character), its
 // length and a hash: at most kMaxNameBytes, the same text for the same name, another for another
 // name with the same first bytes and length. analyse_tables shows the short form in the rows and
@@ -594,10 +725,17 @@ TEST(BoundedTables, LongNamesAreShownShortAndKeptOnce) {
   add(t, EventKind::HostOp, a.c_str(), 10, 20);
   add(t, EventKind::HostOp, a.c_str(), 30, 40);
   add(t, EventKind::HostOp, b.c_str(), 50, 60);
+  // Input shapes of 3000 bytes: shown short in the by-shape rows, kept once.
+  const std::string shapes = "[[" + std::string(2996, '7') + "]]";
+  t.events[1].aux = t.events[2].aux = t.strings.intern(shapes);
   const AnalysisTables tables = analyse_tables(t, {});
   ASSERT_EQ(tables.operators.size(), 2u);
   for (const OperatorRow& r : tables.operators) EXPECT_LE(r.name.size(), kMaxNameBytes);
-  ASSERT_EQ(tables.long_names.size(), 2u);
+  ASSERT_EQ(tables.operators_by_shape.size(), 2u);
+  for (const OperatorRow& r : tables.operators_by_shape) EXPECT_LE(r.name.size(), kMaxNameBytes);
+  EXPECT_EQ(tables.operators_by_shape[0].input_shapes, display_name(shapes));
+  EXPECT_EQ(tables.operators_by_shape[1].input_shapes, "");
+  ASSERT_EQ(tables.long_names.size(), 3u);
   for (const AnalysisTables::LongName& n : tables.long_names) {
     ASSERT_NE(n.id, kNoIndex);
     EXPECT_EQ(display_name(t.strings.at(n.id)), n.shown);
@@ -606,11 +744,11 @@ TEST(BoundedTables, LongNamesAreShownShortAndKeptOnce) {
 }
 
 // FLOPs survive the bounds: 2500 products aten::mm of distinct shapes [1, k] x [k, 1] (2k FLOPs,
-// lasting k ns) and an operator of a 3502-byte name lasting 5000 ns, which no rule covers, counted
-// by the trace's `flops` arg (1000). The 1999 heaviest rows are that operator and k = 503 to 2500;
-// the rest's FLOPs are summed into the "other names (502)" row: 2 x (1 + 2 + ... + 502) = 252506,
-// a matrix-class row. The long-named operator keeps its FLOPs under its short name, in the
-// operator table and on the roofline.
+// lasting k ns) and an operator of a 3502-byte name lasting 5000 ns (with shapes: the trace recorded
+// them for every op), which no rule covers, counted by the trace's `flops` arg (1000). By shape, the 1999 heaviest
+// rows are that operator and k = 503 to 2500; the rest's FLOPs are summed into the "other names (502)" row: 2 x (1
+// + 2 + ... + 502) = 252506, a matrix-class row. The long-named operator keeps its FLOPs under its short name, in
+// the operator tables and on the roofline.
 TEST(BoundedTables, FlopsSurviveTheCapAndTheShortNames) {
   Trace t;
   add(t, EventKind::StepMarker, "ProfilerStep#1", 0, 100000000);
@@ -619,27 +757,47 @@ TEST(BoundedTables, FlopsSurviveTheCapAndTheShortNames) {
     e.aux = t.strings.intern("[[1, " + std::to_string(k) + "], [" + std::to_string(k) + ", 1]]");
   }
   const std::string long_name = std::string(1500, 'a') + "\xc3\xa9" + std::string(2000, 'z');
-  add(t, EventKind::HostOp, long_name.c_str(), 90000000, 90000000 + 5000);
+  add(t, EventKind::HostOp, long_name.c_str(), 90000000, 90000000 + 5000).aux = t.strings.intern("[[1]]");
   OpArgs args;
   args.event = static_cast<uint32_t>(t.events.size() - 1);
   args.trace_flops = 1000;
   t.op_args.push_back(args);
   const AnalysisTables a = analyse_tables(t, {});
-  ASSERT_EQ(a.operators.size(), kMaxNameRows);
-  const OperatorRow& other = a.operators.back();
+  // By shape: capped, the tail's FLOPs in its last row.
+  ASSERT_EQ(a.operators_by_shape.size(), kMaxNameRows);
+  const OperatorRow& other = a.operators_by_shape.back();
   EXPECT_EQ(other.name, "other names (502)");
   EXPECT_EQ(other.flops, 502 * 503);
   EXPECT_EQ(other.flop_class, FlopClass::Matmul);
   int64_t flops = 0;
-  for (const OperatorRow& r : a.operators) flops += r.flops;
+  for (const OperatorRow& r : a.operators_by_shape) flops += r.flops;
   EXPECT_EQ(flops, 2500 * 2501 + 1000);   // every call still counted: 2 x (1 + ... + 2500) + 1000
+  // By name: aten::mm's row holds all 2500 products, the long name's its own 1000 under its short name.
   const std::string shown = display_name(long_name);
-  const auto row =
-      std::find_if(a.operators.begin(), a.operators.end(), [&](const OperatorRow& r) { return r.name == shown; });
-  ASSERT_NE(row, a.operators.end());
-  EXPECT_EQ(row->flops, 1000);
+  ASSERT_EQ(a.operators.size(), 2u);
+  for (const OperatorRow& r : a.operators)
+    EXPECT_EQ(r.flops, r.name == "aten::mm" ? 2500 * 2501 : r.name == shown ? 1000 : -1) << r.name;
   const auto roof =
       std::find_if(a.roofline.begin(), a.roofline.end(), [&](const RooflineRow& r) { return r.flops == 1000; });
   ASSERT_NE(roof, a.roofline.end());
   EXPECT_EQ(roof->name, shown);
+}
+
+// Live sessions without record_shapes: the FLOP capture gives the matrix-class ops their shapes and
+// no other op has any. The roofline still has a row per shape (two mm shapes: 2 x 2 x 3 x 4 = 48 and
+// 2 x 4 x 5 x 6 = 240 FLOPs), but the report has no operators_by_shape (record_shapes was off).
+TEST(OperatorTable, ShapesOnlyFromTheFlopCaptureMakeNoByShapeTable) {
+  Trace t;
+  add(t, EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  add(t, EventKind::HostOp, "aten::mm", 10, 20).aux = t.strings.intern("[[2, 3], [3, 4]]");
+  add(t, EventKind::HostOp, "aten::mm", 30, 40).aux = t.strings.intern("[[4, 5], [5, 6]]");
+  add(t, EventKind::HostOp, "aten::relu", 50, 60);
+  const AnalysisTables a = analyse_tables(t, {});
+  EXPECT_TRUE(a.operators_by_shape.empty());
+  ASSERT_EQ(a.roofline.size(), 2u);
+  EXPECT_EQ(a.roofline[0].flops + a.roofline[1].flops, 48 + 240);
+  EXPECT_NE(a.roofline[0].input_shapes, a.roofline[1].input_shapes);
+  // With shapes on another op too (record_shapes), the by-shape table is the report's.
+  t.events.back().aux = t.strings.intern("[[4, 6]]");
+  EXPECT_EQ(analyse_tables(t, {}).operators_by_shape.size(), 3u);
 }

@@ -46,7 +46,7 @@ std::string dump_of(Import import, ImportStats* stats_out) {
         << t.strings.at(a.concrete) << "' " << a.trace_flops << "\n";
     for (const MemorySample& m : t.memory)
       o << "mem " << m.ts_ns << " " << m.bytes_delta << " " << m.total_allocated << " " << m.total_reserved << " "
-        << m.device << "\n";
+        << m.device << " " << m.addr << " " << m.tid << "\n";
     for (const DeviceProps& d : t.devices)
       o << "dev " << d.id << " '" << d.name << "' " << d.total_global_mem << " " << d.compute_major << "."
         << d.compute_minor << " " << d.num_sms << " " << d.shared_mem_per_sm << "\n";

@@ -73,3 +73,74 @@ def test_host_rss_is_sampled_on_a_gpu_run(cuda):
             prof.step()
     host = [r for r in prof.report().to_dict()["memory"] if r["device"] == -1]
     assert len(host) == 2 and all(r["peak_rss_bytes"] > 100 * MiB for r in host)
+
+
+def _mlp(torch):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)
+    ).cuda()
+    return model, torch.optim.Adam(model.parameters())
+
+
+def _train_step(torch, model, opt, batch):
+    x = torch.randn(batch, 1024, device="cuda")
+    loss = model(x).square().mean()
+    opt.zero_grad(set_to_none=False)
+    loss.backward()
+    opt.step()
+
+
+def _block_bytes(tensors):
+    # The caching allocator hands out blocks in multiples of 512 bytes.
+    return sum(-(-t.untyped_storage().nbytes() // 512) * 512 for t in tensors)
+
+
+def test_the_composition_at_a_gpu_peak_is_the_models_bytes(cuda):
+    import torch
+
+    # Parameters, gradients (kept: zero_grad(set_to_none=False)) and Adam's state on GPU 0, all
+    # allocated before the recording; the activations grow with the batch.
+    model, opt = _mlp(torch)
+    _train_step(torch, model, opt, 512)
+    with gpuprof.profile(profile_memory=True, batch_size=512) as prof:
+        for _ in range(3):
+            _train_step(torch, model, opt, 512)
+            prof.step()
+    data = prof.report().to_dict()
+    device = str(torch.cuda.current_device())
+    c = data["memory_composition"][device]
+    assert c["parameters"] == _block_bytes(model.parameters()) == c["gradients"]
+    assert c["optimizer_state"] == _block_bytes(t for s in opt.state.values() for t in s.values())
+    assert c["activations"] >= 512 * 4096 * 4  # the hidden layer's output the backward needs
+    peak = data["memory_peak"][device]
+    assert max(a for _t, a, _r in data["memory_curve"][device]) == peak["bytes"]
+    assert any(r["device"] == int(device) for r in data["memory_ops"])
+
+
+def test_a_real_out_of_memory_error_produces_the_report(cuda, tmp_path):
+    import torch
+
+    # A request for more than the whole device inside a profiled loop: torch's CUDA caching
+    # allocator raises OutOfMemoryError; the span's report says what the device held and the batch
+    # that fits, and the error reaches the caller as torch raised it.
+    model, opt = _mlp(torch)
+    _train_step(torch, model, opt, 256)
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    with pytest.raises(torch.OutOfMemoryError) as raised:
+        with gpuprof.profile(
+            profile_memory=True, batch_size=256, on_trace_ready=gpuprof.save(tmp_path)
+        ) as prof:
+            for _ in range(3):
+                _train_step(torch, model, opt, 256)
+                prof.step()
+            torch.empty(total + MiB, dtype=torch.uint8, device="cuda")
+    assert "Tried to allocate" in str(raised.value)
+    oom = prof.report().data["out_of_memory"]
+    assert oom["device"] == torch.cuda.current_device() and not oom["notes"]
+    assert abs(oom["requested_bytes"] - (total + MiB)) <= 0.01 * total  # the message rounds to 0.01 GiB
+    assert abs(oom["capacity_bytes"] - total) <= 0.01 * total
+    c = oom["composition"]
+    assert c["parameters"] == _block_bytes(model.parameters())
+    assert oom["largest_batch_that_fits"] > 256  # a small model on a whole GPU
+    assert (tmp_path / "span_000" / "report.json").exists()

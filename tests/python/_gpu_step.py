@@ -38,5 +38,5 @@ def conv_step_trace():
         device=0,
         correlation=10,
     )
-    t.add_memory_sample(50_000, 4096, 8192, device=0)
+    t.add_memory_sample(50_000, 4096, 8192, device=0, bytes_delta=4096, addr=0x7F0000000000)
     return t

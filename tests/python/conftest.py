@@ -19,3 +19,10 @@ def _single_thread_torch():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _out_of_memory_reports_in_tmp(tmp_path_factory, monkeypatch):
+    # A profiled block that runs out of memory without on_trace_ready writes gpuprof-oom-<pid>.* into
+    # the working directory (docs/memory.md): in tests, into a temporary folder, not the checkout.
+    monkeypatch.setenv("GPUPROF_OOM_DIR", str(tmp_path_factory.mktemp("oom")))

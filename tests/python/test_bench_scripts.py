@@ -148,6 +148,52 @@ def test_analyze_speed_times_an_earlier_build_beside_this_one(tmp_path):
     assert bad.returncode == 2 and "no gpuprof package" in bad.stderr
 
 
+def test_report_cost_times_both_commands_of_two_builds(tmp_path):
+    """`bench/report_cost.py --before DIR` times `gpuprof analyze` and `--json --html` of both builds
+    taking turns (here DIR holds the installed package itself; callgrind left out: slow), and says
+    what is wrong with a folder that holds no gpuprof."""
+    import gpuprof
+
+    trace = tmp_path / "trace.json"
+    op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "args": {"Input Dims": [[4, 4]]}}
+    trace.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {**op, "name": "ProfilerStep#1", "ts": 0, "dur": 100},
+                    {**op, "name": "aten::mm", "ts": 10, "dur": 50},
+                ]
+            }
+        )
+    )
+    before = Path(gpuprof.__file__).resolve().parents[1]
+    script = str(REPO / "bench" / "report_cost.py")
+    out = tmp_path / "cost.json"
+    args = [
+        "--before",
+        str(before),
+        "--trace",
+        str(trace),
+        "--runs",
+        "1",
+        "--no-callgrind",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    for mode in ("text", "full"):
+        for build in ("before", "now"):
+            assert doc[f"timed_{mode}"][build]["wall_s"]["median"] > 0
+            assert doc[f"timed_{mode}"][build]["cpu_s"]["min"] > 0
+    assert "JSON + HTML, wall" in proc.stdout
+    bad = subprocess.run(
+        [sys.executable, script, "--before", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 2 and "no gpuprof package" in bad.stderr
+
+
 def test_import_threads_smoke_run_reads_a_gzip_file_by_one_and_by_two_threads(tmp_path):
     # bench/import_threads.py (docs/performance.md): a small generated trace of 5 MiB of text, so
     # that a split is wanted; no timing asserted, only that each setting ran and read the same
@@ -283,6 +329,42 @@ def test_the_gemm_bench_counts_its_products(tmp_path):
     assert doc["per_step_flops"] == doc["flops_per_step_by_hand"] == 3 * 2 * 64**3
     assert doc["peak_source"].startswith("Estimate") and doc["mfu_pct"] > 0
     assert "of the estimated peak" in proc.stdout
+
+
+def test_memory_overhead_smoke_run_measures_every_variant(tmp_path):
+    # The wall-clock mode (the callgrind mode takes minutes): every variant ran, each profile_memory
+    # variant recorded every allocation of the loop (the script asserts it), and the side costs.
+    out = tmp_path / "memory_overhead.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "memory_overhead.py"),
+            "--wall",
+            "--allocs",
+            "2000",
+            "--rounds",
+            "1",
+            "--side-costs",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["per_allocation"]) == {
+        "none",
+        "gpuprof",
+        "gpuprof memory",
+        "torch.profiler",
+        "torch.profiler memory",
+    }
+    assert all(v > 0 for v in doc["per_allocation"].values())
+    assert set(doc["recording_added"]) == {"gpuprof", "torch.profiler"}
+    assert doc["side_costs"]["per_gradient_us"] > 0 and doc["side_costs"]["objects_tracked"] > 0
 
 
 def test_modules_overhead_smoke_run_measures_every_variant(tmp_path):

@@ -83,3 +83,35 @@ def test_long_names_are_shown_short_and_kept_once(tmp_path):
     text = out.read_text()
     # Each name holds 2 MiB of "x", two runs of 1 MiB: once in the whole JSON, 5 names, 10 runs.
     assert text.count("x" * 2**20) == 10
+
+
+def test_the_memory_view_is_bounded_like_the_name_tables():
+    # 2,500 operators of distinct names, each allocating once (operator k: 1000 + k bytes, live to the
+    # end), and one more whose 5,000-byte name allocated the most (1 MB): memory_ops keeps the 1999
+    # rows that allocated the most and sums the other 502 into "other names (502)", last; the long
+    # name is shown short in memory_ops and among the peak's operators, its full text once in
+    # long_names.
+    from gpuprof._native import _core
+    from gpuprof.report.build import build_report
+
+    long_name = "aten::" + "x" * 4994
+    t = _core.Trace()
+    t.add_event("step", "ProfilerStep#0", 0, 10_000_000)
+    level = 0
+    for k in range(2501):
+        name, size = (long_name, 1_000_000) if k == 2500 else (f"aten::op_{k}", 1000 + k)
+        level += size
+        t.add_event("host_op", name, 1000 * k + 10, 500)
+        t.add_memory_sample(1000 * k + 20, level, -1, device=-1, bytes_delta=size, addr=0x1000 + 16 * k)
+    data = build_report(t).to_dict()
+    rows = data["memory_ops"]
+    assert len(rows) == MAX_NAME_ROWS
+    other = rows[-1]
+    assert other["name"] == "other names (502)"
+    # The rows left out are the 502 that allocated the least: operators 0 ... 501.
+    assert other["alloc_bytes"] == sum(1000 + k for k in range(502)) and other["alloc_count"] == 502
+    assert sum(r["alloc_bytes"] for r in rows) == level
+    (shown,) = [r["name"] for r in rows if r["name"].startswith("aten::xxx")]
+    assert len(shown.encode()) <= MAX_NAME_BYTES and "... [5000 bytes, #" in shown
+    assert data["memory_peak"]["-1"]["top_ops"][0] == {"name": shown, "bytes": 1_000_000, "count": 1}
+    assert data["long_names"] == {shown: long_name}

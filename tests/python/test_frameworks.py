@@ -143,7 +143,7 @@ def test_hf_trainer_under_gpuprof_run_and_with_a_callback(tmp_path):
     data, _ = _callback("hf_trainer.py", tmp_path, env=env)  # record_shapes=True
     cb = data["report"]
     _assert_whole_steps(cb, skip_first=True)
-    assert any(o["input_shapes"] for o in cb["operators"])
+    assert any(o["input_shapes"] for o in cb["operators_by_shape"])
     a = statistics.median(s["cpu_exec_us"] for s in cb["steps"])
     b = statistics.median(s["cpu_exec_us"] for s in run["steps"])
     assert 0.33 < a / b < 3.0, (a, b)
@@ -212,7 +212,7 @@ def test_record_shapes_on_nested_tensors_shows_them_as_torch_profiler_does():
                 y = nt * 2.0
                 z = dense + 1
     assert y.is_nested and z.shape == (5, 3)
-    ours = {(o["name"], o["input_shapes"]): o["calls"] for o in prof.report().to_dict()["operators"]}
+    ours = {(o["name"], o["input_shapes"]): o["calls"] for o in prof.report().to_dict()["operators_by_shape"]}
     theirs = {(e.key, str(e.input_shapes)): e.count for e in tp.key_averages(group_by_input_shape=True)}
     for key in [k for k in theirs if k[0] in ("aten::mul", "aten::add")]:
         assert ours.get(key) == theirs[key] == 3, (key, ours, theirs)

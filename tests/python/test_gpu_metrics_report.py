@@ -108,20 +108,32 @@ def test_bad_builder_input_is_a_clear_error():
 
 
 def test_operators_grouped_by_input_shapes_when_recorded():
-    # Two batches of 8 rows and one of 32: with record_shapes, aten::linear splits into a row per
-    # input-shape signature (2 calls and 1 call); without, it is one row of 3 calls.
+    # Two batches of 8 rows and one of 32: with record_shapes, operators_by_shape splits aten::linear
+    # into a row per input-shape signature (2 calls and 1 call) while operators keeps one row of the
+    # 3 calls, their times the sum of the two; without, operators is the same one row and there is
+    # no by-shape view.
     model = torch.nn.Linear(16, 4)
 
-    def run(record_shapes: bool) -> list[dict]:
+    def run(record_shapes: bool) -> dict:
         with gpuprof.profile(record_shapes=record_shapes) as prof:
             for n in (8, 8, 32):
                 model(torch.randn(n, 16))
                 prof.step()
-        return [r for r in prof.report().to_dict()["operators"] if r["name"] == "aten::linear"]
+        return prof.report().to_dict()
 
-    by_shapes = {r["input_shapes"]: r["calls"] for r in run(True)}
-    assert by_shapes == {"[[8, 16], [4, 16], [4]]": 2, "[[32, 16], [4, 16], [4]]": 1}
-    assert [(r["input_shapes"], r["calls"]) for r in run(False)] == [("", 3)]
+    shaped = run(True)
+    by_shape = [r for r in shaped["operators_by_shape"] if r["name"] == "aten::linear"]
+    assert {r["input_shapes"]: r["calls"] for r in by_shape} == {
+        "[[8, 16], [4, 16], [4]]": 2,
+        "[[32, 16], [4, 16], [4]]": 1,
+    }
+    (linear,) = [r for r in shaped["operators"] if r["name"] == "aten::linear"]
+    assert linear["calls"] == 3 and "input_shapes" not in linear
+    assert linear["host_total_us"] == pytest.approx(sum(r["host_total_us"] for r in by_shape), abs=1e-3)
+    assert linear["host_self_us"] == pytest.approx(sum(r["host_self_us"] for r in by_shape), abs=1e-3)
+    plain = run(False)
+    assert plain["operators_by_shape"] == []
+    assert [r["calls"] for r in plain["operators"] if r["name"] == "aten::linear"] == [3]
 
 
 def test_tables_scale_n_log_n():

@@ -436,23 +436,13 @@ def resnet_report() -> dict:
     return gpuprof.analyze(str(_need(RESNET_SPAN1))).to_dict()
 
 
-def _by_name(rows: list[dict]) -> dict[str, dict]:
-    """Rows summed per operator name (the plugin's "group by operator")."""
-    out: dict[str, dict] = {}
-    for r in rows:
-        acc = out.setdefault(r["name"], {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0})
-        for k in acc:
-            acc[k] += r[k]
-    return out
-
-
 def test_operator_self_time_leaves_out_runtime_calls_as_the_plugin(resnet_report):
     # The plugin's operator view on this span (torch-tb-profiler 0.4.3 run on the same file):
     # aten::add_ 2994 calls, host self 51013 us of 78125; aten::cudnn_convolution 318 calls, self
     # 33121 of 56998; aten::conv2d self 7387 of 77781. Host self is the op's time less its child ops
     # and the runtime calls it made (cudaLaunchKernel...): aten::add_ was 78125 when only child ops
     # were taken out, since each call is mostly its launch.
-    ops = _by_name(resnet_report["operators"])
+    ops = {r["name"]: r for r in resnet_report["operators"]}
     for name, calls, self_us, total_us in (
         ("aten::add_", 2994, 51013, 78125),
         ("aten::cudnn_convolution", 318, 33121, 56998),
@@ -463,23 +453,88 @@ def test_operator_self_time_leaves_out_runtime_calls_as_the_plugin(resnet_report
         assert ops[name]["host_total_us"] == pytest.approx(total_us, abs=1.0), name
 
 
-def test_input_shapes_read_from_the_trace_as_the_plugin_groups_them(resnet_report):
-    # The plugin's operator view grouped by input shape on this span (torch-tb-profiler 0.4.3): 577
-    # rows, each one of ours (ours adds the DataLoader's and the optimizer's ranges, which the plugin
-    # leaves out of the view). aten::conv2d on the first layer's input: 6 calls, host 1980 us of
-    # which 135 self, device total 3639; on [32, 256, 14, 14] x [1024, 256, 1, 1]: 36 calls, 7527
-    # and 824, device 12778.
-    rows = {(r["name"], r["input_shapes"]): r for r in resnet_report["operators"]}
-    assert len(rows) == 580
+def test_operator_views_have_the_plugins_rows(resnet_report):
+    # The plugin's operator view on this span (torch-tb-profiler 0.4.3): 76 rows by name, 577 grouped
+    # by input shape. The trace (torch 1.8) lists torch's own ranges as operators, the DataLoader's
+    # next(), Optimizer.step and Optimizer.zero_grad; the plugin leaves them out of the view, and so
+    # does gpuprof (they are the report's ranges, as newer traces record them). aten::conv2d on the
+    # first layer's input: 6 calls, host 1980 us of which 135 self, device total 3639; on
+    # [32, 256, 14, 14] x [1024, 256, 1, 1]: 36 calls, 7527 and 824, device 12778; by name 318 calls.
+    by_name = {r["name"]: r for r in resnet_report["operators"]}
+    by_shape = {(r["name"], r["input_shapes"]): r for r in resnet_report["operators_by_shape"]}
+    assert len(resnet_report["operators"]) == len(by_name) == 76
+    assert len(resnet_report["operators_by_shape"]) == len(by_shape) == 577
+    assert not any("input_shapes" in r for r in resnet_report["operators"])
+    ranges = {r["name"] for r in resnet_report["ranges"]}
+    assert ranges == {
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        "Optimizer.step#SGD.step",
+        "Optimizer.zero_grad#SGD.zero_grad",
+    }
+    assert not ranges & set(by_name)
     for shapes, calls, total, self_us, device in (
         ("[[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], []]", 6, 1980, 135, 3639),
         ("[[32, 256, 14, 14], [1024, 256, 1, 1], [], [], [], [], []]", 36, 7527, 824, 12778),
     ):
-        r = rows[("aten::conv2d", shapes)]
+        r = by_shape[("aten::conv2d", shapes)]
         assert r["calls"] == calls
         assert r["host_total_us"] == pytest.approx(total, abs=1.0)
         assert r["host_self_us"] == pytest.approx(self_us, abs=1.0)
         assert r["device_total_us"] == pytest.approx(device, abs=1.0)
+    # Each name's row is the sum of its shapes' rows (none is capped here).
+    for name, row in by_name.items():
+        parts = [r for (n, _), r in by_shape.items() if n == name]
+        assert row["calls"] == sum(r["calls"] for r in parts), name
+        for key in ("host_self_us", "host_total_us", "device_self_us", "device_total_us"):
+            assert row[key] == pytest.approx(sum(r[key] for r in parts), abs=1e-3), (name, key)
+    assert by_name["aten::conv2d"]["calls"] == 318
+
+
+@pytest.mark.parametrize("span", [RESNET_SPAN1, RESNET / "worker0.1623143566756.pt.trace.json.gz"])
+def test_operator_views_equal_the_plugins_own_parser(span):
+    """Every row of both views against the plugin's own parser run on the same file (where
+    torch-tb-profiler is installed): the same keys, calls, host and device self and total times
+    (within 1 us: the plugin sums integer microseconds) and tensor-core shares."""
+    pytest.importorskip("torch_tb_profiler")
+    import tempfile
+
+    from torch_tb_profiler.profiler.data import RunProfileData
+
+    import gpuprof
+
+    theirs = RunProfileData.parse("worker0", "span", str(_need(span)), tempfile.mkdtemp())
+    ours = gpuprof.analyze(str(span)).to_dict()
+    for rows, aggs, key in (
+        (ours["operators"], theirs.op_list_groupby_name, lambda r: r["name"]),
+        (
+            ours["operators_by_shape"],
+            theirs.op_list_groupby_name_input,
+            lambda r: (r["name"], r["input_shapes"]),
+        ),
+    ):
+        mine = {key(r): r for r in rows}
+        plugin = {
+            key({"name": a.name, "input_shapes": a.input_shape}): (
+                a.calls,
+                a.self_host_duration,
+                a.host_duration,
+                a.self_device_duration,
+                a.device_duration,
+                100.0 * a.tc_self_ratio,
+                100.0 * a.tc_total_ratio,
+            )
+            for a in aggs
+        }
+        assert set(mine) == set(plugin)
+        for k, (calls, host_self, host_total, device_self, device_total, tc_self, tc_total) in plugin.items():
+            r = mine[k]
+            assert r["calls"] == calls, k
+            assert r["host_self_us"] == pytest.approx(host_self, abs=1.0), k
+            assert r["host_total_us"] == pytest.approx(host_total, abs=1.0), k
+            assert r["device_self_us"] == pytest.approx(device_self, abs=1.0), k
+            assert r["device_total_us"] == pytest.approx(device_total, abs=1.0), k
+            assert (r["tc_self_pct"] or 0.0) == pytest.approx(tc_self, abs=0.01), k
+            assert (r["tc_total_pct"] or 0.0) == pytest.approx(tc_total, abs=0.01), k
 
 
 def test_input_shapes_from_a_newer_trace():
@@ -487,7 +542,7 @@ def test_input_shapes_from_a_newer_trace():
     import gpuprof
 
     report = gpuprof.analyze(str(_need(TRACES / "hta_mi250_rocm" / "rank0.json.gz"))).to_dict()
-    shaped = [r for r in report["operators"] if r["input_shapes"]]
+    shaped = [r for r in report["operators_by_shape"] if r["input_shapes"]]
     assert shaped and all(
         r["input_shapes"].startswith("[") and r["input_shapes"].endswith("]") for r in shaped
     )

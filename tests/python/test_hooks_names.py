@@ -83,7 +83,7 @@ def test_record_shapes_match_torch_profiler_input_shapes():
     with gpuprof.profile(record_shapes=True) as prof:
         work()
         prof.step()
-    ours = {(r["name"], r["input_shapes"]) for r in prof.report().to_dict()["operators"]}
+    ours = {(r["name"], r["input_shapes"]) for r in prof.report().to_dict()["operators_by_shape"]}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as tp:
         work()
     theirs = {(e.key, str(e.input_shapes)) for e in tp.key_averages(group_by_input_shape=True)}

@@ -30,6 +30,65 @@ def hostile_report() -> gpuprof.Report:
         dev["name"] = HOSTILE
     d["dataloaders"] = [{"dataset": HOSTILE, "batch_size": 8, "num_workers": 0}]
     d["metadata"] = {**d.get("metadata", {}), "gpu_collection": "off: " + HOSTILE}
+    # The memory view names operators and modules from the trace, and an error's message.
+    owner = {"name": HOSTILE, "bytes": 4 << 20, "count": 2}
+    d["memory_ops"] = [
+        {
+            "name": HOSTILE,
+            "device": 0,
+            "calls": 2,
+            "size_increase_bytes": 4096,
+            "self_size_increase_bytes": 4096,
+            "alloc_count": 2,
+            "self_alloc_count": 2,
+            "alloc_bytes": 4096,
+            "self_alloc_bytes": 4096,
+        }
+    ]
+    d["memory_peak"] = {
+        "0": {
+            "t_us": 1.0,
+            "step": 0,
+            "bytes": 8 << 20,
+            "reserved_bytes": None,
+            "top_ops": [owner],
+            "top_modules": [owner],
+        }
+    }
+    d["memory_composition"] = {
+        "0": {
+            "parameters": 4 << 20,
+            "gradients": 0,
+            "optimizer_state": 0,
+            "activations": 4 << 20,
+            "temporary": 0,
+            "unknown": 0,
+        }
+    }
+    d["memory_growth"] = {
+        "0": {
+            "mb_per_step": 1.0,
+            "bytes_per_step": 1e6,
+            "flagged": True,
+            "steps": [1, 2, 3, 4],
+            "end_bytes": [1, 2, 3, 4],
+            "rising_steps": 3,
+            "steps_counted": 3,
+            "ops": [{"name": HOSTILE, "bytes_per_step": 1e6, "count": 3}],
+            "modules": [],
+        }
+    }
+    d["out_of_memory"] = {
+        "error": HOSTILE,
+        "message": HOSTILE,
+        "device": 0,
+        "requested_bytes": 1 << 30,
+        "notes": [HOSTILE],
+        "composition": d["memory_composition"]["0"],
+        "composition_source": HOSTILE,
+        "top_ops": [owner],
+        "top_modules": [owner],
+    }
     return gpuprof.Report.from_dict(d)
 
 

@@ -266,3 +266,129 @@ def test_module_tree_screenshot(module_report_file):
     keep = os.environ.get("GPUPROF_SCREENSHOT_DIR")
     if keep:
         shutil.copy(shot, os.path.join(keep, "modules.png"))
+
+
+# ---- the operator table's "group by input shape" toggle ---------------------------------------------
+# Run after the report: reads the rows of the operator table that shows, flips the toggle, sorts the
+# by-shape table by its host total, flips back, and leaves what it saw in an attribute.
+SHAPE_TOGGLE = """<script>
+window.addEventListener("load", function () {
+  function shows(el) { return el.checkVisibility ? el.checkVisibility() : el.getBoundingClientRect().height > 0; }
+  function seen() {
+    var tables = Array.prototype.filter.call(document.querySelectorAll("#operator-views table"), shows);
+    var notes = Array.prototype.filter.call(document.querySelectorAll("#operator-views h2 .note"), shows);
+    return {
+      tables: tables.map(function (t) { return t.id; }),
+      notes: notes.map(function (n) { return n.textContent; }),
+      rows: tables.length !== 1 ? [] : Array.prototype.map.call(tables[0].tBodies[0].rows, function (r) {
+        return Array.prototype.slice.call(r.cells, 0, 2).map(function (c) { return c.textContent; }); })
+    };
+  }
+  var out = {errors: window.__errors};
+  var toggle = document.getElementById("group-by-shape");
+  out.label = toggle.parentNode.textContent.trim();
+  out.before = seen();
+  toggle.click();
+  out.checked = toggle.checked;
+  out.after = seen();
+  var table = document.getElementById("table-operators_by_shape");
+  var heads = table.tHead.rows[0].cells;
+  var col = Array.prototype.findIndex.call(heads, function (th) { return th.textContent === "host total (us)"; });
+  heads[col].click();
+  out.sorted = Array.prototype.map.call(table.tBodies[0].rows, function (r) { return parseFloat(r.cells[col].getAttribute("data-v")); });
+  toggle.click();
+  out.back = seen();
+  document.documentElement.setAttribute("data-test", JSON.stringify(out));
+});
+</script>"""
+
+
+def _toggle_seen(report, tmp_path) -> tuple[dict, str]:
+    """What SHAPE_TOGGLE saw on ``report``'s HTML page, and the page as the browser left it."""
+    path = tmp_path / "report.html"
+    report.to_html(path)
+    harness = tmp_path / "harness.html"
+    harness.write_text(
+        path.read_text()
+        .replace("<head>", "<head>" + CATCH_ERRORS, 1)
+        .replace("</body>", SHAPE_TOGGLE + "</body>", 1)
+    )
+    p = _chromium("--virtual-time-budget=5000", "--dump-dom", harness.as_uri())
+    assert p.returncode == 0, p.stderr[-2000:]
+    match = re.search(r'data-test="([^"]*)"', p.stdout)
+    assert match, "the toggle script did not run: " + p.stderr[-2000:]
+    seen = json.loads(html.unescape(match.group(1)))
+    assert seen["errors"] == [] and not _console_errors(p.stderr)
+    return seen, p.stdout
+
+
+def test_group_by_input_shape_toggle_shows_the_shape_rows(tmp_path):
+    """The operator table shows one row per name; the toggle swaps in the rows by name and input
+    shapes (and their count), sortable like the others, and back. Names and shapes that are markup
+    stay text. The hand-made rows: by name the injected operator 2000 us and aten::relu 300 us; by
+    shape the injected one on two shapes (1500 and 500 us, the second's shapes markup too) and relu."""
+    import copy
+
+    from report_samples import IMG_PAYLOAD, SCRIPT_PAYLOAD, cpu_report_dict, with_gpu_sections
+
+    import gpuprof
+
+    data = with_gpu_sections(cpu_report_dict(), hostile_names=True)
+    op0 = next(r["name"] for r in data["operators"] if r["name"] != "aten::relu")
+    assert IMG_PAYLOAD in op0
+    row = {"calls": 20, "host_self_us": 100.0, "device_self_us": 0.0, "device_total_us": 0.0}
+    row.update(tc_self_pct=None, tc_total_pct=None)
+    shaped = [
+        (op0, "[[32, 64], [64, 64]]", 1500.0),
+        (op0, "[[8, 64]] " + SCRIPT_PAYLOAD, 500.0),
+        ("aten::relu", "[[32, 64]]", 300.0),
+    ]
+    data["operators_by_shape"] = [
+        {"name": n, "input_shapes": s, **copy.deepcopy(row), "host_total_us": t} for n, s, t in shaped
+    ]
+    seen, dom = _toggle_seen(gpuprof.Report.from_dict(data), tmp_path)
+    assert not PWNED.search(dom)
+    assert seen["label"] == "group by input shape"
+    assert seen["before"]["tables"] == ["table-operators"]
+    assert seen["before"]["notes"] == ["(2 rows; click a column to sort)"]
+    assert [r[0] for r in seen["before"]["rows"]] == [op0, "aten::relu"]
+    assert seen["checked"] is True
+    assert seen["after"]["tables"] == ["table-operators_by_shape"]
+    assert seen["after"]["notes"] == ["(3 rows; click a column to sort)"]
+    assert seen["after"]["rows"] == [[n, s] for n, s, _ in shaped]  # name, then input shapes
+    assert seen["sorted"] == [1500.0, 500.0, 300.0]
+    assert seen["back"]["tables"] == ["table-operators"]
+    assert seen["back"]["rows"] == seen["before"]["rows"]
+
+
+def test_group_by_input_shape_on_a_real_trace(tmp_path):
+    """ResNet-50 on a V100 (torch.profiler, record_shapes): the plugin's 76 operators by name, and
+    its 577 rows by name and input shape once the toggle is on."""
+    from _traces import TRACES
+
+    import gpuprof
+
+    trace = TRACES / "tb_resnet50_v100_nw0" / "worker0.1623143089861.pt.trace.json.gz"
+    if not trace.exists():
+        pytest.skip(f"shared trace {trace} is absent (tests read ../shared/traces beside the repo)")
+    seen, _ = _toggle_seen(gpuprof.analyze(str(trace)), tmp_path)
+    assert len(seen["before"]["rows"]) == 76 and seen["before"]["notes"] == [
+        "(76 rows; click a column to sort)"
+    ]
+    assert len(seen["after"]["rows"]) == 577 and seen["after"]["notes"] == [
+        "(577 rows; click a column to sort)"
+    ]
+    assert ["aten::conv2d", "[[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], []]"] in seen["after"]["rows"]
+    assert len(seen["sorted"]) == 577 and seen["sorted"] == sorted(seen["sorted"], reverse=True)
+    assert len(seen["back"]["rows"]) == 76
+
+
+def test_without_input_shapes_the_operator_table_says_how_to_get_them(tmp_path):
+    """A live report recorded without record_shapes has no toggle, and says how to record them."""
+    from report_samples import cpu_report
+
+    report = cpu_report()
+    assert report.data["operators_by_shape"] == [] and report.operators
+    page = report.to_html()
+    assert 'id="group-by-shape"' not in page
+    assert "gpuprof.profile(record_shapes=True)" in page

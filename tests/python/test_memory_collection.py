@@ -62,7 +62,8 @@ def test_device_allocator_levels_become_per_step_peaks():
     #   step 1: +20 -> 120 / 256, -20 -> 100 / 256                                   peak 120 / 256
     #           (the 100 MiB carried in is below 120)
     #   step 2: nothing: the level carried in (100 / 256) is the step's peak
-    # Host tensors' reports (device "cpu") are not device memory: ignored (the RSS covers them).
+    # A host report without the block's address (torch's CPU allocator always gives one) gives the
+    # host no level the per-step rows could take a peak of.
     levels = [[(100, 100, 128), (50, 150, 256), (-50, 100, 256)], [(20, 120, 256), (-20, 100, 256)], []]
     h = _hooks()
     with gpuprof.profile(profile_memory=True) as prof:

@@ -166,6 +166,28 @@ def test_diff_compares_operators_by_host_time(tmp_path, capsys):
     assert top["delta_us"] == pytest.approx(op["host_total_us"] / 2) and top["base_us"] > 0
 
 
+def test_diff_sums_an_older_reports_operator_rows_by_name(tmp_path, capsys):
+    # A schema 3 report whose operators had recorded shapes holds a row per name and shapes:
+    # aten::mm on two shapes, 100 + 300 us. The newer report's one aten::mm row of 400 us is the
+    # same time: no change (comparing with the last of the old rows said +100 us).
+    base = copy.deepcopy(cpu_report_dict())
+    new = copy.deepcopy(base)
+    base["schema_version"] = 3
+    row = {"calls": 1, "host_self_us": 1.0, "device_self_us": 0.0, "device_total_us": 0.0}
+    base["operators"] = [
+        {"name": "aten::mm", "input_shapes": "[[8, 4], [4, 4]]", **row, "host_total_us": 100.0},
+        {"name": "aten::mm", "input_shapes": "[[64, 4], [4, 4]]", **row, "host_total_us": 300.0},
+    ]
+    new["operators"] = [{"name": "aten::mm", **row, "host_total_us": 400.0}]
+    paths = []
+    for name, d in (("base.json", base), ("new.json", new)):
+        (tmp_path / name).write_text(json.dumps(d))
+        paths.append(str(tmp_path / name))
+    assert main(["diff", *paths, "-f", "json"]) == 0
+    (mm,) = json.loads(capsys.readouterr().out)["tables"]["operators"]["rows"]
+    assert (mm["name"], mm["base_us"], mm["new_us"], mm["delta_us"]) == ("aten::mm", 400.0, 400.0, 0.0)
+
+
 def test_binary_and_sparse_files_fail_at_once_at_the_first_bad_byte(tmp_path):
     proc = cli("analyze", "/dev/zero")  # used to run forever, growing 100 MB/s
     assert "invalid JSON at byte 0: a NUL byte" in one_error_line(proc, b"/dev/zero")

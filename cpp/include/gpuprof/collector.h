@@ -101,9 +101,13 @@ void mark_open_collective(const void* key);
 int64_t open_collectives();
 
 // One level of a device allocator, from the allocating thread (torch's caching allocator reports
-// every malloc and free): the size of this block (negative when freed) and the allocator's totals
-// after it. Drained into Trace::memory.
-void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device);
+// every malloc and free): the size of this block (negative when freed), the allocator's totals
+// after it (-1: not known) and the block's address (0: not known). Drained into Trace::memory.
+void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device,
+                   uint64_t addr = 0);
+// A storage of a known role (a parameter, a gradient, optimizer state) seen at `ts`. Drained into
+// Trace::storages.
+void record_storage(int64_t ts, uint64_t addr, int64_t bytes, int device, StorageRole role);
 // The process's resident set size now (/proc/self/statm), -1 where it cannot be read.
 int64_t host_rss_bytes();
 // Samples host_rss_bytes() at `ts`; drained into Trace::host_memory.

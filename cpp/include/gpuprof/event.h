@@ -127,13 +127,31 @@ const char* memory_kind_key(MemoryKind k);   // "pageable", "pinned", "device", 
 bool parse_memory_kind(std::string_view s, MemoryKind* out);
 
 // One sample of the device (or host) allocator's state (Kineto `[memory]` instant events,
-// torch's allocator statistics in a live session).
+// torch's allocator reports and statistics in a live session). A sample made by an allocation or a
+// free carries the block's address and the allocating (freeing) thread, so that an allocation can
+// be matched to its free and attributed to the operator open on that thread.
 struct MemorySample {
   int64_t ts_ns = 0;
   int64_t bytes_delta = 0;
   int64_t total_allocated = -1;   // -1: not recorded (old Kineto traces carry only the delta)
   int64_t total_reserved = -1;
   int16_t device = -1;   // -1: host
+  uint64_t addr = 0;     // 0: not recorded (traces before torch 1.10, allocator statistics)
+  uint32_t tid = 0;      // the thread that allocated or freed; 0: not recorded
+};
+
+// What a live session knows a storage to be (docs/metrics.md, "Memory composition").
+enum class StorageRole : uint8_t { Parameter = 0, Gradient, OptimizerState };
+
+// One tensor storage of a known role, seen at ts_ns: a module's parameter, its gradient, or an
+// optimizer's state. The memory analysis gives an allocation this role when its block is the one at
+// `addr` on `device` at that time.
+struct KnownStorage {
+  int64_t ts_ns = 0;
+  uint64_t addr = 0;
+  int64_t bytes = 0;
+  int16_t device = -1;   // -1: host
+  StorageRole role = StorageRole::Parameter;
 };
 
 }  // namespace gpuprof

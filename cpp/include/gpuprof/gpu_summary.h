@@ -71,9 +71,11 @@ struct GpuTimeline {
 std::vector<GpuTimeline> gpu_timelines(const Trace& trace);
 
 // The memory curve of one device (-1: the host), from the allocator's samples in time order:
-// (ts_ns, allocated, reserved). A sample without the level (old Kineto traces carry only each
-// allocation's size) is given the running sum of the sizes, lifted so that its lowest point is 0,
-// as the TensorBoard plugin rebuilt it; reserved is then -1 (unknown). Past max_points samples the
+// (ts_ns, allocated, reserved), the levels of gpuprof/memory.h's device_memory: the allocator's own
+// totals where recorded; else, where allocations carry addresses (live host allocations), the
+// blocks live (those known to predate the trace included); else (old Kineto traces carry only each
+// allocation's size) the running sum of the sizes, lifted so that its lowest point is 0, as the
+// TensorBoard plugin rebuilt it. Reserved is -1 (unknown) where not recorded. Past max_points samples the
 // curve keeps the lowest and the highest sample of each of max_points / 2 equal slices of the
 // samples, in time order, so its peak and its envelope stay.
 struct MemoryPoint {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "gpuprof/flops.h"
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/launch_links.h"
+#include "gpuprof/memory.h"
 #include "gpuprof/modules.h"
 #include "gpuprof/plausibility.h"
 #include "gpuprof/trace.h"
@@ -19,11 +21,12 @@
 namespace gpuprof {
 
 // Bounded by design (docs/metrics.md, "Bounded tables and names"): the name tables (kernels,
-// kernel_ops, operators, ranges, syncs) keep their kMaxNameRows heaviest rows; the others become
-// one last row named "other names (N)" (N: the rows it stands for) that holds their sums, so a
-// trace of a million distinct names gives a report of a few thousand rows. And a name (or input
-// shapes, a device name) longer than kMaxNameBytes is shown as its first bytes and a note of its
-// length and a hash, the same text wherever it appears; analyse_tables keeps each full text once.
+// kernel_ops, operators, ranges, syncs; memory_ops per device) keep their kMaxNameRows heaviest
+// rows; the others become one last row named "other names (N)" (N: the rows it stands for) that
+// holds their sums, so a trace of a million distinct names gives a report of a few thousand rows.
+// And a name (or input shapes, a device name) longer than kMaxNameBytes is shown as its first
+// bytes and a note of its length and a hash, the same text wherever it appears; analyse_tables
+// keeps each full text once.
 constexpr size_t kMaxNameRows = 2000;
 constexpr size_t kMaxNameBytes = 1024;
 
@@ -47,13 +50,16 @@ struct KernelRow {
 };
 std::vector<KernelRow> kernel_table(const Trace& trace);
 
-// One row per host operator name (and input shapes, when recorded), largest host total first.
-// Host self = the op's time minus that of the ops directly inside it and of the runtime calls it
-// made itself (torch's key_averages and the plugin's definition). Device self = device work
+// The operator view, as the TensorBoard plugin shows it: one row per host operator name (its
+// default view), and one per name and input shapes ("group by input shape"), largest host total
+// first. Host self = the op's time minus that of the ops directly inside it and of the runtime calls
+// it made itself (torch's key_averages and the plugin's definition). Device self = device work
 // (kernels, copies, sets) launched by the op itself; device total adds that of the ops inside it.
+// An op of a trace that lists one of torch's own ranges as an operator (is_torch_range_op_name) is
+// no row of either: range_table has it.
 struct OperatorRow {
   std::string name;
-  std::string input_shapes;   // "" when shapes were not recorded
+  std::string input_shapes;   // by_shape rows: "" when shapes were not recorded; by_name rows: ""
   int64_t calls = 0;
   int64_t host_self_ns = 0;
   int64_t host_total_ns = 0;
@@ -76,11 +82,31 @@ struct OperatorRow {
   FlopClass flop_class = FlopClass::None;
   // ---- end FLOPs ----
 };
+// Both from one pass over the ops: each row of by_name is the sum of that name's rows of by_shape
+// (before the cap). by_shape is empty when no op of the trace has recorded input shapes (it would
+// repeat by_name). Each is capped on its own (kMaxNameRows; the tail one "other names (N)" row).
 // `flops`: the FLOPs counted per event (count_flops), or null for rows without them.
 // `outer_first`: host_ops_outer_first(trace) when the caller has it.
+// FLOPs: by_shape is also made when only the matrix-class ops carry shapes (the live FLOP
+// capture's); shapes_recorded says whether any other op has them (record_shapes was on).
+struct OperatorTables {
+  std::vector<OperatorRow> by_name;
+  std::vector<OperatorRow> by_shape;
+  bool shapes_recorded = false;
+};
+OperatorTables operator_tables(const Trace& trace, const LaunchLinks& links, const FlopCounts* flops = nullptr,
+                               const std::vector<uint32_t>* outer_first = nullptr);
+// operator_tables(...).by_name.
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links,
                                         const FlopCounts* flops = nullptr,
                                         const std::vector<uint32_t>* outer_first = nullptr);
+
+// torch's own record_function ranges, which Kineto traces before torch 1.10 list as operators
+// (cat "Operator"; later ones and live sessions record them as ranges): the DataLoader's
+// `enumerate(DataLoader)#<Iter>.__next__` and `enumerate(DataPipe)#...`, the optimizer's
+// `Optimizer.step#...` and `Optimizer.zero_grad#...`, `DataParallel.forward` and
+// `DistributedDataParallel.forward`. The plugin's operator view leaves them out.
+bool is_torch_range_op_name(std::string_view name);
 
 // One row per kernel name, launching operator (the host op whose runtime call launched it; "" for
 // none) and launch configuration (grid, block, registers per thread, shared memory): the plugin's
@@ -108,8 +134,9 @@ std::vector<KernelOpRow> kernel_op_table(const Trace& trace, const LaunchLinks& 
 // RecordFunction). The operator table and the per-step tables do not count such an op.
 std::vector<uint8_t> repeated_op_calls(const Trace& trace, const LaunchLinks& links);
 
-// Per step [start_ns, end_ns): the kernels and the counted host ops (repeated_op_calls left out)
-// that start in it, by name, the largest total first, at most `top` of each.
+// Per step [start_ns, end_ns): the kernels and the counted host ops (repeated_op_calls and torch's
+// ranges, is_torch_range_op_name, left out) that start in it, by name, the largest total first, at
+// most `top` of each.
 struct NameTotal {
   std::string name;
   int64_t calls = 0;
@@ -156,8 +183,9 @@ struct StepTimeline {
 StepTimeline step_timeline(const Trace& trace, int64_t start_ns, int64_t end_ns, size_t cap,
                            const std::vector<uint32_t>* module_of = nullptr);
 
-// One row per user range name (gpuprof.range, record_function, torch's Optimizer.step#... ranges;
-// not the ProfilerStep#N markers). closure_ns: the part of the ranges that ends with the last
+// One row per user range name (gpuprof.range, record_function, torch's Optimizer.step#... ranges,
+// and the ops of an old trace that are torch's own ranges: is_torch_range_op_name; not the
+// ProfilerStep#N markers). closure_ns: the part of the ranges that ends with the last
 // backward op inside them (an optimizer stepped with a closure runs forward and backward there).
 struct RangeRow {
   std::string name;
@@ -203,6 +231,9 @@ struct StepMemoryRow {
   int64_t peak_rss_bytes = -1;   // host rows only; -1: not sampled
 };
 std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps);
+// The same from the devices' levels already computed (gpuprof/memory.h).
+std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps,
+                                             const std::vector<DeviceMemory>& devices);
 
 // Every analysis a report shows, from one breakdown: the steps, the launch links, the GPU summary
 // over the steps' window and the tables. The links and the tables built on them run on a second
@@ -214,11 +245,13 @@ struct AnalysisTables {
   std::vector<DeviceSummary> devices;
   std::vector<KernelRow> kernels;
   std::vector<KernelOpRow> kernel_ops;
-  std::vector<OperatorRow> operators;
+  std::vector<OperatorRow> operators;            // by name (OperatorTables::by_name)
+  std::vector<OperatorRow> operators_by_shape;   // by name and input shapes ([] without shapes)
   std::vector<CopyRow> copies;
   std::vector<RangeRow> ranges;
   std::vector<SyncRow> syncs;
   std::vector<StepMemoryRow> memory;
+  MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
   ModuleView modules;                  // module rows, and each event's row (modules.h)
   CollectiveTable collectives;         // per kind x process group, with every call

@@ -117,6 +117,7 @@ struct Trace {
   std::vector<KernelInfo> kernels;
   std::vector<CopyInfo> copies;
   std::vector<MemorySample> memory;
+  std::vector<KnownStorage> storages;   // live sessions: parameters, gradients, optimizer state
   std::vector<DeviceProps> devices;
   std::vector<GpuSample> gpu_samples;   // NVML samples (GPU collection)
   std::vector<HostMemorySample> host_memory;   // live sessions only

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "gpuprof/intervals.h"
+#include "gpuprof/memory.h"
 #include "gpuprof/occupancy.h"
 #include "gpuprof/tensor_cores.h"
 
@@ -262,31 +263,14 @@ std::vector<GpuTimeline> gpu_timelines(const Trace& t) {
 }
 
 std::vector<MemoryCurve> memory_curves(const Trace& t, size_t max_points) {
-  std::map<int, std::vector<const MemorySample*>> by_device;
-  for (const MemorySample& m : t.memory) by_device[m.device].push_back(&m);
   std::vector<MemoryCurve> out;
-  for (auto& [device, samples] : by_device) {
-    std::stable_sort(samples.begin(), samples.end(),
-                     [](const MemorySample* a, const MemorySample* b) { return a->ts_ns < b->ts_ns; });
+  for (const DeviceMemory& d : device_memory(t, /*attributed=*/false)) {
     MemoryCurve c;
-    c.device = device;
-    c.samples = samples.size();
-    int64_t running = 0, lowest = 0;
-    for (const MemorySample* m : samples) {
-      running += m->bytes_delta;
-      lowest = std::min(lowest, running);
-    }
-    running = 0;
-    std::vector<MemoryPoint> all;
-    all.reserve(samples.size());
-    for (const MemorySample* m : samples) {
-      running += m->bytes_delta;
-      MemoryPoint p;
-      p.ts_ns = m->ts_ns;
-      p.allocated_bytes = m->total_allocated >= 0 ? m->total_allocated : running - lowest;
-      p.reserved_bytes = m->total_allocated >= 0 ? m->total_reserved : -1;
-      all.push_back(p);
-    }
+    c.device = d.device;
+    c.samples = d.samples.size();
+    std::vector<MemoryPoint> all(d.samples.size());
+    for (size_t i = 0; i < d.samples.size(); ++i)
+      all[i] = {t.memory[d.samples[i]].ts_ns, d.allocated[i], d.reserved[i]};
     if (max_points >= 2 && all.size() > max_points) {
       const size_t slices = max_points / 2;
       for (size_t k = 0; k < slices; ++k) {

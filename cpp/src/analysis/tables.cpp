@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <future>
+#include <iterator>
 #include <map>
 #include <system_error>
 #include <thread>
@@ -57,6 +58,70 @@ void cap_rows(std::vector<Row>& rows, Merge merge, Name name) {
   name(other, rows.size() - keep);
   rows.resize(keep);
   rows.push_back(std::move(other));
+}
+
+// An operator row's sums by name and shapes ids (shapes 0: none), before any name is copied.
+struct OperatorSums {
+  uint32_t name = 0, shapes = 0;
+  int64_t calls = 0, host_self_ns = 0, host_total_ns = 0, device_self_ns = 0, device_total_ns = 0;
+  int64_t tc_self_ns = 0, tc_total_ns = 0;
+  int64_t flops = 0, flop_bytes = 0;   // FLOPs counted at these calls; bytes -1: a call's unknown
+  FlopClass flop_class = FlopClass::None;
+  void add(const OperatorSums& o) {
+    calls += o.calls;
+    host_self_ns += o.host_self_ns;
+    host_total_ns += o.host_total_ns;
+    device_self_ns += o.device_self_ns;
+    device_total_ns += o.device_total_ns;
+    tc_self_ns += o.tc_self_ns;
+    tc_total_ns += o.tc_total_ns;
+    flops += o.flops;   // FLOPs: rows of different classes (the capped tail) make an Other row
+    flop_bytes = o.flop_bytes < 0 || flop_bytes < 0 ? -1 : flop_bytes + o.flop_bytes;
+    if (o.flop_class != FlopClass::None && flop_class != o.flop_class)
+      flop_class = flop_class == FlopClass::None ? o.flop_class : FlopClass::Other;
+  }
+};
+
+// The rows of `sums`, largest host total first (ties by name, then shapes), capped as every name
+// table is: past kMaxNameRows, the tail summed into one "other names (N)" row. Only the rows kept
+// copy their names.
+std::vector<OperatorRow> operator_rows(const Trace& t, std::vector<OperatorSums>& sums) {
+  std::sort(sums.begin(), sums.end(), [&](const OperatorSums& a, const OperatorSums& b) {
+    if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
+    if (a.name != b.name) return t.strings.at(a.name) < t.strings.at(b.name);
+    return t.strings.at(a.shapes) < t.strings.at(b.shapes);
+  });
+  const size_t named = sums.size() <= kMaxNameRows ? sums.size() : kMaxNameRows - 1;
+  OperatorSums other;
+  for (size_t k = named; k < sums.size(); ++k) other.add(sums[k]);
+  std::vector<OperatorRow> rows;
+  rows.reserve(std::min(sums.size(), kMaxNameRows));
+  auto row_of = [](const OperatorSums& r) {
+    OperatorRow row;
+    row.calls = r.calls;
+    row.host_self_ns = r.host_self_ns;
+    row.host_total_ns = r.host_total_ns;
+    row.device_self_ns = r.device_self_ns;
+    row.device_total_ns = r.device_total_ns;
+    row.tc_self_ns = r.tc_self_ns;
+    row.tc_total_ns = r.tc_total_ns;
+    row.flops = r.flops;
+    row.flop_bytes = r.flop_bytes;
+    row.flop_class = r.flop_class;
+    return row;
+  };
+  for (size_t k = 0; k < named; ++k) {
+    OperatorRow row = row_of(sums[k]);
+    row.name = t.strings.at(sums[k].name);
+    row.input_shapes = t.strings.at(sums[k].shapes);
+    row.tc_eligible = is_tensor_core_eligible_op(row.name);
+    rows.push_back(std::move(row));
+  }
+  if (named < sums.size()) {
+    rows.push_back(row_of(other));
+    rows.back().name = other_names(sums.size() - named);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -141,8 +206,8 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
   return rows;
 }
 
-std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links, const FlopCounts* flops,
-                                        const std::vector<uint32_t>* outer_first) {
+OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const FlopCounts* flops,
+                               const std::vector<uint32_t>* outer_first) {
   const size_t n = t.events.size();
   // FLOPs: each event's counted op, if any.
   std::vector<uint32_t> counted_at;
@@ -199,24 +264,32 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
   }
 
-  // Sums per (name id, shapes id) in numbers only; names are copied for the rows kept (cap_rows):
-  // a trace of a million distinct names copies a few thousand.
-  struct Sums {
-    uint32_t name = 0, shapes = 0;
-    int64_t calls = 0, host_self_ns = 0, host_total_ns = 0, device_self_ns = 0, device_total_ns = 0;
-    int64_t tc_self_ns = 0, tc_total_ns = 0;
-    int64_t flops = 0, flop_bytes = 0;   // FLOPs
-    FlopClass flop_class = FlopClass::None;
-  };
-  std::vector<Sums> sums;
-  std::unordered_map<uint64_t, uint32_t> index;   // (name id << 32 | shapes id) -> sums
+  // Sums per (name id, shapes id) in numbers only; names are copied for the rows kept: a trace of
+  // a million distinct names copies a few thousand. The by-name sums add up each name's.
+  std::vector<OperatorSums> by_shape;
+  std::unordered_map<uint64_t, uint32_t> index;   // (name id << 32 | shapes id) -> by_shape
+  std::vector<int8_t> torch_range(t.strings.size(), -1);   // each op name checked once
+  bool shapes_recorded = false;
+  bool shapes_beyond_capture = false;                        // FLOPs: shapes on other ops than its
+  std::vector<int8_t> captured_only(t.strings.size(), -1);   // each op name checked once
   for (uint32_t i : ops) {
     if (keep_as[i] != i) continue;
     const Event& e = t.events[i];
+    if (e.name < torch_range.size()) {
+      if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
+      if (torch_range[e.name] == 1) continue;   // a range, not an operator (range_table)
+    }
     const uint32_t shapes = e.aux < t.strings.size() ? e.aux : 0;
-    const auto [it, added] = index.emplace((uint64_t(e.name) << 32) | shapes, uint32_t(sums.size()));
-    if (added) sums.push_back({e.name, shapes});
-    Sums& r = sums[it->second];
+    shapes_recorded = shapes_recorded || shapes != 0;
+    if (shapes != 0 && !shapes_beyond_capture && e.name < captured_only.size()) {
+      // FLOPs: live sessions record the matrix-class ops' shapes without record_shapes (the FLOP
+      // capture); shapes on any other op mean they were recorded for every op.
+      if (captured_only[e.name] < 0) captured_only[e.name] = flop_class_of(t.name_of(e)) == FlopClass::Matmul;
+      shapes_beyond_capture = captured_only[e.name] == 0;
+    }
+    const auto [it, added] = index.emplace((uint64_t(e.name) << 32) | shapes, uint32_t(by_shape.size()));
+    if (added) by_shape.push_back({e.name, shapes});
+    OperatorSums& r = by_shape[it->second];
     ++r.calls;
     r.host_total_ns += e.dur_ns;
     r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[i], 0);
@@ -228,54 +301,36 @@ std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links
       const CountedOp& c = flops->ops[counted_at[i]];
       r.flops += c.flops;
       r.flop_bytes = c.bytes < 0 || r.flop_bytes < 0 ? -1 : r.flop_bytes + c.bytes;
-      r.flop_class = c.cls;
+      if (c.cls != FlopClass::None) r.flop_class = c.cls;
     }
   }
   index = {};
-  std::sort(sums.begin(), sums.end(), [&](const Sums& a, const Sums& b) {
-    if (a.host_total_ns != b.host_total_ns) return a.host_total_ns > b.host_total_ns;
-    if (a.name != b.name) return t.strings.at(a.name) < t.strings.at(b.name);
-    return t.strings.at(a.shapes) < t.strings.at(b.shapes);
-  });
-  std::vector<OperatorRow> rows;
-  const size_t named = sums.size() <= kMaxNameRows ? sums.size() : kMaxNameRows - 1;
-  rows.reserve(std::min(sums.size(), kMaxNameRows));
-  for (size_t k = 0; k < sums.size(); ++k) {
-    const Sums& r = sums[k];
-    OperatorRow row;
-    if (k < named) {
-      row.name = t.strings.at(r.name);
-      row.input_shapes = t.strings.at(r.shapes);
-      row.tc_eligible = is_tensor_core_eligible_op(row.name);
-    } else if (k > named) {   // the tail: summed into the row at `named`, "other names (N)"
-      OperatorRow& o = rows.back();
-      o.calls += r.calls;
-      o.host_self_ns += r.host_self_ns;
-      o.host_total_ns += r.host_total_ns;
-      o.device_self_ns += r.device_self_ns;
-      o.device_total_ns += r.device_total_ns;
-      o.tc_self_ns += r.tc_self_ns;
-      o.tc_total_ns += r.tc_total_ns;
-      o.flops += r.flops;   // FLOPs: the tail's class is Other where its rows' classes differ
-      o.flop_bytes = r.flop_bytes < 0 || o.flop_bytes < 0 ? -1 : o.flop_bytes + r.flop_bytes;
-      if (r.flop_class != FlopClass::None && o.flop_class != r.flop_class)
-        o.flop_class = o.flop_class == FlopClass::None ? r.flop_class : FlopClass::Other;
-      continue;
-    }
-    row.calls = r.calls;
-    row.host_self_ns = r.host_self_ns;
-    row.host_total_ns = r.host_total_ns;
-    row.device_self_ns = r.device_self_ns;
-    row.device_total_ns = r.device_total_ns;
-    row.tc_self_ns = r.tc_self_ns;
-    row.tc_total_ns = r.tc_total_ns;
-    row.flops = r.flops;
-    row.flop_bytes = r.flop_bytes;
-    row.flop_class = r.flop_class;
-    rows.push_back(std::move(row));
+  OperatorTables out;
+  if (!shapes_recorded) {   // one row per name already: by_shape would repeat it
+    out.by_name = operator_rows(t, by_shape);
+    return out;
   }
-  if (named < sums.size()) rows.back().name = other_names(sums.size() - named);
-  return rows;
+  std::vector<OperatorSums> by_name;
+  std::unordered_map<uint32_t, uint32_t> name_index;   // name id -> by_name
+  for (const OperatorSums& r : by_shape) {
+    const auto [it, added] = name_index.emplace(r.name, uint32_t(by_name.size()));
+    if (added) by_name.push_back({r.name, 0});
+    by_name[it->second].add(r);
+  }
+  out.by_name = operator_rows(t, by_name);
+  out.by_shape = operator_rows(t, by_shape);
+  out.shapes_recorded = shapes_beyond_capture;
+  return out;
+}
+
+std::vector<OperatorRow> operator_table(const Trace& t, const LaunchLinks& links, const FlopCounts* flops,
+                                        const std::vector<uint32_t>* outer_first) {
+  return operator_tables(t, links, flops, outer_first).by_name;
+}
+
+bool is_torch_range_op_name(std::string_view name) {
+  return is_dataloader_name(name) || starts_with(name, "Optimizer.") || name == "DataParallel.forward" ||
+         name == "DistributedDataParallel.forward";
 }
 
 std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& links) {
@@ -395,10 +450,16 @@ std::vector<StepEventTables> step_event_tables(const Trace& t,
   for (const auto& s : steps) starts.push_back(s.first);
   // Per step, name id -> (calls, total); kernels and operators apart.
   std::vector<std::unordered_map<uint32_t, std::pair<int64_t, int64_t>>> kernels(steps.size()), ops(steps.size());
+  std::vector<int8_t> torch_range(t.strings.size(), -1);   // each op name checked once
+  auto is_torch_range = [&](const Event& e) {
+    if (e.name >= torch_range.size()) return false;
+    if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
+    return torch_range[e.name] == 1;
+  };
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     const bool kernel = e.kind == EventKind::Kernel;
-    if (!kernel && !(e.kind == EventKind::HostOp && !repeated[i])) continue;
+    if (!kernel && !(e.kind == EventKind::HostOp && !repeated[i] && !is_torch_range(e))) continue;
     // The step an event belongs to: the last one starting at or before it, if it has not ended.
     const auto it = std::upper_bound(starts.begin(), starts.end(), e.start_ns);
     if (it == starts.begin()) continue;
@@ -531,8 +592,15 @@ std::vector<RangeRow> range_table(const Trace& t) {
       backward.emplace_back(e.start_ns, e.start_ns + e.dur_ns);
   std::sort(backward.begin(), backward.end());
   std::map<uint32_t, RangeRow> by_name;
+  std::vector<int8_t> torch_range(t.strings.size(), -1);   // each op name checked once
   for (const Event& e : t.events) {
-    if (e.kind != EventKind::UserRange) continue;
+    if (e.kind == EventKind::HostOp && e.name < torch_range.size()) {
+      // An old trace's op that is one of torch's own ranges (the operator tables leave it out).
+      if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
+      if (torch_range[e.name] == 0) continue;
+    } else if (e.kind != EventKind::UserRange) {
+      continue;
+    }
     const std::string& name = t.name_of(e);
     if (is_step_marker_name(name)) continue;
     RangeRow& r = by_name[e.name];
@@ -677,36 +745,44 @@ std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
 }
 
 std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps) {
-  std::map<int, std::vector<const MemorySample*>> by_device;
-  for (const MemorySample& m : t.memory)
-    // Delta-only samples (old Kineto traces) give no level to take a peak of.
-    if (m.device >= -1 && (m.total_allocated >= 0 || m.total_reserved >= 0)) by_device[m.device].push_back(&m);
-  if (!t.host_memory.empty()) by_device.try_emplace(-1);
+  return step_memory_table(t, steps, device_memory(t, /*attributed=*/false));
+}
+
+std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResult& steps,
+                                             const std::vector<DeviceMemory>& devices) {
+  // Levels recorded by the allocator, or rebuilt from its blocks; sizes alone (old Kineto traces)
+  // give no level to take a peak of.
+  std::map<int, const DeviceMemory*> by_device;
+  for (const DeviceMemory& d : devices)
+    if (d.level_source != "rebuilt") by_device[d.device] = &d;
+  if (!t.host_memory.empty()) by_device.try_emplace(-1, nullptr);
   std::vector<const HostMemorySample*> rss;
   for (const HostMemorySample& h : t.host_memory) rss.push_back(&h);
   auto earlier = [](const auto* a, const auto* b) { return a->ts_ns < b->ts_ns; };
   std::stable_sort(rss.begin(), rss.end(), earlier);
 
   std::vector<StepMemoryRow> rows;
-  for (auto& [device, samples] : by_device) {
-    std::stable_sort(samples.begin(), samples.end(), earlier);
-    const DeviceProps* d = device >= 0 ? t.device(device) : nullptr;
+  for (auto& [device, d] : by_device) {
+    const DeviceProps* props = device >= 0 ? t.device(device) : nullptr;
     for (const StepBreakdown& s : steps.steps) {
       StepMemoryRow r;
       r.step = s.step;
       r.start_ns = s.start_ns;
       r.device = device;
-      r.capacity_bytes = d ? d->total_global_mem : 0;
-      auto first = std::lower_bound(samples.begin(), samples.end(), s.start_ns,
-                                    [](const MemorySample* m, int64_t ts) { return m->ts_ns < ts; });
-      // The level the step starts with is the last one recorded before it.
-      if (first != samples.begin()) {
-        r.peak_allocated_bytes = (*(first - 1))->total_allocated;
-        r.peak_reserved_bytes = (*(first - 1))->total_reserved;
-      }
-      for (auto it = first; it != samples.end() && (*it)->ts_ns < s.end_ns; ++it) {
-        r.peak_allocated_bytes = std::max(r.peak_allocated_bytes, (*it)->total_allocated);
-        r.peak_reserved_bytes = std::max(r.peak_reserved_bytes, (*it)->total_reserved);
+      r.capacity_bytes = props ? props->total_global_mem : 0;
+      if (d != nullptr) {
+        auto first = std::lower_bound(d->samples.begin(), d->samples.end(), s.start_ns,
+                                      [&](uint32_t i, int64_t ts) { return t.memory[i].ts_ns < ts; });
+        // The level the step starts with is the last one recorded before it.
+        size_t i = size_t(first - d->samples.begin());
+        if (i > 0) {
+          r.peak_allocated_bytes = d->allocated[i - 1];
+          r.peak_reserved_bytes = d->reserved[i - 1];
+        }
+        for (; i < d->samples.size() && t.memory[d->samples[i]].ts_ns < s.end_ns; ++i) {
+          r.peak_allocated_bytes = std::max(r.peak_allocated_bytes, d->allocated[i]);
+          r.peak_reserved_bytes = std::max(r.peak_reserved_bytes, d->reserved[i]);
+        }
       }
       if (device == -1) {
         // RSS is sampled at the boundaries: both ends of the step belong to it.
@@ -744,7 +820,8 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
     shorten(r.kernel);
     shorten(r.op);
   }
-  for (OperatorRow& r : a.operators) {
+  for (OperatorRow& r : a.operators) shorten(r.name);
+  for (OperatorRow& r : a.operators_by_shape) {
     shorten(r.name);
     shorten(r.input_shapes);
   }
@@ -757,6 +834,68 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
     shorten(r.name);
     shorten(r.op);
   }
+  MemoryView& m = a.memory_view;
+  for (MemoryOpRow& r : m.ops) shorten(r.name);
+  for (std::vector<MemoryMoment>* moments : {&m.peaks, &m.ends})
+    for (MemoryMoment& p : *moments)
+      for (std::vector<MemoryOwner>* owners : {&p.top_ops, &p.top_modules})
+        for (MemoryOwner& o : *owners) shorten(o.name);
+  for (MemoryGrowth& g : m.growth)
+    for (std::vector<MemoryOwner>* owners : {&g.ops, &g.modules})
+      for (MemoryOwner& o : *owners) shorten(o.name);
+}
+
+// memory_ops, bounded like the name tables: per device, the kMaxNameRows - 1 rows that allocated
+// the most, and one "other names (N)" row with the rest's sums, last among the device's rows (the
+// table's order, by device then self increase, is kept for the rows shown).
+void cap_memory_ops(std::vector<MemoryOpRow>& rows) {
+  std::map<int, size_t> per_device;
+  for (const MemoryOpRow& r : rows) ++per_device[r.device];
+  bool over = false;
+  for (const auto& [device, n] : per_device) over = over || n > kMaxNameRows;
+  if (!over) return;
+  std::vector<MemoryOpRow> out;
+  size_t begin = 0;
+  while (begin < rows.size()) {   // rows are grouped by device
+    size_t end = begin;
+    while (end < rows.size() && rows[end].device == rows[begin].device) ++end;
+    std::vector<MemoryOpRow> group(std::make_move_iterator(rows.begin() + begin),
+                                   std::make_move_iterator(rows.begin() + end));
+    if (group.size() > kMaxNameRows) {
+      std::vector<size_t> order(group.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        return group[x].alloc_bytes != group[y].alloc_bytes
+                   ? group[x].alloc_bytes > group[y].alloc_bytes
+                   : group[x].self_alloc_bytes > group[y].self_alloc_bytes;
+      });
+      std::vector<uint8_t> keep(group.size(), 0);
+      for (size_t i = 0; i < kMaxNameRows - 1; ++i) keep[order[i]] = 1;
+      MemoryOpRow other;
+      other.device = group.front().device;
+      std::vector<MemoryOpRow> kept;
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (keep[i]) {
+          kept.push_back(std::move(group[i]));
+          continue;
+        }
+        const MemoryOpRow& r = group[i];
+        other.calls += r.calls;
+        other.size_increase_bytes += r.size_increase_bytes;
+        other.self_size_increase_bytes += r.self_size_increase_bytes;
+        other.alloc_count += r.alloc_count;
+        other.self_alloc_count += r.self_alloc_count;
+        other.alloc_bytes += r.alloc_bytes;
+        other.self_alloc_bytes += r.self_alloc_bytes;
+      }
+      other.name = other_names(group.size() - kept.size());
+      kept.push_back(std::move(other));
+      group = std::move(kept);
+    }
+    for (MemoryOpRow& r : group) out.push_back(std::move(r));
+    begin = end;
+  }
+  rows = std::move(out);
 }
 
 }  // namespace
@@ -780,8 +919,12 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     links_ready.set_value();
     const std::vector<uint32_t> outer_first = host_ops_outer_first(t);   // sorted once for both
     a.flops = count_flops(t, a.links, &outer_first);
-    a.operators = operator_table(t, a.links, &a.flops, &outer_first);
-    a.roofline = roofline_rows(a.operators);
+    OperatorTables operators = operator_tables(t, a.links, &a.flops, &outer_first);
+    a.operators = std::move(operators.by_name);
+    // FLOPs: each (name, shapes) row on the roofline (its bytes and intensity are per shape); the
+    // by-shape table is the report's only where shapes were recorded beyond the FLOP capture's.
+    a.roofline = roofline_rows(operators.by_shape.empty() ? a.operators : operators.by_shape);
+    if (operators.shapes_recorded) a.operators_by_shape = std::move(operators.by_shape);
     a.modules = module_view(t, a.links);
     if (!a.modules.rows.empty() && !a.flops.ops.empty()) {   // FLOPs per module, its children's included
       std::vector<int64_t> per_event(t.events.size(), 0);
@@ -812,7 +955,8 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   }
   try {
     a.steps = compute_breakdown(t, options);
-    a.memory = step_memory_table(t, a.steps);
+    a.memory_view = memory_view(t, a.steps);
+    a.memory = step_memory_table(t, a.steps, a.memory_view.devices);
     a.plausibility = check_plausibility(t);
     links_done.get();   // rethrows the linking's exception, if it failed
     a.devices = summarize_devices(t, steps_window(a.steps), a.links);
@@ -824,6 +968,8 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   if (linked_error) std::rethrow_exception(linked_error);
   a.step_flops = step_flops(t, a.flops, a.steps);
   a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
+  name_memory_modules(t, a.modules, a.memory_view);   // both views are done
+  cap_memory_ops(a.memory_view.ops);
   shorten_long_names(t, a);
   return a;
 }

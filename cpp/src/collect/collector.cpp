@@ -34,13 +34,17 @@ namespace {
 // Allocator levels and RSS samples share the event buffers (one lock-free path, one budget); the
 // drain moves them out by this flag, which never leaves the collector. Their fields: start_ns = time,
 // dur_ns = bytes delta (not a duration: never scaled), correlation / external_id = total allocated
-// / reserved (as int64), device = the allocator's device or kRssDevice.
+// / reserved (as int64), device = the allocator's device or kRssDevice, name | aux << 32 = the
+// block's address.
 constexpr uint8_t kMemoryRecordFlag = 0x80;
 // FLOPs: a host op's input types and concrete inputs follow its event as a record of their own
 // (name = the types' id, aux = the concrete inputs' id, external_id = the op's), which the drain
 // moves into Trace::op_args.
-constexpr uint8_t kOpArgsRecordFlag = 0x40;
+constexpr uint8_t kOpArgsRecordFlag = 0x20;
 constexpr int16_t kRssDevice = -32768;
+// Known storages (parameters, gradients, optimizer state) the same way: start_ns = time, dur_ns =
+// bytes, correlation = address, aux = the role.
+constexpr uint8_t kStorageRecordFlag = 0x40;
 
 constexpr size_t kChunkEvents = 4096;          // 192 KiB of events per chunk
 constexpr size_t kMaxChunksPerThread = 8192;   // 32M events: the global budget binds first
@@ -386,9 +390,19 @@ void split_records(Trace& trace, const TickConverter& clock) {
       }
       continue;
     }
-    if (!(it->flags & kMemoryRecordFlag)) {
+    if (!(it->flags & (kMemoryRecordFlag | kStorageRecordFlag))) {
       if (keep != it) *keep = *it;
       ++keep;
+      continue;
+    }
+    if (it->flags & kStorageRecordFlag) {
+      KnownStorage k;
+      k.ts_ns = clock.time(it->start_ns);
+      k.addr = it->correlation;
+      k.bytes = it->dur_ns;
+      k.device = it->device;
+      k.role = static_cast<StorageRole>(it->aux);
+      trace.storages.push_back(k);
       continue;
     }
     if (it->device == kRssDevice) {
@@ -401,11 +415,14 @@ void split_records(Trace& trace, const TickConverter& clock) {
     m.total_allocated = static_cast<int64_t>(it->correlation);
     m.total_reserved = static_cast<int64_t>(it->external_id);
     m.device = it->device;
+    m.addr = uint64_t(it->name) | (uint64_t(it->aux) << 32);
+    m.tid = it->tid;
     trace.memory.push_back(m);
   }
   trace.events.erase(keep, trace.events.end());
   auto by_time = [](const auto& a, const auto& b) { return a.ts_ns < b.ts_ns; };
   std::stable_sort(trace.memory.begin(), trace.memory.end(), by_time);
+  std::stable_sort(trace.storages.begin(), trace.storages.end(), by_time);
   std::stable_sort(trace.host_memory.begin(), trace.host_memory.end(), by_time);
 }
 }  // namespace
@@ -621,7 +638,8 @@ void record_collective(CollectiveInfo info) {
   registry().collectives.push_back(std::move(info));
 }
 
-void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device) {
+void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int64_t total_reserved, int device,
+                   uint64_t addr) {
   if (!g_active.load(std::memory_order_relaxed)) return;
   ThreadBuffer* b = buffer();
   if (b == nullptr) return;
@@ -632,6 +650,23 @@ void record_memory(int64_t ts, int64_t bytes_delta, int64_t total_allocated, int
   e.correlation = static_cast<uint64_t>(total_allocated);
   e.external_id = static_cast<uint64_t>(total_reserved);
   e.device = static_cast<int16_t>(device);
+  e.name = static_cast<uint32_t>(addr);
+  e.aux = static_cast<uint32_t>(addr >> 32);
+  e.tid = b->os_tid;
+  append(b, e);
+}
+
+void record_storage(int64_t ts, uint64_t addr, int64_t bytes, int device, StorageRole role) {
+  if (!g_active.load(std::memory_order_relaxed)) return;
+  ThreadBuffer* b = buffer();
+  if (b == nullptr) return;
+  Event e;
+  e.flags = kStorageRecordFlag;
+  e.start_ns = ts;
+  e.dur_ns = bytes;
+  e.correlation = addr;
+  e.device = static_cast<int16_t>(device);
+  e.aux = static_cast<uint32_t>(role);
   e.tid = b->os_tid;
   append(b, e);
 }
@@ -651,7 +686,7 @@ int64_t host_rss_bytes() {
 void record_host_rss(int64_t ts) {
   if (!g_active.load(std::memory_order_relaxed)) return;   // no /proc read outside a session
   const int64_t rss = host_rss_bytes();
-  if (rss >= 0) record_memory(ts, 0, rss, -1, kRssDevice);
+  if (rss >= 0) record_memory(ts, 0, rss, -1, kRssDevice, 0);
 }
 
 Trace drain() {

@@ -410,31 +410,46 @@ void remove_idle_hooks() {
 // ---- device allocator levels -------------------------------------------------------------------
 namespace {
 
-// torch's caching allocator reports every malloc and free, with its totals, to the memory reporter
-// on the allocating thread's debug-info stack (c10::reportMemoryUsageToProfiler). The slot is the
-// one torch.profiler's own state occupies, and torch's code reads whatever sits there as profiler
-// state: so ours is a profiler state too, configured "disabled" (torch.profiler stays off in
-// everyone's eyes, and can start on top of it). memoryProfilingEnabled() is false, so the CPU
-// allocator does no extra bookkeeping (and logs no "unknown block" warnings); the CUDA caching
-// allocator reports regardless of it.
+// torch's allocators report every malloc and free, with the block's address, to the memory reporter
+// on the allocating (freeing) thread's debug-info stack (c10::reportMemoryUsageToProfiler). The
+// slot is the one torch.profiler's own state occupies, and torch's code reads whatever sits there
+// as profiler state: so ours is a profiler state too, configured "disabled" (torch.profiler stays
+// off in everyone's eyes, and can start on top of it).
+//
+// The CUDA caching allocator reports regardless, with its totals. The CPU allocator reports only
+// while memoryProfilingEnabled() is true, and then also keeps a table of its live blocks under a
+// mutex (what torch.profiler(profile_memory=True) costs too; bench/memory_overhead.py measures it);
+// its "total allocated" counts only blocks allocated while some thread listened and drifts when one
+// is freed unheard, so the host's level is rebuilt from the blocks instead (-1 here: not known).
+// A host block allocated before the reporter and freed under it makes torch log, once per 1,000
+// such frees, "Memory block of unknown size was allocated before the profiling started", as under
+// torch.profiler(profile_memory=True).
 class AllocatorReporter final : public torch::profiler::impl::ProfilerStateBase {
  public:
-  AllocatorReporter()
-      : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)) {}
+  explicit AllocatorReporter(bool host)
+      : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::Disabled)),
+        host_(host) {}
 
-  void reportMemoryUsage(void*, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
+  void reportMemoryUsage(void* ptr, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
                          c10::Device device) override {
-    // Host tensors (and DataLoader shared-memory maps) are the process's RSS, sampled per step.
-    if (!enabled.load(std::memory_order_relaxed) || device.is_cpu()) return;
+    if (!enabled.load(std::memory_order_relaxed)) return;
+    const uint64_t addr = reinterpret_cast<uintptr_t>(ptr);
+    if (device.is_cpu()) {
+      if (host_) record_memory(ticks(), alloc_size, -1, -1, -1, addr);
+      return;
+    }
     record_memory(ticks(), alloc_size, static_cast<int64_t>(total_allocated), static_cast<int64_t>(total_reserved),
-                  device.index());
+                  device.index(), addr);
   }
-  bool memoryProfilingEnabled() const override { return false; }
+  bool memoryProfilingEnabled() const override { return host_ && enabled.load(std::memory_order_relaxed); }
   torch::profiler::impl::ActiveProfilerType profilerType() override {
     return torch::profiler::impl::ActiveProfilerType::NONE;
   }
 
   std::atomic<bool> enabled{true};
+
+ private:
+  const bool host_;
 };
 
 // The profiler state torch's allocator would report to from this thread: the global one (torch's
@@ -456,7 +471,7 @@ std::thread::id g_reporter_thread;
 
 }  // namespace
 
-std::string install_memory_reporter() {
+std::string install_memory_reporter(bool host) {
   if (g_reporter) return {};
   try {
     auto* top = current_profiler_state<torch::profiler::impl::ProfilerStateBase>(0);
@@ -464,7 +479,7 @@ std::string install_memory_reporter() {
       return "torch.profiler is active on this thread and receives the allocator's reports, so "
              "profile_memory=True cannot record every allocation; device memory is read at step "
              "boundaries instead. Run gpuprof outside the torch.profiler block for exact peaks";
-    auto reporter = std::make_shared<AllocatorReporter>();
+    auto reporter = std::make_shared<AllocatorReporter>(host);
     c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter);
     g_reporter = std::move(reporter);
     g_reporter_thread = std::this_thread::get_id();
@@ -496,10 +511,13 @@ bool remove_memory_reporter() {
 bool memory_reporter_installed() { return g_reporter != nullptr; }
 
 void report_memory_usage(int64_t alloc_size, int64_t total_allocated, int64_t total_reserved,
-                         const std::string& device) {
-  c10::reportMemoryUsageToProfiler(nullptr, alloc_size, static_cast<size_t>(total_allocated),
-                                   static_cast<size_t>(total_reserved), c10::Device(device));
+                         const std::string& device, uint64_t addr) {
+  c10::reportMemoryUsageToProfiler(reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), alloc_size,
+                                   static_cast<size_t>(total_allocated), static_cast<size_t>(total_reserved),
+                                   c10::Device(device));
 }
+
+bool memory_profiling_enabled() { return c10::memoryProfilingEnabled(); }
 
 bool aten_has_global_callbacks() { return at::hasGlobalCallbacks(); }
 

@@ -23,15 +23,18 @@ void remove_idle_hooks();
 // What ATen itself says, independent of our bookkeeping (tests use it).
 bool aten_has_global_callbacks();
 
-// Device allocator levels: a memory reporter on the calling thread's debug-info stack (autograd
-// threads inherit it) records every level torch's CUDA caching allocator reports. Returns why it
-// could not be installed, or "" when it is. remove() returns false where it could only be switched
-// off (another profiler state was pushed above it, or it is called from another thread).
-std::string install_memory_reporter();
+// Allocator levels: a memory reporter on the calling thread's debug-info stack (autograd threads
+// inherit it) records every allocation and free torch's CUDA caching allocator reports and, with
+// `host`, the CPU allocator's too (each with the block's address). Returns why it could not be
+// installed, or "" when it is. remove() returns false where it could only be switched off (another
+// profiler state was pushed above it, or it is called from another thread).
+std::string install_memory_reporter(bool host);
 bool remove_memory_reporter();
 bool memory_reporter_installed();
 // What an allocator calls (c10::reportMemoryUsageToProfiler), for tests on machines without CUDA.
 void report_memory_usage(int64_t alloc_size, int64_t total_allocated, int64_t total_reserved,
-                         const std::string& device);
+                         const std::string& device, uint64_t addr);
+// c10::memoryProfilingEnabled() on this thread: whether the CPU allocator reports now.
+bool memory_profiling_enabled();
 
 }  // namespace gpuprof::collect

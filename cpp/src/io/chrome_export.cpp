@@ -530,7 +530,7 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     key(w, "pid");
     w.Int64(pid);
     key(w, "tid");
-    w.Int(0);
+    w.Uint(m.tid);
     key(w, "ts");
     ts(m.ts_ns);
     key(w, "args");
@@ -539,6 +539,10 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     w.Int(m.device >= 0 ? 1 : 0);
     key(w, "Device Id");
     w.Int(m.device);
+    if (m.addr != 0) {
+      key(w, "Addr");
+      w.Uint64(m.addr);
+    }
     key(w, "Bytes");
     w.Int64(m.bytes_delta);
     key(w, "Total Allocated");

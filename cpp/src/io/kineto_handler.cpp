@@ -134,6 +134,7 @@ struct PendingEvent {
   int64_t correlation = 0, external_id = 0, device = -1, stream = -1, worker = -1, batch = 0;
   int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
   int64_t device_type = -1, device_id = -1;
+  int64_t addr = 0;   // memory samples: the block's address (0: not recorded)
   int64_t sequence_nr = -1, fwd_thread = 0;   // a host op's autograd link (event.h)
   double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
   int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
@@ -164,6 +165,7 @@ struct PendingEvent {
     worker = -1;
     device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
     total_allocated = total_reserved = -1;
+    addr = 0;
     sequence_nr = -1;
     fwd_thread = 0;
     blocks_per_sm = warps_per_sm = occupancy = -1;
@@ -558,6 +560,7 @@ class KinetoHandler {
         if (parse_int(v, &x) && x >= 0) ev_.flops = x;
         break;
       }
+      case Arg::Addr: as_int(&ev_.addr); break;
       case Arg::SequenceNumber: as_int(&ev_.sequence_nr); break;
       case Arg::FwdThreadId: as_int(&ev_.fwd_thread); break;
       case Arg::BlocksPerSm: as_double(&ev_.blocks_per_sm); break;
@@ -905,6 +908,8 @@ class KinetoHandler {
     m.device = p.device_type > 0 && p.device_id >= 0 && p.device_id <= INT16_MAX
                    ? static_cast<int16_t>(p.device_id)
                    : int16_t(-1);
+    m.addr = static_cast<uint64_t>(p.addr);
+    m.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
     trace_.memory.push_back(m);
   }
 

@@ -139,6 +139,7 @@ enum class Arg : uint8_t {
   PgName,
   PgDesc,
   PgRanks,
+  Addr,
   Worker,   // an input stage's DataLoader worker id (gpuprof's export)
   Batch     // an input stage's batch number in its worker (gpuprof's export)
 };
@@ -204,6 +205,7 @@ inline Arg arg_of(std::string_view k) {
   switch (k.size()) {
     case 4:
       if (is(k, "grid")) return Arg::Grid;
+      if (is(k, "Addr")) return Arg::Addr;
       break;
     case 5:
       if (is(k, "block")) return Arg::Block;

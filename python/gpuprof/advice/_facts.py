@@ -321,6 +321,56 @@ class Facts:
         """The roofline's rows (the operators with FLOPs, longest first)."""
         return section(self.data, "roofline")
 
+    # ---- the memory view (docs/metrics.md, "Memory") ----------------------------------------------
+    def _by_device(self, key: str) -> dict:
+        v = self.data.get(key)
+        return {str(k): d for k, d in v.items() if isinstance(d, dict)} if isinstance(v, dict) else {}
+
+    @property
+    def memory_peaks(self) -> dict:
+        """{device id as a string: memory_peak object} (``-1`` the host); {} without a memory view."""
+        return self._by_device("memory_peak")
+
+    @property
+    def memory_compositions(self) -> dict:
+        return self._by_device("memory_composition")
+
+    @property
+    def memory_growth(self) -> dict:
+        return self._by_device("memory_growth")
+
+    @property
+    def out_of_memory(self) -> Optional[dict]:
+        v = self.data.get("out_of_memory")
+        return v if isinstance(v, dict) else None
+
+    @property
+    def module_view(self) -> bool:
+        """Whether the report has the module view (``modules`` rows): module paths to name."""
+        return bool(section(self.data, "modules"))
+
+    def device_capacity(self, device: str) -> Optional[float]:
+        """A device's memory in bytes (the GPU summary's, else the per-step rows'); None for the host
+        and unknown devices."""
+        if str(device) == "-1":
+            return None
+        for d in self.devices:
+            if str(d.get("id")) == str(device) and _num(d, "memory_total_bytes"):
+                return _num(d, "memory_total_bytes")
+        for r in section(self.data, "memory"):
+            if str(r.get("device")) == str(device) and _num(r, "capacity_bytes"):
+                return _num(r, "capacity_bytes")
+        return None
+
+    @property
+    def batch_size(self) -> Optional[int]:
+        for v in [(self.data.get("distributed") or {}).get("batch_size")] + [
+            d.get("batch_size") for d in self.data.get("dataloaders") or [] if isinstance(d, dict)
+        ]:
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return None
+
     # ---- distributed ----------------------------------------------------------------------------
     @property
     def collectives(self) -> list[dict]:

@@ -24,8 +24,10 @@ from .implausible import warnings_from
 
 # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
 # 4: collectives, collective_calls, warnings (implausible input), long_names, modules; the energy
-# per step (steps[].energy_j, average's energy keys, energy); input_pipeline; flops, roofline,
-# steps[].flops, operators[].flops, modules[].flops
+# per step (steps[].energy_j, average's energy keys, energy); input_pipeline; operators_by_shape
+# (and operators one row per name, without input_shapes); the memory view (memory_ops, memory_peak,
+# memory_composition, memory_growth, out_of_memory); flops, roofline, steps[].flops,
+# operators[].flops, operators_by_shape[].flops, modules[].flops
 SCHEMA_VERSION = 4
 
 # The memory curve's bound per device: a long span's curve keeps its peak and its envelope.
@@ -53,8 +55,7 @@ def report_dict(
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
-    for ``step_views``; ``event_flops``: (event index, FLOPs) of every counted call as native-order
-    int64 pairs, for attributions that sum them over events); it is not part of the report.
+    for ``step_views``); it is not part of the report.
     ``batch_size`` (samples per step, when known) gives the energy per sample. ``pipeline``: what a
     live span measured inside its DataLoaders, for the ``input_pipeline`` section
     (``analysis/pipeline.py``). ``peak_tflops``: the dense peak MFU divides by, when the user gives
@@ -63,7 +64,6 @@ def report_dict(
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
     if native is not None:
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
-        native["event_flops"] = analysed["event_flops"]
         native["module_of_event"] = analysed.get("module_of_event")
     bd = analysed["breakdown"]
     steps = []
@@ -114,6 +114,7 @@ def report_dict(
         "kernels",
         "kernel_ops",
         "operators",
+        "operators_by_shape",
         "modules",
         "copies",
         "syncs",
@@ -149,6 +150,15 @@ def report_dict(
         device: [list(p) for p in points]
         for device, points in _core.memory_curve(trace, MEMORY_CURVE_POINTS).items()
     }
+    # The memory view (docs/metrics.md, "Memory"): the plugin's per-operator statistics, each
+    # device's peak with what filled it, and growth across steps.
+    data["memory_ops"] = analysed["memory_ops"]
+    data["memory_peak"] = analysed["memory_peak"]
+    data["memory_composition"] = analysed["memory_composition"]
+    data["memory_growth"] = {device: _growth(g) for device, g in analysed["memory_growth"].items()}
+    if native is not None:
+        native["memory_end"] = analysed["memory_end"]
+        native["memory_end_composition"] = analysed["memory_end_composition"]
     # The full text of each name the tables show shortened (over 1024 bytes), once (docs/metrics.md,
     # "Bounded tables and names"); {} when none is.
     data["long_names"] = analysed["long_names"]
@@ -184,6 +194,34 @@ def _add_flops(data: dict, native_flops: dict, *, source, host, peak_tflops) -> 
         s["flops"] = per_step.get(s["step"]) if section["per_step_flops"] is not None else None
     data["flops"] = section
     data["roofline"] = roofline
+
+
+def _growth(g: dict) -> dict:
+    """A device's growth across steps with its rate in MB (10^6 bytes) per step, and each op's and
+    module's surviving bytes per counted step."""
+    counted = g["steps_counted"]
+
+    def per_step(rows):
+        return [
+            {
+                "name": r["name"],
+                "bytes_per_step": round(r["bytes"] / counted, 1) if counted else 0.0,
+                "count": r["count"],
+            }
+            for r in rows
+        ]
+
+    return {
+        "mb_per_step": round(g["bytes_per_step"] / 1e6, 6),
+        "bytes_per_step": round(g["bytes_per_step"], 1),
+        "flagged": g["flagged"],
+        "steps": g["steps"],
+        "end_bytes": g["end_bytes"],
+        "rising_steps": g["rising_steps"],
+        "steps_counted": counted,
+        "ops": per_step(g["ops"]),
+        "modules": per_step(g["modules"]),
+    }
 
 
 def _input_pipeline(trace, pipeline: Optional[dict], steps: list, host: Optional[dict]) -> Optional[dict]:

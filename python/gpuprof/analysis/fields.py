@@ -63,12 +63,6 @@ TABLES: tuple[Table, ...] = (
         "Operators",
         (
             Field("name", "string", "the operator's name (aten::..., or a user-visible op)"),
-            Field(
-                "input_shapes",
-                "string",
-                "input shapes when recorded (`record_shapes` live, Kineto's `Input Dims` in a trace) as "
-                "Python prints the list, `[[32, 3, 224, 224], [64, 3, 7, 7]]`; else empty",
-            ),
             Field("calls", "integer", "calls (same-name nesting counted once)"),
             Field("host_self_us", _US, "host time less the operators inside it and its own runtime calls"),
             Field("host_total_us", _US, "host time, operators inside it included"),
@@ -93,6 +87,29 @@ TABLES: tuple[Table, ...] = (
                 "so the column sums to the span's FLOPs); 0 where none count here",
             ),
             # ---- end FLOPs ----
+        ),
+        shown=True,
+    ),
+    Table(
+        "operators_by_shape",
+        "Operators by input shape",
+        (
+            Field("name", "string", "the operator's name, as in `operators`"),
+            Field(
+                "input_shapes",
+                "string",
+                "its calls' input shapes (`record_shapes=True` live, Kineto's `Input Dims` in a trace) as "
+                "Python prints the list, `[[32, 3, 224, 224], [64, 3, 7, 7]]`; empty for calls recorded "
+                "without them",
+            ),
+            Field("calls", "integer", "calls with these shapes"),
+            Field("host_self_us", _US, "as in `operators`, over these calls"),
+            Field("host_total_us", _US, "as in `operators`, over these calls"),
+            Field("device_self_us", _US, "as in `operators`, over these calls"),
+            Field("device_total_us", _US, "as in `operators`, over these calls"),
+            Field("tc_self_pct", _NULLABLE_NUM, "as in `operators`, over these calls"),
+            Field("tc_total_pct", _NULLABLE_NUM, "as in `operators`, over these calls"),
+            Field("flops", "integer", "as in `operators`, over these calls"),  # FLOPs
         ),
         shown=True,
     ),
@@ -281,6 +298,30 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "memory_ops",
+        "Memory by operator",
+        (
+            Field("name", "string", "the operator's name"),
+            Field("device", "integer", "the allocator's device: GPU index; -1 the host"),
+            Field("calls", "integer", "the operator's calls in the trace"),
+            Field(
+                "size_increase_bytes",
+                "integer",
+                "bytes allocated less bytes freed inside the operator, operators inside it included",
+            ),
+            Field(
+                "self_size_increase_bytes",
+                "integer",
+                "the same, for the allocations and frees the operator made itself",
+            ),
+            Field("alloc_count", "integer", "allocations inside the operator, operators inside it included"),
+            Field("self_alloc_count", "integer", "allocations the operator made itself"),
+            Field("alloc_bytes", "integer", "bytes allocated inside the operator (frees not counted)"),
+            Field("self_alloc_bytes", "integer", "bytes the operator allocated itself"),
+        ),
+        shown=True,
+    ),
+    Table(
         "devices",
         "GPU summary",
         (
@@ -417,6 +458,145 @@ TABLES: tuple[Table, ...] = (
 
 BY_KEY: dict[str, Table] = {t.key: t for t in TABLES}
 
+# The memory view's objects: each device's (by its id as a string; -1 the host) peak, composition
+# and growth, the rows inside them, and the out-of-memory section (docs/metrics.md, "Memory").
+_OWNER = (
+    "by operator: the outermost operator that allocated the memory (empty: none); by module: the "
+    'module\'s `path` in `modules` (`""`: the model itself)'
+)
+OBJECTS: tuple[Table, ...] = (
+    Table(
+        "memory_peak",
+        "a device's highest allocated level (`memory_peak`: {device: object})",
+        (
+            Field("t_us", _US, "when it was reached (first), on the trace clock"),
+            Field("step", "integer|null", "the step whose host range holds it (null: none)"),
+            Field("bytes", "integer", "the level: allocated bytes (`memory_curve`'s maximum)"),
+            Field(
+                "reserved_bytes",
+                "integer|null",
+                "reserved by the caching allocator then (null: not recorded)",
+            ),
+            Field(
+                "top_ops",
+                "array",
+                "`memory_owner` rows: the allocations live then, by operator, largest first",
+            ),
+            Field(
+                "top_modules",
+                "array",
+                "`memory_owner` rows: the same by the module the allocation ran in, a backward op in its "
+                "forward's (the module view's attribution; `[]` without the module view)",
+            ),
+        ),
+    ),
+    Table(
+        "memory_owner",
+        "who made memory that is live (`top_ops`, `top_modules`)",
+        (
+            Field("name", "string", _OWNER),
+            Field("bytes", "integer", "bytes live"),
+            Field("count", "integer", "allocations live"),
+        ),
+    ),
+    Table(
+        "memory_composition",
+        "what a device's memory held at its peak (`memory_composition`: {device: object}), in bytes",
+        (
+            Field("parameters", "integer", "the storages of the models' parameters"),
+            Field("gradients", "integer", "the parameters' gradients"),
+            Field("optimizer_state", "integer", "the optimizers' state (Adam's moments...)"),
+            Field(
+                "activations", "integer", "made by an operator outside the optimizer's step and outliving it"
+            ),
+            Field(
+                "temporary", "integer", "freed before the operator (or optimizer step) that made it returned"
+            ),
+            Field(
+                "unknown",
+                "integer",
+                "the rest of the level: made before the recording or outside any operator",
+            ),
+        ),
+    ),
+    Table(
+        "memory_growth",
+        "a device's allocated level at step ends (`memory_growth`: {device: object})",
+        (
+            Field(
+                "mb_per_step",
+                "number",
+                "the least-squares slope of the level over the steps, in MB (10^6 bytes)",
+            ),
+            Field("bytes_per_step", "number", "the same in bytes"),
+            Field(
+                "flagged",
+                "boolean",
+                "the level grows: at least 4 step ends, 3 in 4 rising, 64 KiB a step or more",
+            ),
+            Field(
+                "steps", "array", "the steps whose end levels were read (the first recorded step is left out)"
+            ),
+            Field("end_bytes", "array", "the level at each of those steps' ends"),
+            Field("rising_steps", "integer", "step ends higher than the one before"),
+            Field(
+                "steps_counted",
+                "integer",
+                "steps whose allocations `ops` and `modules` follow (all but the last)",
+            ),
+            Field(
+                "ops",
+                "array",
+                "`memory_growth_owner` rows: allocations a step made still live after the last step",
+            ),
+            Field("modules", "array", "`memory_growth_owner` rows: the same by module"),
+        ),
+    ),
+    Table(
+        "memory_growth_owner",
+        "who made memory that outlived its step (`ops`, `modules`)",
+        (
+            Field("name", "string", _OWNER),
+            Field("bytes_per_step", "number", "bytes left live, per step counted"),
+            Field("count", "integer", "allocations left live"),
+        ),
+    ),
+    Table(
+        "out_of_memory",
+        "an out-of-memory error that ended a live span (`out_of_memory`: object)",
+        (
+            Field("error", "string", "the exception's class (`OutOfMemoryError`, `RuntimeError`)"),
+            Field("message", "string", "its message, as torch wrote it"),
+            Field("device", "integer", "the device shown: the one the error names (GPU index; -1 the host)"),
+            Field("requested_bytes", "integer|null", "the allocation that failed"),
+            Field("capacity_bytes", "integer|null", "the device's memory"),
+            Field("free_bytes", "integer|null", "free on the device at the failure"),
+            Field("allocated_bytes", "integer|null", "allocated by torch at the failure"),
+            Field(
+                "reserved_unallocated_bytes", "integer|null", "held by the caching allocator but unallocated"
+            ),
+            Field("composition_source", "string", "what the composition was read from"),
+            Field(
+                "top_ops", "array", "`memory_owner` rows: the live allocations at the failure, by operator"
+            ),
+            Field("top_modules", "array", "`memory_owner` rows: the same by module"),
+            Field("composition", "object|null", "a `memory_composition` object at the failure"),
+            Field("batch_size", "integer|null", "samples per step"),
+            Field("per_sample_bytes", "integer|null", "activations and temporaries per sample"),
+            Field("fixed_bytes", "integer|null", "what does not grow with the batch"),
+            Field("budget_bytes", "integer|null", "what the allocator could have had"),
+            Field(
+                "largest_batch_that_fits",
+                "integer|null",
+                "(budget - fixed) / per sample, rounded down",
+            ),
+            Field("per_sample_source", "string", "what the per-sample figure was measured from"),
+            Field("notes", "array", "what the section could not read, in sentences"),
+        ),
+    ),
+)
+OBJECT_BY_KEY: dict[str, Table] = {t.key: t for t in OBJECTS}
+
 
 def shown_tables() -> list[tuple[str, str]]:
     """(key, title) of the tables the reports show as rows, in their order."""
@@ -429,10 +609,15 @@ def labelled(table: str) -> list[tuple[str, str]]:
 
 
 def schema_markdown() -> str:
-    """docs/schema.md's "Table rows" section: one table of fields per result table."""
+    """docs/schema.md's "Table rows" section: one table of fields per result table, then the
+    memory view's objects."""
     out = []
     for t in TABLES:
         out += [f"### `{t.key}[]`: {t.title}", "", "| key | type | meaning |", "| --- | --- | --- |"]
+        out += [f"| `{f.key}` | {f.type.replace('|', ' or ')} | {f.meaning} |" for f in t.fields]
+        out.append("")
+    for t in OBJECTS:
+        out += [f"### `{t.key}`: {t.title}", "", "| key | type | meaning |", "| --- | --- | --- |"]
         out += [f"| `{f.key}` | {f.type.replace('|', ' or ')} | {f.meaning} |" for f in t.fields]
         out.append("")
     return "\n".join(out)

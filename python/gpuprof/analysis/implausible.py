@@ -25,6 +25,7 @@ PERCENT_FIELDS: dict[str, tuple[str, ...]] = {
     "kernels": ("mean_occupancy_pct",),
     "kernel_ops": ("occupancy_pct",),
     "operators": ("tc_self_pct", "tc_total_pct"),
+    "operators_by_shape": ("tc_self_pct", "tc_total_pct"),
     "gpu_samples": ("gpu_util_pct", "mem_util_pct"),
 }
 

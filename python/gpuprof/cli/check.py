@@ -9,7 +9,9 @@ section's numbers (``mfu_pct``, ``hfu_pct``, ``tflops_per_s``, ``per_step_flops`
 (``utilization_pct``, ``sm_efficiency_pct``... checked on every GPU), ``advice_count``,
 ``input_wait_pct`` (the loop's wait for batches, ``input_pipeline.wait_pct``), and with
 ``--baseline``: ``step_time_regression_pct`` and ``<category>_regression_pct`` (change of the mean
-step time, or of one category's mean time, as % of the baseline's mean step time).
+step time, or of one category's mean time, as % of the baseline's mean step time), and from the memory
+view (checked on every device that has it): ``peak_memory_pct`` (the peak allocated level, % of the
+device's memory) and ``memory_growth_mb_per_step`` (the rate allocated memory grows at step ends).
 ``--deny-rule RULE`` (repeatable) fails when that advice rule fires (docs/advice.md lists the ids).
 """
 
@@ -121,6 +123,7 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
         for key, _ in sec.DEVICE_FIELDS:
             if isinstance(d.get(key), (int, float)):
                 out.setdefault(key, []).append((f"GPU {d.get('id', '?')}", float(d[key])))
+    _memory_metrics(report, out)
     if baseline is not None:
         base_total = float(baseline.average["total_us"])
         if base_total > 0:
@@ -132,6 +135,28 @@ def metrics(report, baseline=None) -> dict[str, list[tuple[str, float]]]:
 
 
 _FLOPS_METRICS = ("mfu_pct", "hfu_pct", "tflops_per_s", "per_step_flops", "memory_bound_pct")
+
+
+MEMORY_METRICS = ("peak_memory_pct", "memory_growth_mb_per_step")
+
+
+def _memory_metrics(report, out: dict) -> None:
+    """The memory view's budgets: each device's peak against its memory (GPUs whose capacity the
+    report knows), and each device's growth rate (the host's too)."""
+    from ..advice import Facts
+
+    facts = Facts(report.data)
+    for device, peak in sorted(facts.memory_peaks.items(), key=lambda kv: int(kv[0])):
+        capacity = facts.device_capacity(device)
+        if capacity and isinstance(peak.get("bytes"), (int, float)):
+            out.setdefault("peak_memory_pct", []).append((_where(device), 100.0 * peak["bytes"] / capacity))
+    for device, g in sorted(facts.memory_growth.items(), key=lambda kv: int(kv[0])):
+        if isinstance(g.get("mb_per_step"), (int, float)):
+            out.setdefault("memory_growth_mb_per_step", []).append((_where(device), float(g["mb_per_step"])))
+
+
+def _where(device: str) -> str:
+    return "host" if str(device) == "-1" else f"GPU {device}"
 
 
 def _input_wait_pct(report) -> float:
@@ -154,6 +179,12 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
                 raise UserError(f"{name} compares with a baseline: add --baseline BASE (a report.json)")
             from ..report import sections as sec
 
+            if name in MEMORY_METRICS:
+                raise UserError(
+                    f"{name} reads the memory view and this report has none for it: record with "
+                    "gpuprof.profile(profile_memory=True) (or analyse a trace with [memory] events; "
+                    "peak_memory_pct also needs the device's memory size)"
+                )
             if name in _ENERGY_METRICS:
                 raise UserError(_no_energy(name, report))
             if any(name == k for k, _ in sec.DEVICE_FIELDS):

@@ -17,6 +17,18 @@ TOP_ROWS = 10
 _TABLE_TIME = {"kernels": "total_us", "operators": "host_total_us"}
 
 
+def _time_by_name(rows: list[dict], time_key: str) -> dict[str, float]:
+    """Each name's time, summed over its rows: a report written before operators were one row per
+    name (schema 1 to 3, with recorded input shapes) holds one row per name and shapes."""
+    from ..report import sections as sec
+
+    out: dict[str, float] = {}
+    for r in rows:
+        name = sec.name_of(r)
+        out[name] = out.get(name, 0.0) + (r.get(time_key) or 0.0)
+    return out
+
+
 def _pct_change(base: float, new: float) -> float | None:
     return None if base == 0 else 100.0 * (new - base) / base
 
@@ -53,12 +65,12 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
         )
     for key, title in sec.TABLES[:2]:
         time_key = _TABLE_TIME[key]
-        b_rows = {sec.name_of(r): r for r in sec.section(base.data, key)}
-        n_rows = {sec.name_of(r): r for r in sec.section(new.data, key)}
+        b_rows = _time_by_name(sec.section(base.data, key), time_key)
+        n_rows = _time_by_name(sec.section(new.data, key), time_key)
         rows = []
         for name in sorted(set(b_rows) | set(n_rows)):
-            bt = (b_rows.get(name) or {}).get(time_key) or 0.0
-            nt = (n_rows.get(name) or {}).get(time_key) or 0.0
+            bt = b_rows.get(name, 0.0)
+            nt = n_rows.get(name, 0.0)
             status = "new" if name not in b_rows else "gone" if name not in n_rows else ""
             rows.append({"name": name, "base_us": bt, "new_us": nt, "delta_us": nt - bt, "status": status})
         rows.sort(key=lambda r: -abs(r["delta_us"]))

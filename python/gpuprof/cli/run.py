@@ -5,7 +5,10 @@ from the optimizer (one step per ``optimizer.step()``; in a loop that never call
 one per backward pass; or at a marker the user names with ``--step-marker``: collect/autostep.py),
 and the steps in the given range are recorded. The report is written as soon as the last of them
 ends; the script then runs on at full speed (interrupt it with Ctrl-C once the report is written,
-if you like: it is kept), or, with ``--stop-after``, is ended there (exit status 0).
+if you like: it is kept), or, with ``--stop-after``, is ended there (exit status 0). When torch runs
+out of memory, the report of what was recorded says what filled it and the batch that fits: the
+recorded steps' ``report.json`` when the error came inside them, else ``oom.json`` and ``oom.html``
+beside it (docs/memory.md).
 """
 
 from __future__ import annotations
@@ -136,9 +139,11 @@ def run(args) -> int:
 
     from ..collect.autostep import MARKER_HELP, StepFinder
     from ..collect.exchange import job_rank
+    from ..collect.oom import is_out_of_memory
     from ..collect.schedule import schedule
     from ..collect.session import profile
     from ..report.sections import summary_line
+    from ..traces.export import save_rank_reports
 
     try:
         import torch  # noqa: F401  (the script needs it anyway; the optimizer hook lives there)
@@ -154,12 +159,24 @@ def run(args) -> int:
 
     stopping: list[bool] = []
 
+    oom_written: list[str] = []
+
     def on_ready(prof) -> None:
         if stopping:
             # --stop-after ended the script from inside the step that completed the window; the
             # profiler's exit then closes a span of nothing: the report already written is kept.
             return
         report = prof.report()
+        if report.source.get("kind") == "out_of_memory":
+            # Out of memory outside the recorded steps: its own files, beside the steps' report
+            # (gpuprof analyze DIR leaves them out: a failure's record, not a rank's steps).
+            rank[:] = job_rank()[:2]
+            oom_written[:], failed = save_rank_reports(
+                report, out, rank=rank[0], world=rank[1], stem="oom", trace=False
+            )
+            if failed:
+                log.warning("gpuprof run: could not write %s", "; ".join(failed))
+            return
         recorded[:] = [report]
         rank[:] = job_rank()[:2]  # torch.distributed's rank by now, when the script set it up
         written[:], failed = _save(
@@ -205,8 +222,15 @@ def run(args) -> int:
                         raise
                     exit_code = 130  # interrupted after the report was written: keep it
                 except BaseException as e:  # the script's own error: shown below, report kept
+                    if is_out_of_memory(e):
+                        raise  # through the session, which reports what filled memory
                     failure = e
                     traceback.print_exc()
+    except BaseException as e:
+        if not is_out_of_memory(e):
+            raise
+        failure = e
+        traceback.print_exc()
     finally:
         sys.argv, sys.path = saved_argv, saved_path
 
@@ -227,8 +251,12 @@ def run(args) -> int:
             code = 1 if failure is not None else exit_code
             print(
                 f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
-                f"before step {start}; nothing was recorded. Fix the error above and run gpuprof "
-                "run again",
+                f"before step {start}; "
+                + (
+                    f"the out-of-memory report is in {', '.join(oom_written)}"
+                    if oom_written
+                    else "nothing was recorded. Fix the error above and run gpuprof run again"
+                ),
                 file=sys.stderr,
             )
             return code
@@ -265,5 +293,7 @@ def run(args) -> int:
             print(recorded[0].to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
+        if oom_written:
+            print(f"gpuprof run: the out-of-memory report is in {', '.join(oom_written)}", file=sys.stderr)
         return 1
     return exit_code

@@ -24,7 +24,9 @@ from . import hooks as _hooks_loader
 from .dataloader import DataLoaderCapture, add_pipeline_events, cpu_budget, cpus_available
 from .gpu import AllocatorSampler, GpuCollection
 from .modules import ModuleHooks
+from .oom import failure_facts, is_out_of_memory
 from .schedule import ProfilerAction, always_record
+from .tensors import KnownTensors
 
 log = logging.getLogger("gpuprof")
 
@@ -60,7 +62,10 @@ class profile:
 
     Args:
         schedule: step -> ProfilerAction (see ``gpuprof.schedule``); None records every step.
-        on_trace_ready: called with this profiler each time a span of active steps completes.
+        on_trace_ready: called with this profiler each time a span of active steps completes (and
+            once more with the failure's report when an out-of-memory error ends the block outside
+            a recorded span; without it, that report is written to gpuprof-oom-<pid>.json/.html in
+            the working directory or $GPUPROF_OOM_DIR: docs/memory.md).
         record_shapes: also record operator input shapes (costs a little per op).
         with_modules: also record each ``nn.Module`` call, for the module view (``modules`` in the
             report: time per module of the model's hierarchy, forward and backward), through
@@ -70,14 +75,17 @@ class profile:
         max_events: event budget per span over all threads; past it, events are counted as dropped.
         gpu: also collect CUDA kernels, copies, runtime calls (CUPTI) and device samples (NVML) when
             a GPU is usable; otherwise the span is host-only and the report says why.
-        profile_memory: record the device allocator's level at every allocation and free made by
-            torch's CUDA caching allocator (exact per-step peaks; a few tens of ns per allocation).
-            While it is on, torch.profiler cannot start on the same thread (torch refuses: "Profiler
-            is already enabled on this thread"). Without it, device memory is read from the
-            allocator's statistics at every step boundary. The process's resident set size is
-            sampled at every step boundary either way.
-        batch_size: samples per step on this rank, for samples/s and ``gpuprof scaling`` (the
-            DataLoader's batch_size is used when not given).
+        profile_memory: record every allocation and free of torch's CUDA caching allocator (with
+            its level) and of its CPU allocator, with the block's address: exact per-step peaks and
+            the memory view (what filled memory at the peak, per-operator statistics, growth;
+            docs/memory.md; the cost per allocation is in docs/performance.md). While it is on,
+            torch.profiler cannot start on the same thread (torch refuses: "Profiler is already
+            enabled on this thread"). Without it, device memory is read from the allocator's
+            statistics at every step boundary. The process's resident set size is sampled at every
+            step boundary either way.
+        batch_size: samples per step on this rank, for samples/s, ``gpuprof scaling`` and the batch
+            that fits after an out-of-memory error (the DataLoader's batch_size is used when not
+            given).
         rank_timeout_s: in a torch.distributed job, how long rank 0 waits at the end of a span for
             the other ranks' summaries (default 60 s, or $GPUPROF_RANK_TIMEOUT_S) before naming the
             missing ones in its report.
@@ -140,6 +148,7 @@ class profile:
         self._memory_note = ""
         self._hooks_note = ""  # why the operator hooks could not be had (then steps only)
         self._allocator = AllocatorSampler()
+        self._tensors = KnownTensors()  # parameters, gradients, optimizer state (collect/tensors.py)
         self.step_num = 0
         self.current_action = ProfilerAction.NONE
         self._report: Optional[Report] = None
@@ -221,6 +230,9 @@ class profile:
                 self._teardown()
 
     def _stop(self, _failed: bool, _exc: Optional[BaseException]) -> None:
+        # An out-of-memory error: what the run held at the failure, read before anything is freed.
+        failure = self._out_of_memory_facts(_exc)
+        reported = False
         # A span a signal cut short was saved then; nothing was recorded after it.
         if self.current_action in _RECORDING and not self._span_cut:
             # The step in progress was never ended by prof.step(): it is a whole training step
@@ -229,14 +241,115 @@ class profile:
             if _failed or (self._steps_in_span == 0 and self._report is None):
                 self._close_step(_core.collector_ticks())
             if self._steps_in_span > 0:
-                self._finish_span(
-                    partial=True, failed=_failed, peer_failure=_distributed.is_peer_failure(_exc)
+                reported = self._finish_span(
+                    partial=True,
+                    failed=_failed,
+                    peer_failure=_distributed.is_peer_failure(_exc),
+                    failure=failure,
                 )
+        if failure is not None:
+            self._report_out_of_memory(failure, reported)
+
+    # ---- out of memory --------------------------------------------------------------------------
+    # When torch's out-of-memory error leaves the block, the report of what was recorded carries an
+    # out_of_memory section (what filled the device, the batch that fits): the span in progress,
+    # or, outside a recorded span, a report of the failure alone (with the last span's figures). It
+    # goes where the session's spans go (on_trace_ready), or, without on_trace_ready, to
+    # gpuprof-oom-<pid>.json and .html in the working directory ($GPUPROF_OOM_DIR); stderr says
+    # what filled memory and where the report is. The error itself is raised again unchanged by
+    # __exit__'s caller (docs/memory.md).
+    def _out_of_memory_facts(self, exc: Optional[BaseException]) -> Optional[dict]:
+        if not is_out_of_memory(exc):
+            return None
+        try:
+            facts = failure_facts(
+                exc, self._tensors, self.batch_size or _loader_batch_size(self._capture.records())
+            )
+            last = self._report
+            if last is not None:
+                facts["last_span"] = {
+                    k: last.data.get(k)
+                    for k in ("memory_composition", "memory_peak", "memory", "dataloaders")
+                }
+            return facts
+        except Exception:  # the user's error comes first: no report beats a second exception
+            log.exception("gpuprof: could not read the state at the out-of-memory error")
+            return None
+
+    def _report_out_of_memory(self, failure: dict, reported: bool) -> None:
+        try:
+            if not reported:
+                self._finish_failure(failure)
+            report = self._report
+            written = [] if self.on_trace_ready is not None else self._write_failure_report(report)
+            from ..report.text import out_of_memory_summary
+
+            where = (
+                f"report: {', '.join(written)}"
+                if written
+                else ("report: passed to on_trace_ready" if self.on_trace_ready is not None else "")
+            )
+            print(
+                out_of_memory_summary(report) + (f"\ngpuprof: {where}" if where else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+        except Exception:  # the user's error comes first
+            log.exception("gpuprof: could not report the out-of-memory error")
+
+    def _finish_failure(self, failure: dict) -> None:
+        """The report of an out-of-memory error outside a recorded span: the failure's own figures,
+        with the last span's (if any) for the per-sample activations."""
+        last = failure.get("last_span") or {}
+        trace = _core.Trace()
+        trace.metadata = {
+            "source": "gpuprof live session",
+            "pid": str(os.getpid()),
+            "torch": _hooks_loader.installed_torch_version() or "",
+        }
+        report = build_report(
+            trace,
+            source={
+                "kind": "out_of_memory",
+                "span": self._spans_completed,
+                "created_unix": time.time(),
+                "note": f"out of memory at step {self.step_num}, outside the recorded steps"
+                + (
+                    f"; the figures per sample come from span {self._report.source.get('span')}"
+                    if self._report
+                    else ""
+                ),
+            },
+            dataloaders=last.get("dataloaders") or self._capture.records(),
+            host={"cpus_available": cpus_available(), "cpu_count": os.cpu_count(), **_cuda_host_facts()},
+            failure=failure,
+        )
+        self._reports.append(report)
+        self._report = report
+        self._spans_completed += 1
+        if self.on_trace_ready is not None:
+            try:
+                self.on_trace_ready(self)
+            except Exception:
+                log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
+
+    def _write_failure_report(self, report: Report) -> list[str]:
+        from ..traces.export import save_report_files
+
+        folder = os.environ.get("GPUPROF_OOM_DIR") or os.getcwd()
+        stem = os.path.join(folder, f"gpuprof-oom-{os.getpid()}")
+        written, failed = save_report_files(
+            report, [(stem + ".json", "json"), (stem + ".html", "html")], False
+        )
+        if failed:
+            log.warning("gpuprof: could not write the out-of-memory report: %s", "; ".join(failed))
+        return written
 
     def _teardown(self) -> None:
         global _active_session
         self._restore_signal_handlers()
         self._unhook()
+        self._tensors.remove()
         try:
             self._capture.close()  # the DataLoader workers put torch's code back, gpuprof's pipes close
         except Exception as e:  # never an exception in the with block's exit
@@ -430,8 +543,11 @@ class profile:
         if new in _HOOKED:
             self._capture.open()  # (torch's DataLoader may have been imported after the start)
             self._hook(new)
+            if starting_span or leaving_warmup:
+                self._watch_tensors()
         else:
             self._unhook()
+            self._tensors.remove()
             _core.collector_stop()
             self._gpu.stop()  # GPU collection
         self.current_action = new
@@ -476,6 +592,25 @@ class profile:
         self._capture.install()
         self._hooked = True
 
+    def _watch_tensors(self) -> None:
+        # The optimizers the span steps (with the models, their tensors' storages go into the span
+        # for the memory composition): gradients at every optimizer step only where every
+        # allocation is recorded.
+        try:
+            self._tensors.install(every_step=self.profile_memory and not self._memory_note)
+        except Exception as e:  # the training run comes first
+            log.debug("gpuprof: cannot watch the modules and optimizers: %s", e)
+
+    def _record_tensors(self) -> None:
+        # The storages serve the memory composition, which needs allocator levels: every allocation
+        # recorded, or a GPU's statistics. A CPU span without profile_memory has neither: no lookup.
+        if not self.profile_memory and not _cuda_initialized():
+            return
+        try:
+            self._tensors.record()
+        except Exception as e:  # the training run and the report come first
+            log.debug("gpuprof: could not read the models' and optimizers' tensors: %s", e)
+
     def _unhook(self) -> None:
         if not self._hooked:
             return
@@ -486,7 +621,11 @@ class profile:
         hooks.remove_memory_reporter()
         hooks.remove()
 
-    def _finish_span(self, partial: bool, failed: bool = False, peer_failure: bool = False) -> None:
+    def _finish_span(
+        self, partial: bool, failed: bool = False, peer_failure: bool = False, failure: Optional[dict] = None
+    ) -> bool:
+        """Build the span's report and hand it on; False when it could not be built (then the
+        report says why, and an out-of-memory failure needs a report of its own)."""
         source = {
             "kind": "live",
             "partial_span": partial,
@@ -499,9 +638,11 @@ class profile:
         built: list = []  # the Trace once drained
         started = time.perf_counter()
         try:
-            report = self._build_span_report(source, partial, failed, peer_failure, built)
+            report = self._build_span_report(source, partial, failed, peer_failure, failure, built)
+            made = True
         except Exception as e:
             report = self._unbuilt_span_report(source, built[0] if built else None, e)
+            made = False
         # gpuprof's own time between two steps (in neither: the next step starts when control goes
         # back to the loop), said in the report: building it, then on_trace_ready writing it.
         report.record_span_end(build_s=time.perf_counter() - started)
@@ -525,10 +666,20 @@ class profile:
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
             finally:
                 report.record_span_end(write_s=time.perf_counter() - written)
+        return made
 
-    def _build_span_report(self, source: dict, partial: bool, failed: bool, peer_failure: bool, built: list):
+    def _build_span_report(
+        self,
+        source: dict,
+        partial: bool,
+        failed: bool,
+        peer_failure: bool,
+        failure: Optional[dict],
+        built: list,
+    ):
         _wait_for_open_collectives()
         self._gpu.flush()  # every GPU record of the span, before the host side stops
+        self._record_tensors()  # the storages the span's models and optimizers hold at its end
         _core.collector_stop()
         trace = _core.collector_drain()
         built.append(trace)
@@ -568,6 +719,7 @@ class profile:
             rank=rank,
             gather=self._gather(failed and not peer_failure),
             peak_tflops=self.peak_tflops,
+            failure=failure,
         )
 
     def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
@@ -727,6 +879,14 @@ def _cuda_host_facts() -> dict:
         return facts
     except Exception:  # a broken driver install must not cost the user the report
         return {}
+
+
+def _cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # a broken CUDA setup: no device levels either
+        return False
 
 
 def _cpu_budget_facts() -> dict:

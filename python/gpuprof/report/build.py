@@ -51,6 +51,7 @@ def build_report(
     skipped_files: Optional[list] = None,
     with_step_views: bool = True,
     peak_tflops: Optional[float] = None,
+    failure: Optional[dict] = None,
 ) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
     of a rank's file, or a saved report).
@@ -72,6 +73,8 @@ def build_report(
             (needs ``trace``; the terminal text does not use them).
         peak_tflops: the dense peak (TFLOPS) MFU and HFU divide by, where the peak table has no
             row for the device or the user knows better (docs/metrics.md, "MFU and HFU").
+        failure: what a live session read when an out-of-memory error ended it
+            (``collect/oom.py``): the report gets its ``out_of_memory`` section.
     """
     native: dict = {}
     if trace is not None:
@@ -93,6 +96,10 @@ def build_report(
     clamp_percentages(data)  # a saved report or a device sample may hold one out of 0-100
     if span_source is not None:
         data["source"] = {**data.get("source", {}), **span_source(data["steps"])}
+    if failure is not None:
+        from ..analysis.memory import out_of_memory_section
+
+        data["out_of_memory"] = out_of_memory_section(data, failure, native)
     # The advice comes right after the analysis in the file (where a saved report had it).
     keys = list(data)
     analysed_keys = keys[: keys.index("advice")] if "advice" in keys else keys

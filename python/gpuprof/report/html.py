@@ -27,6 +27,7 @@ CATEGORY_COLORS = {
 SERIES_COLORS = ["#3867d6", "#eb3b5a", "#2e9e44", "#f7b731", "#a55eea", "#17a2b8", "#fa8231", "#778ca3"]
 
 CHART_W, CHART_H = 760, 240
+MAX_MARKED_STEPS = 50  # step boundaries drawn on the memory curve up to this many steps
 PAD_L, PAD_R, PAD_T, PAD_B = 64, 30, 12, 36
 
 _env = None
@@ -124,8 +125,12 @@ def _step_chart(report) -> Optional[dict]:
     }
 
 
-def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict]:
-    """Polylines of ``ykeys`` against the rows' time column (seconds from the first sample)."""
+def _line_chart(
+    rows: list[dict], ykeys: list[str], title: str, marks: Optional[list] = None
+) -> Optional[dict]:
+    """Polylines of ``ykeys`` against the rows' time column (seconds from the first sample).
+    ``marks``: ``{"t": time in the rows' unit, "y": a value (a dot) or None (a vertical line),
+    "label"}`` drawn over them where they fall inside the chart."""
     tkey = sec.time_key(rows)
     if tkey is None or len(rows) < 1 or not ykeys:
         return None
@@ -166,11 +171,22 @@ def _line_chart(rows: list[dict], ykeys: list[str], title: str) -> Optional[dict
     xticks = [
         {"x": round(PAD_L + plot_w * f, 1), "label": f"{tmax * f:.3g} s"} for f in (0, 0.25, 0.5, 0.75, 1)
     ]
+    drawn_marks = []
+    for m in marks or []:
+        t = sec.seconds(tkey, m["t"]) - t0
+        if not 0 <= t <= tmax:
+            continue
+        x = round(PAD_L + plot_w * t / tmax, 1)
+        y = m.get("y")
+        drawn_marks.append(
+            {"x": x, "y": None if y is None else round(_y(y / scale, vmax), 1), "label": m.get("label", "")}
+        )
     return {
         "w": CHART_W,
         "h": CHART_H,
         "title": title,
         "lines": lines,
+        "marks": drawn_marks,
         "xticks": xticks,
         "yticks": [{"y": round(_y(t, vmax), 2), "label": f"{t:g}"} for t in ticks],
         "x0": PAD_L,
@@ -199,7 +215,9 @@ def _thin(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...]]], what: str) -> list[dict]:
+def _time_series_charts(
+    rows: list[dict], groups: list[tuple[str, tuple[str, ...]]], what: str, marks: Optional[dict] = None
+) -> list[dict]:
     charts = []
     for device, dev_rows in sec.by_device(rows):
         for label, suffixes in groups:
@@ -209,7 +227,7 @@ def _time_series_charts(rows: list[dict], groups: list[tuple[str, tuple[str, ...
                 title = f"{where[0].upper()}{where[1:]} memory" if device is not None else "Memory"
             else:
                 title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
-            chart = _line_chart(dev_rows, keys, title)
+            chart = _line_chart(dev_rows, keys, title, (marks or {}).get(device))
             if chart:
                 charts.append(chart)
     return charts
@@ -316,12 +334,28 @@ def _flops(report) -> dict:
     }
 
 
+# Shown with the operator table, behind its "group by input shape" toggle, not as a table of its own.
+_SHAPE_TABLE = "operators_by_shape"
+
+
 def _tables(data: dict) -> list[dict]:
     out = []
     for key, title in sec.TABLES:
         rows = sec.sorted_rows(sec.section(data, key))
-        if rows:
-            out.append({"key": key, "title": title, "cols": sec.columns(rows), "rows": rows})
+        if key == _SHAPE_TABLE or not rows:
+            continue
+        table = {"key": key, "title": title, "cols": sec.columns(rows), "rows": rows}
+        if key == "operators":
+            shaped = sec.sorted_rows(sec.section(data, _SHAPE_TABLE))
+            if shaped:
+                table["by_shape"] = {"key": _SHAPE_TABLE, "cols": sec.columns(shaped), "rows": shaped}
+            elif _SHAPE_TABLE in data:  # a report that could have had them: say how to get them
+                table["shapes_note"] = (
+                    "Input shapes were not recorded, so there is no grouping by input shape: "
+                    "gpuprof.profile(record_shapes=True), or torch.profiler.profile(record_shapes=True) "
+                    "for a trace, records them."
+                )
+        out.append(table)
     return out
 
 
@@ -417,9 +451,24 @@ def _devices(report) -> dict:
         for device, points in (report.data.get("memory_curve") or {}).items()
         for t, allocated, reserved in points
     ]
+    # On each device's curve: its peak (a dot) and the steps' boundaries (lines).
+    edges: dict = {}
+    if len(report.steps) <= MAX_MARKED_STEPS:
+        for st in report.steps:
+            for t, what in ((st.get("start_ns"), "starts"), (st.get("end_ns"), "ends")):
+                if isinstance(t, (int, float)):
+                    edges.setdefault(t, f"step {st['step']} {what}")
+    boundaries = [{"t": t / 1000.0, "y": None, "label": label} for t, label in sorted(edges.items())]
+    marks = {
+        int(device): boundaries
+        + [{"t": p["t_us"], "y": p["bytes"], "label": f"peak {sec.fmt_bytes(p['bytes'])}"}]
+        for device, p in (report.data.get("memory_peak") or {}).items()
+    }
     return {
         "devices": devices,
-        "memory_curve_charts": _time_series_charts(curve, [("allocator", ("_bytes",))], "Memory curve"),
+        "memory_curve_charts": _time_series_charts(
+            curve, [("allocator", ("_bytes",))], "Memory curve", marks
+        ),
         "gpu_timeline_charts": _time_series_charts(
             timeline, [("utilization and Est. SM efficiency", ("_pct",))], "GPU timeline"
         ),
@@ -454,6 +503,62 @@ def _memory(report) -> dict:
         # Memory rows that are not a time series (e.g. per-device peaks) show as a table.
         "memory_rows": memory if memory and not memory_charts else [],
         "memory_cols": sec.columns(memory) if memory and not memory_charts else [],
+    }
+
+
+COMPOSITION_COLORS = {
+    "parameters": "#2e9e44",
+    "gradients": "#3867d6",
+    "optimizer_state": "#f7b731",
+    "activations": "#eb3b5a",
+    "temporary": "#a55eea",
+    "unknown": "#a5b1c2",
+}
+
+
+def _memory_view(report) -> dict:
+    """Each device's peak: its composition as a bar, and the allocations live then by operator and
+    module; memory that grows; the out-of-memory section."""
+    data = report.data
+    composition = data.get("memory_composition") or {}
+    views = []
+    for device, peak in sorted((data.get("memory_peak") or {}).items(), key=lambda kv: int(kv[0]) < 0):
+        parts = sec.composition_parts(composition.get(device) or {})
+        views.append(
+            {
+                "title": f"{sec.device_name(device)[0].upper()}{sec.device_name(device)[1:]} at its peak: "
+                + sec.fmt_bytes(peak.get("bytes") or 0)
+                + (f" in step {peak['step']}" if peak.get("step") is not None else ""),
+                "segments": [
+                    {
+                        "label": label,
+                        "text": f"{label} {sec.fmt_bytes(b)} ({pct:.0f}%)",
+                        "pct": round(pct, 3),
+                        "color": COMPOSITION_COLORS[k],
+                    }
+                    for k, label, b, pct in parts
+                ],
+                "top_ops": peak.get("top_ops") or [],
+                "top_modules": [
+                    {**r, "name": sec.module_owner_name(r.get("name"))} for r in peak.get("top_modules") or []
+                ],
+                "modules_note": "" if peak.get("top_modules") else (sec.module_owners_note(data) or ""),
+            }
+        )
+    growth = [line for line in sec.memory_view_lines(data) if line.startswith("Memory grows")]
+    oom = data.get("out_of_memory") if isinstance(data.get("out_of_memory"), dict) else None
+    return {
+        "memory_views": views,
+        "memory_growth_lines": growth,
+        "oom_lines": sec.out_of_memory_lines(data),
+        "oom_segments": [
+            {
+                "text": f"{label} {sec.fmt_bytes(b)} ({pct:.0f}%)",
+                "pct": round(pct, 3),
+                "color": COMPOSITION_COLORS[k],
+            }
+            for k, label, b, pct in sec.composition_parts((oom or {}).get("composition") or {})
+        ],
     }
 
 
@@ -511,7 +616,8 @@ def _modules(report) -> dict:
         else:
             why = (
                 "this trace has no module calls: torch.profiler writes them with "
-                "torch.profiler.profile(with_stack=True); gpuprof.profile records them by default"
+                "torch.profiler.profile(with_stack=True); gpuprof.profile(with_modules=True) records "
+                "them live"
             )
         return {
             "module_tree": [],
@@ -607,6 +713,7 @@ class HtmlRenderer:
         _energy,
         _flops,
         _memory,
+        _memory_view,
         _tables_and_advice,
         _ranks,
         _input_pipeline,

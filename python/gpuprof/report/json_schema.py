@@ -13,6 +13,7 @@ from ..analysis.fields import (
     INPUT_PIPELINE,
     INPUT_PIPELINE_OBJECTS,
     INPUT_PIPELINE_ROWS,
+    OBJECT_BY_KEY,
     STAGE_STATS,
 )
 
@@ -37,6 +38,25 @@ def _row(table: str) -> dict:
             f.key: {"type": f.type.split("|") if "|" in f.type else f.type} for f in BY_KEY[table].fields
         },
     }
+
+
+def _memory_object(name: str) -> dict:
+    """One of the memory view's objects (analysis/fields.py, OBJECTS); its rows by their type."""
+    props = {}
+    for f in OBJECT_BY_KEY[name].fields:
+        props[f.key] = _typed(f)
+    for key, rows in (("top_ops", "memory_owner"), ("top_modules", "memory_owner")):
+        if key in props:
+            props[key]["items"] = _memory_object(rows)
+    if name == "memory_growth":
+        props["ops"]["items"] = props["modules"]["items"] = _memory_object("memory_growth_owner")
+    if name == "out_of_memory":
+        props["composition"] = {"oneOf": [_memory_object("memory_composition"), {"type": "null"}]}
+    return {"type": "object", "properties": props}
+
+
+def _by_device(name: str) -> dict:
+    return {"type": "object", "additionalProperties": _memory_object(name)}
 
 
 def _rows(table: str) -> dict:
@@ -274,10 +294,16 @@ SCHEMA: dict = {
         "kernels": _rows("kernels"),
         "kernel_ops": _rows("kernel_ops"),
         "operators": _rows("operators"),
+        "operators_by_shape": _rows("operators_by_shape"),
         "modules": _rows("modules"),
         "copies": _rows("copies"),
         "syncs": _rows("syncs"),
         "memory": _rows("memory"),
+        "memory_ops": _rows("memory_ops"),
+        "memory_peak": _by_device("memory_peak"),
+        "memory_composition": _by_device("memory_composition"),
+        "memory_growth": _by_device("memory_growth"),
+        "out_of_memory": _memory_object("out_of_memory"),
         "ranges": _rows("ranges"),
         "collectives": _rows("collectives"),
         # Every collective call: [row of collectives[], step, dur_us, end_us, bytes or null]; null

@@ -155,6 +155,13 @@ def _flops(report, title: str, top: int) -> list[str]:
     return out
 
 
+def _out_of_memory(report, title: str, top: int) -> list[str]:
+    lines = sec.out_of_memory_lines(report.data)
+    if not lines:
+        return []
+    return ["### Out of memory", ""] + [f"- {md_escape(line.strip())}" for line in lines] + [""]
+
+
 # ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
 def _energy(report, title: str, top: int) -> list[str]:
     lines = sec.energy_lines(report.data)
@@ -165,8 +172,8 @@ def _energy(report, title: str, top: int) -> list[str]:
 
 
 def _memory(report, title: str, top: int) -> list[str]:
-    mem = sec.memory_lines(report.data)
-    return ["### Memory", ""] + [f"- {line}" for line in mem] + [""] if mem else []
+    mem = sec.memory_lines(report.data) + [line.strip() for line in sec.memory_view_lines(report.data)]
+    return ["### Memory", ""] + [f"- {md_escape(line)}" for line in mem] + [""] if mem else []
 
 
 # ---- the input pipeline (report/pipeline_view.py) -------------------------------------------------
@@ -312,6 +319,7 @@ class MarkdownRenderer:
     # The sections, in the order they are written: each returns its lines, or none.
     sections = (
         _title,
+        _out_of_memory,
         _steps,
         _input_pipeline,
         _devices,

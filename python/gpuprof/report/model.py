@@ -113,6 +113,11 @@ class Report:
         return section(self._data, "operators")
 
     @property
+    def operators_by_shape(self) -> list[dict]:
+        """Operators, one row per name and input shapes (``record_shapes=True``); [] without shapes."""
+        return section(self._data, "operators_by_shape")
+
+    @property
     def copies(self) -> list[dict]:
         """Memory copies and sets, one row per kind and device."""
         return section(self._data, "copies")
@@ -126,6 +131,12 @@ class Report:
     def memory(self) -> list[dict]:
         """Memory per step: GPU allocated/reserved (device >= 0) and host RSS (device -1)."""
         return section(self._data, "memory")
+
+    @property
+    def memory_ops(self) -> list[dict]:
+        """Memory by operator, one row per operator name and device (the TensorBoard plugin's
+        memory view: bytes allocated and freed, allocations, calls)."""
+        return section(self._data, "memory_ops")
 
     @property
     def ranges(self) -> list[dict]:

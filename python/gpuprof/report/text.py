@@ -266,6 +266,14 @@ def _flops(console: Console, report) -> None:
         console.print(line)
 
 
+def _out_of_memory(console: Console, report) -> None:
+    lines = sec.out_of_memory_lines(report.data)
+    if lines:
+        console.print(lines[0], style="red")
+        for line in lines[1:]:
+            console.print(line)
+
+
 # ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
 def _energy(console: Console, report) -> None:
     for line in sec.energy_lines(report.data):
@@ -278,6 +286,13 @@ def _energy(console: Console, report) -> None:
 def _memory(console: Console, report) -> None:
     for line in sec.memory_lines(report.data):
         console.print(line)
+    for line in sec.memory_view_lines(report.data):  # operator names come from traces: printable
+        console.print(line, style="yellow" if line.startswith("Memory grows") else None)
+
+
+def out_of_memory_summary(report) -> str:
+    """The out-of-memory section as plain lines (what a failing session prints on stderr)."""
+    return "\n".join(sec.printable(line) for line in sec.out_of_memory_lines(report.data))
 
 
 def _top_tables(console: Console, report) -> None:
@@ -377,6 +392,7 @@ class TextRenderer:
     # The sections, in the order they are printed: each writes its lines, or nothing.
     sections = (
         _title,
+        _out_of_memory,
         _collection_notes,
         _breakdown_bar,
         _steps,

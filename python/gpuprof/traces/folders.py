@@ -17,15 +17,25 @@ _SNIFF = 1 << 12
 
 
 def report_files(folder: Union[str, os.PathLike]) -> list[Path]:
-    """gpuprof's own saved reports in ``folder`` (``*.json`` starting with a ``schema_version``)."""
+    """gpuprof's own saved reports in ``folder`` (``*.json`` starting with a ``schema_version``),
+    but for the reports of an out-of-memory error outside the recorded steps: a failure's record
+    beside a run's reports, not a rank's steps (read them by their name)."""
     out = []
     for p in sorted(Path(folder).rglob("*.json")):
         try:
-            if is_report(p):
+            if is_report(p) and not _is_failure_report(p):
                 out.append(p)
         except OSError:
             continue
     return out
+
+
+_FAILURE_KIND = re.compile(rb'"source":\s*\{\s*"kind":\s*"out_of_memory"')
+
+
+def _is_failure_report(p: Path) -> bool:
+    with open(p, "rb") as f:
+        return _FAILURE_KIND.search(f.read(_SNIFF)) is not None
 
 
 _TRACE_PATH = re.compile(rb'"trace_path":\s*"((?:[^"\\]|\\.)*)"')
