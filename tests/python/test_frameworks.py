@@ -91,15 +91,16 @@ def _rules(report):
 
 def _assert_whole_steps(report, skip_first=False):
     """One optimizer range per step (a boundary inside the range loses the last step's range, as
-    an earlier build did), and no step with less CPU work than 0.3x the median (a step cut before
-    its forward and backward). Only gross cuts: a machine loaded 8x over its 2 cores moves steps by 2x
-    either way. Longer steps are left alone for the same reason."""
+    an earlier build did), and every step holds nearly the operators the fullest one does (a step
+    cut before its forward and backward has a fraction of them; a trainer's last step may skip a
+    few bookkeeping ops: 10 of 2,396 in transformers'). Counting operators, not their time, keeps
+    the check steady on a machine loaded far over its 2 cores."""
     steps = report["steps"]
     assert len(steps) >= 3
     assert _range(report, "Optimizer.step#")["calls"] == len(steps)
-    cpu = [s["cpu_exec_us"] for s in steps[1 if skip_first else 0 :]]
-    mid = statistics.median(cpu)
-    assert all(c >= 0.3 * mid for c in cpu), cpu
+    per_step = report["step_views"]["per_step"]
+    counts = [per_step[str(s["step"])]["operators_count"] for s in steps[1 if skip_first else 0 :]]
+    assert min(counts) >= 0.95 * max(counts) > 0, counts
 
 
 # ---- Lightning: forward and backward run inside optimizer.step(closure) -----------------------------

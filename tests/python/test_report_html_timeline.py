@@ -109,13 +109,15 @@ def _screenshot(path: Path) -> Path:
     return shot
 
 
-def _check_common(result: dict) -> None:
+def _check_common(result: dict, zoom_may_be_empty: bool = False) -> None:
     assert result["errors"] == []
     assert result["resources"] == 0  # nothing fetched: no network, no external file
     assert "Select a step" in result["before"]
     assert result["afterBar"] != result["before"] and result["afterRow"] != result["afterBar"]
     assert result["selected"] == 1
-    assert 0 < result["zoomed"] <= result["total"]
+    # Zooming in halves the window around the step's middle: a recorded trace always has events
+    # there; a live step the OS paused in its middle (seen under load) may rightly show none.
+    assert (0 if zoom_may_be_empty else 1) <= result["zoomed"] <= result["total"]
     assert all(t["boundaries"] >= 1 for t in result["timelines"])
 
 
@@ -197,7 +199,7 @@ def test_timeline_of_a_live_cpu_loop_has_the_steps_operators_and_names_stay_text
     page = path.read_text()
     assert "</script><img" not in page
     result, dom = _probe(page, tmp_path)
-    _check_common(result)
+    _check_common(result, zoom_may_be_empty=True)
     assert not PWNED.search(dom)
     views = report.to_dict()["step_views"]
     for drawn, tl in zip(result["timelines"], views["timelines"]):
