@@ -196,7 +196,7 @@ at::CallbackHandle g_idle_handle = 0;
 
 // ---- FLOPs: the inputs of the matrix-class ops, without record_shapes -----------------------------
 // A RecordFunction callback sees an op's inputs only if every op boxes them for it (needsInputs:
-// +1,910 instructions per mm, docs/performance.md "FLOPs"). The FLOPs of matrix products, convolutions and
+// about +1,850 instructions per mm, docs/performance.md "FLOPs"). The FLOPs of matrix products, convolutions and
 // attention need their shapes, dtypes and a few scalars, so those ops alone get a kernel at the
 // BackendSelect dispatch key while the hooks are installed: every call dispatches through that key
 // (it is in the default thread-local set, autograd's threads included), and for an op with no
