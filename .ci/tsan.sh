@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 CXX=${CXX:-g++}
 out=build/tsan
 mkdir -p "$out"
-# The core, the importer, the collector and every analysis source (the tables' second thread calls
-# into all of them), so a new analysis file needs no edit here.
-srcs=(cpp/src/core/trace.cpp cpp/src/core/event.cpp cpp/src/collect/collector.cpp
+# Every core source, the importer, the collector and every analysis source (the tables' second
+# thread calls into all of them), so a new core or analysis file needs no edit here.
+srcs=(cpp/src/core/*.cpp cpp/src/collect/collector.cpp
       cpp/src/io/text_stream.cpp cpp/src/io/crc32.cpp cpp/src/io/kineto_import.cpp
       cpp/src/io/kineto_vocabulary.cpp cpp/src/io/kineto_handler.cpp cpp/src/io/import_driver.cpp
       cpp/src/analysis/*.cpp tests/tsan/tsan_test.cpp)
