@@ -222,10 +222,11 @@ def test_recomputed_forwards_are_not_model_flops():
     assert f["hfu_pct"] > f["mfu_pct"] * (f["per_step_flops"] / f["model_flops_per_step"]) * 0.99
 
 
-def test_an_unknown_device_says_how_to_pass_the_peak(tmp_path):
-    """A trace from a GPU the peak table has no row for: no MFU, and the way to give the peak."""
-    trace = {
-        "deviceProperties": [{"id": 0, "name": "Mystery Accelerator 9000", "numSms": 10}],
+def _one_mm_trace(device: dict, dims: list, dtype: str, kernel: str, step_us: int, kernel_us: int) -> dict:
+    """A Kineto trace of one step (ProfilerStep#1, ``step_us`` long) holding one ``aten::mm`` of
+    ``dims`` in ``dtype`` that launches one ``kernel`` of ``kernel_us`` on ``device``."""
+    return {
+        "deviceProperties": [device],
         "traceEvents": [
             {
                 "ph": "X",
@@ -234,7 +235,7 @@ def test_an_unknown_device_says_how_to_pass_the_peak(tmp_path):
                 "pid": 1,
                 "tid": 1,
                 "ts": 0,
-                "dur": 1000,
+                "dur": step_us,
             },
             {
                 "ph": "X",
@@ -244,11 +245,7 @@ def test_an_unknown_device_says_how_to_pass_the_peak(tmp_path):
                 "tid": 1,
                 "ts": 10,
                 "dur": 100,
-                "args": {
-                    "External id": 7,
-                    "Input Dims": [[256, 256], [256, 256]],
-                    "Input type": ["float", "float"],
-                },
+                "args": {"External id": 7, "Input Dims": dims, "Input type": [dtype, dtype]},
             },
             {
                 "ph": "X",
@@ -263,15 +260,21 @@ def test_an_unknown_device_says_how_to_pass_the_peak(tmp_path):
             {
                 "ph": "X",
                 "cat": "kernel",
-                "name": "sgemm",
+                "name": kernel,
                 "pid": 0,
                 "tid": 7,
                 "ts": 30,
-                "dur": 500,
+                "dur": kernel_us,
                 "args": {"device": 0, "stream": 7, "correlation": 3},
             },
         ],
     }
+
+
+def test_an_unknown_device_says_how_to_pass_the_peak(tmp_path):
+    """A trace from a GPU the peak table has no row for: no MFU, and the way to give the peak."""
+    device = {"id": 0, "name": "Mystery Accelerator 9000", "numSms": 10}
+    trace = _one_mm_trace(device, [[256, 256], [256, 256]], "float", "sgemm", step_us=1000, kernel_us=500)
     path = tmp_path / "mystery.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump(trace, f)
@@ -292,54 +295,10 @@ def test_a_known_gpu_takes_its_dense_peak_for_the_dtype_of_its_matrix_work(tmp_p
     """An H100 SXM running a bf16 mm: the table's dense bf16 peak (989 TFLOPS, not the 1979 sparse
     figure), and MFU by hand: the step is forward only (no backward), so model FLOPs are 1 x."""
     m, k, n = 8192, 8192, 8192
-    trace = {
-        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "computeMajor": 9}],
-        "traceEvents": [
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": "ProfilerStep#1",
-                "pid": 1,
-                "tid": 1,
-                "ts": 0,
-                "dur": 2000,
-            },
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": "aten::mm",
-                "pid": 1,
-                "tid": 1,
-                "ts": 10,
-                "dur": 100,
-                "args": {
-                    "External id": 7,
-                    "Input Dims": [[m, k], [k, n]],
-                    "Input type": ["c10::BFloat16", "c10::BFloat16"],
-                },
-            },
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": "cudaLaunchKernel",
-                "pid": 1,
-                "tid": 1,
-                "ts": 20,
-                "dur": 5,
-                "args": {"correlation": 3, "External id": 7},
-            },
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": "sm90_xmma_gemm_bf16bf16_bf16f32",
-                "pid": 0,
-                "tid": 7,
-                "ts": 30,
-                "dur": 1500,
-                "args": {"device": 0, "stream": 7, "correlation": 3},
-            },
-        ],
-    }
+    device = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "computeMajor": 9}
+    dims = [[m, k], [k, n]]
+    kernel = "sm90_xmma_gemm_bf16bf16_bf16f32"
+    trace = _one_mm_trace(device, dims, "c10::BFloat16", kernel, step_us=2000, kernel_us=1500)
     path = tmp_path / "h100.json"
     path.write_text(json.dumps(trace))
     f = gpuprof.analyze(path).to_dict()["flops"]
