@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import glob
 import json
 import os
 import platform
-import re
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _callgrind import callgrind_counts, per_unit  # noqa: E402
 
 VARIANTS = (
     "add_ none",
@@ -132,44 +131,8 @@ def child(ops: int) -> None:
 
 
 def measure(ops: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        cmd = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            "--separate-threads=yes",
-            "--zero-before=getppid",
-            "--dump-before=getpgrp",
-            "--dump-instr=no",
-            "--dump-line=no",
-            sys.executable,
-            os.path.abspath(__file__),
-            "--child",
-            "--ops",
-            str(ops),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"the run under callgrind failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        order = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("MEASURED ")]
-        dumps = []
-        for path in glob.glob(out + "*-01"):  # the main thread's dumps (out.N-01)
-            text = open(path).read()
-            if "Trigger: --dump-before=getpgrp" not in text[:4000]:
-                continue
-            part = re.search(r"^part: (\d+)", text, re.M)
-            total = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
-            dumps.append((int(part.group(1)) if part else 0, int(total.group(1))))
-        dumps.sort()
-        if len(dumps) != len(order):
-            sys.exit(f"expected {len(order)} callgrind dumps, found {len(dumps)}")
-    counts = {label: total for label, (_, total) in zip(order, dumps)}
-    per_op = {
-        name: (counts[f"{name}@{3 * ops}"] - counts[f"{name}@{ops}"]) / (2 * ops)
-        for name in VARIANTS
-        if f"{name}@{ops}" in counts
-    }
+    counts, _ = callgrind_counts(__file__, ["--ops", ops])
+    per_op = per_unit(counts, VARIANTS, ops)
     added = {k: v - per_op[k.split(" ")[0] + " none"] for k, v in per_op.items()}
     return {
         "instructions_per_op": per_op,

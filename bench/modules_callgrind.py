@@ -2,7 +2,7 @@
 
     python bench/modules_callgrind.py [--ops 3000] [--before DIR] [--json out.json]
 
-The method of overhead_callgrind.py (whose callgrind plumbing this uses): one process under callgrind
+The method of overhead_callgrind.py, through the same driver (_callgrind.py): one process under callgrind
 runs each variant's loop with N and with 3N iterations, only the loop's own thread is counted, and
 the per-iteration figure is the difference divided by 2N. Two loops:
 
@@ -32,7 +32,7 @@ import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead_callgrind import callgrind_counts  # noqa: E402
+from _callgrind import callgrind_counts, per_unit  # noqa: E402
 
 VARIANTS = (
     "module: none",
@@ -121,12 +121,8 @@ def child(ops: int, wanted: list[str]) -> None:
 
 
 def measure(ops: int, before_dir: str | None, variants: str) -> dict:
-    counts, package = callgrind_counts(__file__, ops, before_dir, ("--variants", variants))
-    per_iteration = {
-        name: (counts[f"{name}@{3 * ops}"] - counts[f"{name}@{ops}"]) / (2 * ops)
-        for name in VARIANTS
-        if f"{name}@{ops}" in counts
-    }
+    counts, package = callgrind_counts(__file__, ["--ops", ops, "--variants", variants], before_dir)
+    per_iteration = per_unit(counts, VARIANTS, ops)
     added = {
         name: v - per_iteration[name.split(": ")[0] + ": none"]
         for name, v in per_iteration.items()

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import glob
 import json
 import os
 import platform
-import re
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _callgrind import callgrind_counts, per_unit  # noqa: E402
 
 VARIANTS = (
     "none",
@@ -122,75 +121,11 @@ def child(ops: int, variants: list[str]) -> None:
             print(f"MEASURED {name}@{n}", flush=True)
 
 
-def callgrind_counts(
-    script: str, ops: int, before_dir: str | None, extra_args: tuple = ()
-) -> tuple[dict, str]:
-    """Runs ``script --child --ops N`` under callgrind and returns the instructions of each of its
-    measured segments ({label: count}, labels from its ``MEASURED <label>`` lines) and the gpuprof
-    package it used. bench/modules_callgrind.py measures with it too."""
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ)
-        # Python's string hashing is seeded at random per process: dict probes (attribute lookups)
-        # then take a few instructions more or less per op from run to run. One seed for every run.
-        env["PYTHONHASHSEED"] = "0"
-        if before_dir:
-            env["PYTHONPATH"] = os.path.abspath(before_dir) + os.pathsep + env.get("PYTHONPATH", "")
-            # the cached first-use build must not stand in for the prebuilt hooks of DIR
-            env["GPUPROF_CACHE_DIR"] = os.path.join(tmp, "cache")
-        out = os.path.join(tmp, "callgrind.out")
-        # Each thread counted apart, and only the loop's own thread read: instructions of other
-        # threads (numpy's OpenBLAS workers spinning, and the report analysis' second thread of the
-        # variant before, whose counts callgrind's zeroing did not clear) otherwise landed inside
-        # some measured loops and not others, by up to 10 million instructions.
-        cmd = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            "--separate-threads=yes",
-            "--zero-before=getppid",
-            "--dump-before=getpgrp",
-            "--dump-instr=no",
-            "--dump-line=no",
-            sys.executable,
-            os.path.abspath(script),
-            "--child",
-            "--ops",
-            str(ops),
-            *extra_args,
-        ]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"the run under callgrind failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        order = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("MEASURED ")]
-        dumps = []
-        for path in glob.glob(out + "*-01"):  # the main thread's dumps (out.N-01)
-            text = open(path).read()
-            if "Trigger: --dump-before=getpgrp" not in text[:4000]:
-                continue
-            part = re.search(r"^part: (\d+)", text, re.M)
-            total = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
-            dumps.append((int(part.group(1)) if part else 0, int(total.group(1))))
-        dumps.sort()
-        if len(dumps) != len(order):
-            sys.exit(f"expected {len(order)} callgrind dumps, found {len(dumps)}")
-        version = subprocess.run(
-            [sys.executable, "-c", "import gpuprof, torch; print(gpuprof.__file__)"],
-            env=env,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    return {label: total for label, (_, total) in zip(order, dumps)}, os.path.dirname(version)
-
-
 def measure(ops: int, before_dir: str | None) -> dict:
-    counts, package = callgrind_counts(__file__, ops, before_dir)
+    counts, package = callgrind_counts(__file__, ["--ops", ops], before_dir)
     # Per op: the difference between the 3N and the N loop, so that nothing paid once per loop
     # (its first iteration, a lazily grown buffer, a stray background thread's burst) counts.
-    per_op = {
-        name: (counts[f"{name}@{3 * ops}"] - counts[f"{name}@{ops}"]) / (2 * ops)
-        for name in VARIANTS
-        if f"{name}@{ops}" in counts
-    }
+    per_op = per_unit(counts, VARIANTS, ops)
     base = per_op["none"]
     added = {k: v - base for k, v in per_op.items()}
     variants = [v for v in VARIANTS if f"{v}@{ops}" in counts]

@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import glob
 import json
 import os
 import pickle
 import platform
-import re
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _callgrind import callgrind_counts, per_unit  # noqa: E402
 
 SIZES = (1, 32, 256)
 
@@ -238,44 +238,9 @@ def child(batches: int) -> None:
 
 
 def callgrind(batches: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        cmd = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            "--separate-threads=yes",
-            "--zero-before=getppid",
-            "--dump-before=getpgrp",
-            "--dump-instr=no",
-            "--dump-line=no",
-            sys.executable,
-            os.path.abspath(__file__),
-            "--child",
-            "--batches",
-            str(batches),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"the run under callgrind failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        order = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("MEASURED ")]
-        dumps = []
-        for path in glob.glob(out + "*-01"):
-            text = open(path).read()
-            if "Trigger: --dump-before=getpgrp" not in text[:4000]:
-                continue
-            part = re.search(r"^part: (\d+)", text, re.M)
-            total = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
-            dumps.append((int(part.group(1)) if part else 0, int(total.group(1))))
-        dumps.sort()
-        if len(dumps) != len(order):
-            sys.exit(f"expected {len(order)} callgrind dumps, found {len(dumps)}")
-    counts = {label: total for label, (_, total) in zip(order, dumps)}
-    names = list(dict.fromkeys(label.rsplit("@", 1)[0] for label in order))
-    return {
-        name: (counts[f"{name}@{3 * batches}"] - counts[f"{name}@{batches}"]) / (2 * batches)
-        for name in names
-    }
+    counts, _ = callgrind_counts(__file__, ["--batches", batches])
+    names = list(dict.fromkeys(label.rsplit("@", 1)[0] for label in counts))
+    return per_unit(counts, names, batches)
 
 
 def main() -> None:

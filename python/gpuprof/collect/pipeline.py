@@ -381,35 +381,23 @@ def _timed_pin_memory(data, device=None):
 
 
 # ---- where records go -------------------------------------------------------------------------
+def _batch_record(chan, worker, pid, tid, seq, start, idle, stages: tuple) -> tuple:
+    """A batch's record: ``"b"``, who made it (channel, worker or -1, pid, thread, sequence), when
+    it started, the idle time before it (-1: not known) and its ``stages`` as ``_emit_batch`` has
+    them (load, transform, collate, cpu, runq, n, total, sumsq, slowest)."""
+    return ("b", chan, worker, pid, tid, seq, start, idle) + stages
+
+
 def _emit_batch(start, load, transform, collate, cpu, runq, n, total, sumsq, slowest) -> None:
+    stages = (load, transform, collate, cpu, runq, n, total, sumsq, slowest)
     w = _worker
     if w is not None:
         idle = start - w.last_end if w.last_end >= 0 else -1
         w.last_end = start + load + max(transform, 0) + collate
         w.seq += 1
-        _send(
-            (
-                "b",
-                w.chan,
-                w.worker,
-                w.pid,
-                w.pid,
-                w.seq,
-                start,
-                idle,
-                load,
-                transform,
-                collate,
-                cpu,
-                runq,
-                n,
-                total,
-                sumsq,
-                slowest,
-            )
-        )
+        _send(_batch_record(w.chan, w.worker, w.pid, w.pid, w.seq, start, idle, stages))
     elif _main is not None:
-        _main.add_main_batch(start, load, transform, collate, cpu, runq, n, total, sumsq, slowest)
+        _main.add_main_batch(start, stages)
 
 
 def _error_text(e: BaseException) -> str:
@@ -933,33 +921,14 @@ class PipelineCapture:
             return
         self._records.append(record)
 
-    def add_main_batch(self, start, load, transform, collate, cpu, runq, n, total, sumsq, slowest) -> None:
+    def add_main_batch(self, start: int, stages: tuple) -> None:
         tid = threading.get_native_id()
         self._main_seq += 1
         if len(self._records) >= MAX_RECORDS:
             self.over_budget += 1
             return
-        self._records.append(
-            (
-                "b",
-                _main_chan(),
-                -1,
-                os.getpid(),
-                tid,
-                self._main_seq,
-                start,
-                -1,
-                load,
-                transform,
-                collate,
-                cpu,
-                runq,
-                n,
-                total,
-                sumsq,
-                slowest,
-            )
-        )
+        record = _batch_record(_main_chan(), -1, os.getpid(), tid, self._main_seq, start, -1, stages)
+        self._records.append(record)
 
     def add_pin(self, start: int, dur: int) -> None:
         tid = threading.get_native_id()
