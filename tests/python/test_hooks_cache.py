@@ -246,6 +246,51 @@ def test_a_cache_folder_others_can_write_is_not_used(tmp_path, good_module):
     assert f"using {tmp_path / f'hooks-u{os.geteuid()}'}, which only you can write" in line
 
 
+def test_a_cache_in_a_folder_others_can_write_is_not_used(tmp_path, good_module):
+    # The hooks folder is private, but others may write the folder above the cache (no sticky bit):
+    # they could rename the cache away and put one of theirs in its place. Neither ROOT/hooks nor
+    # hooks-uUID beside it is used (nor made); the private default cache is, and the line says why.
+    project = tmp_path / "project"
+    root = project / "cache"
+    _plant(root, good_module)
+    os.chmod(project, 0o777)
+    private = tmp_path / "home-cache"
+    proc = _run(root, env={"XDG_CACHE_HOME": str(private)})
+    _ran_through(proc)
+    assert "HAS_ADDMM False" in proc.stdout
+    (line,) = _warnings(proc)
+    assert f"{project} is writable by group and others (mode 777), and it holds {root / 'hooks'}" in line
+    assert f"(chmod go-w {project})" in line
+    assert f"using {private / 'gpuprof' / 'hooks'}, which only you can write" in line
+    assert not (root / f"hooks-u{os.geteuid()}").exists()
+
+
+def test_a_cache_in_a_sticky_folder_of_ones_own_is_used(tmp_path, good_module):
+    # Others may write a sticky folder (as /tmp), but only an entry's owner may rename it there:
+    # the cache under it is used, with nothing to say.
+    shared = tmp_path / "scratch"
+    shared.mkdir()
+    root = shared / "cache"
+    _plant(root, good_module)
+    os.chmod(shared, 0o1777)
+    proc = _run(root)
+    _ran_through(proc)
+    assert "HAS_ADDMM True" in proc.stdout
+    assert _warnings(proc) == []
+
+
+def test_folders_the_cache_makes_are_private_whatever_the_umask(tmp_path):
+    # A umask of 002 (common where each user has a group of their own) would leave the folders
+    # above the hooks folder group-writable, and the next check would refuse them.
+    root = tmp_path / "new" / "cache"
+    code = "import os; os.umask(0o002)\n" + LOOP.format(prelude=NO_PREBUILT)
+    proc = _run(root, code=code)
+    _ran_through(proc)
+    assert all("not using" not in line for line in _warnings(proc)), proc.stderr
+    for folder in (tmp_path / "new", root, root / "hooks"):
+        assert oct(os.stat(folder).st_mode & 0o777) == oct(0o700), folder
+
+
 def test_an_entry_folder_others_can_write_is_moved_aside(tmp_path, good_module):
     entry = _plant(tmp_path, good_module)
     os.chmod(entry, 0o777)

@@ -72,6 +72,33 @@ def _unsafe(path: Path, st: os.stat_result) -> str:
     return ""
 
 
+def _unsafe_parent(folder: Path) -> str:
+    """Why someone else could move ``folder`` aside and put a folder of theirs in its place: a
+    folder above it (along its path as written, and along the path its links lead to) that another
+    user owns, or that the group or others may write without the sticky bit ("" if none can). In a
+    sticky folder such as /tmp only an entry's owner may rename it."""
+    absolute = Path(os.path.abspath(folder))
+    seen: set = set()
+    for chain in (absolute.parents, absolute.resolve().parents):
+        for parent in chain:
+            if parent in seen:
+                continue
+            seen.add(parent)
+            try:
+                st = os.stat(parent)
+            except FileNotFoundError:  # not made yet: made by this run, as its user
+                continue
+            except OSError as e:
+                return f"{parent}, above {folder}, cannot be read ({e.strerror})"
+            why = _unsafe(parent, st)
+            if why and st.st_uid in (os.geteuid(), 0) and st.st_mode & stat.S_ISVTX:
+                why = ""  # writable by others, but sticky: they cannot rename what is yours
+            if why:
+                fix = f" (chmod go-w {parent})" if st.st_uid == os.geteuid() else ""
+                return f"{why}, and it holds {folder}: whoever can write it could put another there{fix}"
+    return ""
+
+
 def private_hint() -> str:
     """The command that gives this user a cache folder of their own."""
     default = default_root()
@@ -79,26 +106,46 @@ def private_hint() -> str:
     return f"export GPUPROF_CACHE_DIR={private}"
 
 
+def _make_private(folder: Path) -> None:
+    """Makes ``folder`` and the folders above it that do not exist yet, each mode 700 (a folder a
+    umask left group-writable would be refused as soon as it was made)."""
+    missing = []
+    p = Path(os.path.abspath(folder))
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = p.parent
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            if p == missing[0]:
+                raise
+
+
 def hooks_dir(create: bool) -> tuple[Optional[Path], list[str]]:
     """The cache folder for the hooks, and a line for each folder passed over (why).
 
-    ``ROOT/hooks`` first; where someone else owns it or can write it (a shared, world-writable
-    GPUPROF_CACHE_DIR), ``ROOT/hooks-uUID``, then the default ``~/.cache/gpuprof/hooks``: the first
-    that is safe (or, with ``create``, can be made: a new folder is made private, mode 700)."""
+    ``ROOT/hooks`` first; where someone else owns it or can write it, or a folder above it (a
+    shared, world-writable GPUPROF_CACHE_DIR; a group-writable project folder), ``ROOT/hooks-uUID``,
+    then the default ``~/.cache/gpuprof/hooks``: the first that is safe (or, with ``create``, can
+    be made: a new folder is made private, mode 700)."""
     root = cache_root()
     candidates = [root / "hooks", root / f"hooks-u{os.geteuid()}"]
     if root != default_root():
         candidates.append(default_root() / "hooks")
     passed: list[str] = []
     for folder in candidates:
+        why = _unsafe_parent(folder)  # before making anything there
+        if why:
+            passed.append(why)
+            continue
         try:
             st = os.lstat(folder)
         except FileNotFoundError:
             if not create:
                 return folder, passed
             try:
-                folder.parent.mkdir(parents=True, exist_ok=True)
-                os.mkdir(folder, 0o700)
+                _make_private(folder)
             except FileExistsError:
                 pass
             except OSError as e:
@@ -122,7 +169,7 @@ def hooks_dir(create: bool) -> tuple[Optional[Path], list[str]]:
                     why = f"{folder} is a symbolic link that leads nowhere ({e.strerror})"
         if not why and not stat.S_ISDIR(st.st_mode):
             why = f"{folder} is not a folder"
-        why = why or _unsafe(folder, st)
+        why = why or _unsafe(folder, st) or _unsafe_parent(folder)
         if why:
             passed.append(why)
             continue
