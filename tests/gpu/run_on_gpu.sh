@@ -6,8 +6,8 @@
 # ignored folder .whl/ (the device tool's `carry`):
 #   pip download --no-deps cmeel-zlib -d .whl
 # Raw results go to bench/results/gpu_run-<date>.json (device, driver, CUDA, torch, tests passed/
-# failed/skipped with the names of those that did not pass, roofline, overhead, import-thread, energy
-# and bf16 GEMM figures): commit
+# failed/skipped with the names of those that did not pass, roofline, overhead, import-thread, energy,
+# bf16 GEMM and NCCL collectives figures): commit
 # that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, the
 # same files are also written there (the device tool brings them back).
 set -u
@@ -91,6 +91,7 @@ for key, name in (
     ("import_threads", "import_threads.json"),
     ("energy", "energy.json"),  # tests/gpu/test_energy_gpu.py: per-step J against NVML read directly
     ("gemm", "gemm.json"),  # tests/gpu/test_gemm_gpu.py: bf16 GEMM TFLOP/s, MFU, tensor-core share
+    ("collectives", "collectives.json"),  # tests/gpu/test_collectives_gpu.py: NCCL's rows
 ):
     try:
         with open(os.path.join(work, name)) as f:
