@@ -6,8 +6,8 @@
 # ignored folder .whl/ (the device tool's `carry`):
 #   pip download --no-deps cmeel-zlib -d .whl
 # Raw results go to bench/results/gpu_run-<date>.json (device, driver, CUDA, torch, tests passed/
-# failed/skipped with the names of those that did not pass, roofline, overhead, import-thread, energy,
-# bf16 GEMM and NCCL collectives figures): commit
+# failed/skipped with the names of those that did not pass, roofline, overhead, after-session,
+# import-thread, energy, bf16 GEMM and NCCL collectives figures): commit
 # that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, the
 # same files are also written there (the device tool brings them back).
 set -u
@@ -34,6 +34,8 @@ echo "== roofline"
 "$PY" -m gpuprof.roofline --n $((1 << 25)) --repeats 10 2>&1 | tee "$work/roofline.txt" || true
 echo "== benchmark: step overhead (bench/gpu_overhead.py)"
 "$PY" "$REPO/bench/gpu_overhead.py" --out "$work/gpu_overhead.json" || { echo "GPU BENCHMARK FAILED"; rc=1; }
+echo "== benchmark: step time after a session against never profiled (bench/after_session.py)"
+"$PY" "$REPO/bench/after_session.py" --out "$work/after_session.json" || echo "AFTER-SESSION BENCHMARK FAILED"
 echo "== benchmark: trace import on one thread and split (bench/import_threads.py)"
 "$PY" "$REPO/bench/import_threads.py" --repeat 5 --out "$work/import_threads.json" || echo "IMPORT BENCHMARK FAILED"
 echo "== results"
@@ -89,6 +91,7 @@ doc["tests_gpu"] = tests
 for key, name in (
     ("overhead", "gpu_overhead.json"),
     ("import_threads", "import_threads.json"),
+    ("after_session", "after_session.json"),  # review item 9: CUPTI left attached after a session
     ("energy", "energy.json"),  # tests/gpu/test_energy_gpu.py: per-step J against NVML read directly
     ("gemm", "gemm.json"),  # tests/gpu/test_gemm_gpu.py: bf16 GEMM TFLOP/s, MFU, tensor-core share
     ("collectives", "collectives.json"),  # tests/gpu/test_collectives_gpu.py: NCCL's rows

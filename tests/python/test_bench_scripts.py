@@ -54,13 +54,14 @@ def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
     assert "ratio_gpuprof_to_torch" in doc and "meets_under_3pct" in doc
 
 
-def test_gpu_overhead_without_a_gpu_says_so_and_exits_2(tmp_path):
+@pytest.mark.parametrize("script", ["gpu_overhead.py", "after_session.py"])
+def test_gpu_benchmarks_without_a_gpu_say_so_and_exit_2(tmp_path, script):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the real benchmark runs from tests/gpu/run_on_gpu.sh")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "gpu_overhead.py"), "--device", "cuda"],
+        [sys.executable, str(REPO / "bench" / script), "--device", "cuda"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -68,6 +69,29 @@ def test_gpu_overhead_without_a_gpu_says_so_and_exits_2(tmp_path):
     )
     assert proc.returncode == 2
     assert "--device cpu" in proc.stderr
+
+
+def test_after_session_smoke_run_compares_fresh_processes(tmp_path):
+    # bench/after_session.py (docs/gpu.md, review item 9): a tiny CPU run, one round; no timing
+    # asserted, only that both conditions ran in processes of their own with the steps asked for,
+    # and that the verdict's odds are those of R rounds (1 in C(2R, R) = 2 for R = 1).
+    out = tmp_path / "after.json"
+    args = ["--device", "cpu", "--rounds", "1", "--steps", "2", "--warmup", "1", "--session-steps", "2"]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "after_session.py"), *args, "--batch", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["summary"]) == {"never", "after"}
+    for condition in doc["summary"].values():
+        assert condition["median_ms"] > 0 and len(condition["round_median_ms"]) == 1
+        assert condition["round_faults_per_step"][0] >= 0
+    assert doc["chance_if_no_effect"] == 0.5 and isinstance(doc["measurable"], bool)
+    assert doc["settings"]["glibc_default"] is False and len(doc["gpu_collection"]) == 1
 
 
 def test_cpu_overhead_smoke_run_measures_every_variant(tmp_path):
