@@ -433,6 +433,14 @@ TEST(KinetoImport, ErrorsNameTheFileAndThePlace) {
     EXPECT_NE(e.find("nested more than 64 levels"), std::string::npos) << e;
   }
   {
+    // The same inside an op's "Input Dims" (read by its own list writer, one bit a level in a 64-bit
+    // word: before the limit covered it, level 64 shifted past the word's end).
+    const std::string e = error_of(R"J({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":1,)J"
+                                   R"J("dur":1,"args":{"Input Dims":)J" +
+                                   std::string(100, '[') + std::string(100, ']') + "}}]}");
+    EXPECT_NE(e.find("nested more than 64 levels"), std::string::npos) << e;
+  }
+  {
     // The size limit stands in for "a 2 GB file": the read stops at the limit, never buffering.
     ImportOptions o;
     o.max_bytes = 100;

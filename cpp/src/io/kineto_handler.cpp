@@ -262,10 +262,11 @@ class KinetoHandler {
 
   bool open(bool object) {
     ++depth_;
-    if (shapes_depth_ > 0) return shapes_open(object);
     // Kineto nests at most 5 levels (args holding lists of lists); far deeper input is not a
-    // trace, and refusing it bounds the parser's stack, inside captured metadata values too.
+    // trace, and refusing it bounds the parser's stack, inside captured metadata values and
+    // "Input Dims"-like lists too (whose per-level bits are one 64-bit word).
     if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
+    if (shapes_depth_ > 0) return shapes_open(object);
     if (capture_depth_ > 0) {
       ++capture_depth_;
       capture_.start(object);
