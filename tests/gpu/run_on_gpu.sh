@@ -8,11 +8,13 @@
 # Raw results go to bench/results/gpu_run-<date>.json (device, driver, CUDA, torch, tests passed/
 # failed/skipped with the names of those that did not pass, roofline, overhead, after-session,
 # import-thread, energy, bf16 GEMM and NCCL collectives figures): commit
-# that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, the
-# same files are also written there (the device tool brings them back).
+# that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, every
+# part writes its files there as it finishes (the device tool brings back what a run cut short by its
+# time limit had written), and the results JSON is copied there at the end.
 set -u
 cd "$(dirname "$0")/../.."
 REPO=$PWD
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); fi   # absolute: the script moves to /tmp
 PY=${PYTHON:-python3}
 # torch.profiler gives CUPTI back after its trace only with this (tests and benchmark alternate it with gpuprof)
 export TEARDOWN_CUPTI=${TEARDOWN_CUPTI:-1}
@@ -25,7 +27,7 @@ if ls .whl/cmeel_zlib-*.whl >/dev/null 2>&1; then "$PY" -m pip install -q --no-d
 "$PY" -m pip install --no-build-isolation --no-deps -q "${build_flags[@]}" . || { echo "BUILD FAILED"; exit 1; }
 cd /tmp   # import the installed package, not the source tree
 "$PY" -c "import gpuprof, gpuprof._kernels; print('gpuprof', gpuprof.__version__, 'kernels built')" || true
-work=$(mktemp -d)
+work=${OUT:-$(mktemp -d)}   # with $OUT set, each part's files land there as it finishes
 echo "== tests/gpu"
 export GPUPROF_GPU_FIGURES="$work"   # tests that measure write their figures here (energy.json)
 "$PY" -m pytest "$REPO/tests/gpu" -v -rs -p no:cacheprovider --junitxml="$work/tests_gpu.xml"
@@ -111,5 +113,5 @@ with open(result, "w") as f:
 print(f"results: {result}")
 print(f"tests/gpu: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped")
 PYEOF
-if [ -n "${OUT:-}" ]; then cp "$result" "$work"/* "$OUT"/ 2>/dev/null || true; fi
+if [ -n "${OUT:-}" ]; then cp "$result" "$OUT"/ 2>/dev/null || true; fi
 exit $rc
