@@ -11,29 +11,30 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _bench(script: str, *args, cwd=None, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python bench/SCRIPT ARGS...`` run to completion, its output captured as text."""
+    cmd = [sys.executable, str(REPO / "bench" / script), *(str(a) for a in args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
 def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
     out = tmp_path / "gpu_overhead.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "gpu_overhead.py"),
-            "--device",
-            "cpu",
-            "--steps",
-            "2",
-            "--rounds",
-            "1",
-            "--batch",
-            "2",
-            "--image-size",
-            "32",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = _bench(
+        "gpu_overhead.py",
+        "--device",
+        "cpu",
+        "--steps",
+        "2",
+        "--rounds",
+        "1",
+        "--batch",
+        "2",
+        "--image-size",
+        "32",
+        "--out",
+        str(out),
         cwd=tmp_path,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "SMOKE RUN" in proc.stdout  # CPU figures are never presented as the GPU result
@@ -60,13 +61,7 @@ def test_gpu_benchmarks_without_a_gpu_say_so_and_exit_2(tmp_path, script):
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the real benchmark runs from tests/gpu/run_on_gpu.sh")
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), "--device", "cuda"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    proc = _bench(script, "--device", "cuda", cwd=tmp_path)
     assert proc.returncode == 2
     assert "--device cpu" in proc.stderr
 
@@ -77,13 +72,7 @@ def test_after_session_smoke_run_compares_fresh_processes(tmp_path):
     # and that the verdict's odds are those of R rounds (1 in C(2R, R) = 2 for R = 1).
     out = tmp_path / "after.json"
     args = ["--device", "cpu", "--rounds", "1", "--steps", "2", "--warmup", "1", "--session-steps", "2"]
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "after_session.py"), *args, "--batch", "2", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    proc = _bench("after_session.py", *args, "--batch", "2", "--out", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert set(doc["summary"]) == {"never", "after"}
@@ -98,22 +87,7 @@ def test_cpu_overhead_smoke_run_measures_every_variant(tmp_path):
     # bench/overhead.py (docs/performance.md, "Profiling overhead on the CPU"): a tiny run; no
     # timing asserted, only that every variant ran, with and without record_shapes.
     out = tmp_path / "overhead.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "overhead.py"),
-            "--ops",
-            "300",
-            "--rounds",
-            "1",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    proc = _bench("overhead.py", "--ops", "300", "--rounds", "1", "--json", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert set(doc["ns_per_op"]) == {
@@ -139,23 +113,18 @@ def test_analyze_speed_times_an_earlier_build_beside_this_one(tmp_path):
 
     before = Path(gpuprof.__file__).resolve().parents[1]
     out = tmp_path / "speed.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "analyze_speed.py"),
-            "--only",
-            "gpuprof",
-            "--inputs",
-            "resnet50_v100",
-            "--before",
-            str(before),
-            "--workdir",
-            str(tmp_path / "work"),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    proc = _bench(
+        "analyze_speed.py",
+        "--only",
+        "gpuprof",
+        "--inputs",
+        "resnet50_v100",
+        "--before",
+        str(before),
+        "--workdir",
+        str(tmp_path / "work"),
+        "--out",
+        str(out),
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -163,12 +132,7 @@ def test_analyze_speed_times_an_earlier_build_beside_this_one(tmp_path):
     assert row["gpuprof"]["ok"] and row["gpuprof_before"]["ok"]
     assert row["gpuprof_before"]["wall_s"] > 0 and row["gpuprof"]["cpu_s"] > 0
     assert "before" in proc.stdout and "-> now" in proc.stdout
-    bad = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "analyze_speed.py"), "--before", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    bad = _bench("analyze_speed.py", "--before", str(tmp_path), timeout=120)
     assert bad.returncode == 2 and "no gpuprof package" in bad.stderr
 
 
@@ -230,21 +194,7 @@ def test_import_threads_smoke_run_reads_a_gzip_file_by_one_and_by_two_threads(tm
     gz = synthetic_trace(tmp_path / "small.pt.trace.json.gz", n_events=25_000)
     assert len(gzip.decompress(gz.read_bytes())) >= 4 << 20
     out = tmp_path / "import_threads.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "import_threads.py"),
-            "--repeat",
-            "1",
-            "--out",
-            str(out),
-            str(gz),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    proc = _bench("import_threads.py", "--repeat", "1", "--out", str(out), str(gz), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(out.read_text())["inputs"][gz.name]
     assert row["one thread"]["threads"] == 1
@@ -266,20 +216,7 @@ def test_parser_bound_compares_with_simdjson_or_says_what_to_install(tmp_path):
 
     gz = synthetic_trace(tmp_path / "small.pt.trace.json.gz", n_events=2_000)
     out = tmp_path / "bound.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "parser_bound.py"),
-            "--repeat",
-            "1",
-            "--out",
-            str(out),
-            str(gz),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = _bench("parser_bound.py", "--repeat", "1", "--out", str(out), str(gz))
     if importlib.util.find_spec("simdjson") is None:
         assert proc.returncode == 2 and "python -m pip install pysimdjson" in proc.stderr
         return
@@ -303,21 +240,16 @@ def test_straggler_calls_smoke_run_counts_one_slow_and_one_clean_job(tmp_path):
     # busy loops; the counts are what the reports said (a 60 ms sleep in a rank's data loading).
     pytest.importorskip("torch")
     out = tmp_path / "calls.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "straggler_calls.py"),
-            "--runs",
-            "1",
-            "--busy",
-            "0",
-            "--delay-ms",
-            "60",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    proc = _bench(
+        "straggler_calls.py",
+        "--runs",
+        "1",
+        "--busy",
+        "0",
+        "--delay-ms",
+        "60",
+        "--json",
+        str(out),
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -331,22 +263,8 @@ def test_the_gemm_bench_counts_its_products(tmp_path):
     """bench/flops_gemm_cpu.py on small matrices: gpuprof's FLOPs per step are the bench's count by
     hand (2 n^3 per product), and the fraction of the estimated peak is reported (not asserted)."""
     out = tmp_path / "gemm.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "flops_gemm_cpu.py"),
-            "--n",
-            "64",
-            "--steps",
-            "2",
-            "--reps",
-            "3",
-        ]
-        + ["--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    proc = _bench(
+        "flops_gemm_cpu.py", "--n", "64", "--steps", "2", "--reps", "3", "--json", str(out), cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -359,23 +277,18 @@ def test_memory_overhead_smoke_run_measures_every_variant(tmp_path):
     # The wall-clock mode (the callgrind mode takes minutes): every variant ran, each profile_memory
     # variant recorded every allocation of the loop (the script asserts it), and the side costs.
     out = tmp_path / "memory_overhead.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "memory_overhead.py"),
-            "--wall",
-            "--allocs",
-            "2000",
-            "--rounds",
-            "1",
-            "--side-costs",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = _bench(
+        "memory_overhead.py",
+        "--wall",
+        "--allocs",
+        "2000",
+        "--rounds",
+        "1",
+        "--side-costs",
+        "--json",
+        str(out),
         cwd=tmp_path,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -395,21 +308,8 @@ def test_modules_overhead_smoke_run_measures_every_variant(tmp_path):
     # bench/modules_overhead.py (docs/performance.md, "The module view"): a tiny run; no timing
     # asserted, only that every variant ran and the module view recorded the model.
     out = tmp_path / "modules.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "modules_overhead.py"),
-            "--steps",
-            "2",
-            "--rounds",
-            "1",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
+    proc = _bench(
+        "modules_overhead.py", "--steps", "2", "--rounds", "1", "--json", str(out), cwd=tmp_path, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -427,21 +327,8 @@ def test_pipeline_overhead_smoke_run_measures_every_variant(tmp_path):
     # bench/pipeline_overhead.py (docs/performance.md, "Input pipeline"): a tiny run; no timing
     # asserted, only that each fetch variant ran beside torch's and the per-batch figures came out.
     out = tmp_path / "pipeline.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "pipeline_overhead.py"),
-            "--batches",
-            "20",
-            "--rounds",
-            "1",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    proc = _bench(
+        "pipeline_overhead.py", "--batches", "20", "--rounds", "1", "--json", str(out), cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())
