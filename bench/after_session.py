@@ -15,9 +15,9 @@ cannot be undone in a process) training the ResNet-18 layout of bench/gpu_overhe
 glibc's allocator has two regimes for a loop that frees a step's large temporaries at the top of its
 heap: it keeps that memory, or gives it back at every step and takes page faults to get it again
 (on this project's 2-core CPU: 0 or ~4,600 minor faults per step of the CPU smoke model, 10-15%
-slower). Which one a process lands in depends on its heap's layout, so that the length of a
-command-line argument, a thread started once, or loading a library flips it, whether gpuprof runs
-or not. The children therefore run with glibc's thresholds fixed (``MALLOC_MMAP_THRESHOLD_`` 32 MiB,
+slower). Which one a process lands in depends on its heap's layout: processes running the same
+command start in either, whether gpuprof runs or not (docs/performance.md, "After a session"). The
+children therefore run with glibc's thresholds fixed (``MALLOC_MMAP_THRESHOLD_`` 32 MiB,
 ``MALLOC_TRIM_THRESHOLD_`` 256 MiB: large blocks from the heap, never given back) so that the
 comparison is of the session, not of the heap; ``--glibc-default`` leaves them, and each
 condition's minor page faults per step are reported either way.

@@ -135,7 +135,8 @@ def hooks_dir(create: bool) -> tuple[Optional[Path], list[str]]:
         candidates.append(default_root() / "hooks")
     passed: list[str] = []
     for folder in candidates:
-        why = _unsafe_parent(folder)  # before making anything there
+        # The folders above, before making anything there (those made here are this user's, 700).
+        why = _unsafe_parent(folder)
         if why:
             passed.append(why)
             continue
@@ -169,7 +170,7 @@ def hooks_dir(create: bool) -> tuple[Optional[Path], list[str]]:
                     why = f"{folder} is a symbolic link that leads nowhere ({e.strerror})"
         if not why and not stat.S_ISDIR(st.st_mode):
             why = f"{folder} is not a folder"
-        why = why or _unsafe(folder, st) or _unsafe_parent(folder)
+        why = why or _unsafe(folder, st)
         if why:
             passed.append(why)
             continue
