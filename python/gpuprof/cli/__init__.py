@@ -13,7 +13,7 @@ import os
 import sys
 
 # Verb modules, in the order `gpuprof --help` lists them.
-VERBS = ["run", "analyze", "scaling", "export", "report", "diff", "check", "doctor"]
+VERBS = ["run", "analyze", "scaling", "export", "report", "diff", "check", "findings", "mcp", "doctor"]
 
 
 class UserError(Exception):
