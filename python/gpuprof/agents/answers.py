@@ -14,6 +14,7 @@ import json
 import math
 import os
 import statistics
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -30,6 +31,9 @@ MIN_MAX_TOKENS = 256
 # from its own per-step variation) and larger than MIN_CHANGE_PCT of the base step.
 NOISE_SE = 3.0
 MIN_CHANGE_PCT = 5.0
+
+# Reports kept between calls (their events are released: answers read only the report).
+CACHED_REPORTS = 32
 
 # A folder's reports analysed at most: an assistant asks about one run at a time.
 MAX_FILES = 16
@@ -91,6 +95,8 @@ class Loader:
 
     def __init__(self) -> None:
         self._cache: dict[tuple, Any] = {}
+        # The MCP SDK runs each call on a worker thread: one analysis at a time, each file once.
+        self._lock = threading.Lock()
 
     def reports(self, path: Path) -> tuple[list[tuple[Path, Any]], int]:
         """(file, Report) for a trace file, a saved report or a folder of them (its saved reports,
@@ -116,9 +122,12 @@ class Loader:
     def _one(self, f: Path):
         st = f.stat()
         key = (str(f), st.st_mtime_ns, st.st_size)
-        if key not in self._cache:
-            self._cache[key] = _load(f)
-        return self._cache[key]
+        with self._lock:
+            if key not in self._cache:
+                while len(self._cache) >= CACHED_REPORTS:
+                    self._cache.pop(next(iter(self._cache)))  # the oldest
+                self._cache[key] = _load(f)
+            return self._cache[key]
 
 
 def _load(f: Path):
@@ -129,7 +138,9 @@ def _load(f: Path):
     try:
         if is_report(f):
             return Report.load(f)
-        return analyze_file(f, with_step_views=False)
+        report = analyze_file(f, with_step_views=False)
+        report.release_trace()
+        return report
     except (OSError, ValueError, RuntimeError) as e:
         raise AnswerError(f"cannot read {json.dumps(str(f))}: {e}") from None
 
