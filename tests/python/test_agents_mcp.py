@@ -336,3 +336,35 @@ def test_without_the_sdk_gpuprof_imports_and_mcp_says_how_to_install_it(tmp_path
     )
     assert served.returncode == 2
     assert "pip install 'torch-gpuprof[mcp]'" in served.stderr and "Traceback" not in served.stderr
+
+
+def test_findings_on_the_command_line_and_budgets_against_a_baseline_on_live_runs(runs):
+    env = {**os.environ, "PYTHONPATH": PYTHON_DIR}
+    cli = [sys.executable, "-m", "gpuprof", "findings", "nw0"]
+    as_json = subprocess.run(cli + ["--json"], cwd=runs, env=env, capture_output=True, text=True, timeout=120)
+    as_text = subprocess.run(cli, cwd=runs, env=env, capture_output=True, text=True, timeout=120)
+    assert as_json.returncode == 0 and as_text.returncode == 0, as_json.stderr + as_text.stderr
+    findings, regression, bad_column, compiled = ask(
+        runs,
+        [
+            ("findings", {"path": "nw0"}),
+            ("check", {"path": "nw4", "baseline": "nw0", "max": {"step_time_regression_pct": 0}}),
+            ("top", {"path": "nw0", "table": "operators", "by": "no_such_column"}),
+            ("top", {"path": "nw0", "table": "compiled"}),
+        ],
+        max_tokens=32000,
+    )
+    doc = json.loads(as_json.stdout)
+    assert data(findings) == doc
+    (rep,) = doc["reports"]
+    head, *rest = as_text.stdout.splitlines()
+    assert head == f"nw0/span_000/report.json: 8 steps, mean step {rep['mean_step_ms']:.3f} ms, " + (
+        f"{len(rep['findings'])} finding(s)"
+    )
+    f = rep["findings"][0]
+    assert rest[0].startswith(f"  [{f['rule']}] saves 0-{f['saving']['high_pct']:g}% of the step (0-")
+    # 4 workers made the step faster: its change against nw0 is negative, under a 0% maximum.
+    (budget,) = data(regression)["budgets"]
+    assert budget["result"] == "pass" and budget["value"] < -25
+    assert bad_column.is_error and "its columns: " in text_of(bad_column)
+    assert compiled.is_error and "no torch.compile regions" in text_of(compiled)
