@@ -55,7 +55,13 @@ std::vector<DeviceSummary> summarize_devices(const Trace& trace);
 // timeline): the trace's whole extent, first event to last, cut into buckets whose length is the
 // smallest power of ten microseconds that makes at most kMaxTimelineBuckets of them; the last
 // bucket runs to the end. Utilization and Est. SM efficiency are the GPU summary's definitions,
-// each over its bucket.
+// each over its bucket. `sm_levels` are the plugin's own SM-efficiency ranges over the same extent:
+// each stretch between two kernel edges where the running kernels' SM share (capped at 1) is above 0.
+struct SmLevel {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  double pct = 0.0;
+};
 struct GpuBucket {
   int64_t start_ns = 0;
   int64_t dur_ns = 0;
@@ -66,6 +72,7 @@ constexpr int kMaxTimelineBuckets = 100;
 struct GpuTimeline {
   int device = 0;
   std::vector<GpuBucket> buckets;
+  std::vector<SmLevel> sm_levels;
 };
 // One timeline per device that ran a kernel, ordered by device id.
 std::vector<GpuTimeline> gpu_timelines(const Trace& trace);
@@ -97,5 +104,8 @@ double sm_efficiency_pct(const Trace& trace, const std::vector<uint32_t>& kernel
                          const TimeWindow& w);
 double achieved_occupancy_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const DeviceProps* device,
                               const TimeWindow& w);
+// The stretches of `sm_efficiency_pct`'s sweep where the level is above 0, in time order (pct: 0-100).
+std::vector<SmLevel> sm_efficiency_levels(const Trace& trace, const std::vector<uint32_t>& kernels,
+                                          const DeviceProps* device, const TimeWindow& w);
 
 }  // namespace gpuprof

@@ -13,6 +13,7 @@
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "gpuprof/gpu_summary.h"
 #include "gpuprof/list_text.h"
@@ -450,14 +451,15 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
         key(w, "warps per SM");
         w.Double(k.warps_per_sm);
       }
-      key(w, "grid");
-      w.StartArray();
-      for (int v : k.grid) w.Int(v);
-      w.EndArray();
-      key(w, "block");
-      w.StartArray();
-      for (int v : k.block) w.Int(v);
-      w.EndArray();
+      // A dimension the trace did not record (all 0: no launch has a 0 dimension) stays out.
+      for (const auto& [name, dims] :
+           {std::pair<const char*, const int32_t*>{"grid", k.grid}, {"block", k.block}}) {
+        if (dims[0] == 0 && dims[1] == 0 && dims[2] == 0) continue;
+        key(w, name);
+        w.StartArray();
+        for (int i = 0; i < 3; ++i) w.Int(dims[i]);
+        w.EndArray();
+      }
       if (k.est_occupancy_pct >= 0) {
         key(w, "est. achieved occupancy %");
         w.Double(k.est_occupancy_pct);
@@ -574,7 +576,8 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
   }
   // ---- end NVML samples ----
   // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
-  // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
+  // utilization per bucket, ending at 0 where the trace ends, and Est. SM efficiency as the plugin
+  // drew it: each stretch's level from its start, 0 where no kernel runs.
   for (const GpuTimeline& tl : gpu_timelines(t)) {
     for (const bool util : {true, false}) {
       const std::string name =
@@ -596,7 +599,18 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
         w.EndObject();
         w.EndObject();
       };
-      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, util ? b.utilization_pct : b.sm_efficiency_pct);
+      if (!util) {
+        // A counter holds its value until the next point: a stretch that starts where the one
+        // before ended needs no 0 between them, and one at the same level no point at all.
+        const std::vector<SmLevel>& ls = tl.sm_levels;
+        for (size_t i = 0; i < ls.size(); ++i) {
+          const bool joins = i > 0 && ls[i - 1].end_ns == ls[i].start_ns;
+          if (!joins || ls[i - 1].pct != ls[i].pct) counter(ls[i].start_ns, ls[i].pct);
+          if (i + 1 == ls.size() || ls[i + 1].start_ns != ls[i].end_ns) counter(ls[i].end_ns, 0.0);
+        }
+        continue;
+      }
+      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, b.utilization_pct);
       if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
     }
   }
