@@ -1,12 +1,12 @@
-#include "gpuprof/gpu_summary.h"
+#include "gpuprof/analysis/gpu_summary.h"
 
 #include <algorithm>
 #include <map>
 
-#include "gpuprof/intervals.h"
-#include "gpuprof/memory.h"
-#include "gpuprof/occupancy.h"
-#include "gpuprof/tensor_cores.h"
+#include "gpuprof/analysis/intervals.h"
+#include "gpuprof/analysis/memory.h"
+#include "gpuprof/analysis/occupancy.h"
+#include "gpuprof/analysis/tensor_cores.h"
 
 namespace gpuprof {
 

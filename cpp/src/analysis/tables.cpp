@@ -1,4 +1,4 @@
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/tables.h"
 
 #include <algorithm>
 #include <array>
@@ -13,9 +13,9 @@
 #include <unordered_map>
 
 #include "../core/thread_start.h"
-#include "gpuprof/breakdown.h"
-#include "gpuprof/occupancy.h"
-#include "gpuprof/tensor_cores.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/occupancy.h"
+#include "gpuprof/analysis/tensor_cores.h"
 
 namespace gpuprof {
 

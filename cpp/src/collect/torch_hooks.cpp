@@ -20,9 +20,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gpuprof/collector.h"
-#include "gpuprof/flops.h"
-#include "gpuprof/gpu_collect.h"
+#include "gpuprof/analysis/flops.h"
+#include "gpuprof/collect/collector.h"
+#include "gpuprof/collect/gpu_collect.h"
 
 namespace gpuprof::collect {
 namespace {

@@ -1,6 +1,6 @@
 // Kineto-style Chrome-trace writer. Times are written as microseconds with exactly three decimals
 // (integer nanoseconds), so gpuprof's importer reads back the very same nanoseconds.
-#include "gpuprof/chrome_export.h"
+#include "gpuprof/analysis/chrome_export.h"
 
 #include <zlib.h>
 
@@ -15,8 +15,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "gpuprof/gpu_summary.h"
-#include "gpuprof/list_text.h"
+#include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/core/list_text.h"
 
 namespace gpuprof {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 
@@ -78,7 +78,7 @@ struct GpuTimeline {
 std::vector<GpuTimeline> gpu_timelines(const Trace& trace);
 
 // The memory curve of one device (-1: the host), from the allocator's samples in time order:
-// (ts_ns, allocated, reserved), the levels of gpuprof/memory.h's device_memory: the allocator's own
+// (ts_ns, allocated, reserved), the levels of gpuprof/analysis/memory.h's device_memory: the allocator's own
 // totals where recorded; else, where allocations carry addresses (live host allocations), the
 // blocks live (those known to predate the trace included); else (old Kineto traces carry only each
 // allocation's size) the running sum of the sizes, lifted so that its lowest point is 0, as the
