@@ -22,11 +22,7 @@ MAY_INCLUDE = {
     "bindings": {"core", "io", "collect", "analysis"},
 }
 # (including file, included file) pairs that break the flow, each with its reason; to be emptied.
-KNOWN = {
-    ("cpp/src/collect/torch_hooks.cpp", "cpp/include/gpuprof/analysis/flops.h"): (
-        "the capture hooks read the FLOP rule table's matrix ops (flop_rules()); the table is analysis"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
