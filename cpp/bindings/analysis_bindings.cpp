@@ -14,19 +14,19 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/collectives.h"
-#include "gpuprof/energy.h"
-#include "gpuprof/flops.h"
-#include "gpuprof/gpu_summary.h"
-#include "gpuprof/input_transfer.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/memory.h"
-#include "gpuprof/modules.h"
-#include "gpuprof/occupancy.h"
-#include "gpuprof/tables.h"
-#include "gpuprof/tensor_cores.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/collectives.h"
+#include "gpuprof/analysis/energy.h"
+#include "gpuprof/analysis/flops.h"
+#include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/analysis/input_transfer.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/memory.h"
+#include "gpuprof/analysis/modules.h"
+#include "gpuprof/analysis/occupancy.h"
+#include "gpuprof/analysis/tables.h"
+#include "gpuprof/analysis/tensor_cores.h"
+#include "gpuprof/core/trace.h"
 
 namespace py = pybind11;
 using namespace gpuprof;
@@ -816,7 +816,7 @@ void bind_analysis(py::module_& m) {
       },
       py::arg("trace"), py::arg("steps"),
       "Per step [(start_ns, end_ns)]: the batch's copy to the device after each DataLoader range "
-      "(gpuprof/input_transfer.h): batches, copy_ops, host_ns, device_copies, device_ns, overlap_ns.");
+      "(gpuprof/analysis/input_transfer.h): batches, copy_ops, host_ns, device_copies, device_ns, overlap_ns.");
   m.def(
       "memory_curve",
       [](const Trace& t, size_t max_points) {

@@ -3,8 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "gpuprof/gpu_collect.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/collect/gpu_collect.h"
+#include "gpuprof/core/trace.h"
 
 namespace py = pybind11;
 using namespace gpuprof;

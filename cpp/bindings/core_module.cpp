@@ -8,9 +8,9 @@
 #include <string_view>
 #include <tuple>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/collector.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/collect/collector.h"
+#include "gpuprof/core/trace.h"
 
 namespace py = pybind11;
 using namespace gpuprof;

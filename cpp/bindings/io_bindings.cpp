@@ -4,9 +4,9 @@
 
 #include <array>
 
-#include "gpuprof/chrome_export.h"
-#include "gpuprof/kineto_import.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/chrome_export.h"
+#include "gpuprof/core/trace.h"
+#include "gpuprof/io/kineto_import.h"
 
 namespace py = pybind11;
 using namespace gpuprof;

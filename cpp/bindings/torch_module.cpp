@@ -2,17 +2,29 @@
 // python/gpuprof/_hooks.py, or prebuilt by CMake) and loaded only beside that build.
 #include <pybind11/pybind11.h>
 
+#include <string>
+#include <vector>
+
+#include "gpuprof/analysis/flops.h"
 #include "torch_hooks.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_torchhooks, m) {
   m.doc() = "gpuprof RecordFunction hooks (links LibTorch)";
-  m.def("install", &gpuprof::collect::install_hooks, py::arg("record_shapes") = false,
-        py::arg("autograd_links") = false, py::arg("flop_capture") = true,
-        "Install the operator hooks; autograd_links: also record each op's autograd sequence number "
-        "and forward thread (the module view attributes backward ops by them); flop_capture: "
-        "capture the matrix-class ops' inputs for their FLOPs (off only for the overhead bench).");
+  m.def(
+      "install",
+      [](bool record_shapes, bool autograd_links, bool flop_capture) {
+        std::vector<std::string> matmul;
+        if (flop_capture)
+          for (const gpuprof::FlopRuleInfo& rule : gpuprof::flop_rules())
+            if (rule.cls == gpuprof::FlopClass::Matmul) matmul.push_back(rule.name);
+        gpuprof::collect::install_hooks(record_shapes, autograd_links, matmul);
+      },
+      py::arg("record_shapes") = false, py::arg("autograd_links") = false, py::arg("flop_capture") = true,
+      "Install the operator hooks; autograd_links: also record each op's autograd sequence number "
+      "and forward thread (the module view attributes backward ops by them); flop_capture: "
+      "capture the matrix-class ops' inputs for their FLOPs (off only for the overhead bench).");
   m.def("remove", &gpuprof::collect::remove_hooks);
   m.def("installed", &gpuprof::collect::hooks_installed);
   m.def("flop_capture_installed", &gpuprof::collect::flop_capture_installed,

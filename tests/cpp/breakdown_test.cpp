@@ -4,8 +4,8 @@
 
 #include <random>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/intervals.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/intervals.h"
 
 using namespace gpuprof;
 

@@ -3,10 +3,10 @@
 // bandwidths with the formulas written out beside the numbers.
 #include <gtest/gtest.h>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/collectives.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/collectives.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/tables.h"
 #include "trace_builders.h"
 
 using namespace gpuprof;

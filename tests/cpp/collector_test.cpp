@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "gpuprof/collector.h"
+#include "gpuprof/collect/collector.h"
 
 using namespace gpuprof;
 

@@ -4,7 +4,7 @@
 // covers a step. Every expected joule is worked out beside it.
 #include <gtest/gtest.h>
 
-#include "gpuprof/energy.h"
+#include "gpuprof/analysis/energy.h"
 
 using namespace gpuprof;
 

@@ -3,12 +3,12 @@
 // forward, the backward or a recomputation.
 #include <gtest/gtest.h>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/flops.h"
-#include "gpuprof/kineto_import.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/list_text.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/flops.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/tables.h"
+#include "gpuprof/core/list_text.h"
+#include "gpuprof/io/kineto_import.h"
 
 using namespace gpuprof;
 

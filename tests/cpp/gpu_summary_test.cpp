@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <array>
 
-#include "gpuprof/gpu_summary.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/plausibility.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/plausibility.h"
+#include "gpuprof/analysis/tables.h"
 #include "trace_builders.h"
 
 using namespace gpuprof;

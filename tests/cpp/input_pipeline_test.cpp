@@ -5,11 +5,11 @@
 
 #include <string>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/chrome_export.h"
-#include "gpuprof/input_transfer.h"
-#include "gpuprof/kineto_import.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/chrome_export.h"
+#include "gpuprof/analysis/input_transfer.h"
+#include "gpuprof/analysis/tables.h"
+#include "gpuprof/io/kineto_import.h"
 #include "trace_builders.h"
 
 namespace gpuprof {

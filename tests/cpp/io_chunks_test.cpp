@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "gpuprof/kineto_import.h"
+#include "gpuprof/io/kineto_import.h"
 
 using namespace gpuprof;
 

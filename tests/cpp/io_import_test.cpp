@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/chrome_export.h"
-#include "gpuprof/kineto_import.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/modules.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/chrome_export.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/modules.h"
+#include "gpuprof/io/kineto_import.h"
 #include "trace_dump.h"
 
 using namespace gpuprof;

@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "gpuprof/launch_links.h"
-#include "gpuprof/memory.h"
-#include "gpuprof/modules.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/memory.h"
+#include "gpuprof/analysis/modules.h"
+#include "gpuprof/analysis/tables.h"
 
 using namespace gpuprof;
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "gpuprof/launch_links.h"
-#include "gpuprof/modules.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/modules.h"
+#include "gpuprof/analysis/tables.h"
 #include "trace_builders.h"
 
 namespace gpuprof {

@@ -2,9 +2,9 @@
 // they take no share of the breakdown, and a Chrome trace export reads back as the same ranges.
 #include <gtest/gtest.h>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/chrome_export.h"
-#include "gpuprof/kineto_import.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/chrome_export.h"
+#include "gpuprof/io/kineto_import.h"
 
 using namespace gpuprof;
 

@@ -3,7 +3,7 @@
 // (granularity, the driver's per-block reserve on sm_80+, carveout sizes) and the blocks-per-SM cap.
 #include <gtest/gtest.h>
 
-#include "gpuprof/occupancy.h"
+#include "gpuprof/analysis/occupancy.h"
 
 using namespace gpuprof;
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/tables.h"
 #include "trace_builders.h"
 
 using namespace gpuprof;

@@ -3,7 +3,7 @@
 // those traces (Hopper, Blackwell, bf16/fp8, attention) and the traps around them.
 #include <gtest/gtest.h>
 
-#include "gpuprof/tensor_cores.h"
+#include "gpuprof/analysis/tensor_cores.h"
 
 using namespace gpuprof;
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof::spec {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "gpuprof/kineto_import.h"
+#include "gpuprof/io/kineto_import.h"
 
 namespace gpuprof::test_support {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "../cpp/trace_dump.h"
-#include "gpuprof/kineto_import.h"
+#include "gpuprof/io/kineto_import.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from bounded_names import write_distinct, write_long  # noqa: E402  (the benchmark's own traces)
 
-MAX_NAME_ROWS = 2000  # cpp/include/gpuprof/tables.h: kMaxNameRows
+MAX_NAME_ROWS = 2000  # cpp/include/gpuprof/analysis/tables.h: kMaxNameRows
 MAX_NAME_BYTES = 1024  # kMaxNameBytes
 
 

@@ -256,13 +256,6 @@ def test_an_mi250x_device_is_one_gcd():
     assert m.memory_bandwidth_gbps == 1600
 
 
-def test_scale_to_clock():
-    assert peaks.scale_to_clock(989.5, 1830 / 2, 1830) == pytest.approx(989.5 / 2)
-    assert peaks.scale_to_clock(67.0, 2100, 1980) == 67.0  # never above the reference
-    with pytest.raises(ValueError):
-        peaks.scale_to_clock(1.0, 0, 1980)
-
-
 # ---------------------------------------------------------------------------------------------------
 # The CPU's peak
 

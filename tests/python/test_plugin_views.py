@@ -3,6 +3,7 @@ operator and kernel tables, each expected number worked out beside its timeline 
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import gpuprof
@@ -179,3 +180,100 @@ def test_markdown_lists_the_shape_rows_and_the_terminal_the_names(tmp_path):
     assert "| aten::mm | \\[\\[64, 16\\], \\[16, 4\\]\\] | 1 |" in md
     text = report.to_text()
     assert "Operators (top 2 of 2)" in text
+
+
+def _stream_kernel(name, ts, dur, corr, ext, stream, blocks_per_sm):
+    event = _device("Kernel", name, ts, dur, corr, ext, **{"blocks per SM": blocks_per_sm})
+    event["tid"] = f"stream {stream}"
+    event["args"]["stream"] = stream
+    return event
+
+
+def test_sm_efficiency_track_is_the_plugins_ranges(tmp_path):
+    """The plugin's GPU-utilization case: the trace runs [100, 220), so 10 us utilization buckets
+    (120 / 1 > 100, 120 / 10 <= 100). Four kernels with the trace's "blocks per SM" (no device
+    properties, so the share is min(blocks per SM, 1)): stream 7 runs 0.5 on [130, 140) and 0.3 on
+    [145, 170), stream 8 runs 0.6 on [135, 150) (and a 0 us launch at 150, left out), stream 7 again
+    10.5 on [200, 220). The SM share summed over the running kernels, capped at 1, changes at every
+    edge: 50 on [130, 135), 1.1 -> 100 on [135, 140), 60 on [140, 145), 0.6 + 0.3 = 90 on [145, 150),
+    30 on [150, 170), 100 on [200, 220): the plugin's ranges, each drawn as its level from its start
+    (a counter holds it to the next point) and 0 where a gap follows. Averaged per bucket instead,
+    [130, 140) and [140, 150) would both read 75."""
+    events = [
+        _op("aten::mat_mul", 100, 100, 2),
+        _op("aten::mm", 120, 70, 4),
+        _stream_kernel("void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", 130, 10, 334, 4, 7, 0.5),
+        _runtime("cudaLaunchKernel", 120, 0, 334, 4),
+        _stream_kernel("void gemmSN_TN_kernel_64addr", 135, 15, 335, 2, 8, 0.6),
+        _stream_kernel("void gemmSN_TN_kernel_64addr", 150, 0, 335, 2, 8, 0.3),
+        _runtime("cudaLaunchKernel", 120, 0, 335, 2),
+        _stream_kernel("void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", 145, 25, 336, 4, 7, 0.3),
+        _runtime("cudaLaunchKernel", 125, 3, 336, 4),
+        _stream_kernel("void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", 200, 20, 337, 2, 7, 10.5),
+        _runtime("cudaLaunchKernel", 195, 1, 337, 2),
+    ]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(events))
+    report = gpuprof.analyze(str(path))
+    buckets = report.data["gpu_timeline"]["0"]
+    assert [b["start_us"] for b in buckets] == [100.0 + 10 * i for i in range(12)]
+    assert [b["utilization_pct"] for b in buckets] == [0, 0, 0, 100, 100, 100, 100, 0, 0, 0, 100, 100]
+    report.to_json(tmp_path / "r.json")
+    doc = json.loads(gzip.decompress((tmp_path / "r.trace.json.gz").read_bytes()))
+    track = [
+        (e["ts"], e["args"]["sm efficiency %"])
+        for e in doc["traceEvents"]
+        if e.get("ph") == "C" and e["name"] == "GPU 0 Est. SM Efficiency"
+    ]
+    ts0 = min(e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X")
+    got = [(round(ts - ts0, 3), round(pct, 4)) for ts, pct in track]
+    assert got == [(30.0, 50.0), (35.0, 100.0), (40.0, 60.0), (45.0, 90.0), (50.0, 30.0), (70.0, 0.0)] + [
+        (100.0, 100.0),
+        (120.0, 0.0),
+    ]
+
+
+def test_kernels_missing_launch_fields_keep_what_they_have(tmp_path):
+    """The plugin's case of kernel1 launched five times by op1, each launch missing other fields:
+    the grid, the block, the registers, the shared memory, then all four. Each launch is a row of
+    its own, grouped by the fields it has; a missing field is null, never [0, 0, 0]; the Chrome
+    trace leaves the missing dimensions out rather than writing zeros."""
+    full = {"grid": [16, 1, 1], "block": [16, 16, 16], "registers per thread": 18, "shared memory": 0}
+    missing = ["grid", "block", "registers per thread", "shared memory", None]
+    events = [_op("op1", 200, 60, 3, **{"Input Dims": [[2, 8, 5], [], [], [], [], [], [], []]})]
+    for i, gone in enumerate(missing):
+        args = {k: v for k, v in full.items() if k != gone} if gone else {}
+        events.append(_device("Kernel", "kernel1", 220 + 10 * i, i + 1, 1000 + i, 3, **args))
+        events.append(_runtime("cudaLaunchKernel", 210 + 10 * i, 5, 1000 + i, 3, tid=456))
+    rows = _analyze(tmp_path, events)["kernel_ops"]
+    got = [
+        (
+            r["kernel"],
+            r["operator"],
+            r["grid"],
+            r["block"],
+            r["registers_per_thread"],
+            r["shared_memory_bytes"],
+        )
+        + (r["calls"], r["total_us"], r["min_us"], r["max_us"])
+        for r in sorted(rows, key=lambda r: r["total_us"])
+    ]
+    assert got == [
+        ("kernel1", "op1", None, [16, 16, 16], 18, 0, 1, 1.0, 1.0, 1.0),
+        ("kernel1", "op1", [16, 1, 1], None, 18, 0, 1, 2.0, 2.0, 2.0),
+        ("kernel1", "op1", [16, 1, 1], [16, 16, 16], None, 0, 1, 3.0, 3.0, 3.0),
+        ("kernel1", "op1", [16, 1, 1], [16, 16, 16], 18, None, 1, 4.0, 4.0, 4.0),
+        ("kernel1", "op1", None, None, None, None, 1, 5.0, 5.0, 5.0),
+    ]
+    report = gpuprof.analyze(str(tmp_path / "trace.json"))
+    report.to_json(tmp_path / "r.json")
+    doc = json.loads(gzip.decompress((tmp_path / "r.trace.json.gz").read_bytes()))
+    kernels = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel"), key=lambda e: e["dur"])
+    assert [("grid" in e["args"], "block" in e["args"]) for e in kernels] == [
+        (False, True),
+        (True, False),
+        (True, True),
+        (True, True),
+        (False, False),
+    ]
+    assert "None" not in report.to_markdown() and "[0, 0, 0]" not in json.dumps(report.to_dict())

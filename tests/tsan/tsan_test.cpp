@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "gpuprof/collector.h"
-#include "gpuprof/kineto_import.h"
-#include "gpuprof/tables.h"
+#include "gpuprof/analysis/tables.h"
+#include "gpuprof/collect/collector.h"
+#include "gpuprof/io/kineto_import.h"
 
 using namespace gpuprof;
 

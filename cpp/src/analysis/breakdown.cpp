@@ -1,6 +1,6 @@
 // Step segmentation and the priority sweep. The rules are those of the old TensorBoard plugin's
 // overview page (docs/breakdown.md), so that users can compare numbers; each is commented with why.
-#include "gpuprof/breakdown.h"
+#include "gpuprof/analysis/breakdown.h"
 
 #include <cstdint>
 
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
-#include "gpuprof/intervals.h"
+#include "gpuprof/analysis/intervals.h"
 
 namespace gpuprof {
 
@@ -53,22 +53,6 @@ bool is_communication_op_name(std::string_view name) {
 bool is_communication_kernel_name(std::string_view name) {
   // NCCL and RCCL kernels (ncclKernel_AllReduce_..., ncclDevKernel_...), and NVSHMEM collectives.
   return contains_ci(name, "nccl") || contains_ci(name, "rccl") || contains_ci(name, "nvshmem");
-}
-
-bool is_step_marker_name(std::string_view name) { return starts_with(name, "ProfilerStep#"); }
-
-int64_t step_number_from_name(std::string_view name) {
-  if (!is_step_marker_name(name)) return -1;
-  size_t i = sizeof("ProfilerStep#") - 1;
-  if (i >= name.size()) return -1;
-  int64_t n = 0;
-  for (; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    const int digit = name[i] - '0';
-    if (n > (INT64_MAX - digit) / 10) return -1;   // more than an int64 holds: not a step number
-    n = n * 10 + digit;
-  }
-  return n;
 }
 
 bool event_category(const Trace& trace, const Event& e, Category* out) {

@@ -1,5 +1,5 @@
 // Collectives per kind and process group (collectives.h; docs/metrics.md, "Collectives").
-#include "gpuprof/collectives.h"
+#include "gpuprof/analysis/collectives.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "gpuprof/intervals.h"
+#include "gpuprof/analysis/intervals.h"
 
 namespace gpuprof {
 
@@ -23,23 +23,10 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// The backends torch names its collectives' own ranges after ("<backend>:<collective>").
-constexpr std::string_view kBackendPrefixes[] = {"nccl:", "gloo:", "mpi:", "ucc:", "xccl:"};
-
 }  // namespace
 
-bool is_backend_collective_name(std::string_view name) {
-  for (std::string_view p : kBackendPrefixes)
-    if (starts_with(name, p)) return true;
-  return false;
-}
-
 std::string collective_kind(std::string_view name) {
-  for (std::string_view p : kBackendPrefixes)
-    if (starts_with(name, p)) {
-      name.remove_prefix(p.size());
-      break;
-    }
+  name.remove_prefix(backend_collective_prefix_length(name));
   std::string s = lower(name);
   while (!s.empty() && s.front() == '_') s.erase(s.begin());
   while (!s.empty() && s.back() == '_') s.pop_back();

@@ -1,5 +1,5 @@
 // Energy per step (energy.h; docs/metrics.md, "Energy", gives the rules and their error bounds).
-#include "gpuprof/energy.h"
+#include "gpuprof/analysis/energy.h"
 
 #include <algorithm>
 #include <map>

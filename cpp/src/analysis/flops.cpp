@@ -1,7 +1,7 @@
 // FLOPs per operator call (flops.h). The rule for each operator name is in kRules below; the
 // matrix-class rules follow torch/utils/flop_counter.py (FlopCounterMode) formula for formula,
 // including where it is generous (a grouped convolution's weight gradient, causal attention).
-#include "gpuprof/flops.h"
+#include "gpuprof/analysis/flops.h"
 
 #include <algorithm>
 #include <charconv>
@@ -10,9 +10,9 @@
 #include <map>
 #include <unordered_map>
 
-#include "gpuprof/list_text.h"
-#include "gpuprof/tables.h"
-#include "gpuprof/tensor_cores.h"
+#include "gpuprof/analysis/tables.h"
+#include "gpuprof/analysis/tensor_cores.h"
+#include "gpuprof/core/list_text.h"
 
 namespace gpuprof {
 

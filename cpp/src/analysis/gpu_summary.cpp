@@ -1,12 +1,12 @@
-#include "gpuprof/gpu_summary.h"
+#include "gpuprof/analysis/gpu_summary.h"
 
 #include <algorithm>
 #include <map>
 
-#include "gpuprof/intervals.h"
-#include "gpuprof/memory.h"
-#include "gpuprof/occupancy.h"
-#include "gpuprof/tensor_cores.h"
+#include "gpuprof/analysis/intervals.h"
+#include "gpuprof/analysis/memory.h"
+#include "gpuprof/analysis/occupancy.h"
+#include "gpuprof/analysis/tensor_cores.h"
 
 namespace gpuprof {
 
@@ -53,13 +53,15 @@ double utilization_pct(const Trace& t, const std::vector<uint32_t>& kernels, con
   return 100.0 * double(length_within(busy, w.start_ns, w.end_ns)) / double(w.length_ns());
 }
 
-double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
-                         const TimeWindow& w) {
-  if (w.length_ns() == 0) return 0.0;
-  // Sweep over kernel starts and ends: between two consecutive edges the SMs' busy share is the
-  // sum of the running kernels' shares, capped at 1. Starts and ends are kept apart, each sorted
-  // only when not already in order (a stream's kernels are), then walked together, ends first at
-  // equal times.
+namespace {
+
+// Sweep over kernel starts and ends within `w`: between two consecutive edges the SMs' busy share
+// is the sum of the running kernels' shares, capped at 1; `visit(from, to, level)` sees each such
+// stretch in time order. Starts and ends are kept apart, each sorted only when not already in order
+// (a stream's kernels are), then walked together, ends first at equal times.
+template <class Visit>
+void sweep_sm_levels(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
+                     const TimeWindow& w, Visit visit) {
   struct Edge {
     int64_t ts;
     double share;
@@ -79,7 +81,7 @@ double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, c
   const auto by_ts = [](const Edge& a, const Edge& b) { return a.ts < b.ts; };
   for (std::vector<Edge>* v : {&starts, &ends})
     if (!std::is_sorted(v->begin(), v->end(), by_ts)) std::sort(v->begin(), v->end(), by_ts);
-  double running = 0.0, weighted_ns = 0.0;
+  double running = 0.0;
   size_t s = 0, e = 0;
   const auto end_next = [&] { return e < ends.size() && (s == starts.size() || ends[e].ts <= starts[s].ts); };
   const auto next_ts = [&] { return end_next() ? ends[e].ts : starts[s].ts; };
@@ -88,13 +90,29 @@ double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, c
     running += end_next() ? -ends[e++].share : starts[s++].share;
     if (s == starts.size() && e == ends.size()) break;
     const int64_t next = next_ts();
-    if (next > ts) {
-      // Float sums of added and removed shares can leave a tiny residue; never negative.
-      const double level = std::min(std::max(running, 0.0), 1.0);
-      weighted_ns += level * double(next - ts);
-    }
+    // Float sums of added and removed shares can leave a tiny residue; never negative.
+    if (next > ts) visit(ts, next, std::min(std::max(running, 0.0), 1.0));
   }
+}
+
+}  // namespace
+
+double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
+                         const TimeWindow& w) {
+  if (w.length_ns() == 0) return 0.0;
+  double weighted_ns = 0.0;
+  sweep_sm_levels(t, kernels, d, w,
+                  [&](int64_t from, int64_t to, double level) { weighted_ns += level * double(to - from); });
   return 100.0 * weighted_ns / double(w.length_ns());
+}
+
+std::vector<SmLevel> sm_efficiency_levels(const Trace& t, const std::vector<uint32_t>& kernels,
+                                          const DeviceProps* d, const TimeWindow& w) {
+  std::vector<SmLevel> out;
+  sweep_sm_levels(t, kernels, d, w, [&](int64_t from, int64_t to, double level) {
+    if (level > 0.0) out.push_back({from, to, 100.0 * level});
+  });
+  return out;
 }
 
 double achieved_occupancy_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
@@ -257,6 +275,7 @@ std::vector<GpuTimeline> gpu_timelines(const Trace& t) {
       }
       tl.buckets.push_back(g);
     }
+    tl.sm_levels = sm_efficiency_levels(t, kernels, d, TimeWindow{lo, hi});
     out.push_back(std::move(tl));
   }
   return out;

@@ -1,13 +1,13 @@
-// The batch's copy to the device, step by step (gpuprof/input_transfer.h). One pass to sort each
+// The batch's copy to the device, step by step (gpuprof/analysis/input_transfer.h). One pass to sort each
 // thread's host items and each device's kernels, then a short walk after each DataLoader range.
-#include "gpuprof/input_transfer.h"
+#include "gpuprof/analysis/input_transfer.h"
 
 #include <algorithm>
 #include <string_view>
 #include <unordered_map>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/intervals.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/intervals.h"
 
 namespace gpuprof {
 

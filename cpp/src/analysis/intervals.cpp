@@ -1,4 +1,4 @@
-#include "gpuprof/intervals.h"
+#include "gpuprof/analysis/intervals.h"
 
 #include <algorithm>
 

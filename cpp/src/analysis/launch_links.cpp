@@ -1,9 +1,9 @@
-#include "gpuprof/launch_links.h"
+#include "gpuprof/analysis/launch_links.h"
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "gpuprof/tensor_cores.h"
+#include "gpuprof/analysis/tensor_cores.h"
 
 namespace gpuprof {
 

@@ -6,7 +6,7 @@
 // - temporary: freed before the outermost operator that made it returns, as torch's memory
 //   profiler's TEMPORARY (allocated and freed within one top-level op);
 // - parameters, gradients, optimizer state: the storages a live session saw in those roles.
-#include "gpuprof/memory.h"
+#include "gpuprof/analysis/memory.h"
 
 #include <algorithm>
 #include <map>

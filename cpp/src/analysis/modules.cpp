@@ -1,4 +1,4 @@
-#include "gpuprof/modules.h"
+#include "gpuprof/analysis/modules.h"
 
 #include <algorithm>
 #include <map>

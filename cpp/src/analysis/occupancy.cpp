@@ -1,4 +1,4 @@
-#include "gpuprof/occupancy.h"
+#include "gpuprof/analysis/occupancy.h"
 
 #include <algorithm>
 #include <climits>

@@ -1,5 +1,5 @@
-// Implausible values in a trace, counted (gpuprof/plausibility.h).
-#include "gpuprof/plausibility.h"
+// Implausible values in a trace, counted (gpuprof/analysis/plausibility.h).
+#include "gpuprof/analysis/plausibility.h"
 
 #include <algorithm>
 

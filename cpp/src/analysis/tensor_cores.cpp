@@ -1,4 +1,4 @@
-#include "gpuprof/tensor_cores.h"
+#include "gpuprof/analysis/tensor_cores.h"
 
 #include <cctype>
 #include <string>

@@ -5,7 +5,7 @@
 // acquire on `committed`. A new session bumps the epoch and each owner resets its own buffer the
 // next time it records, so no reset ever races a writer. Buffers of exited threads stay registered
 // (their events are still wanted) until a drain has read them.
-#include "gpuprof/collector.h"
+#include "gpuprof/collect/collector.h"
 
 #include <sys/syscall.h>
 #include <time.h>

@@ -32,8 +32,8 @@
 #include "cupti_correlation.h"
 #include "cupti_decode.h"
 #include "cupti_library.h"
-#include "gpuprof/collector.h"
-#include "gpuprof/gpu_collect.h"
+#include "gpuprof/collect/collector.h"
+#include "gpuprof/collect/gpu_collect.h"
 #include "nvml_sampler.h"
 
 namespace gpuprof::collect {

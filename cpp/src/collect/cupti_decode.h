@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof::collect::cupti {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof::collect::cupti {
 

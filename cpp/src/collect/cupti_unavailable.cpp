@@ -1,6 +1,6 @@
 // gpu_collect.h for builds made where the CUDA toolkit's CUPTI and NVTX headers were not found:
 // the API exists, collection is always off, and the message says how to get it.
-#include "gpuprof/gpu_collect.h"
+#include "gpuprof/collect/gpu_collect.h"
 
 namespace gpuprof::collect {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <dlfcn.h>
 
-#include "gpuprof/collector.h"
+#include "gpuprof/collect/collector.h"
 
 namespace gpuprof::collect {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof::collect {
 

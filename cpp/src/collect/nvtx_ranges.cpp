@@ -6,7 +6,7 @@
 // an indirect call to an empty function.
 #include <nvtx3/nvToolsExt.h>
 
-#include "gpuprof/gpu_collect.h"
+#include "gpuprof/collect/gpu_collect.h"
 
 namespace gpuprof::collect {
 namespace {

@@ -20,9 +20,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gpuprof/collector.h"
-#include "gpuprof/flops.h"
-#include "gpuprof/gpu_collect.h"
+#include "gpuprof/collect/collector.h"
+#include "gpuprof/collect/gpu_collect.h"
 
 namespace gpuprof::collect {
 namespace {
@@ -344,14 +343,13 @@ void capture_inputs(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
 
 std::unique_ptr<torch::Library> g_capture;
 
-void install_capture() {
-  if (g_capture) return;
+void install_capture(const std::vector<std::string>& ops) {
+  if (g_capture || ops.empty()) return;
   try {
     auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect,
                                                 __FILE__, __LINE__);
     std::unordered_set<std::string> matmul;
-    for (const FlopRuleInfo& rule : flop_rules())
-      if (rule.cls == FlopClass::Matmul) matmul.insert("aten::" + rule.name);
+    for (const std::string& op : ops) matmul.insert("aten::" + op);
     // Every overload of those ops: torch.compile's graphs call the out= variants (aten::mm.out),
     // which RecordFunction names as the op itself.
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
@@ -371,14 +369,14 @@ void install_capture() {
 
 }  // namespace
 
-void install_hooks(bool record_shapes, bool autograd_links, bool flop_capture) {
+void install_hooks(bool record_shapes, bool autograd_links, const std::vector<std::string>& capture_ops) {
   if (g_installed) return;
   at::RecordFunctionCallback cb(record_shapes ? &on_enter_with_shapes : &on_enter,
                                 autograd_links ? &on_exit_linked : &on_exit);
   cb.needsInputs(record_shapes)
       .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
   g_handle = at::addGlobalCallback(std::move(cb));
-  if (flop_capture) install_capture();   // FLOPs
+  install_capture(capture_ops);   // FLOPs
   g_installed = true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gpuprof::collect {
 
@@ -9,9 +10,10 @@ namespace gpuprof::collect {
 // operator, backward and user scopes. Installed only for warmup and active steps. autograd_links:
 // each op also records its autograd link (sequence number and forward thread, event.h), which the
 // module view needs to attribute backward ops; read on exit, so the enter path is the same.
-// flop_capture: also capture the matrix-class ops' inputs for their FLOPs (on by default; off only
-// for the overhead bench's comparison).
-void install_hooks(bool record_shapes, bool autograd_links = false, bool flop_capture = true);
+// capture_ops: the ops (aten names without `aten::`) whose inputs are captured for their FLOPs, the
+// FLOP rules' matrix class as the caller reads it from the analysis (empty: none, as for the
+// overhead bench's comparison).
+void install_hooks(bool record_shapes, bool autograd_links, const std::vector<std::string>& capture_ops);
 void remove_hooks();
 bool hooks_installed();
 // FLOPs: the matrix-class ops' input capture is registered (it is while the hooks are installed,

@@ -1,4 +1,4 @@
-#include "gpuprof/event.h"
+#include "gpuprof/core/event.h"
 
 #include <array>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "gpuprof/list_text.h"
+#include "gpuprof/core/list_text.h"
 
 namespace gpuprof {
 

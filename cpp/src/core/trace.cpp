@@ -1,4 +1,4 @@
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 #include <algorithm>
 

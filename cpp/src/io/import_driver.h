@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "gpuprof/kineto_import.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
+#include "gpuprof/io/kineto_import.h"
 #include "text_stream.h"
 
 namespace gpuprof::kineto {

@@ -9,8 +9,7 @@
 #include <vector>
 
 #include "decimal.h"
-#include "gpuprof/breakdown.h"
-#include "gpuprof/collectives.h"
+#include "gpuprof/core/names.h"
 #include "kineto_vocabulary.h"
 
 namespace gpuprof::kineto {

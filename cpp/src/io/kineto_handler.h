@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gpuprof/kineto_import.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
+#include "gpuprof/io/kineto_import.h"
 #include "json_sax.h"
 #include "split_point.h"
 #include "text_stream.h"

@@ -1,4 +1,4 @@
-// Kineto Chrome-trace import, the public entry points (gpuprof/kineto_import.h): opening the file
+// Kineto Chrome-trace import, the public entry points (gpuprof/io/kineto_import.h): opening the file
 // or text, and planning a split read (is the text large enough, may the process use the CPUs, is it
 // plain or gzip, where its second half starts). The pieces they put together:
 //   decimal.h            number parsing (exact timestamps)
@@ -6,7 +6,7 @@
 //   kineto_handler.*     the SAX handler that builds the Trace's records
 //   import_driver.*      one import, on one thread or two (split_point.h: where the two meet)
 //   text_stream.*, json_sax.h   the streamed (plain or gzip) text and the JSON reader
-#include "gpuprof/kineto_import.h"
+#include "gpuprof/io/kineto_import.h"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "gpuprof/event.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/core/event.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof::kineto {
 

@@ -122,6 +122,12 @@ def report_dict(
         "ranges",
     ):
         data[key] = analysed[key]
+    # A launch dimension the trace did not record reads [0, 0, 0] in C++ (no launch has a 0
+    # dimension): null, as the plugin shows it; its rows stay apart all the same.
+    for row in data["kernel_ops"]:
+        for dim in ("grid", "block"):
+            if row[dim] == [0, 0, 0]:
+                row[dim] = None
     # ---- FLOPs: the flops section, each step's FLOPs and the roofline's rows ----
     _add_flops(data, analysed["flops"], source=source, host=host, peak_tflops=peak_tflops)
     # ---- end FLOPs ----

@@ -155,8 +155,8 @@ TABLES: tuple[Table, ...] = (
         (
             Field("kernel", "string", "the kernel's name"),
             Field("operator", "string", "the host operator whose runtime call launched it (empty: none)"),
-            Field("grid", "array", "grid size [x, y, z] ([0, 0, 0]: not recorded)"),
-            Field("block", "array", "block size [x, y, z] ([0, 0, 0]: not recorded)"),
+            Field("grid", "array|null", "grid size [x, y, z] (null: not recorded)"),
+            Field("block", "array|null", "block size [x, y, z] (null: not recorded)"),
             Field("registers_per_thread", "integer|null", "registers per thread (null: not recorded)"),
             Field("shared_memory_bytes", "integer|null", "shared memory per block (null: not recorded)"),
             Field("calls", "integer", "launches"),

@@ -207,20 +207,6 @@ def ridge_flop_per_byte(peak_tflops: float, bandwidth_gbps: float) -> float:
     return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
 
 
-def scale_to_clock(peak: float, clock_mhz: float, reference_clock_mhz: float) -> float:
-    """A peak at another SM clock, for the optional clock correction (not applied anywhere yet).
-
-    Peak throughput is proportional to the SM clock, and a datasheet figure is computed at one
-    clock, ``reference_clock_mhz`` (its boost clock, e.g. 1830 MHz for the H100 SXM's tensor
-    figures and 1980 MHz for its FP32 one: the table does not hold these). A device held lower
-    (application clocks, a power cap) peaks lower: pass NVML's
-    ``nvmlDeviceGetClockInfo(handle, NVML_CLOCK_SM)`` as ``clock_mhz``. Never scales above the
-    reference: boost beyond it is not sustained under load."""
-    if clock_mhz <= 0 or reference_clock_mhz <= 0:
-        raise ValueError("clocks must be positive")
-    return peak * min(clock_mhz / reference_clock_mhz, 1.0)
-
-
 # ---------------------------------------------------------------------------------------------------
 # The CPU's peak (an estimate)
 

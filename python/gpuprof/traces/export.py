@@ -1,6 +1,6 @@
 """Chrome-trace export of a live session, and the ``on_trace_ready`` saver ``gpuprof.save(dir)``.
 
-The JSON is written by the C++ core (cpp/src/io/chrome_export.cpp) in Kineto's dialect, so that
+The JSON is written by the C++ core (cpp/src/analysis/chrome_export.cpp) in Kineto's dialect, so that
 gpuprof, Perfetto and Holistic Trace Analysis read it back. Every file is written atomically
 (``traces/atomic.py``).
 """

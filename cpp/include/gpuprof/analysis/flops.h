@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuprof/event.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/core/event.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof::collect {
 

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/modules.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/modules.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

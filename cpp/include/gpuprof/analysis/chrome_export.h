@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuprof/event.h"
+#include "gpuprof/core/event.h"
 
 namespace gpuprof {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "gpuprof/event.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/core/event.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

@@ -9,7 +9,7 @@
 namespace gpuprof {
 
 // What produced an event. The category an event falls into (Kernel, DataLoader, ...) is derived
-// from its kind and its name by the breakdown (gpuprof/breakdown.h, docs/breakdown.md), never stored.
+// from its kind and its name by the breakdown (gpuprof/analysis/breakdown.h, docs/breakdown.md), never stored.
 enum class EventKind : uint8_t {
   HostOp = 0,        // a RecordFunction operator (aten::*) or Kineto `cpu_op` / `Operator`
   UserRange,         // user annotation: gpuprof.range, record_function, DataLoader __next__

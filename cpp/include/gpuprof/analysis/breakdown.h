@@ -7,7 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/names.h"   // the name classifiers this stage's users read beside it
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 
@@ -30,9 +31,6 @@ const char* category_key(Category c);    // "kernel", ..., "cpu_exec", "other" (
 bool is_dataloader_name(std::string_view name);
 bool is_communication_op_name(std::string_view name);
 bool is_communication_kernel_name(std::string_view name);
-bool is_step_marker_name(std::string_view name);   // ProfilerStep#N
-// -1 when the name carries no step number.
-int64_t step_number_from_name(std::string_view name);
 
 // The category an event counts in, or Other when it counts in none (step markers, NVTX, syncs,
 // driver calls, python functions, GPU-side user ranges).

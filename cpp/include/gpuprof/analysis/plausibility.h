@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "gpuprof/trace.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gpuprof/event.h"
+#include "gpuprof/core/event.h"
 
 namespace gpuprof {
 

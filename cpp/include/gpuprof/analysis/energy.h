@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "gpuprof/gpu_summary.h"   // TimeWindow
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/gpu_summary.h"   // TimeWindow
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

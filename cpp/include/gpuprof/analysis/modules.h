@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuprof/launch_links.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 

@@ -1,6 +1,6 @@
 // Kineto-style Chrome-trace writer. Times are written as microseconds with exactly three decimals
 // (integer nanoseconds), so gpuprof's importer reads back the very same nanoseconds.
-#include "gpuprof/chrome_export.h"
+#include "gpuprof/analysis/chrome_export.h"
 
 #include <zlib.h>
 
@@ -13,179 +13,18 @@
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
-#include "gpuprof/gpu_summary.h"
-#include "gpuprof/list_text.h"
+#include "chrome_json.h"
+#include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/core/list_text.h"
 
 namespace gpuprof {
 
+using chrome_json::BlockSink;
+using chrome_json::JsonWriter;
+
 namespace {
-
-// An output stream that buffers text and hands it to a file or a gzip stream in blocks.
-class BlockSink {
- public:
-  typedef char Ch;
-  explicit BlockSink(const std::string& path) : path_(path) {
-    gzip_ = path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-    if (gzip_) {
-      gz_ = gzopen(path.c_str(), "wb6");
-      if (gz_ == nullptr) throw TraceExportError(path + ": cannot write: " + std::strerror(errno));
-    } else {
-      file_ = std::fopen(path.c_str(), "wb");
-      if (file_ == nullptr) throw TraceExportError(path + ": cannot write: " + std::strerror(errno));
-    }
-    buf_.reserve(kBlock + 64);
-  }
-  explicit BlockSink(std::string* memory) : memory_(memory) {}
-  ~BlockSink() {
-    if (gz_ != nullptr) gzclose(gz_);
-    if (file_ != nullptr) std::fclose(file_);
-  }
-  void Put(char c) {
-    buf_.push_back(c);
-    if (buf_.size() >= kBlock) drain();
-  }
-  void write(const char* p, size_t n) {
-    buf_.append(p, n);
-    if (buf_.size() >= kBlock) drain();
-  }
-  void Flush() {}
-  void close() {
-    drain();
-    if (gz_ != nullptr) {
-      const int rc = gzclose(gz_);
-      gz_ = nullptr;
-      if (rc != Z_OK) throw TraceExportError(path_ + ": writing the gzip stream failed (disk full?)");
-    }
-    if (file_ != nullptr) {
-      const int rc = std::fclose(file_);
-      file_ = nullptr;
-      if (rc != 0) throw TraceExportError(path_ + ": cannot write: " + std::strerror(errno));
-    }
-  }
-
- private:
-  static constexpr size_t kBlock = 1 << 20;
-  void drain() {
-    if (buf_.empty()) return;
-    if (memory_ != nullptr) {
-      memory_->append(buf_);
-    } else if (gz_ != nullptr) {
-      if (gzwrite(gz_, buf_.data(), unsigned(buf_.size())) != int(buf_.size()))
-        throw TraceExportError(path_ + ": writing the gzip stream failed (disk full?)");
-    } else if (std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
-      throw TraceExportError(path_ + ": cannot write: " + std::strerror(errno));
-    }
-    buf_.clear();
-  }
-  std::string path_;
-  bool gzip_ = false;
-  gzFile gz_ = nullptr;
-  std::FILE* file_ = nullptr;
-  std::string* memory_ = nullptr;
-  std::string buf_;
-};
-
-// Compact JSON onto a BlockSink (strings escaped as JSON requires; bytes >= 0x80 kept).
-class JsonWriter {
- public:
-  explicit JsonWriter(BlockSink& out) : out_(out) {}
-  void StartObject() { start('{', true); }
-  void StartArray() { start('[', false); }
-  void EndObject() { end('}'); }
-  void EndArray() { end(']'); }
-  void Key(const char* s, size_t n) { String(s, n); }
-  void String(const char* s, size_t n) {
-    prefix();
-    static const char digits[] = "0123456789ABCDEF";
-    out_.Put('"');
-    size_t run = 0;   // plain bytes not yet written
-    for (size_t i = 0; i < n; ++i) {
-      const unsigned char c = static_cast<unsigned char>(s[i]);
-      if (c >= 0x20 && c != '"' && c != '\\') continue;
-      out_.write(s + run, i - run);
-      run = i + 1;
-      char esc[6] = {'\\', 0, 0, 0, 0, 0};
-      size_t len = 2;
-      switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        default:
-          esc[1] = 'u';
-          esc[2] = '0';
-          esc[3] = '0';
-          esc[4] = digits[c >> 4];
-          esc[5] = digits[c & 15];
-          len = 6;
-      }
-      out_.write(esc, len);
-    }
-    out_.write(s + run, n - run);
-    out_.Put('"');
-  }
-  void String(const char* s) { String(s, std::strlen(s)); }
-  void Int(int v) { integer(int64_t(v)); }
-  void Int64(int64_t v) { integer(v); }
-  void Uint(unsigned v) { unsigned_integer(v); }
-  void Uint64(uint64_t v) { unsigned_integer(v); }
-  // Shortest text that reads back as the same double, with a ".0" on whole numbers.
-  void Double(double d) {
-    prefix();
-    char text[400];
-    auto r = std::to_chars(text, text + sizeof text - 2, d, std::chars_format::fixed);
-    if (r.ec != std::errc()) r = std::to_chars(text, text + sizeof text - 2, d);
-    size_t n = size_t(r.ptr - text);
-    if (std::memchr(text, '.', n) == nullptr && std::memchr(text, 'e', n) == nullptr) {
-      text[n++] = '.';
-      text[n++] = '0';
-    }
-    out_.write(text, n);
-  }
-  void RawValue(const char* s, size_t n) {
-    prefix();
-    out_.write(s, n);
-  }
-
- private:
-  void integer(int64_t v) {
-    prefix();
-    char text[24];
-    const auto r = std::to_chars(text, text + sizeof text, v);
-    out_.write(text, size_t(r.ptr - text));
-  }
-  void unsigned_integer(uint64_t v) {
-    prefix();
-    char text[24];
-    const auto r = std::to_chars(text, text + sizeof text, v);
-    out_.write(text, size_t(r.ptr - text));
-  }
-  void start(char c, bool object) {
-    prefix();
-    out_.Put(c);
-    levels_.push_back({object, 0});
-  }
-  void end(char c) {
-    out_.Put(c);
-    levels_.pop_back();
-  }
-  void prefix() {
-    if (levels_.empty()) return;
-    Level& l = levels_.back();
-    if (l.values > 0) out_.Put(l.object ? (l.values % 2 == 0 ? ',' : ':') : ',');
-    ++l.values;
-  }
-  struct Level {
-    bool object;
-    uint64_t values;
-  };
-  BlockSink& out_;
-  std::vector<Level> levels_;
-};
 
 void write_us(JsonWriter& w, int64_t ns) {
   char text[32];
@@ -295,16 +134,33 @@ struct Placement {
   std::string label;
 };
 
-// The trace's entries of traceEvents (inside the array).
-void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
-  const int64_t pid = at.merged ? at.rank : host_pid(t);
-  const auto ts = [&](int64_t ns) { write_us(w, ns + at.offset_ns); };
+// Writes one trace's entries of traceEvents (inside the array), part by part.
+struct EventWriter {
+  JsonWriter& w;
+  const Trace& t;
+  const Placement& at;
+  const int64_t pid;
+  // A collective's own facts go on the events they describe, under Kineto's arg names (as on its
+  // record_param_comms ops and NCCL kernels), so that the trace reads back the same.
+  std::unordered_map<uint64_t, const CollectiveInfo*> collective_by_id;
+  // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
+  std::unordered_set<uint64_t> device_correlations;
+
+  EventWriter(JsonWriter& writer, const Trace& trace, const Placement& placement)
+      : w(writer), t(trace), at(placement), pid(placement.merged ? placement.rank : host_pid(trace)) {
+    for (const CollectiveInfo& c : t.collectives)
+      if (c.external_id != 0) collective_by_id.emplace(c.external_id, &c);
+    for (const Event& e : t.events)
+      if (e.on_device() && e.correlation != 0) device_correlations.insert(e.correlation);
+  }
+
+  void ts(int64_t ns) { write_us(w, ns + at.offset_ns); }
   // A device lane of a merged rank is a thread of the rank's process (GPU d, stream s).
-  const auto lane = [](int device, uint32_t stream) {
+  static int64_t lane(int device, uint32_t stream) {
     return (int64_t(1) << 32) + (int64_t(device < 0 ? 0 : device) << 20) + int64_t(stream);
-  };
-  auto metadata = [&](const char* what, int64_t p, int64_t tid, const char* arg, const std::string* text,
-                      int64_t number) {
+  }
+  void metadata(const char* what, int64_t p, int64_t tid, const char* arg, const std::string* text,
+                int64_t number) {
     w.StartObject();
     key(w, "name");
     w.String(what);
@@ -321,84 +177,84 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     else w.Int64(number);
     w.EndObject();
     w.EndObject();
-  };
-  auto process_name = [&](int64_t p, const std::string& name) {
-    metadata("process_name", p, 0, "name", &name, 0);
-  };
-  // Process names as Kineto writes them, so viewers label the rows; a merged rank is one process,
-  // sorted by its rank, with a named thread per device lane.
-  std::set<int> devices;
-  std::set<std::pair<int, uint32_t>> lanes;
-  for (const Event& e : t.events)
-    if (on_device_timeline(e)) {
-      devices.insert(e.device < 0 ? 0 : e.device);
-      lanes.insert({e.device < 0 ? 0 : e.device, e.tid});
-    }
-  if (at.merged) {
-    process_name(pid, at.label);
-    metadata("process_sort_index", pid, 0, "sort_index", nullptr, at.rank);
-    for (const auto& [d, stream] : lanes) {
-      const std::string name = "GPU " + std::to_string(d) + " stream " + std::to_string(stream);
-      metadata("thread_name", pid, lane(d, stream), "name", &name, 0);
-    }
-  } else {
-    process_name(pid, "python");
-    for (int d : devices) process_name(d, "GPU " + std::to_string(d));
   }
-  // A DataLoader worker's stages are a track of their own: a process under the worker's pid (a
-  // thread of the rank's process in a merged timeline).
-  std::set<std::pair<uint32_t, int>> workers;   // (process id, worker id)
-  for (const Event& e : t.events)
-    if (e.kind == EventKind::InputStage && e.device >= 0) workers.emplace(e.tid, e.device);
-  for (const auto& [worker_pid, id] : workers) {
-    const std::string name = "DataLoader worker " + std::to_string(id);
-    if (at.merged) metadata("thread_name", pid, worker_pid, "name", &name, 0);
-    else process_name(worker_pid, name);
-  }
+  void process_name(int64_t p, const std::string& name) { metadata("process_name", p, 0, "name", &name, 0); }
 
-  // A collective's own facts go on the events they describe, under Kineto's arg names (as on its
-  // record_param_comms ops and NCCL kernels), so that the trace reads back the same.
-  std::unordered_map<uint64_t, const CollectiveInfo*> collective_by_id;
-  for (const CollectiveInfo& c : t.collectives)
-    if (c.external_id != 0) collective_by_id.emplace(c.external_id, &c);
-
-  // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
-  std::unordered_set<uint64_t> device_correlations;
-  for (const Event& e : t.events)
-    if (e.on_device() && e.correlation != 0) device_correlations.insert(e.correlation);
-
-  for (const Event& e : t.events) {
-    const bool dev = on_device_timeline(e);
-    if (at.merged && e.kind == EventKind::Other) continue;   // Kineto's own spans: not the rank's work
-    const bool worker = e.kind == EventKind::InputStage && e.device >= 0;
-    const int64_t e_pid = at.merged ? pid : dev ? (e.device < 0 ? 0 : e.device) : worker ? int64_t(e.tid) : pid;
-    const int64_t e_tid = at.merged && dev ? lane(e.device, e.tid) : int64_t(e.tid);
-    w.StartObject();
-    key(w, "ph");
-    w.String("X");
-    key(w, "cat");
-    w.String(cat_of(e.kind));
-    key(w, "name");
-    str(w, t.name_of(e));
-    if (e.kind == EventKind::Other) {
-      // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
-      // such as HTA would take them for work (and shift the trace's start).
-      key(w, "pid");
-      w.String("Spans");
-      key(w, "tid");
-      w.String("gpuprof");
+  void names() {
+    // Process names as Kineto writes them, so viewers label the rows; a merged rank is one process,
+    // sorted by its rank, with a named thread per device lane.
+    std::set<int> devices;
+    std::set<std::pair<int, uint32_t>> lanes;
+    for (const Event& e : t.events)
+      if (on_device_timeline(e)) {
+        devices.insert(e.device < 0 ? 0 : e.device);
+        lanes.insert({e.device < 0 ? 0 : e.device, e.tid});
+      }
+    if (at.merged) {
+      process_name(pid, at.label);
+      metadata("process_sort_index", pid, 0, "sort_index", nullptr, at.rank);
+      for (const auto& [d, stream] : lanes) {
+        const std::string name = "GPU " + std::to_string(d) + " stream " + std::to_string(stream);
+        metadata("thread_name", pid, lane(d, stream), "name", &name, 0);
+      }
     } else {
-      key(w, "pid");
-      w.Int64(e_pid);
-      key(w, "tid");
-      w.Int64(e_tid);
+      process_name(pid, "python");
+      for (int d : devices) process_name(d, "GPU " + std::to_string(d));
     }
-    key(w, "ts");
-    ts(e.start_ns);
-    key(w, "dur");
-    write_us(w, e.dur_ns);
-    key(w, "args");
-    w.StartObject();
+    // A DataLoader worker's stages are a track of their own: a process under the worker's pid (a
+    // thread of the rank's process in a merged timeline).
+    std::set<std::pair<uint32_t, int>> workers;   // (process id, worker id)
+    for (const Event& e : t.events)
+      if (e.kind == EventKind::InputStage && e.device >= 0) workers.emplace(e.tid, e.device);
+    for (const auto& [worker_pid, id] : workers) {
+      const std::string name = "DataLoader worker " + std::to_string(id);
+      if (at.merged) metadata("thread_name", pid, worker_pid, "name", &name, 0);
+      else process_name(worker_pid, name);
+    }
+  }
+
+  void events() {
+    for (const Event& e : t.events) {
+      const bool dev = on_device_timeline(e);
+      if (at.merged && e.kind == EventKind::Other) continue;   // Kineto's own spans: not the rank's work
+      const bool worker = e.kind == EventKind::InputStage && e.device >= 0;
+      const int64_t e_pid = at.merged ? pid : dev ? (e.device < 0 ? 0 : e.device) : worker ? int64_t(e.tid) : pid;
+      const int64_t e_tid = at.merged && dev ? lane(e.device, e.tid) : int64_t(e.tid);
+      w.StartObject();
+      key(w, "ph");
+      w.String("X");
+      key(w, "cat");
+      w.String(cat_of(e.kind));
+      key(w, "name");
+      str(w, t.name_of(e));
+      if (e.kind == EventKind::Other) {
+        // Kineto's own "Trace" spans live on a labelled row of their own; on the host row readers
+        // such as HTA would take them for work (and shift the trace's start).
+        key(w, "pid");
+        w.String("Spans");
+        key(w, "tid");
+        w.String("gpuprof");
+      } else {
+        key(w, "pid");
+        w.Int64(e_pid);
+        key(w, "tid");
+        w.Int64(e_tid);
+      }
+      key(w, "ts");
+      ts(e.start_ns);
+      key(w, "dur");
+      write_us(w, e.dur_ns);
+      key(w, "args");
+      w.StartObject();
+      args(e);
+      w.EndObject();
+      w.EndObject();
+      flow(e, e_pid, e_tid);
+    }
+  }
+
+  // The entries of one event's args object.
+  void args(const Event& e) {
     if (e.kind == EventKind::InputStage) {
       // The worker id (-1: the main process) and the batch's number in its worker.
       key(w, "worker");
@@ -450,14 +306,15 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
         key(w, "warps per SM");
         w.Double(k.warps_per_sm);
       }
-      key(w, "grid");
-      w.StartArray();
-      for (int v : k.grid) w.Int(v);
-      w.EndArray();
-      key(w, "block");
-      w.StartArray();
-      for (int v : k.block) w.Int(v);
-      w.EndArray();
+      // A dimension the trace did not record (all 0: no launch has a 0 dimension) stays out.
+      for (const auto& [name, dims] :
+           {std::pair<const char*, const int32_t*>{"grid", k.grid}, {"block", k.block}}) {
+        if (dims[0] == 0 && dims[1] == 0 && dims[2] == 0) continue;
+        key(w, name);
+        w.StartArray();
+        for (int i = 0; i < 3; ++i) w.Int(dims[i]);
+        w.EndArray();
+      }
       if (k.est_occupancy_pct >= 0) {
         key(w, "est. achieved occupancy %");
         w.Double(k.est_occupancy_pct);
@@ -488,9 +345,10 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
       const auto it = collective_by_id.find(e.external_id);
       if (it != collective_by_id.end()) write_collective_args(w, *it->second);
     }
-    w.EndObject();
-    w.EndObject();
+  }
 
+  // The launch's or the device activity's end of its flow arrow (ac2g), where both ends exist.
+  void flow(const Event& e, int64_t e_pid, int64_t e_tid) {
     const bool launch = e.kind == EventKind::Runtime || e.kind == EventKind::Driver;
     if (e.correlation != 0 && (launch || e.on_device()) && device_correlations.count(e.correlation)) {
       w.StartObject();
@@ -517,89 +375,114 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
     }
   }
 
-  for (const MemorySample& m : t.memory) {
-    w.StartObject();
-    key(w, "ph");
-    w.String("i");
-    key(w, "s");
-    w.String("t");
-    key(w, "cat");
-    w.String("cpu_instant_event");
-    key(w, "name");
-    w.String("[memory]");
-    key(w, "pid");
-    w.Int64(pid);
-    key(w, "tid");
-    w.Uint(m.tid);
-    key(w, "ts");
-    ts(m.ts_ns);
-    key(w, "args");
-    w.StartObject();
-    key(w, "Device Type");
-    w.Int(m.device >= 0 ? 1 : 0);
-    key(w, "Device Id");
-    w.Int(m.device);
-    if (m.addr != 0) {
-      key(w, "Addr");
-      w.Uint64(m.addr);
-    }
-    key(w, "Bytes");
-    w.Int64(m.bytes_delta);
-    key(w, "Total Allocated");
-    w.Int64(m.total_allocated);
-    key(w, "Total Reserved");
-    w.Int64(m.total_reserved);
-    w.EndObject();
-    w.EndObject();
-  }
-  // ---- NVML samples: each device's power as a counter track, for trace viewers (the importer
-  // ignores counters and reads gpuprofGpuSamples, written by write_trace).
-  for (const GpuSample& s : t.gpu_samples) {
-    if (s.power_mw < 0) continue;
-    w.StartObject();
-    key(w, "ph");
-    w.String("C");
-    key(w, "name");
-    str(w, "GPU " + std::to_string(s.device) + " Power");
-    key(w, "pid");
-    w.Int64(at.merged ? pid : (s.device < 0 ? 0 : s.device));
-    key(w, "ts");
-    ts(s.ts_ns);
-    key(w, "args");
-    w.StartObject();
-    key(w, "power W");
-    w.Double(s.power_mw / 1000.0);
-    w.EndObject();
-    w.EndObject();
-  }
-  // ---- end NVML samples ----
-  // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
-  // utilization and Est. SM efficiency per bucket, ending at 0 where the trace ends.
-  for (const GpuTimeline& tl : gpu_timelines(t)) {
-    for (const bool util : {true, false}) {
-      const std::string name =
-          "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
-      auto counter = [&](int64_t ts_ns, double pct) {
-        w.StartObject();
-        key(w, "ph");
-        w.String("C");
-        key(w, "name");
-        str(w, name);
-        key(w, "pid");
-        w.Int64(at.merged ? pid : tl.device);
-        key(w, "ts");
-        ts(ts_ns);
-        key(w, "args");
-        w.StartObject();
-        key(w, util ? "utilization %" : "sm efficiency %");
-        w.Double(pct);
-        w.EndObject();
-        w.EndObject();
-      };
-      for (const GpuBucket& b : tl.buckets) counter(b.start_ns, util ? b.utilization_pct : b.sm_efficiency_pct);
-      if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
+  void memory() {
+    for (const MemorySample& m : t.memory) {
+      w.StartObject();
+      key(w, "ph");
+      w.String("i");
+      key(w, "s");
+      w.String("t");
+      key(w, "cat");
+      w.String("cpu_instant_event");
+      key(w, "name");
+      w.String("[memory]");
+      key(w, "pid");
+      w.Int64(pid);
+      key(w, "tid");
+      w.Uint(m.tid);
+      key(w, "ts");
+      ts(m.ts_ns);
+      key(w, "args");
+      w.StartObject();
+      key(w, "Device Type");
+      w.Int(m.device >= 0 ? 1 : 0);
+      key(w, "Device Id");
+      w.Int(m.device);
+      if (m.addr != 0) {
+        key(w, "Addr");
+        w.Uint64(m.addr);
+      }
+      key(w, "Bytes");
+      w.Int64(m.bytes_delta);
+      key(w, "Total Allocated");
+      w.Int64(m.total_allocated);
+      key(w, "Total Reserved");
+      w.Int64(m.total_reserved);
+      w.EndObject();
+      w.EndObject();
     }
   }
+
+  void counters() {
+    // ---- NVML samples: each device's power as a counter track, for trace viewers (the importer
+    // ignores counters and reads gpuprofGpuSamples, written by write_trace).
+    for (const GpuSample& s : t.gpu_samples) {
+      if (s.power_mw < 0) continue;
+      w.StartObject();
+      key(w, "ph");
+      w.String("C");
+      key(w, "name");
+      str(w, "GPU " + std::to_string(s.device) + " Power");
+      key(w, "pid");
+      w.Int64(at.merged ? pid : (s.device < 0 ? 0 : s.device));
+      key(w, "ts");
+      ts(s.ts_ns);
+      key(w, "args");
+      w.StartObject();
+      key(w, "power W");
+      w.Double(s.power_mw / 1000.0);
+      w.EndObject();
+      w.EndObject();
+    }
+    // ---- end NVML samples ----
+    // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
+    // utilization per bucket, ending at 0 where the trace ends, and Est. SM efficiency as the plugin
+    // drew it: each stretch's level from its start, 0 where no kernel runs.
+    for (const GpuTimeline& tl : gpu_timelines(t)) {
+      for (const bool util : {true, false}) {
+        const std::string name =
+            "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
+        auto counter = [&](int64_t ts_ns, double pct) {
+          w.StartObject();
+          key(w, "ph");
+          w.String("C");
+          key(w, "name");
+          str(w, name);
+          key(w, "pid");
+          w.Int64(at.merged ? pid : tl.device);
+          key(w, "ts");
+          ts(ts_ns);
+          key(w, "args");
+          w.StartObject();
+          key(w, util ? "utilization %" : "sm efficiency %");
+          w.Double(pct);
+          w.EndObject();
+          w.EndObject();
+        };
+        if (!util) {
+          // A counter holds its value until the next point: a stretch that starts where the one
+          // before ended needs no 0 between them, and one at the same level no point at all.
+          const std::vector<SmLevel>& ls = tl.sm_levels;
+          for (size_t i = 0; i < ls.size(); ++i) {
+            const bool joins = i > 0 && ls[i - 1].end_ns == ls[i].start_ns;
+            if (!joins || ls[i - 1].pct != ls[i].pct) counter(ls[i].start_ns, ls[i].pct);
+            if (i + 1 == ls.size() || ls[i + 1].start_ns != ls[i].end_ns) counter(ls[i].end_ns, 0.0);
+          }
+          continue;
+        }
+        for (const GpuBucket& b : tl.buckets) counter(b.start_ns, b.utilization_pct);
+        if (!tl.buckets.empty()) counter(tl.buckets.back().start_ns + tl.buckets.back().dur_ns, 0.0);
+      }
+    }
+  }
+};
+
+void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
+  EventWriter out(w, t, at);
+  out.names();
+  out.events();
+  out.memory();
+  out.counters();
 }
 
 void write_trace(const Trace& t, BlockSink& sink) {

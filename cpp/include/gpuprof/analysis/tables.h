@@ -8,15 +8,15 @@
 #include <utility>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/collectives.h"
-#include "gpuprof/flops.h"
-#include "gpuprof/gpu_summary.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/memory.h"
-#include "gpuprof/modules.h"
-#include "gpuprof/plausibility.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/collectives.h"
+#include "gpuprof/analysis/flops.h"
+#include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/memory.h"
+#include "gpuprof/analysis/modules.h"
+#include "gpuprof/analysis/plausibility.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 
@@ -231,7 +231,7 @@ struct StepMemoryRow {
   int64_t peak_rss_bytes = -1;   // host rows only; -1: not sampled
 };
 std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps);
-// The same from the devices' levels already computed (gpuprof/memory.h).
+// The same from the devices' levels already computed (gpuprof/analysis/memory.h).
 std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const BreakdownResult& steps,
                                              const std::vector<DeviceMemory>& devices);
 

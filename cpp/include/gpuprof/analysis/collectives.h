@@ -8,15 +8,12 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/core/names.h"   // the name classifiers this stage's users read beside it
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
-
-// A backend's own range of a collective: `nccl:all_reduce`, `gloo:broadcast`, `mpi:...`, `ucc:...`,
-// `xccl:...` (the plugin's communication ops; torch opens one per call, with its input tensors).
-bool is_backend_collective_name(std::string_view name);
 
 // The kind a collective's name says, in nccl-tests' words: "all_reduce", "all_gather",
 // "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather", "scatter", "send", "recv",

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "gpuprof/breakdown.h"
-#include "gpuprof/launch_links.h"
-#include "gpuprof/trace.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/core/trace.h"
 
 namespace gpuprof {
 
@@ -55,7 +55,13 @@ std::vector<DeviceSummary> summarize_devices(const Trace& trace);
 // timeline): the trace's whole extent, first event to last, cut into buckets whose length is the
 // smallest power of ten microseconds that makes at most kMaxTimelineBuckets of them; the last
 // bucket runs to the end. Utilization and Est. SM efficiency are the GPU summary's definitions,
-// each over its bucket.
+// each over its bucket. `sm_levels` are the plugin's own SM-efficiency ranges over the same extent:
+// each stretch between two kernel edges where the running kernels' SM share (capped at 1) is above 0.
+struct SmLevel {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  double pct = 0.0;
+};
 struct GpuBucket {
   int64_t start_ns = 0;
   int64_t dur_ns = 0;
@@ -66,12 +72,13 @@ constexpr int kMaxTimelineBuckets = 100;
 struct GpuTimeline {
   int device = 0;
   std::vector<GpuBucket> buckets;
+  std::vector<SmLevel> sm_levels;
 };
 // One timeline per device that ran a kernel, ordered by device id.
 std::vector<GpuTimeline> gpu_timelines(const Trace& trace);
 
 // The memory curve of one device (-1: the host), from the allocator's samples in time order:
-// (ts_ns, allocated, reserved), the levels of gpuprof/memory.h's device_memory: the allocator's own
+// (ts_ns, allocated, reserved), the levels of gpuprof/analysis/memory.h's device_memory: the allocator's own
 // totals where recorded; else, where allocations carry addresses (live host allocations), the
 // blocks live (those known to predate the trace included); else (old Kineto traces carry only each
 // allocation's size) the running sum of the sizes, lifted so that its lowest point is 0, as the
@@ -97,5 +104,8 @@ double sm_efficiency_pct(const Trace& trace, const std::vector<uint32_t>& kernel
                          const TimeWindow& w);
 double achieved_occupancy_pct(const Trace& trace, const std::vector<uint32_t>& kernels, const DeviceProps* device,
                               const TimeWindow& w);
+// The stretches of `sm_efficiency_pct`'s sweep where the level is above 0, in time order (pct: 0-100).
+std::vector<SmLevel> sm_efficiency_levels(const Trace& trace, const std::vector<uint32_t>& kernels,
+                                          const DeviceProps* device, const TimeWindow& w);
 
 }  // namespace gpuprof
