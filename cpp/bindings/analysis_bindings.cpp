@@ -459,10 +459,10 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   if (!a.modules.row_of.empty())
     out["module_of_event"] = py::bytes(reinterpret_cast<const char*>(a.modules.row_of.data()),
                                        a.modules.row_of.size() * sizeof(uint32_t));
-  out["ranges"] = row_dicts(a.ranges, kRangeFields);
   out["copies"] = row_dicts(a.copies, kCopyFields);
   out["syncs"] = row_dicts(a.syncs, kSyncFields);
   out["memory"] = row_dicts(a.memory, kStepMemoryFields);
+  out["ranges"] = row_dicts(a.ranges, kRangeFields);
   out["flops"] = flops_dict(t, a);   // FLOPs
   const MemoryView& v = a.memory_view;
   out["memory_ops"] = row_dicts(v.ops, kMemoryOpFields);

@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from ..analysis import CATEGORIES, section  # noqa: F401  (section: re-exported for renderers)
 from ..analysis.fields import labelled, shown_tables
 
-# Tables a report may carry, in the order renderers show them: (key, title) (analysis/fields.py).
-TABLES: list[tuple[str, str]] = shown_tables()
+
+class _ShownTables(Sequence):
+    """The tables the reports draw as rows, in their order: (key, title), read from
+    analysis/fields.py each time (a table declared there is drawn without a change here)."""
+
+    def __getitem__(self, i):
+        return shown_tables()[i]
+
+    def __len__(self) -> int:
+        return len(shown_tables())
+
+
+TABLES: Sequence[tuple[str, str]] = _ShownTables()
 
 # Columns shown first when present, then any other scalar column in the order the rows give it.
 _LEADING = [
@@ -115,10 +126,6 @@ def advice(data: dict) -> list[dict]:
 def gpu_samples(data: dict) -> list[dict]:
     """NVML samples (utilization, memory, power... over time); [] when the report has none."""
     return section(data, "gpu_samples")
-
-
-def category_names() -> list[tuple[str, str]]:
-    return list(CATEGORIES)
 
 
 def shown_categories(report) -> list[tuple[str, str]]:
