@@ -13,9 +13,9 @@ agree on a real analysis. Everything else about a table is read from here, when 
 - the schema doc (docs/schema.md's "Table rows" section is generated from it:
   ``python -m gpuprof.analysis.fields`` prints it, and a test keeps the doc equal to it);
 - the Report's accessors (``report/model.py``: ``report.<key>``, the rows or []);
-- the renderers (``report/sections``: a ``shown`` table is drawn in the terminal, Markdown and HTML
-  reports, in this order, under its title, its columns every scalar field its rows carry; and the
-  GPU summary's labels).
+- the renderers (``report/sections``: a ``shown`` table is drawn in the Markdown and HTML reports,
+  a ``terminal`` one in the terminal's too, in this order, under its title, its columns every
+  scalar field its rows carry; and the GPU summary's labels).
 
 A new column: one line in the C++ field table, one ``Field`` here. A new table: its rows and field
 table in C++, one ``Table`` here; a renderer only when it draws something special.
@@ -39,7 +39,8 @@ class Table(NamedTuple):
     key: str  # the report's top-level key
     title: str  # how the reports head it
     fields: tuple  # of Field, in the rows' order
-    shown: bool = False  # a table of rows in the terminal, Markdown and HTML reports (in this order)
+    shown: bool = False  # a table of rows in the Markdown and HTML reports (in this order)
+    terminal: bool = False  # and in the terminal's too (the terminal shows few: it has one screen)
     analysed: bool = False  # rows the native analysis makes, copied into the report as they are
     doc: str = ""  # what the Report's accessor says of it (the title when empty)
 
@@ -65,6 +66,7 @@ TABLES: tuple[Table, ...] = (
             Field("tensor_cores", "boolean", "the kernel runs on tensor cores"),
         ),
         shown=True,
+        terminal=True,
         analysed=True,
         doc="GPU kernels, one row per kernel name and device (device times).",
     ),
@@ -99,6 +101,7 @@ TABLES: tuple[Table, ...] = (
             # ---- end FLOPs ----
         ),
         shown=True,
+        terminal=True,
         analysed=True,
         doc="Operators (aten:: and user-visible ops), one row per name: calls, host and device times.",
     ),
@@ -639,6 +642,11 @@ OBJECT_BY_KEY: dict[str, Table] = {t.key: t for t in OBJECTS}
 def shown_tables() -> list[tuple[str, str]]:
     """(key, title) of the tables the reports show as rows, in their order."""
     return [(t.key, t.title) for t in TABLES if t.shown]
+
+
+def terminal_tables() -> list[tuple[str, str]]:
+    """(key, title) of the tables the terminal report shows as rows, in their order."""
+    return [(t.key, t.title) for t in TABLES if t.shown and t.terminal]
 
 
 def percent_fields() -> dict[str, tuple[str, ...]]:

@@ -15,21 +15,25 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from ..analysis import CATEGORIES, section  # noqa: F401  (section: re-exported for renderers)
-from ..analysis.fields import labelled, shown_tables
+from ..analysis.fields import labelled, shown_tables, terminal_tables
 
 
-class _ShownTables(Sequence):
-    """The tables the reports draw as rows, in their order: (key, title), read from
-    analysis/fields.py each time (a table declared there is drawn without a change here)."""
+class _DeclaredTables(Sequence):
+    """Tables the reports draw as rows, in their order: (key, title), read from analysis/fields.py
+    each time (a table declared there is drawn without a change here)."""
+
+    def __init__(self, read) -> None:
+        self._read = read
 
     def __getitem__(self, i):
-        return shown_tables()[i]
+        return self._read()[i]
 
     def __len__(self) -> int:
-        return len(shown_tables())
+        return len(self._read())
 
 
-TABLES: Sequence[tuple[str, str]] = _ShownTables()
+TABLES: Sequence[tuple[str, str]] = _DeclaredTables(shown_tables)  # Markdown and HTML
+TERMINAL_TABLES: Sequence[tuple[str, str]] = _DeclaredTables(terminal_tables)
 
 # Columns shown first when present, then any other scalar column in the order the rows give it.
 _LEADING = [

@@ -296,7 +296,7 @@ def out_of_memory_summary(report) -> str:
 
 
 def _top_tables(console: Console, report) -> None:
-    for key, name in sec.TABLES[:2]:
+    for key, name in sec.TERMINAL_TABLES:
         _table(console, name, sec.section(report.data, key), TOP_ROWS)
 
 
