@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from _gpu_step import conv_step_trace  # noqa: E402
 
-from gpuprof.analysis.fields import TABLES, schema_markdown, table
+from gpuprof.analysis import fields
+from gpuprof.analysis.fields import TABLES, schema_markdown
 from gpuprof.report.build import build_report
 from gpuprof.report.json_schema import SCHEMA
 
@@ -75,7 +76,7 @@ def test_a_live_loop_rows_carry_the_declared_fields():
     for key in ("operators", "operators_by_shape", "modules", "memory", "ranges"):
         assert data[key], key
         for row in data[key]:
-            assert list(row) == [f.key for f in table(key).fields], key
+            assert list(row) == [f.key for f in fields.table(key).fields], key
 
 
 def test_the_json_schema_has_each_declared_field_with_its_type():
