@@ -27,6 +27,7 @@
 #include "gpuprof/analysis/tables.h"
 #include "gpuprof/analysis/tensor_cores.h"
 #include "gpuprof/core/trace.h"
+#include "rows.h"
 
 namespace py = pybind11;
 using namespace gpuprof;
@@ -35,60 +36,7 @@ py::dict breakdown_to_dict(const BreakdownResult& r);   // core_module.cpp
 
 namespace {
 
-double us(int64_t ns) { return double(ns) / 1000.0; }
-
-// Unknown numbers are None in Python (and null in JSON), never a sentinel like -1.
-py::object or_none(double v) { return v < 0.0 ? py::none() : py::object(py::float_(v)); }
-py::object or_none(int64_t v) { return v < 0 ? py::none() : py::object(py::int_(v)); }
-
-// ---- result rows as dicts: one field table per row type -----------------------------------------
-// A column is its key and how its value is read from the row; a row's dict has the table's keys
-// in the table's order. A new column is one line in its table.
-template <class Row>
-struct Field {
-  const char* key;
-  std::function<py::object(const Row&)> value;
-};
-
-// The member as it is (an int stays an int, a double a float, a bool a bool, a string a str).
-template <class Row, class T>
-Field<Row> member(const char* key, T Row::* m) {
-  return {key, [m](const Row& r) { return py::cast(r.*m); }};
-}
-// A time in ns as microseconds (a float).
-template <class Row>
-Field<Row> micros(const char* key, int64_t Row::* ns) {
-  return {key, [ns](const Row& r) { return py::object(py::float_(us(r.*ns))); }};
-}
-// None where the member is negative (not known), else the member.
-template <class Row, class T>
-Field<Row> known(const char* key, T Row::* m) {
-  return {key, [m](const Row& r) { return or_none(r.*m); }};
-}
-// None where the member is 0 or less (not known), else the member.
-template <class Row>
-Field<Row> positive(const char* key, int64_t Row::* m) {
-  return {key, [m](const Row& r) { return or_none(r.*m > 0 ? r.*m : int64_t(-1)); }};
-}
-// None where the string is empty, else the string.
-template <class Row>
-Field<Row> nonempty(const char* key, std::string Row::* m) {
-  return {key, [m](const Row& r) { return (r.*m).empty() ? py::object(py::none()) : py::object(py::str(r.*m)); }};
-}
-
-template <class Row>
-py::dict row_dict(const Row& row, const std::vector<Field<Row>>& fields) {
-  py::dict d;
-  for (const Field<Row>& f : fields) d[f.key] = f.value(row);
-  return d;
-}
-
-template <class Row>
-py::list row_dicts(const std::vector<Row>& rows, const std::vector<Field<Row>>& fields) {
-  py::list out;
-  for (const Row& r : rows) out.append(row_dict(r, fields));
-  return out;
-}
+using namespace gpuprof::bindings;
 
 const std::vector<Field<DeviceSummary>> kDeviceFields = {
     member("id", &DeviceSummary::id),
@@ -413,25 +361,37 @@ const std::vector<Field<DeviceEnergy>> kEnergyFields = {
 };
 // ---- end energy ----
 
-CopyKind copy_kind_arg(const std::string& s) {
-  CopyKind k;
-  if (parse_copy_kind(s, &k)) return k;
-  throw py::value_error("unknown copy kind '" + s + "': use one of HtoD, DtoH, DtoD, HtoH, PtoP, unknown");
+// ---- the result tables: one registration each ------------------------------------------------------
+// A table of rows the analysis makes, by its key in the report (analysis/fields.py declares the same
+// key, its fields in the same order): gpu_tables gives each, in this order, and RESULT_TABLES names
+// them. A plain new table is one line here beside its field table.
+struct ResultTable {
+  const char* key;
+  std::function<py::list(const AnalysisTables&)> rows;
+};
+
+template <class Row>
+ResultTable result_table(const char* key, std::vector<Row> AnalysisTables::* rows,
+                         const std::vector<Field<Row>>& fields) {
+  return {key, [rows, &fields](const AnalysisTables& a) { return row_dicts(a.*rows, fields); }};
 }
 
-MemoryKind memory_kind_arg(const std::string& s) {
-  MemoryKind k;
-  if (parse_memory_kind(s, &k)) return k;
-  throw py::value_error("unknown memory kind '" + s +
-                        "': use one of pageable, pinned, device, managed, array, unknown");
-}
-
-std::array<int32_t, 3> dims(const std::vector<int64_t>& v, const char* what, const std::string& kernel) {
-  if (v.empty()) return {0, 0, 0};
-  if (v.size() != 3)
-    throw py::value_error(std::string(what) + " of kernel '" + kernel + "' must have 3 numbers (x, y, z), got " +
-                          std::to_string(v.size()));
-  return {int32_t(v[0]), int32_t(v[1]), int32_t(v[2])};
+const std::vector<ResultTable>& result_tables() {
+  static const std::vector<ResultTable> tables = {
+      result_table("devices", &AnalysisTables::devices, kDeviceFields),
+      result_table("kernels", &AnalysisTables::kernels, kKernelFields),
+      result_table("kernel_ops", &AnalysisTables::kernel_ops, kKernelOpFields),
+      result_table("operators", &AnalysisTables::operators, kOperatorFields),
+      result_table("operators_by_shape", &AnalysisTables::operators_by_shape, kOperatorShapeFields),
+      {"modules", [](const AnalysisTables& a) { return module_dicts(a.modules.rows); }},
+      result_table("copies", &AnalysisTables::copies, kCopyFields),
+      result_table("syncs", &AnalysisTables::syncs, kSyncFields),
+      result_table("memory", &AnalysisTables::memory, kStepMemoryFields),
+      result_table("ranges", &AnalysisTables::ranges, kRangeFields),
+      {"memory_ops", [](const AnalysisTables& a) { return row_dicts(a.memory_view.ops, kMemoryOpFields); }},
+      {"collectives", [](const AnalysisTables& a) { return row_dicts(a.collectives.rows, kCollectiveFields); }},
+  };
+  return tables;
 }
 
 py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py::object& process_groups) {
@@ -448,24 +408,14 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   // For step_event_tables later (one byte per event), so that it need not link launches again.
   out["repeated_op_calls"] =
       py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
-  out["devices"] = row_dicts(a.devices, kDeviceFields);
-  out["kernels"] = row_dicts(a.kernels, kKernelFields);
-  out["kernel_ops"] = row_dicts(a.kernel_ops, kKernelOpFields);
-  out["operators"] = row_dicts(a.operators, kOperatorFields);
-  out["operators_by_shape"] = row_dicts(a.operators_by_shape, kOperatorShapeFields);
-  out["modules"] = module_dicts(a.modules.rows);
+  for (const ResultTable& table : result_tables()) out[table.key] = table.rows(a);
   // Each event's module row (uint32, native order; 0xffffffff none), for the step timelines: only
   // when the trace has module calls.
   if (!a.modules.row_of.empty())
     out["module_of_event"] = py::bytes(reinterpret_cast<const char*>(a.modules.row_of.data()),
                                        a.modules.row_of.size() * sizeof(uint32_t));
-  out["ranges"] = row_dicts(a.ranges, kRangeFields);
-  out["copies"] = row_dicts(a.copies, kCopyFields);
-  out["syncs"] = row_dicts(a.syncs, kSyncFields);
-  out["memory"] = row_dicts(a.memory, kStepMemoryFields);
   out["flops"] = flops_dict(t, a);   // FLOPs
   const MemoryView& v = a.memory_view;
-  out["memory_ops"] = row_dicts(v.ops, kMemoryOpFields);
   out["memory_peak"] = by_device(v.peaks, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
   out["memory_end"] = by_device(v.ends, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
   // Composition only where the blocks are known (allocations with addresses, or known storages).
@@ -483,7 +433,6 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   out["memory_end_composition"] = end_composition;
   out["memory_growth"] =
       by_device(v.growth, [](const MemoryGrowth& g) { return row_dict(g, kMemoryGrowthFields); });
-  out["collectives"] = row_dicts(a.collectives.rows, kCollectiveFields);
   // Every call, for the cross-rank split of each row's time: [row, step, dur_us, end_us, bytes or None].
   py::list calls;
   for (const CollectiveCall& c : a.collectives.calls)
@@ -505,9 +454,8 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   return out;
 }
 
-}  // namespace
-
-void bind_analysis(py::module_& m) {
+// The GPU's description, occupancy, the tensor-core classifiers, the per-device summary.
+void bind_devices(py::module_& m) {
   py::class_<DeviceProps>(m, "DeviceProps",
                           "What the occupancy rules and the GPU summary need to know of one GPU "
                           "(field names follow cudaDeviceProp; Kineto's deviceProperties carry them).")
@@ -527,135 +475,6 @@ void bind_analysis(py::module_& m) {
       .def_readwrite("shared_mem_per_block_optin", &DeviceProps::shared_mem_per_block_optin)
       .def_readwrite("num_sms", &DeviceProps::num_sms)
       .def_readwrite("max_blocks_per_sm", &DeviceProps::max_blocks_per_sm);
-
-  py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  trace.def(
-      "add_device",
-      [](Trace& t, const DeviceProps& d) {
-        for (DeviceProps& old : t.devices)
-          if (old.id == d.id) {
-            old = d;
-            return;
-          }
-        t.devices.push_back(d);
-      },
-      py::arg("device"), "Add (or replace) the properties of one device.");
-
-  trace.def(
-      "add_kernel",
-      [](Trace& t, const std::string& name, int64_t start_ns, int64_t dur_ns, int device, uint32_t stream,
-         uint64_t correlation, uint64_t external_id, const std::vector<int64_t>& grid,
-         const std::vector<int64_t>& block, int registers_per_thread, int64_t shared_mem_bytes,
-         float blocks_per_sm, float warps_per_sm, float est_occupancy_pct) {
-        if (dur_ns < 0)
-          throw py::value_error("kernel '" + name + "' has a negative duration (" + std::to_string(dur_ns) +
-                                " ns)");
-        KernelInfo k;
-        const auto g = dims(grid, "grid", name), b = dims(block, "block", name);
-        for (int i = 0; i < 3; ++i) {
-          k.grid[i] = g[i];
-          k.block[i] = b[i];
-        }
-        k.registers_per_thread = registers_per_thread;
-        k.shared_mem_bytes = shared_mem_bytes;
-        k.blocks_per_sm = blocks_per_sm;
-        k.warps_per_sm = warps_per_sm;
-        k.est_occupancy_pct = est_occupancy_pct;
-        Event& e = t.add(EventKind::Kernel, name, start_ns, dur_ns);
-        e.device = static_cast<int16_t>(device);
-        e.tid = stream;
-        e.correlation = correlation;
-        e.external_id = external_id;
-        e.aux = static_cast<uint32_t>(t.kernels.size());
-        t.kernels.push_back(k);
-      },
-      py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("device") = 0, py::arg("stream") = 0,
-      py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("grid") = std::vector<int64_t>{},
-      py::arg("block") = std::vector<int64_t>{}, py::arg("registers_per_thread") = -1,
-      py::arg("shared_mem_bytes") = -1, py::arg("blocks_per_sm") = -1.0f, py::arg("warps_per_sm") = -1.0f,
-      py::arg("est_occupancy_pct") = -1.0f, "Add a kernel with its launch shape (-1 / empty: not known).");
-
-  trace.def(
-      "add_copy",
-      [](Trace& t, const std::string& name, int64_t start_ns, int64_t dur_ns, int64_t bytes,
-         const std::string& copy_kind, const std::string& src_kind, const std::string& dst_kind, int device,
-         uint32_t stream, uint64_t correlation, uint64_t external_id, bool memset) {
-        if (dur_ns < 0)
-          throw py::value_error("copy '" + name + "' has a negative duration (" + std::to_string(dur_ns) + " ns)");
-        CopyInfo c;
-        c.bytes = bytes;
-        c.kind = copy_kind_arg(copy_kind);
-        c.src = memory_kind_arg(src_kind);
-        c.dst = memory_kind_arg(dst_kind);
-        Event& e = t.add(memset ? EventKind::Memset : EventKind::Memcpy, name, start_ns, dur_ns);
-        e.device = static_cast<int16_t>(device);
-        e.tid = stream;
-        e.correlation = correlation;
-        e.external_id = external_id;
-        e.aux = static_cast<uint32_t>(t.copies.size());
-        t.copies.push_back(c);
-      },
-      py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("bytes") = 0, py::arg("copy_kind") = "",
-      py::arg("src_kind") = "", py::arg("dst_kind") = "", py::arg("device") = 0, py::arg("stream") = 0,
-      py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("memset") = false,
-      "Add a device copy (or, with memset=True, a set) with its size and memory kinds.");
-
-  trace.def(
-      "set_input_shapes",
-      [](Trace& t, size_t event_index, const std::string& shapes) {
-        if (event_index >= t.events.size())
-          throw py::index_error("event " + std::to_string(event_index) + " does not exist (the trace has " +
-                                std::to_string(t.events.size()) + " events)");
-        Event& e = t.events[event_index];
-        if (e.kind != EventKind::HostOp)
-          throw py::value_error("input shapes belong to host ops; event " + std::to_string(event_index) + " ('" +
-                                t.name_of(e) + "') is not one");
-        e.aux = t.strings.intern(shapes);
-      },
-      py::arg("event_index"), py::arg("shapes"),
-      "Record the input shapes of a host op (the event's position in the trace, as add order).");
-
-  trace.def(
-      "add_memory_sample",
-      [](Trace& t, int64_t ts_ns, int64_t total_allocated, int64_t total_reserved, int device, int64_t bytes_delta,
-         uint64_t addr, uint32_t tid) {
-        MemorySample s;
-        s.ts_ns = ts_ns;
-        s.total_allocated = total_allocated;
-        s.total_reserved = total_reserved;
-        s.device = static_cast<int16_t>(device);
-        s.bytes_delta = bytes_delta;
-        s.addr = addr;
-        s.tid = tid;
-        t.memory.push_back(s);
-      },
-      py::arg("ts_ns"), py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device") = 0,
-      py::arg("bytes_delta") = 0, py::arg("addr") = 0, py::arg("tid") = 0,
-      "Add one allocator sample (device -1: host; totals -1: not known), with the block's address "
-      "and the allocating thread (0: not known).");
-  trace.def(
-      "add_storage",
-      [](Trace& t, int64_t ts_ns, uint64_t addr, int64_t bytes, int device, const std::string& role) {
-        KnownStorage k;
-        k.ts_ns = ts_ns;
-        k.addr = addr;
-        k.bytes = bytes;
-        k.device = static_cast<int16_t>(device);
-        if (role == "parameter") k.role = StorageRole::Parameter;
-        else if (role == "gradient") k.role = StorageRole::Gradient;
-        else if (role == "optimizer_state") k.role = StorageRole::OptimizerState;
-        else
-          throw py::value_error("unknown storage role '" + role +
-                                "': use one of parameter, gradient, optimizer_state");
-        t.storages.push_back(k);
-      },
-      py::arg("ts_ns"), py::arg("addr"), py::arg("bytes"), py::arg("device"), py::arg("role"),
-      "Add a storage of a known role seen at ts_ns (role: parameter, gradient, optimizer_state).");
-  trace.def(
-      "add_host_memory_sample",
-      [](Trace& t, int64_t ts_ns, int64_t rss_bytes) { t.host_memory.push_back({ts_ns, rss_bytes}); },
-      py::arg("ts_ns"), py::arg("rss_bytes"), "Add one sample of the process's resident set size.");
-
   m.def(
       "occupancy",
       [](const DeviceProps& d, int64_t threads_per_block, int registers_per_thread, int64_t shared_mem_bytes,
@@ -707,6 +526,10 @@ void bind_analysis(py::module_& m) {
         return row_dicts(devices, kDeviceFields);
       },
       py::arg("trace"), "Per-device GPU summary (utilization, SM efficiency, occupancy, tensor cores).");
+}
+
+// What the HTML's step drill-down draws: per-step tops, and one step's timeline.
+void bind_step_views(py::module_& m) {
   m.def(
       "step_event_tables",
       [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps, size_t top,
@@ -793,6 +616,10 @@ void bind_analysis(py::module_& m) {
       "[lane, name, start_us (from start_ns), dur_us, category, kind] sorted by start, counts per kind, "
       "and total (events before the cap: device work kept first, then the longest). With module_of "
       "(gpu_tables(...)['module_of_event']), also module_of: each event's module row (-1: none).");
+}
+
+// Series over the span: batch transfers, the memory curve, the GPU timeline.
+void bind_series(py::module_& m) {
   m.def(
       "batch_transfers",
       [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& steps) {
@@ -855,7 +682,11 @@ void bind_analysis(py::module_& m) {
       "Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's "
       "buckets (a power of ten microseconds, at most 100): {device: [{start_us, dur_us, "
       "utilization_pct, sm_efficiency_pct}]}.");
-  // ---- FLOPs ----
+}
+
+// FLOPs (the devices' names for the peak, each op's FLOPs, the rules) and energy per step.
+void bind_flops_energy(py::module_& m) {
+  py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
   trace.def_property_readonly(
       "device_names",
       [](const Trace& t) {
@@ -864,33 +695,6 @@ void bind_analysis(py::module_& m) {
         return out;
       },
       "{device id: name} of the devices the trace describes (deviceProperties, or the live session's).");
-  trace.def(
-      "set_op_args",
-      [](Trace& t, size_t event_index, const std::string& types, const std::string& concrete, int64_t trace_flops,
-         bool grad_recorded) {
-        if (event_index >= t.events.size())
-          throw py::index_error("event " + std::to_string(event_index) + " does not exist (the trace has " +
-                                std::to_string(t.events.size()) + " events)");
-        Event& e = t.events[event_index];
-        if (e.kind != EventKind::HostOp)
-          throw py::value_error("op args belong to host ops; event " + std::to_string(event_index) + " ('" +
-                                t.name_of(e) + "') is not one");
-        if (grad_recorded) e.flags |= kGradRecordedFlag;
-        OpArgs a;
-        a.event = static_cast<uint32_t>(event_index);
-        a.types = types.empty() ? 0 : t.strings.intern(types);
-        a.concrete = concrete.empty() ? 0 : t.strings.intern(concrete);
-        a.trace_flops = trace_flops;
-        auto it = std::lower_bound(t.op_args.begin(), t.op_args.end(), a.event,
-                                   [](const OpArgs& x, uint32_t ev) { return x.event < ev; });
-        if (it != t.op_args.end() && it->event == a.event) *it = a;
-        else t.op_args.insert(it, a);
-      },
-      py::arg("event_index"), py::arg("types") = "", py::arg("concrete") = "", py::arg("trace_flops") = -1,
-      py::arg("grad_recorded") = false,
-      "Record a host op's input types and concrete inputs (Kineto's 'Input type' and 'Concrete Inputs' "
-      "lists, as Python prints them), a trace's `flops` arg (-1: none), and whether it recorded autograd "
-      "history (Kineto's 'Sequence number').");
   m.def(
       "op_flops",
       [](const std::string& name, const std::string& shapes, const std::string& types,
@@ -945,6 +749,10 @@ void bind_analysis(py::module_& m) {
       "'steps': [[J or None per device] per step]}; from the energy counter, else power samples "
       "integrated, else None (docs/metrics.md, \"Energy\").");
   // ---- end energy ----
+}
+
+// The one pass over a trace (gpu_tables), the result tables it names, and the collectives' arithmetic.
+void bind_tables(py::module_& m) {
   m.def("gpu_tables", &tables_to_dict, py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
         py::arg("process_groups") = py::none(),
         "The step breakdown, the GPU summary over its steps, and the kernel, operator (by name, and by "
@@ -964,28 +772,20 @@ void bind_analysis(py::module_& m) {
         "The collective kind a name says (all_reduce, ...; '' for wait and init).");
   m.def("bus_bandwidth_factor", &bus_bandwidth_factor, py::arg("kind"), py::arg("group_size"),
         "nccl-tests' bus bandwidth factor of a kind in a group of n ranks (-1: none).");
+  py::tuple keys(result_tables().size());
+  for (size_t i = 0; i < result_tables().size(); ++i) keys[i] = result_tables()[i].key;
+  m.attr("RESULT_TABLES") = keys;
+}
 
-  py::class_<Trace> collective_trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  collective_trace.def(
-      "add_collective_info",
-      [](Trace& t, uint64_t external_id, const std::string& name, int64_t in_nelems, int64_t out_nelems,
-         const std::string& dtype, int32_t group_size, const std::string& pg_name, const std::string& pg_desc,
-         const std::string& group_ranks) {
-        CollectiveInfo c;
-        c.external_id = external_id;
-        c.name = name;
-        c.in_nelems = in_nelems;
-        c.out_nelems = out_nelems;
-        c.dtype = dtype;
-        c.group_size = group_size;
-        c.pg_name = pg_name;
-        c.pg_desc = pg_desc;
-        c.group_ranks = group_ranks;
-        t.collectives.push_back(std::move(c));
-      },
-      py::arg("external_id"), py::arg("name") = "", py::arg("in_nelems") = -1, py::arg("out_nelems") = -1,
-      py::arg("dtype") = "", py::arg("group_size") = -1, py::arg("pg_name") = "", py::arg("pg_desc") = "",
-      py::arg("group_ranks") = "",
-      "Add what a collective call records of itself (torch's record_param_comms args), for the event "
-      "with this external id.");
+}  // namespace
+
+void bind_trace_builders(py::module_& m);  // trace_builders.cpp
+
+void bind_analysis(py::module_& m) {
+  bind_devices(m);
+  bind_trace_builders(m);
+  bind_step_views(m);
+  bind_series(m);
+  bind_flops_energy(m);
+  bind_tables(m);
 }

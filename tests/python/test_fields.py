@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from _gpu_step import conv_step_trace  # noqa: E402
 
-from gpuprof.analysis.fields import BY_KEY, TABLES, schema_markdown
+from gpuprof.analysis import fields
+from gpuprof.analysis.fields import TABLES, schema_markdown
 from gpuprof.report.build import build_report
 from gpuprof.report.json_schema import SCHEMA
 
@@ -75,7 +76,7 @@ def test_a_live_loop_rows_carry_the_declared_fields():
     for key in ("operators", "operators_by_shape", "modules", "memory", "ranges"):
         assert data[key], key
         for row in data[key]:
-            assert list(row) == [f.key for f in BY_KEY[key].fields], key
+            assert list(row) == [f.key for f in fields.table(key).fields], key
 
 
 def test_the_json_schema_has_each_declared_field_with_its_type():
@@ -205,3 +206,20 @@ def test_the_memory_views_objects_carry_the_declared_fields():
         props = SCHEMA["properties"][name]["additionalProperties"]["properties"]
         assert list(props) == keys(name)
     assert list(SCHEMA["properties"]["out_of_memory"]["properties"]) == keys("out_of_memory")
+
+
+def test_the_native_result_tables_are_the_declared_ones():
+    """Each table the C++ registers (``_core.RESULT_TABLES``, one line per table in
+    analysis_bindings.cpp) is declared in fields.py, and each table fields.py says the analysis makes
+    (``analysed``) is registered: the report copies those, in the analysis' order."""
+    from gpuprof._native import _core
+
+    native = list(_core.RESULT_TABLES)
+    declared = [t.key for t in TABLES]
+    assert len(native) == len(set(native)) and set(native) <= set(declared), native
+    analysed = [t.key for t in TABLES if t.analysed]
+    assert set(analysed) <= set(native)
+    # The report's top-level keys carry them in the native order (as before: devices first).
+    data = build_report(_gpu_trace()).to_dict()
+    assert [k for k in data if k in analysed] == [k for k in native if k in analysed]
+    assert [k for k in native if k in analysed][:2] == ["devices", "kernels"]

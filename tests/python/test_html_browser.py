@@ -392,3 +392,42 @@ def test_without_input_shapes_the_operator_table_says_how_to_get_them(tmp_path):
     page = report.to_html()
     assert 'id="group-by-shape"' not in page
     assert "gpuprof.profile(record_shapes=True)" in page
+
+
+# Run after the report: every token (a number, a word) of every table cell, as laid out, on one
+# line; left in an attribute that --dump-dom shows.
+TOKENS_WHOLE = """<script>
+window.addEventListener("load", function () {
+  var broken = [];
+  Array.prototype.forEach.call(document.querySelectorAll("table.sortable td"), function (td) {
+    var node = td.firstChild;
+    if (!node || node.nodeType !== 3 || td.offsetParent === null) return;
+    var re = /\\S+/g, m;
+    while ((m = re.exec(node.data)) !== null) {
+      var range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      var lines = {};
+      Array.prototype.forEach.call(range.getClientRects(), function (r) { if (r.width > 0) lines[Math.round(r.top)] = 1; });
+      if (Object.keys(lines).length > 1 && m[0].length <= 40) broken.push(td.closest("table").id + ": " + m[0]);
+    }
+  });
+  document.documentElement.setAttribute("data-test", JSON.stringify({broken: broken}));
+});
+</script>"""
+
+
+def test_no_table_breaks_a_number_or_a_word_at_1400_px(tmp_path):
+    """The roofline table beside the others at 1400 px: a column is never narrower than its
+    longest token (numbers like 527,465 and words like convolution_backward stay whole; a wide
+    table scrolls). A token longer than 40 characters (a hostile name) may still wrap."""
+    page = tmp_path / "report.html"
+    gpu_report().to_html(page)
+    harness = tmp_path / "harness.html"
+    harness.write_text(page.read_text().replace("</body>", TOKENS_WHOLE + "</body>", 1))
+    p = _chromium("--window-size=1400,1000", "--virtual-time-budget=5000", "--dump-dom", harness.as_uri())
+    assert p.returncode == 0, p.stderr[-2000:]
+    match = re.search(r'data-test="([^"]*)"', p.stdout)
+    assert match, "the measuring script did not run: " + p.stderr[-2000:]
+    result = json.loads(html.unescape(match.group(1)))
+    assert result["broken"] == []

@@ -363,11 +363,13 @@ def test_the_report_shows_the_pipeline_in_every_format(tmp_path):
     prof = profile(loader, steps=6)
     report = prof.report()
     text = report.to_text()
-    assert "Input pipeline" in text and "one batch: load" in text and "Little's law" in text
+    assert "Input pipeline" in text and "one batch: ■ load" in text and "Little's law" in text
+    assert text.count("one batch") == 1  # the bar's legend is the stage line, said once
     md = report.to_markdown()
     assert "### Input pipeline" in md and "| load | worker |" in md
     html = report.to_html()
     assert 'id="pipeline-bar"' in html and 'id="pipeline-workers"' in html
+    assert "load " in html and "(worker)</span>" in html  # the loading stages ran in the workers
     # The timeline draws each worker's batches on a lane of its own.
     lanes = {lane for t in report.data["step_views"]["timelines"] for lane in t["lanes"]}
     assert any(lane.startswith("DataLoader worker ") for lane in lanes)

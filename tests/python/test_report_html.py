@@ -118,3 +118,17 @@ def test_dropped_events_are_flagged_and_the_run_is_described():
     assert "12,345 events were dropped" in html
     about = html.split('id="about"')[1].split("</table>")[0]
     assert "<td>torch</td><td>2.13.0+cpu&lt;b&gt;</td>" in about
+
+
+def test_the_shapes_note_does_not_contradict_the_roofline():
+    """A live run without record_shapes: the FLOP-counted operators' shapes are in the roofline
+    table, so the operator table's note says only those were recorded, not that none were."""
+    r = cpu_report()
+    assert r.data["operators_by_shape"] == [] and any(row["input_shapes"] for row in r.data["roofline"])
+    html = r.to_html()
+    assert "Input shapes were not recorded" not in html
+    assert "Only the operators whose FLOPs are counted had their input shapes recorded" in html
+    # Without roofline shapes (a trace recorded without them), the note says none were.
+    data = r.to_dict()
+    data["roofline"] = []
+    assert "Input shapes were not recorded" in gpuprof.Report(data).to_html()

@@ -87,3 +87,21 @@ def test_a_report_without_steps_renders_everywhere():
     assert "No complete step was recorded." in r.to_text(color=False)
     assert "No complete step was recorded." in r.to_markdown()
     assert "No complete step was recorded" in r.to_html() and 'id="step-chart"' not in r.to_html()
+
+
+def test_the_input_pipeline_of_a_loader_without_workers_is_said_once_and_in_the_main_process():
+    """num_workers=0 (the sample's DataLoader): every stage ran in the training process, and the
+    batch's stages are one line under the bar, not a legend and then the same numbers again."""
+    r = cpu_report()
+    text = r.to_text(color=False, width=120)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Input pipeline:"))
+    end = next(i for i in range(at, len(lines)) if "Little's law" in lines[i])
+    stage_lines = [line for line in lines[at:end] if "load " in line and " ms" in line]
+    assert len(stage_lines) == 1 and stage_lines[0].startswith("one batch: ■ load ")
+    assert text.count("one batch") == 1
+    html = r.to_html()
+    legend = html[html.index('id="pipeline-bar"') :]
+    legend = legend[legend.index('class="legend"') : legend.index("</div>", legend.index('class="legend"'))]
+    assert "(main process)" in legend and "(worker)" not in legend
+    assert "| load | main process |" in r.to_markdown()

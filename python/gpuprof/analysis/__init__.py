@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from .. import _build_info
 from .._native import _core
+from . import fields
 from .implausible import warnings_from
 
 # 2: ranks, stragglers, cross_rank, distributed (the cross-rank report); 3: kernel_ops;
@@ -66,6 +67,7 @@ def report_dict(
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
         native["module_of_event"] = analysed.get("module_of_event")
     bd = analysed["breakdown"]
+    copied = {t.key for t in fields.TABLES if t.analysed}
     steps = []
     for s in bd["steps"]:
         row = {"step": s["step"], "total_us": _us(s["total_ns"])}
@@ -106,22 +108,12 @@ def report_dict(
     pipeline_section = _input_pipeline(trace, pipeline, steps, host)
     if pipeline_section is not None:
         data["input_pipeline"] = pipeline_section
-    # GPU metrics: the per-device summary and the detail tables.
-    # Lists of rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp); unknown
-    # numbers are None. docs/metrics.md defines every field.
-    for key in (
-        "devices",
-        "kernels",
-        "kernel_ops",
-        "operators",
-        "operators_by_shape",
-        "modules",
-        "copies",
-        "syncs",
-        "memory",
-        "ranges",
-    ):
-        data[key] = analysed[key]
+    # GPU metrics: the per-device summary and the detail tables, in the analysis' order: lists of
+    # rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp), the tables fields.py
+    # declares ``analysed``; unknown numbers are None. docs/metrics.md defines every field.
+    for key, rows in analysed.items():
+        if key in copied:
+            data[key] = rows
     # A launch dimension the trace did not record reads [0, 0, 0] in C++ (no launch has a 0
     # dimension): null, as the plugin shows it; its rows stay apart all the same.
     for row in data["kernel_ops"]:

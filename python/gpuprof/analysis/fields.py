@@ -2,17 +2,24 @@
 fields of its rows (key, JSON type, meaning, and for the GPU summary the label a person reads).
 
 The rows themselves are made in C++ (cpp/bindings/analysis_bindings.cpp declares each row type's
-fields once, in the same order); ``tests/python/test_fields.py`` checks that both declarations
-agree on a real analysis. From here a table reaches:
+fields once, in the same order, and registers each table in one line: ``_core.RESULT_TABLES``);
+``tests/python/test_fields.py`` checks that both declarations agree on a real analysis.
+Everything else about a table is read from here, when it is used:
 
+- the report dict: an ``analysed`` table's rows are copied from the native analysis
+  (``analysis/__init__.py``);
+- the plausibility checks: every field whose key ends in ``_pct`` is a share, within 0-100 by
+  definition (``analysis/implausible.py`` clamps it);
 - the JSON Schema (``report/json_schema.py`` builds each table's row properties from it);
 - the schema doc (docs/schema.md's "Table rows" section is generated from it:
   ``python -m gpuprof.analysis.fields`` prints it, and a test keeps the doc equal to it);
-- the renderers (``report/sections.py``: which tables the reports show and in what order, and the
-  GPU summary's labels); their columns are every scalar field a row carries.
+- the Report's accessors (``report/model.py``: ``report.<key>``, the rows or []);
+- the renderers (``report/sections``: a ``shown`` table is drawn in the Markdown and HTML reports,
+  a ``terminal`` one in the terminal's too, in this order, under its title, its columns every
+  scalar field its rows carry; and the GPU summary's labels).
 
-A new column: one line in the C++ field table, one ``Field`` here. A new table: one ``Table`` here
-(and its rows in the analysis).
+A new column: one line in the C++ field table, one ``Field`` here. A new table: its rows and field
+table in C++, one ``Table`` here; a renderer only when it draws something special.
 """
 
 from __future__ import annotations
@@ -33,7 +40,10 @@ class Table(NamedTuple):
     key: str  # the report's top-level key
     title: str  # how the reports head it
     fields: tuple  # of Field, in the rows' order
-    shown: bool = False  # a table of rows in the terminal, Markdown and HTML reports (in this order)
+    shown: bool = False  # a table of rows in the Markdown and HTML reports (in this order)
+    terminal: bool = False  # and in the terminal's too (the terminal shows few: it has one screen)
+    analysed: bool = False  # rows the native analysis makes, copied into the report as they are
+    doc: str = ""  # what the Report's accessor says of it (the title when empty)
 
 
 _US = "number"
@@ -57,6 +67,9 @@ TABLES: tuple[Table, ...] = (
             Field("tensor_cores", "boolean", "the kernel runs on tensor cores"),
         ),
         shown=True,
+        terminal=True,
+        analysed=True,
+        doc="GPU kernels, one row per kernel name and device (device times).",
     ),
     Table(
         "operators",
@@ -89,6 +102,9 @@ TABLES: tuple[Table, ...] = (
             # ---- end FLOPs ----
         ),
         shown=True,
+        terminal=True,
+        analysed=True,
+        doc="Operators (aten:: and user-visible ops), one row per name: calls, host and device times.",
     ),
     Table(
         "operators_by_shape",
@@ -112,6 +128,8 @@ TABLES: tuple[Table, ...] = (
             Field("flops", "integer", "as in `operators`, over these calls"),  # FLOPs
         ),
         shown=True,
+        analysed=True,
+        doc="Operators, one row per name and input shapes (``record_shapes=True``); [] without shapes.",
     ),
     Table(
         "modules",
@@ -148,6 +166,7 @@ TABLES: tuple[Table, ...] = (
             ),
             # ---- end FLOPs ----
         ),
+        analysed=True,
     ),
     Table(
         "kernel_ops",
@@ -168,6 +187,7 @@ TABLES: tuple[Table, ...] = (
             Field("occupancy_pct", _NULLABLE_NUM, "estimated achieved occupancy, weighted by duration"),
         ),
         shown=True,
+        analysed=True,
     ),
     Table(
         "copies",
@@ -181,6 +201,8 @@ TABLES: tuple[Table, ...] = (
             Field("gb_per_s", "number", "bytes / copy time"),
         ),
         shown=True,
+        analysed=True,
+        doc="Memory copies and sets, one row per kind and device.",
     ),
     Table(
         "syncs",
@@ -192,6 +214,8 @@ TABLES: tuple[Table, ...] = (
             Field("total_us", _US, "host time blocked"),
         ),
         shown=True,
+        analysed=True,
+        doc="Host-device synchronisations, one row per kind.",
     ),
     Table(
         "ranges",
@@ -207,6 +231,8 @@ TABLES: tuple[Table, ...] = (
                 "stepped with a closure)",
             ),
         ),
+        analysed=True,
+        doc="User ranges (record_function, NVTX), one row per name: calls, host time, closure.",
     ),
     Table(
         "collectives",
@@ -296,6 +322,8 @@ TABLES: tuple[Table, ...] = (
                 "(host rows of live sessions) the process's resident set size",
             ),
         ),
+        analysed=True,
+        doc="Memory per step: GPU allocated/reserved (device >= 0) and host RSS (device -1).",
     ),
     Table(
         "memory_ops",
@@ -320,6 +348,10 @@ TABLES: tuple[Table, ...] = (
             Field("self_alloc_bytes", "integer", "bytes the operator allocated itself"),
         ),
         shown=True,
+        doc=(
+            "Memory by operator, one row per operator name and device (the TensorBoard plugin's "
+            "memory view: bytes allocated and freed, allocations, calls)."
+        ),
     ),
     Table(
         "devices",
@@ -380,6 +412,8 @@ TABLES: tuple[Table, ...] = (
             ),
             Field("comm_overlap_copy_us", _US, "the part of it a memory copy ran beside"),
         ),
+        analysed=True,
+        doc="The GPU summary, one row per device.",
     ),
     # ---- FLOPs ----
     Table(
@@ -432,6 +466,7 @@ TABLES: tuple[Table, ...] = (
                 "it, older than Volta); samples taken at step boundaries carry only this",
             ),
         ),
+        doc="NVML samples over the span.",
     ),
     # ---- energy per step (docs/metrics.md, "Energy") --------------------------------------------
     Table(
@@ -456,7 +491,14 @@ TABLES: tuple[Table, ...] = (
     # ---- end energy ----
 )
 
-BY_KEY: dict[str, Table] = {t.key: t for t in TABLES}
+
+def table(key: str) -> Table:
+    """The declared table ``key`` (KeyError when none is)."""
+    for t in TABLES:
+        if t.key == key:
+            return t
+    raise KeyError(key)
+
 
 # The memory view's objects: each device's (by its id as a string; -1 the host) peak, composition
 # and growth, the rows inside them, and the out-of-memory section (docs/metrics.md, "Memory").
@@ -603,9 +645,24 @@ def shown_tables() -> list[tuple[str, str]]:
     return [(t.key, t.title) for t in TABLES if t.shown]
 
 
-def labelled(table: str) -> list[tuple[str, str]]:
+def terminal_tables() -> list[tuple[str, str]]:
+    """(key, title) of the tables the terminal report shows as rows, in their order."""
+    return [(t.key, t.title) for t in TABLES if t.shown and t.terminal]
+
+
+def percent_fields() -> dict[str, tuple[str, ...]]:
+    """Each table's fields that are a share of something (``_pct``), so within 0-100 by definition."""
+    out = {}
+    for t in TABLES:
+        keys = tuple(f.key for f in t.fields if f.key.endswith("_pct"))
+        if keys:
+            out[t.key] = keys
+    return out
+
+
+def labelled(key: str) -> list[tuple[str, str]]:
     """(key, label) of a table's fields that carry a label (the GPU summary's rows)."""
-    return [(f.key, f.label) for f in BY_KEY[table].fields if f.label]
+    return [(f.key, f.label) for f in table(key).fields if f.label]
 
 
 def schema_markdown() -> str:

@@ -5,29 +5,15 @@ Each warning is one row, ``{"kind", "count", "message"}`` (docs/schema.md, docs/
 malformed ``ProfilerStep#N`` markers, device events shifted by clock skew), the native plausibility
 checks (occupancy above 100%, allocator levels above the device's memory) and the importer's skip
 reasons (a timestamp in the other unit than the file's). ``clamp_percentages`` brings every
-percentage of the result tables into 0-100 (a saved report or an NVML sample may hold one out of
-it) and says how many it moved.
+percentage of the result tables (a field ``fields.py`` declares with a ``_pct`` key) into 0-100 (a
+saved report or an NVML sample may hold one out of it) and says how many it moved.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Fields of the result tables defined as a share of something, so within 0-100 by definition.
-PERCENT_FIELDS: dict[str, tuple[str, ...]] = {
-    "devices": (
-        "utilization_pct",
-        "sm_efficiency_pct",
-        "achieved_occupancy_pct",
-        "tensor_core_pct",
-        "tc_eligible_pct",
-    ),
-    "kernels": ("mean_occupancy_pct",),
-    "kernel_ops": ("occupancy_pct",),
-    "operators": ("tc_self_pct", "tc_total_pct"),
-    "operators_by_shape": ("tc_self_pct", "tc_total_pct"),
-    "gpu_samples": ("gpu_util_pct", "mem_util_pct"),
-}
+from .fields import percent_fields
 
 # The importer's skip reasons for a timestamp in the other unit than the file's (cpp/src/io).
 _OTHER_UNIT_REASONS = (
@@ -148,7 +134,7 @@ def clamp_percentages(data: dict) -> None:
     """Every percentage of the result tables into 0-100, in place; a warning (appended to
     ``data["warnings"]``) counts those moved. Null (unknown) stays null."""
     moved: dict[str, int] = {}
-    for table, keys in PERCENT_FIELDS.items():
+    for table, keys in percent_fields().items():
         rows = data.get(table)
         if not isinstance(rows, list):
             continue

@@ -338,6 +338,18 @@ def _flops(report) -> dict:
 _SHAPE_TABLE = "operators_by_shape"
 
 
+def _shapes_note(data: dict) -> str:
+    """Why the operator table has no grouping by input shape, and how to get it."""
+    how = "gpuprof.profile(record_shapes=True), or torch.profiler.profile(record_shapes=True) for a trace"
+    if any(r.get("input_shapes") for r in sec.roofline(data)):
+        # A live run without record_shapes records the shapes of the operators with a FLOP rule only.
+        return (
+            "Only the operators whose FLOPs are counted had their input shapes recorded (the roofline "
+            f"table lists them), so there is no grouping by input shape: {how}, records every operator's."
+        )
+    return f"Input shapes were not recorded, so there is no grouping by input shape: {how}, records them."
+
+
 def _tables(data: dict) -> list[dict]:
     out = []
     for key, title in sec.TABLES:
@@ -350,11 +362,7 @@ def _tables(data: dict) -> list[dict]:
             if shaped:
                 table["by_shape"] = {"key": _SHAPE_TABLE, "cols": sec.columns(shaped), "rows": shaped}
             elif _SHAPE_TABLE in data:  # a report that could have had them: say how to get them
-                table["shapes_note"] = (
-                    "Input shapes were not recorded, so there is no grouping by input shape: "
-                    "gpuprof.profile(record_shapes=True), or torch.profiler.profile(record_shapes=True) "
-                    "for a trace, records them."
-                )
+                table["shapes_note"] = _shapes_note(data)
         out.append(table)
     return out
 

@@ -1,15 +1,17 @@
 """The report's JSON layout, ``schema_version`` 4, as a JSON Schema (draft 2020-12).
 
 docs/schema.md explains every key in words; this is the same contract for tools: validate a
-``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``). Additional
-keys are allowed everywhere: later gpuprof versions add keys and never remove or rename one.
+``report.json`` with any JSON Schema validator (``jsonschema.validate(data, SCHEMA)``; ``schema()``
+builds it, the result tables from analysis/fields.py). Additional keys are allowed everywhere:
+later gpuprof versions add keys and never remove or rename one.
 """
 
 from __future__ import annotations
 
-from ..analysis import CATEGORIES, SCHEMA_VERSION
+import copy
+
+from ..analysis import CATEGORIES, SCHEMA_VERSION, fields
 from ..analysis.fields import (
-    BY_KEY,
     INPUT_PIPELINE,
     INPUT_PIPELINE_OBJECTS,
     INPUT_PIPELINE_ROWS,
@@ -35,7 +37,8 @@ def _row(table: str) -> dict:
     return {
         "type": "object",
         "properties": {
-            f.key: {"type": f.type.split("|") if "|" in f.type else f.type} for f in BY_KEY[table].fields
+            f.key: {"type": f.type.split("|") if "|" in f.type else f.type}
+            for f in fields.table(table).fields
         },
     }
 
@@ -114,7 +117,8 @@ _STRAGGLER = {
     },
 }
 
-SCHEMA: dict = {
+# The schema less the plain result tables, which schema() adds from analysis/fields.py.
+_LAYOUT: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": f"gpuprof-report-v{SCHEMA_VERSION}",
     "title": f"gpuprof report, schema_version {SCHEMA_VERSION}",
@@ -291,21 +295,10 @@ SCHEMA: dict = {
                 },
             },
         },
-        "kernels": _rows("kernels"),
-        "kernel_ops": _rows("kernel_ops"),
-        "operators": _rows("operators"),
-        "operators_by_shape": _rows("operators_by_shape"),
-        "modules": _rows("modules"),
-        "copies": _rows("copies"),
-        "syncs": _rows("syncs"),
-        "memory": _rows("memory"),
-        "memory_ops": _rows("memory_ops"),
         "memory_peak": _by_device("memory_peak"),
         "memory_composition": _by_device("memory_composition"),
         "memory_growth": _by_device("memory_growth"),
         "out_of_memory": _memory_object("out_of_memory"),
-        "ranges": _rows("ranges"),
-        "collectives": _rows("collectives"),
         # Every collective call: [row of collectives[], step, dur_us, end_us, bytes or null]; null
         # when there were too many to keep.
         "collective_calls": {
@@ -327,7 +320,6 @@ SCHEMA: dict = {
                 "note": _STR,
             },
         },
-        "gpu_samples": _rows("gpu_samples"),
         # ---- FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline") ----
         "flops": {
             "type": "object",
@@ -375,7 +367,6 @@ SCHEMA: dict = {
         },
         "roofline": {"type": "array", "items": _row("roofline")},
         # ---- end FLOPs ----
-        "energy": _rows("energy"),
         "memory_curve": {
             "type": "object",
             "additionalProperties": {
@@ -420,15 +411,15 @@ SCHEMA: dict = {
 }
 
 
-def property_names(schema: dict = SCHEMA) -> set[str]:
-    """Every key the schema names, at any depth (for checking the prose docs against it)."""
-    names: set[str] = set()
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            names.update(node.get("properties", {}).keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return names - {"rows"}
+def schema() -> dict:
+    """The report's JSON Schema: the layout above, and each result table fields.py declares as a
+    list of rows (a table whose rows are drawn otherwise, such as ``devices``, is in the layout)."""
+    out = copy.deepcopy(_LAYOUT)
+    props = out["properties"]
+    for t in fields.TABLES:
+        if t.key not in props:
+            props[t.key] = _rows(t.key)
+    return out
+
+
+SCHEMA: dict = schema()

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, Optional
 
 from .._build_info import GPUPROF_VERSION
-from ..analysis import CATEGORIES, SCHEMA_VERSION, section  # noqa: F401  (re-exported)
+from ..analysis import CATEGORIES, SCHEMA_VERSION, fields, section  # noqa: F401  (re-exported)
 
 
 class Report:
@@ -99,59 +99,6 @@ class Report:
     @property
     def metadata(self) -> dict:
         return self._data.get("metadata", {})
-
-    # The analysis tables (docs/metrics.md defines every column): lists of row dicts, [] when the
-    # report has no such section (a CPU-only run has no kernels, copies or devices).
-    @property
-    def kernels(self) -> list[dict]:
-        """GPU kernels, one row per kernel name and device (device times)."""
-        return section(self._data, "kernels")
-
-    @property
-    def operators(self) -> list[dict]:
-        """Operators (aten:: and user-visible ops), one row per name: calls, host and device times."""
-        return section(self._data, "operators")
-
-    @property
-    def operators_by_shape(self) -> list[dict]:
-        """Operators, one row per name and input shapes (``record_shapes=True``); [] without shapes."""
-        return section(self._data, "operators_by_shape")
-
-    @property
-    def copies(self) -> list[dict]:
-        """Memory copies and sets, one row per kind and device."""
-        return section(self._data, "copies")
-
-    @property
-    def syncs(self) -> list[dict]:
-        """Host-device synchronisations, one row per kind."""
-        return section(self._data, "syncs")
-
-    @property
-    def memory(self) -> list[dict]:
-        """Memory per step: GPU allocated/reserved (device >= 0) and host RSS (device -1)."""
-        return section(self._data, "memory")
-
-    @property
-    def memory_ops(self) -> list[dict]:
-        """Memory by operator, one row per operator name and device (the TensorBoard plugin's
-        memory view: bytes allocated and freed, allocations, calls)."""
-        return section(self._data, "memory_ops")
-
-    @property
-    def ranges(self) -> list[dict]:
-        """User ranges (record_function, NVTX), one row per name: calls, host time, closure."""
-        return section(self._data, "ranges")
-
-    @property
-    def devices(self) -> list[dict]:
-        """The GPU summary, one row per device."""
-        return section(self._data, "devices")
-
-    @property
-    def gpu_samples(self) -> list[dict]:
-        """NVML samples over the span."""
-        return section(self._data, "gpu_samples")
 
     @property
     def source(self) -> dict:
@@ -261,6 +208,21 @@ class Report:
             f"<gpuprof.Report {len(self.steps)} steps, mean step "
             f"{fmt_duration_us(self.average.get('total_us', 0))}, {self.counts['events']:,} events>"
         )
+
+
+def _table_accessor(key: str, doc: str) -> property:
+    def rows(self: Report) -> list[dict]:
+        return section(self._data, key)
+
+    rows.__doc__ = doc
+    return property(rows)
+
+
+# The analysis tables (analysis/fields.py declares them; docs/metrics.md defines every column):
+# ``report.<key>``, lists of row dicts, [] when the report has no such section (a CPU-only run has
+# no kernels, copies or devices).
+for _t in fields.TABLES:
+    setattr(Report, _t.key, _table_accessor(_t.key, _t.doc or f"{_t.title}: the ``{_t.key}`` rows."))
 
 
 def fmt_duration_us(us: float) -> str:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-# (key in input_pipeline, label, where it runs), in a batch's order.
+# (key in input_pipeline, label, whether it runs in a worker when the loader has workers), in a
+# batch's order.
 STAGES = (
-    ("fetch", "load", "worker"),
-    ("transform", "transform", "worker"),
-    ("collate", "collate", "worker"),
-    ("pin", "pin", "main"),
-    ("transfer", "copy", "main"),
+    ("fetch", "load", True),
+    ("transform", "transform", True),
+    ("collate", "collate", True),
+    ("pin", "pin", False),
+    ("transfer", "copy", False),
 )
 STAGE_COLORS = {
     "fetch": "#eb3b5a",
@@ -45,10 +46,17 @@ def _mean(ip: dict, key: str) -> Optional[float]:
 
 
 def stages(ip: dict) -> list[dict]:
-    """One batch's stages with a mean time: key, label, us, share of their sum (%), where it runs."""
+    """One batch's stages with a mean time: key, label, us, share of their sum (%), where it runs
+    ("worker", or "main process": the training process, as every stage is with num_workers=0)."""
+    workers = bool(ip.get("num_workers"))
     rows = [
-        {"key": k, "label": label, "us": _mean(ip, k), "where": where}
-        for k, label, where in STAGES
+        {
+            "key": k,
+            "label": label,
+            "us": _mean(ip, k),
+            "where": "worker" if in_worker and workers else "main process",
+        }
+        for k, label, in_worker in STAGES
         if _mean(ip, k) is not None
     ]
     total = sum(r["us"] for r in rows)
@@ -71,11 +79,13 @@ def stage_line(ip: dict) -> str:
     parts = [f"{r['label']} {ms(r['us'])}" for r in stages(ip)]
     if not parts:
         return "stages not measured"
-    line = "one batch: " + " + ".join(parts)
-    if ip.get("stage"):
-        word = {"fetch": "loading", "transform": "transforming", "collate": "collating"}.get(ip["stage"])
-        line += f" (slowest stage: {word})" if word else ""
-    return line
+    return "one batch: " + " + ".join(parts) + slowest(ip)
+
+
+def slowest(ip: dict) -> str:
+    """`` (slowest stage: loading)``, or "" when the section names none."""
+    word = {"fetch": "loading", "transform": "transforming", "collate": "collating"}.get(ip.get("stage"))
+    return f" (slowest stage: {word})" if word else ""
 
 
 def detail_lines(ip: dict) -> list[str]:

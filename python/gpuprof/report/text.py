@@ -296,7 +296,7 @@ def out_of_memory_summary(report) -> str:
 
 
 def _top_tables(console: Console, report) -> None:
-    for key, name in sec.TABLES[:2]:
+    for key, name in sec.TERMINAL_TABLES:
         _table(console, name, sec.section(report.data, key), TOP_ROWS)
 
 
@@ -375,11 +375,13 @@ def _input_pipeline(console: Console, report) -> None:
         width = max(10, console.width - 20)
         bar = [("█" * max(1, int(round(r["pct"] / 100.0 * width))), pv.TERM_COLORS[r["key"]]) for r in rows]
         console.print(*bar)
-        legend = []
-        for r in rows:
-            legend += [("■ ", pv.TERM_COLORS[r["key"]]), f"{r['label']} {pv.ms(r['us'])}  "]
-        console.print(*legend)
-    console.print(sec.printable(pv.stage_line(ip)), indent=2)
+        # The bar's legend is the batch's stages, said once.
+        legend = ["one batch: "]
+        for i, r in enumerate(rows):
+            legend += [" + " if i else "", ("■ ", pv.TERM_COLORS[r["key"]]), f"{r['label']} {pv.ms(r['us'])}"]
+        console.print(*legend, pv.slowest(ip), indent=2)
+    else:
+        console.print(sec.printable(pv.stage_line(ip)), indent=2)
     for line in pv.detail_lines(ip):  # exception messages and class names: shown inert
         console.print("  " + sec.printable(line), indent=4)
 
