@@ -1,0 +1,156 @@
+"""The rules: one small function each, from the report's facts to one recommendation or None.
+
+Each rule states its trigger (thresholds in ``base``, the plugin's where it had one), the measured
+evidence, an Amdahl upper bound on the step-time saving (the time the fix can remove, as % of the
+mean step: never more than the time the bottleneck takes) and the change in the user's own terms.
+docs/advice.md explains each rule and justifies each bound; keep the two in step. The rules live by
+topic: ``input_pipeline``, ``host``, ``compute``, ``memory`` and ``distributed``; this module holds
+the registry and re-exports the thresholds and every rule under ``gpuprof.advice.rules``.
+"""
+
+from __future__ import annotations
+
+from .._facts import Facts
+from .base import (
+    COMMUNICATION_PCT,
+    COPY_MIN_PCT,
+    DATALOADER_PCT,
+    FRAGMENTATION_MIN_BYTES,
+    FRAGMENTATION_MIN_PCT,
+    FRAGMENTATION_NEAR_FULL_PCT,
+    LAUNCH_MAX_MEAN_KERNEL_US,
+    LAUNCH_MIN_HOST_PCT,
+    LAUNCH_MIN_PER_STEP,
+    LAYOUT_MIN_PCT,
+    LOW_MFU_CPU_MATMUL_PCT,
+    LOW_MFU_CPU_PCT,
+    LOW_MFU_PCT,
+    LOW_SM_EFFICIENCY_PCT,
+    LOW_UTILIZATION_PCT,
+    MEMORY_HEADROOM_PCT,
+    MEMORY_HIGH_PCT,
+    MEMORY_LOW_PCT,
+    OPTIMIZER_MIN_PCT,
+    SMALL_MATMUL_FLOPS,
+    SYNC_MIN_BOUND_PCT,
+    SYNC_MIN_PER_STEP,
+    TENSOR_CORE_MIN_CC,
+    UNEXPLAINED_IDLE_MIN_PCT,
+    Recommendation,
+    Rule,
+    recommendation,
+)
+from .compute import (
+    channels_last,
+    low_mfu,
+    mixed_precision,
+    optimizer,
+)
+from .distributed import (
+    LOW_BUSBW_MIN_MEAN_BYTES,
+    LOW_BUSBW_PCT,
+    NVLINK_GBPS,
+    SMALL_COLLECTIVE_BYTES,
+    SMALL_COLLECTIVE_MIN_PCT,
+    SMALL_COLLECTIVE_MIN_PER_STEP,
+    communication,
+    data_parallel,
+    low_bus_bandwidth,
+    nccl_backend,
+    small_collectives,
+    straggler,
+)
+from .host import host_sync, launch_bound
+from .input_pipeline import dataloader, no_gpu_work, pin_memory
+from .memory import (
+    batch_size,
+    low_utilization,
+    memory_capacity,
+    memory_fragmentation,
+    memory_leak,
+    out_of_memory,
+)
+
+# The registry, in the order that breaks ties between equal bounds.
+RULES: list[tuple[str, Rule]] = [
+    ("no_gpu_work", no_gpu_work),
+    ("dataloader", dataloader),
+    ("pin_memory", pin_memory),
+    ("host_sync", host_sync),
+    ("launch_bound", launch_bound),
+    ("mixed_precision", mixed_precision),
+    ("low_mfu", low_mfu),
+    ("channels_last", channels_last),
+    ("optimizer", optimizer),
+    ("low_utilization", low_utilization),
+    ("batch_size", batch_size),
+    ("out_of_memory", out_of_memory),
+    ("memory_capacity", memory_capacity),
+    ("memory_leak", memory_leak),
+    ("memory_fragmentation", memory_fragmentation),
+    ("data_parallel", data_parallel),
+    ("nccl_backend", nccl_backend),
+    ("straggler", straggler),
+    ("communication", communication),
+    ("small_collectives", small_collectives),
+    ("low_bus_bandwidth", low_bus_bandwidth),
+]
+
+__all__ = [
+    "RULES",
+    "Facts",
+    "COMMUNICATION_PCT",
+    "COPY_MIN_PCT",
+    "DATALOADER_PCT",
+    "FRAGMENTATION_MIN_BYTES",
+    "FRAGMENTATION_MIN_PCT",
+    "FRAGMENTATION_NEAR_FULL_PCT",
+    "LAUNCH_MAX_MEAN_KERNEL_US",
+    "LAUNCH_MIN_HOST_PCT",
+    "LAUNCH_MIN_PER_STEP",
+    "LAYOUT_MIN_PCT",
+    "LOW_MFU_CPU_MATMUL_PCT",
+    "LOW_MFU_CPU_PCT",
+    "LOW_MFU_PCT",
+    "LOW_SM_EFFICIENCY_PCT",
+    "LOW_UTILIZATION_PCT",
+    "MEMORY_HEADROOM_PCT",
+    "MEMORY_HIGH_PCT",
+    "MEMORY_LOW_PCT",
+    "OPTIMIZER_MIN_PCT",
+    "Recommendation",
+    "Rule",
+    "SMALL_MATMUL_FLOPS",
+    "SYNC_MIN_BOUND_PCT",
+    "SYNC_MIN_PER_STEP",
+    "TENSOR_CORE_MIN_CC",
+    "UNEXPLAINED_IDLE_MIN_PCT",
+    "recommendation",
+    "no_gpu_work",
+    "dataloader",
+    "pin_memory",
+    "host_sync",
+    "launch_bound",
+    "mixed_precision",
+    "low_mfu",
+    "channels_last",
+    "optimizer",
+    "low_utilization",
+    "batch_size",
+    "out_of_memory",
+    "memory_capacity",
+    "memory_leak",
+    "memory_fragmentation",
+    "data_parallel",
+    "nccl_backend",
+    "straggler",
+    "communication",
+    "small_collectives",
+    "low_bus_bandwidth",
+    "LOW_BUSBW_MIN_MEAN_BYTES",
+    "LOW_BUSBW_PCT",
+    "NVLINK_GBPS",
+    "SMALL_COLLECTIVE_BYTES",
+    "SMALL_COLLECTIVE_MIN_PCT",
+    "SMALL_COLLECTIVE_MIN_PER_STEP",
+]
