@@ -35,6 +35,12 @@ TENSOR_CORE_MIN_CC = 7.0
 LOW_MFU_PCT = 30.0  # an accelerator's MFU below this: where is the gap
 LOW_MFU_CPU_PCT = 10.0  # a CPU's (estimated peak): only when matrix work fills the step
 LOW_MFU_CPU_MATMUL_PCT = 50.0
+# torch.compile is named only where the work it fuses (pointwise and normalisation operators, outside
+# the optimizer) takes this share of the step. On a CPU, more: inductor keeps convolutions and
+# products as oneDNN calls and ATen's pointwise kernels are already vectorised (pytorch/examples
+# mnist: 14% of the step in such work, and compiled, its steps were 18% slower).
+FUSABLE_MIN_PCT = 10.0
+FUSABLE_MIN_CPU_PCT = 25.0
 SMALL_MATMUL_FLOPS = 2 * 256**3  # a matrix-class call below a 256 x 256 x 256 product is small
 
 Recommendation = dict

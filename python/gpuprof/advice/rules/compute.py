@@ -7,6 +7,8 @@ from typing import Optional
 
 from .._facts import Facts, row_name
 from .base import (
+    FUSABLE_MIN_CPU_PCT,
+    FUSABLE_MIN_PCT,
     LAYOUT_MIN_PCT,
     LOW_MFU_CPU_MATMUL_PCT,
     LOW_MFU_CPU_PCT,
@@ -149,6 +151,41 @@ def optimizer(f: Facts) -> Optional[Recommendation]:
 
 # ---- low_mfu --------------------------------------------------------------------------------------
 _LOW_PRECISION = ("bf16", "fp16", "tf32", "fp8", "int8")
+# What a compiler fuses: pointwise operators (activations, dropout, arithmetic) and normalisations,
+# forward and backward. Matrix products and convolutions stay calls into cuBLAS/cuDNN/oneDNN.
+_FUSABLE_OP = re.compile(
+    r"^aten::(relu|gelu|silu|sigmoid|tanh|hardtanh|leaky_relu|elu|threshold|clamp|clamp_min|clamp_max|"
+    r"(native_)?dropout|bernoulli|add|sub|rsub|mul|div|neg|exp|log|pow|sqrt|rsqrt|where|masked_fill|"
+    r"(native_|cudnn_|miopen_)?(layer|batch|group)_norm|_batch_norm_impl_index|(_fused_)?rms_norm|"
+    r"_?(log_)?softmax)(_backward(_data)?)?_?$"
+)
+_MATRIX_OP = re.compile(r"conv|^aten::(_?(add)?b?mm|addmv|mv|matmul|linear|dot|vdot|_?scaled_|.*attention)")
+
+
+def _fusable_pct(f: Facts) -> float:
+    """The share of the step in operators a compiler would fuse, outside the optimizer (which
+    torch.compile(model) does not compile): their own time, on the device where the work ran there,
+    else on the host less the optimizer's own time (a for-loop optimizer's updates are pointwise too)."""
+    device = f.ran_gpu_work
+    key = "device_self_us" if device else "host_self_us"
+    us = sum(_num_or0(r.get(key)) for r in f.operators_matching(_FUSABLE_OP))
+    if not device:
+        us -= sum(f.range_own_us(r) for r in f.ranges_matching(_OPTIMIZER_STEP))
+    total = f.step_us * max(f.num_steps, 1)
+    return max(0.0, 100.0 * us / total) if total > 0 else 0.0
+
+
+def _outside_text(f: Facts) -> str:
+    """The three longest operators outside matrix-class work, by their own time, as shares of the step."""
+    key = "device_self_us" if f.ran_gpu_work else "host_self_us"
+    total = f.step_us * max(f.num_steps, 1)
+    rows = sorted(
+        (r for r in f.operators if not _MATRIX_OP.search(row_name(r)) and _num_or0(r.get(key)) > 0),
+        key=lambda r: -_num_or0(r.get(key)),
+    )[:3]
+    if not rows or total <= 0:
+        return "other operators"
+    return ", ".join(f"{row_name(r)} {100.0 * _num_or0(r.get(key)) / total:.0f}%" for r in rows)
 
 
 def low_mfu(f: Facts) -> Optional[Recommendation]:
@@ -189,6 +226,8 @@ def low_mfu(f: Facts) -> Optional[Recommendation]:
         else 0.0,
     }
     where = max(gaps, key=lambda k: gaps[k])
+    fusable = _fusable_pct(f)
+    compile_helps = fusable >= (FUSABLE_MIN_CPU_PCT if estimate else FUSABLE_MIN_PCT)
     peak_text = f"the {dtype} dense peak {peak:.4g} TFLOP/s" + (
         " (an estimate: this machine's CPU, from its ISA, clock and cores)" if estimate else ""
     )
@@ -201,18 +240,35 @@ def low_mfu(f: Facts) -> Optional[Recommendation]:
         "tensor_cores": f"{dtype} matrix work, but only {tc or 0:.0f}% of it runs on tensor cores",
     }
     fixes = {
-        "outside": "fuse the elementwise and normalization work around the matrix operators: model = "
-        "torch.compile(model); host synchronisations and launch gaps, where the other recommendations "
-        "name them, count here too",
+        "outside": f"fuse the elementwise and normalization work around the matrix operators ({fusable:.0f}% "
+        "of the step): model = torch.compile(model); host synchronisations and launch gaps, where the other "
+        "recommendations name them, count here too"
+        if compile_helps
+        else f"only {fusable:.0f}% of the step is work a compiler fuses (pointwise and normalisation "
+        "operators), so torch.compile has little to remove here; the time goes to "
+        + _outside_text(f)
+        + "; host synchronisations, launch gaps and the optimizer, where the other recommendations name "
+        "them, are part of it",
         "memory_bound": "give the matrix operators more work per byte: a larger batch (or sequence) per "
-        "step, wider layers, bf16 inputs (half the bytes), and fuse what surrounds them: "
-        "torch.compile(model)",
+        "step, wider layers, bf16 inputs (half the bytes)"
+        + (", and fuse what surrounds them: torch.compile(model)" if compile_helps else ""),
         "small": "batch the small products: a larger batch per step, one torch.bmm over many small "
-        "matrices, and torch.compile(model, mode='reduce-overhead') (CUDA graphs) against launch gaps",
+        "matrices"
+        + (
+            ""
+            if estimate
+            else ", and torch.compile(model, mode='reduce-overhead') (CUDA graphs) against launch gaps"
+        ),
         "tensor_cores": "align the matrix sizes to multiples of 8 (16 for fp8) so cuBLAS/cuDNN pick "
         "tensor-core kernels, and check torch.backends.cudnn.allow_tf32 / "
         "torch.set_float32_matmul_precision('high') for fp32 work",
     }
+    fix = fixes[where]
+    if estimate and (where != "outside" or compile_helps):
+        fix += (
+            "; the gain is an estimate: profile the changed run too and keep the change only if "
+            "`gpuprof diff <this run> <changed run>` shows faster steps"
+        )
     return recommendation(
         "low_mfu",
         f"Model FLOPs utilization is {mfu:.1f}% of the peak" + (" (estimated)" if estimate else ""),
@@ -228,6 +284,7 @@ def low_mfu(f: Facts) -> Optional[Recommendation]:
             "memory_bound_matmul_pct": memory_bound,
             "small_matmul_pct": small,
             "tensor_core_pct": tc,
+            "fusable_pct": fusable,
         },
         bound_pct=gaps[where],
         confidence="low" if estimate else "medium",
@@ -235,5 +292,5 @@ def low_mfu(f: Facts) -> Optional[Recommendation]:
         if estimate
         else "FLOPs, times and the peak are measured or from the vendor's table; the roofline shares come "
         "from the 20 longest operators with FLOPs",
-        fix=fixes[where],
+        fix=fix,
     )
