@@ -14,6 +14,8 @@ from .._facts import Facts
 from .base import (
     COMMUNICATION_PCT,
     COPY_MIN_PCT,
+    CPU_OVERHEAD_MAX_US_PER_OP,
+    CPU_OVERHEAD_MIN_OPS_PER_STEP,
     DATALOADER_PCT,
     FRAGMENTATION_MIN_BYTES,
     FRAGMENTATION_MIN_PCT,
@@ -62,7 +64,7 @@ from .distributed import (
     small_collectives,
     straggler,
 )
-from .host import host_sync, launch_bound
+from .host import cpu_overhead, host_sync, launch_bound
 from .input_pipeline import dataloader, no_gpu_work, pin_memory
 from .memory import (
     batch_size,
@@ -80,6 +82,7 @@ RULES: list[tuple[str, Rule]] = [
     ("pin_memory", pin_memory),
     ("host_sync", host_sync),
     ("launch_bound", launch_bound),
+    ("cpu_overhead", cpu_overhead),
     ("mixed_precision", mixed_precision),
     ("low_mfu", low_mfu),
     ("channels_last", channels_last),
@@ -103,6 +106,8 @@ __all__ = [
     "Facts",
     "COMMUNICATION_PCT",
     "COPY_MIN_PCT",
+    "CPU_OVERHEAD_MAX_US_PER_OP",
+    "CPU_OVERHEAD_MIN_OPS_PER_STEP",
     "DATALOADER_PCT",
     "FRAGMENTATION_MIN_BYTES",
     "FRAGMENTATION_MIN_PCT",
@@ -135,6 +140,7 @@ __all__ = [
     "pin_memory",
     "host_sync",
     "launch_bound",
+    "cpu_overhead",
     "mixed_precision",
     "low_mfu",
     "channels_last",

@@ -17,6 +17,7 @@ from .base import (
     MEMORY_LOW_PCT,
     UNEXPLAINED_IDLE_MIN_PCT,
     Recommendation,
+    _bigger_batch,
     _mean_device,
     _unexplained_idle_pct,
     recommendation,
@@ -31,14 +32,6 @@ def _memory_room(f: Facts) -> Optional[float]:
     if peak is None or not total or peak > total:
         return None
     return 100.0 * peak / total
-
-
-def _bigger_batch(f: Facts, factor: int) -> str:
-    dl = f.dataloader
-    batch = dl.get("batch_size") if dl else None
-    if isinstance(batch, int) and batch:
-        return f"DataLoader(..., batch_size={batch * factor}) (now {batch})"
-    return f"a {factor}x larger batch"
 
 
 def low_utilization(f: Facts) -> Optional[Recommendation]:
