@@ -173,3 +173,42 @@ def test_a_step_made_of_per_call_cost_asks_for_a_larger_batch():
     assert "cpu_overhead" not in [a["rule"] for a in advise(cpu_report(300.0, 30))]
     # With CUDA available the same numbers are launch_bound's question, not this rule's.
     assert "cpu_overhead" not in [a["rule"] for a in advise(cpu_report(1_200.0, 120, cuda=True))]
+
+
+def test_a_trace_of_the_same_loop_says_why_its_advice_differs(tmp_path):
+    # One CPU loop, profiled live and as a torch.profiler trace (no record_shapes): the trace has no
+    # FLOPs and no peak, so no low_mfu, and its flops note says how to get them; an optimizer share
+    # read from a trace is low confidence and says that the trace's own per-op cost inflates it.
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(30)])
+    opt = torch.optim.Adadelta(model.parameters(), foreach=False)
+    x = torch.randn(4, 8)
+
+    def step():
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+
+    path = tmp_path / "loop.pt.trace.json"
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=5),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as p:
+        for _ in range(6):
+            step()
+            p.step()
+    data = gpuprof.analyze(str(path)).to_dict()
+    note = data["flops"]["note"]
+    assert "record_shapes=True" in note and "--peak-tflops" in note
+    assert "low_mfu" not in [a["rule"] for a in advise(data)]
+    # 60 parameters, each updated by its own ops: the optimizer fills the step in the trace.
+    a = [a for a in advise(data) if a["rule"] == "optimizer"][0]
+    assert a["evidence"]["optimizer_pct"] > 15.0, a["evidence"]
+    assert a["confidence"] == "low" and "torch.profiler trace" in a["confidence_reason"]
+    assert "torch.optim.Adadelta(params, ..., foreach=True)" in a["fix"]
+    # The same numbers from a live run keep medium confidence.
+    data["source"] = {"kind": "live"}
+    assert [a for a in advise(data) if a["rule"] == "optimizer"][0]["confidence"] == "medium"
