@@ -14,8 +14,6 @@ from .._facts import Facts
 from .base import (
     COMMUNICATION_PCT,
     COPY_MIN_PCT,
-    CPU_OVERHEAD_MAX_US_PER_OP,
-    CPU_OVERHEAD_MIN_OPS_PER_STEP,
     DATALOADER_PCT,
     FRAGMENTATION_MIN_BYTES,
     FRAGMENTATION_MIN_PCT,
@@ -64,7 +62,7 @@ from .distributed import (
     small_collectives,
     straggler,
 )
-from .host import cpu_overhead, host_sync, launch_bound
+from .host import host_sync, launch_bound
 from .input_pipeline import dataloader, no_gpu_work, pin_memory
 from .memory import (
     batch_size,
@@ -82,7 +80,6 @@ RULES: list[tuple[str, Rule]] = [
     ("pin_memory", pin_memory),
     ("host_sync", host_sync),
     ("launch_bound", launch_bound),
-    ("cpu_overhead", cpu_overhead),
     ("mixed_precision", mixed_precision),
     ("low_mfu", low_mfu),
     ("channels_last", channels_last),
@@ -106,8 +103,6 @@ __all__ = [
     "Facts",
     "COMMUNICATION_PCT",
     "COPY_MIN_PCT",
-    "CPU_OVERHEAD_MAX_US_PER_OP",
-    "CPU_OVERHEAD_MIN_OPS_PER_STEP",
     "DATALOADER_PCT",
     "FRAGMENTATION_MIN_BYTES",
     "FRAGMENTATION_MIN_PCT",
@@ -140,7 +135,6 @@ __all__ = [
     "pin_memory",
     "host_sync",
     "launch_bound",
-    "cpu_overhead",
     "mixed_precision",
     "low_mfu",
     "channels_last",

@@ -25,10 +25,6 @@ FRAGMENTATION_NEAR_FULL_PCT = 80.0  # reserved at the peak, % of device memory
 COPY_MIN_PCT = 1.0  # pageable copies below 1% of the step are not worth a rule
 SYNC_MIN_PER_STEP = 1.0
 SYNC_MIN_BOUND_PCT = 1.0  # below this a logging .item() per step is not worth a rule
-# A CPU step made of per-operator fixed cost: many operator calls per step, each short on average
-# (the step's time over its aten calls), so that a larger batch adds little to the step.
-CPU_OVERHEAD_MIN_OPS_PER_STEP = 50.0
-CPU_OVERHEAD_MAX_US_PER_OP = 20.0
 UNEXPLAINED_IDLE_MIN_PCT = 5.0
 LAUNCH_MAX_MEAN_KERNEL_US = 20.0
 LAUNCH_MIN_PER_STEP = 100.0

@@ -1,15 +1,13 @@
-"""Rules on the host holding the step back: syncs that block it, launch-bound steps and, on a CPU,
-steps made of per-operator overhead."""
+"""Rules on the host holding the device back: syncs that block it (on a CPU: the `.item()` habit)
+and launch-bound steps."""
 
 from __future__ import annotations
 
 import re
 from typing import Optional
 
-from .._facts import Facts, row_name
+from .._facts import Facts
 from .base import (
-    CPU_OVERHEAD_MAX_US_PER_OP,
-    CPU_OVERHEAD_MIN_OPS_PER_STEP,
     LAUNCH_MAX_MEAN_KERNEL_US,
     LAUNCH_MIN_HOST_PCT,
     LAUNCH_MIN_PER_STEP,
@@ -17,7 +15,6 @@ from .base import (
     SYNC_MIN_PER_STEP,
     UNEXPLAINED_IDLE_MIN_PCT,
     Recommendation,
-    _bigger_batch,
     _ms,
     _num_or0,
     _unexplained_idle_pct,
@@ -187,45 +184,4 @@ def launch_bound(f: Facts) -> Optional[Recommendation]:
         fix="model = torch.compile(model, mode='reduce-overhead') (fuses kernels and replays them as a CUDA "
         f"graph), or capture the step with torch.cuda.graphs; or {bigger} so the same launches do "
         "more work each",
-    )
-
-
-# ---- cpu_overhead ---------------------------------------------------------------------------------
-def cpu_overhead(f: Facts) -> Optional[Recommendation]:
-    if not _cpu_only(f) or f.num_steps == 0 or f.step_us <= 0:
-        return None
-    aten = [r for r in f.operators if row_name(r).startswith("aten::")]
-    per_step = f.per_step(sum(_num_or0(r.get("calls")) for r in aten))
-    if per_step < CPU_OVERHEAD_MIN_OPS_PER_STEP:
-        return None
-    us_per_op = f.step_us / per_step
-    if us_per_op >= CPU_OVERHEAD_MAX_US_PER_OP:
-        return None
-    matmul_pct = f.flops_num("matmul_time_pct") or 0.0
-    fixed_pct = max(0.0, 100.0 - matmul_pct - f.pct("dataloader"))
-    batch = f.batch_size
-    reads = _scalar_reads_per_step(f)
-    return recommendation(
-        "cpu_overhead",
-        "The batch is too small for the CPU: the step is mostly per-operator overhead",
-        summary=f"{per_step:.0f} operator calls per step in {_ms(f.step_us)}, {us_per_op:.1f} us per call "
-        f"on average{f' for {batch} samples' if batch else ''}: each call's fixed cost (dispatch, "
-        f"autograd, Python between calls) is most of it; matrix work is {matmul_pct:.0f}% of the step"
-        + (f"; `.item()` {_times(reads)} per step" if reads >= 1 else ""),
-        numbers={
-            "ops_per_step": per_step,
-            "us_per_op": us_per_op,
-            "batch_size": batch,
-            "matmul_time_pct": matmul_pct,
-            "item_calls_per_step": reads,
-        },
-        # Per sample: a larger batch leaves the fixed cost as it is; doubling it halves that cost
-        # per sample at best, and the matrix work grows with it.
-        bound_pct=fixed_pct / 2.0,
-        confidence="medium",
-        confidence_reason="the calls per step and the step time are measured; that the fixed cost stays "
-        "fixed as the batch grows is what short calls mean, not measured here",
-        fix=f"{_bigger_batch(f, 4)}: the same calls do more work each, so the cost per sample falls "
-        "(scale the learning rate with it); `gpuprof diff` of the two runs, per sample, shows the gain"
-        + ("; and read the loss with .item() every N steps, not every step" if reads >= 1 else ""),
     )
