@@ -502,3 +502,29 @@ def test_an_estimated_peak_below_the_achieved_rate_is_said():
     assert "HFU is above 100%" in fast["note"] and "gpuprof.profile(peak_tflops=N)" in fast["note"]
     slow, _ = flops_section(_one_product_step(2 * 8**3), steps, [], device_names=[], live=True)
     assert slow["hfu_pct"] < 100.0 and "above 100%" not in slow["note"]
+
+
+def test_the_docs_say_where_flops_differ_from_flop_counter_mode():
+    # The exception is real: FlopCounterMode, as torch ships it, counts nothing for a CPU attention
+    # step, while gpuprof counts 2 x 2 b h s_q s_k d for its forward.
+    from pathlib import Path
+
+    b, h, s, d = 2, 4, 16, 8
+    q, k, v = (torch.randn(b, h, s, d) for _ in range(3))
+    with flop_counter.FlopCounterMode(display=False) as counter:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert counter.get_total_flops() == 0
+    with gpuprof.profile() as prof:
+        for _ in range(STEPS):
+            torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            prof.step()
+    ours = flops_by_op(prof.report().to_dict(), STEPS)
+    assert ours["aten::_scaled_dot_product_flash_attention_for_cpu"] == 2 * 2 * b * h * s * s * d
+    # ... and both places that claim equality say so, naming the kernel.
+    root = Path(__file__).resolve().parents[2]
+    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    claim = readme.split("FLOPs with the rules of torch's FlopCounterMode", 1)[1][:400]
+    assert "except" in claim and "`_scaled_dot_product_flash_attention_for_cpu`" in claim
+    metrics = " ".join((root / "docs" / "metrics.md").read_text(encoding="utf-8").split())
+    claim = metrics.split("that the FLOPs per step equal FlopCounterMode's", 1)[1][:400]
+    assert "exception" in claim and "`_scaled_dot_product_flash_attention_for_cpu`" in claim

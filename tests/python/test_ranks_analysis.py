@@ -48,6 +48,7 @@ def test_one_slow_rank_of_four_is_the_straggler_and_the_others_wait_for_it():
             "matched_steps": 3,
             "threshold_us": 1000.0,
             "noise_us": 0.0,
+            "best_excess_us": 4000.0,
         }
     ]
     assert out["slowest_unnamed"]["rank"] in (0, 1, 3) and out["slowest_unnamed"]["steps_held"] == []
@@ -118,6 +119,30 @@ def test_slower_in_half_the_steps_is_not_a_clear_majority():
     assert any(
         line.startswith("no straggler named: rank 1") and "slower in 5 of 10 steps" in line for line in lines
     )
+
+
+def _loaded(rank_steps_ms):
+    return [{"cpu_exec": ms * 1000.0, "communication": 1_000} for ms in rank_steps_ms]
+
+
+def test_a_clean_pair_on_a_loaded_host_names_no_straggler():
+    # Two clean ranks, 20 ms of work each; busy loops beside them take the CPU from rank 0 in 4 of
+    # its 6 steps (+6 to +11 ms) and from rank 1 once. Rank 1's noise: its times off their median
+    # (20.35) are -0.35, 0.35, -0.15, 0.15, 7.65, -0.35: MAD 0.35 ms, x 1.4826 x 3 = 1.56 ms, so the
+    # threshold is 10% of 20.35 = 2.04 ms, and rank 0 exceeds it in 4 of 6 steps: by the per-step
+    # test alone it would be named. Its best steps are not slower: its lower quartile (second best
+    # of 6) is 20.1 ms against rank 1's 20.0 ms, 0.1 ms, below the 2.04 ms floor: not named.
+    a = _loaded([26.0, 20.1, 31.0, 27.5, 20.0, 29.0])
+    b = _loaded([20.0, 20.7, 20.2, 20.5, 28.0, 20.0])
+    out = cross_rank([_rank(0, 2, a), _rank(1, 2, b)])
+    assert out["stragglers"] == []
+    slow = out["slowest_unnamed"]
+    assert slow["rank"] == 0 and len(slow["steps_held"]) == 4 and slow["best_excess_us"] == 100.0
+    # A real straggler on the same loaded host: rank 1 sleeps 40 ms in every step on top of the same
+    # noise. Its best steps are 40 ms slower too (second best 60.0 - 20.1 = 39.9 ms): named.
+    c = _loaded([x + 40.0 for x in [20.0, 20.7, 20.2, 20.5, 28.0, 20.0]])
+    ((s),) = cross_rank([_rank(0, 2, a), _rank(1, 2, c)])["stragglers"]
+    assert s["rank"] == 1 and s["best_excess_us"] == 39_900.0 and len(s["steps_held"]) == 6
 
 
 def test_balanced_ranks_name_no_straggler():

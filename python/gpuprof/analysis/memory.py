@@ -1,7 +1,7 @@
 """The out-of-memory section of a report (docs/metrics.md, "Out of memory"): from what the span
 recorded and what was read at the failure (``collect/oom.py``), what filled the device, the
 per-sample activation bytes and the largest batch that fits. Plain dicts in, a plain dict out: no
-torch, no rendering; the fixes are advice (``advice/rules.py``, ``out_of_memory``).
+torch, no rendering; the fixes are advice (``advice/rules/memory.py``, ``out_of_memory``).
 """
 
 from __future__ import annotations

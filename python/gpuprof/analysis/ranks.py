@@ -36,8 +36,10 @@ CATEGORY_KEYS = [f"{k}_us" for k, _ in CATEGORIES]
 # STRAGGLER_NOISE_K x the other ranks' own noise (a robust spread: 1.4826 x the median absolute
 # deviation of their per-step times from each one's median, an estimate of one standard deviation),
 # STRAGGLER_MIN_PCT of the reference time outside collectives, STRAGGLER_MIN_STEP_PCT of the
-# reference step and STRAGGLER_MIN_US. One descheduled step on a loaded host is not a straggler; a
-# rank that waits in collectives for another (a victim) spends no more time outside them.
+# reference step and STRAGGLER_MIN_US; and its best steps too (its lower quartile of times outside
+# collectives against the other ranks') must exceed the others' by the last three. One descheduled
+# step on a loaded host is not a straggler, nor is a rank that load slows in most steps but not in its
+# best; a rank that waits in collectives for another (a victim) spends no more time outside them.
 STRAGGLER_MIN_STEPS = 3
 STRAGGLER_MAJORITY = 2 / 3
 STRAGGLER_NOISE_K = 3.0
@@ -285,12 +287,19 @@ def _noise_us(others: list[list[float]]) -> float:
     return 1.4826 * statistics.median(abs(d - centre) for d in dev)
 
 
+def _low_quartile(xs: list[float]) -> float:
+    """The lower quartile (nearest rank, from below): the best of up to 4 steps, the second of 5 to 8."""
+    ordered = sorted(xs)
+    return ordered[(len(ordered) - 1) // 4]
+
+
 def straggler_call(rank: int, per_rank: dict, steps: list) -> Optional[dict]:
     """Whether ``rank`` holds the others up, step by step (the rule above), with the numbers that
     say so: ``excess_us`` (median per-step excess over the other ranks' median, outside
     collectives), ``excess_pct`` (of the reference step), ``category`` (the breakdown key whose
     excess carries most of it), ``steps_held`` (the steps it was slower in, by more than
-    ``threshold_us``), ``matched_steps``, ``noise_us``. None when it has no other rank to compare."""
+    ``threshold_us``), ``matched_steps``, ``noise_us``, ``best_excess_us`` (its lower quartile
+    minus the other ranks'). None when it has no other rank to compare."""
     others = [q for q in per_rank if q != rank]
     if not others or not steps:
         return None
@@ -308,11 +317,11 @@ def straggler_call(rank: int, per_rank: dict, steps: list) -> Optional[dict]:
             )
     noise = _noise_us([[per_rank[q]["busy"][s] for s in steps] for q in others])
     ref_b, ref_t = statistics.median(ref_busy), statistics.median(ref_total)
-    threshold = max(
-        STRAGGLER_NOISE_K * noise,
-        STRAGGLER_MIN_US,
-        ref_b * STRAGGLER_MIN_PCT / 100.0,
-        ref_t * STRAGGLER_MIN_STEP_PCT / 100.0,
+    floor = max(STRAGGLER_MIN_US, ref_b * STRAGGLER_MIN_PCT / 100.0, ref_t * STRAGGLER_MIN_STEP_PCT / 100.0)
+    threshold = max(STRAGGLER_NOISE_K * noise, floor)
+    # Load slows a rank in some steps, not in all: a straggler is slower in its best steps too.
+    best = _low_quartile([mine["busy"][s] for s in steps]) - statistics.median_low(
+        [_low_quartile([per_rank[q]["busy"][s] for s in steps]) for q in others]
     )
     held = [step for step, e in zip(steps, excess) if e > threshold]
     typical = statistics.median(excess)
@@ -327,7 +336,8 @@ def straggler_call(rank: int, per_rank: dict, steps: list) -> Optional[dict]:
         "matched_steps": len(steps),
         "threshold_us": round(threshold, 3),
         "noise_us": round(noise, 3),
-        "named": len(held) >= needed,
+        "best_excess_us": round(float(best), 3),
+        "named": len(held) >= needed and best > floor,
     }
 
 

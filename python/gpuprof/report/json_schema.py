@@ -114,6 +114,7 @@ _STRAGGLER = {
         "matched_steps": _INT,
         "threshold_us": _NUM,
         "noise_us": _NUM,
+        "best_excess_us": _NUM,
     },
 }
 
