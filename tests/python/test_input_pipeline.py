@@ -24,7 +24,7 @@ from _pipeline_data import Burn, Injected, Probe, SleepCollate, Stream
 
 torch = pytest.importorskip("torch")
 import gpuprof  # noqa: E402
-from gpuprof.collect import pipeline as pipeline_module  # noqa: E402
+from gpuprof.collect import input_records as pipeline_module  # noqa: E402
 from gpuprof.collect.dataloader import DataLoaderCapture  # noqa: E402
 
 BATCH = 2

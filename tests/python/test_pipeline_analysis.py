@@ -1,4 +1,4 @@
-"""The input_pipeline section from hand-built records (analysis/pipeline.py): the per-stage figures,
+"""The input_pipeline section from hand-built records (analysis/input_pipeline.py): the per-stage figures,
 Little's law and its bounds, the slowest samples, and the advice and the reports that read them.
 Every expected number is worked out in the test from the records it builds."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from gpuprof.advice import advise
 from gpuprof.analysis import CATEGORIES
-from gpuprof.analysis.pipeline import input_pipeline
+from gpuprof.analysis.input_pipeline import input_pipeline
 from gpuprof.report.json_schema import SCHEMA
 from gpuprof.report.model import Report
 

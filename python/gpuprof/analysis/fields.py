@@ -623,7 +623,7 @@ def schema_markdown() -> str:
     return "\n".join(out)
 
 
-# ---- the input pipeline: a live span's `input_pipeline` object (made in Python: analysis/pipeline.py) --
+# ---- the input pipeline: a live span's `input_pipeline` object (made in Python: analysis/input_pipeline.py)
 # Its keys, the per-batch statistics each stage's object holds, and the rows of its lists: the JSON
 # Schema, docs/schema.md's "input_pipeline" block and the renderers read them from here.
 _STATS = "object|null"

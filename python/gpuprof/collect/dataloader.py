@@ -6,7 +6,7 @@ records, that method is wrapped so that the first batch of each iterator notes i
 every batch notes how long ``__next__`` took (the loop's wait) and how many batches were ready
 when it was called. The wrap costs a dict lookup, two clock reads and a look at the iterator's
 queues per batch, and is removed with the hooks. What happens inside the workers is measured by
-``pipeline.py``; this module gathers both per loader at a span's end (``pipeline_records``).
+``input_reader.py``; this module gathers both per loader at a span's end (``pipeline_records``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import time
 import weakref
 from typing import Any, Optional
 
-from .pipeline import PipelineCapture, set_current_channel
+from .input_reader import PipelineCapture
+from .input_records import set_current_channel
 
 
 def cpus_available() -> int:
@@ -200,7 +201,7 @@ class DataLoaderCapture:
 
     def pipeline_records(self) -> dict:
         """What the span measured of each loader it drew batches from (the input of
-        ``gpuprof.analysis.pipeline``; its docstring gives the layout)."""
+        ``gpuprof.analysis.input_pipeline``; its docstring gives the layout)."""
         records = self.pipeline.take()
         now, cpu = time.monotonic_ns(), time.process_time_ns()
         with self._lock:
@@ -257,7 +258,7 @@ class DataLoaderCapture:
         }
 
 
-# The fields of a batch record after its kind and channel (pipeline.py writes them in this order).
+# The fields of a batch record after its kind and channel (input_records.py writes them in this order).
 BATCH_FIELDS = (
     "worker",
     "pid",
