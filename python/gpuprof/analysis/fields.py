@@ -657,12 +657,18 @@ INPUT_PIPELINE: tuple = (
         "(null: the dataset has none)",
     ),
     Field("collate_us", _STATS, "per batch: the `collate_fn`"),
-    Field("batch_us", _STATS, "per batch: fetch + transform + collate, T_batch"),
+    Field("batch_us", _STATS, "per batch: fetch + transform + collate + gc, T_batch"),
     Field("idle_us", _STATS, "per batch: a worker's time since its previous batch (waiting for an index)"),
     Field(
         "cpu_wait_us",
         _STATS,
         "per batch: the part of `batch_us` the loading process was ready to run but waited for a CPU",
+    ),
+    Field(
+        "gc_us",
+        _STATS,
+        "per batch: Python's garbage-collector pauses on the loading thread, taken out of "
+        "`fetch_us`, `transform_us` and `collate_us`",
     ),
     Field("pin_us", _STATS, "per batch: `pin_memory` (the pin-memory thread; null: not pinned)"),
     Field("transfer_us", _STATS, "per batch: host time of the copy operators right after the batch arrived"),

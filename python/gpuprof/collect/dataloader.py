@@ -275,6 +275,7 @@ BATCH_FIELDS = (
     "sample_sum_ns",
     "sample_sumsq",
     "slowest",
+    "gc_ns",
 )
 
 # The names of the input pipeline's events in a span's Trace (the timeline's and the Chrome trace's

@@ -17,6 +17,7 @@ process of the machine; ``time.thread_time_ns()`` gives each batch's CPU time.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import operator
 import os
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 # Records: (kind, channel, ...). Kinds and fields, in order:
 #   "h" hello:  chan, worker, pid, t_ns
 #   "b" batch:  chan, worker, pid, tid, seq, start_ns, idle_ns, load_ns, transform_ns, collate_ns,
-#               cpu_ns, runq_ns, samples, sample_sum_ns, sample_sumsq, slowest ((ns, index), ...)
+#               cpu_ns, runq_ns, samples, sample_sum_ns, sample_sumsq, slowest ((ns, index), ...),
+#               gc_ns (Python's garbage collector on the batch's thread; not in load_ns or collate_ns)
 #               (idle_ns -1: the worker's first timed batch; transform_ns -1: no transform
 #               attribute to time, loading and transforming are one; runq_ns: time it was ready
 #               to run but waited for a CPU, -1 where /proc cannot tell)
@@ -72,6 +74,37 @@ _local = _ThreadState()
 _clock = _TransformClock()
 
 
+class _GcClock:
+    """Python's garbage-collector pauses, summed per thread (ns) while the timed code is in: a pause
+    that falls inside a batch's loading or collating is the interpreter's, not the user's code, and
+    is reported apart (``gc_ns``). ``gc.callbacks`` call it at each collection's start and stop, on
+    the thread that triggered it."""
+
+    __slots__ = ("ns", "started")
+
+    def __init__(self) -> None:
+        self.ns: dict = {}
+        self.started: dict = {}
+
+    def __call__(self, phase: str, info: dict) -> None:
+        try:
+            tid = threading.get_ident()
+            if phase == "start":
+                self.started[tid] = monotonic_ns()
+            else:
+                t0 = self.started.pop(tid, None)
+                if t0 is not None:
+                    self.ns[tid] = self.ns.get(tid, 0) + monotonic_ns() - t0
+        except Exception:  # never an error out of the collector
+            pass
+
+    def now(self) -> int:
+        return self.ns.get(threading.get_ident(), 0)
+
+
+_gc_clock = _GcClock()
+
+
 class _WorkerState:
     """In a worker process: where its records go and what it measured last."""
 
@@ -103,7 +136,8 @@ def set_current_channel(chan: int) -> int:
 # ---- timed copies of torch's code ------------------------------------------------------------------
 class TimedTransform:
     """A dataset's transform attribute while a span records: calls it, adds its time to the
-    thread's transform clock (the outermost call only: a transform calling another counts once)."""
+    thread's transform clock (the outermost call only: a transform calling another counts once),
+    less the collector's pauses on its thread."""
 
     __slots__ = ("fn", "__weakref__")
 
@@ -115,11 +149,12 @@ class TimedTransform:
         if clock.depth:
             return self.fn(*args, **kwargs)
         clock.depth = 1
+        g0 = _gc_clock.now()
         t0 = monotonic_ns()
         try:
             return self.fn(*args, **kwargs)
         finally:
-            clock.ns += monotonic_ns() - t0
+            clock.ns += monotonic_ns() - t0 - (_gc_clock.now() - g0)  # a collector's pause is gc_ns
             clock.depth = 0
 
     def __getattr__(self, name):
@@ -207,7 +242,18 @@ class _Batch:
     """One batch being timed. Its samples' times are appended to ``times`` (and their indices to
     ``indices``) by the fetch loop itself; the statistics are made once, at the end."""
 
-    __slots__ = ("start", "cpu0", "runq0", "tr0", "times", "indices", "timed_transform", "whole_n")
+    __slots__ = (
+        "start",
+        "cpu0",
+        "runq0",
+        "tr0",
+        "gc0",
+        "gc_fetched",
+        "times",
+        "indices",
+        "timed_transform",
+        "whole_n",
+    )
 
     def __init__(self, timed_transform: bool) -> None:
         self.timed_transform = timed_transform
@@ -216,12 +262,19 @@ class _Batch:
         self.indices: list = []
         self.whole_n = 0
         self.runq0 = _runq_ns()
+        self.gc0 = self.gc_fetched = _gc_clock.now()
         self.cpu0 = thread_time_ns()
         self.start = monotonic_ns()
 
     def whole(self, n: int, ns: int) -> None:
         """A batch fetched by one call (``__getitems__``): its samples' times are not told apart."""
         self.whole_n, self.times = n, [ns]
+
+    def fetched(self) -> int:
+        """The end of the loading: its time, and the collector's pauses so far noted."""
+        t = monotonic_ns()
+        self.gc_fetched = _gc_clock.now()
+        return t
 
     def done(self, fetched: int, collated: int) -> None:
         try:
@@ -230,11 +283,13 @@ class _Batch:
             pass
 
     def _done(self, fetched: int, collated: int) -> None:
+        gc_end = _gc_clock.now()
         cpu = thread_time_ns() - self.cpu0
         runq = _runq_ns()
         runq = runq - self.runq0 if runq >= 0 and self.runq0 >= 0 else -1
         transform = _clock.ns - self.tr0 if self.timed_transform else -1
-        load = fetched - self.start - max(transform, 0)
+        gc_load, gc_collate = self.gc_fetched - self.gc0, gc_end - self.gc_fetched
+        load = fetched - self.start - max(transform, 0) - gc_load
         times = self.times
         if self.whole_n:
             n, sumsq, slowest = self.whole_n, -1.0, ()
@@ -243,8 +298,19 @@ class _Batch:
             sumsq = float(sum(map(operator.mul, times, times)))
             indices = [i if type(i) is int else -1 for i in self.indices]
             slowest = tuple(heapq.nlargest(SLOWEST_KEPT, zip(times, indices)))
+        collate = max(collated - fetched - gc_collate, 0)
         _emit_batch(
-            self.start, max(load, 0), transform, collated - fetched, cpu, runq, n, sum(times), sumsq, slowest
+            self.start,
+            max(load, 0),
+            transform,
+            collate,
+            cpu,
+            runq,
+            n,
+            sum(times),
+            sumsq,
+            slowest,
+            gc_load + gc_collate,
         )
 
 
@@ -285,7 +351,7 @@ def timed_map_fetch(self, possibly_batched_index):
     except Exception as e:
         _emit_error("fetch", e, idx)
         raise
-    fetched = monotonic_ns()
+    fetched = b.fetched()
     try:
         out = self.collate_fn(data)
     except Exception as e:
@@ -335,7 +401,7 @@ def timed_iterable_fetch(self, possibly_batched_index):
         _emit_error("fetch", e, position)
         raise
     self._gpuprof_position = position
-    fetched = monotonic_ns()
+    fetched = b.fetched()
     try:
         out = self.collate_fn(data)
     except Exception as e:
@@ -368,16 +434,16 @@ def _timed_pin_memory(data, device=None):
 def _batch_record(chan, worker, pid, tid, seq, start, idle, stages: tuple) -> tuple:
     """A batch's record: ``"b"``, who made it (channel, worker or -1, pid, thread, sequence), when
     it started, the idle time before it (-1: not known) and its ``stages`` as ``_emit_batch`` has
-    them (load, transform, collate, cpu, runq, n, total, sumsq, slowest)."""
+    them (load, transform, collate, cpu, runq, n, total, sumsq, slowest, gc)."""
     return ("b", chan, worker, pid, tid, seq, start, idle) + stages
 
 
-def _emit_batch(start, load, transform, collate, cpu, runq, n, total, sumsq, slowest) -> None:
-    stages = (load, transform, collate, cpu, runq, n, total, sumsq, slowest)
+def _emit_batch(start, load, transform, collate, cpu, runq, n, total, sumsq, slowest, gc) -> None:
+    stages = (load, transform, collate, cpu, runq, n, total, sumsq, slowest, gc)
     w = _worker
     if w is not None:
         idle = start - w.last_end if w.last_end >= 0 else -1
-        w.last_end = start + load + max(transform, 0) + collate
+        w.last_end = start + load + max(transform, 0) + collate + gc
         w.seq += 1
         _send(_batch_record(w.chan, w.worker, w.pid, w.pid, w.seq, start, idle, stages))
     elif _main is not None:
@@ -456,6 +522,13 @@ def _swap_fetch(on: bool) -> None:
         return
     fetch._MapDatasetFetcher.fetch = timed_map_fetch if on else _ORIGINALS["map_fetch"]
     fetch._IterableDatasetFetcher.fetch = timed_iterable_fetch if on else _ORIGINALS["iterable_fetch"]
+    try:
+        if on and _gc_clock not in gc.callbacks:
+            gc.callbacks.append(_gc_clock)
+        elif not on and _gc_clock in gc.callbacks:
+            gc.callbacks.remove(_gc_clock)
+    except (AttributeError, ValueError):  # an interpreter without gc.callbacks: pauses stay in the stages
+        pass
 
 
 def _swap_pin(on: bool) -> None:
