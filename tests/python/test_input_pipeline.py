@@ -207,6 +207,7 @@ def test_the_law_gives_the_workers_the_injected_costs_call_for(tmp_path):
     assert 0.95 * STEP_S * 1e6 <= law["t_step_us"] <= 2 * STEP_S * 1e6
     assert 0.95 * 40_000 <= law["t_batch_us"] <= 2 * 40_000
     assert law["worker_cpu_share"] < 0.5 and law["cpu_limit"] > LAW + 1
+    assert law["other_cpus"] is not None and 0 <= law["other_cpus"] <= law["cpu_budget"] + 0.5  # /proc/stat
     assert ip["bound"] == "workers" and ip["queue_empty_pct"] > 50
     assert ip["recommended_prefetch_factor"] >= 2
     # The advice shows the arithmetic with the measured numbers, and its settings are the law's.

@@ -115,6 +115,23 @@ def test_littles_law_from_the_stages():
     assert ip["recommended_num_workers"] == 1 and ip["bound"] == "cpu"
 
 
+def test_other_processes_cpu_is_what_the_cpus_were_busy_with_beyond_this_process_and_its_workers():
+    # Over the 0.14 s span the budget's CPUs were busy 0.238 s in all (/proc/stat): the training
+    # process took 0.028 s and its worker's 10 batches 2 ms each, 0.02 s; other processes (and
+    # steal) the rest, 0.19 s, which is 0.19 / 0.14 = 1.36 CPUs kept busy beside the run.
+    bs = [batch(0, 14 * i, 20, 12, 8, cpu_ms=2) for i in range(10)]
+    recs = records(bs)
+    recs["cpus_busy_ns"] = int(0.238e9)
+    law = input_pipeline(recs, steps(), HOST)["law"]
+    assert law["other_cpus"] == 1.36
+    # Busy time below what this process and its workers used (a /proc/stat tick is 10 ms): none.
+    recs["cpus_busy_ns"] = int(0.03e9)
+    assert input_pipeline(recs, steps(), HOST)["law"]["other_cpus"] == 0.0
+    # Not measured (no /proc/stat): null, never a guess.
+    del recs["cpus_busy_ns"]
+    assert input_pipeline(recs, steps(), HOST)["law"]["other_cpus"] is None
+
+
 def test_the_cpu_limit_counts_a_worker_by_its_cpu_share():
     bs = [batch(0, 14 * i, 20, 12, 8, cpu_ms=2) for i in range(10)]
     # Training busy 0.2 CPU (0.028 s over 0.14 s): 1.8 CPUs free; a worker needs 2 / 40 = 5% of one,

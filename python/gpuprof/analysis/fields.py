@@ -715,6 +715,12 @@ INPUT_PIPELINE_OBJECTS: dict = {
         Field(
             "training_cpus", "number|null", "CPUs the training process kept busy, its own loading excluded"
         ),
+        Field(
+            "other_cpus",
+            "number|null",
+            "CPUs of the budget's that other processes (and the hypervisor's steal) kept busy over the "
+            "span, from /proc/stat (null: not readable); not yet in `cpu_limit`",
+        ),
         Field("cpu_limit", "integer|null", "floor((budget - training) / max(share, 0.1)), at least 1"),
     ),
 }

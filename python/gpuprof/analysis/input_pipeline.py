@@ -8,6 +8,7 @@ found in the trace. The records' layout::
 
     {"window_ns": [start, end],          # the span's recording epoch, CLOCK_MONOTONIC
      "process_cpu_ns": int,              # the training process's CPU time over that epoch
+     "cpus_busy_ns": int or None,        # the busy time of the CPUs it may use (every process's)
      "loaders": [{
         "settings": {...},               # the loader's row of the report's `dataloaders`
         "batches": [{"worker", "pid", "tid", "seq", "start_ns", "idle_ns", "load_ns",
@@ -273,6 +274,7 @@ def _law(
         "cpu_budget": None,
         "cpu_budget_source": None,
         "training_cpus": None,
+        "other_cpus": None,
         "cpu_limit": None,
     }
     result = {
@@ -298,12 +300,20 @@ def _law(
     epoch_ns = max(epoch[1] - epoch[0], 1)
     main_load_cpu = sum(max(b["cpu_ns"], 0) for b in loader["batches"] if b["worker"] < 0)
     training = max(0.0, (records.get("process_cpu_ns", 0) - main_load_cpu) / epoch_ns)
+    # Other processes' work on those CPUs over the span (steal included): their busy time less this
+    # process's CPU time and its workers' (the batches' CPU time).
+    other = None
+    if records.get("cpus_busy_ns") is not None:
+        workers_cpu = sum(max(b["cpu_ns"], 0) for b in loader["batches"] if b["worker"] >= 0)
+        mine = records.get("process_cpu_ns", 0) + workers_cpu
+        other = round(max(0.0, (records["cpus_busy_ns"] - mine) / epoch_ns), 2)
     law.update(
         t_batch_us=round(t_batch, 3),
         t_step_us=round(t_step, 3),
         workers_needed=needed,
         worker_cpu_share=round(share, 3),
         training_cpus=round(training, 2),
+        other_cpus=other,
     )
     recommended = needed
     limits = []
