@@ -261,6 +261,33 @@ def test_the_advice_shows_the_arithmetic():
     assert a["evidence"]["t_batch_us"] == 40_000 and a["evidence"]["workers_needed"] == 4
 
 
+def test_cpus_busy_with_other_processes_lower_the_confidence_of_cpu_bound_workers():
+    # CPU-bound loading (a 20 ms batch all on a CPU: share 1) against a 12 ms step: N = 2 workers.
+    # 8 CPUs, 0.2 busy with training: room for 7 by the budget. Over the run other processes kept
+    # 7 CPUs busy (0.98 s of the 8 CPUs' busy time beyond this process's 0.028 s and the worker's
+    # 0.2 s, over 0.14 s): 0.8 CPUs free, less than the two workers' 2 CPUs of need.
+    host = {"cpu_budget": 8.0, "cpu_budget_source": "affinity mask", "cpus_available": 8}
+    bs = [batch(0, 14 * i, 20, cpu_ms=20) for i in range(10)]
+    recs = records(bs)
+    quiet = input_pipeline(recs, steps(), host)
+    assert quiet["law"]["workers_needed"] == 2 and quiet["law"]["cpu_limit"] == 7
+    (a,) = advise(report_dict(quiet))
+    assert a["confidence"] == "high" and a["evidence"]["other_cpus"] is None
+    recs["cpus_busy_ns"] = int((0.028 + 0.2 + 0.98) * 1e9)
+    busy = input_pipeline(recs, steps(), host)
+    assert busy["law"]["other_cpus"] == 7.0 and busy["recommended_num_workers"] == 2
+    (a,) = advise(report_dict(busy))
+    assert a["confidence"] == "medium" and a["evidence"]["other_cpus"] == 7.0
+    assert "other processes kept 7 of the 8 CPUs busy" in a["confidence_reason"]
+    assert "while other processes kept 7 of them busy over the run" in a["fix"]
+    # Workers that mostly wait (2 ms of CPU per 20 ms batch) need little CPU: the confidence stands.
+    idle = [batch(0, 14 * i, 20, cpu_ms=2) for i in range(10)]
+    recs = records(idle)
+    recs["cpus_busy_ns"] = int((0.028 + 0.02 + 0.98) * 1e9)
+    (a,) = advise(report_dict(input_pipeline(recs, steps(), host)))
+    assert a["confidence"] == "high"
+
+
 def test_every_format_shows_the_section_and_escapes_what_comes_from_outside():
     bs = [batch(0, 14 * i, 20, 12, 8, cpu_ms=2) for i in range(10)]
     recs = records(bs)
