@@ -81,7 +81,7 @@ def fetch_variants(batches: int):
     """name -> a function running `n` batches (of the size in the name); setup and teardown apart."""
     from torch.utils.data._utils.fetch import _MapDatasetFetcher
 
-    from gpuprof.collect import pipeline as p
+    from gpuprof.collect import input_records as p
 
     p._remember_originals()
     torch_fetch = p._ORIGINALS["map_fetch"]
@@ -108,7 +108,7 @@ def fetch_variants(batches: int):
 
 def as_worker(ds):
     """Put this process in a timing worker's state (records to a drained pipe); returns the undo."""
-    from gpuprof.collect import pipeline as p
+    from gpuprof.collect import input_records as p
 
     w, stop = _drained_pipe()
     p._worker = p._WorkerState(0, 0, w, ds)
@@ -166,7 +166,7 @@ def wall(batches: int, rounds: int) -> dict:
                     prof.step()
             best[label] = min(best.get(label, float("inf")), ns)
     # The session's reader, per record: unpickling one batch record and keeping it.
-    from gpuprof.collect.pipeline import PipelineCapture
+    from gpuprof.collect.input_reader import PipelineCapture
 
     rec = pickle.dumps(
         (

@@ -7,6 +7,7 @@ Each sample says what its injected costs took, as the injected code itself timed
 this shared machine takes up to a third longer than asked when other processes hold the CPUs):
 row ``[index, load_s, transform_s, collate_s]`` (the collate's time in every row of its batch)."""
 
+import gc
 import os
 import signal
 import sys
@@ -40,15 +41,48 @@ class SleepTransform:
 
 
 class SleepCollate:
-    """A collate_fn that takes `seconds` per batch, then stacks."""
+    """A collate_fn that takes `seconds` per batch, then stacks; it times itself whole, the stacking
+    included (the collate stage is the whole ``collate_fn``)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
     def __call__(self, samples):
-        took = _sleep(self.seconds)
+        t = time.perf_counter()
+        _sleep(self.seconds)
         out = torch.stack(samples)
-        out[:, 3] = took
+        out[:, 3] = time.perf_counter() - t
+        return out
+
+
+class GcCollate:
+    """A collate_fn that makes `garbage` cyclic objects (with the collector off, so that none of its
+    automatic runs falls here), sleeps `seconds`, then runs a full collection that frees them: the
+    pause Python's collector takes when it runs inside a batch. It times itself: row
+    ``[index, whole_s, collect_s, 0]``, the whole call and the collection in it."""
+
+    def __init__(self, seconds: float, garbage: int = 200_000) -> None:
+        self.seconds, self.garbage = seconds, garbage
+
+    def __call__(self, samples):
+        t = time.perf_counter()
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            junk = [[] for _ in range(self.garbage)]
+            for a in junk:
+                a.append(a)  # each list holds itself: only the cycle collector frees it
+            del junk
+        finally:
+            if was_on:
+                gc.enable()
+        _sleep(self.seconds)
+        c = time.perf_counter()
+        gc.collect()
+        collect_s = time.perf_counter() - c
+        out = torch.stack(samples)
+        out[:, 1] = time.perf_counter() - t
+        out[:, 2] = collect_s
         return out
 
 

@@ -1,4 +1,4 @@
-"""The input_pipeline section from hand-built records (analysis/pipeline.py): the per-stage figures,
+"""The input_pipeline section from hand-built records (analysis/input_pipeline.py): the per-stage figures,
 Little's law and its bounds, the slowest samples, and the advice and the reports that read them.
 Every expected number is worked out in the test from the records it builds."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from gpuprof.advice import advise
 from gpuprof.analysis import CATEGORIES
-from gpuprof.analysis.pipeline import input_pipeline
+from gpuprof.analysis.input_pipeline import input_pipeline
 from gpuprof.report.json_schema import SCHEMA
 from gpuprof.report.model import Report
 
@@ -113,6 +113,23 @@ def test_littles_law_from_the_stages():
     ip = input_pipeline(records(recs["loaders"][0]["batches"], cpu_s=0.28), st, HOST)
     assert ip["law"]["training_cpus"] == 2.0 and ip["law"]["cpu_limit"] == 1
     assert ip["recommended_num_workers"] == 1 and ip["bound"] == "cpu"
+
+
+def test_other_processes_cpu_is_what_the_cpus_were_busy_with_beyond_this_process_and_its_workers():
+    # Over the 0.14 s span the budget's CPUs were busy 0.238 s in all (/proc/stat): the training
+    # process took 0.028 s and its worker's 10 batches 2 ms each, 0.02 s; other processes (and
+    # steal) the rest, 0.19 s, which is 0.19 / 0.14 = 1.36 CPUs kept busy beside the run.
+    bs = [batch(0, 14 * i, 20, 12, 8, cpu_ms=2) for i in range(10)]
+    recs = records(bs)
+    recs["cpus_busy_ns"] = int(0.238e9)
+    law = input_pipeline(recs, steps(), HOST)["law"]
+    assert law["other_cpus"] == 1.36
+    # Busy time below what this process and its workers used (a /proc/stat tick is 10 ms): none.
+    recs["cpus_busy_ns"] = int(0.03e9)
+    assert input_pipeline(recs, steps(), HOST)["law"]["other_cpus"] == 0.0
+    # Not measured (no /proc/stat): null, never a guess.
+    del recs["cpus_busy_ns"]
+    assert input_pipeline(recs, steps(), HOST)["law"]["other_cpus"] is None
 
 
 def test_the_cpu_limit_counts_a_worker_by_its_cpu_share():
@@ -242,6 +259,33 @@ def test_the_advice_shows_the_arithmetic():
     assert "leave room for 18" in a["fix"] and "prefetch_factor=2" in a["fix"]
     assert a["change"] == {"DataLoader": {"num_workers": 4, "persistent_workers": True, "prefetch_factor": 2}}
     assert a["evidence"]["t_batch_us"] == 40_000 and a["evidence"]["workers_needed"] == 4
+
+
+def test_cpus_busy_with_other_processes_lower_the_confidence_of_cpu_bound_workers():
+    # CPU-bound loading (a 20 ms batch all on a CPU: share 1) against a 12 ms step: N = 2 workers.
+    # 8 CPUs, 0.2 busy with training: room for 7 by the budget. Over the run other processes kept
+    # 7 CPUs busy (0.98 s of the 8 CPUs' busy time beyond this process's 0.028 s and the worker's
+    # 0.2 s, over 0.14 s): 0.8 CPUs free, less than the two workers' 2 CPUs of need.
+    host = {"cpu_budget": 8.0, "cpu_budget_source": "affinity mask", "cpus_available": 8}
+    bs = [batch(0, 14 * i, 20, cpu_ms=20) for i in range(10)]
+    recs = records(bs)
+    quiet = input_pipeline(recs, steps(), host)
+    assert quiet["law"]["workers_needed"] == 2 and quiet["law"]["cpu_limit"] == 7
+    (a,) = advise(report_dict(quiet))
+    assert a["confidence"] == "high" and a["evidence"]["other_cpus"] is None
+    recs["cpus_busy_ns"] = int((0.028 + 0.2 + 0.98) * 1e9)
+    busy = input_pipeline(recs, steps(), host)
+    assert busy["law"]["other_cpus"] == 7.0 and busy["recommended_num_workers"] == 2
+    (a,) = advise(report_dict(busy))
+    assert a["confidence"] == "medium" and a["evidence"]["other_cpus"] == 7.0
+    assert "other processes kept 7 of the 8 CPUs busy" in a["confidence_reason"]
+    assert "while other processes kept 7 of them busy over the run" in a["fix"]
+    # Workers that mostly wait (2 ms of CPU per 20 ms batch) need little CPU: the confidence stands.
+    idle = [batch(0, 14 * i, 20, cpu_ms=2) for i in range(10)]
+    recs = records(idle)
+    recs["cpus_busy_ns"] = int((0.028 + 0.02 + 0.98) * 1e9)
+    (a,) = advise(report_dict(input_pipeline(recs, steps(), host)))
+    assert a["confidence"] == "high"
 
 
 def test_every_format_shows_the_section_and_escapes_what_comes_from_outside():

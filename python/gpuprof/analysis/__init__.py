@@ -59,7 +59,7 @@ def report_dict(
     for ``step_views``); it is not part of the report.
     ``batch_size`` (samples per step, when known) gives the energy per sample. ``pipeline``: what a
     live span measured inside its DataLoaders, for the ``input_pipeline`` section
-    (``analysis/pipeline.py``). ``peak_tflops``: the dense peak MFU divides by, when the user gives
+    (``analysis/input_pipeline.py``). ``peak_tflops``: the dense peak MFU divides by, when the user gives
     it (docs/metrics.md, "MFU and HFU")."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
@@ -104,7 +104,7 @@ def report_dict(
         "metadata": dict(trace.metadata),
     }
     # The input pipeline, stage by stage, from what a live span measured inside the DataLoader
-    # (analysis/pipeline.py); absent when nothing was measured (an imported trace).
+    # (analysis/input_pipeline.py); absent when nothing was measured (an imported trace).
     pipeline_section = _input_pipeline(trace, pipeline, steps, host)
     if pipeline_section is not None:
         data["input_pipeline"] = pipeline_section
@@ -225,7 +225,7 @@ def _growth(g: dict) -> dict:
 def _input_pipeline(trace, pipeline: Optional[dict], steps: list, host: Optional[dict]) -> Optional[dict]:
     if not pipeline or not pipeline.get("loaders") or not steps:
         return None
-    from .pipeline import input_pipeline
+    from .input_pipeline import input_pipeline
 
     transfers = _core.batch_transfers(trace, [(s["start_ns"], s["end_ns"]) for s in steps])
     return input_pipeline(pipeline, steps, host, transfers)

@@ -680,7 +680,7 @@ def schema_markdown() -> str:
     return "\n".join(out)
 
 
-# ---- the input pipeline: a live span's `input_pipeline` object (made in Python: analysis/pipeline.py) --
+# ---- the input pipeline: a live span's `input_pipeline` object (made in Python: analysis/input_pipeline.py)
 # Its keys, the per-batch statistics each stage's object holds, and the rows of its lists: the JSON
 # Schema, docs/schema.md's "input_pipeline" block and the renderers read them from here.
 _STATS = "object|null"
@@ -714,12 +714,18 @@ INPUT_PIPELINE: tuple = (
         "(null: the dataset has none)",
     ),
     Field("collate_us", _STATS, "per batch: the `collate_fn`"),
-    Field("batch_us", _STATS, "per batch: fetch + transform + collate, T_batch"),
+    Field("batch_us", _STATS, "per batch: fetch + transform + collate + gc, T_batch"),
     Field("idle_us", _STATS, "per batch: a worker's time since its previous batch (waiting for an index)"),
     Field(
         "cpu_wait_us",
         _STATS,
         "per batch: the part of `batch_us` the loading process was ready to run but waited for a CPU",
+    ),
+    Field(
+        "gc_us",
+        _STATS,
+        "per batch: Python's garbage-collector pauses on the loading thread, taken out of "
+        "`fetch_us`, `transform_us` and `collate_us`",
     ),
     Field("pin_us", _STATS, "per batch: `pin_memory` (the pin-memory thread; null: not pinned)"),
     Field("transfer_us", _STATS, "per batch: host time of the copy operators right after the batch arrived"),
@@ -765,6 +771,12 @@ INPUT_PIPELINE_OBJECTS: dict = {
         ),
         Field(
             "training_cpus", "number|null", "CPUs the training process kept busy, its own loading excluded"
+        ),
+        Field(
+            "other_cpus",
+            "number|null",
+            "CPUs of the budget's that other processes (and the hypervisor's steal) kept busy over the "
+            "span, from /proc/stat (null: not readable); not yet in `cpu_limit`",
         ),
         Field("cpu_limit", "integer|null", "floor((budget - training) / max(share, 0.1)), at least 1"),
     ),

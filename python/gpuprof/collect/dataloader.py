@@ -6,7 +6,7 @@ records, that method is wrapped so that the first batch of each iterator notes i
 every batch notes how long ``__next__`` took (the loop's wait) and how many batches were ready
 when it was called. The wrap costs a dict lookup, two clock reads and a look at the iterator's
 queues per batch, and is removed with the hooks. What happens inside the workers is measured by
-``pipeline.py``; this module gathers both per loader at a span's end (``pipeline_records``).
+``input_reader.py``; this module gathers both per loader at a span's end (``pipeline_records``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import time
 import weakref
 from typing import Any, Optional
 
-from .pipeline import PipelineCapture, set_current_channel
+from .input_reader import PipelineCapture
+from .input_records import set_current_channel
 
 
 def cpus_available() -> int:
@@ -110,6 +111,7 @@ class DataLoaderCapture:
         self.pipeline = PipelineCapture()
         self._epoch_ns = 0
         self._epoch_cpu_ns = 0
+        self._epoch_busy_ns = -1
 
     def open(self) -> None:
         self.pipeline.open()
@@ -193,6 +195,7 @@ class DataLoaderCapture:
         self.pipeline.discard()
         self._epoch_ns = time.monotonic_ns()
         self._epoch_cpu_ns = time.process_time_ns()
+        self._epoch_busy_ns = cpus_busy_ns()
 
     def records(self) -> list[dict]:
         with self._lock:
@@ -200,9 +203,9 @@ class DataLoaderCapture:
 
     def pipeline_records(self) -> dict:
         """What the span measured of each loader it drew batches from (the input of
-        ``gpuprof.analysis.pipeline``; its docstring gives the layout)."""
+        ``gpuprof.analysis.input_pipeline``; its docstring gives the layout)."""
         records = self.pipeline.take()
-        now, cpu = time.monotonic_ns(), time.process_time_ns()
+        now, cpu, busy = time.monotonic_ns(), time.process_time_ns(), cpus_busy_ns()
         with self._lock:
             waits, self._waits = self._waits, []
             by_key = {k: s for k, s in self._by_key.items() if s["batches_seen"] > 0}
@@ -253,11 +256,34 @@ class DataLoaderCapture:
         return {
             "window_ns": [self._epoch_ns, now],
             "process_cpu_ns": cpu - self._epoch_cpu_ns,
+            "cpus_busy_ns": busy - self._epoch_busy_ns if busy >= 0 and self._epoch_busy_ns >= 0 else None,
             "loaders": list(loaders.values()),
         }
 
 
-# The fields of a batch record after its kind and channel (pipeline.py writes them in this order).
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_BUSY_COLUMNS = (1, 2, 3, 6, 7, 8)  # user, nice, system, irq, softirq, steal (guest is in user)
+
+
+def cpus_busy_ns() -> int:
+    """The time the CPUs this process may use (its affinity mask) were busy, every process's work
+    and the hypervisor's steal together, in ns since boot (/proc/stat); -1 where it cannot tell."""
+    try:
+        mask = os.sched_getaffinity(0)
+        ticks = 0
+        with open("/proc/stat", encoding="ascii") as f:
+            for line in f:
+                if not line.startswith("cpu") or line.startswith("cpu "):
+                    continue
+                cols = line.split()
+                if int(cols[0][3:]) in mask:
+                    ticks += sum(int(cols[i]) for i in _BUSY_COLUMNS if i < len(cols))
+        return ticks * 1_000_000_000 // _CLK_TCK
+    except (OSError, ValueError, AttributeError, IndexError):
+        return -1
+
+
+# The fields of a batch record after its kind and channel (input_records.py writes them in this order).
 BATCH_FIELDS = (
     "worker",
     "pid",
@@ -274,6 +300,7 @@ BATCH_FIELDS = (
     "sample_sum_ns",
     "sample_sumsq",
     "slowest",
+    "gc_ns",
 )
 
 # The names of the input pipeline's events in a span's Trace (the timeline's and the Chrome trace's

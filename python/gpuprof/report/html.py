@@ -11,7 +11,7 @@ import math
 import os
 from typing import Optional
 
-from . import pipeline_view as pv
+from . import input_pipeline_view as pv
 from . import sections as sec
 
 CATEGORY_COLORS = {
@@ -687,7 +687,7 @@ def _about(report) -> dict:
     }
 
 
-# ---- the input pipeline (report/pipeline_view.py; drawn by pipeline.html.j2) ------------------------
+# ---- the input pipeline (report/input_pipeline_view.py; drawn by pipeline.html.j2) ------------------------
 def _input_pipeline(report) -> dict:
     ip = pv.pipeline_of(report.data)
     if ip is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from . import pipeline_view as pv
+from . import input_pipeline_view as pv
 from . import sections as sec
 
 TOP_ROWS = 10
@@ -176,7 +176,7 @@ def _memory(report, title: str, top: int) -> list[str]:
     return ["### Memory", ""] + [f"- {md_escape(line)}" for line in mem] + [""] if mem else []
 
 
-# ---- the input pipeline (report/pipeline_view.py) -------------------------------------------------
+# ---- the input pipeline (report/input_pipeline_view.py) -------------------------------------------------
 def _input_pipeline(report, title: str, top: int) -> list[str]:
     ip = pv.pipeline_of(report.data)
     if ip is None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Optional
 
-from . import pipeline_view as pv
+from . import input_pipeline_view as pv
 from . import sections as sec
 from .sections import CATEGORIES
 from .term import Console, Table
@@ -364,7 +364,7 @@ def _counts(console: Console, report) -> None:
     console.print(line, style="dim")
 
 
-# ---- the input pipeline (report/pipeline_view.py) -------------------------------------------------
+# ---- the input pipeline (report/input_pipeline_view.py) -------------------------------------------------
 def _input_pipeline(console: Console, report) -> None:
     ip = pv.pipeline_of(report.data)
     if ip is None:

@@ -6,7 +6,7 @@ import math
 from typing import Callable, Optional
 
 from .._facts import Facts
-from .base import COPY_MIN_PCT, DATALOADER_PCT, Recommendation, _ms, recommendation
+from .base import COPY_MIN_PCT, CPU_BOUND_WORKER_SHARE, DATALOADER_PCT, Recommendation, _ms, recommendation
 
 
 # ---- no_gpu_work ----------------------------------------------------------------------------------
@@ -209,7 +209,23 @@ def _cpu_text(ip: dict) -> str:
         f"the {budget_text} CPUs this process may use ({law.get('cpu_budget_source') or 'affinity mask'}), "
         f"less {law['training_cpus']:g} busy with training, at {100 * law['worker_cpu_share']:.0f}% of a "
         f"CPU per loading worker, leave room for {law['cpu_limit']}"
+        + (
+            f" (while other processes kept {law['other_cpus']:g} of them busy over the run)"
+            if isinstance(law.get("other_cpus"), (int, float))
+            else ""
+        )
     )
+
+
+def _crowded(ip: dict, workers: int) -> bool:
+    """The workers' CPU need does not fit in the CPUs other processes left free over the run, and
+    they need CPUs (decoding, augmenting), not mostly waiting."""
+    law = ip["law"]
+    other, budget = law.get("other_cpus"), law.get("cpu_budget")
+    share, training = law.get("worker_cpu_share") or 0.0, law.get("training_cpus") or 0.0
+    if not isinstance(other, (int, float)) or not isinstance(budget, (int, float)):
+        return False
+    return share >= CPU_BOUND_WORKER_SHARE and workers * share > budget - training - other
 
 
 def _dataloader_cpu_bound(ip: dict, settings: dict, cpu: str, advise: Callable) -> Recommendation:
@@ -273,6 +289,7 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
         "training_cpus": law.get("training_cpus"),
         "worker_cpu_share": law.get("worker_cpu_share"),
         "cpu_limit": law.get("cpu_limit"),
+        "other_cpus": law.get("other_cpus"),
         "recommended_num_workers": recommended,
         "recommended_prefetch_factor": prefetch,
         "stage": stage,
@@ -354,14 +371,19 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
             "per-sample times are measured in the workers; why those samples are slow is not",
         )
     if bound == "workers":
+        crowded = _crowded(ip, recommended)
         return advise(
             "The input pipeline starves the training loop",
             f"{_dataloader_call(settings)}: {_law_text(ip)}"
             + (f"; {cpu}" if cpu else "")
             + f"; {prefetch_text}",
-            "high",
-            "T_batch is measured inside the workers and T_step in the loop: Little's law gives the workers "
-            "that keep up, as long as the CPUs stay as free as they were",
+            "medium" if crowded else "high",
+            f"other processes kept {law['other_cpus']:g} of the {law['cpu_budget']:g} CPUs busy over the "
+            f"run, fewer than the {recommended} workers' CPU need is left free: they may slow the training "
+            "rather than feed it; compare both settings (gpuprof diff) before keeping it"
+            if crowded
+            else "T_batch is measured inside the workers and T_step in the loop: Little's law gives the "
+            "workers that keep up, as long as the CPUs stay as free as they were",
         )
     # By the law the workers keep up, yet the loop waits.
     empty = ip.get("queue_empty_pct")

@@ -8,15 +8,17 @@ found in the trace. The records' layout::
 
     {"window_ns": [start, end],          # the span's recording epoch, CLOCK_MONOTONIC
      "process_cpu_ns": int,              # the training process's CPU time over that epoch
+     "cpus_busy_ns": int or None,        # the busy time of the CPUs it may use (every process's)
      "loaders": [{
         "settings": {...},               # the loader's row of the report's `dataloaders`
         "batches": [{"worker", "pid", "tid", "seq", "start_ns", "idle_ns", "load_ns",
                      "transform_ns", "collate_ns", "cpu_ns", "runq_ns", "samples",
-                     "sample_sum_ns", "sample_sumsq", "slowest": [(ns, index), ...]}],
+                     "sample_sum_ns", "sample_sumsq", "slowest": [(ns, index), ...], "gc_ns"}],
                                          # worker -1: loaded in the training process;
                                          # idle_ns -1: not known; transform_ns -1: not timed apart;
                                          # runq_ns: waiting for a CPU while ready (-1: unknown);
                                          # sample_sumsq -1: the samples came in one call
+                                         # gc_ns: the collector's pauses, not in the stages
         "waits": [{"start_ns", "wait_ns", "ready", "tid"}],   # ready -1: no queue to look at
         "pins": [{"tid", "start_ns", "pin_ns"}],
         "errors": [{"worker", "pid", "batch", "ts_ns", "stage", "error", "index"}],
@@ -84,7 +86,7 @@ def _pick_loader(loaders: list, windows: list) -> Optional[dict]:
 
 
 def _batch_ns(b: dict) -> int:
-    return b["load_ns"] + max(b["transform_ns"], 0) + b["collate_ns"]
+    return b["load_ns"] + max(b["transform_ns"], 0) + b["collate_ns"] + b.get("gc_ns", 0)
 
 
 def _slowest(batches: list) -> dict:
@@ -158,6 +160,7 @@ def input_pipeline(
     batch = _stats([_batch_ns(b) for b in batches])
     idle = _stats([b["idle_ns"] for b in batches if b["idle_ns"] >= 0 and b["worker"] >= 0])
     cpu_wait = _stats([b["runq_ns"] for b in batches if b.get("runq_ns", -1) >= 0])
+    gc_pause = _stats([b["gc_ns"] for b in batches if "gc_ns" in b])
 
     # The batch's copy to the device: per step, the copy operators after each batch arrived.
     transfer = transfer_device = None
@@ -229,6 +232,7 @@ def input_pipeline(
         "batch_us": batch,
         "idle_us": idle,
         "cpu_wait_us": cpu_wait,
+        "gc_us": gc_pause,
         "pin_us": _stats([p["pin_ns"] for p in pins]),
         "transfer_us": transfer,
         "transfer_device_us": transfer_device,
@@ -270,6 +274,7 @@ def _law(
         "cpu_budget": None,
         "cpu_budget_source": None,
         "training_cpus": None,
+        "other_cpus": None,
         "cpu_limit": None,
     }
     result = {
@@ -295,12 +300,20 @@ def _law(
     epoch_ns = max(epoch[1] - epoch[0], 1)
     main_load_cpu = sum(max(b["cpu_ns"], 0) for b in loader["batches"] if b["worker"] < 0)
     training = max(0.0, (records.get("process_cpu_ns", 0) - main_load_cpu) / epoch_ns)
+    # Other processes' work on those CPUs over the span (steal included): their busy time less this
+    # process's CPU time and its workers' (the batches' CPU time).
+    other = None
+    if records.get("cpus_busy_ns") is not None:
+        workers_cpu = sum(max(b["cpu_ns"], 0) for b in loader["batches"] if b["worker"] >= 0)
+        mine = records.get("process_cpu_ns", 0) + workers_cpu
+        other = round(max(0.0, (records["cpus_busy_ns"] - mine) / epoch_ns), 2)
     law.update(
         t_batch_us=round(t_batch, 3),
         t_step_us=round(t_step, 3),
         workers_needed=needed,
         worker_cpu_share=round(share, 3),
         training_cpus=round(training, 2),
+        other_cpus=other,
     )
     recommended = needed
     limits = []
