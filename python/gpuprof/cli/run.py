@@ -19,6 +19,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from ..collect.schedule import StepRangeError, step_range
 from . import UserError
 
 DEFAULT_STEPS = "5:10"
@@ -36,17 +37,10 @@ class StopAfterRecording(BaseException):
 
 def parse_steps(text: str) -> tuple[int, int]:
     """``"10:15"`` -> (10, 15): steps 10 to 14 (0-based, end excluded, like a Python slice)."""
-    first, sep, last = text.partition(":")
     try:
-        start, stop = int(first), int(last)
-    except ValueError:
-        start = stop = -1
-    if not sep or start < 0 or stop <= start:
-        raise UserError(
-            f"--steps {text!r}: write START:STOP with 0 <= START < STOP, e.g. --steps 10:15 "
-            "(records steps 10 to 14)"
-        )
-    return start, stop
+        return step_range(text)
+    except StepRangeError as e:
+        raise UserError(str(e)) from None
 
 
 def add_parser(subparsers) -> None:
@@ -141,8 +135,8 @@ def run(args) -> int:
     from ..collect.exchange import job_rank
     from ..collect.oom import is_out_of_memory
     from ..collect.schedule import schedule
-    from ..collect.session import profile
     from ..report.sections import summary_line
+    from ..session import profile
     from ..traces.export import save_rank_reports
 
     try:
