@@ -48,7 +48,8 @@ def add_parser(subparsers) -> None:
         "run",
         help="profile an unmodified training script",
         description="Run a training script under gpuprof. Steps are counted from optimizer.step() "
-        "calls (or from prof.step() if the script uses gpuprof itself; in a loop without torch.optim, "
+        "calls (or from prof.step() if the script steps gpuprof.current() itself; a script that starts its "
+        "own gpuprof.profile keeps it, and gpuprof run stands aside; in a loop without torch.optim, "
         "from the end of each backward pass; or at --step-marker NAME); the steps START:STOP "
         "(0-based, STOP excluded) are recorded. Writes report.json, report.html and trace.json.gz "
         "into --out.",
@@ -198,6 +199,7 @@ def run(args) -> int:
     failure = None
     try:
         with profile(schedule=sched, on_trace_ready=on_ready, with_modules=args.modules) as prof:
+            prof.yields_to_nested = True  # a session the script starts itself takes over
             finder = StepFinder(
                 prof,
                 marker=getattr(args, "step_marker", None),
@@ -229,6 +231,16 @@ def run(args) -> int:
         sys.argv, sys.path = saved_argv, saved_path
 
     steps_seen = prof.step_num
+    code = 1 if failure is not None else exit_code
+    if prof.stood_aside_for and not recorded:
+        # The script profiles itself: its own session, its own reports; the run is the script's.
+        print(
+            f"gpuprof run: {script} started its own gpuprof.profile (at {prof.stood_aside_for}) "
+            f"after {steps_seen} steps; gpuprof run stood aside for it and wrote nothing to {out} "
+            f"(the script's session has its reports). Exit code {code}, the script's",
+            file=sys.stderr,
+        )
+        return code
     if not recorded:
         how = {
             "prof.step": "prof.step() calls",
@@ -242,7 +254,6 @@ def run(args) -> int:
                 if failure is not None
                 else f"exited with code {exit_code}"
             )
-            code = 1 if failure is not None else exit_code
             print(
                 f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
                 f"before step {start}; "
@@ -271,10 +282,16 @@ def run(args) -> int:
             f"nothing was recorded. Use --steps with a range below {steps_seen}, "
             "or run more steps"
         )
-    if steps_seen < stop:
+    numbers = [s["step"] for s in recorded[0].steps]
+    if numbers and numbers[-1] < stop - 1:
+        # The steps the report holds (a signal's cut span includes the step it came in).
+        ended = (
+            f"stood aside for the script's own gpuprof.profile (at {prof.stood_aside_for})"
+            if prof.stood_aside_for
+            else f"the script ended after {steps_seen} steps"
+        )
         print(
-            f"gpuprof run: the script ended after {steps_seen} steps; the report covers steps "
-            f"{start}..{steps_seen - 1} only",
+            f"gpuprof run: {ended}; the report covers steps {numbers[0]}..{numbers[-1]} only",
             file=sys.stderr,
         )
     if not args.quiet:

@@ -149,6 +149,11 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         self._signals_held = 0  # > 0 while gpuprof's own step/stop code runs (signals wait)
         self._signals_pending: list = []
         self._span_cut = False  # a signal saved the span in progress; nothing recorded since
+        # A session that gives way to one the program starts itself (gpuprof run's): it then ends as
+        # if its block had ended there, and its steps after it are no-ops (stood_aside_for says
+        # where the program's session was entered).
+        self.yields_to_nested = False
+        self.stood_aside_for = ""
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> profile:
@@ -169,14 +174,18 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         return wrapper
 
     def start(self) -> None:
+        entered_at = _caller()
+        outer = _state.active
+        if outer is not None and outer.yields_to_nested and not outer.stood_aside_for:
+            outer.stand_aside(entered_at)
         if _state.active is not None:
             raise ProfilerError(
                 "gpuprof.profile is already active (entered at "
                 f"{_state.active._entered_at}); nested sessions are not supported. Profile the "
                 "outer loop only, or mark the inner part with gpuprof.range(name) instead."
             )
-        frame = traceback.extract_stack(limit=4)[0]
-        self._entered_at = f"{frame.filename}:{frame.lineno}"
+        self._entered_at = entered_at
+        self.stood_aside_for = ""
         _state.active = self
         self.step_num = 0
         self._report = None
@@ -248,8 +257,25 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         _state.active = None
 
     # ---- steps ----------------------------------------------------------------------------------
+    def stand_aside(self, entered_at: str) -> None:
+        """End this session as its block's end would (the span in progress, if any, is reported as
+        a partial span) so that the session the program starts at ``entered_at`` can run; this
+        session's later ``step()`` calls do nothing."""
+        if _state.active is not self:
+            return
+        with self._signals_held_back():
+            try:
+                # The step in progress is not a whole step: only the steps ended so far are kept.
+                if self.current_action in _RECORDING and not self._span_cut and self._steps_in_span > 0:
+                    self._finish_span(partial=True)
+            finally:
+                self._teardown()
+        self.stood_aside_for = entered_at
+
     def step(self) -> None:
         """Mark the end of one training step and the start of the next."""
+        if self.stood_aside_for:
+            return
         if _state.active is not self:
             raise ProfilerError("prof.step() called outside its `with gpuprof.profile(...)` block")
         with self._signals_held_back():
@@ -299,3 +325,13 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         from ..traces.export import export_chrome_trace
 
         return export_chrome_trace(self.report().trace, path)
+
+
+def _caller() -> str:
+    """FILE:LINE of the program's code that entered the session (the innermost frame outside this
+    package: ``with``, the decorator, or a call to ``start()``)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for frame in reversed(traceback.extract_stack()):
+        if os.path.dirname(os.path.abspath(frame.filename)) != here:
+            return f"{frame.filename}:{frame.lineno}"
+    return "?"
