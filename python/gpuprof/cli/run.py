@@ -200,6 +200,7 @@ def run(args) -> int:
     try:
         with profile(schedule=sched, on_trace_ready=on_ready, with_modules=args.modules) as prof:
             prof.yields_to_nested = True  # a session the script starts itself takes over
+            prof.warn_without_steps = False  # a run without steps says so below, with its fix
             finder = StepFinder(
                 prof,
                 marker=getattr(args, "step_marker", None),

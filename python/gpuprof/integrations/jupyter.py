@@ -72,6 +72,7 @@ class GpuprofMagics(Magics):
         error = None
         with profile(schedule=sched) as prof:
             ns["prof"] = prof
+            prof.warn_without_steps = False  # a cell without steps is one step, as the magic says
             stepper = None if calls_prof_step(cell) else OptimizerSteps(prof).install()
             try:
                 exec(code, ns)

@@ -153,6 +153,9 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         # if its block had ended there, and its steps after it are no-ops (stood_aside_for says
         # where the program's session was entered).
         self.yields_to_nested = False
+        # Said at the block's end when no prof.step() came (off where something else says it: the
+        # decorator form, where one call is one step, and gpuprof run, which finds steps itself).
+        self.warn_without_steps = True
         self.stood_aside_for = ""
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -168,6 +171,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            self.warn_without_steps = False  # the whole call is one step unless the code steps
             with self:
                 return fn(*args, **kwargs)
 
@@ -218,6 +222,29 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
                 self._stop(_failed, _exc)
             finally:
                 self._teardown()
+        if self.step_num == 0 and not _failed and self.warn_without_steps:
+            self._warn_without_steps()
+
+    def _warn_without_steps(self) -> None:
+        """The block ended and prof.step() was never called: said now, not after the whole loop at
+        report() (or never, when the block became one step nobody asked for)."""
+        if self._report is not None:
+            what = (
+                "the whole block is reported as 1 step (prof.report().steps has one row), not one "
+                "row per training step"
+            )
+        else:
+            what = (
+                f"nothing was recorded: the schedule's step 0 is {self.schedule(0).name}, and only "
+                "prof.step() moves the session to the steps it records"
+            )
+        log.warning(
+            "gpuprof: the `with gpuprof.profile(...)` block entered at %s ended without a prof.step() "
+            "call; %s. Call prof.step() at the end of each training step (or use gpuprof run, "
+            "which finds the steps itself).",
+            self._entered_at,
+            what,
+        )
 
     def _stop(self, _failed: bool, _exc: Optional[BaseException]) -> None:
         # An out-of-memory error: what the run held at the failure, read before anything is freed.
