@@ -63,6 +63,8 @@ def test_run_stands_aside_for_the_scripts_own_session_and_keeps_its_exit_code(tm
         assert f"started its own gpuprof.profile (at {script}:" in p.stderr
         assert f"Exit code {status}, the script's" in p.stderr
         assert not (out / "report.json").exists()
+        # gpuprof run's step finder left with its session: no line about steps it no longer counts.
+        assert "steps end at" not in p.stderr and "no training step" not in p.stderr
 
 
 SIGINT_AT_STEP = textwrap.dedent("""
@@ -93,3 +95,43 @@ def test_an_interrupted_run_names_the_same_steps_in_every_line(tmp_path):
     assert [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6, 7, 8]
     assert "recorded steps 2..8" in p.stderr
     assert "the report covers steps 2..8 only" in p.stderr, p.stderr
+
+
+LATE_SESSION = textwrap.dedent("""
+    import torch
+    import gpuprof
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train_step():
+        loss = model(torch.randn(4, 8)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    for _ in range(8):  # plain steps: gpuprof run counts them
+        train_step()
+    with gpuprof.profile() as p:  # then the script profiles 3 steps itself
+        for _ in range(3):
+            train_step()
+            p.step()
+    print("own steps", len(p.report().steps))
+""")
+
+
+def test_a_span_in_progress_when_the_script_starts_its_session_keeps_its_ended_steps(tmp_path):
+    """gpuprof run records steps 2..11; the script starts its own session after 8 optimizer steps:
+    the run's span is written with the steps it ended (2..7), the script's session then records its
+    own 3 steps, and the lines on stderr name the same steps."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE_SESSION)
+    out = tmp_path / "out"
+    p = _gpuprof("run", "--steps", "2:12", "--out", out, script)
+    assert p.returncode == 0, p.stderr
+    assert "own steps 3" in p.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6, 7]
+    assert "recorded steps 2..7" in p.stderr
+    assert "stood aside for the script's own gpuprof.profile" in p.stderr
+    assert "the report covers steps 2..7 only" in p.stderr

@@ -207,6 +207,7 @@ def run(args) -> int:
                 announce=lambda line: print(line, file=sys.stderr, flush=True),
                 hint_after_s=float(getattr(args, "step_hint_after", DEFAULT_STEP_HINT_AFTER_S) or 0),
             )
+            prof.on_stand_aside = finder.remove  # the script's session paces its own steps
             with finder as stepper:
                 try:
                     runpy.run_path(str(script), run_name="__main__")

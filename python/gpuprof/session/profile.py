@@ -153,6 +153,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         # if its block had ended there, and its steps after it are no-ops (stood_aside_for says
         # where the program's session was entered).
         self.yields_to_nested = False
+        self.on_stand_aside: Optional[Callable[[], None]] = None  # called once it has stood aside
         # Said at the block's end when no prof.step() came (off where something else says it: the
         # decorator form, where one call is one step, and gpuprof run, which finds steps itself).
         self.warn_without_steps = True
@@ -298,6 +299,11 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
             finally:
                 self._teardown()
         self.stood_aside_for = entered_at
+        if self.on_stand_aside is not None:
+            try:
+                self.on_stand_aside()
+            except Exception:  # the program's session starts regardless
+                log.exception("gpuprof: could not finish standing aside")
 
     def step(self) -> None:
         """Mark the end of one training step and the start of the next."""
