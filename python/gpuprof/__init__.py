@@ -16,9 +16,9 @@ from .traces.read import TraceImportError
 # skip the live profiler and the exporter, and `import gpuprof` skips the advice rules.
 _LAZY = {
     "analyze": "report.build",
-    "profile": "collect.session",
-    "current": "collect.session",
-    "ProfilerError": "collect.session",
+    "profile": "session",
+    "current": "session",
+    "ProfilerError": "session",
     "range": "collect.ranges",
     "save": "traces.export",
     "export_chrome_trace": "traces.export",

@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from gpuprof.collect.dataloader import cpus_available
+    from gpuprof._host import cpus_available
 
     out = Path(args.dir)
     t0 = time.perf_counter()

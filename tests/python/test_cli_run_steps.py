@@ -156,3 +156,47 @@ def test_a_marker_never_seen_is_named_at_the_end(tmp_path):
     p = gpuprof_run("--step-marker", "train_step", "--out", tmp_path / "o", script, tmp_path / "x", 3)
     assert p.returncode == 2
     assert "no range named 'train_step' ended and no function train_step() returned" in p.stderr
+
+
+# An LR scheduler sets its own `step` on the optimizer object, which calls the class's step as it was
+# when the scheduler was made: gpuprof's wrapper on the class is never reached through it.
+WITH_SCHEDULER = textwrap.dedent("""
+    import sys
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+    opt = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    made_at = int(sys.argv[1])
+    sched = None
+    for step in range(14):
+        if step == made_at:
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
+        loss = model(torch.randn(8, 16)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if sched is not None:
+            sched.step()
+    print("script done")
+""")
+
+
+def test_an_lr_scheduler_leaves_every_optimizer_step_whole_in_its_step(tmp_path):
+    """With the scheduler made before the first step and after it (at step 1): each of the 10
+    recorded steps holds its own Optimizer.step range (torch's trace has 10; the boundary taken
+    inside torch's post hook left the last one open at the span's end: 9), and the span's end inside
+    that hook removed gpuprof's hooks while torch iterated them ("OrderedDict mutated during
+    iteration": the script died)."""
+    script = tmp_path / "sched.py"
+    script.write_text(WITH_SCHEDULER)
+    for made_at in (0, 1):
+        out = tmp_path / f"out{made_at}"
+        p = gpuprof_run("--steps", "2:12", "--out", out, script, made_at)
+        assert p.returncode == 0, p.stderr
+        assert "script done" in p.stdout
+        report = json.loads((out / "report.json").read_text())
+        assert [s["step"] for s in report["steps"]] == list(range(2, 12))
+        calls = {r["name"]: r["calls"] for r in report["ranges"]}
+        assert calls["Optimizer.step#Adadelta.step"] == 10, calls
+        assert calls["Optimizer.zero_grad#Adadelta.zero_grad"] == 10, calls

@@ -15,7 +15,7 @@ def _run(code: str) -> str:
 
 def test_import_gpuprof_leaves_the_profiler_and_exporter_unloaded():
     out = _run(
-        "import sys, gpuprof; print(sorted(m for m in ('gpuprof.collect.session', 'gpuprof.traces.export', "
+        "import sys, gpuprof; print(sorted(m for m in ('gpuprof.session', 'gpuprof.traces.export', "
         "'gpuprof.collect.ranges', 'torch') if m in sys.modules))"
     )
     assert out == "[]"
@@ -23,7 +23,7 @@ def test_import_gpuprof_leaves_the_profiler_and_exporter_unloaded():
 
 def test_public_names_resolve_on_first_use_to_their_modules():
     out = _run(
-        "import gpuprof, gpuprof.collect.session as p, gpuprof.traces.export as e\n"
+        "import gpuprof, gpuprof.session as p, gpuprof.traces.export as e\n"
         "import gpuprof.collect.ranges as r\n"
         "assert gpuprof.profile is p.profile and gpuprof.current is p.current\n"
         "assert gpuprof.ProfilerError is p.ProfilerError and gpuprof.range is r.range\n"

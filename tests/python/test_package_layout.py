@@ -1,7 +1,11 @@
 """The Python package's shape (docs/design.md, "The rooms"), read from the source tree:
 
-- the stages are packages (collect, traces, analysis, advice, report, cli) and the top level holds
-  only the entry points, so a file's path says which stage it belongs to;
+- the stages are packages (collect, traces, analysis, advice, report, session, cli, integrations) and
+  the top level holds only the entry points and the modules every stage may use (_host, _native),
+  so a file's path says which stage it belongs to;
+- every import goes with the flow: collect, traces -> analysis -> advice -> report -> session ->
+  cli, integrations (a stage imports only stages before it, its own package, _host and _native;
+  collect and traces do not import each other, nor cli and integrations);
 - no import circle anywhere inside gpuprof, counting the imports inside functions too (they hide a
   circle from Python at import time, not from the reader);
 - a Report's data is read through its public accessors: ``_data`` appears in report/model.py only.
@@ -13,21 +17,33 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "gpuprof"
-STAGES = ["collect", "traces", "analysis", "advice", "report", "cli"]
-TOP_LEVEL = {"__init__", "__main__", "_native", "demo", "roofline"}
+STAGES = ["collect", "traces", "analysis", "advice", "report", "session", "cli", "integrations"]
+# Where each stage stands in the flow: a module imports only from stages of a lower rank.
+RANK = {
+    "collect": 0,
+    "traces": 0,
+    "analysis": 1,
+    "advice": 2,
+    "report": 3,
+    "session": 4,
+    "cli": 5,
+    "integrations": 5,
+}
+SHARED = {"_host", "_native", "_core", "_build_info"}  # usable by every stage
+TOP_LEVEL = {"__init__", "__main__", "_host", "_native", "demo", "roofline"}
 # Modules the build makes (the native extensions, and _build_info from _build_info.py.in).
 BUILT = ["_core", "_kernels", "_build_info"]
 
 
-def _modules() -> dict[str, Path]:
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
     for name in BUILT:
-        out[f"gpuprof.{name}"] = PACKAGE / f"{name}.py"
+        out[f"gpuprof.{name}"] = package / f"{name}.py"
     return out
 
 
@@ -150,3 +166,66 @@ def test_no_history_fences_in_the_code():
             if fence.search(line):
                 hits.append(f"{path.relative_to(root)}:{no}: {line.strip()}")
     assert hits == []
+
+
+def _against_the_flow(package: Path = PACKAGE) -> list[str]:
+    """Every import (function-local ones included) from a stage to a stage not before it in the
+    flow, or from a stage (or _host) to a top-level entry point, as "importer -> imported"."""
+    modules = _modules(package)
+    out = []
+    for name, path in sorted(modules.items()):
+        if not path.is_file():
+            continue
+        parts = name.split(".")
+        stage = parts[1] if len(parts) > 1 else ""
+        if stage not in RANK and stage != "_host":
+            continue  # the package itself and the entry points (demo, roofline, __main__)
+        for imported in sorted(_imports(name, path, modules)):
+            target = imported.split(".")[1] if "." in imported else ""
+            if target == stage:
+                continue
+            if stage == "_host":
+                ok = False  # every stage reads it: it reads none of them
+            elif target in SHARED:
+                ok = True
+            else:
+                ok = target in RANK and RANK[target] < RANK[stage]
+            if not ok:
+                out.append(f"{name} -> {imported}")
+    return out
+
+
+def test_every_import_goes_with_the_flow():
+    assert _against_the_flow() == []
+
+
+def test_the_flow_check_finds_an_import_against_it_inside_a_function(tmp_path):
+    """The check reads the imports of a hand-made package: a report import hidden in a collect
+    function, a trace writer asking collect for the rank, an adapter importing the CLI, and _host
+    importing a stage are found; imports with the flow (analysis from collect, session from
+    report, anything from _host) are not."""
+    pkg = tmp_path / "gpuprof"
+    files = {
+        "__init__.py": "",
+        "_host.py": "from .collect import ranks\n",
+        "collect/__init__.py": "",
+        "collect/ranks.py": "def job():\n    return 0\n",
+        "collect/live.py": "def end():\n    from ..report.build import build_report\n    return 0\n",
+        "traces/__init__.py": "",
+        "traces/export.py": "from gpuprof.collect.ranks import job\nfrom .._host import x\n",
+        "analysis/__init__.py": "from ..collect import ranks\n",
+        "report/__init__.py": "",
+        "report/build.py": "from ..analysis import x\n",
+        "session/__init__.py": "from ..report.build import build_report\nfrom ..collect.live import end\n",
+        "cli/__init__.py": "class E(Exception):\n    pass\n",
+        "integrations/__init__.py": "def f():\n    from ..cli import E\n    from ..session import p\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text, encoding="utf-8")
+    assert _against_the_flow(pkg) == [
+        "gpuprof._host -> gpuprof.collect.ranks",
+        "gpuprof.collect.live -> gpuprof.report.build",
+        "gpuprof.integrations -> gpuprof.cli",
+        "gpuprof.traces.export -> gpuprof.collect.ranks",
+    ]

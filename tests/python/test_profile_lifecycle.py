@@ -160,3 +160,46 @@ def test_step_outside_block_raises():
     prof = gpuprof.profile()
     with pytest.raises(gpuprof.ProfilerError, match="outside"):
         prof.step()
+
+
+def test_a_block_without_prof_step_is_told_at_its_end(caplog):
+    """No prof.step() in the block: said when the block ends (once, naming the block's line), not
+    only at report() after the whole loop; with no schedule the block is reported as one step."""
+    x = torch.randn(16, 16)
+    with gpuprof.profile() as prof:
+        for _ in range(3):
+            x.mm(x)
+    line = test_a_block_without_prof_step_is_told_at_its_end.__code__.co_firstlineno + 4
+    said = [r.getMessage() for r in caplog.records if "without a prof.step() call" in r.getMessage()]
+    assert len(said) == 1
+    assert f"test_profile_lifecycle.py:{line} ended without a prof.step() call" in said[0]
+    assert "reported as 1 step" in said[0] and len(prof.report().steps) == 1
+    caplog.clear()
+    # A schedule that waits first: nothing recorded, and the warning says why.
+    with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=0, active=2)) as prof:
+        x.mm(x)
+    said = [r.getMessage() for r in caplog.records if "without a prof.step() call" in r.getMessage()]
+    assert len(said) == 1 and "nothing was recorded: the schedule's step 0 is NONE" in said[0]
+    with pytest.raises(gpuprof.ProfilerError, match="no recorded span yet"):
+        prof.report()
+
+
+def test_no_warning_when_the_block_steps_or_is_a_decorated_call(caplog):
+    x = torch.randn(16, 16)
+    with gpuprof.profile() as prof:
+        for _ in range(3):
+            x.mm(x)
+            prof.step()
+    prof_fn = gpuprof.profile()
+
+    @prof_fn
+    def one_step():  # the decorator form: the whole call is one step, by design
+        return x.mm(x)
+
+    one_step()
+    # An error leaving the block is the news: no second line about steps.
+    with pytest.raises(RuntimeError, match="boom"):
+        with gpuprof.profile():
+            raise RuntimeError("boom")
+    assert "without a prof.step() call" not in caplog.text
+    assert len(prof.report().steps) == 3 and len(prof_fn.report().steps) == 1

@@ -156,7 +156,7 @@ def summarize_files(
     batch = workers * max(1, tasks_per_worker)
     # Each worker's import may use its share of the CPUs for threads of its own (two parsers, and
     # for gzip two inflaters, from 2 and 4 CPUs: docs/analyze.md), not all of them each.
-    from ..collect.dataloader import cpus_available
+    from .._host import cpus_available
 
     share = max(1, cpus_available() // workers)
     for first in range(0, len(files), batch):

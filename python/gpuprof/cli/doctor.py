@@ -106,9 +106,9 @@ def _gpu_collection_facts() -> dict:
 
 
 def findings() -> dict:
-    from .. import __version__
+    from .._build_info import GPUPROF_VERSION as __version__
+    from .._host import cpus_available
     from .._native import _core
-    from ..collect.dataloader import cpus_available
 
     out: dict = {"gpuprof": __version__, "python": platform.python_version(), "platform": platform.platform()}
     out.update(_torch_facts())

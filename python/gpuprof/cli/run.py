@@ -19,6 +19,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from ..collect.schedule import StepRangeError, step_range
 from . import UserError
 
 DEFAULT_STEPS = "5:10"
@@ -36,17 +37,10 @@ class StopAfterRecording(BaseException):
 
 def parse_steps(text: str) -> tuple[int, int]:
     """``"10:15"`` -> (10, 15): steps 10 to 14 (0-based, end excluded, like a Python slice)."""
-    first, sep, last = text.partition(":")
     try:
-        start, stop = int(first), int(last)
-    except ValueError:
-        start = stop = -1
-    if not sep or start < 0 or stop <= start:
-        raise UserError(
-            f"--steps {text!r}: write START:STOP with 0 <= START < STOP, e.g. --steps 10:15 "
-            "(records steps 10 to 14)"
-        )
-    return start, stop
+        return step_range(text)
+    except StepRangeError as e:
+        raise UserError(str(e)) from None
 
 
 def add_parser(subparsers) -> None:
@@ -54,7 +48,8 @@ def add_parser(subparsers) -> None:
         "run",
         help="profile an unmodified training script",
         description="Run a training script under gpuprof. Steps are counted from optimizer.step() "
-        "calls (or from prof.step() if the script uses gpuprof itself; in a loop without torch.optim, "
+        "calls (or from prof.step() if the script steps gpuprof.current() itself; a script that starts its "
+        "own gpuprof.profile keeps it, and gpuprof run stands aside; in a loop without torch.optim, "
         "from the end of each backward pass; or at --step-marker NAME); the steps START:STOP "
         "(0-based, STOP excluded) are recorded. Writes report.json, report.html and trace.json.gz "
         "into --out.",
@@ -141,8 +136,8 @@ def run(args) -> int:
     from ..collect.exchange import job_rank
     from ..collect.oom import is_out_of_memory
     from ..collect.schedule import schedule
-    from ..collect.session import profile
     from ..report.sections import summary_line
+    from ..session import profile
     from ..traces.export import save_rank_reports
 
     try:
@@ -204,12 +199,15 @@ def run(args) -> int:
     failure = None
     try:
         with profile(schedule=sched, on_trace_ready=on_ready, with_modules=args.modules) as prof:
+            prof.yields_to_nested = True  # a session the script starts itself takes over
+            prof.warn_without_steps = False  # a run without steps says so below, with its fix
             finder = StepFinder(
                 prof,
                 marker=getattr(args, "step_marker", None),
                 announce=lambda line: print(line, file=sys.stderr, flush=True),
                 hint_after_s=float(getattr(args, "step_hint_after", DEFAULT_STEP_HINT_AFTER_S) or 0),
             )
+            prof.on_stand_aside = finder.remove  # the script's session paces its own steps
             with finder as stepper:
                 try:
                     runpy.run_path(str(script), run_name="__main__")
@@ -235,6 +233,16 @@ def run(args) -> int:
         sys.argv, sys.path = saved_argv, saved_path
 
     steps_seen = prof.step_num
+    code = 1 if failure is not None else exit_code
+    if prof.stood_aside_for and not recorded:
+        # The script profiles itself: its own session, its own reports; the run is the script's.
+        print(
+            f"gpuprof run: {script} started its own gpuprof.profile (at {prof.stood_aside_for}) "
+            f"after {steps_seen} steps; gpuprof run stood aside for it and wrote nothing to {out} "
+            f"(the script's session has its reports). Exit code {code}, the script's",
+            file=sys.stderr,
+        )
+        return code
     if not recorded:
         how = {
             "prof.step": "prof.step() calls",
@@ -248,7 +256,6 @@ def run(args) -> int:
                 if failure is not None
                 else f"exited with code {exit_code}"
             )
-            code = 1 if failure is not None else exit_code
             print(
                 f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
                 f"before step {start}; "
@@ -277,10 +284,16 @@ def run(args) -> int:
             f"nothing was recorded. Use --steps with a range below {steps_seen}, "
             "or run more steps"
         )
-    if steps_seen < stop:
+    numbers = [s["step"] for s in recorded[0].steps]
+    if numbers and numbers[-1] < stop - 1:
+        # The steps the report holds (a signal's cut span includes the step it came in).
+        ended = (
+            f"stood aside for the script's own gpuprof.profile (at {prof.stood_aside_for})"
+            if prof.stood_aside_for
+            else f"the script ended after {steps_seen} steps"
+        )
         print(
-            f"gpuprof run: the script ended after {steps_seen} steps; the report covers steps "
-            f"{start}..{steps_seen - 1} only",
+            f"gpuprof run: {ended}; the report covers steps {numbers[0]}..{numbers[-1]} only",
             file=sys.stderr,
         )
     if not args.quiet:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import weakref
 from typing import Callable, Optional
 
 _ACTIVE: Optional[OptimizerSteps] = None
@@ -46,6 +47,20 @@ def _returning(step_fn):
     return step
 
 
+def _returning_bound(step_fn):
+    """The same for a ``step`` set on the optimizer object itself (an LR scheduler's wrapper, which
+    calls the class's step as it was when the scheduler was made, so the class's wrapper above is
+    never reached): without it every boundary would be taken inside torch's optimizer post hook."""
+    unbound = _returning(lambda _self, *args, **kwargs: step_fn(*args, **kwargs))
+
+    @functools.wraps(step_fn)  # keeps the scheduler's _wrapped_by_lr_sched mark
+    def step(*args, **kwargs):
+        return unbound(None, *args, **kwargs)
+
+    step._gpuprof_wrapped = step_fn  # type: ignore[attr-defined]
+    return step
+
+
 class OptimizerSteps:
     def __init__(self, prof) -> None:
         self.prof = prof
@@ -58,6 +73,7 @@ class OptimizerSteps:
         self._depth = 0  # wrapped Optimizer.step calls in progress
         self._pending = False  # a step ended in the hook, its boundary not taken yet
         self._wrapped: list[type] = []
+        self._wrapped_objects: list[tuple] = []  # (weakref to the optimizer, its own step before)
 
     def install(self) -> OptimizerSteps:
         global _ACTIVE
@@ -84,10 +100,22 @@ class OptimizerSteps:
         cls.step = _returning(step_fn)
         self._wrapped.append(cls)
 
+    def _wrap_object(self, optimizer) -> None:
+        own = optimizer.__dict__.get("step")
+        if own is None or getattr(own, "_gpuprof_wrapped", None) is not None:
+            return
+        try:
+            optimizer.step = _returning_bound(own)
+            self._wrapped_objects.append((weakref.ref(optimizer), own))
+        except (AttributeError, TypeError):  # an optimizer that refuses attributes: boundaries in the hook
+            pass
+
     def _after_step(self, optimizer, args, kwargs) -> None:
         if self._pacer is None:
             self._pacer = id(optimizer)
             self._wrap(type(optimizer))
+        if id(optimizer) == self._pacer:
+            self._wrap_object(optimizer)  # a scheduler made after the first step wraps it again
         if id(optimizer) != self._pacer or self.user_steps:
             return
         self.optimizer_steps += 1
@@ -123,6 +151,14 @@ class OptimizerSteps:
             if original is not None:
                 cls.step = original
         self._wrapped.clear()
+        for ref, own in self._wrapped_objects:
+            optimizer = ref()
+            if (
+                optimizer is not None
+                and getattr(optimizer.__dict__.get("step"), "_gpuprof_wrapped", None) is own
+            ):
+                optimizer.step = own
+        self._wrapped_objects.clear()
         if _ACTIVE is self:
             _ACTIVE = None
         if self.prof.__dict__.get("step") is not None:

@@ -18,34 +18,9 @@ import time
 import weakref
 from typing import Any, Optional
 
+from .._host import cpu_budget, cpus_available  # noqa: F401 (public here too)
 from .input_reader import PipelineCapture
 from .input_records import set_current_channel
-
-
-def cpus_available() -> int:
-    """CPUs this process may run on (its affinity mask: what SLURM or taskset granted)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def cpu_budget() -> tuple[float, str]:
-    """The CPUs this process may use, and what set the number: the affinity mask (taskset, SLURM's
-    binding), SLURM's ``--cpus-per-task`` when it is smaller, or a cgroup CPU quota (a container's
-    ``--cpus``) when that is smaller still."""
-    n, source = float(cpus_available()), "affinity mask"
-    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    if slurm.isdigit() and 0 < int(slurm) < n:
-        n, source = float(slurm), "SLURM_CPUS_PER_TASK"
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
-            quota, period = f.read().split()[:2]
-        if quota != "max" and float(period) > 0 and 0 < float(quota) / float(period) < n:
-            n, source = float(quota) / float(period), "cgroup cpu.max"
-    except (OSError, ValueError):
-        pass
-    return n, source
 
 
 def _ready_batches(it: Any) -> int:

@@ -16,25 +16,12 @@ import socket
 import sys
 from typing import Optional
 
+from .._host import LAUNCHER_VARIABLES, job_rank  # noqa: F401 (public here too)
+from .._host import dist_if_initialized as _dist
+
 log = logging.getLogger("gpuprof")
 
 DEFAULT_TIMEOUT_S = 60.0
-
-
-def _dist():
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return None
-    try:
-        if dist.is_available() and dist.is_initialized():
-            return dist
-    except Exception:
-        return None
-    return None
 
 
 def rank_info(batch_size: Optional[int] = None) -> dict:
@@ -102,34 +89,6 @@ def distributed_info() -> Optional[dict]:
 # torchrun's come first: under `srun torchrun ...` or `mpirun torchrun ...` a process is one of
 # torchrun's ranks, not the launcher's task. LOCAL_RANK alone (a launcher that sets nothing else)
 # is the last resort: it is only unique on one node.
-LAUNCHER_VARIABLES = (
-    ("RANK", "WORLD_SIZE", "torchrun"),
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"),
-    ("PMI_RANK", "PMI_SIZE", "mpirun (MPICH, Intel MPI)"),
-    ("SLURM_PROCID", "SLURM_NTASKS", "srun"),
-    ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK"),
-)
-
-
-def job_rank(environ: Optional[dict] = None) -> tuple[int, int, str]:
-    """(rank, world size, where they came from) of this process in its job: torch.distributed's
-    when the process group is initialised (the truth), else the first launcher whose variables are
-    set (``LAUNCHER_VARIABLES``), else (0, 1, ""). Reads no torch the program has not imported."""
-    dist = _dist()
-    if dist is not None:
-        try:
-            if dist.get_world_size() > 1:
-                return dist.get_rank(), dist.get_world_size(), "torch.distributed"
-        except Exception:
-            pass
-    env = os.environ if environ is None else environ
-    for rank_var, size_var, launcher in LAUNCHER_VARIABLES:
-        r, w = env.get(rank_var, "").strip(), env.get(size_var, "").strip()
-        if r.isdigit() and w.isdigit() and int(r) < int(w):
-            return int(r), int(w), launcher
-    return 0, 1, ""
-
-
 _sessions = 0  # gpuprof.profile sessions entered in this process: the same count on every rank
 
 

@@ -6,6 +6,25 @@ import enum
 from typing import Callable
 
 
+class StepRangeError(ValueError):
+    """A step range written wrong: the message says how to write it."""
+
+
+def step_range(text: str, option: str = "--steps") -> tuple[int, int]:
+    """``"10:15"`` -> (10, 15): steps 10 to 14 (0-based, end excluded, like a Python slice)."""
+    first, sep, last = text.partition(":")
+    try:
+        start, stop = int(first), int(last)
+    except ValueError:
+        start = stop = -1
+    if not sep or start < 0 or stop <= start:
+        raise StepRangeError(
+            f"{option} {text!r}: write START:STOP with 0 <= START < STOP, e.g. {option} 10:15 "
+            "(records steps 10 to 14)"
+        )
+    return start, stop
+
+
 class ProfilerAction(enum.Enum):
     NONE = 0  # hooks removed: the step runs at full speed
     WARMUP = 1  # hooks installed, events discarded (first-call costs stay out of the data)

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Union
 
 from ..collect.schedule import ProfilerAction
 from ..collect.schedule import schedule as make_schedule
-from ..collect.session import profile
+from ..session import profile
 
 #: The default window: skip the first steps (data loader start-up, first-call costs), warm up one,
 #: record five. A trainer run shorter than that records what it reaches.
@@ -23,8 +23,8 @@ DEFAULT_SCHEDULE = dict(wait=2, warmup=1, active=5, repeat=1)
 
 def rank() -> tuple[int, int]:
     """(rank, world size) of this process: torch.distributed's when it is initialised, else the
-    launcher's variables (torchrun, mpirun, SLURM: ``collect.exchange.job_rank``), else (0, 1)."""
-    from ..collect.exchange import job_rank
+    launcher's variables (torchrun, mpirun, SLURM: ``_host.job_rank``), else (0, 1)."""
+    from .._host import job_rank
 
     r, world, _how = job_rank()
     return r, world

@@ -53,18 +53,16 @@ class GpuprofMagics(Magics):
     @cell_magic
     def gpuprof(self, line: str, cell: str):
         """Profile this cell and show where each step's time went."""
-        from ..cli import UserError
-        from ..cli.run import parse_steps
         from ..collect.autostep import OptimizerSteps
-        from ..collect.schedule import schedule
-        from ..collect.session import ProfilerError, profile
+        from ..collect.schedule import StepRangeError, schedule, step_range
+        from ..session import ProfilerError, profile
 
         args = magic_arguments.parse_argstring(self.gpuprof, line)
         sched = None
         if args.steps:
             try:
-                start, stop = parse_steps(args.steps)
-            except UserError as e:
+                start, stop = step_range(args.steps)
+            except StepRangeError as e:
                 print(f"%%gpuprof: {e}")
                 return None
             warmup = 1 if start >= 1 else 0
@@ -74,6 +72,7 @@ class GpuprofMagics(Magics):
         error = None
         with profile(schedule=sched) as prof:
             ns["prof"] = prof
+            prof.warn_without_steps = False  # a cell without steps is one step, as the magic says
             stepper = None if calls_prof_step(cell) else OptimizerSteps(prof).install()
             try:
                 exec(code, ns)

@@ -187,7 +187,7 @@ def save(directory: Union[str, os.PathLike], *, compress: bool = True) -> Callab
     root = Path(directory)
 
     def _save(prof) -> None:
-        from ..collect.exchange import job_rank
+        from .._host import job_rank
 
         report = prof.report()
         span = report.source.get("span", 0)
