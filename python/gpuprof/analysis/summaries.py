@@ -181,6 +181,9 @@ def unreadable(path: str, e: Exception) -> dict:
     """A file that could not be read, for the report: its path and why (an import error's own
     message, which names the byte; else the exception's type and message)."""
     shown = display_path(path)
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        # The OS's own error for this file ("[Errno 13] Permission denied: 'path'"): the cause alone.
+        return {"path": shown, "error": e.strerror[:1].lower() + e.strerror[1:]}
     message = str(e) if isinstance(e, (OSError, TraceImportError)) else f"{type(e).__name__}: {e}"
     for prefix in (f"{shown}: ", f"{path}: "):
         message = message.removeprefix(prefix)

@@ -1,0 +1,122 @@
+"""Inputs a user did not mean to give: every verb answers in one line (exit 2) or reads only what it
+can, never hangs, never runs out of memory, never prints a traceback (docs/analyze.md, "Limits")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuprof._native import _core
+from gpuprof.report.build import build_report
+
+_CLI = "import sys; from gpuprof.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _gpuprof(*args, env=None, limit_as=None, timeout=300):
+    """`gpuprof ARGS` in a fresh process; ``limit_as`` bounds its address space (bytes)."""
+    code = _CLI
+    if limit_as:
+        code = f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({limit_as}, {limit_as})); " + code
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _one_line_refusal(proc, *words):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def _rank_trace(rank: int, world: int):
+    """Three 12 ms steps of an operator and a 2 ms gloo allreduce, on rank ``rank`` of ``world``."""
+    t = _core.Trace()
+    for i in range(3):
+        start = i * 20_000_000
+        t.add_event("step", f"ProfilerStep#{i}", start, 12_000_000)
+        t.add_event("host_op", "aten::mm", start + 1000, 9_998_000)
+        t.add_event("host_op", "gloo:all_reduce", start + 10_000_000, 2_000_000)
+    t.metadata = {"distributedInfo": json.dumps({"rank": rank, "world_size": world, "backend": "gloo"})}
+    return t
+
+
+def _write_rank_traces(folder: Path, world: int) -> list[Path]:
+    """One Kineto trace file per rank (what a saved report writes beside itself), the report removed."""
+    out = []
+    for r in range(world):
+        report = folder / f"rank{r}.json"
+        build_report(_rank_trace(r, world)).to_json(report)
+        report.unlink()
+        out.append(folder / f"rank{r}.trace.json.gz")
+    return out
+
+
+def test_a_fifo_named_json_in_a_folder_is_not_opened(tmp_path):
+    # Opening a FIFO for reading blocks until a writer comes: the scan must not open it at all.
+    _write_rank_traces(tmp_path, 2)
+    os.mkfifo(tmp_path / "pipe.json")
+    os.mkfifo(tmp_path / "pipe.json.gz")
+    proc = _gpuprof("analyze", tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 ranks" in proc.stdout or "rank 1" in proc.stdout, proc.stdout
+    assert "pipe.json" not in proc.stdout + proc.stderr
+
+
+def _as_another_user():
+    """(argv prefix, folder) to run a verb as a user a mode-000 file keeps out: this user when it is
+    not root; as root, user 65534 (nobody) through setpriv, in a folder that user may enter."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        return [], None
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: a mode-000 file stays readable")
+    folder = Path(tempfile.mkdtemp(prefix="gpuprof-perm-"))
+    folder.chmod(0o777)
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], folder
+
+
+def test_an_unreadable_rank_file_is_named_with_its_cause_and_listed_as_skipped(tmp_path):
+    import shutil
+
+    prefix, folder = _as_another_user()
+    folder = folder or tmp_path
+    try:
+        files = _write_rank_traces(folder, 3)
+        for f in files:
+            f.chmod(0o644)
+        bad = folder / "rank3.json"  # a rank file never made readable (what a job's umask can do)
+        bad.write_text("{}")
+        bad.chmod(0)
+        out = folder / "job.json"
+        proc = subprocess.run(
+            [*prefix, sys.executable, "-c", _CLI, "analyze", str(folder), "--ranks", "--workers", "1", "--json", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if "permission denied" not in proc.stderr.lower() and proc.returncode == 0 and not prefix:
+            pytest.skip("this user reads a mode-000 file: nothing to test")
+        assert proc.returncode == 0, proc.stderr
+        assert "neither a trace nor a gpuprof report" not in proc.stderr
+        assert f"skipped {bad}: permission denied" in proc.stderr, proc.stderr
+        job = json.loads(out.read_text())
+        assert job["cross_rank"]["skipped_files"] == [{"path": str(bad), "error": "permission denied"}]
+        assert [r["rank"] for r in job["ranks"]] == [0, 1, 2]
+    finally:
+        if prefix:
+            shutil.rmtree(folder, ignore_errors=True)
