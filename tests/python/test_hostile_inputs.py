@@ -104,7 +104,19 @@ def test_an_unreadable_rank_file_is_named_with_its_cause_and_listed_as_skipped(t
         bad.chmod(0)
         out = folder / "job.json"
         proc = subprocess.run(
-            [*prefix, sys.executable, "-c", _CLI, "analyze", str(folder), "--ranks", "--workers", "1", "--json", str(out)],
+            [
+                *prefix,
+                sys.executable,
+                "-c",
+                _CLI,
+                "analyze",
+                str(folder),
+                "--ranks",
+                "--workers",
+                "1",
+                "--json",
+                str(out),
+            ],
             capture_output=True,
             text=True,
             timeout=300,
