@@ -132,3 +132,88 @@ def test_an_unreadable_rank_file_is_named_with_its_cause_and_listed_as_skipped(t
     finally:
         if prefix:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+_LIMIT_AS = 3 << 29  # 1.5 GiB of address space for each verb below
+
+
+@pytest.fixture(scope="module")
+def gzip_bomb(tmp_path_factory) -> Path:
+    """A 9 MB gzip file inflating to 1.2 GB of real events: one torch.profiler CPU-op record
+    repeated 11 million times (kept events cost at least 48 bytes each, about 530 MB, and a whole
+    analysis several times that: more than the 1.5 GiB the verbs run in)."""
+    import zlib
+
+    path = tmp_path_factory.mktemp("bomb") / "bomb.json.gz"
+    event = (
+        b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 5, '
+        b'"args": {"External id": 7}},'
+    )
+    chunk, chunks = event * 4096, 11_000_000 // 4096
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+    with open(path, "wb") as f:
+        f.write(z.compress(b'{"schemaVersion": 1, "traceEvents": ['))
+        for _ in range(chunks):
+            f.write(z.compress(chunk))
+        f.write(z.compress(event[:-1] + b"]}"))
+        f.write(z.flush())
+    return path
+
+
+def _verbs(path: Path, folder: Path, out: Path):
+    """Every verb that reads an input, given ``path`` (``folder`` holds it as its only file)."""
+    return {
+        "analyze": ["analyze", path],
+        "analyze DIR": ["analyze", folder],
+        "report": ["report", path],
+        "diff": ["diff", path, path],
+        "check": ["check", path, "--max", "step_us=1"],
+        "scaling": ["scaling", path],
+        "export": ["export", folder, "--merged", out],
+    }
+
+
+@pytest.mark.parametrize("verb", list(_verbs(Path(), Path(), Path())))
+def test_a_gzip_bomb_is_refused_in_one_line_by_every_verb(verb, gzip_bomb, tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    os.symlink(gzip_bomb, folder / "rank0.json.gz")
+    args = _verbs(gzip_bomb, folder, tmp_path / "merged.json")[verb]
+    line = _one_line_refusal(_gpuprof(*args, limit_as=_LIMIT_AS), ".json.gz")
+    if verb.startswith(("analyze", "export")):  # the events are read: the cap and its setting
+        assert "events" in line and "GPUPROF_MAX_EVENTS" in line, line
+    else:  # a report is JSON text: a gzip file is not one
+        assert "gpuprof analyze" in line or "not" in line, line
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+@pytest.mark.parametrize("verb", ["analyze", "report", "diff", "check", "scaling"])
+def test_a_file_without_end_is_refused_in_one_line_by_every_verb(verb, tmp_path):
+    args = _verbs(Path("/dev/zero"), tmp_path, tmp_path / "merged.json")[verb]
+    line = _one_line_refusal(_gpuprof(*args, limit_as=_LIMIT_AS), "/dev/zero")
+    if verb != "analyze":  # analyze's importer stops at the first byte that is not JSON
+        assert "GPUPROF_MAX_REPORT_MIB" in line, line
+
+
+def test_the_report_cap_is_a_setting(tmp_path):
+    report = tmp_path / "report.json"
+    build_report(_rank_trace(0, 1)).to_json(report, trace=False)
+    assert _gpuprof("report", report).returncode == 0
+    big = {**json.loads(report.read_text()), "padding": "x" * (1 << 20)}  # just over 1 MiB
+    report.write_text(json.dumps(big))
+    line = _one_line_refusal(
+        _gpuprof("report", report, env={"GPUPROF_MAX_REPORT_MIB": "1"}), "larger than 1 MiB"
+    )
+    assert "GPUPROF_MAX_REPORT_MIB" in line
+    assert _gpuprof("report", report, env={"GPUPROF_MAX_REPORT_MIB": "2"}).returncode == 0
+
+
+def test_the_event_cap_is_a_setting(tmp_path):
+    report = tmp_path / "r.json"
+    build_report(_rank_trace(0, 1)).to_json(report)  # 9 events and 3 step markers
+    trace = tmp_path / "r.trace.json.gz"
+    line = _one_line_refusal(
+        _gpuprof("analyze", trace, env={"GPUPROF_MAX_EVENTS": "5"}), "more than 5 events"
+    )
+    assert "the GPUPROF_MAX_EVENTS setting" in line
+    assert _gpuprof("analyze", trace, env={"GPUPROF_MAX_EVENTS": "100"}).returncode == 0

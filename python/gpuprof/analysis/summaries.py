@@ -10,7 +10,6 @@ dask.distributed cluster instead. Nothing here imports torch.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional, Union
 
 from ..traces.folders import is_report
-from ..traces.read import TraceImportError, display_path, import_trace, trace_source
+from ..traces.read import TraceImportError, display_path, import_trace, read_json, trace_source
 from . import report_dict
 from .ranks import summary_from_report
 
@@ -56,8 +55,7 @@ def summarize_file(
     p = Path(path)
     from_report = p.name.endswith(".json") and is_report(p)
     if from_report:
-        with open(p, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(p)
     else:
         data = file_report_dict(
             p,

@@ -67,6 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         # escape in it shows as \n, \x1b).
         print(f"gpuprof {args.verb}: {printable(e)}", file=sys.stderr)
         return 2
+    except MemoryError:
+        # Past the caps that refuse an input before memory runs out (the process's memory was
+        # already spent elsewhere): still one line, and the settings that bound an input.
+        print(
+            f"gpuprof {args.verb}: out of memory reading the input (GPUPROF_MAX_EVENTS and "
+            "GPUPROF_MAX_REPORT_MIB bound what one input may take: docs/analyze.md, 'Limits')",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print(f"gpuprof {args.verb}: interrupted", file=sys.stderr)
         return 130

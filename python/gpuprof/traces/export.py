@@ -76,9 +76,9 @@ def rank_traces(folder: Union[str, os.PathLike], unrecognised: Optional[list] = 
     the rank as the saved report that wrote the trace says it (None for a torch.profiler trace:
     its distributedInfo says it once read). A report and its own trace are one (the job's copy of
     rank 0's report at the top of a ``gpuprof run`` folder names the same trace as rank 0's)."""
-    import json
 
     from .folders import is_report, own_trace, rank_files
+    from .read import read_json
 
     found: dict = {}
     for f in rank_files(folder, unrecognised):
@@ -87,8 +87,7 @@ def rank_traces(folder: Union[str, os.PathLike], unrecognised: Optional[list] = 
             if trace is None:
                 continue  # a report saved without its trace has no events to draw
             try:
-                with open(f, encoding="utf-8") as fh:
-                    rank = (json.load(fh).get("distributed") or {}).get("rank")
+                rank = (read_json(f).get("distributed") or {}).get("rank")
             except (OSError, ValueError):
                 rank = None
             key = trace.resolve()
