@@ -217,3 +217,58 @@ def test_the_event_cap_is_a_setting(tmp_path):
     )
     assert "the GPUPROF_MAX_EVENTS setting" in line
     assert _gpuprof("analyze", trace, env={"GPUPROF_MAX_EVENTS": "100"}).returncode == 0
+
+
+def test_a_json_list_of_values_is_not_a_trace(tmp_path):
+    # The Chrome "JSON Array Format" is a list of event objects; a list of numbers held none, and
+    # its "0 steps" report exited 0, passing a CI gate on junk.
+    junk = tmp_path / "junk.json"
+    junk.write_text("[1, 2, 3]")
+    line = _one_line_refusal(_gpuprof("analyze", junk), "junk.json")
+    assert "a JSON list of 3 values, none of them an event object" in line
+    events = tmp_path / "events.json"  # the same format with one event in it is read
+    events.write_text(
+        '[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 2}]'
+    )
+    assert _gpuprof("analyze", events).returncode == 0
+
+
+def test_analyze_of_a_gpuprof_report_points_to_gpuprof_report(tmp_path):
+    report = tmp_path / "my report.json"
+    build_report(_rank_trace(0, 1)).to_json(report, trace=False)
+    line = _one_line_refusal(_gpuprof("analyze", report))
+    assert line.endswith(f"a gpuprof report, not a trace: show it with `gpuprof report '{report}'`"), line
+    assert _gpuprof("report", report).returncode == 0
+
+
+@pytest.mark.parametrize("under", ["afile/x.json", "afile/deeper/x.json"])
+def test_writing_under_a_file_names_the_file(tmp_path, under):
+    (tmp_path / "afile").write_text("")
+    report = tmp_path / "report.json"
+    build_report(_rank_trace(0, 1)).to_json(report, trace=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CLI, "report", "report.json", "-f", "json", "-o", under],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    line = _one_line_refusal(proc)
+    assert line == f"gpuprof report: cannot write {under}: {tmp_path / 'afile'} is a file, not a folder", line
+
+
+def test_a_steps_value_starting_with_a_dash_gets_the_tools_message(tmp_path):
+    line = _one_line_refusal(_gpuprof("run", "--steps", "-1:3", tmp_path / "train.py"))
+    assert line.startswith("gpuprof run: --steps '-1:3': write START:STOP with 0 <= START < STOP"), line
+
+
+def test_only_the_verbs_own_options_are_joined():
+    from gpuprof.cli import _negative_values_joined, build_parser
+
+    run = build_parser(["run"]).get_default("verb_parsers")["run"]
+    assert _negative_values_joined(["run", "--steps", "-1:3", "t.py"], run) == ["run", "--steps=-1:3", "t.py"]
+    # After the script, every argument is the script's, as given.
+    argv = ["run", "--out", "o", "--stop-after", "t.py", "--steps", "-1:3", "--lr", "-0.5"]
+    assert _negative_values_joined(argv, run) == argv
+    # A value that is one of the verb's options stays apart (argparse's message for the missing value).
+    assert _negative_values_joined(["run", "--steps", "--out", "o"], run) == ["run", "--steps", "--out", "o"]

@@ -200,8 +200,15 @@ def import_trace(
             settings["import_cpus"] = import_cpus
         cap = max_events or default_max_events()
         try:
-            return _core.import_trace(os.fsencode(p), max_bytes, cap, **settings)
+            trace, stats = _core.import_trace(os.fsencode(p), max_bytes, cap, **settings)
         except TraceImportError as e:
+            if "no traceEvents list" in str(e) and _is_gpuprof_report(p):
+                import shlex
+
+                raise TraceImportError(
+                    f"{display_path(p)}: a gpuprof report, not a trace: show it with "
+                    f"`gpuprof report {shlex.quote(display_path(p))}`"
+                ) from None
             if max_events or "(the max_events limit;" not in str(e):
                 raise
             left = memory_available() / 2**30
@@ -214,9 +221,28 @@ def import_trace(
                 f"{display_path(p)}: more than {cap:,} events, {why} (set GPUPROF_MAX_EVENTS to a larger "
                 "number of events if the memory is there)"
             ) from None
+        records = stats["records"]
+        if records and stats["skipped_by_reason"].get("not an object", 0) == records:
+            # A JSON list of numbers or strings: nothing in it is an event, so no report of it
+            # (an empty "0 steps" report would pass a CI gate on junk).
+            raise TraceImportError(
+                f"{display_path(p)}: a JSON list of {records:,} value{'s' if records > 1 else ''}, none of "
+                'them an event object ({"ph": ..., "ts": ...}): not a Chrome/Kineto trace'
+            )
+        return trace, stats
     finally:
         if held is not None:
             os.close(held)
+
+
+def _is_gpuprof_report(path: Path) -> bool:
+    """Whether a file that is not a trace is one of gpuprof's own saved reports."""
+    from .folders import is_report
+
+    try:
+        return stat.S_ISREG(path.stat().st_mode) and is_report(path)
+    except OSError:
+        return False
 
 
 def trace_source(path: Union[str, os.PathLike], stats: dict) -> dict:
