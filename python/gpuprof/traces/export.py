@@ -52,6 +52,8 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
             continue
         except Exception as e:
             first_error = e
+        if with_trace is not False and report.trace_path:
+            written.append(report.trace_path)  # the trace went out whole before the file failed
         if with_trace is False or report.trace_path:
             failed.append(f"{path}: {failure_reason(first_error)}")  # the file itself
             continue
