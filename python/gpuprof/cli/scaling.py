@@ -56,8 +56,8 @@ def add_parser(subparsers) -> None:
 
 def _load(path: str) -> dict:
     if os.path.isdir(path):
-        from ..analysis.summaries import summarize_files
         from ..report.build import cross_rank_report
+        from ..report.inputs import summarize_files
         from ..traces.folders import rank_files
 
         files = rank_files(path)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Union
 
-from .read import display_path
+from .read import display_path, is_report
 
 _SNIFF = 1 << 12
 
@@ -82,14 +82,6 @@ def _is_regular(p: Path) -> bool:
         return stat.S_ISREG(p.stat().st_mode)
     except OSError:
         return False
-
-
-def is_report(p: Path) -> bool:
-    """A gpuprof report (its head names a ``schema_version``) rather than a trace; OSError when the
-    file cannot be read."""
-    with open(p, "rb") as f:
-        head = f.read(_SNIFF)
-    return b'"schema_version"' in head and b'"traceEvents"' not in head
 
 
 # Files in a folder that are not traces although they end in .json: gpuprof's own saved reports.

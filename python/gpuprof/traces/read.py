@@ -237,8 +237,6 @@ def import_trace(
 
 def _is_gpuprof_report(path: Path) -> bool:
     """Whether a file that is not a trace is one of gpuprof's own saved reports."""
-    from .folders import is_report
-
     try:
         return stat.S_ISREG(path.stat().st_mode) and is_report(path)
     except OSError:
@@ -258,3 +256,11 @@ def trace_source(path: Union[str, os.PathLike], stats: dict) -> dict:
         "ignored_records": stats["ignored_records"],
         "skipped_by_reason": dict(stats["skipped_by_reason"]),
     }
+
+
+def is_report(p: Path) -> bool:
+    """A gpuprof report (its head names a ``schema_version``) rather than a trace; OSError when the
+    file cannot be read."""
+    with open(p, "rb") as f:
+        head = f.read(1 << 12)
+    return b'"schema_version"' in head and b'"traceEvents"' not in head
