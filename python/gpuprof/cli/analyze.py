@@ -22,7 +22,7 @@ def add_parser(subparsers) -> None:
         "--json",
         metavar="OUT",
         dest="json_out",
-        help="also write the report as JSON (a list of reports for a folder)",
+        help="also write the report as JSON (a list of reports for a folder that is not one job)",
     )
     p.add_argument(
         "--html",
