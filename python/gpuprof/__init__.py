@@ -15,7 +15,7 @@ from .traces.read import TraceImportError
 # Names whose modules load on first use (PEP 562), so that `gpuprof analyze` and the renderers
 # skip the live profiler and the exporter, and `import gpuprof` skips the advice rules.
 _LAZY = {
-    "analyze": "report.build",
+    "analyze": "report.inputs",
     "profile": "session",
     "current": "session",
     "ProfilerError": "session",

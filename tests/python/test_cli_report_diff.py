@@ -96,3 +96,48 @@ def test_diff_of_cpu_reports_has_no_kernel_section(tmp_path, capsys):
     assert main(["diff", b, b]) == 0
     out = capsys.readouterr().out
     assert "(+0.0%)" in out and "GPU kernels" not in out
+
+
+def _timed_report(path, step_ms: float, batch_size):
+    """A saved report of 3 steps of ``step_ms`` of one operator, run with ``batch_size`` samples per
+    step (its DataLoader's, as a live report holds it)."""
+    from gpuprof._native import _core
+    from gpuprof.report.build import build_report
+
+    t = _core.Trace()
+    for i in range(3):
+        start = i * 100_000_000
+        t.add_event("step", f"ProfilerStep#{i}", start, int(step_ms * 1e6))
+        t.add_event("host_op", "aten::mm", start, int(step_ms * 1e6))
+    loader = {"iterator": "_SingleProcessDataLoaderIter", "dataset": "TensorDataset", "dataset_length": 1024}
+    loader |= {"batch_size": batch_size, "num_workers": 0, "pin_memory": False, "prefetch_factor": None}
+    build_report(t, dataloaders=[loader]).to_json(path, trace=False)
+    return path
+
+
+def test_diff_of_runs_with_other_batch_sizes_compares_per_sample(tmp_path, capsys):
+    # 20 ms for 32 samples, then 31.1 ms for 64: +55.5% a step, but 0.625 -> 0.486 ms a sample
+    # (-22.2%): the larger batch made each sample faster.
+    base = str(_timed_report(tmp_path / "b32.json", 20.0, 32))
+    new = str(_timed_report(tmp_path / "b64.json", 31.1, 64))
+
+    def diff(*args) -> str:
+        assert main(["diff", *args]) == 0
+        return capsys.readouterr().out
+
+    text = diff(base, new)
+    assert "20.000 ms -> 31.100 ms (+55.5%)" in text
+    assert (
+        "batch size changed: 32 -> 64 samples per step, so the step times do not compare; "
+        "per sample: 0.625 ms -> 0.486 ms (-22.2%)" in text
+    ), text
+    d = json.loads(diff(base, new, "-f", "json"))
+    assert d["batch_size"] == {"base": 32, "new": 64}
+    assert d["sample_time_us"]["base"] == pytest.approx(625.0)
+    assert d["sample_time_us"]["new"] == pytest.approx(31100 / 64)
+    assert "**Batch size changed: 32 -> 64" in diff(base, new, "-f", "md")
+    # The same batch size: nothing said, nothing added.
+    same = str(_timed_report(tmp_path / "b32b.json", 31.1, 32))
+    d = json.loads(diff(base, same, "-f", "json"))
+    assert "batch_size" not in d and "sample_time_us" not in d
+    assert "batch size" not in diff(base, same)

@@ -89,8 +89,8 @@ def test_folder_of_saved_reports_is_a_cross_rank_report(run, tmp_path):
 
 def test_dask_local_cluster_gives_the_same_report(run, tmp_path):
     distributed = pytest.importorskip("distributed", reason="python -m pip install distributed")
-    from gpuprof.analysis.summaries import summarize_files
     from gpuprof.report.build import cross_rank_report
+    from gpuprof.report.inputs import summarize_files
     from gpuprof.traces.folders import rank_files
 
     files = rank_files(run / "traces")
@@ -106,8 +106,8 @@ def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
     # Workers are replaced after tasks_per_worker files. With ProcessPoolExecutor's own
     # max_tasks_per_child this hung for ever on Python 3.11/3.12 once a worker retired with files
     # still queued (CPython gh-115634): 2 workers, 1 file each before retiring, 7 files.
-    from gpuprof.analysis.summaries import summarize_files
     from gpuprof.report.build import cross_rank_report
+    from gpuprof.report.inputs import summarize_files
 
     folder = tmp_path / "many"
     folder.mkdir()
@@ -121,7 +121,7 @@ def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, json; from gpuprof.analysis.summaries import summarize_files; "
+            "import sys, json; from gpuprof.report.inputs import summarize_files; "
             "r = summarize_files(sys.argv[1:], workers=2, tasks_per_worker=1); "
             "print(json.dumps([s['source'] for s, _ in r]))",
             *map(str, files),

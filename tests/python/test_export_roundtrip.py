@@ -59,9 +59,14 @@ def test_save_writes_report_and_trace_per_span_and_analyze_reads_them_back(live_
     assert spans == ["span_000", "span_001"]
     for span in spans:
         assert (out / span / "report.json").is_file() and (out / span / "trace.json.gz").is_file()
-    reports = gpuprof.analyze(out)  # report.json files are not traces and are left out
+    # Each span's trace read back gives the report saved beside it.
+    reports = [gpuprof.analyze(out / s / "trace.json.gz") for s in spans]
     assert [Path(r.to_dict()["source"]["path"]).parent.name for r in reports] == spans
     saved = [gpuprof.Report.load(out / s / "report.json") for s in spans]
+    # The folder, as `gpuprof analyze out` prints it: each span once, from its saved report (the
+    # trace each report wrote beside itself is the same span).
+    folder = gpuprof.analyze(out)
+    assert [r.to_dict()["steps"] for r in folder] == [r.to_dict()["steps"] for r in saved]
     for imported, original in zip(reports, saved):
         same_steps(imported, original)
         assert imported.counts["events"] == original.counts["events"]

@@ -428,3 +428,41 @@ def test_doctor_refuses_a_planted_entry_as_a_run_does(tmp_path, good_module):
     state, detail = _doctor(tmp_path)
     assert state == "cannot compile", detail  # a run moves it aside, and cannot compile (no CXX)
     assert f"belongs to uid {FOREIGN_UID}" in detail and "move the cached hooks aside" in detail
+
+
+def test_a_linked_cache_folder_is_judged_by_its_owner_and_its_target_not_the_links_mode(
+    tmp_path, monkeypatch
+):
+    # A link's own mode is always 777 (lstat) and gives no one anything: a link of one's own to a
+    # private folder of one's own is used; refusing it "for mode 777" named the wrong cause.
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    (root / "hooks").symlink_to(real)
+    monkeypatch.setenv("GPUPROF_CACHE_DIR", str(root))
+    assert _hooks_cache.hooks_dir(create=False) == (root / "hooks", [])
+    real.chmod(0o777)  # the folder it leads to is judged as any folder
+    folder, passed = _hooks_cache.hooks_dir(create=False)
+    assert folder == root / f"hooks-u{os.geteuid()}"
+    assert passed == [f"{root / 'hooks'} is writable by group and others (mode 777)"]
+    real.chmod(0o700)
+    if os.geteuid() == 0:  # root can give a link away: one of another user's is passed over
+        os.lchown(root / "hooks", FOREIGN_UID, FOREIGN_UID)
+        _folder, passed = _hooks_cache.hooks_dir(create=False)
+        assert passed == [
+            f"{root / 'hooks'} is a symbolic link that belongs to uid {FOREIGN_UID}, not to you or root"
+        ]
+
+
+def test_a_linked_cache_entry_is_refused_as_a_link(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    folder = tmp_path / "hooks"
+    folder.mkdir(mode=0o700)
+    (folder / "key").symlink_to(target)
+    item = _hooks_cache.entry(folder, "key")
+    assert (item.state, item.why) == (
+        "bad",
+        f"{folder / 'key'} is a symbolic link (an entry of the cache is never followed through one)",
+    )

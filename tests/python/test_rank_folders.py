@@ -108,3 +108,90 @@ def test_a_trailing_trace_with_no_work_in_its_steps_is_named_and_left_out(tmp_pa
     (alone / "w.3.pt.trace.json.gz").write_bytes((alone / "w.2.pt.trace.json.gz").read_bytes())
     proc = _analyze(alone)
     assert proc.returncode == 0 and "left out" not in proc.stderr
+
+
+def test_the_api_and_the_cli_give_one_report_of_a_folder(tmp_path):
+    # gpuprof.analyze(folder) is the report `gpuprof analyze folder` prints: for the ranks of a job
+    # one cross-rank Report (it returned a list of per-file reports before), for other files one
+    # report each; the same JSON, byte for byte.
+    import gpuprof
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in range(2):
+        build_report(_rank_trace(r, 2, extra_us=8000 if r == 1 else 0)).to_json(job / f"rank{r}.json")
+    report = gpuprof.analyze(job)
+    assert isinstance(report, gpuprof.Report)
+    assert [r["rank"] for r in report.data["ranks"]] == [0, 1] and [
+        s["rank"] for s in report.data["stragglers"]
+    ] == [1]
+    out = tmp_path / "job.json"
+    assert _analyze(job, "--json", str(out)).returncode == 0
+    assert out.read_text() == report.to_json() + "\n"
+
+    runs = tmp_path / "runs"  # two one-process runs: a report each, in path order
+    runs.mkdir()
+    for i in range(2):
+        build_report(_rank_trace(0, 1, extra_us=1000 * i)).to_json(runs / f"run{i}.json")
+    reports = gpuprof.analyze(runs)
+    assert [r.average["total_us"] for r in reports] == [12_000, 13_000]
+    out = tmp_path / "runs.json"
+    assert _analyze(runs, "--json", str(out)).returncode == 0
+    assert json.loads(out.read_text()) == [json.loads(r.to_json()) for r in reports]
+
+
+def test_each_rank_row_has_its_communication_table_and_distributed_info_is_an_object(tmp_path):
+    # Rank 1's allreduce takes 3 ms a call (rank 0's 2 ms): each rank's row carries its own table,
+    # as the plugin's distributed view has one per worker; distributedInfo is the object torch
+    # wrote, in each rank's report and in the job's (the job report held it as JSON text).
+    import gpuprof
+
+    for r in range(2):
+        t = _rank_trace(r, 2)
+        if r == 1:
+            t = _core.Trace()
+            for i in range(3):
+                start = i * 20_000_000
+                t.add_event("step", f"ProfilerStep#{i}", start, 13_000_000)
+                t.add_event("host_op", "aten::mm", start + 1000, 9_998_000)
+                t.add_event("host_op", "gloo:all_reduce", start + 10_000_000, 3_000_000)
+            t.metadata = {"distributedInfo": json.dumps({"rank": 1, "world_size": 2, "backend": "gloo"})}
+        rank_report = build_report(t)
+        assert rank_report.data["metadata"]["distributedInfo"] == {
+            "rank": r,
+            "world_size": 2,
+            "backend": "gloo",
+        }
+        rank_report.to_json(tmp_path / f"rank{r}.json")
+        (tmp_path / f"rank{r}.json").unlink()  # the traces only
+    job = gpuprof.analyze(tmp_path)
+    assert job.data["metadata"]["distributedInfo"] == {"rank": 0, "world_size": 2, "backend": "gloo"}
+    table = {
+        row["rank"]: [(c["name"], c["calls"], c["total_us"], c["mean_us"]) for c in row["collectives"]]
+        for row in job.data["ranks"]
+    }
+    assert table == {0: [("all_reduce", 3, 6000.0, 2000.0)], 1: [("all_reduce", 3, 9000.0, 3000.0)]}
+    assert set(job.data["ranks"][0]["collectives"][0]) == {
+        "name",
+        "process_group",
+        "pg_desc",
+        "group_size",
+        "calls",
+        "bytes",
+        "total_us",
+        "mean_us",
+    }
+
+
+def test_the_stored_ddp_trace_as_a_job_keeps_its_rank_table(shared_traces):
+    import gpuprof
+
+    folder = shared_traces / "hta_2xv100_ddp"
+    alone = gpuprof.analyze(folder / "rank0.json.gz", with_step_views=False).data
+    job = gpuprof.analyze(folder, ranks=True).data
+    assert isinstance(alone["metadata"]["distributedInfo"], dict)
+    assert job["metadata"]["distributedInfo"] == alone["metadata"]["distributedInfo"]
+    (row,) = job["ranks"]
+    keys = ("name", "process_group", "pg_desc", "group_size", "calls", "bytes", "total_us", "mean_us")
+    assert row["collectives"] == [{k: c[k] for k in keys} for c in alone["collectives"]]
+    assert row["collectives"] and all(c["calls"] > 0 for c in row["collectives"])

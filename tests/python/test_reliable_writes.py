@@ -216,3 +216,28 @@ def test_a_symlinked_destination_keeps_its_link(tmp_path):
 
     atomic.write_text(link, "new")
     assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_a_write_that_fails_after_the_trace_names_the_trace_as_written(tmp_path):
+    # The Chrome trace is written first (a few KB gzip), then report.json and report.html (larger):
+    # with the file-size limit between the two, as a disk that fills after the trace, the trace is
+    # whole on disk and the run must say so, not "wrote nothing".
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    free = tmp_path / "free"
+    p = _gpuprof("run", "--steps", "1:3", "--out", free, script, 6)
+    assert p.returncode == 0, p.stderr
+    trace_size = (free / "trace.json.gz").stat().st_size
+    report_size = min((free / "report.json").stat().st_size, (free / "report.html").stat().st_size)
+    assert trace_size * 3 < report_size, (trace_size, report_size)  # room for a limit between them
+    out = tmp_path / "out"
+    p = _gpuprof(
+        "run", "--steps", "1:3", "--out", out, script, 6, limit_bytes=(trace_size + report_size) // 2
+    )
+    assert p.returncode == 0, p.stderr
+    assert (out / "trace.json.gz").is_file() and not (out / "report.json").exists()
+    said = [ln for ln in p.stderr.splitlines() if "recorded steps" in ln]
+    assert len(said) == 1 and said[0].endswith(f"wrote {out / 'trace.json.gz'}"), p.stderr
+    (warning,) = [ln for ln in p.stderr.splitlines() if "could not write" in ln]
+    assert str(out / "report.json") in warning and str(out / "report.html") in warning
+    assert "File too large" in warning and "trace.json.gz" not in warning

@@ -101,7 +101,7 @@ def report_dict(
             "skipped": int(trace.skipped_events),
             "steps": len(steps),
         },
-        "metadata": dict(trace.metadata),
+        "metadata": report_metadata(trace.metadata),
     }
     # The input pipeline, stage by stage, from what a live span measured inside the DataLoader
     # (analysis/input_pipeline.py); absent when nothing was measured (an imported trace).
@@ -248,6 +248,24 @@ def clock_anchors(trace, drop_incomplete_last_step: bool = True) -> dict:
         calls[(keys[row], step, seen[k] - 1)] = end_us
     steps = {s["step"]: s["end_ns"] / 1000.0 for s in analysed["breakdown"]["steps"]}
     return {"calls": calls, "steps": steps}
+
+
+def report_metadata(metadata) -> dict:
+    """A trace's metadata as a report holds it: strings as they are, but ``distributedInfo`` (the
+    job torch.profiler wrote, kept by the importer as its JSON text) as the object it is, in
+    every report (one rank's, a folder's job report, a live span's)."""
+    out = dict(metadata)
+    raw = out.get("distributedInfo")
+    if isinstance(raw, str):
+        import json
+
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            out["distributedInfo"] = parsed
+    return out
 
 
 def process_groups(metadata: dict) -> list:

@@ -86,7 +86,26 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
         "mfu_pct": flops.get("mfu_pct"),
         "collectives": [_collective_key(r) for r in _rows(data.get("collectives"))],
         "collective_calls": data.get("collective_calls"),
+        "collective_table": [_collective_row(r) for r in _rows(data.get("collectives"))],
     }
+
+
+# A rank's own communication table in its ``ranks[]`` row: its report's ``collectives`` rows, the
+# columns every rank measures for itself (the waiting and transfer split needs the other ranks).
+_RANK_COLLECTIVE_KEYS = (
+    "name",
+    "process_group",
+    "pg_desc",
+    "group_size",
+    "calls",
+    "bytes",
+    "total_us",
+    "mean_us",
+)
+
+
+def _collective_row(row: dict) -> dict:
+    return {k: row.get(k) for k in _RANK_COLLECTIVE_KEYS}
 
 
 def _collective_key(row: dict) -> list:
@@ -187,6 +206,7 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
                 "comm_copy_overlap_pct": copy_overlap,
                 "tflops_per_s": s.get("tflops_per_s"),
                 "mfu_pct": s.get("mfu_pct"),
+                "collectives": list(s.get("collective_table") or []),
                 **_rank_energy(s, steps_of(s)),
             }
         )

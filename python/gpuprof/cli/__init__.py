@@ -40,6 +40,30 @@ def _named_verb(argv: list[str]) -> str | None:
     return argv[0] if argv and argv[0] in VERBS else None
 
 
+def _negative_values_joined(argv: list[str], verb_parser: argparse.ArgumentParser) -> list[str]:
+    """``--steps -1:3`` as ``--steps=-1:3``: argparse takes a value that starts with "-" (and is not a
+    plain negative number) for an option and says "expected one argument"; joined, the verb's own
+    check says what is wrong with the value. Options only: the scan stops at the first positional
+    (``gpuprof run script.py ...``: what follows is the script's)."""
+    out, i = list(argv[:1]), 1
+    while i < len(argv):
+        token = argv[i]
+        out.append(token)
+        i += 1
+        if token == "--" or not token.startswith("-"):
+            out += argv[i:]
+            break
+        action = verb_parser._option_string_actions.get(token)
+        if action is None or action.nargs == 0 or i >= len(argv):
+            continue
+        if argv[i].startswith("-") and argv[i] not in verb_parser._option_string_actions:
+            out[-1] = f"{token}={argv[i]}"
+        else:
+            out.append(argv[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     global _quick_exit
     _quick_exit = False
@@ -48,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     # `gpuprof`, `gpuprof --help` and a mistyped verb get the whole parser and its list of verbs.
     verb = _named_verb(argv)
     parser = build_parser([verb] if verb else None)
+    if verb:
+        argv = _negative_values_joined(argv, parser.get_default("verb_parsers")[verb])
     args, extra = parser.parse_known_args(argv)
     if extra:  # a mistyped option: the verb's own usage says which options it takes
         verb_parser = (getattr(args, "verb_parsers", None) or {}).get(getattr(args, "verb", None), parser)
@@ -66,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         # One line whatever the message quotes (a path or a trace name with a newline or an ANSI
         # escape in it shows as \n, \x1b).
         print(f"gpuprof {args.verb}: {printable(e)}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        # Past the caps that refuse an input before memory runs out (the process's memory was
+        # already spent elsewhere): still one line, and the settings that bound an input.
+        print(
+            f"gpuprof {args.verb}: out of memory reading the input (GPUPROF_MAX_EVENTS and "
+            "GPUPROF_MAX_REPORT_MIB bound what one input may take: docs/analyze.md, 'Limits')",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print(f"gpuprof {args.verb}: interrupted", file=sys.stderr)

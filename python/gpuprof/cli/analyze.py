@@ -22,7 +22,7 @@ def add_parser(subparsers) -> None:
         "--json",
         metavar="OUT",
         dest="json_out",
-        help="also write the report as JSON (a list of reports for a folder)",
+        help="also write the report as JSON (a list of reports for a folder that is not one job)",
     )
     p.add_argument(
         "--html",
@@ -72,7 +72,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     import stat
 
-    from ..report.build import analyze_file
+    from ..report.inputs import analyze
     from ..report.text import progress
     from ..traces.read import TraceImportError, check_path
 
@@ -82,129 +82,49 @@ def run(args) -> int:
         raise UserError(str(e)) from None
     if args.peak_tflops is not None and not args.peak_tflops > 0:
         raise UserError(f"--peak-tflops must be a positive number of TFLOPS, got {args.peak_tflops:g}")
-    if folder:
-        return _run_folder(args)
-    args.quick_exit = True  # only files read and written: cli.entry() may skip the teardown
-    files = [args.path]  # one file (a folder is every rank's file: _run_folder)
-    reports = []
-    # On a terminal, a bar over the files (a pulsing one for a single file: the import runs in C++
-    # without the GIL, so the bar keeps moving); nothing in logs and CI output.
-    size_mb = sum(os.path.getsize(f) for f in files) / 1e6
-    with progress(
-        f"analysing {len(files)} trace file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)", total=None
-    ) as advance:
-        for f in files:
-            try:
-                # The timelines and per-step tables only the JSON and HTML carry.
-                reports.append(
-                    analyze_file(
-                        f,
-                        drop_incomplete_last_step=not args.keep_incomplete_last_step,
-                        with_step_views=bool(args.json_out or args.html_out),
-                        peak_tflops=args.peak_tflops,
-                    )
-                )
-            except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
-                raise UserError(str(e)) from None
-            advance()
-    return _write_outputs(args, reports, lambda: reports[0].to_json())
+    if not folder:
+        args.quick_exit = True  # only files read and written: cli.entry() may skip the teardown
 
+    def reading(files: list):
+        # On a terminal, a bar over the files (a pulsing one for a single file: the import runs in
+        # C++ without the GIL, so the bar keeps moving); nothing in logs and CI output.
+        size_mb = sum(os.path.getsize(f) for f in files) / 1e6
+        label = f"analysing {len(files)} {'file' if folder else 'trace file'}{'s' if len(files) > 1 else ''}"
+        return progress(f"{label} ({size_mb:.0f} MB)", total=len(files) if folder else None)
 
-def _run_folder(args) -> int:
-    """A folder is map-reduce over its files (gpuprof.analysis.summaries)."""
-    from ..analysis.summaries import summarize_file, summarize_files
-    from ..report.build import build_report, cross_rank_report
-    from ..report.sections import printable
-    from ..report.text import progress
-    from ..traces.folders import rank_files
-    from ..traces.read import TraceImportError, display_path
-
-    unrecognised: list = []
     try:
-        files = rank_files(args.path, unrecognised)
-    except OSError as e:  # the folder itself cannot be listed
-        raise UserError(str(e)) from None
-    if not files:
-        raise UserError(
-            f"{display_path(args.path)}: no trace files (*.json.gz, or *.json with traceEvents) and no "
-            "gpuprof reports in this folder"
-        )
-    if args.workers is not None and args.workers < 1:
-        raise UserError(f"--workers must be 1 or more, got {args.workers}")
-    if unrecognised:  # listed and skipped: neither a trace nor a gpuprof report
-        names = ", ".join(printable(display_path(p)) for p in unrecognised[:5])
-        more = f" and {len(unrecognised) - 5} more" if len(unrecognised) > 5 else ""
-        print(
-            f"gpuprof analyze: skipped {len(unrecognised)} file(s) that are neither a trace nor a gpuprof "
-            f"report: {names}{more}",
-            file=sys.stderr,
-        )
-    drop = not args.keep_incomplete_last_step
-    keep = "all" if len(files) <= 64 else "rank0"
-    size_mb = sum(os.path.getsize(f) for f in files) / 1e6
-    skipped: list[dict] = []  # files that cannot be read: named, and the others reported
-    try:
-        with progress(
-            f"analysing {len(files)} file{'s' if len(files) > 1 else ''} ({size_mb:.0f} MB)", total=len(files)
-        ) as advance:
-            results = summarize_files(
-                files,
+        if folder:
+            result = analyze(
+                args.path,
+                drop_incomplete_last_step=not args.keep_incomplete_last_step,
+                peak_tflops=args.peak_tflops,
+                ranks=args.ranks,
                 workers=args.workers,
                 dask_address=args.dask,
-                drop_incomplete_last_step=drop,
-                keep_report=keep,
-                on_done=advance,
-                skipped=skipped,
-                peak_tflops=args.peak_tflops,
+                say=lambda line: print(f"gpuprof analyze: {line}", file=sys.stderr),
+                progress=reading,
             )
+        else:
+            with reading([args.path]) as advance:
+                result = analyze(
+                    args.path,
+                    drop_incomplete_last_step=not args.keep_incomplete_last_step,
+                    # The timelines and per-step tables only the JSON and HTML carry.
+                    with_step_views=bool(args.json_out or args.html_out),
+                    peak_tflops=args.peak_tflops,
+                )
+                advance()
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None
     except RuntimeError as e:
         if "--dask" in str(e):
             raise UserError(str(e)) from None
         raise
-    if skipped and len(skipped) == len(files):
-        first = skipped[0]
-        raise UserError(
-            f"no file of {display_path(args.path)} could be read: {first['path']}: {first['error']}"
-            + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else "")
-        )
-    for s in skipped:  # exit status 0: the report of the others is made, and says so
-        print(f"gpuprof analyze: skipped {printable(s['path'])}: {printable(s['error'])}", file=sys.stderr)
-    read = [(f, r) for f, r in zip(files, results) if r is not None]
-    job = args.ranks or any(s.get("world_size", 1) > 1 for _f, (s, _d) in read)
-    if job:
-        reports = [cross_rank_report([r for _f, r in read], skipped=skipped)]
-        payload = lambda: reports[0].to_json()  # noqa: E731 (built only for --json)
-    else:
-        reports, idle = [], []
-        for f, (_s, d) in read:
-            report = build_report(
-                analysed=d
-                if d is not None
-                else summarize_file(str(f), drop, keep_report="all", peak_tflops=args.peak_tflops)[1]
-            )
-            (idle if _no_work_in_steps(report) else reports).append((f, report))
-        if reports:  # a folder of nothing but idle traces still shows them, as they are
-            for f, _report in idle:
-                print(
-                    f"gpuprof analyze: left out {printable(display_path(f))}: its steps hold no recorded "
-                    "work (a torch.profiler cycle's trailing trace: the next cycle's warm-up only)",
-                    file=sys.stderr,
-                )
-        reports = [r for _f, r in (reports or idle)]
-        payload = lambda: "[\n" + ",\n".join(r.to_json() for r in reports) + "\n]"  # noqa: E731
-    return _write_outputs(args, reports, payload)
-
-
-def _no_work_in_steps(report) -> bool:
-    """No step, or steps of nothing but Other: no operator, range, data loading or device work was
-    recorded in them (what torch.profiler's schedule writes for the warm-up of a cycle that never
-    ran)."""
-    from ..analysis import CATEGORIES
-
-    avg = report.average
-    return not report.steps or all(not avg.get(f"{key}_us") for key, _name in CATEGORIES if key != "other")
+    except OSError as e:  # the folder itself cannot be listed
+        raise UserError(str(e)) from None
+    if isinstance(result, list):  # a folder of files that are not one job: one report each
+        return _write_outputs(args, result, lambda: "[\n" + ",\n".join(r.to_json() for r in result) + "\n]")
+    return _write_outputs(args, [result], result.to_json)
 
 
 def _write_outputs(args, reports: list, payload) -> int:

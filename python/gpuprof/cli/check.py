@@ -370,13 +370,15 @@ def _scaling_results(path: str, budgets) -> list[Result] | None:
     Metrics, per run (world size N):
     ``parallel_efficiency_pct`` (alias ``efficiency_pct``), ``speedup``, ``samples_per_s``, ``step_us``,
     ``tflops_per_rank``, ``energy_per_step_j``, ``energy_per_sample_j``."""
-    import json
 
     if not (os.path.isfile(path) and path.endswith(".json")):
         return None
+    from ..traces.read import InputTooLarge, read_json
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
+    except InputTooLarge as e:
+        raise UserError(str(e)) from None
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("scaling"), list):

@@ -33,6 +33,20 @@ def _pct_change(base: float, new: float) -> float | None:
     return None if base == 0 else 100.0 * (new - base) / base
 
 
+def _batch_size(report) -> int | None:
+    """Samples per step as the report holds it: its rank's (``distributed.batch_size``), else its
+    first DataLoader's; None for a trace (which does not say)."""
+    data = report.data
+    size = (data.get("distributed") or {}).get("batch_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    for loader in data.get("dataloaders") or []:
+        size = loader.get("batch_size") if isinstance(loader, dict) else None
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            return size
+    return None
+
+
 def compare(base, new, top: int = TOP_ROWS) -> dict:
     from ..report import sections as sec
     from ..report.model import CATEGORIES
@@ -48,6 +62,17 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
         "categories": [],
         "tables": {},
     }
+    b_batch, n_batch = _batch_size(base), _batch_size(new)
+    if b_batch and n_batch and b_batch != n_batch:
+        # A step of another batch size is other work: the time per sample is what compares.
+        b_sample, n_sample = b_avg["total_us"] / b_batch, n_avg["total_us"] / n_batch
+        out["batch_size"] = {"base": b_batch, "new": n_batch}
+        out["sample_time_us"] = {
+            "base": b_sample,
+            "new": n_sample,
+            "delta": n_sample - b_sample,
+            "change_pct": _pct_change(b_sample, n_sample),
+        }
     for key, name in CATEGORIES:
         bu, nu = b_avg.get(f"{key}_us", 0.0), n_avg.get(f"{key}_us", 0.0)
         if bu == 0 and nu == 0:
@@ -88,6 +113,18 @@ def _signed(v: float, digits: int = 1) -> str:
     return f"{v:+,.{digits}f}"
 
 
+def _per_sample_lines(d: dict) -> list[str]:
+    """When the batch size changed: the lines that say so and compare the time per sample."""
+    if "sample_time_us" not in d:
+        return []
+    b, st = d["batch_size"], d["sample_time_us"]
+    change = "" if st["change_pct"] is None else f" ({_signed(st['change_pct'])}%)"
+    return [
+        f"batch size changed: {b['base']} -> {b['new']} samples per step, so the step times do not compare; "
+        f"per sample: {st['base'] / 1000:.3f} ms -> {st['new'] / 1000:.3f} ms{change}"
+    ]
+
+
 def render_text(d: dict, base_name: str, new_name: str) -> str:
     from ..report.sections import printable
     from ..traces.read import display_path
@@ -99,6 +136,7 @@ def render_text(d: dict, base_name: str, new_name: str) -> str:
     lines = [
         f"gpuprof diff: {printable(display_path(base_name))} -> {printable(display_path(new_name))}",
         f"mean step time: {st['base'] / 1000:.3f} ms -> {st['new'] / 1000:.3f} ms{change}",
+        *_per_sample_lines(d),
         "",
     ]
     w = max([len(c["name"]) for c in d["categories"]] + [8])
@@ -131,6 +169,7 @@ def render_markdown(d: dict, base_name: str, new_name: str) -> str:
         f"## gpuprof diff: {md_code(display_path(base_name))} → {md_code(display_path(new_name))}",
         "",
         f"**Mean step time: {st['base'] / 1000:.3f} ms → {st['new'] / 1000:.3f} ms{change}**",
+        *[f"\n**{line[:1].upper() + line[1:]}**" for line in _per_sample_lines(d)],
         "",
     ]
     out += table(

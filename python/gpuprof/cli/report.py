@@ -33,9 +33,12 @@ def load_report(path: str):
         p = p / "report.json"
     elif not p.exists():
         raise UserError(f"{path}: no such file or folder")
+    from ..traces.read import InputTooLarge, read_json
+
     try:
-        with open(p, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(p)
+    except InputTooLarge as e:
+        raise UserError(str(e)) from None
     except UnicodeDecodeError:
         raise UserError(
             f"{p} is not a JSON text file (a compressed profiler trace? read those with `gpuprof analyze`)"

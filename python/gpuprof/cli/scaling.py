@@ -56,17 +56,20 @@ def add_parser(subparsers) -> None:
 
 def _load(path: str) -> dict:
     if os.path.isdir(path):
-        from ..analysis.summaries import summarize_files
         from ..report.build import cross_rank_report
+        from ..report.inputs import summarize_files
         from ..traces.folders import rank_files
 
         files = rank_files(path)
         if not files:
             raise UserError(f"{path}: no trace files or gpuprof reports in this folder")
         return cross_rank_report(summarize_files(files)).to_dict()
+    from ..traces.read import InputTooLarge, read_json
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_json(path)
+    except InputTooLarge as e:
+        raise UserError(str(e)) from None
     except OSError as e:
         raise UserError(f"{path}: {e.strerror}") from None
     except ValueError as e:

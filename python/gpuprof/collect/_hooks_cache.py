@@ -162,8 +162,11 @@ def hooks_dir(create: bool) -> tuple[Optional[Path], list[str]]:
             continue
         why = ""
         if stat.S_ISLNK(st.st_mode):  # a link of one's own to a folder of one's own is fine
-            why = _unsafe(folder, st)
-            if not why:
+            # A link's own mode is always 777 and gives no one anything: its owner is what counts
+            # (only the owner of a link, or of the folder holding it, can point it elsewhere).
+            if st.st_uid not in (os.geteuid(), 0):
+                why = f"{folder} is a symbolic link that belongs to uid {st.st_uid}, not to you or root"
+            else:
                 try:
                     st = os.stat(folder)
                 except OSError as e:
@@ -223,6 +226,10 @@ def entry(folder: Path, key: str) -> Entry:
         return Entry(path, "absent")
     except OSError as e:
         return Entry(path, "bad", f"{path} cannot be read ({e.strerror})")
+    if stat.S_ISLNK(st.st_mode):  # never followed: what it leads to could change under the run
+        return Entry(
+            path, "bad", f"{path} is a symbolic link (an entry of the cache is never followed through one)"
+        )
     if not stat.S_ISDIR(st.st_mode):
         return Entry(path, "bad", f"{path} is not a folder")
     why = _unsafe(path, st)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -19,8 +18,7 @@ from .._build_info import GPUPROF_VERSION
 from ..advice import advise
 from ..analysis import SCHEMA_VERSION, average, report_dict, step_views
 from ..analysis.implausible import clamp_percentages
-from ..traces.folders import trace_files
-from ..traces.read import check_path, import_trace, trace_source
+from ..traces.read import import_trace, read_json, trace_source
 from .model import Report
 
 # The cross-rank analysis (and its statistics module) loads only for reports that have ranks: a
@@ -176,9 +174,11 @@ def _attach_own_rank(data: dict, rank: dict, gather: Optional[Gather]) -> None:
     from ..analysis.ranks import attach, cross_rank, summary_from_report
 
     if rank["world_size"] > 1 and "distributedInfo" not in data["metadata"]:
-        data["metadata"]["distributedInfo"] = json.dumps(
-            {"backend": rank["backend"], "rank": rank["rank"], "world_size": rank["world_size"]}
-        )
+        data["metadata"]["distributedInfo"] = {
+            "backend": rank["backend"],
+            "rank": rank["rank"],
+            "world_size": rank["world_size"],
+        }
     own = summary_from_report(data, rank_info=rank)
     data["distributed"] = {k: rank[k] for k in _RANK_KEYS}
     gathered = gather(own) if gather is not None else None
@@ -214,9 +214,12 @@ def analyze_file(
     max_events: int = 0,
     with_step_views: bool = True,
     peak_tflops: Optional[float] = None,
+    import_cpus: int = 0,
 ) -> Report:
-    """The Report of one trace file."""
-    trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events)
+    """The Report of one trace file: the one analysis of a file, for ``gpuprof analyze FILE``,
+    ``gpuprof.analyze(file)`` and each worker of a folder (``inputs.summarize_file``), whose import
+    counts on ``import_cpus`` CPUs (0: all this process may use)."""
+    trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events, import_cpus=import_cpus)
     return build_report(
         trace,
         source=trace_source(path, stats),
@@ -226,69 +229,13 @@ def analyze_file(
     )
 
 
-def analyze(
-    path: Union[str, os.PathLike],
-    *,
-    drop_incomplete_last_step: bool = True,
-    max_bytes: int = 0,
-    max_events: int = 0,
-    peak_tflops: Optional[float] = None,
-) -> Union[Report, list[Report]]:
-    """Analyse an existing PyTorch-profiler trace.
-
-    Args:
-        path: a ``.json`` / ``.json.gz`` Kineto trace file, or a folder of them (one per worker,
-            rank or span, searched recursively; see ``gpuprof.traces.folders.trace_files``).
-        drop_incomplete_last_step: the old plugin's rule (drop a last step with fewer than 0.8x
-            the device activities of the one before); False keeps it.
-        max_bytes / max_events: refuse files whose JSON text or event count is larger (0: no
-            limit). The text is streamed, so memory follows the events kept, not the file size.
-        peak_tflops: the device's dense peak in TFLOPS, for MFU where the peak table has no row
-            for it (or the trace ran on a CPU).
-
-    Returns:
-        For a file, its ``Report``. For a folder, a list of Reports, one per trace file in path
-        order; each says which file it came from in ``report.source["path"]``.
-
-    Raises:
-        FileNotFoundError: the path does not exist, or a folder holds no trace file.
-        TraceImportError: a file is not a readable trace (the message names it and the place).
-    """
-    p = Path(path)
-    if stat.S_ISDIR(check_path(p).st_mode):
-        files = trace_files(p)
-        if not files:
-            raise FileNotFoundError(
-                f"{p}: no trace files (*.json.gz, or *.json with traceEvents) in this folder"
-            )
-        return [
-            analyze_file(
-                f,
-                drop_incomplete_last_step=drop_incomplete_last_step,
-                max_bytes=max_bytes,
-                max_events=max_events,
-                peak_tflops=peak_tflops,
-            )
-            for f in files
-        ]
-    return analyze_file(
-        p,
-        drop_incomplete_last_step=drop_incomplete_last_step,
-        max_bytes=max_bytes,
-        max_events=max_events,
-        peak_tflops=peak_tflops,
-    )
-
-
 def cross_rank_report(results: list[tuple], skipped: Optional[list] = None) -> Report:
     """The Report of rank 0 (or of the first file) with every rank's row, the stragglers and the
-    advice, from ``gpuprof.analysis.summaries.summarize_files``' results (None for a file that
+    advice, from ``gpuprof.report.inputs.summarize_files``' results (None for a file that
     could not be read: ``skipped`` says which and why). Ranks come from each file's
     distributedInfo (or the saved report's ``distributed``). A rank given both by a saved report
     and by a trace is read from the report; when ranks are still absent or repeated (copies of one
     file), files are numbered in path order. The note says which."""
-    from ..analysis.summaries import summarize_file
-
     results = [r for r in results if r is not None]
 
     # One span of one rank saved twice (gpuprof run, gpuprof.save and the trainer adapters write rank
@@ -338,6 +285,10 @@ def cross_rank_report(results: list[tuple], skipped: Optional[list] = None) -> R
     if base is None:
         base = next((d for _, d in results if d is not None), None)
     if base is None:  # only when no file was rank 0 and none was kept: re-read the first
-        base = summarize_file(summaries[0]["source"], keep_report="all")[1]
+        first = summaries[0]
+        if first.get("from_report"):
+            base = read_json(first["source"])
+        else:
+            base = analyze_file(first["source"], with_step_views=False).to_dict()
     base = {**base, "source": base.get("source", {})}
     return build_report(analysed=base, rank_summaries=summaries, rank_note=note, skipped_files=skipped)

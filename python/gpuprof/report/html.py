@@ -7,6 +7,7 @@ computed here and drawn by the template, so no name is ever pasted into markup b
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Optional
@@ -48,6 +49,8 @@ def _environment():
         _env.filters["sortval"] = sec.sort_value
         _env.filters["header"] = sec.header
         _env.filters["shown"] = sec.shown
+        # A metadata value that is an object (distributedInfo) as the compact JSON a trace holds.
+        _env.filters["meta"] = lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else v
     return _env
 
 

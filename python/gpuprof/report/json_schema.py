@@ -222,7 +222,12 @@ _LAYOUT: dict = {
             "required": ["events"],
             "properties": {"events": _INT, "dropped": _INT, "skipped": _INT, "steps": _INT},
         },
-        "metadata": {"type": "object", "additionalProperties": _STR},
+        "metadata": {
+            "type": "object",
+            # Free-form strings, but distributedInfo: the job torch.profiler wrote, as an object.
+            "properties": {"distributedInfo": {"type": "object"}},
+            "additionalProperties": _STR,
+        },
         "devices": {"type": "array", "items": _row("devices")},
         "input_pipeline": _input_pipeline(),
         # The cross-rank report (docs/distributed.md).

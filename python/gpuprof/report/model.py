@@ -49,8 +49,9 @@ class Report:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Report:
-        with open(path, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+        from ..traces.read import read_json
+
+        return cls.from_dict(read_json(path))
 
     # ---- access ---------------------------------------------------------------------------------
     @property

@@ -9,6 +9,7 @@ when the write fails.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -36,7 +37,7 @@ def replace_atomically(path: PathLike, write: Callable[[str], None]) -> str:
         write(path)
         return path
     folder = os.path.dirname(target)
-    os.makedirs(folder, exist_ok=True)
+    _make_folder(folder)
     tmp = _new_temporary(folder, os.path.basename(target))
     try:
         write(tmp)
@@ -53,6 +54,20 @@ def replace_atomically(path: PathLike, write: Callable[[str], None]) -> str:
             pass
         raise
     return path
+
+
+def _make_folder(folder: str) -> None:
+    """``os.makedirs``, with an error that says which part of the path is a file where a folder
+    is needed (the OS says only "File exists" or "Not a directory")."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        part = folder
+        while part and not os.path.lexists(part):
+            part = os.path.dirname(part)
+        if part and not os.path.isdir(part):
+            raise NotADirectoryError(errno.ENOTDIR, f"{part} is a file, not a folder") from None
+        raise
 
 
 def write_text(path: PathLike, text: str) -> str:

@@ -52,6 +52,8 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
             continue
         except Exception as e:
             first_error = e
+        if with_trace is not False and report.trace_path:
+            written.append(report.trace_path)  # the trace went out whole before the file failed
         if with_trace is False or report.trace_path:
             failed.append(f"{path}: {failure_reason(first_error)}")  # the file itself
             continue
@@ -76,9 +78,9 @@ def rank_traces(folder: Union[str, os.PathLike], unrecognised: Optional[list] = 
     the rank as the saved report that wrote the trace says it (None for a torch.profiler trace:
     its distributedInfo says it once read). A report and its own trace are one (the job's copy of
     rank 0's report at the top of a ``gpuprof run`` folder names the same trace as rank 0's)."""
-    import json
 
     from .folders import is_report, own_trace, rank_files
+    from .read import read_json
 
     found: dict = {}
     for f in rank_files(folder, unrecognised):
@@ -87,8 +89,7 @@ def rank_traces(folder: Union[str, os.PathLike], unrecognised: Optional[list] = 
             if trace is None:
                 continue  # a report saved without its trace has no events to draw
             try:
-                with open(f, encoding="utf-8") as fh:
-                    rank = (json.load(fh).get("distributed") or {}).get("rank")
+                rank = (read_json(f).get("distributed") or {}).get("rank")
             except (OSError, ValueError):
                 rank = None
             key = trace.resolve()

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Optional, Union
 
-from .read import display_path
+from .read import display_path, is_report
 
 _SNIFF = 1 << 12
 
@@ -23,7 +24,7 @@ def report_files(folder: Union[str, os.PathLike]) -> list[Path]:
     out = []
     for p in sorted(Path(folder).rglob("*.json")):
         try:
-            if is_report(p) and not _is_failure_report(p):
+            if _is_regular(p) and is_report(p) and not _is_failure_report(p):
                 out.append(p)
         except OSError:
             continue
@@ -70,16 +71,17 @@ def rank_files(folder: Union[str, os.PathLike], unrecognised: Optional[list] = N
     files = sorted(set(reports) | {t for t in traces if t.resolve() not in written_by_reports})
     if unrecognised is not None:
         known = set(traces) | set(reports)
-        unrecognised += [p for p in sorted(Path(folder).rglob("*.json")) if p.is_file() and p not in known]
+        unrecognised += [p for p in sorted(Path(folder).rglob("*.json")) if _is_regular(p) and p not in known]
     return files
 
 
-def is_report(p: Path) -> bool:
-    """A gpuprof report (its head names a ``schema_version``) rather than a trace; OSError when the
-    file cannot be read."""
-    with open(p, "rb") as f:
-        head = f.read(_SNIFF)
-    return b'"schema_version"' in head and b'"traceEvents"' not in head
+def _is_regular(p: Path) -> bool:
+    """A regular file (or a link to one): the only kind a folder scan opens. A FIFO, socket or
+    device named ``*.json`` would block the open or never end the read."""
+    try:
+        return stat.S_ISREG(p.stat().st_mode)
+    except OSError:
+        return False
 
 
 # Files in a folder that are not traces although they end in .json: gpuprof's own saved reports.
@@ -107,7 +109,8 @@ def is_merged_timeline(path: Path) -> bool:
 def _looks_like_trace(path: Path) -> bool:
     """Folder scan rule: every ``*.json.gz``, and a ``*.json`` whose first 64 KiB mention
     ``"traceEvents"`` or that starts with ``[`` (the Chrome "JSON Array Format"); not a merged
-    timeline of several ranks."""
+    timeline of several ranks. A ``*.json`` this user may not read is kept, so that reading it
+    names the cause (permission denied) among the files that could not be read."""
     name = path.name
     if name in _NOT_TRACES:
         return False
@@ -118,6 +121,8 @@ def _looks_like_trace(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
             head = f.read(_SNIFF_BYTES)
+    except PermissionError:
+        return True
     except OSError:
         return False
     if b'"gpuprofMerged"' in head[:256]:
@@ -134,7 +139,7 @@ def trace_files(folder: Union[str, os.PathLike]) -> list[Path]:
     for here, _dirs, names in os.walk(root, onerror=lambda e: unreadable.append(display_path(e.filename))):
         for name in names:
             p = Path(here) / name
-            if p.is_file() and _looks_like_trace(p):
+            if _is_regular(p) and _looks_like_trace(p):
                 found.append(p)
     if unreadable and not found:
         raise PermissionError(f"{unreadable[0]}: permission denied (cannot list this folder)")

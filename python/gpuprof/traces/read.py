@@ -5,6 +5,7 @@ torch.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -92,6 +93,86 @@ def import_settings() -> dict:
     }
 
 
+#: The largest JSON report gpuprof reads, in MiB, unless ``GPUPROF_MAX_REPORT_MIB`` says otherwise.
+DEFAULT_MAX_REPORT_MIB = 256
+
+
+class InputTooLarge(ValueError):
+    """An input larger than the setting that bounds it (the message names the setting)."""
+
+
+def _setting(name: str, default: int) -> int:
+    """A positive whole number from the environment; unset or not one: ``default``."""
+    text = os.environ.get(name, "").strip()
+    return int(text) if text.isascii() and text.isdigit() and int(text) > 0 else default
+
+
+def read_json(path: Union[str, os.PathLike]):
+    """A JSON file (a saved report, a scaling table) read whole, but never more than
+    ``GPUPROF_MAX_REPORT_MIB`` MiB (default 256): a larger file, or one with no end (``/dev/zero``),
+    raises ``InputTooLarge`` after reading that much. Other errors as ``json.loads`` and ``open``
+    raise them (``UnicodeDecodeError`` for a file that is not text, such as a gzip trace)."""
+    mib = _setting("GPUPROF_MAX_REPORT_MIB", DEFAULT_MAX_REPORT_MIB)
+    with open(path, "rb") as f:
+        data = f.read((mib << 20) + 1)
+    if len(data) > mib << 20:
+        raise InputTooLarge(
+            f"{display_path(path)}: larger than {mib} MiB, the most gpuprof reads as a JSON report "
+            f"(set GPUPROF_MAX_REPORT_MIB to more MiB if this file is right)"
+        )
+    return json.loads(data.decode("utf-8"))
+
+
+def default_max_events() -> int:
+    """The most events one import keeps: ``GPUPROF_MAX_EVENTS`` when set, else as many as half the
+    memory this process can still have holds, at ``EVENT_BYTES`` each (at least 100,000). Past it
+    the import stops with a message naming the setting, rather than the process running out of
+    memory in the middle (a gzip file of a few MB can inflate to tens of GB of events)."""
+    set_by_user = _setting("GPUPROF_MAX_EVENTS", 0)
+    if set_by_user:
+        return set_by_user
+    free = memory_available()
+    return max(100_000, free // 2 // EVENT_BYTES) if free else 0
+
+
+#: Memory one event costs through a whole ``gpuprof analyze --json`` (the Trace's record, its
+#: names, the analysis and the step views): 129 bytes measured on 1.7 million events of a DDP
+#: trace (docs/analyze.md, "Limits"), doubled for traces with more distinct names and arguments.
+EVENT_BYTES = 256
+
+
+def memory_available() -> int:
+    """Bytes this process can still allocate: the least of the machine's free memory, what its
+    control group's limit leaves and what its address-space limit (``ulimit -v``) leaves; 0 when
+    none can be read."""
+    found = []
+    try:  # MemAvailable counts the page cache the kernel would give back; free memory does not
+        meminfo = Path("/proc/meminfo").read_text()
+        found.append(int(meminfo.split("MemAvailable:")[1].split()[0]) << 10)
+    except (OSError, ValueError, IndexError):
+        try:
+            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            found.append(max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            found.append(max(0, soft - mapped))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return min(found) if found else 0
+
+
 def import_trace(
     path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0, import_cpus: int = 0
 ):
@@ -117,10 +198,49 @@ def import_trace(
         settings = import_settings()
         if import_cpus and not settings["import_cpus"]:  # a value the user set stays
             settings["import_cpus"] = import_cpus
-        return _core.import_trace(os.fsencode(p), max_bytes, max_events, **settings)
+        cap = max_events or default_max_events()
+        try:
+            trace, stats = _core.import_trace(os.fsencode(p), max_bytes, cap, **settings)
+        except TraceImportError as e:
+            if "no traceEvents list" in str(e) and _is_gpuprof_report(p):
+                import shlex
+
+                raise TraceImportError(
+                    f"{display_path(p)}: a gpuprof report, not a trace: show it with "
+                    f"`gpuprof report {shlex.quote(display_path(p))}`"
+                ) from None
+            if max_events or "(the max_events limit;" not in str(e):
+                raise
+            left = memory_available() / 2**30
+            why = (
+                "the GPUPROF_MAX_EVENTS setting"
+                if _setting("GPUPROF_MAX_EVENTS", 0)
+                else f"the cap set from the {left:.1f} GiB of memory left to this process"
+            )
+            raise TraceImportError(
+                f"{display_path(p)}: more than {cap:,} events, {why} (set GPUPROF_MAX_EVENTS to a larger "
+                "number of events if the memory is there)"
+            ) from None
+        records = stats["records"]
+        if records and stats["skipped_by_reason"].get("not an object", 0) == records:
+            # A JSON list of numbers or strings: nothing in it is an event, so no report of it
+            # (an empty "0 steps" report would pass a CI gate on junk).
+            raise TraceImportError(
+                f"{display_path(p)}: a JSON list of {records:,} value{'s' if records > 1 else ''}, none of "
+                'them an event object ({"ph": ..., "ts": ...}): not a Chrome/Kineto trace'
+            )
+        return trace, stats
     finally:
         if held is not None:
             os.close(held)
+
+
+def _is_gpuprof_report(path: Path) -> bool:
+    """Whether a file that is not a trace is one of gpuprof's own saved reports."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode) and is_report(path)
+    except OSError:
+        return False
 
 
 def trace_source(path: Union[str, os.PathLike], stats: dict) -> dict:
@@ -136,3 +256,11 @@ def trace_source(path: Union[str, os.PathLike], stats: dict) -> dict:
         "ignored_records": stats["ignored_records"],
         "skipped_by_reason": dict(stats["skipped_by_reason"]),
     }
+
+
+def is_report(p: Path) -> bool:
+    """A gpuprof report (its head names a ``schema_version``) rather than a trace; OSError when the
+    file cannot be read."""
+    with open(p, "rb") as f:
+        head = f.read(1 << 12)
+    return b'"schema_version"' in head and b'"traceEvents"' not in head

@@ -1,0 +1,365 @@
+"""The one entry for an input, a file or a folder (``analyze``: what ``gpuprof analyze`` and
+``gpuprof.analyze`` run). A folder of per-rank traces (or gpuprof reports) is map-reduce over its
+files.
+
+Each file is read by one worker process with the one-file analysis (``build.analyze_file``), which
+returns a small summary (``ranks.summary_from_report``) and, when asked, its analysed report dict,
+never the events; the summaries merge in the report builder (``build.cross_rank_report``). Memory
+is bounded by the workers (each holds one trace at a time and is replaced after
+``tasks_per_worker`` files, so no allocator growth piles up), not by the number of ranks.
+``dask_address`` runs the same per-file function on an existing dask.distributed cluster
+instead. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from ..traces.folders import is_report
+from ..traces.read import TraceImportError, check_path, display_path, read_json
+from .build import analyze_file, build_report, cross_rank_report
+from .model import Report
+
+_HOST_FROM_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(\.gz)?$")
+
+
+def summarize_file(
+    path: str,
+    drop_incomplete_last_step: bool = True,
+    keep_report: str = "rank0",
+    import_cpus: int = 0,
+    peak_tflops: Optional[float] = None,
+    max_bytes: int = 0,
+    max_events: int = 0,
+) -> tuple:
+    """One file -> (summary, analysed report dict or None). The report dict comes back for rank 0
+    (the cross-rank report is built on it) or, with keep_report="all", always. Runs in a worker,
+    whose import counts on ``import_cpus`` CPUs (0: all this process may use)."""
+    p = Path(path)
+    from_report = p.name.endswith(".json") and is_report(p)
+    if from_report:
+        data = read_json(p)
+    else:
+        data = analyze_file(
+            p,
+            drop_incomplete_last_step=drop_incomplete_last_step,
+            with_step_views=False,
+            peak_tflops=peak_tflops,
+            max_bytes=max_bytes,
+            max_events=max_events,
+            import_cpus=import_cpus,
+        ).to_dict()
+    from ..analysis.ranks import summary_from_report  # the cross-rank module: only for folders
+
+    info = dict(data.get("distributed") or {})
+    m = _HOST_FROM_NAME.match(p.name)
+    if m and not info.get("hostname"):
+        info["hostname"] = m.group("host")  # tensorboard_trace_handler's default worker name
+    summary = summary_from_report(data, rank_info=info)
+    summary["source"] = str(p)
+    summary["from_report"] = from_report
+    keep = keep_report == "all" or summary["rank"] == 0
+    return summary, (data if keep else None)
+
+
+def summarize_files(
+    files: Iterable[Union[str, os.PathLike]],
+    *,
+    workers: Optional[int] = None,
+    tasks_per_worker: int = 25,
+    dask_address: Optional[str] = None,
+    drop_incomplete_last_step: bool = True,
+    keep_report: str = "rank0",
+    on_done: Optional[Callable[[], None]] = None,
+    skipped: Optional[list] = None,
+    peak_tflops: Optional[float] = None,
+    max_bytes: int = 0,
+    max_events: int = 0,
+) -> list[tuple]:
+    """(summary, report dict or None) per file, in the files' order.
+
+    A file that cannot be read (truncated, not a trace, not allowed) raises, unless ``skipped`` is
+    a list: then its entry is None and ``{"path", "error"}`` is appended to ``skipped``, so that
+    one bad rank file does not cost the report of the others."""
+    files = [str(f) for f in files]
+    results: list = [None] * len(files)
+
+    def failed(i: int, e: Exception) -> None:
+        if skipped is None:
+            raise e
+        skipped.append(unreadable(files[i], e))
+
+    if dask_address:
+        try:
+            from distributed import Client, as_completed
+        except ImportError:
+            raise RuntimeError(
+                "--dask needs dask.distributed in this environment: "
+                "python -m pip install 'distributed>=2023.1'"
+            ) from None
+        try:
+            # Dask's connect timeout applies (distributed.comm.timeouts.connect, 30 s by default;
+            # $DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT sets it).
+            client = Client(dask_address)
+        except (OSError, TimeoutError, ValueError, TypeError) as e:
+            raise RuntimeError(f"--dask {dask_address}: cannot reach a dask scheduler there: {e}") from None
+        with client:
+            futures = client.map(
+                summarize_file,
+                files,
+                drop_incomplete_last_step=drop_incomplete_last_step,
+                keep_report=keep_report,
+                peak_tflops=peak_tflops,
+                max_bytes=max_bytes,
+                max_events=max_events,
+                pure=False,
+            )
+            index = {f.key: i for i, f in enumerate(futures)}
+            for fut in as_completed(futures):
+                try:
+                    results[index[fut.key]] = fut.result()
+                except Exception as e:
+                    failed(index[fut.key], e)
+                fut.release()
+                if on_done:
+                    on_done()
+        return results
+    workers = workers or min(len(files), os.cpu_count() or 1)
+    if workers <= 1 or len(files) == 1:
+        for i, f in enumerate(files):
+            try:
+                results[i] = summarize_file(
+                    f, drop_incomplete_last_step, keep_report, 0, peak_tflops, max_bytes, max_events
+                )
+            except Exception as e:
+                failed(i, e)
+            if on_done:
+                on_done()
+        return results
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import as_completed as done
+
+    # Workers are replaced after tasks_per_worker files by running the files in batches, one pool
+    # each, rather than with ProcessPoolExecutor(max_tasks_per_child=...): on Python 3.11 and 3.12
+    # that option deadlocks once a worker retires while files are still queued (CPython
+    # gh-115634, fixed only from 3.13), which hung every folder of more than workers x 25 files.
+    ctx = multiprocessing.get_context("spawn")
+    batch = workers * max(1, tasks_per_worker)
+    # Each worker's import may use its share of the CPUs for threads of its own (two parsers, and
+    # for gzip two inflaters, from 2 and 4 CPUs: docs/analyze.md), not all of them each.
+    from .._host import cpus_available
+
+    share = max(1, cpus_available() // workers)
+    for first in range(0, len(files), batch):
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futs = {
+                pool.submit(
+                    summarize_file,
+                    files[i],
+                    drop_incomplete_last_step,
+                    keep_report,
+                    share,
+                    peak_tflops,
+                    max_bytes,
+                    max_events,
+                ): i
+                for i in range(first, min(first + batch, len(files)))
+            }
+            for fut in done(futs):
+                try:
+                    results[futs[fut]] = fut.result()
+                except Exception as e:
+                    failed(futs[fut], e)
+                if on_done:
+                    on_done()
+    return results
+
+
+def unreadable(path: str, e: Exception) -> dict:
+    """A file that could not be read, for the report: its path and why (an import error's own
+    message, which names the byte; else the exception's type and message)."""
+    shown = display_path(path)
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        # The OS's own error for this file ("[Errno 13] Permission denied: 'path'"): the cause alone.
+        return {"path": shown, "error": e.strerror[:1].lower() + e.strerror[1:]}
+    message = str(e) if isinstance(e, (OSError, TraceImportError)) else f"{type(e).__name__}: {e}"
+    for prefix in (f"{shown}: ", f"{path}: "):
+        message = message.removeprefix(prefix)
+    return {"path": shown, "error": message}
+
+
+def analyze_folder(
+    folder: Union[str, os.PathLike],
+    *,
+    ranks: bool = False,
+    workers: Optional[int] = None,
+    dask_address: Optional[str] = None,
+    drop_incomplete_last_step: bool = True,
+    peak_tflops: Optional[float] = None,
+    max_bytes: int = 0,
+    max_events: int = 0,
+    say: Optional[Callable[[str], None]] = None,
+    progress: Optional[Callable[[list], Any]] = None,
+):
+    """The report of a folder, as ``gpuprof analyze DIR`` prints it: for the ranks of one job (files
+    that carry a world size above 1, gpuprof reports of a job, or any files with ``ranks``) one
+    cross-rank ``Report``; else a list of Reports, one per file in path order, leaving out the
+    trailing traces whose steps hold no recorded work (unless every file is one).
+
+    Files that are neither a trace nor a gpuprof report, files that cannot be read (named in the
+    report's ``cross_rank.skipped_files``) and traces left out are each one line to ``say`` (by
+    default a warning on the ``gpuprof`` logger). ``progress(files)``, when given, is entered around
+    the reading and yields the callable each read file calls.
+
+    Raises FileNotFoundError (no file to read), TraceImportError (no file could be read), ValueError
+    (``workers`` below 1), OSError (the folder cannot be listed), RuntimeError (``dask_address``
+    reaches no scheduler)."""
+    import contextlib
+
+    from ..report.sections import printable
+    from ..traces.folders import rank_files
+
+    if say is None:
+        import logging
+
+        say = logging.getLogger("gpuprof").warning
+    unrecognised: list = []
+    files = rank_files(folder, unrecognised)
+    if not files:
+        raise FileNotFoundError(
+            f"{display_path(folder)}: no trace files (*.json.gz, or *.json with traceEvents) and no "
+            "gpuprof reports in this folder"
+        )
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be 1 or more, got {workers}")
+    if unrecognised:  # listed and skipped: neither a trace nor a gpuprof report
+        names = ", ".join(printable(display_path(p)) for p in unrecognised[:5])
+        more = f" and {len(unrecognised) - 5} more" if len(unrecognised) > 5 else ""
+        say(
+            f"skipped {len(unrecognised)} file(s) that are neither a trace nor a gpuprof report: "
+            f"{names}{more}"
+        )
+    keep = "all" if len(files) <= 64 else "rank0"
+    skipped: list[dict] = []  # files that cannot be read: named, and the others reported
+    with progress(files) if progress else contextlib.nullcontext(None) as advance:
+        results = summarize_files(
+            files,
+            workers=workers,
+            dask_address=dask_address,
+            drop_incomplete_last_step=drop_incomplete_last_step,
+            keep_report=keep,
+            on_done=advance,
+            skipped=skipped,
+            peak_tflops=peak_tflops,
+            max_bytes=max_bytes,
+            max_events=max_events,
+        )
+    if skipped and len(skipped) == len(files):
+        first = skipped[0]
+        raise TraceImportError(
+            f"no file of {display_path(folder)} could be read: {first['path']}: {first['error']}"
+            + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else "")
+        )
+    for s in skipped:  # the report of the others is made, and says so
+        say(f"skipped {printable(s['path'])}: {printable(s['error'])}")
+    read = [(f, r) for f, r in zip(files, results) if r is not None]
+    if ranks or any(s.get("world_size", 1) > 1 for _f, (s, _d) in read):
+        return cross_rank_report([r for _f, r in read], skipped=skipped)
+    reports, idle = [], []
+    for f, (_s, d) in read:
+        if d is None:
+            d = summarize_file(
+                str(f), drop_incomplete_last_step, "all", 0, peak_tflops, max_bytes, max_events
+            )[1]
+        report = build_report(analysed=d)
+        (idle if _no_work_in_steps(report) else reports).append((f, report))
+    if reports:  # a folder of nothing but idle traces still shows them, as they are
+        for f, _report in idle:
+            say(
+                f"left out {printable(display_path(f))}: its steps hold no recorded work (a "
+                "torch.profiler cycle's trailing trace: the next cycle's warm-up only)"
+            )
+    return [r for _f, r in (reports or idle)]
+
+
+def _no_work_in_steps(report) -> bool:
+    """No step, or steps of nothing but Other: no operator, range, data loading or device work was
+    recorded in them (what torch.profiler's schedule writes for the warm-up of a cycle that never
+    ran)."""
+    from ..analysis import CATEGORIES
+
+    avg = report.average
+    return not report.steps or all(not avg.get(f"{key}_us") for key, _name in CATEGORIES if key != "other")
+
+
+def analyze(
+    path: Union[str, os.PathLike],
+    *,
+    drop_incomplete_last_step: bool = True,
+    max_bytes: int = 0,
+    max_events: int = 0,
+    peak_tflops: Optional[float] = None,
+    with_step_views: bool = True,
+    ranks: bool = False,
+    workers: Optional[int] = None,
+    dask_address: Optional[str] = None,
+    say: Optional[Callable[[str], None]] = None,
+    progress: Optional[Callable[[list], Any]] = None,
+) -> Union[Report, list[Report]]:
+    """Analyse existing PyTorch-profiler traces: the one entry for a file or a folder, which
+    ``gpuprof analyze`` prints.
+
+    Args:
+        path: a ``.json`` / ``.json.gz`` Kineto trace file, or a folder of them and of gpuprof's
+            saved reports (searched recursively; ``gpuprof.traces.folders.rank_files``).
+        drop_incomplete_last_step: the old plugin's rule (drop a last step with fewer than 0.8x
+            the device activities of the one before); False keeps it.
+        max_bytes / max_events: refuse files whose JSON text or event count is larger (0: no
+            limit but ``GPUPROF_MAX_EVENTS``'s, docs/analyze.md "Limits"). The text is streamed,
+            so memory follows the events kept, not the file size.
+        peak_tflops: the device's dense peak in TFLOPS, for MFU where the peak table has no row
+            for it (or the trace ran on a CPU).
+        with_step_views: (a file) also the timelines and per-step tables the HTML and JSON carry.
+        ranks, workers, dask_address, say, progress: (a folder) as ``gpuprof analyze DIR
+            --ranks --workers N --dask ADDRESS``; ``say`` gets each line about a file skipped or
+            left out (default: a warning on the ``gpuprof`` logger). See ``analyze_folder``.
+
+    Returns:
+        For a file, its ``Report``. For a folder of the ranks of one job (files that carry a world
+        size above 1, gpuprof reports of a job, or any folder with ``ranks=True``), the one
+        cross-rank Report; for other folders a list of Reports, one per file in path order, each
+        saying which file it came from in ``report.source["path"]``.
+
+    Raises:
+        FileNotFoundError: the path does not exist, or a folder holds no trace file.
+        TraceImportError: a file is not a readable trace (the message names it and the place), or
+            no file of a folder could be read.
+    """
+    p = Path(path)
+    if stat.S_ISDIR(check_path(p).st_mode):
+        return analyze_folder(
+            p,
+            ranks=ranks,
+            workers=workers,
+            dask_address=dask_address,
+            drop_incomplete_last_step=drop_incomplete_last_step,
+            peak_tflops=peak_tflops,
+            max_bytes=max_bytes,
+            max_events=max_events,
+            say=say,
+            progress=progress,
+        )
+    return analyze_file(
+        p,
+        drop_incomplete_last_step=drop_incomplete_last_step,
+        max_bytes=max_bytes,
+        max_events=max_events,
+        with_step_views=with_step_views,
+        peak_tflops=peak_tflops,
+    )
