@@ -1,4 +1,4 @@
-"""The simulated device's tests: the stand-ins are built once per run (build.py, cached by source
+"""The simulated device's tests: the stand-ins are built once per run (simbuild.py, cached by source
 hash). Where they cannot be built (no C compiler, no CUDA 13 headers) the tests skip, except under
 GPUPROF_SIMDEVICE_REQUIRED=1 (.ci/test), where that is a failure."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build import BuildError, build  # noqa: E402
+from simbuild import BuildError, build  # noqa: E402
 
 
 @pytest.fixture(scope="session")

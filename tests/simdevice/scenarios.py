@@ -137,9 +137,14 @@ def records_rate(dev: SimDevice) -> dict:
 
     def burst(i: int) -> None:
         if i == 1:
+            import gpuprof._core as core
+
             t = time.perf_counter()
             dev.launch(KERNEL, "_Z4ratev", device_ns=10, count=n // 2)  # a runtime record + a kernel each
             out["emit_s"] = time.perf_counter() - t
+            core.gpu_flush()  # forced: returns once every buffer is decoded into the staging trace
+            out["emit_and_decode_s"] = time.perf_counter() - t
+            out["records_per_s"] = n / out["emit_and_decode_s"]
 
     with _profile(max_events=4 * n) as prof:
         _loop(prof, steps=3, between=burst)
@@ -150,7 +155,48 @@ def records_rate(dev: SimDevice) -> dict:
     return out
 
 
-SCENARIOS = {f.__name__: f for f in (live, in_flight, starved, kind_refused, subscriber_taken, records_rate)}
+def forked_workers(dev: SimDevice) -> dict:
+    """A DataLoader with two forked workers, iterated inside the span."""
+    import torch
+
+    dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS)
+    data = torch.utils.data.TensorDataset(torch.randn(STEPS * 8, 64), torch.randn(STEPS * 8, 8))
+    loader = torch.utils.data.DataLoader(data, batch_size=8, num_workers=2, multiprocessing_context="fork")
+    model = torch.nn.Linear(64, 8)
+    batches = 0
+    with _profile() as prof:
+        for x, y in loader:
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            batches += 1
+            prof.step()
+    return {"report": prof.report().to_dict(), "batches": batches}
+
+
+def exit_inside(dev: SimDevice) -> dict:
+    """sys.exit() inside an open span, work still being launched: written out first, then exit."""
+    dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS)
+    prof = _profile()
+    prof.start()
+    _loop(prof, steps=2)
+    dev.launch(KERNEL, "_Z7at_exitv", device_ns=1000, count=1000)
+    out = {"stats": dev.stats(), "nvml_reads": dev.nvml_reads(), "seconds": 0.0}
+    Path(sys.argv[2]).write_text(json.dumps(out))
+    sys.exit(0)
+
+
+SCENARIOS = {
+    f.__name__: f
+    for f in (
+        live,
+        in_flight,
+        starved,
+        kind_refused,
+        subscriber_taken,
+        records_rate,
+        forked_workers,
+        exit_inside,
+    )
+}
 
 
 def main() -> None:

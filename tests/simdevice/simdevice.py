@@ -1,4 +1,4 @@
-"""The simulated device from Python: loads the stand-in driver libraries built by build.py into
+"""The simulated device from Python: loads the stand-in driver libraries built by simbuild.py into
 this process before gpuprof's first GPU start, so gpuprof's own dlopen("libcuda.so.1"),
 dlopen("libcupti.so.13") and dlopen("libnvidia-ml.so.1") find them (the loader matches a library
 already loaded by its soname), and exposes their control functions. Each process gets one
@@ -11,7 +11,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from build import build
+from simbuild import build
 
 CUPTI_ACTIVITY_KIND_MEMCPY = 1
 CUPTI_ACTIVITY_KIND_MEMSET = 2
