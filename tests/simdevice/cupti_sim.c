@@ -51,6 +51,7 @@ static Done *g_done_head, *g_done_tail;
 static uint64_t g_dropped_pending;
 static uint32_t g_next_correlation = 1;
 static uint64_t g_device_free;   /* the simulated device runs one thing at a time */
+static double g_ticks_per_ns = 1.0; /* the timestamp callback's units per nanosecond */
 static simdev_stats_t g_stats;
 static pthread_t g_worker;
 static int g_worker_started;
@@ -281,9 +282,26 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
   return CUPTI_SUCCESS;
 }
 
+static int64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* CUPTI puts device timestamps on the callback's timebase, whatever its unit: the simulated device
+ * runs in nanoseconds of real time, converted with the callback's rate, measured here over 2 ms. */
 CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc func) {
   if (func == NULL) return CUPTI_ERROR_INVALID_PARAMETER;
+  const uint64_t t0 = func();
+  const int64_t m0 = mono_ns();
+  int64_t m1;
+  while ((m1 = mono_ns()) - m0 < 2000000) {
+  }
+  const uint64_t t1 = func();
+  pthread_mutex_lock(&g_mu);
   g_ts = func;
+  g_ticks_per_ns = t1 > t0 ? (double)(t1 - t0) / (double)(m1 - m0) : 1.0;
+  pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
 }
 
@@ -360,7 +378,7 @@ static void launch_locked(int what, const char *kernel_name, uint64_t device_ns,
                                            CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
                                            CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020};
   uint64_t start = api_start > g_device_free ? api_start : g_device_free;
-  uint64_t end = start + device_ns;
+  uint64_t end = start + (uint64_t)((double)device_ns * g_ticks_per_ns + 0.5);
   if (!in_flight) g_device_free = end;
   const uint64_t api_end = now_ts();
   if (on(CUPTI_ACTIVITY_KIND_RUNTIME)) {

@@ -25,10 +25,11 @@ _results: dict = {}
 
 
 def run_scenario(name: str, libdir: Path, tmp_path_factory, **env) -> dict:
-    if name in _results:
-        return _results[name]
+    key = (name, tuple(sorted(env.items())))
+    if key in _results:
+        return _results[key]
     out = tmp_path_factory.mktemp(name) / "result.json"
-    e = dict(os.environ, GPUPROF_CLOCK="monotonic", **env)
+    e = dict(os.environ, **{"GPUPROF_CLOCK": "monotonic", **env})
     r = subprocess.run(
         [sys.executable, str(HERE / "scenarios.py"), name, str(out)],
         env=e,
@@ -37,8 +38,8 @@ def run_scenario(name: str, libdir: Path, tmp_path_factory, **env) -> dict:
         timeout=600,
     )
     assert r.returncode == 0, f"scenario {name} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    _results[name] = json.loads(out.read_text())
-    return _results[name]
+    _results[key] = json.loads(out.read_text())
+    return _results[key]
 
 
 @pytest.fixture(scope="module")
@@ -224,3 +225,17 @@ def test_exit_inside_a_session(simdevice_libdir, tmp_path_factory):
     # just before the exit).
     res = run_scenario("exit_inside", simdevice_libdir, tmp_path_factory)
     assert res["stats"]["kernels"] > 0 and res["stats"]["subscribes"] == 1
+
+
+def test_live_on_the_tsc_clock(simdevice_libdir, tmp_path_factory):
+    # gpuprof's default clock where the kernel's clocksource is the TSC: the timestamp callback
+    # returns TSC ticks, the stand-in puts device times on that timebase (its rate measured over
+    # 2 ms, as CUPTI calibrates), and gpuprof's tick line brings them back to nanoseconds.
+    res = run_scenario("live", simdevice_libdir, tmp_path_factory, GPUPROF_CLOCK="tsc")
+    r, st = res["report"], res["stats"]
+    (row,) = r["kernels"]
+    assert row["calls"] == st["kernels"]
+    assert row["total_us"] == pytest.approx(st["kernel_ns"] / 1e3, rel=0.01)
+    assert sum(s["kernel_us"] for s in r["steps"]) == pytest.approx(st["kernel_ns"] / 1e3, rel=0.01)
+    copies = {c["kind"]: c for c in r["copies"]}
+    assert copies["HtoD"]["total_us"] == pytest.approx(st["memcpy_ns"] / 1e3, rel=0.01)
