@@ -17,6 +17,7 @@ from simdevice import (  # noqa: E402
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
     CUPTI_ERROR_NOT_COMPATIBLE,
     KERNEL,
     SimDevice,
@@ -104,7 +105,8 @@ def starved(dev: SimDevice) -> dict:
 
 def kind_refused(dev: SimDevice) -> dict:
     """CUPTI refuses copy records (optional: kernels continue, the notes say why), then, in a
-    second session, kernel records (required: host-only, the report says why)."""
+    second session, kernel records (required: host-only, the report says why), then in a third
+    for want of privileges."""
     dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS, copy_every=5, copy_ns=COPY_NS)
     dev.refuse_kind(CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ERROR_NOT_COMPATIBLE)
     with _profile() as prof:
@@ -113,7 +115,12 @@ def kind_refused(dev: SimDevice) -> dict:
     dev.refuse_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ERROR_NOT_COMPATIBLE)
     with _profile() as prof:
         _loop(prof)
-    return {"report": first, "second": prof.report().to_dict()}
+    second = prof.report().to_dict()
+    # A machine where profiling is restricted to admin users refuses the kernel kind so.
+    dev.refuse_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)
+    with _profile() as prof:
+        _loop(prof, steps=1)
+    return {"report": first, "second": second, "third": prof.report().to_dict()}
 
 
 def subscriber_taken(dev: SimDevice) -> dict:

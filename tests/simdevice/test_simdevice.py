@@ -177,6 +177,10 @@ def test_refused_activity_kinds(simdevice_libdir, tmp_path_factory):
     )
     assert second["kernels"] == [] and len(second["steps"]) == STEPS
     assert any(o["name"] == "aten::addmm" for o in second["operators"])
+    # For want of privileges: the message names the driver setting that allows it.
+    third = res["third"]["metadata"]["gpu_collection"]
+    assert third.startswith("off: GPU profiling is restricted to admin users on this machine")
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in third
 
 
 def test_subscriber_slot_taken_then_given_back(simdevice_libdir, tmp_path_factory):
