@@ -288,19 +288,32 @@ static int64_t mono_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* One reading of the callback, paired with the CLOCK_MONOTONIC time at its middle: the tightest of
+ * a few tries (a preempted one is wide). */
+static void paired_reading(CUpti_TimestampCallbackFunc func, uint64_t *ticks, double *mono) {
+  int64_t best = INT64_MAX;
+  for (int i = 0; i < 9; ++i) {
+    const int64_t before = mono_ns();
+    const uint64_t t = func();
+    const int64_t after = mono_ns();
+    if (after - before < best) best = after - before, *ticks = t, *mono = 0.5 * (double)(before + after);
+  }
+}
+
 /* CUPTI puts device timestamps on the callback's timebase, whatever its unit: the simulated device
- * runs in nanoseconds of real time, converted with the callback's rate, measured here over 2 ms. */
+ * runs in nanoseconds of real time, converted with the callback's rate, measured here over 5 ms
+ * (to about 1e-5: a few-microsecond duration comes back to the nanosecond). */
 CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc func) {
   if (func == NULL) return CUPTI_ERROR_INVALID_PARAMETER;
-  const uint64_t t0 = func();
-  const int64_t m0 = mono_ns();
-  int64_t m1;
-  while ((m1 = mono_ns()) - m0 < 2000000) {
+  uint64_t t0 = 0, t1 = 0;
+  double m0 = 0, m1 = 0;
+  paired_reading(func, &t0, &m0);
+  while ((double)mono_ns() - m0 < 5e6) {
   }
-  const uint64_t t1 = func();
+  paired_reading(func, &t1, &m1);
   pthread_mutex_lock(&g_mu);
   g_ts = func;
-  g_ticks_per_ns = t1 > t0 ? (double)(t1 - t0) / (double)(m1 - m0) : 1.0;
+  g_ticks_per_ns = t1 > t0 && m1 > m0 ? (double)(t1 - t0) / (m1 - m0) : 1.0;
   pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
 }
