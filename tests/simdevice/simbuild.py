@@ -114,7 +114,12 @@ def build(extra_cflags: tuple[str, ...] = ()) -> Path:
             str(HERE / src),
             "-lpthread",
         ]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            raise BuildError(
+                f"could not run the C compiler {cc!r} ({e}); install build-essential or set CC"
+            ) from e
         if r.returncode != 0:
             raise BuildError(f"building the simulated {lib} failed:\n$ {' '.join(cmd)}\n{r.stderr}")
     try:
