@@ -25,7 +25,11 @@ from _traces import TRACES  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
-PYTHON_DIR = str(Path(__file__).resolve().parents[2] / "python")
+import gpuprof  # noqa: E402
+
+# The folder the gpuprof under test is imported from (the installed one in CI, a checkout's python/
+# when PYTHONPATH points there): the servers and commands these tests start import the same one.
+PYTHON_DIR = str(Path(gpuprof.__file__).resolve().parents[1])
 TOOLS = {"analyze", "top", "findings", "diff", "check", "explain", "capture"}
 BLOCK = re.compile(r'<gpuprof-data tool="\w+">\n(.*)\n</gpuprof-data>\n\Z', re.S)
 

@@ -1,11 +1,12 @@
 """The Python package's shape (docs/design.md, "The rooms"), read from the source tree:
 
-- the stages are packages (collect, traces, analysis, advice, report, session, cli, integrations) and
-  the top level holds only the entry points and the modules every stage may use (_host, _native),
+- the stages are packages (collect, traces, analysis, advice, report, session, agents, cli,
+  integrations) and the top level holds only the entry points and the modules every stage may use
+  (_host, _errors, _native),
   so a file's path says which stage it belongs to;
 - every import goes with the flow: collect, traces -> analysis -> advice -> report -> session ->
-  cli, integrations (a stage imports only stages before it, its own package, _host and _native;
-  collect and traces do not import each other, nor cli and integrations);
+  agents, integrations -> cli (a stage imports only stages before it, its own package, _host,
+  _errors and _native; collect and traces do not import each other, nor agents and integrations);
 - no import circle anywhere inside gpuprof, counting the imports inside functions too (they hide a
   circle from Python at import time, not from the reader);
 - a Report's data is read through its public accessors: ``_data`` appears in report/model.py only.
@@ -17,7 +18,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "gpuprof"
-STAGES = ["collect", "traces", "analysis", "advice", "report", "session", "cli", "integrations"]
+STAGES = ["collect", "traces", "analysis", "advice", "report", "session", "agents", "cli", "integrations"]
 # Where each stage stands in the flow: a module imports only from stages of a lower rank.
 RANK = {
     "collect": 0,
@@ -26,11 +27,12 @@ RANK = {
     "advice": 2,
     "report": 3,
     "session": 4,
-    "cli": 5,
+    "agents": 5,
     "integrations": 5,
+    "cli": 6,
 }
-SHARED = {"_host", "_native", "_core", "_build_info"}  # usable by every stage
-TOP_LEVEL = {"__init__", "__main__", "_host", "_native", "demo", "roofline"}
+SHARED = {"_host", "_errors", "_native", "_core", "_build_info"}  # usable by every stage
+TOP_LEVEL = {"__init__", "__main__", "_host", "_errors", "_native", "demo", "roofline"}
 # Modules the build makes (the native extensions, and _build_info from _build_info.py.in).
 BUILT = ["_core", "_kernels", "_build_info"]
 
@@ -178,13 +180,13 @@ def _against_the_flow(package: Path = PACKAGE) -> list[str]:
             continue
         parts = name.split(".")
         stage = parts[1] if len(parts) > 1 else ""
-        if stage not in RANK and stage != "_host":
+        if stage not in RANK and stage not in ("_host", "_errors"):
             continue  # the package itself and the entry points (demo, roofline, __main__)
         for imported in sorted(_imports(name, path, modules)):
             target = imported.split(".")[1] if "." in imported else ""
             if target == stage:
                 continue
-            if stage == "_host":
+            if stage in ("_host", "_errors"):
                 ok = False  # every stage reads it: it reads none of them
             elif target in SHARED:
                 ok = True

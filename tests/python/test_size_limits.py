@@ -24,13 +24,10 @@ CPP_SUFFIXES = (".h", ".hpp", ".cpp", ".cc")
 TABLE_FUNCTIONS = {
     ("cpp/src/analysis/flops.cpp", "rules"): "the FLOP rule table: one line per operator family",
 }
-# Being split by other work right now; the lead empties this list at merge.
-OWNED_ELSEWHERE = {
-    "python/gpuprof/advice/rules.py",
-    "python/gpuprof/report/sections.py",
-    "python/gpuprof/collect/pipeline.py",
-    "python/gpuprof/collect/session.py",
-    "cpp/bindings/analysis_bindings.cpp",
+# Declarative field tables, exempt from the file limit: one entry a field (name, unit, doc), every
+# table of the report in one place (issue: "declarative field tables excepted"). file -> why.
+TABLE_FILES = {
+    "python/gpuprof/analysis/fields.py": "the Python field table: one line per field of every report table",
 }
 # Over a limit when this test came in and not split yet (each to be split by what its parts are,
 # then taken off): the importer's handler, the FLOP rules, the collectives' table, the module
@@ -122,7 +119,7 @@ def measure() -> dict[str, list[str]]:
     for rel in tracked():
         text = (ROOT / rel).read_text(encoding="utf-8")
         lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-        found = [f"{lines} lines"] if lines > MAX_FILE_LINES else []
+        found = [f"{lines} lines"] if lines > MAX_FILE_LINES and rel not in TABLE_FILES else []
         functions = python_functions(text) if rel.endswith(".py") else cpp_functions(text)
         found += [
             f"{name}: {n} lines"
@@ -140,14 +137,16 @@ def over() -> dict[str, list[str]]:
 
 
 def test_no_file_or_function_over_the_limits(over):
-    new = {f: what for f, what in over.items() if f not in OWNED_ELSEWHERE | NOT_YET_SPLIT}
+    new = {f: what for f, what in over.items() if f not in NOT_YET_SPLIT}
     assert new == {}, "split these by what their parts are:\n" + "\n".join(
         f"{f}: {w}" for f, w in new.items()
     )
 
 
 def test_the_exemptions_are_still_needed(over):
-    assert sorted(f for f in OWNED_ELSEWHERE | NOT_YET_SPLIT if f not in over) == []
+    assert sorted(f for f in NOT_YET_SPLIT if f not in over) == []
+    lengths = {f: (ROOT / f).read_text(encoding="utf-8").count("\n") for f in TABLE_FILES}
+    assert sorted(f for f, n in lengths.items() if n <= MAX_FILE_LINES) == []
     functions = {(f, _short(h)) for f in {f for f, _ in TABLE_FUNCTIONS} for h, _ in _functions_of(f)}
     assert sorted(k for k in TABLE_FUNCTIONS if k not in functions) == []
 

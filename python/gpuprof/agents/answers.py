@@ -515,7 +515,7 @@ def verdict(base, new) -> dict:
 
 
 def diff(base, new, top_rows: int = 10) -> dict:
-    from ..cli.diff import compare
+    from ..report.compare import compare
 
     d = compare(base, new, top=top_rows)
     v = verdict(base, new)
@@ -535,8 +535,8 @@ def diff(base, new, top_rows: int = 10) -> dict:
 
 
 def check(report, maxima: dict, minima: dict, deny_rules: list[str], baseline=None) -> dict:
-    from ..cli import UserError
-    from ..cli.check import denied_rules, evaluate
+    from .._errors import UserError
+    from ..report.budgets import denied_rules, evaluate
 
     budgets = [("max", str(k), float(v)) for k, v in (maxima or {}).items()]
     budgets += [("min", str(k), float(v)) for k, v in (minima or {}).items()]

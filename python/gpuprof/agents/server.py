@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 from urllib.parse import quote
 
@@ -75,6 +76,26 @@ def build_server(root: str, *, max_tokens: int = A.DEFAULT_MAX_TOKENS):
             )
         return f, report, note
 
+    tools = SimpleNamespace(
+        where=where,
+        loader=loader,
+        cap=cap,
+        tool_error=ToolError,
+        answer=answer,
+        more_of=more_of,
+        label=label,
+        one=one,
+    )
+    _report_tools(server, tools)
+    _question_tools(server, tools)
+    _report_resources(server, tools)
+    return server
+
+
+def _report_tools(server, c: SimpleNamespace) -> None:
+    """analyze, top and findings: what one run holds."""
+    where, loader, answer, more_of, label, one = (c.where, c.loader, c.answer, c.more_of, c.label, c.one)
+
     @server.tool(
         description="A run folder, a report.json or a profiler trace -> the mean step and its "
         "breakdown by category, the top kernels and operators, and the findings with their bounds.",
@@ -143,6 +164,11 @@ def build_server(root: str, *, max_tokens: int = A.DEFAULT_MAX_TOKENS):
             )
 
         return answer("findings", make, max_tokens)
+
+
+def _question_tools(server, c: SimpleNamespace) -> None:
+    """diff, check, explain, and capture (not available yet)."""
+    answer, more_of, label, one, ToolError = c.answer, c.more_of, c.label, c.one, c.tool_error
 
     @server.tool(
         description="Two runs (base, new: run folders, report.json files or traces) -> the verdict "
@@ -214,6 +240,11 @@ def build_server(root: str, *, max_tokens: int = A.DEFAULT_MAX_TOKENS):
     def capture(path: str) -> str:
         raise ToolError(CAPTURE_UNAVAILABLE)
 
+
+def _report_resources(server, c: SimpleNamespace) -> None:
+    """The saved reports under the root, as resources."""
+    where, loader, cap, label, ToolError = c.where, c.loader, c.cap, c.label, c.tool_error
+
     def read_report(rel: str) -> str:
         try:
             f, report, _ = loader.report(where.resolve(rel))
@@ -238,7 +269,6 @@ def build_server(root: str, *, max_tokens: int = A.DEFAULT_MAX_TOKENS):
         server.resource(f"gpuprof://report/{quote(rel)}", name=rel, mime_type="text/plain")(
             _reader(read_report, rel)
         )
-    return server
 
 
 def _reader(read: Callable[[str], str], rel: str) -> Callable[[], str]:

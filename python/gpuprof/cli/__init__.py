@@ -16,8 +16,7 @@ import sys
 VERBS = ["run", "analyze", "scaling", "export", "report", "diff", "check", "findings", "mcp", "doctor"]
 
 
-class UserError(Exception):
-    """A mistake the user can fix: printed as one line, no traceback."""
+from .._errors import UserError  # noqa: E402, F401 (the CLI's name for it)
 
 
 def build_parser(verbs: list[str] | None = None) -> argparse.ArgumentParser:

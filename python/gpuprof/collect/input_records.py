@@ -26,10 +26,7 @@ import struct
 import sys
 import threading
 from time import monotonic_ns, thread_time_ns
-from typing import TYPE_CHECKING, Any, Optional
-
-if TYPE_CHECKING:
-    from .input_reader import PipelineCapture
+from typing import Any, Optional
 
 # Records: (kind, channel, ...). Kinds and fields, in order:
 #   "h" hello:  chan, worker, pid, t_ns
@@ -121,7 +118,7 @@ class _WorkerState:
 
 
 _worker: Optional[_WorkerState] = None  # set in a worker process only
-_main: Optional[PipelineCapture] = None  # the session's capture, in the main process only
+_main: Optional[Any] = None  # the session's input_reader.PipelineCapture, in the main process only
 _main_current = threading.local()  # .chan: the loader whose __next__ runs on this thread (main)
 
 
