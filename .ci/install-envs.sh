@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the environments tests/python/test_install_envs.py checks gpuprof in, as users get them:
+# Builds the environments tests/python/package/test_install_envs.py checks gpuprof in, as users get them:
 #   build/venv-torch214/   a fresh venv with PyPI's torch 2.14.1 (its CUDA build; it runs on the
 #                          CPU) and this checkout installed by a plain `pip install .` (no torch in
 #                          the isolated build: the operator hooks are compiled on first use);

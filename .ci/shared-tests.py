@@ -7,7 +7,8 @@ A file reads ../shared when its code (not its docstrings or comments) does one o
 - builds the path itself: a string ``"shared"`` (a path component) or one that starts with
   ``../shared``.
 
-Usage: python3 .ci/shared-tests.py [TESTS_DIR]   (default tests/python; paths printed as given)
+Usage: python3 .ci/shared-tests.py [TESTS_DIR]   (default tests/python, its stage folders included;
+paths printed as given)
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _reads_directly(tree: ast.AST) -> bool:
 
 def shared_tests(folder: Path) -> list:
     trees = {}
-    for path in sorted(folder.glob("*.py")):
+    for path in sorted(folder.rglob("*.py")):
         try:
             trees[path] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except (OSError, SyntaxError, UnicodeDecodeError) as e:

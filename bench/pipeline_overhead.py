@@ -13,7 +13,7 @@ The cost a span adds falls in three places, each measured here against what runs
   without a span's hooks (the ``__next__`` wrap, the wait and queue look-up, the timed fetch);
 - **in the training process, per worker record**: the session's reader thread unpickling a record.
 
-While no span records, a worker runs torch's own fetch (tests/python/test_input_pipeline.py counts
+While no span records, a worker runs torch's own fetch (tests/python/collect/test_input_pipeline.py counts
 gpuprof's frames to show it): nothing is added, by construction, so there is no variant for it.
 
 Wall time: each variant's loop is timed ``--rounds`` times, interleaved with the others, and the

@@ -1,5 +1,5 @@
 // Specifications of the tensor-core classifiers. Real names from the shared traces are checked in
-// tests/python/test_gpu_metrics_classifiers.py; here are the naming patterns of kernels newer than
+// tests/python/analysis/test_gpu_metrics_classifiers.py; here are the naming patterns of kernels newer than
 // those traces (Hopper, Blackwell, bf16/fp8, attention) and the traps around them.
 #include <gtest/gtest.h>
 

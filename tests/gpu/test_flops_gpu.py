@@ -1,4 +1,4 @@
-"""FLOPs and MFU on a real GPU: the same models as tests/python/test_flops.py on CUDA, counted by
+"""FLOPs and MFU on a real GPU: the same models as tests/python/analysis/test_flops.py on CUDA, counted by
 the live hooks' capture (cuBLAS, cuDNN and the flash/efficient attention kernels underneath) and
 compared with torch's FlopCounterMode, op by op; MFU against the peak table's row for the device.
 

@@ -1,5 +1,5 @@
 """Each rule's explanation, from the copy of docs/advice.md installed with the package (docs/ is
-not installed; tests/python/test_report_html_timeline.py keeps the copy equal to docs/advice.md)."""
+not installed; tests/python/report/test_report_html_timeline.py keeps the copy equal to docs/advice.md)."""
 
 from __future__ import annotations
 

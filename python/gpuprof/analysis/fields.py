@@ -3,7 +3,7 @@ fields of its rows (key, JSON type, meaning, and for the GPU summary the label a
 
 The rows themselves are made in C++ (cpp/bindings/analysis_bindings.cpp declares each row type's
 fields once, in the same order, and registers each table in one line: ``_core.RESULT_TABLES``);
-``tests/python/test_fields.py`` checks that both declarations agree on a real analysis.
+``tests/python/analysis/test_fields.py`` checks that both declarations agree on a real analysis.
 Everything else about a table is read from here, when it is used:
 
 - the report dict: an ``analysed`` table's rows are copied from the native analysis
