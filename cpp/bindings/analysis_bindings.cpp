@@ -107,12 +107,11 @@ const std::vector<Field<OperatorRow>> kOperatorFields = {
     member("tc_eligible", &OperatorRow::tc_eligible),
     {"tc_self_pct", [](const OperatorRow& r) { return or_none(r.tc_self_pct()); }},
     {"tc_total_pct", [](const OperatorRow& r) { return or_none(r.tc_total_pct()); }},
-    // ---- FLOPs ----
+    // FLOPs
     member("flops", &OperatorRow::flops),
-    // ---- end FLOPs ----
 };
 
-// ---- FLOPs: the roofline's rows, and each step's FLOPs ---------------------------------------------
+// FLOPs: the roofline's rows, and each step's FLOPs
 const std::vector<Field<RooflineRow>> kRooflineFields = {
     member("name", &RooflineRow::name),
     member("input_shapes", &RooflineRow::input_shapes),
@@ -164,7 +163,6 @@ py::dict flops_dict(const Trace& t, const AnalysisTables& a) {
   d["trace_flops_differ"] = a.flops.trace_args_differ;
   return d;
 }
-// ---- end FLOPs ----
 
 const std::vector<Field<OperatorRow>> kOperatorShapeFields = {
     member("name", &OperatorRow::name),
@@ -345,7 +343,7 @@ std::vector<ProcessGroupInfo> process_groups_arg(const py::object& groups) {
   }
   return out;
 }
-// ---- energy per step (docs/metrics.md, "Energy") -------------------------------------------------
+// energy per step (docs/metrics.md, "Energy")
 const std::vector<Field<DeviceEnergy>> kEnergyFields = {
     member("device", &DeviceEnergy::device),
     {"method",
@@ -359,7 +357,6 @@ const std::vector<Field<DeviceEnergy>> kEnergyFields = {
     {"mean_power_w", [](const DeviceEnergy& r) { return or_none(r.mean_power_w()); }},
     member("note", &DeviceEnergy::note),
 };
-// ---- end energy ----
 
 // ---- the result tables: one registration each ------------------------------------------------------
 // A table of rows the analysis makes, by its key in the report (analysis/fields.py declares the same
@@ -720,8 +717,7 @@ void bind_flops_energy(py::module_& m) {
         return out;
       },
       "Every FLOP rule: (operator name without aten::, class, FLOPs per element or 0, what it counts).");
-  // ---- end FLOPs ----
-  // ---- energy per step (docs/metrics.md, "Energy") -----------------------------------------------
+  // energy per step (docs/metrics.md, "Energy")
   m.def(
       "step_energy",
       [](const Trace& t, const std::vector<std::pair<int64_t, int64_t>>& windows) {
@@ -748,7 +744,6 @@ void bind_flops_energy(py::module_& m) {
       "Each NVML-sampled device's energy over each step (start_ns, end_ns): {'devices': energy rows, "
       "'steps': [[J or None per device] per step]}; from the energy counter, else power samples "
       "integrated, else None (docs/metrics.md, \"Energy\").");
-  // ---- end energy ----
 }
 
 // The one pass over a trace (gpu_tables), the result tables it names, and the collectives' arithmetic.

@@ -414,7 +414,7 @@ struct EventWriter {
   }
 
   void counters() {
-    // ---- NVML samples: each device's power as a counter track, for trace viewers (the importer
+    // NVML samples: each device's power as a counter track, for trace viewers (the importer
     // ignores counters and reads gpuprofGpuSamples, written by write_trace).
     for (const GpuSample& s : t.gpu_samples) {
       if (s.power_mw < 0) continue;
@@ -434,7 +434,6 @@ struct EventWriter {
       w.EndObject();
       w.EndObject();
     }
-    // ---- end NVML samples ----
     // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
     // utilization per bucket, ending at 0 where the trace ends, and Est. SM efficiency as the plugin
     // drew it: each stretch's level from its start, 0 where no kernel runs.
@@ -546,7 +545,7 @@ void write_trace(const Trace& t, BlockSink& sink) {
   }
   w.EndObject();
 
-  // ---- NVML samples (docs/metrics.md, "Energy") ----
+  // NVML samples (docs/metrics.md, "Energy")
   // Kineto's format has no place for them: they go in a key of their own, which gpuprof's importer
   // reads back exactly (integers: ns, mW, mJ), so a re-read trace keeps its energy per step. A field
   // the device did not report is left out.
@@ -575,7 +574,6 @@ void write_trace(const Trace& t, BlockSink& sink) {
     }
     w.EndArray();
   }
-  // ---- end NVML samples ----
 
   key(w, "traceEvents");
   w.StartArray();

@@ -193,7 +193,7 @@ std::unique_ptr<at::ObserverContext> idle_enter(const at::RecordFunction&) { ret
 void idle_exit(const at::RecordFunction&, at::ObserverContext*) {}
 at::CallbackHandle g_idle_handle = 0;
 
-// ---- FLOPs: the inputs of the matrix-class ops, without record_shapes -----------------------------
+// FLOPs: the inputs of the matrix-class ops, without record_shapes
 // A RecordFunction callback sees an op's inputs only if every op boxes them for it (needsInputs:
 // about +1,850 instructions per mm, docs/performance.md "FLOPs"). The FLOPs of matrix products, convolutions and
 // attention need their shapes, dtypes and a few scalars, so those ops alone get a kernel at the

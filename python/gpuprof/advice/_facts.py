@@ -305,7 +305,7 @@ class Facts:
         totals = [t for t in totals if t]
         return min(totals) if totals else None
 
-    # ---- FLOPs (docs/metrics.md, "MFU and HFU", "Roofline") --------------------------------------
+    # FLOPs (docs/metrics.md, "MFU and HFU", "Roofline")
     @property
     def flops(self) -> dict:
         """The report's ``flops`` section; {} for a report made before gpuprof counted FLOPs."""

@@ -120,9 +120,8 @@ def report_dict(
         for dim in ("grid", "block"):
             if row[dim] == [0, 0, 0]:
                 row[dim] = None
-    # ---- FLOPs: the flops section, each step's FLOPs and the roofline's rows ----
+    # FLOPs: the flops section, each step's FLOPs and the roofline's rows
     _add_flops(data, analysed["flops"], source=source, host=host, peak_tflops=peak_tflops)
-    # ---- end FLOPs ----
     # Collectives per kind x process group, and every call as [row, step, dur_us, end_us, bytes]:
     # what the cross-rank report needs to split each row's time into transfer and waiting
     # (analysis/ranks.py; docs/metrics.md, "Collectives").
@@ -135,10 +134,9 @@ def report_dict(
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
     # "not reported by this device" and becomes None.
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(trace)]
-    # ---- energy per step (docs/metrics.md, "Energy"): only where NVML sampled a device ----------
+    # energy per step (docs/metrics.md, "Energy"): only where NVML sampled a device
     if data["gpu_samples"]:
         _add_energy(data, trace, batch_size)
-    # ---- end energy ----
     # Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's
     # buckets (docs/metrics.md, "GPU timeline"); {} without kernels.
     data["gpu_timeline"] = _core.gpu_timeline(trace)
@@ -308,7 +306,7 @@ def _gpu_sample_row(raw: dict) -> dict:
     return row
 
 
-# ---- energy per step (docs/metrics.md, "Energy") ---------------------------------------------------
+# energy per step (docs/metrics.md, "Energy")
 def _add_energy(data: dict, trace, batch_size: Optional[int]) -> None:
     """Each step's energy on the NVML-sampled devices (``steps[].energy_j``, summed over them;
     ``device_energy_j`` per device when there are several), its mean power and energy per sample,
@@ -349,7 +347,6 @@ def _energy_keys(energy_j: Optional[float], dur_us: float, batch: Optional[int])
     }
 
 
-# ---- end energy ----
 
 
 def average(steps: list[dict]) -> dict:

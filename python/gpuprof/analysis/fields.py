@@ -92,14 +92,13 @@ TABLES: tuple[Table, ...] = (
                 _NULLABLE_NUM,
                 "tensor-core kernels' share of `device_total_us` (null: no device time)",
             ),
-            # ---- FLOPs ----
+            # FLOPs
             Field(
                 "flops",
                 "integer",
                 'FLOPs counted at these calls (docs/metrics.md, "FLOPs": at the outermost op with a rule, '
                 "so the column sums to the span's FLOPs); 0 where none count here",
             ),
-            # ---- end FLOPs ----
         ),
         shown=True,
         terminal=True,
@@ -157,14 +156,13 @@ TABLES: tuple[Table, ...] = (
                 "device time launched by the ops of its forward and backward, its children's included",
             ),
             Field("device_self_us", _US, "`device_total_us` less that of the modules it called"),
-            # ---- FLOPs ----
+            # FLOPs
             Field(
                 "flops",
                 "integer",
                 "FLOPs of the operator calls of its forward and backward, its children's included "
                 '(docs/metrics.md, "FLOPs"); 0 where none count in it',
             ),
-            # ---- end FLOPs ----
         ),
         analysed=True,
     ),
@@ -415,7 +413,7 @@ TABLES: tuple[Table, ...] = (
         analysed=True,
         doc="The GPU summary, one row per device.",
     ),
-    # ---- FLOPs ----
+    # FLOPs
     Table(
         "roofline",
         "Roofline",
@@ -446,7 +444,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
     ),
-    # ---- end FLOPs ----
     Table(
         "gpu_samples",
         "NVML samples",
@@ -468,7 +465,7 @@ TABLES: tuple[Table, ...] = (
         ),
         doc="NVML samples over the span.",
     ),
-    # ---- energy per step (docs/metrics.md, "Energy") --------------------------------------------
+    # energy per step (docs/metrics.md, "Energy")
     Table(
         "energy",
         "Energy",
@@ -488,7 +485,6 @@ TABLES: tuple[Table, ...] = (
             Field("note", "string", "why steps were not measured, or measured from power; empty when none"),
         ),
     ),
-    # ---- end energy ----
 )
 
 

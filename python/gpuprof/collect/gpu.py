@@ -285,14 +285,13 @@ class GpuCollection:
         if self._started:
             _core.gpu_stop()
 
-    # ---- energy per step (docs/metrics.md, "Energy") ---------------------------------------------
+    # energy per step (docs/metrics.md, "Energy")
     def sample_energy(self) -> None:
         """At a step boundary: one reading of NVML's total-energy counter per sampled GPU that has
         one (one NVML call each), so that each step's energy is the counter's difference across it."""
         if self._started and self.status.get("nvml"):
             _core.gpu_sample_energy()
 
-    # ---- end energy
 
     def flush(self) -> None:
         if self._started and self.status.get("enabled"):

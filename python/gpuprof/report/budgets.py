@@ -193,7 +193,7 @@ def evaluate(report, budgets: list[tuple[str, str, float]], baseline=None) -> li
     return results
 
 
-# ---- energy per step (docs/metrics.md, "Energy") ---------------------------------------------------
+# energy per step (docs/metrics.md, "Energy")
 _ENERGY_METRICS = ("energy_per_step_j", "energy_j", "mean_power_w", "energy_per_sample_j")
 
 
@@ -211,4 +211,3 @@ def _no_energy(name: str, report) -> str:
     )
 
 
-# ---- end energy

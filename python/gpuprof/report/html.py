@@ -236,7 +236,7 @@ def _time_series_charts(
     return charts
 
 
-# ---- FLOPs: the roofline chart ---------------------------------------------------------------------
+# FLOPs: the roofline chart
 ROOF_W, ROOF_H = 760, 320
 ROOF_COLORS = {"matmul": "#3867d6", "other": "#fa8231"}
 ROOFLINE_POINTS = 20
@@ -498,12 +498,11 @@ def _devices(report) -> dict:
     }
 
 
-# ---- energy per step (docs/metrics.md, "Energy"), drawn under the GPU summary
+# energy per step (docs/metrics.md, "Energy"), drawn under the GPU summary
 def _energy(report) -> dict:
     return {"energy_lines": sec.energy_lines(report.data)}
 
 
-# ---- end energy
 
 
 def _memory(report) -> dict:

@@ -27,9 +27,8 @@ _BOOL = {"type": "boolean"}
 
 _CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
 _CATEGORY_PCT = {f"{k}_pct": _NUM for k, _ in CATEGORIES}
-# ---- energy per step (docs/metrics.md, "Energy"): in steps[] and average when NVML sampled a GPU
+# energy per step (docs/metrics.md, "Energy"): in steps[] and average when NVML sampled a GPU
 _ENERGY = {"energy_j": _NUM_OR_NULL, "mean_power_w": _NUM_OR_NULL, "energy_per_sample_j": _NUM_OR_NULL}
-# ---- end energy
 
 
 def _row(table: str) -> dict:
@@ -326,7 +325,7 @@ _LAYOUT: dict = {
                 "note": _STR,
             },
         },
-        # ---- FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline") ----
+        # FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline")
         "flops": {
             "type": "object",
             "required": [
@@ -372,7 +371,6 @@ _LAYOUT: dict = {
             },
         },
         "roofline": {"type": "array", "items": _row("roofline")},
-        # ---- end FLOPs ----
         "memory_curve": {
             "type": "object",
             "additionalProperties": {

@@ -162,13 +162,12 @@ def _out_of_memory(report, title: str, top: int) -> list[str]:
     return ["### Out of memory", ""] + [f"- {md_escape(line.strip())}" for line in lines] + [""]
 
 
-# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+# energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
 def _energy(report, title: str, top: int) -> list[str]:
     lines = sec.energy_lines(report.data)
     return ["### Energy", ""] + [f"- {md_escape(line)}" for line in lines] + [""] if lines else []
 
 
-# ---- end energy
 
 
 def _memory(report, title: str, top: int) -> list[str]:

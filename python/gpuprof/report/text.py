@@ -274,13 +274,12 @@ def _out_of_memory(console: Console, report) -> None:
             console.print(line)
 
 
-# ---- energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
+# energy per step (docs/metrics.md, "Energy"), under the GPU summary; nothing on a CPU report
 def _energy(console: Console, report) -> None:
     for line in sec.energy_lines(report.data):
         console.print(line)
 
 
-# ---- end energy
 
 
 def _memory(console: Console, report) -> None:

@@ -76,11 +76,10 @@ struct OperatorRow {
   double tc_total_pct() const {
     return device_total_ns > 0 ? 100.0 * double(tc_total_ns) / double(device_total_ns) : -1.0;
   }
-  // ---- FLOPs (flops.h): counted at this operator's calls (0 where none counts here) ----
+  // FLOPs (flops.h): counted at this operator's calls (0 where none counts here)
   int64_t flops = 0;
   int64_t flop_bytes = 0;   // the bytes those calls read and write; -1 where a call's are unknown
   FlopClass flop_class = FlopClass::None;
-  // ---- end FLOPs ----
 };
 // Both from one pass over the ops: each row of by_name is the sum of that name's rows of by_shape
 // (before the cap). by_shape is empty when no op of the trace has recorded input shapes (it would
@@ -264,11 +263,10 @@ struct AnalysisTables {
     std::string full;
   };
   std::vector<LongName> long_names;
-  // ---- FLOPs ----
+  // FLOPs
   FlopCounts flops;
   std::vector<StepFlops> step_flops;
   std::vector<RooflineRow> roofline;
-  // ---- end FLOPs ----
 };
 // `process_groups`: the job's groups (distributedInfo's pg_config), for calls that record none.
 AnalysisTables analyse_tables(const Trace& trace, const BreakdownOptions& options,

@@ -67,7 +67,7 @@ void host_exit_now(const void* key);
 // The same, for a host op whose autograd link (event.h: pack_autograd_link) the caller read from
 // the RecordFunction: kept in the event's correlation slot. The module view's hooks use it.
 void host_exit_now(const void* key, uint64_t autograd_link);
-// ---- FLOPs ----
+// FLOPs
 // The inputs of the op innermost open on the calling thread, recorded from inside that op (the
 // hooks' capture of the ops FLOPs are counted for, torch_hooks.cpp). `key` is any list of integers
 // that tells one call's inputs from another's (sizes, dtypes, scalars); each thread keeps what it
@@ -83,7 +83,6 @@ struct OpInputTexts {
 };
 using OpInputsFormatter = void (*)(const int64_t* key, size_t n, OpInputTexts* out);
 void host_op_inputs(const char* name, const int64_t* key, size_t n, OpInputsFormatter format, bool grad_recorded);
-// ---- end FLOPs ----
 // The text host_enter_now records for a dims list (see above); for tests.
 std::string shapes_text(const int64_t* dims, size_t n_dims);
 // A complete event (step markers, imported or synthesised ranges).

@@ -34,12 +34,11 @@ enum class EventKind : uint8_t {
 
 constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
 
-// ---- FLOPs: Event::flags bits of a host op ----
+// FLOPs: Event::flags bits of a host op
 // The op ran with autograd recording (Kineto's "Sequence number"; live: grad mode on and an input
 // that requires grad). Inside a backward pass this marks a forward op recomputed by activation
 // checkpointing: the ops that compute gradients run with recording off (docs/metrics.md, "FLOPs").
 constexpr uint8_t kGradRecordedFlag = 0x01;
-// ---- end FLOPs ----
 
 struct Event {
   int64_t start_ns = 0;

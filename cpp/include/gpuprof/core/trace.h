@@ -54,7 +54,7 @@ struct DeviceProps {
   int max_blocks_per_sm = 0;   // 0: derive from the compute capability
 };
 
-// ---- GPU samples (GPU collection) ----
+// GPU samples (GPU collection)
 // One NVML reading of a device during active steps (what `nvidia-smi dmon` shows). -1: not reported.
 struct GpuSample {
   int64_t ts_ns = 0;
@@ -70,7 +70,6 @@ struct GpuSample {
   // reading carries only this field), so a step's energy is the counter's difference across it.
   int64_t energy_mj = -1;
 };
-// ---- end GPU samples ----
 
 // The profiled process's resident set size (live sessions sample it at every step boundary).
 struct HostMemorySample {
@@ -78,7 +77,7 @@ struct HostMemorySample {
   int64_t rss_bytes = 0;
 };
 
-// ---- FLOPs: what a host op's FLOP rule reads besides its name and shapes (Event::aux) ----
+// FLOPs: what a host op's FLOP rule reads besides its name and shapes (Event::aux)
 // Kept only for host ops that have any of it, sorted by `event`. The texts are written as Python
 // prints a list, in Kineto's form: types "['float', 'float', 'Scalar']" ("Input type"), scalar
 // and list inputs "['', '', '[2, 2]', 'False']" ("Concrete Inputs"); live sessions write the same
@@ -89,7 +88,6 @@ struct OpArgs {
   uint32_t concrete = 0;   // string id; 0: not recorded
   int64_t trace_flops = -1;   // a `flops` arg the trace carries (with_flops); -1: none
 };
-// ---- end FLOPs ----
 
 // What one collective call records of itself, joined to its event by external id: torch's
 // ParamCommsDebugInfo (live, read when the `record_param_comms` RecordFunction starts; Kineto
