@@ -347,8 +347,6 @@ def _energy_keys(energy_j: Optional[float], dur_us: float, batch: Optional[int])
     }
 
 
-
-
 def average(steps: list[dict]) -> dict:
     """Mean of each category over the steps, and its share of the mean step."""
     keys = ["total_us"] + [f"{k}_us" for k, _ in CATEGORIES]

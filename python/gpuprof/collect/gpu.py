@@ -292,7 +292,6 @@ class GpuCollection:
         if self._started and self.status.get("nvml"):
             _core.gpu_sample_energy()
 
-
     def flush(self) -> None:
         if self._started and self.status.get("enabled"):
             # Work of the last step may still be queued: wait for it on every device in use, so its

@@ -209,5 +209,3 @@ def _no_energy(name: str, report) -> str:
         "a GPU: a CPU-only run, an imported Kineto trace or a run where NVML was off has none; "
         "the report's metadata gpu_samples says why NVML was off)"
     )
-
-

@@ -503,8 +503,6 @@ def _energy(report) -> dict:
     return {"energy_lines": sec.energy_lines(report.data)}
 
 
-
-
 def _memory(report) -> dict:
     memory = sec.section(report.data, "memory")
     memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")

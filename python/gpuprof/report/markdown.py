@@ -168,8 +168,6 @@ def _energy(report, title: str, top: int) -> list[str]:
     return ["### Energy", ""] + [f"- {md_escape(line)}" for line in lines] + [""] if lines else []
 
 
-
-
 def _memory(report, title: str, top: int) -> list[str]:
     mem = sec.memory_lines(report.data) + [line.strip() for line in sec.memory_view_lines(report.data)]
     return ["### Memory", ""] + [f"- {md_escape(line)}" for line in mem] + [""] if mem else []

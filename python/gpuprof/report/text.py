@@ -280,8 +280,6 @@ def _energy(console: Console, report) -> None:
         console.print(line)
 
 
-
-
 def _memory(console: Console, report) -> None:
     for line in sec.memory_lines(report.data):
         console.print(line)

@@ -13,7 +13,7 @@ import torch.distributed as dist  # noqa: E402
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-JOB = (Path(__file__).resolve().parents[1] / "_ddp_job.py")
+JOB = Path(__file__).resolve().parents[1] / "_ddp_job.py"
 
 
 def cli(*args):

@@ -3,7 +3,8 @@ meets them, in fresh interpreters: a prebuilt module is used only beside the tor
 compiled for; another torch build (an upgrade, or the CUDA build of the same release) gets hooks
 compiled on first use, once, then reused from the cache; no compiler means one line that says what
 to install, and the training run goes on; no torch at all never stops trace analysis. The cache's
-faults (entries cut short, planted, crashing; links; a held lock) are tests/python/collect/test_hooks_cache.py."""
+faults (entries cut short, planted, crashing; links; a held lock) are
+tests/python/collect/test_hooks_cache.py."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import torch.distributed as dist  # noqa: E402
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-JOB = (Path(__file__).resolve().parents[1] / "_torchrun_job.py")
+JOB = Path(__file__).resolve().parents[1] / "_torchrun_job.py"
 
 
 def torchrun(world: int, *args, cwd: Path, timeout: int = 400) -> subprocess.CompletedProcess:
