@@ -53,6 +53,7 @@ def report_dict(
     peak_tflops: Optional[float] = None,
     batch_size: Optional[int] = None,
     pipeline: Optional[dict] = None,
+    dynamo: Optional[list] = None,
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
@@ -60,7 +61,9 @@ def report_dict(
     ``batch_size`` (samples per step, when known) gives the energy per sample. ``pipeline``: what a
     live span measured inside its DataLoaders, for the ``input_pipeline`` section
     (``analysis/input_pipeline.py``). ``peak_tflops``: the dense peak MFU divides by, when the user gives
-    it (docs/metrics.md, "MFU and HFU")."""
+    it (docs/metrics.md, "MFU and HFU"). ``dynamo``: torch.compile's compilation records a live span
+    read (``collect/dynamo.py``), for the ``compiled`` section's graphs, recompilations and graph
+    breaks."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
     if native is not None:
@@ -128,7 +131,7 @@ def report_dict(
     data["collectives"] = analysed["collectives"]
     calls = analysed["collective_calls"]
     data["collective_calls"] = [list(c) for c in calls] if len(calls) <= MAX_COLLECTIVE_CALLS else None
-    compiled = _compiled_regions(data["operators"])
+    compiled = _compiled_regions(data["operators"], dynamo)
     if compiled:
         data["compiled"] = compiled
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
@@ -366,10 +369,12 @@ _COMPILED_GRAPH = ("## Call CompiledFxGraph", "CompiledFunction")  # CompiledFun
 _COMPILED_OTHER = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
 
 
-def _compiled_regions(operators: list) -> dict:
+def _compiled_regions(operators: list, dynamo: Optional[list] = None) -> dict:
     """What torch.compile's regions hold (docs/metrics.md, ``compiled``): the kernels the graphs
     launched themselves (inductor's, attributed by their launch correlation) and the host time no
-    operator inside the graphs explains (inductor's generated code); {} without compiled regions."""
+    operator inside the graphs explains (inductor's generated code); with Dynamo's compilation
+    records (a live span), its graphs, recompilations and graph breaks (analysis/compiled.py);
+    {} without compiled regions."""
     graphs = [r for r in operators if str(r.get("name", "")).startswith(_COMPILED_GRAPH)]
     if not graphs and not any(str(r.get("name", "")).startswith(_COMPILED_OTHER) for r in operators):
         return {}
@@ -407,6 +412,13 @@ def _compiled_regions(operators: list) -> dict:
             else ""
         )
     )
+    if dynamo:
+        from .compiled import dynamo_lines, dynamo_section
+
+        out.update(dynamo_section(dynamo, operators))
+        lines = dynamo_lines(out)
+        if lines:
+            out["note"] += "; " + "; ".join(lines)
     return out
 
 

@@ -50,6 +50,7 @@ def build_report(
     with_step_views: bool = True,
     peak_tflops: Optional[float] = None,
     failure: Optional[dict] = None,
+    dynamo: Optional[list] = None,
 ) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
     of a rank's file, or a saved report).
@@ -73,6 +74,8 @@ def build_report(
             row for the device or the user knows better (docs/metrics.md, "MFU and HFU").
         failure: what a live session read when an out-of-memory error ended it
             (``collect/oom.py``): the report gets its ``out_of_memory`` section.
+        dynamo: torch.compile's compilation records at the span's end (``collect/dynamo.py``),
+            for the ``compiled`` section's graphs, recompilations and graph breaks.
     """
     native: dict = {}
     if trace is not None:
@@ -86,6 +89,7 @@ def build_report(
             peak_tflops=peak_tflops,
             batch_size=_batch_size(rank, dataloaders),
             pipeline=pipeline,
+            dynamo=dynamo,
         )
     elif analysed is not None:
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was

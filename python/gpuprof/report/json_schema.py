@@ -323,6 +323,9 @@ _LAYOUT: dict = {
                 "graph_device_self_us": _NUM,
                 "unattributed_host_us": _NUM,
                 "note": _STR,
+                "graphs": _INT,
+                "recompilations": {"type": "array", "items": {"type": "object"}},
+                "graph_breaks": {"type": "array", "items": {"type": "object"}},
             },
         },
         # FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline")

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 from .._native import _core
 from ..collect import exchange as _distributed
 from ..collect.dataloader import DataLoaderCapture
+from ..collect.dynamo import DynamoWatch
 from ..collect.gpu import AllocatorSampler, GpuCollection
 from ..collect.modules import ModuleHooks
 from ..collect.schedule import ProfilerAction, always_record
@@ -142,6 +143,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         self._hooked = False
         self._steps_in_span = 0
         self._capture = DataLoaderCapture()
+        self._dynamo = DynamoWatch()
         self._entered_at = ""
         self._gpu = GpuCollection(bool(gpu), self.max_events)
         self._nvtx_step_open = False

@@ -58,6 +58,7 @@ class Recording:
             self._step_start_ticks = _core.collector_ticks()
             self._gpu.sample_energy()
             self._capture.reset()
+            self._dynamo.reset()  # torch.compile's records from now on are the span's
             self._modules.reset()
             self._steps_in_span = 0
             self._allocator.reset()

@@ -122,6 +122,7 @@ class SpanReports:
             gather=self._gather(failed and not peer_failure),
             peak_tflops=self.peak_tflops,
             failure=failure,
+            dynamo=self._dynamo.records(),
         )
 
     def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:

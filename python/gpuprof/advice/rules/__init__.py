@@ -33,6 +33,7 @@ from .base import (
     MEMORY_HIGH_PCT,
     MEMORY_LOW_PCT,
     OPTIMIZER_MIN_PCT,
+    RECOMPILE_MIN,
     SMALL_MATMUL_FLOPS,
     SYNC_MIN_BOUND_PCT,
     SYNC_MIN_PER_STEP,
@@ -42,6 +43,7 @@ from .base import (
     Rule,
     recommendation,
 )
+from .compiled import graph_break, recompilations
 from .compute import (
     channels_last,
     low_mfu,
@@ -80,6 +82,8 @@ RULES: list[tuple[str, Rule]] = [
     ("pin_memory", pin_memory),
     ("host_sync", host_sync),
     ("launch_bound", launch_bound),
+    ("recompilations", recompilations),
+    ("graph_break", graph_break),
     ("mixed_precision", mixed_precision),
     ("low_mfu", low_mfu),
     ("channels_last", channels_last),
@@ -122,6 +126,7 @@ __all__ = [
     "MEMORY_HIGH_PCT",
     "MEMORY_LOW_PCT",
     "OPTIMIZER_MIN_PCT",
+    "RECOMPILE_MIN",
     "Recommendation",
     "Rule",
     "SMALL_MATMUL_FLOPS",
@@ -135,6 +140,8 @@ __all__ = [
     "pin_memory",
     "host_sync",
     "launch_bound",
+    "recompilations",
+    "graph_break",
     "mixed_precision",
     "low_mfu",
     "channels_last",

@@ -42,7 +42,10 @@ LOW_MFU_CPU_MATMUL_PCT = 50.0
 # mnist: 14% of the step in such work, and compiled, its steps were 18% slower).
 FUSABLE_MIN_PCT = 10.0
 FUSABLE_MIN_CPU_PCT = 25.0
-SMALL_MATMUL_FLOPS = 2 * 256**3  # a matrix-class call below a 256 x 256 x 256 product is small
+SMALL_MATMUL_FLOPS = 2 * 256**3
+# torch.compile: recompilations of one function inside the span from which it is a storm (Dynamo's
+# own cache holds 8 per frame before it gives up and runs the frame eagerly).
+RECOMPILE_MIN = 2  # a matrix-class call below a 256 x 256 x 256 product is small
 
 Recommendation = dict
 Rule = Callable[[Facts], Optional[Recommendation]]

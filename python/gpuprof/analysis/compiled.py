@@ -1,0 +1,144 @@
+"""What Dynamo compiled for a live span (docs/metrics.md, ``compiled``): its graphs, the
+recompilations inside the span with the guard that failed, and the graph breaks with their reason
+and the user's line, from the compilation records ``collect/dynamo.py`` copies at the span's end
+and the compiled regions the span ran (``Torch-Compiled Region: frame/compile``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
+_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
+_COMPILE_ID = re.compile(r"(\d+)/(\d+)")
+_PREFIX = re.compile(r"^\s*\d+/\d+:\s*")
+_SIZE = re.compile(r"tensor '([^']+)' (size|stride) mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+
+
+def _frame(compile_id) -> Optional[int]:
+    m = _COMPILE_ID.search(str(compile_id or ""))
+    return int(m.group(1)) if m else None
+
+
+def _base(name: str) -> str:
+    m = _RESUME.match(name)
+    return _base(m.group(1)) if m else name
+
+
+def region_calls_by_frame(operators: list) -> dict:
+    """Calls of each Dynamo frame's compiled regions in the span (all its compiles together)."""
+    calls: dict = {}
+    for row in operators:
+        m = _REGION.match(str(row.get("name", "")))
+        if m:
+            frame = int(m.group(1))
+            calls[frame] = calls.get(frame, 0) + int(row.get("calls") or 0)
+    return calls
+
+
+def _guard(reason: str) -> tuple[str, Optional[str], Optional[int]]:
+    """The failed guard's first line without Dynamo's "frame/compile: " prefix, the dimension it
+    names ("x.size(0)") and the new value, where it is a tensor's size or stride."""
+    first = _PREFIX.sub("", reason.strip().splitlines()[0] if reason.strip() else "")
+    m = _SIZE.search(first)
+    if not m:
+        return first, None, None
+    return first, f"{m.group(1)}.{m.group(2)}({m.group(3)})", int(m.group(5))
+
+
+def _where(row: dict, line) -> Optional[str]:
+    file = row.get("co_filename")
+    return f"{file}:{line}" if file and line is not None else None
+
+
+def dynamo_section(records: list, operators: list) -> dict:
+    """``graphs``, ``recompilations`` and ``graph_breaks`` from Dynamo's compilation records."""
+    calls = region_calls_by_frame(operators)
+    recompilations: dict = {}
+    for row in records:
+        reason = row.get("recompile_reason")
+        if not row.get("in_span") or not reason:
+            continue
+        guard, dimension, value = _guard(str(reason))
+        key = (row.get("co_name"), row.get("co_filename"), row.get("co_firstlineno"), dimension or guard)
+        entry = recompilations.setdefault(
+            key,
+            {
+                "function": row.get("co_name"),
+                "source": _where(row, row.get("co_firstlineno")),
+                "count": 0,
+                "guard": guard,
+                "dimension": dimension,
+                "values": [],
+                "compile_us": 0.0,
+            },
+        )
+        entry["count"] += 1
+        if value is not None and value not in entry["values"]:
+            entry["values"].append(value)
+        entry["compile_us"] += round(float(row.get("entire_frame_compile_time_s") or 0.0) * 1e6, 3)
+    breaks: dict = {}
+    for i, row in enumerate(records):
+        reasons = row.get("restart_reasons") or []
+        if not reasons:
+            continue
+        name = str(row.get("co_name") or "")
+        resume = next(
+            (
+                later
+                for later in records[i + 1 :]
+                if later.get("co_filename") == row.get("co_filename")
+                and str(later.get("co_name") or "") != name
+                and _RESUME.match(str(later.get("co_name") or ""))
+                and _base(str(later.get("co_name"))) == _base(name)
+            ),
+            None,
+        )
+        line = int(_RESUME.match(str(resume["co_name"])).group(2)) if resume else None
+        resume_frame = _frame(resume.get("compile_id")) if resume else None
+        for reason in reasons:
+            lines = [x.strip() for x in str(reason).strip().splitlines() if x.strip()]
+            title = lines[0] if lines else ""
+            explanation = next(
+                (x[len("Explanation:") :].strip() for x in lines if x.startswith("Explanation:")), None
+            )
+            key = (title, explanation, row.get("co_filename"), line)
+            entry = breaks.setdefault(
+                key,
+                {
+                    "reason": title,
+                    "explanation": explanation,
+                    "function": _base(name),
+                    "source": _where(row, line),
+                    "count": calls.get(resume_frame, 0) if resume_frame is not None else None,
+                    "compiles": 0,
+                },
+            )
+            entry["compiles"] += 1
+    return {
+        "graphs": len(
+            {
+                str(r.get("name"))
+                for r in operators
+                if _REGION.match(str(r.get("name", ""))) and r.get("calls")
+            }
+        ),
+        "recompilations": sorted(recompilations.values(), key=lambda r: -r["count"]),
+        "graph_breaks": sorted(breaks.values(), key=lambda r: -(r["count"] or 0)),
+    }
+
+
+def dynamo_lines(section: dict) -> list[str]:
+    """One line per recompilation group and graph break, for the note and the terminal."""
+    out = []
+    for r in section.get("recompilations") or []:
+        what = (
+            f"{r['dimension']} changed ({', '.join(str(v) for v in r['values'])})"
+            if r.get("dimension")
+            else r["guard"]
+        )
+        out.append(f"recompiled {r['count']}x: {r['function']} ({r['source']}): {what}")
+    for b in section.get("graph_breaks") or []:
+        runs = f", {b['count']} runs in the span" if b.get("count") is not None else ""
+        out.append(f"graph break at {b['source'] or b['function']}: {b['reason']}{runs}")
+    return out
