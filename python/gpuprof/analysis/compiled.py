@@ -54,6 +54,15 @@ def _where(row: dict, line) -> Optional[str]:
 def dynamo_section(records: list, operators: list) -> dict:
     """``graphs``, ``recompilations`` and ``graph_breaks`` from Dynamo's compilation records."""
     calls = region_calls_by_frame(operators)
+    # torch._dynamo.reset() starts the frame ids again at 0/0 while the older records stay: only
+    # the records since the latest first compile name the frames the span's regions ran.
+    firsts = [
+        i
+        for i, r in enumerate(records)
+        if _COMPILE_ID.search(str(r.get("compile_id") or ""))
+        and _COMPILE_ID.search(str(r.get("compile_id"))).groups() == ("0", "0")
+    ]
+    records = records[firsts[-1] :] if firsts else records
     recompilations: dict = {}
     for row in records:
         reason = row.get("recompile_reason")
@@ -96,6 +105,9 @@ def dynamo_section(records: list, operators: list) -> dict:
         )
         line = int(_RESUME.match(str(resume["co_name"])).group(2)) if resume else None
         resume_frame = _frame(resume.get("compile_id")) if resume else None
+        runs = calls.get(resume_frame, 0) if resume_frame is not None else None
+        if not runs and not row.get("in_span"):
+            continue  # compiled before the span, and the code after it did not run in the span
         for reason in reasons:
             lines = [x.strip() for x in str(reason).strip().splitlines() if x.strip()]
             title = lines[0] if lines else ""
@@ -110,7 +122,7 @@ def dynamo_section(records: list, operators: list) -> dict:
                     "explanation": explanation,
                     "function": _base(name),
                     "source": _where(row, line),
-                    "count": calls.get(resume_frame, 0) if resume_frame is not None else None,
+                    "count": runs,
                     "compiles": 0,
                 },
             )

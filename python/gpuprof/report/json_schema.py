@@ -23,6 +23,7 @@ _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
 _INT = {"type": "integer"}
 _STR = {"type": "string"}
+_STR_OR_NULL = {"type": ["string", "null"]}
 _BOOL = {"type": "boolean"}
 
 _CATEGORY_US = {f"{k}_us": _NUM for k, _ in CATEGORIES}
@@ -324,8 +325,45 @@ _LAYOUT: dict = {
                 "unattributed_host_us": _NUM,
                 "note": _STR,
                 "graphs": _INT,
-                "recompilations": {"type": "array", "items": {"type": "object"}},
-                "graph_breaks": {"type": "array", "items": {"type": "object"}},
+                "recompilations": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": [
+                            "function",
+                            "source",
+                            "count",
+                            "guard",
+                            "dimension",
+                            "values",
+                            "compile_us",
+                        ],
+                        "properties": {
+                            "function": _STR_OR_NULL,
+                            "source": _STR_OR_NULL,
+                            "count": _INT,
+                            "guard": _STR,
+                            "dimension": _STR_OR_NULL,
+                            "values": {"type": "array", "items": _INT},
+                            "compile_us": _NUM,
+                        },
+                    },
+                },
+                "graph_breaks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["reason", "explanation", "function", "source", "count", "compiles"],
+                        "properties": {
+                            "reason": _STR,
+                            "explanation": _STR_OR_NULL,
+                            "function": _STR,
+                            "source": _STR_OR_NULL,
+                            "count": {"type": ["integer", "null"]},
+                            "compiles": _INT,
+                        },
+                    },
+                },
             },
         },
         # FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline")
