@@ -72,6 +72,12 @@ def _title(report, title: str, top: int) -> list[str]:
     span_end = sec.span_end_note(report.data)
     if span_end:
         out += [md_escape(span_end), ""]
+    compiled = report.data.get("compiled")
+    if isinstance(compiled, dict):  # a live span's recompilations and graph breaks, one line each
+        from ..analysis.compiled import dynamo_lines
+
+        for line in dynamo_lines(compiled):
+            out += [f"> **torch.compile:** {md_escape(line)}", ""]
     return out
 
 

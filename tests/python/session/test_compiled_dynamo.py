@@ -105,6 +105,8 @@ def test_a_print_in_forward_is_named_with_its_file_and_line(printing):
     assert f":{PRINT_LINE}" in compiled["note"]
     text = " ".join(str(printing).split())  # the terminal report, its wrapped lines joined
     assert f"graph break at {__file__}:{PRINT_LINE}: Failed to trace builtin operator" in text
+    markdown = printing.to_markdown()
+    assert f"> **torch.compile:** graph break at {__file__}:{PRINT_LINE}:" in markdown.replace("\\_", "_")
 
 
 class Reading(torch.nn.Module):
