@@ -30,6 +30,8 @@ typedef struct {
   uint64_t completed_on_worker, completed_in_flush, forced_flushes, unforced_flushes, in_flight;
   uint64_t subscribes, subscribe_refusals, pushes, pops, timestamp_calls;
   uint64_t zero_id_pushes; /* external id 0: an operator the profiler did not record */
+  uint64_t api_filter_calls;   /* cuptiActivityEnableRuntimeApi / DriverApi calls */
+  uint64_t invalid_cbid_calls; /* ... of them for an id with no name (refused) */
 } simdev_stats_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -262,14 +264,23 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   return CUPTI_SUCCESS;
 }
 
-/* Documented to answer CUPTI_SUCCESS (or NOT_INITIALIZED) for any callback id. */
+/* Documented to answer CUPTI_SUCCESS (or NOT_INITIALIZED) for "a callback id of the cbid header";
+ * an id with no name there (INVALID = 0, the gaps) is no API: refused, strictly, as
+ * CUPTI_ERROR_INVALID_PARAMETER, and counted, so a client that passes one is seen. */
+static CUptiResult api_filter(const char *name) {
+  pthread_mutex_lock(&g_mu);
+  ++g_stats.api_filter_calls;
+  if (name == NULL) ++g_stats.invalid_cbid_calls;
+  pthread_mutex_unlock(&g_mu);
+  return name == NULL ? CUPTI_ERROR_INVALID_PARAMETER : CUPTI_SUCCESS;
+}
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
-  (void)cbid, (void)enable;
-  return CUPTI_SUCCESS;
+  (void)enable;
+  return api_filter(simdev_runtime_name(cbid));
 }
 CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
-  (void)cbid, (void)enable;
-  return CUPTI_SUCCESS;
+  (void)enable;
+  return api_filter(simdev_driver_name(cbid));
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
@@ -489,9 +500,25 @@ void simdev_set_rule(int kernels_per_push, uint64_t kernel_ns, int copy_every, u
 }
 
 /* Emits `count` launches of `what` from the calling thread (with its pushed external id, if any). */
+/* Kernel names, one string per name for the library's lifetime (as CUPTI shares one name string
+ * among all records of a kernel); under g_mu. */
+typedef struct Name {
+  struct Name *next;
+  char text[];
+} Name;
+static Name *g_names;
+static const char *intern_locked(const char *text) {
+  for (Name *n = g_names; n != NULL; n = n->next)
+    if (strcmp(n->text, text) == 0) return n->text;
+  Name *n = malloc(sizeof(Name) + strlen(text) + 1);
+  strcpy(n->text, text);
+  n->next = g_names, g_names = n;
+  return n->text;
+}
+
 void simdev_launch(int what, const char *kernel_name, uint64_t device_ns, uint64_t bytes, int in_flight, int count) {
-  const char *name = kernel_name ? strdup(kernel_name) : "_Z13simdev_kernelPfi";   /* lives as long as records */
   pthread_mutex_lock(&g_mu);
+  const char *name = kernel_name ? intern_locked(kernel_name) : "_Z13simdev_kernelPfi";
   for (int i = 0; i < count; ++i) launch_locked(what, name, device_ns, bytes, in_flight);
   pthread_mutex_unlock(&g_mu);
 }

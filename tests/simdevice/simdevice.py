@@ -26,7 +26,7 @@ _STAT_FIELDS = (
     "kernels kernel_ns memcpys memcpy_ns memsets memset_ns api_records external_records "
     "dropped buffers_requested buffers_refused buffers_completed completed_on_worker "
     "completed_in_flush forced_flushes unforced_flushes in_flight subscribes subscribe_refusals "
-    "pushes pops timestamp_calls zero_id_pushes"
+    "pushes pops timestamp_calls zero_id_pushes api_filter_calls invalid_cbid_calls"
 ).split()
 
 

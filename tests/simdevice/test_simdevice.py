@@ -84,6 +84,18 @@ def test_live_copies_and_sets(live):
     assert rows["Memset"]["total_us"] == pytest.approx(st["memsets"] * SET_NS / 1e3, abs=NS * st["memsets"])
 
 
+def test_live_api_filter_passes_only_ids_with_a_name(live):
+    # gpuprof tells CUPTI which runtime and driver calls not to record, one callback id at a time;
+    # CUPTI documents that call for the ids of cupti_*_cbid.h, and the stand-in refuses the rest
+    # (INVALID = 0 and the gaps) as a strict CUPTI would. The H100 driver path is on by default,
+    # so both loops ran: the state queries (cudaGetDevice...) and every driver call that is no
+    # launch, copy, set or sync, and not one id without a name.
+    st = live["stats"]
+    assert st["invalid_cbid_calls"] == 0
+    assert st["api_filter_calls"] > 12  # the 12 runtime state queries, plus the driver calls
+    assert "gpu_collection_error" not in live["report"]["metadata"]
+
+
 def test_live_kernels_are_attributed_to_their_launching_operator(live):
     r, st = live["report"], live["stats"]
     named = {row["operator"]: row["calls"] for row in r["kernel_ops"] if row["operator"]}

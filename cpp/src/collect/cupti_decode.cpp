@@ -22,10 +22,17 @@ const std::string& ApiNames::name(CUpti_CallbackDomain domain, uint32_t cbid) {
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   std::string raw = resolver_ ? resolver_(domain, cbid) : std::string();
-  if (raw.empty())
+  if (raw.empty()) {
+    unnamed_.insert(key);
     raw = std::string(domain == CUPTI_CB_DOMAIN_DRIVER_API ? "cuda driver api #" : "cuda runtime api #") +
           std::to_string(cbid);
+  }
   return cache_.emplace(key, strip_version_suffix(raw)).first->second;
+}
+
+bool ApiNames::named(CUpti_CallbackDomain domain, uint32_t cbid) {
+  name(domain, cbid);
+  return unnamed_.count((uint64_t(domain) << 32) | cbid) == 0;
 }
 
 const std::string& ApiNames::kernel_name(const char* mangled) {
@@ -64,6 +71,9 @@ std::vector<uint32_t> unused_api_cbids(ApiNames& names, CUpti_CallbackDomain dom
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   for (uint32_t cbid = 0; cbid < count; ++cbid) {
     const std::string& name = names.name(domain, cbid);
+    // An id CUPTI gives no name is no API (INVALID = 0, the gaps the headers leave): CUPTI
+    // documents cuptiActivityEnable{Runtime,Driver}Api for the cbid headers' ids only.
+    if (!names.named(domain, cbid)) continue;
     if (runtime ? is_state_query_runtime_api(name) : !is_work_driver_api(name)) out.push_back(cbid);
   }
   return out;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "gpuprof/core/trace.h"
@@ -29,6 +30,8 @@ class ApiNames {
   using Resolver = std::function<std::string(CUpti_CallbackDomain, uint32_t)>;
   explicit ApiNames(Resolver resolver) : resolver_(std::move(resolver)) {}
   const std::string& name(CUpti_CallbackDomain domain, uint32_t cbid);
+  // False when CUPTI has no name for the id (name() then answers "cuda driver api #N").
+  bool named(CUpti_CallbackDomain domain, uint32_t cbid);
 
   // Demangled kernel name, cached: demangling costs microseconds and a training step launches the
   // same few hundred kernels over and over. CUPTI shares one name string among all records of a
@@ -43,6 +46,7 @@ class ApiNames {
   };
   Resolver resolver_;
   std::unordered_map<uint64_t, std::string> cache_;
+  std::unordered_set<uint64_t> unnamed_;
   std::unordered_map<const char*, KernelName> kernels_;
 };
 
