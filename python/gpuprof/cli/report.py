@@ -22,9 +22,18 @@ _BY_SUFFIX = {
 def load_report(path: str):
     """A saved report from a JSON file or a ``gpuprof run --out`` folder; UserError otherwise."""
     from ..report.model import Report
+    from ..traces.journal import JOURNAL_FILE
 
     p = Path(path)
     if p.is_dir():
+        if not (p / "report.json").is_file() and (p / JOURNAL_FILE).is_file():
+            # A job killed before its span closed: the steps it completed, from its journal.
+            from ..report.inputs import analyze_journal
+
+            try:
+                return analyze_journal(p / JOURNAL_FILE)
+            except (OSError, ValueError) as e:
+                raise UserError(f"cannot read the step journal {p / JOURNAL_FILE}: {e}") from None
         if not (p / "report.json").is_file():
             raise UserError(
                 f"{path} is a folder without report.json in it; give the report's JSON "

@@ -138,7 +138,7 @@ def run(args) -> int:
     from ..collect.schedule import schedule
     from ..report.sections import summary_line
     from ..session import profile
-    from ..traces.export import save_rank_reports
+    from ..traces.export import rank_folders, save_rank_reports
 
     try:
         import torch  # noqa: F401  (the script needs it anyway; the optimizer hook lives there)
@@ -198,7 +198,12 @@ def run(args) -> int:
     exit_code = 0
     failure = None
     try:
-        with profile(schedule=sched, on_trace_ready=on_ready, with_modules=args.modules) as prof:
+        # Each recorded step also goes to out(/rank<N>)/steps.partial.jsonl as it completes: a job
+        # killed before the span closes keeps its steps (gpuprof report/analyze OUT read them).
+        journal = rank_folders(out, rank[0], rank[1])[0]
+        with profile(
+            schedule=sched, on_trace_ready=on_ready, with_modules=args.modules, journal=journal
+        ) as prof:
             prof.yields_to_nested = True  # a session the script starts itself takes over
             prof.warn_without_steps = False  # a run without steps says so below, with its fix
             finder = StepFinder(

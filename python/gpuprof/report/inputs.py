@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from ..traces.folders import is_report
+from ..traces.journal import ended_note, is_journal, read_journal
 from ..traces.read import TraceImportError, check_path, display_path, read_json
 from .build import analyze_file, build_report, cross_rank_report
 from .model import Report
@@ -44,6 +45,8 @@ def summarize_file(
     from_report = p.name.endswith(".json") and is_report(p)
     if from_report:
         data = read_json(p)
+    elif is_journal(p):
+        data = analyze_journal(p, with_step_views=False, peak_tflops=peak_tflops).to_dict()
     else:
         data = analyze_file(
             p,
@@ -355,6 +358,11 @@ def analyze(
             say=say,
             progress=progress,
         )
+    if is_journal(p):
+        try:
+            return analyze_journal(p, with_step_views=with_step_views, peak_tflops=peak_tflops)
+        except ValueError as e:
+            raise TraceImportError(str(e)) from None
     return analyze_file(
         p,
         drop_incomplete_last_step=drop_incomplete_last_step,
@@ -363,3 +371,24 @@ def analyze(
         with_step_views=with_step_views,
         peak_tflops=peak_tflops,
     )
+
+
+def analyze_journal(path: Union[str, os.PathLike], **analyze_kwargs) -> Report:
+    """The Report rebuilt from a step journal (``traces/journal.py``): its steps, and a note
+    saying the job ended without closing (``source.ended_without_closing``)."""
+    import json
+    import tempfile
+
+    events, bad = read_journal(path)
+    fd, tmp = tempfile.mkstemp(prefix="gpuprof-journal-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+        analyze_kwargs.setdefault("drop_incomplete_last_step", False)
+        report = analyze_file(tmp, **analyze_kwargs)
+    finally:
+        os.unlink(tmp)
+    report.source["path"] = display_path(path)
+    report.source["ended_without_closing"] = True
+    report.source["note"] = ended_note(events, bad)
+    return report

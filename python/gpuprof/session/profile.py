@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 import traceback
 from collections import deque
 from typing import Callable, Optional
@@ -18,6 +19,7 @@ from ..collect.modules import ModuleHooks
 from ..collect.schedule import ProfilerAction, always_record
 from ..collect.tensors import KnownTensors
 from ..report.model import Report
+from ..traces.journal import StepJournal
 from . import state as _state
 from .failure import OutOfMemoryReports
 from .recording import Recording
@@ -79,6 +81,11 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         peak_tflops: the device's dense peak in TFLOPS that MFU and HFU divide by, for a device
             gpuprof's peak table has no row for (the report says when), or to replace the table's
             figure or the CPU estimate (docs/metrics.md, "MFU and HFU").
+        journal: a folder for the step journal: each recorded step is appended to
+            ``<journal>/steps.partial.jsonl`` as it completes (one flush per step, bounded), so a
+            job killed before its span closes (SIGKILL, ``os._exit``) keeps its completed steps for
+            ``gpuprof analyze``/``gpuprof report`` of that folder. The span's clean close removes
+            it. ``gpuprof run --out DIR`` journals into its output folder.
     """
 
     def __init__(
@@ -95,6 +102,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         rank_timeout_s: Optional[float] = None,
         keep_reports: Optional[int] = DEFAULT_KEEP_REPORTS,
         peak_tflops: Optional[float] = None,
+        journal: Optional[os.PathLike | str] = None,
     ) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
@@ -160,6 +168,8 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         # decorator form, where one call is one step, and gpuprof run, which finds steps itself).
         self.warn_without_steps = True
         self.stood_aside_for = ""
+        self._journal: Optional[StepJournal] = StepJournal(journal) if journal is not None else None
+        self._journal_start_ns = 0  # the monotonic clock where the current step began
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> profile:
@@ -212,6 +222,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
             self._transition(ProfilerAction.NONE, first)
             self._nvtx_step()
             self._install_signal_handlers()
+            self._journal_start_ns = time.monotonic_ns()
         except BaseException:
             self._teardown()
             raise
@@ -324,6 +335,8 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
                 prev = ProfilerAction.NONE
             elif prev in _RECORDING:
                 self._close_step(now)
+                if self._journal is not None:
+                    self._journal.step(self.step_num, self._journal_start_ns, time.monotonic_ns())
             self.step_num += 1
             new = self.schedule(self.step_num)
             if self._await_hooks(new):
@@ -331,6 +344,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
             self._step_start_ticks = now
             self._transition(prev, new)
             self._nvtx_step()
+            self._journal_start_ns = time.monotonic_ns()
 
     # ---- results --------------------------------------------------------------------------------
     def reports(self) -> list:

@@ -68,7 +68,15 @@ class SpanReports:
                 log.exception("gpuprof: on_trace_ready raised while the profiled block was failing")
             finally:
                 report.record_span_end(write_s=time.perf_counter() - written)
+                self._discard_journal()
+        else:
+            self._discard_journal()
         return made
+
+    def _discard_journal(self) -> None:
+        # The span closed: its report stands for the steps the journal kept.
+        if self._journal is not None:
+            self._journal.discard()
 
     def _build_span_report(
         self,

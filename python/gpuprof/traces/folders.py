@@ -64,11 +64,18 @@ def own_trace(report: Path) -> Optional[Path]:
 def rank_files(folder: Union[str, os.PathLike], unrecognised: Optional[list] = None) -> list[Path]:
     """The files of a folder of ranks, by what they are: gpuprof's saved reports, and trace files
     (the folder rule of gpuprof.analyze) except the Chrome trace each report wrote beside itself
-    (one span, counted once). ``unrecognised``, when given, receives the ``*.json`` files that are
+    (one span, counted once), and the step journals a killed job left (``traces/journal.py``).
+    ``unrecognised``, when given, receives the ``*.json`` files that are
     neither."""
+    from .journal import journal_files
+
     traces, reports = trace_files(folder), report_files(folder)
     written_by_reports = {t.resolve() for t in map(own_trace, reports) if t is not None}
-    files = sorted(set(reports) | {t for t in traces if t.resolve() not in written_by_reports})
+    files = sorted(
+        set(reports)
+        | {t for t in traces if t.resolve() not in written_by_reports}
+        | set(journal_files(folder))  # the completed steps of a span a killed job never closed
+    )
     if unrecognised is not None:
         known = set(traces) | set(reports)
         unrecognised += [p for p in sorted(Path(folder).rglob("*.json")) if _is_regular(p) and p not in known]

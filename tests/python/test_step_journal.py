@@ -1,0 +1,173 @@
+"""A killed job keeps its completed steps: each recorded step goes to the run's step journal
+(steps.partial.jsonl) as it completes, and `gpuprof report`/`gpuprof analyze` of the folder rebuild
+the report from it and say the job ended without closing. Real training loops in subprocesses,
+ended by os._exit and SIGKILL, which run no Python cleanup at all."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+import gpuprof
+from gpuprof.traces.journal import JOURNAL_FILE, StepJournal, read_journal
+
+# Optimizer steps end the steps `gpuprof run` finds; the script ends itself right after the
+# optimizer step of loop iteration `after` (0-based), so steps start..after are complete.
+RUN_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+
+    how, after = sys.argv[1], int(sys.argv[2])
+    model = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(30):
+        loss = model(torch.randn(8, 16)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i == after:
+            if how == "exit":
+                os._exit(3)
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+    print("script done")
+""")
+
+# The API: gpuprof.profile(journal=DIR) in the script itself, prof.step() at each step's end.
+API_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+    import gpuprof
+
+    folder, how, after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    model = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=20), journal=folder) as prof:
+        for i in range(25):
+            loss = model(torch.randn(8, 16)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+            if i == after:
+                if how == "exit":
+                    os._exit(3)
+                if how == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+    print(len(prof.reports()[0].steps), "steps")
+""")
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprof.cli", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+
+
+def _python(script, *args):
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+
+
+def _report_json(folder) -> dict:
+    p = _cli("report", "--format", "json", folder)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_os_exit_under_gpuprof_run_keeps_the_completed_steps(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(RUN_SCRIPT)
+    out = tmp_path / "out"
+    p = _cli("run", "--steps", "2:20", "--out", out, script, "exit", 7)
+    assert p.returncode == 3, p.stderr  # the script's own exit status
+    assert not (out / "report.json").exists()  # the span never closed
+    assert (out / JOURNAL_FILE).is_file()
+    report = _report_json(out)
+    # Steps 2..7 completed before os._exit: six steps, each with a positive duration.
+    assert [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6, 7]
+    assert report["source"]["ended_without_closing"] is True
+    assert "ended without closing after step 7" in report["source"]["note"]
+    text = _cli("report", out)
+    assert text.returncode == 0 and "ended without closing after step 7" in text.stdout
+    # analyze of the folder reads the same journal.
+    (analysed,) = gpuprof.analyze(out)
+    assert [s["step"] for s in analysed.steps] == [2, 3, 4, 5, 6, 7]
+    assert "ended without closing" in analysed.source["note"]
+
+
+def test_sigkill_of_a_script_with_its_own_session_keeps_the_completed_steps(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(API_SCRIPT)
+    out = tmp_path / "out"
+    p = _python(script, out, "kill", 6)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    # schedule(wait=1, warmup=1): steps 2.. record; prof.step() after loop iteration 6 closed step 6.
+    report = _report_json(out)
+    assert [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6]
+    assert all(s["total_us"] > 0 for s in report["steps"])
+    assert "ended without closing after step 6" in report["source"]["note"]
+
+
+def test_a_clean_close_leaves_no_journal(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(RUN_SCRIPT)
+    out = tmp_path / "out"
+    p = _cli("run", "--steps", "2:6", "--out", out, script, "none", -1)
+    assert p.returncode == 0, p.stderr
+    assert (out / "report.json").is_file()
+    assert not (out / JOURNAL_FILE).exists()
+    assert "ended_without_closing" not in _report_json(out)["source"]
+    api = tmp_path / "api.py"
+    api.write_text(API_SCRIPT)
+    folder = tmp_path / "api-out"
+    p = _python(api, folder, "none", -1)
+    assert p.returncode == 0 and "20 steps" in p.stdout, p.stderr
+    assert not (folder / JOURNAL_FILE).exists()
+
+
+def test_a_journal_cut_mid_line_still_reads(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(API_SCRIPT)
+    out = tmp_path / "out"
+    assert _python(script, out, "exit", 7).returncode == 3
+    journal = out / JOURNAL_FILE
+    text = journal.read_bytes()
+    # Cut the last step's line (step 7) in the middle, as a kill during the write leaves it.
+    last = text.rstrip(b"\n").rfind(b"\n")
+    journal.write_bytes(text[: last + 1 + (len(text) - last) // 2])
+    events, bad = read_journal(journal)
+    assert [e["name"] for e in events] == [f"ProfilerStep#{n}" for n in range(2, 7)] and bad == 1
+    report = _report_json(out)
+    assert [s["step"] for s in report["steps"]] == [2, 3, 4, 5, 6]
+    assert "ended without closing after step 6" in report["source"]["note"]
+    assert "1 unreadable line(s) left out" in report["source"]["note"]
+
+
+def test_a_failed_journal_write_is_one_warning_and_the_run_goes_on(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(API_SCRIPT)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    p = _python(script, blocker / "out", "none", -1)
+    assert p.returncode == 0 and "20 steps" in p.stdout, p.stderr
+    assert p.stderr.count("cannot write the step journal") == 1, p.stderr
+
+
+def test_the_journal_is_bounded(tmp_path, caplog):
+    journal = StepJournal(tmp_path, max_bytes=600)
+    for n in range(100):
+        journal.step(n, n * 1000, n * 1000 + 500)
+    size = (tmp_path / JOURNAL_FILE).stat().st_size
+    assert size <= 600
+    events, bad = read_journal(tmp_path / JOURNAL_FILE)
+    # The steps up to the bound, in order, none cut.
+    assert [e["name"] for e in events] == [f"ProfilerStep#{n}" for n in range(len(events))] and bad == 0
+    assert 0 < len(events) < 100
+    assert sum("reached its bound" in r.getMessage() for r in caplog.records) == 1
+    journal.discard()
+    assert not (tmp_path / JOURNAL_FILE).exists()
