@@ -35,6 +35,7 @@ class StepJournal:
         self._file = None
         self._written = 0
         self._off = False
+        self._pid = os.getpid()
 
     def _open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -51,16 +52,13 @@ class StepJournal:
         """Append step ``step_num``'s event (monotonic-clock nanoseconds)."""
         if self._off:
             return
-        event = {
-            "ph": "X",
-            "cat": "user_annotation",
-            "name": f"ProfilerStep#{int(step_num)}",
-            "ts": start_ns / 1000.0,
-            "dur": max(0, end_ns - start_ns) / 1000.0,
-            "pid": os.getpid(),
-            "tid": 0,
-        }
-        line = json.dumps(event) + "\n"
+        # One Chrome-trace complete event, formatted by hand (every field is a number or a fixed
+        # name): a third of json.dumps's time on the training thread.
+        line = (
+            f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{int(step_num)}", '
+            f'"ts": {start_ns / 1000.0!r}, "dur": {max(0, end_ns - start_ns) / 1000.0!r}, '
+            f'"pid": {self._pid}, "tid": 0}}\n'
+        )
         try:
             if self._file is None:
                 self._open()
