@@ -130,6 +130,19 @@ def test_a_clean_close_leaves_no_journal(tmp_path):
     assert not (folder / JOURNAL_FILE).exists()
 
 
+def test_a_killed_rerun_into_the_same_folder_is_the_report_read(tmp_path):
+    # A clean run writes report.json; a later run into the same --out is killed: `gpuprof report`
+    # of the folder reads the later run's journal, not the earlier run's report.
+    script = tmp_path / "train.py"
+    script.write_text(RUN_SCRIPT)
+    out = tmp_path / "out"
+    assert _cli("run", "--steps", "2:5", "--out", out, script, "none", -1).returncode == 0
+    assert _cli("run", "--steps", "2:20", "--out", out, script, "kill", 9).returncode == -signal.SIGKILL
+    report = _report_json(out)
+    assert [s["step"] for s in report["steps"]] == list(range(2, 10))
+    assert "ended without closing after step 9" in report["source"]["note"]
+
+
 def test_a_journal_cut_mid_line_still_reads(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(API_SCRIPT)

@@ -26,8 +26,9 @@ def load_report(path: str):
 
     p = Path(path)
     if p.is_dir():
-        if not (p / "report.json").is_file() and (p / JOURNAL_FILE).is_file():
-            # A job killed before its span closed: the steps it completed, from its journal.
+        if (p / JOURNAL_FILE).is_file() and _newer((p / JOURNAL_FILE), p / "report.json"):
+            # A job killed before its span closed: the steps it completed, from its journal (a
+            # clean close removes it, so one newer than report.json is a later run's).
             from ..report.inputs import analyze_journal
 
             try:
@@ -122,3 +123,11 @@ def run(args) -> int:
     if args.output not in (None, "-"):
         print(f"gpuprof report: wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _newer(a: Path, b: Path) -> bool:
+    """``a`` was written after ``b``, or ``b`` is not there."""
+    try:
+        return not b.is_file() or a.stat().st_mtime >= b.stat().st_mtime
+    except OSError:
+        return False
