@@ -379,11 +379,16 @@ def analyze_journal(path: Union[str, os.PathLike], **analyze_kwargs) -> Report:
     import json
     import tempfile
 
-    events, bad = read_journal(path)
+    header: dict = {}
+    events, bad = read_journal(path, header=header)
+    trace = {"traceEvents": events, "displayTimeUnit": "ms"}
+    rank, world = header.get("rank"), header.get("world_size")
+    if isinstance(rank, int) and isinstance(world, int) and world > 1:
+        trace["distributedInfo"] = {"rank": rank, "world_size": world}  # as torch.profiler writes it
     fd, tmp = tempfile.mkstemp(prefix="gpuprof-journal-", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+            json.dump(trace, f)
         analyze_kwargs.setdefault("drop_incomplete_last_step", False)
         report = analyze_file(tmp, **analyze_kwargs)
     finally:

@@ -15,7 +15,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 log = logging.getLogger("gpuprof")
 
@@ -40,7 +40,17 @@ class StepJournal:
     def _open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "w", encoding="utf-8")
-        header = {"format": JOURNAL_FORMAT, "version": 1, "pid": os.getpid(), "max_bytes": self.max_bytes}
+        from .._host import job_rank
+
+        rank, world, _how = job_rank()  # the launcher's (torchrun, srun, mpirun), or 0 of 1
+        header = {
+            "format": JOURNAL_FORMAT,
+            "version": 1,
+            "pid": os.getpid(),
+            "rank": rank,
+            "world_size": world,
+            "max_bytes": self.max_bytes,
+        }
         self._write(json.dumps(header) + "\n")
 
     def _write(self, line: str) -> None:
@@ -113,21 +123,24 @@ def journal_files(folder: Union[str, os.PathLike]) -> list[Path]:
     return found
 
 
-def read_journal(path: Union[str, os.PathLike], max_bytes: int = 64 << 20) -> tuple[list[dict], int]:
+def read_journal(path: Union[str, os.PathLike], max_bytes: int = 64 << 20, header: Optional[dict] = None):
     """The step events of a journal and the number of lines that could not be read (a last line
-    cut short by the kill). Reads at most ``max_bytes``. Raises ValueError when the file is not a
-    step journal."""
+    cut short by the kill); ``header``, when given, receives the journal's header (pid, rank,
+    world_size). Reads at most ``max_bytes``. Raises ValueError when the file is not a step
+    journal."""
     events: list[dict] = []
     bad = 0
     with open(path, "rb") as f:
         text = f.read(max_bytes)
     lines = text.split(b"\n")
     try:
-        header = json.loads(lines[0])
+        head = json.loads(lines[0])
     except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != JOURNAL_FORMAT:
+        head = None
+    if not isinstance(head, dict) or head.get("format") != JOURNAL_FORMAT:
         raise ValueError(f"{path} is not a gpuprof step journal (its first line is not the journal's header)")
+    if header is not None:
+        header.update(head)
     for raw in lines[1:]:
         if not raw.strip():
             continue

@@ -184,3 +184,22 @@ def test_the_journal_is_bounded(tmp_path, caplog):
     assert sum("reached its bound" in r.getMessage() for r in caplog.records) == 1
     journal.discard()
     assert not (tmp_path / JOURNAL_FILE).exists()
+
+
+def test_a_rank_of_a_job_says_its_rank(tmp_path, monkeypatch):
+    # Under a launcher (RANK/WORLD_SIZE set) the journal's header says the rank, and the report
+    # rebuilt from it is that rank's, as a torch.profiler trace's distributedInfo would say.
+    from gpuprof.report.inputs import analyze_journal, summarize_file
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    journal = StepJournal(tmp_path)
+    for n in range(3, 6):
+        journal.step(n, n * 1_000_000, n * 1_000_000 + 400_000)
+    report = analyze_journal(tmp_path / JOURNAL_FILE)
+    assert [s["step"] for s in report.steps] == [3, 4, 5]
+    assert [s["total_us"] for s in report.steps] == [400, 400, 400]
+    assert report.to_dict()["metadata"]["distributedInfo"] == {"rank": 1, "world_size": 2}
+    # A folder of ranks (gpuprof analyze DIR) places it as rank 1 of 2.
+    summary, _data = summarize_file(str(tmp_path / JOURNAL_FILE), keep_report="all")
+    assert (summary["rank"], summary["world_size"]) == (1, 2)
