@@ -14,8 +14,8 @@ does not depend on the host's timing: per kernel name, the calls and the total t
 and sets' calls and total time (the stand-in's copies are all host-to-device, so copy kinds are
 compared summed). Not compared: kernels by operator (the replayed operators are ranges, which the
 report does not count as operators: the hooks' operators come from torch's RecordFunction only),
-and the steps (the replay is one span). The result (JSON) holds both sides and the differences; the exit status is 1
-when they differ. Test-only: run from a checkout with gpuprof installed or on PYTHONPATH."""
+and the steps (the replay is one span). The result (JSON) holds both sides and the differences;
+the exit status is 1 when they differ. Test-only: run from a checkout with gpuprof installed or on PYTHONPATH."""
 
 from __future__ import annotations
 
