@@ -15,7 +15,8 @@ and sets' calls and total time (the stand-in's copies are all host-to-device, so
 compared summed). Not compared: kernels by operator (the replayed operators are ranges, which the
 report does not count as operators: the hooks' operators come from torch's RecordFunction only),
 and the steps (the replay is one span). The result (JSON) holds both sides and the differences;
-the exit status is 1 when they differ. Test-only: run from a checkout with gpuprof installed or on PYTHONPATH."""
+the exit status is 1 when they differ. Test-only: run from a checkout with gpuprof installed or on
+PYTHONPATH."""
 
 from __future__ import annotations
 
