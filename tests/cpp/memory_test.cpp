@@ -203,6 +203,43 @@ TEST(Memory, CompositionAtThePeak) {
   EXPECT_EQ(rows[0].peak_allocated_bytes, 3224);
 }
 
+// A range that overhangs its parent's end does not carry the parent into what follows: a python
+// function that starts inside the optimizer step and ends after it (traces hold such ranges) must
+// not make the next forward's outputs "made in the optimizer step" (they would fall to unknown while
+// the by-operator list names them).
+//   ProfilerStep#1 [0, 1000)
+//     Optimizer.step#AdamW.step (a user range) [100, 200)
+//       train.py(40): step (a python function) [150, 400): overhangs the step by 200
+//         aten::linear [300, 350): 0xA +4000 @310, freed @900 (outlives it: an activation)
+//         aten::gelu [360, 380): 0xB +2000 @370, freed @900 (an activation)
+//   Levels: 4000, 6000, 2000, 0. The peak, 6000 @370: activations 6000, unknown 0, and the owners
+//   the same two operators.
+TEST(Memory, AnOverhangingRangeDoesNotCarryTheOptimizerStep) {
+  Trace t;
+  node(t, EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  node(t, EventKind::UserRange, "Optimizer.step#AdamW.step", 100, 200);
+  node(t, EventKind::PythonFunction, "train.py(40): step", 150, 400);
+  op(t, "aten::linear", 300, 350);
+  op(t, "aten::gelu", 360, 380);
+  rec(t, 310, 4000, 0xA);
+  rec(t, 370, 2000, 0xB);
+  rec(t, 900, -4000, 0xA);
+  rec(t, 910, -2000, 0xB);
+  const MemoryView v = memory_view(t, steps_of(t));
+  ASSERT_EQ(v.peaks.size(), 1u);
+  const MemoryMoment& p = v.peaks[0];
+  EXPECT_EQ(p.ts_ns, 370);
+  EXPECT_EQ(p.bytes, 6000);
+  EXPECT_EQ(p.composition.activations, 6000);
+  EXPECT_EQ(p.composition.temporary, 0);
+  EXPECT_EQ(p.composition.unknown, 0);
+  ASSERT_EQ(p.top_ops.size(), 2u);
+  EXPECT_EQ(p.top_ops[0].name, "aten::linear");
+  EXPECT_EQ(p.top_ops[0].bytes, 4000);
+  EXPECT_EQ(p.top_ops[1].name, "aten::gelu");
+  for (const MemoryBlock& b : v.devices[0].blocks) EXPECT_FALSE(b.in_optimizer_step) << b.addr;
+}
+
 // A device whose allocator records its own totals (CUDA): the level is the allocator's; a known
 // storage no record allocated counts in its role, the rest of the level is unknown.
 TEST(Memory, RecordedLevelsKeepTheAllocatorsTotals) {

@@ -134,8 +134,26 @@ Attributions attribute(const Trace& t) {
       if (!stack.empty()) {
         // Ancestors that ended before this record was made are below it only when the tree is not
         // properly nested (traces can hold such ranges): the top is still the innermost.
+        // What it inherits from them holds only if it contains the record: a range that overhangs
+        // its parent's end (a python function on the optimizer step's edge) must not carry the
+        // step, or its outermost operator, into the next step's forward.
         const Open& top = stack.back();
-        a.of_sample[s] = {a.merged_into[top.node], top.outer_op, top.module, top.optimizer};
+        auto holding = [&](uint32_t e) { return e != kNoIndex && t.events[e].end_ns() > ts ? e : kNoIndex; };
+        uint32_t outer_op = holding(top.outer_op);
+        if (outer_op == kNoIndex && top.outer_op != kNoIndex)
+          for (const Open& o : stack)   // the outermost operator still open at the record
+            if (t.events[o.node].end_ns() > ts && is_op(o.node)) {
+              outer_op = o.node;
+              break;
+            }
+        uint32_t module = holding(top.module);
+        if (module == kNoIndex && top.module != kNoIndex)
+          for (auto o = stack.rbegin(); o != stack.rend(); ++o)   // the innermost module still open
+            if (t.events[o->node].end_ns() > ts && is_module(o->node)) {
+              module = o->node;
+              break;
+            }
+        a.of_sample[s] = {a.merged_into[top.node], outer_op, module, holding(top.optimizer)};
       }
     }
   }
