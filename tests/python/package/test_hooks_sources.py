@@ -12,7 +12,7 @@ import pytest
 
 from gpuprof.collect.hooks import SOURCE_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # What CMakeLists.txt installs into gpuprof/_hooks_src: file there -> its source in the checkout.
 TOP_LEVEL = {
     "torch_module.cpp": "cpp/bindings/torch_module.cpp",
