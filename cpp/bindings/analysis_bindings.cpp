@@ -774,11 +774,8 @@ void bind_tables(py::module_& m) {
 
 }  // namespace
 
-void bind_trace_builders(py::module_& m);  // trace_builders.cpp
-
 void bind_analysis(py::module_& m) {
   bind_devices(m);
-  bind_trace_builders(m);
   bind_step_views(m);
   bind_series(m);
   bind_flops_energy(m);

@@ -111,28 +111,6 @@ void bind_collect(py::module_& m) {
   m.def("nvtx_push", [](const std::string& name) { collect::nvtx_push(name.c_str()); }, py::arg("name"));
   m.def("nvtx_pop", &collect::nvtx_pop);
 
-  py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  trace.def(
-      "add_gpu_sample",
-      [](Trace& t, int64_t ts_ns, int device, int gpu_util_pct, int mem_util_pct, int64_t memory_used_bytes,
-         int power_mw, int sm_clock_mhz, int temperature_c, int64_t energy_mj) {
-        GpuSample s;
-        s.ts_ns = ts_ns;
-        s.device = static_cast<int16_t>(device);
-        s.gpu_util_pct = gpu_util_pct;
-        s.mem_util_pct = mem_util_pct;
-        s.memory_used_bytes = memory_used_bytes;
-        s.power_mw = power_mw;
-        s.sm_clock_mhz = sm_clock_mhz;
-        s.temperature_c = temperature_c;
-        s.energy_mj = energy_mj;
-        t.gpu_samples.push_back(s);
-      },
-      py::arg("ts_ns"), py::arg("device") = 0, py::arg("gpu_util_pct") = -1, py::arg("mem_util_pct") = -1,
-      py::arg("memory_used_bytes") = -1, py::arg("power_mw") = -1, py::arg("sm_clock_mhz") = -1,
-      py::arg("temperature_c") = -1, py::arg("energy_mj") = -1,
-      "Add one device sample as NVML gives it (-1: not reported; energy_mj: the total-energy "
-      "counter); for hand-built traces.");
   m.def(
       "gpu_samples",
       [](const Trace& t) {

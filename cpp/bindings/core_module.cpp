@@ -91,9 +91,10 @@ py::dict breakdown_to_dict(const BreakdownResult& r) {
   return out;
 }
 
-PYBIND11_MODULE(_core, m) {
-  m.doc() = "gpuprof native core: events, traces, analysis (no torch, no CUDA needed)";
+namespace {
 
+// The Trace, its events as dicts, the breakdown and the name classifiers.
+void bind_trace(py::module_& m) {
   py::class_<Trace>(m, "Trace")
       .def(py::init<>())
       .def(
@@ -168,13 +169,12 @@ PYBIND11_MODULE(_core, m) {
   for (int c = 0; c < kNumCategories; ++c)
     cats.append(py::make_tuple(category_key(static_cast<Category>(c)), category_name(static_cast<Category>(c))));
   m.attr("CATEGORIES") = cats;
-  bind_io(m);
   m.def("is_dataloader_name", [](const std::string& s) { return is_dataloader_name(s); });
   m.def("is_communication_op_name", [](const std::string& s) { return is_communication_op_name(s); });
+}
 
-  bind_analysis(m);
-
-  // The live collector.
+// The live collector on the host: its clock, sessions, records and ranges.
+void bind_collector(py::module_& m) {
   m.def("now_ns", &collect::now_ns, "The profiler's clock (CLOCK_MONOTONIC, ns).");
   m.def(
       "collector_start",
@@ -247,7 +247,6 @@ PYBIND11_MODULE(_core, m) {
       py::arg("ts_ticks"), py::arg("storages"),
       "Record storages of known roles seen at ts_ticks: (address, bytes, device (-1: host), role: 0 "
       "parameter, 1 gradient, 2 optimizer state).");
-  bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
   m.def("collector_stats", [] {
     const collect::Stats s = collect::stats();
     py::dict d;
@@ -256,4 +255,15 @@ PYBIND11_MODULE(_core, m) {
     d["threads"] = s.threads;
     return d;
   });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "gpuprof native core: events, traces, analysis (no torch, no CUDA needed)";
+  bind_trace(m);
+  bind_io(m);
+  bind_analysis(m);
+  bind_collector(m);
+  bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
 }

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import gpuprof
+from gpuprof import _core_testing as builders
 from gpuprof._native import _core
 
 pytestmark = pytest.mark.gpu
@@ -100,7 +101,9 @@ def test_energy_per_step_matches_nvml_read_directly(cuda):
         power_only.add_event("step", f"ProfilerStep#{s['step']}", s["start_ns"], s["end_ns"] - s["start_ns"])
     for g in report.gpu_samples:
         if g["device"] == device and g["power_w"] is not None:
-            power_only.add_gpu_sample(g["ts_ns"], device=device, power_mw=int(round(g["power_w"] * 1000)))
+            builders.add_gpu_sample(
+                power_only, g["ts_ns"], device=device, power_mw=int(round(g["power_w"] * 1000))
+            )
     integrated = _core.step_energy(power_only, [(s["start_ns"], s["end_ns"]) for s in steps])
     trapezoid_j = [step[0] for step in integrated["steps"]]
 

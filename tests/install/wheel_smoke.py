@@ -64,6 +64,11 @@ def main() -> int:
         importlib.util.find_spec("torch") is None,
         "torch is installed here; this test needs an environment without it",
     )
+    need(
+        importlib.util.find_spec("gpuprof._core_testing") is None,
+        "the wheel ships gpuprof._core_testing, the test suite's trace builders (built only with "
+        "GPUPROF_TESTING_MODULE=ON, which a wheel build leaves off)",
+    )
     work = Path(tempfile.mkdtemp(prefix="gpuprof-wheel-"))
     path = work / "rank0.pt.trace.json.gz"
     with gzip.open(path, "wt") as f:

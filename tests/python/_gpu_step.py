@@ -2,6 +2,7 @@
 with a 400 us kernel of 160 blocks (2 per SM, SM share 1) and Kineto's 50 % occupancy, launched by
 aten::conv2d; a 100 us pinned HtoD copy of 1 MB; the allocator at 4096 allocated, 8192 reserved."""
 
+from gpuprof import _core_testing as builders
 from gpuprof._native import _core
 
 
@@ -10,12 +11,13 @@ def conv_step_trace():
     d = _core.DeviceProps()
     d.id, d.name, d.compute_major, d.compute_minor, d.num_sms = 0, "Test V100", 7, 0, 80
     d.total_global_mem = 32 << 30
-    t.add_device(d)
+    builders.add_device(t, d)
     t.add_event("step", "ProfilerStep#0", 0, 1_000_000)
     t.add_event("host_op", "aten::conv2d", 10_000, 100_000, external_id=5)
     t.add_event("runtime", "cudaLaunchKernel", 20_000, 5_000, correlation=9, external_id=5)
     t.add_event("runtime", "cudaMemcpyAsync", 200_000, 5_000, correlation=10)
-    t.add_kernel(
+    builders.add_kernel(
+        t,
         "void cudnn::cnn::conv_kernel",
         100_000,
         400_000,
@@ -27,7 +29,8 @@ def conv_step_trace():
         shared_mem_bytes=0,
         est_occupancy_pct=50.0,
     )
-    t.add_copy(
+    builders.add_copy(
+        t,
         "Memcpy HtoD (Pinned -> Device)",
         600_000,
         100_000,
@@ -38,5 +41,5 @@ def conv_step_trace():
         device=0,
         correlation=10,
     )
-    t.add_memory_sample(50_000, 4096, 8192, device=0, bytes_delta=4096, addr=0x7F0000000000)
+    builders.add_memory_sample(t, 50_000, 4096, 8192, device=0, bytes_delta=4096, addr=0x7F0000000000)
     return t

@@ -135,12 +135,9 @@ int64_t size_elements(const std::string& kind, const CollectiveInfo& info, int32
   return std::max(info.in_nelems, info.out_nelems);
 }
 
-}  // namespace
-
-CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const BreakdownResult& steps,
-                                 const std::vector<ProcessGroupInfo>& groups) {
-  CollectiveTable out;
-  if (steps.steps.empty()) return out;
+// The calls, in start order: record_param_comms ops that record a collective, then backend ranges
+// outside them; each with what it records of itself (by its external id).
+std::vector<Candidate> find_calls(const Trace& t) {
   std::unordered_map<uint64_t, const CollectiveInfo*> info_by_id;
   for (const CollectiveInfo& c : t.collectives)
     if (c.external_id != 0) info_by_id.emplace(c.external_id, &c);
@@ -149,8 +146,6 @@ CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const
     const auto it = info_by_id.find(e.external_id);
     return it == info_by_id.end() ? nullptr : it->second;
   };
-
-  // The calls: record_param_comms ops that record a collective, then backend ranges outside them.
   const uint32_t param_comms = t.strings.find("record_param_comms");
   std::vector<Candidate> calls;
   std::unordered_map<uint32_t, std::vector<Interval>> recorded_by_thread;
@@ -192,9 +187,13 @@ CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const
     const Event &ea = t.events[a.event], &eb = t.events[b.event];
     return ea.start_ns != eb.start_ns ? ea.start_ns < eb.start_ns : a.event < b.event;
   });
+  return calls;
+}
 
-  // Each call's communication kernels: launched from its thread inside its range, or carrying its
-  // external id.
+// Each call's communication kernels: launched from its thread inside its range, or carrying its
+// external id.
+std::vector<IntervalList> call_kernels(const Trace& t, const LaunchLinks& links,
+                                       const std::vector<Candidate>& calls) {
   std::unordered_map<uint32_t, std::vector<uint32_t>> calls_by_thread;   // indices into `calls`
   std::unordered_map<uint64_t, uint32_t> call_by_id;
   for (uint32_t c = 0; c < calls.size(); ++c) {
@@ -229,6 +228,52 @@ CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const
     }
     if (c >= 0) kernels[size_t(c)].push_back({e.start_ns, e.end_ns()});
   }
+  return kernels;
+}
+
+// The process group: as recorded; the job's only group when none is recorded; what the job's
+// table says of a recorded group for what its record leaves out.
+void fill_group(CollectiveInfo& info, const std::vector<ProcessGroupInfo>& groups) {
+  const ProcessGroupInfo* only_group = groups.size() == 1 ? &groups[0] : nullptr;
+  const ProcessGroupInfo* group = nullptr;
+  if (info.pg_name.empty() && only_group != nullptr &&
+      (info.group_size < 0 || info.group_size == only_group->size))
+    group = only_group;
+  else if (!info.pg_name.empty())
+    for (const ProcessGroupInfo& g : groups)
+      if (g.name == info.pg_name) group = &g;
+  if (group != nullptr) {
+    if (info.pg_name.empty()) info.pg_name = group->name;
+    if (info.pg_desc.empty()) info.pg_desc = group->desc;
+    if (info.group_ranks.empty()) info.group_ranks = group->ranks;
+    if (info.group_size < 0) info.group_size = group->size;
+  }
+}
+
+// Largest total first; calls follow their rows.
+void sort_rows(CollectiveTable& out) {
+  std::vector<uint32_t> order(out.rows.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return out.rows[a].total_ns > out.rows[b].total_ns; });
+  std::vector<uint32_t> moved(order.size());
+  std::vector<CollectiveRow> rows;
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    moved[order[i]] = i;
+    rows.push_back(std::move(out.rows[order[i]]));
+  }
+  out.rows = std::move(rows);
+  for (CollectiveCall& call : out.calls) call.row = moved[call.row];
+}
+
+}  // namespace
+
+CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const BreakdownResult& steps,
+                                 const std::vector<ProcessGroupInfo>& groups) {
+  CollectiveTable out;
+  if (steps.steps.empty()) return out;
+  const std::vector<Candidate> calls = find_calls(t);
+  std::vector<IntervalList> kernels = call_kernels(t, links, calls);
 
   // The step each call starts in.
   std::vector<const StepBreakdown*> by_start;
@@ -245,28 +290,13 @@ CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const
 
   using Key = std::tuple<std::string, std::string, std::string, std::string, int32_t>;
   std::map<Key, uint32_t> row_of;
-  const ProcessGroupInfo* only_group = groups.size() == 1 ? &groups[0] : nullptr;
   for (uint32_t c = 0; c < calls.size(); ++c) {
     const Candidate& cand = calls[c];
     const Event& e = t.events[cand.event];
     const StepBreakdown* step = step_of(e.start_ns);
     if (step == nullptr) continue;
     CollectiveInfo info = cand.info != nullptr ? *cand.info : CollectiveInfo{};
-    // The process group: as recorded; the job's only group when none is recorded; what the job's
-    // table says of a recorded group for what its record leaves out.
-    const ProcessGroupInfo* group = nullptr;
-    if (info.pg_name.empty() && only_group != nullptr &&
-        (info.group_size < 0 || info.group_size == only_group->size))
-      group = only_group;
-    else if (!info.pg_name.empty())
-      for (const ProcessGroupInfo& g : groups)
-        if (g.name == info.pg_name) group = &g;
-    if (group != nullptr) {
-      if (info.pg_name.empty()) info.pg_name = group->name;
-      if (info.pg_desc.empty()) info.pg_desc = group->desc;
-      if (info.group_ranks.empty()) info.group_ranks = group->ranks;
-      if (info.group_size < 0) info.group_size = group->size;
-    }
+    fill_group(info, groups);
     CollectiveCall call;
     call.step = step->step;
     IntervalList& ks = kernels[c];
@@ -303,19 +333,7 @@ CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const
     call.row = it->second;
     out.calls.push_back(call);
   }
-  // Largest total first; calls follow their rows.
-  std::vector<uint32_t> order(out.rows.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return out.rows[a].total_ns > out.rows[b].total_ns; });
-  std::vector<uint32_t> moved(order.size());
-  std::vector<CollectiveRow> rows;
-  for (uint32_t i = 0; i < order.size(); ++i) {
-    moved[order[i]] = i;
-    rows.push_back(std::move(out.rows[order[i]]));
-  }
-  out.rows = std::move(rows);
-  for (CollectiveCall& call : out.calls) call.row = moved[call.row];
+  sort_rows(out);
   return out;
 }
 

@@ -1,6 +1,7 @@
-// FLOPs per operator call (flops.h). The rule for each operator name is in kRules below; the
-// matrix-class rules follow torch/utils/flop_counter.py (FlopCounterMode) formula for formula,
-// including where it is generous (a grouped convolution's weight gradient, causal attention).
+// FLOPs per operator call (flops.h; the counts over a trace are in flop_counts.cpp). The rule for
+// each operator name is in the table of rules() below; the matrix-class rules follow
+// torch/utils/flop_counter.py (FlopCounterMode) formula for formula, including where it is generous
+// (a grouped convolution's weight gradient, causal attention).
 #include "gpuprof/analysis/flops.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "flop_rules.h"
 #include "gpuprof/analysis/tables.h"
 #include "gpuprof/analysis/tensor_cores.h"
 #include "gpuprof/core/list_text.h"
@@ -17,6 +19,11 @@
 namespace gpuprof {
 
 namespace {
+
+using flop_rule::Kind;
+using flop_rule::Rule;
+using flop_rule::rule_of;
+using flop_rule::shape_at;
 
 bool starts_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(0, p.size()) == p;
@@ -52,35 +59,6 @@ Shape swap01(const Shape& s) {
   if (r.size() >= 2) std::swap(r[0], r[1]);
   return r;
 }
-
-enum class Kind : uint8_t {
-  Mm,            // self, mat2
-  Addmm,         // self (bias), mat1, mat2
-  Bmm,           // self, mat2
-  Baddbmm,       // self, batch1, batch2 (also addbmm)
-  Mv,            // self, vec
-  Addmv,         // self, mat, vec
-  Dot,           // self, other
-  Conv,          // input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
-  CudnnConv,     // self, weight, padding, stride, dilation, groups, ...
-  SlowConv2d,    // self, weight, kernel_size, bias, stride, padding
-  ConvBackward,   // grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
-                  // groups, output_mask
-  OldConvBackward,   // self, grad_output, weight, padding, stride, dilation, groups, ..., output_mask (torch
-                     // < 1.11)
-  Sdpa,   // query, key, value, ...
-  SdpaBackward,   // grad_out, query, key, value, ...
-  Elementwise,   // output = the broadcast of the tensor inputs
-  Reduction,   // counted over the first input's elements
-  Rowwise,   // softmax, normalizations: over the first input's elements, an output of its size
-  Foreach,   // tensor lists: over the first list's elements
-};
-
-struct Rule {
-  Kind kind;
-  int per_element;   // FLOPs per element (Elementwise, Reduction, Rowwise, Foreach)
-  const char* what;
-};
 
 // Names without "aten::"; an in-place variant (trailing "_") has its out-of-place name's rule.
 const std::unordered_map<std::string_view, Rule>& rules() {
@@ -235,9 +213,10 @@ const std::unordered_map<std::string_view, Rule>& rules() {
   return table;
 }
 
-// Autograd's backward: the engine's "autograd::engine::evaluate_function: MmBackward0" ranges
-// (torch 1.10 on), and the nodes themselves ("MmBackward0", "CudnnConvolutionBackward" in older
-// traces, which have no engine ranges): every backward op runs inside one.
+}  // namespace
+
+namespace flop_rule {
+
 bool is_backward_scope(std::string_view name) {
   if (starts_with(name, "autograd::engine::evaluate_function:")) return true;
   if (starts_with(name, "aten::")) return false;
@@ -247,7 +226,7 @@ bool is_backward_scope(std::string_view name) {
   return end >= kNode.size() && name.substr(end - kNode.size(), kNode.size()) == kNode;
 }
 
-std::string_view op_key(std::string_view name) {
+static std::string_view op_key(std::string_view name) {
   if (starts_with(name, "aten::")) name.remove_prefix(6);
   return name;
 }
@@ -263,6 +242,12 @@ const Rule* rule_of(std::string_view op_name) {
   }
   return nullptr;
 }
+
+}  // namespace flop_rule
+
+namespace {
+
+using flop_rule::op_key;
 
 bool is_in_place(std::string_view op_name) {
   const std::string_view key = op_key(op_name);
@@ -315,11 +300,6 @@ bool concrete_bools(const OpInputs& in, size_t i, std::vector<bool>* out) {
     else return false;
   }
   return true;
-}
-
-const Shape& shape_at(const OpInputs& in, size_t i) {
-  static const Shape kNone;
-  return i < in.shapes.size() ? in.shapes[i] : kNone;
 }
 
 // Bytes per element of input i: its recorded type, else that of the op's first tensor input,
@@ -730,240 +710,6 @@ std::vector<FlopRuleInfo> flop_rules() {
     return a.cls != b.cls ? a.cls < b.cls : a.name < b.name;
   });
   return out;
-}
-
-// ---- over a Trace -------------------------------------------------------------------------------
-
-FlopCounts count_flops(const Trace& t, const LaunchLinks& links, const std::vector<uint32_t>* outer_first) {
-  FlopCounts out;
-  const size_t n = t.events.size();
-  const std::vector<uint32_t> sorted = outer_first ? std::vector<uint32_t>() : host_ops_outer_first(t);
-  const std::vector<uint32_t>& ops = outer_first ? *outer_first : sorted;
-  // Per name: its rule's class (once per name, not per event), and whether it is autograd's
-  // backward entry (every backward op runs inside one).
-  std::vector<int8_t> class_by_name(t.strings.size(), -1);
-  std::vector<int8_t> backward_by_name(t.strings.size(), -1);
-  auto cls_of = [&](uint32_t name) {
-    if (name >= class_by_name.size()) return flop_class_of(t.strings.at(name));
-    if (class_by_name[name] < 0) class_by_name[name] = static_cast<int8_t>(flop_class_of(t.strings.at(name)));
-    return static_cast<FlopClass>(class_by_name[name]);
-  };
-  auto is_backward_entry = [&](uint32_t name) {
-    if (name >= backward_by_name.size()) return false;
-    if (backward_by_name[name] < 0) backward_by_name[name] = is_backward_scope(t.strings.at(name)) ? 1 : 0;
-    return backward_by_name[name] == 1;
-  };
-  // Per op: inside a matrix-class op, inside another-class op, inside the backward, counted itself.
-  constexpr uint8_t kInMatmul = 1, kInOther = 2, kInBackward = 4, kOwner = 8, kTraceArg = 16, kInTraceArg = 32,
-                    kCounted = 64;
-  std::vector<uint8_t> state(n, 0);
-  // The same (name, shapes, types, concrete) is counted once: a step repeats its calls.
-  struct Key {
-    uint32_t name, shapes, types, concrete;
-    bool operator==(const Key& o) const {
-      return name == o.name && shapes == o.shapes && types == o.types && concrete == o.concrete;
-    }
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      uint64_t h = (uint64_t(k.name) << 32) ^ k.shapes;
-      h = h * 0x9E3779B97F4A7C15ULL ^ ((uint64_t(k.types) << 32) | k.concrete);
-      return size_t(h ^ (h >> 29));
-    }
-  };
-  std::unordered_map<Key, OpFlops, KeyHash> memo;
-  std::vector<uint32_t> args_at;   // each event's OpArgs, by index: one pass, no search per op
-  if (!t.op_args.empty()) {
-    args_at.assign(n, kNoIndex);
-    for (uint32_t k = 0; k < t.op_args.size(); ++k)
-      if (t.op_args[k].event < n) args_at[t.op_args[k].event] = k;
-  }
-  // Convolutions without their stride and padding (old traces): the output shape from the
-  // backward of a convolution with the same input and weight (its grad_output), made on first need.
-  std::map<std::pair<Shape, Shape>, Shape> conv_outputs;
-  bool conv_outputs_made = false;
-  auto conv_output_of = [&](const Shape& x, const Shape& w) -> Shape {
-    if (!conv_outputs_made) {
-      conv_outputs_made = true;
-      for (uint32_t j : ops) {
-        const Rule* r = rule_of(t.name_of(t.events[j]));
-        if (r == nullptr || (r->kind != Kind::ConvBackward && r->kind != Kind::OldConvBackward)) continue;
-        const uint32_t sh = t.events[j].aux;
-        if (sh >= t.strings.size()) continue;
-        const OpInputs b = parse_op_inputs(t.strings.at(sh), "", "");
-        const bool old = r->kind == Kind::OldConvBackward;
-        const Shape& go = shape_at(b, old ? 1 : 0);
-        const Shape& bx = shape_at(b, old ? 0 : 1);
-        if (!go.empty() && !bx.empty()) conv_outputs.emplace(std::make_pair(bx, shape_at(b, 2)), go);
-      }
-    }
-    const auto it = conv_outputs.find({x, w});
-    return it == conv_outputs.end() ? Shape() : it->second;
-  };
-  std::vector<std::pair<uint32_t, int64_t>> trace_args;   // (event, flops) of ops no rule counts
-  for (uint32_t i : ops) {
-    const Event& e = t.events[i];
-    const uint32_t p = links.parent_op[i];
-    uint8_t s = 0;
-    if (p != kNoIndex) {
-      s |= state[p] & (kInMatmul | kInOther | kInBackward | kInTraceArg);
-      // Only a counted op covers the ones inside it: one whose inputs were not recorded leaves
-      // them to an inner op that has them (under autocast, aten::mm casts its inputs and calls
-      // aten::mm again: only the inner call's inputs are captured live).
-      if (state[p] & kCounted) s |= cls_of(t.events[p].name) == FlopClass::Matmul ? kInMatmul : kInOther;
-      if (is_backward_entry(t.events[p].name)) s |= kInBackward;
-      if (state[p] & kTraceArg) s |= kInTraceArg;
-    }
-    if (!(s & kInBackward) && is_backward_entry(e.name)) out.backward_starts.push_back(e.start_ns);
-    const FlopClass c = cls_of(e.name);
-    const OpArgs* args = args_at.empty() || args_at[i] == kNoIndex ? nullptr : &t.op_args[args_at[i]];
-    const bool owner =
-        (c == FlopClass::Matmul && !(s & kInMatmul)) || (c == FlopClass::Other && !(s & (kInMatmul | kInOther)));
-    if (owner) {
-      s |= kOwner;
-      const Key key{e.name, e.aux < t.strings.size() ? e.aux : 0u, args ? args->types : 0u,
-                    args ? args->concrete : 0u};
-      auto it = memo.find(key);
-      if (it == memo.end()) {
-        OpInputs in =
-            parse_op_inputs(t.strings.at(key.shapes), t.strings.at(key.types), t.strings.at(key.concrete));
-        const Rule* r = rule_of(t.strings.at(e.name));
-        if (r->kind == Kind::Conv && in.concrete.size() < 5 && in.shapes.size() >= 2)
-          in.conv_output_hint = conv_output_of(in.shapes[0], in.shapes[1]);
-        it = memo.emplace(key, op_flops(t.strings.at(e.name), in)).first;
-      }
-      const OpFlops& f = it->second;
-      const FlopPhase phase = !(s & kInBackward)              ? FlopPhase::Forward
-                              : (e.flags & kGradRecordedFlag) ? FlopPhase::Recompute
-                                                              : FlopPhase::Backward;
-      if (f.flops >= 0) {
-        s |= kCounted;
-        out.ops.push_back({i, f.flops, f.bytes, c, phase, f.dtype, false});
-        if (args != nullptr && args->trace_flops >= 0) {
-          ++out.trace_args_checked;
-          if (args->trace_flops != f.flops) ++out.trace_args_differ;
-        }
-      } else if (args != nullptr && args->trace_flops >= 0) {
-        s |= kCounted;
-        out.ops.push_back({i, args->trace_flops, -1, c, phase, f.dtype, true});
-      } else {
-        out.uncounted.push_back(i);
-      }
-    } else if (c == FlopClass::None && args != nullptr && args->trace_flops > 0 &&
-               !(s & (kInMatmul | kInOther | kInTraceArg))) {
-      trace_args.emplace_back(i, args->trace_flops);
-    }
-    state[i] = s;
-  }
-  // A trace's `flops` arg on an op no rule covers counts where no rule counted the calls inside
-  // it (torch's with_flops counts aten::conv2d, whose aten::convolution the rules count).
-  if (!trace_args.empty()) {
-    std::vector<uint8_t> counted_below(n, 0);
-    for (size_t k = ops.size(); k-- > 0;) {
-      const uint32_t i = ops[k];
-      const uint32_t p = links.parent_op[i];
-      if (p != kNoIndex && (counted_below[i] || (state[i] & kOwner))) counted_below[p] = 1;
-    }
-    std::vector<uint8_t> taken(n, 0);
-    for (uint32_t i : ops) {   // outer first: an outer op with the arg takes the ones inside it
-      const uint32_t p = links.parent_op[i];
-      if (p != kNoIndex && (taken[p] & 3)) taken[i] = 2;
-    }
-    for (const auto& [i, flops] : trace_args) {
-      if (counted_below[i] || taken[i] == 2) continue;
-      taken[i] = 1;
-      const Event& e = t.events[i];
-      const FlopClass c = is_tensor_core_eligible_op(t.name_of(e)) ? FlopClass::Matmul : FlopClass::Other;
-      const FlopPhase phase = !(state[i] & kInBackward)       ? FlopPhase::Forward
-                              : (e.flags & kGradRecordedFlag) ? FlopPhase::Recompute
-                                                              : FlopPhase::Backward;
-      out.ops.push_back({i, flops, -1, c, phase, FlopDtype::Unknown, true});
-    }
-  }
-  // An uncounted op whose calls an inner op counted (the autocast case above) is not missing.
-  if (!out.uncounted.empty()) {
-    std::vector<uint8_t> counted_below(n, 0);
-    for (size_t k = ops.size(); k-- > 0;) {
-      const uint32_t i = ops[k];
-      const uint32_t p = links.parent_op[i];
-      if (p != kNoIndex && (counted_below[i] || (state[i] & kCounted))) counted_below[p] = 1;
-    }
-    out.uncounted.erase(std::remove_if(out.uncounted.begin(), out.uncounted.end(),
-                                       [&](uint32_t i) { return counted_below[i] != 0; }),
-                        out.uncounted.end());
-  }
-  std::sort(out.ops.begin(), out.ops.end(),
-            [](const CountedOp& a, const CountedOp& b) { return a.event < b.event; });
-  std::sort(out.uncounted.begin(), out.uncounted.end());
-  std::sort(out.backward_starts.begin(), out.backward_starts.end());
-  return out;
-}
-
-std::vector<StepFlops> step_flops(const Trace& t, const FlopCounts& counts, const BreakdownResult& steps) {
-  std::vector<StepFlops> out(steps.steps.size());
-  if (out.empty()) return out;
-  std::vector<int64_t> starts;
-  for (size_t k = 0; k < steps.steps.size(); ++k) {
-    out[k].step = steps.steps[k].step;
-    starts.push_back(steps.steps[k].start_ns);
-  }
-  // The step an event belongs to: the last one starting at or before it, if it has not ended.
-  auto step_of = [&](const Event& e) -> StepFlops* {
-    const auto it = std::upper_bound(starts.begin(), starts.end(), e.start_ns);
-    if (it == starts.begin()) return nullptr;
-    const size_t k = size_t(it - starts.begin()) - 1;
-    return e.start_ns < steps.steps[k].end_ns ? &out[k] : nullptr;
-  };
-  for (const CountedOp& c : counts.ops) {
-    StepFlops* s = step_of(t.events[c.event]);
-    if (s == nullptr) continue;
-    s->total += c.flops;
-    (c.cls == FlopClass::Matmul ? s->matmul : s->other) += c.flops;
-    if (c.cls == FlopClass::Other) ++s->other_calls;
-    switch (c.phase) {
-      case FlopPhase::Forward:
-        s->forward += c.flops;
-        if (c.cls == FlopClass::Matmul) s->matmul_forward += c.flops;
-        break;
-      case FlopPhase::Backward: s->backward += c.flops; break;
-      case FlopPhase::Recompute: s->recompute += c.flops; break;
-    }
-    if (c.cls == FlopClass::Matmul) s->matmul_by_dtype[static_cast<size_t>(c.dtype)] += c.flops;
-  }
-  for (uint32_t i : counts.uncounted) {
-    StepFlops* s = step_of(t.events[i]);
-    if (s == nullptr) continue;
-    ++s->uncounted_calls;
-    if (flop_class_of(t.name_of(t.events[i])) == FlopClass::Matmul) ++s->uncounted_matmul_calls;
-  }
-  for (const int64_t start : counts.backward_starts) {
-    Event e;
-    e.start_ns = start;
-    if (StepFlops* s = step_of(e)) s->backward_ran = true;
-  }
-  return out;
-}
-
-std::vector<RooflineRow> roofline_rows(const std::vector<OperatorRow>& operators) {
-  std::vector<RooflineRow> rows;
-  for (const OperatorRow& op : operators) {
-    if (op.flops <= 0) continue;
-    RooflineRow r;
-    r.name = op.name;
-    r.input_shapes = op.input_shapes;
-    r.cls = op.flop_class;
-    r.calls = op.calls;
-    r.flops = op.flops;
-    r.bytes = op.flop_bytes;
-    r.on_device = op.device_total_ns > 0;
-    r.time_ns = r.on_device ? op.device_total_ns : op.host_total_ns;
-    if (r.bytes > 0) r.intensity = double(r.flops) / double(r.bytes);
-    if (r.time_ns > 0) r.achieved_flops_per_s = double(r.flops) / (double(r.time_ns) * 1e-9);
-    rows.push_back(std::move(r));
-  }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const RooflineRow& a, const RooflineRow& b) { return a.time_ns > b.time_ns; });
-  return rows;
 }
 
 }   // namespace gpuprof

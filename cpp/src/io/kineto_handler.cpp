@@ -10,6 +10,8 @@
 
 #include "decimal.h"
 #include "gpuprof/core/names.h"
+#include "kineto_devices.h"
+#include "kineto_event.h"
 #include "kineto_vocabulary.h"
 
 namespace gpuprof::kineto {
@@ -19,171 +21,6 @@ namespace {
 using io::parse_double;
 using io::parse_int;
 using io::trailing_number;
-
-// Valid UTF-8 is kept as is; each invalid byte becomes U+FFFD so Python can always decode names.
-bool sanitize_utf8(std::string_view in, std::string* out) {
-  size_t i = 0;
-  const size_t n = in.size();
-  while (i < n && static_cast<unsigned char>(in[i]) < 0x80) ++i;
-  if (i == n) return false;
-  out->assign(in.data(), i);
-  while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(in[i]);
-    int len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      out->push_back(char(c));
-      ++i;
-      continue;
-    }
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    }
-    bool ok = len > 0 && i + len <= n;
-    for (int k = 1; ok && k < len; ++k) {
-      const unsigned char d = static_cast<unsigned char>(in[i + k]);
-      ok = (d & 0xC0) == 0x80;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    // Reject overlong forms, surrogates and values past U+10FFFF.
-    if (ok)
-      ok = !((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-             (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF);
-    if (ok) {
-      out->append(in.data() + i, len);
-      i += len;
-    } else {
-      out->append("\xEF\xBF\xBD");
-      ++i;
-    }
-  }
-  return true;
-}
-
-// The elements of the tensors an "Input Dims" text lists ("[[1000], [4, 8]]" -> 1032; a tensor list
-// "[[[10], [10]]]" -> 20); an empty list (a non-tensor input) counts none. -1 for a text that is
-// not a list of lists of integers.
-int64_t elements_in_dims(std::string_view text) {
-  int64_t total = 0, product = 1;
-  int depth = 0;
-  bool numbers = false;   // the innermost list open now has numbers
-  int64_t value = -1;
-  for (char c : text) {
-    if (c == '[') {
-      ++depth;
-      product = 1;
-      numbers = false;
-    } else if (c >= '0' && c <= '9') {
-      value = (value < 0 ? 0 : value * 10) + (c - '0');
-      if (value > (int64_t(1) << 50)) return -1;
-    } else if (c == ',' || c == ']') {
-      if (value >= 0) {
-        product *= value;
-        numbers = true;
-        if (product > (int64_t(1) << 50)) return -1;
-        value = -1;
-      }
-      if (c == ']') {
-        if (numbers) total += product;
-        numbers = false;
-        product = 1;
-        if (--depth < 0) return -1;
-      }
-    } else if (c != ' ') {
-      return -1;
-    }
-  }
-  return depth == 0 ? total : -1;
-}
-
-// A time field: converted to nanoseconds where it is read once the file's time unit is known
-// (every event after the unit was decided), else kept as its exact decimal text until the
-// events held for the decision are replayed (KinetoHandler::decide_unit).
-struct RawNum {
-  std::string text;
-  bool present = false;
-  bool converted = false;   // `ns` and `ok` hold the conversion; `text` is not kept
-  bool ok = false;
-  bool other_unit = false;  // a ts written in the other unit than the file's (an outlier)
-  int64_t ns = 0;
-};
-
-// A timestamp this large cannot be microseconds since any epoch we know (that is the year 5138):
-// it is nanoseconds. A nonzero one below it, in a file of nanoseconds, is before 1973.
-constexpr int64_t kNanosecondTimestamps = 100000000000000000LL;   // 1e17
-
-bool looks_like_ns(int64_t ts) { return ts >= kNanosecondTimestamps || ts <= -kNanosecondTimestamps; }
-
-// One entry of traceEvents, filled field by field.
-struct PendingEvent {
-  char ph = 0;
-  Cat cat = Cat::None;
-  std::string name;
-  bool has_name = false;
-  int64_t pid = -1;      // numeric pid, -1 when absent or a label
-  int64_t tid = -1;
-  RawNum ts, dur;
-  int64_t correlation = 0, external_id = 0, device = -1, stream = -1, worker = -1, batch = 0;
-  int64_t registers = -1, shared_mem = -1, bytes = -1, total_allocated = -1, total_reserved = -1;
-  int64_t device_type = -1, device_id = -1;
-  int64_t addr = 0;   // memory samples: the block's address (0: not recorded)
-  int64_t sequence_nr = -1, fwd_thread = 0;   // a host op's autograd link (event.h)
-  double blocks_per_sm = -1, warps_per_sm = -1, occupancy = -1;
-  int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
-  bool has_bytes = false;   // memory samples: a free is a negative Bytes
-  bool bad_number = false;
-  // A host op's "Input Dims" (record_shapes), as Python prints the list: "[[32, 3, 224, 224], []]".
-  std::string shapes;
-  bool has_shapes = false;
-  // FLOPs: its "Input type" and "Concrete Inputs" lists (the same way), and its "flops".
-  std::string types, concrete;
-  bool has_types = false, has_concrete = false;
-  int64_t flops = -1;
-  std::string input_type;   // the first non-empty entry of "Input type" (["float"])
-  // A collective's own facts (collective == true when the event has any of them).
-  bool collective = false;
-  CollectiveInfo coll;
-
-  void reset() {
-    // Field by field: the strings keep their capacity, so no allocation per event.
-    ph = 0;
-    cat = Cat::None;
-    name.clear();
-    has_name = false;
-    pid = tid = -1;
-    ts.present = ts.converted = ts.other_unit = false;
-    dur.present = dur.converted = dur.other_unit = false;
-    correlation = external_id = batch = 0;
-    worker = -1;
-    device = stream = registers = shared_mem = bytes = device_type = device_id = -1;
-    total_allocated = total_reserved = -1;
-    addr = 0;
-    sequence_nr = -1;
-    fwd_thread = 0;
-    blocks_per_sm = warps_per_sm = occupancy = -1;
-    for (int i = 0; i < 3; ++i) grid[i] = block[i] = 0;
-    has_bytes = false;
-    bad_number = false;
-    shapes.clear();
-    has_shapes = false;
-    types.clear();
-    concrete.clear();
-    has_types = has_concrete = false;
-    flops = -1;
-    input_type.clear();
-    if (collective) {
-      collective = false;
-      coll = CollectiveInfo{};
-    }
-  }
-};
 
 class KinetoHandler {
  public:
@@ -430,7 +267,8 @@ class KinetoHandler {
       return true;
     }
     if (in_devices_ && depth_ == 3 && !trace_.devices.empty()) device_field(type, v);
-    if (in_samples_ && depth_ == 3 && !trace_.gpu_samples.empty()) sample_field(type, v);
+    if (in_samples_ && depth_ == 3 && !trace_.gpu_samples.empty() && type == Scalar::Number)
+      set_sample_number(trace_.gpu_samples.back(), sample_key_, v);
     return true;
   }
 
@@ -612,45 +450,9 @@ class KinetoHandler {
     DeviceProps& d = trace_.devices.back();
     if (device_key_ == "name") {
       if (type == Scalar::String) d.name = clean(std::string(v));
-      return;
+    } else if (type == Scalar::Number) {
+      set_device_number(d, device_key_, v);
     }
-    int64_t x = 0;
-    if (type != Scalar::Number || !parse_int(v, &x)) return;
-    const int xi = x > INT32_MAX || x < INT32_MIN ? 0 : int(x);
-    const std::string& k = device_key_;
-    if (k == "id") d.id = xi;
-    else if (k == "totalGlobalMem") d.total_global_mem = x;
-    else if (k == "computeMajor") d.compute_major = xi;
-    else if (k == "computeMinor") d.compute_minor = xi;
-    else if (k == "maxThreadsPerBlock") d.max_threads_per_block = xi;
-    else if (k == "maxThreadsPerMultiprocessor") d.max_threads_per_sm = xi;
-    else if (k == "regsPerBlock") d.regs_per_block = xi;
-    else if (k == "regsPerMultiprocessor") d.regs_per_sm = xi;
-    else if (k == "warpSize") d.warp_size = xi;
-    else if (k == "sharedMemPerBlock") d.shared_mem_per_block = x;
-    else if (k == "sharedMemPerMultiprocessor" || k == "maxSharedMemoryPerMultiProcessor") d.shared_mem_per_sm = x;
-    else if (k == "sharedMemPerBlockOptin") d.shared_mem_per_block_optin = x;
-    else if (k == "numSms") d.num_sms = xi;
-    else if (k == "maxBlocksPerMultiprocessor") d.max_blocks_per_sm = xi;
-  }
-
-  // One field of a gpuprofGpuSamples entry (chrome_export.cpp writes them); unknown keys and values
-  // out of range are left at -1, "not reported".
-  void sample_field(Scalar type, std::string_view v) {
-    GpuSample& s = trace_.gpu_samples.back();
-    int64_t x = 0;
-    if (type != Scalar::Number || !parse_int(v, &x)) return;
-    const std::string& k = sample_key_;
-    const bool small = x >= INT32_MIN && x <= INT32_MAX;
-    if (k == "ts_ns") s.ts_ns = x;
-    else if (k == "device" && x >= INT16_MIN && x <= INT16_MAX) s.device = int16_t(x);
-    else if (k == "gpu_util_pct" && small) s.gpu_util_pct = int32_t(x);
-    else if (k == "mem_util_pct" && small) s.mem_util_pct = int32_t(x);
-    else if (k == "memory_used_bytes") s.memory_used_bytes = x;
-    else if (k == "power_mw" && small) s.power_mw = int32_t(x);
-    else if (k == "sm_clock_mhz" && small) s.sm_clock_mhz = int32_t(x);
-    else if (k == "temperature_c" && small) s.temperature_c = int32_t(x);
-    else if (k == "energy_mj") s.energy_mj = x;
   }
 
   void skip(const char* reason) {

@@ -132,11 +132,10 @@ def run(args) -> int:
     except OSError as e:
         raise UserError(f"cannot create --out {args.out}: {e.strerror}") from None
 
-    from ..collect.autostep import MARKER_HELP, StepFinder
+    from ..collect.autostep import StepFinder
     from ..collect.exchange import job_rank
     from ..collect.oom import is_out_of_memory
     from ..collect.schedule import schedule
-    from ..report.sections import summary_line
     from ..session import profile
     from ..traces.export import rank_folders, save_rank_reports
 
@@ -249,47 +248,65 @@ def run(args) -> int:
         )
         return code
     if not recorded:
-        how = {
-            "prof.step": "prof.step() calls",
-            "backward": "backward passes",
-            "marker": f"--step-marker {stepper.marker}",
-        }.get(stepper.source or "", "optimizer.step() calls")
-        if failure is not None or exit_code != 0:
-            # The script failed: its error, not the step range, is what to fix first.
-            why = (
-                f"raised {type(failure).__name__}: {failure}"
-                if failure is not None
-                else f"exited with code {exit_code}"
-            )
-            print(
-                f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
-                f"before step {start}; "
-                + (
-                    f"the out-of-memory report is in {', '.join(oom_written)}"
-                    if oom_written
-                    else "nothing was recorded. Fix the error above and run gpuprof run again"
-                ),
-                file=sys.stderr,
-            )
-            return code
-        if steps_seen == 0:
-            # No boundary at all: no range of steps can help; marking the steps can.
-            found = (
-                f"no range named {stepper.marker!r} ended and no function {stepper.marker}() returned"
-                if stepper.marker
-                else "no torch.optim optimizer stepped and no backward pass ended"
-            )
-            raise UserError(
-                f"{script} ended and no training step was found ({found}); nothing was recorded. "
-                f"Mark the steps with {MARKER_HELP}, e.g. gpuprof run --step-marker train_step "
-                f"{script}"
-            )
-        raise UserError(
-            f"{script} ended after {steps_seen} steps ({how}), before step {start}; "
-            f"nothing was recorded. Use --steps with a range below {steps_seen}, "
-            "or run more steps"
+        return _nothing_recorded(script, start, steps_seen, stepper, failure, exit_code, oom_written)
+    return _recorded(args, script, stop, prof, recorded[0], rank, failure, exit_code, oom_written)
+
+
+def _nothing_recorded(script, start, steps_seen, stepper, failure, exit_code, oom_written) -> int:
+    """The end of a run whose steps were never recorded: the script's failure (its exit code), or a
+    UserError saying how to reach the range (mark the steps, a lower --steps)."""
+    from ..collect.autostep import MARKER_HELP
+
+    code = 1 if failure is not None else exit_code
+    how = {
+        "prof.step": "prof.step() calls",
+        "backward": "backward passes",
+        "marker": f"--step-marker {stepper.marker}",
+    }.get(stepper.source or "", "optimizer.step() calls")
+    if failure is not None or exit_code != 0:
+        # The script failed: its error, not the step range, is what to fix first.
+        why = (
+            f"raised {type(failure).__name__}: {failure}"
+            if failure is not None
+            else f"exited with code {exit_code}"
         )
-    numbers = [s["step"] for s in recorded[0].steps]
+        print(
+            f"gpuprof run: {script} {why} (exit code {code}) after {steps_seen} steps ({how}), "
+            f"before step {start}; "
+            + (
+                f"the out-of-memory report is in {', '.join(oom_written)}"
+                if oom_written
+                else "nothing was recorded. Fix the error above and run gpuprof run again"
+            ),
+            file=sys.stderr,
+        )
+        return code
+    if steps_seen == 0:
+        # No boundary at all: no range of steps can help; marking the steps can.
+        found = (
+            f"no range named {stepper.marker!r} ended and no function {stepper.marker}() returned"
+            if stepper.marker
+            else "no torch.optim optimizer stepped and no backward pass ended"
+        )
+        raise UserError(
+            f"{script} ended and no training step was found ({found}); nothing was recorded. "
+            f"Mark the steps with {MARKER_HELP}, e.g. gpuprof run --step-marker train_step "
+            f"{script}"
+        )
+    raise UserError(
+        f"{script} ended after {steps_seen} steps ({how}), before step {start}; "
+        f"nothing was recorded. Use --steps with a range below {steps_seen}, "
+        "or run more steps"
+    )
+
+
+def _recorded(args, script, stop, prof, report, rank, failure, exit_code, oom_written) -> int:
+    """The end of a run with a report: say what it covers when the script ended early, print it
+    (rank 0 the job's, other ranks their summary line), then the script's own error."""
+    from ..report.sections import summary_line
+
+    steps_seen = prof.step_num
+    numbers = [s["step"] for s in report.steps]
     if numbers and numbers[-1] < stop - 1:
         # The steps the report holds (a signal's cut span includes the step it came in).
         ended = (
@@ -306,9 +323,9 @@ def run(args) -> int:
         # summary line, and rank 0 the job's report (every rank's row, the straggler call), from
         # memory: the same as report.json, and it also knows how long writing took.
         if rank[1] > 1 and rank[0] != 0:
-            print(f"gpuprof run: {_who(*rank)}{summary_line(recorded[0])}")
+            print(f"gpuprof run: {_who(*rank)}{summary_line(report)}")
         else:
-            print(recorded[0].to_text())
+            print(report.to_text())
     if failure is not None:
         print(f"gpuprof run: {script} raised {type(failure).__name__}: {failure}", file=sys.stderr)
         if oom_written:

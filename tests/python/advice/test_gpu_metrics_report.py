@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from _gpu_step import conv_step_trace  # noqa: E402
 
 import gpuprof  # noqa: E402
+from gpuprof import _core_testing as builders  # noqa: E402
 from gpuprof._native import _core  # noqa: E402
 from gpuprof.report.build import build_report  # noqa: E402
 
@@ -95,16 +96,16 @@ def test_report_from_hand_built_gpu_trace():
 def test_bad_builder_input_is_a_clear_error():
     t = _core.Trace()
     with pytest.raises(ValueError, match="grid of kernel 'k' must have 3 numbers"):
-        t.add_kernel("k", 0, 10, grid=[1, 2])
+        builders.add_kernel(t, "k", 0, 10, grid=[1, 2])
     with pytest.raises(ValueError, match="unknown copy kind 'sideways'"):
-        t.add_copy("c", 0, 10, copy_kind="sideways")
+        builders.add_copy(t, "c", 0, 10, copy_kind="sideways")
     with pytest.raises(ValueError, match="negative duration"):
-        t.add_kernel("k", 0, -1)
+        builders.add_kernel(t, "k", 0, -1)
     t.add_event("runtime", "cudaLaunchKernel", 0, 1)
     with pytest.raises(ValueError, match="not one"):
-        t.set_input_shapes(0, "[[1]]")
+        builders.set_input_shapes(t, 0, "[[1]]")
     with pytest.raises(IndexError):
-        t.set_input_shapes(5, "[[1]]")
+        builders.set_input_shapes(t, 5, "[[1]]")
 
 
 def test_operators_grouped_by_input_shapes_when_recorded():
@@ -146,14 +147,15 @@ def test_tables_scale_n_log_n():
     t = _core.Trace()
     d = _core.DeviceProps()
     d.num_sms = 80
-    t.add_device(d)
+    builders.add_device(t, d)
     t.add_event("step", "ProfilerStep#1", 0, 10 * n + 100)
     t.add_event("host_op", "aten::linear", 0, 10 * n + 50, external_id=1)
     for i in range(n):
         ts = 10 * i + 1
         t.add_event("host_op", "aten::addmm", ts, 8, external_id=i + 2)
         t.add_event("runtime", "cudaLaunchKernel", ts + 1, 2, correlation=i + 1, external_id=i + 2)
-        t.add_kernel(
+        builders.add_kernel(
+            t,
             f"gemm_{i % 50}",
             ts + 4,
             5,

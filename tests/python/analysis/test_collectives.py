@@ -11,6 +11,7 @@ import json
 import pytest
 from _traces import TRACES
 
+from gpuprof import _core_testing as builders
 from gpuprof._native import _core
 from gpuprof.advice import advise
 from gpuprof.analysis.ranks import summary_from_report
@@ -106,7 +107,7 @@ def _rank_trace(rank: int, kernel_ms: list[float], *, device="NVIDIA H100 80GB H
     t = _core.Trace()
     d = _core.DeviceProps()
     d.id, d.name, d.num_sms = 0, device, 132
-    t.add_device(d)
+    builders.add_device(t, d)
     t.metadata = {
         "distributedInfo": json.dumps(
             {
@@ -122,12 +123,14 @@ def _rank_trace(rank: int, kernel_ms: list[float], *, device="NVIDIA H100 80GB H
     for i, ms in enumerate(kernel_ms):
         ext = 100 + i
         t.add_event("host_op", "record_param_comms", start, 50_000, external_id=ext, tid=1)
-        t.add_collective_info(ext, name="allreduce", in_nelems=elements, out_nelems=elements, dtype="Float")
+        builders.add_collective_info(
+            t, ext, name="allreduce", in_nelems=elements, out_nelems=elements, dtype="Float"
+        )
         t.add_event(
             "runtime", "cudaLaunchKernel", start + 10_000, 10_000, correlation=ext, external_id=ext, tid=1
         )
-        t.add_kernel(
-            "ncclDevKernel_AllReduce_Sum_f32_RING_LL", start + 100_000, int(ms * 1e6), correlation=ext
+        builders.add_kernel(
+            t, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", start + 100_000, int(ms * 1e6), correlation=ext
         )
         start += 12_000_000
     return t
@@ -192,7 +195,7 @@ def test_many_small_all_reduces_are_advised_to_fill_larger_buckets():
     for i in range(16):
         ext = 10 + i
         t.add_event("user_range", "gloo:all_reduce", 1_000_000 * (i + 1), 500_000, external_id=ext, tid=5)
-        t.add_collective_info(ext, in_nelems=16_384, dtype="Float")
+        builders.add_collective_info(t, ext, in_nelems=16_384, dtype="Float")
     data = build_report(t).to_dict()
     (a,) = [a for a in advise(data) if a["rule"] == "small_collectives"]
     assert a["evidence"]["calls_per_step"] == 16 and a["evidence"]["mean_bytes"] == 65_536
@@ -207,7 +210,7 @@ def test_many_small_all_reduces_are_advised_to_fill_larger_buckets():
         few.add_event(
             "user_range", "gloo:all_reduce", 1_000_000 * (i + 1), 2_000_000, external_id=10 + i, tid=5
         )
-        few.add_collective_info(10 + i, in_nelems=16_384, dtype="Float")
+        builders.add_collective_info(few, 10 + i, in_nelems=16_384, dtype="Float")
     assert "small_collectives" not in [a["rule"] for a in advise(build_report(few).to_dict())]
 
 
@@ -227,7 +230,9 @@ def test_a_merged_timeline_shifts_each_clock_so_that_the_collectives_end_togethe
             ext = 100 + i
             end = start + 3_100_000 + (20_000 if rank else 0)  # the call's end: rank 1's 20 us later
             t.add_event("host_op", "record_param_comms", shift + start, 50_000, external_id=ext, tid=1)
-            t.add_collective_info(ext, name="allreduce", in_nelems=MB100, out_nelems=MB100, dtype="Float")
+            builders.add_collective_info(
+                t, ext, name="allreduce", in_nelems=MB100, out_nelems=MB100, dtype="Float"
+            )
             t.add_event(
                 "runtime",
                 "cudaLaunchKernel",
@@ -237,7 +242,8 @@ def test_a_merged_timeline_shifts_each_clock_so_that_the_collectives_end_togethe
                 external_id=ext,
                 tid=1,
             )
-            t.add_kernel(
+            builders.add_kernel(
+                t,
                 "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
                 shift + end - int(ms * 1e6),
                 int(ms * 1e6),

@@ -12,6 +12,7 @@ import json
 import pytest
 
 import gpuprof
+from gpuprof import _core_testing as builders
 from gpuprof._native import _core
 from gpuprof.analysis.ranks import summary_from_report
 from gpuprof.analysis.scaling import run_row, scaling_table
@@ -30,7 +31,7 @@ def _steps(n=3, step_ms=100):
         start = i * step_ms * MS
         t.add_event("step", f"ProfilerStep#{i}", start, step_ms * MS)
         t.add_event("runtime", "cudaLaunchKernel", start + MS, 10_000, correlation=i + 1)
-        t.add_kernel("k", start + 2 * MS, 10 * MS, device=0, correlation=i + 1)
+        builders.add_kernel(t, "k", start + 2 * MS, 10 * MS, device=0, correlation=i + 1)
     return t
 
 
@@ -40,7 +41,7 @@ def _counter_trace(watts=300, device=0, n=3):
     t = _steps(n)
     times = sorted({b * 100 * MS + 20_000 for b in range(n + 1)} | {k * 50 * MS for k in range(2 * n + 1)})
     for ts in times:
-        t.add_gpu_sample(ts, device=device, energy_mj=1_000_000 + watts * ts // MS)
+        builders.add_gpu_sample(t, ts, device=device, energy_mj=1_000_000 + watts * ts // MS)
     return t
 
 
@@ -49,7 +50,7 @@ def _power_trace(device=0):
     170, 270 and 300 ms (not on the step boundaries)."""
     t = _steps(3)
     for ms in (0, 70, 170, 270, 300):
-        t.add_gpu_sample(ms * MS, device=device, power_mw=(100 + ms) * 1000, gpu_util_pct=50)
+        builders.add_gpu_sample(t, ms * MS, device=device, power_mw=(100 + ms) * 1000, gpu_util_pct=50)
     return t
 
 
@@ -97,7 +98,7 @@ def test_without_a_counter_power_samples_are_integrated_by_the_trapezoid_rule():
 def test_a_device_reporting_neither_has_no_energy_with_the_reason_never_zero():
     t = _steps(2)
     for ms in (0, 100, 200):
-        t.add_gpu_sample(ms * MS, device=0, gpu_util_pct=90)
+        builders.add_gpu_sample(t, ms * MS, device=0, gpu_util_pct=90)
     report = build_report(t)
     assert [s["energy_j"] for s in report.steps] == [None, None]
     assert report.average["energy_j"] is None and report.average["mean_power_w"] is None
@@ -113,7 +114,7 @@ def test_two_gpus_each_step_sums_them_and_keeps_each():
     # GPU 0: counter at 300 W, 30 J a step; GPU 1: the power ramp above, 15, 25 and 35 J.
     t = _counter_trace(watts=300, device=0)
     for ms in (0, 70, 170, 270, 300):
-        t.add_gpu_sample(ms * MS, device=1, power_mw=(100 + ms) * 1000)
+        builders.add_gpu_sample(t, ms * MS, device=1, power_mw=(100 + ms) * 1000)
     report = build_report(t)
     assert [s["energy_j"] for s in report.steps] == pytest.approx([45.0, 55.0, 65.0])
     assert report.steps[0]["device_energy_j"] == {"0": pytest.approx(30.0), "1": pytest.approx(15.0)}
@@ -127,7 +128,7 @@ def test_a_step_one_gpu_did_not_measure_has_no_sum():
     # 30 J stays in device_energy_j, and the mean step is over the two steps both measured.
     t = _counter_trace(watts=300, device=0)
     for ms in (0, 50):
-        t.add_gpu_sample(ms * MS, device=1, power_mw=100_000)
+        builders.add_gpu_sample(t, ms * MS, device=1, power_mw=100_000)
     report = build_report(t)
     last = report.steps[2]
     assert last["energy_j"] is None and last["mean_power_w"] is None
@@ -201,7 +202,7 @@ def test_the_report_validates_against_the_json_schema():
     jsonschema = pytest.importorskip("jsonschema")
     t = _counter_trace(device=0)
     for ms in (0, 70, 170, 270, 300):
-        t.add_gpu_sample(ms * MS, device=1, power_mw=(100 + ms) * 1000)
+        builders.add_gpu_sample(t, ms * MS, device=1, power_mw=(100 + ms) * 1000)
     jsonschema.validate(build_report(t, dataloaders=[{"batch_size": 8}]).to_dict(), SCHEMA)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from _gpu_step import conv_step_trace  # noqa: E402
 
+from gpuprof import _core_testing as builders
 from gpuprof.analysis import fields
 from gpuprof.analysis.fields import TABLES, schema_markdown
 from gpuprof.report.build import build_report
@@ -23,11 +24,14 @@ def _gpu_trace(collective: bool = False):
     user range, an NVML sample and a module call added, and with ``collective`` an NCCL all_reduce:
     every table gets a row."""
     t = conv_step_trace()
-    t.set_input_shapes(1, "[[32, 3, 224, 224], [64, 3, 7, 7]]")  # aten::conv2d
+    builders.set_input_shapes(t, 1, "[[32, 3, 224, 224], [64, 3, 7, 7]]")  # aten::conv2d
     # The convolution inside aten::conv2d, with the shapes and scalars its FLOPs need (a roofline row).
     t.add_event("host_op", "aten::convolution", 11_000, 90_000, external_id=6)
-    t.set_input_shapes(t.num_events - 1, "[[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []]")
-    t.set_op_args(
+    builders.set_input_shapes(
+        t, t.num_events - 1, "[[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []]"
+    )
+    builders.set_op_args(
+        t,
         t.num_events - 1,
         types="['float', 'float', '', 'ScalarList', 'ScalarList', 'ScalarList', 'Scalar', 'ScalarList', "
         "'Scalar']",
@@ -35,16 +39,18 @@ def _gpu_trace(collective: bool = False):
     )
     t.add_event("user_range", "Optimizer.step#SGD.step", 700_000, 100_000)
     t.add_event("runtime", "cudaDeviceSynchronize", 300_000, 50_000)
-    t.add_gpu_sample(0, device=0, gpu_util_pct=35, memory_used_bytes=2 << 30, power_mw=250_500)
+    builders.add_gpu_sample(t, 0, device=0, gpu_util_pct=35, memory_used_bytes=2 << 30, power_mw=250_500)
     t.add_event("python_function", "nn.Module: conv (Conv2d)", 5_000, 110_000)  # around aten::conv2d
     if not collective:
         return t
     # An NCCL all_reduce of 1000 floats: its record_param_comms op, the launch and the kernel.
     t.add_event("host_op", "record_param_comms", 750_000, 20_000, external_id=77)
-    t.add_collective_info(77, name="allreduce", in_nelems=1000, out_nelems=1000, dtype="Float", group_size=2)
+    builders.add_collective_info(
+        t, 77, name="allreduce", in_nelems=1000, out_nelems=1000, dtype="Float", group_size=2
+    )
     t.add_event("runtime", "cudaLaunchKernel", 755_000, 5_000, correlation=20, external_id=77)
-    t.add_kernel(
-        "ncclKernel_AllReduce_RING_LL_Sum_float", 800_000, 100_000, device=0, stream=7, correlation=20
+    builders.add_kernel(
+        t, "ncclKernel_AllReduce_RING_LL_Sum_float", 800_000, 100_000, device=0, stream=7, correlation=20
     )
     return t
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from _traces import TRACES  # noqa: E402
 
+from gpuprof import _core_testing as builders
 from gpuprof._native import _core
 
 RESNET = TRACES / "tb_resnet50_v100_nw0"
@@ -99,7 +100,7 @@ def _build_trace(doc: dict):
     """A Trace from Kineto JSON: microsecond timestamps to ns, ids from args (both spellings)."""
     t = _core.Trace()
     for p in doc.get("deviceProperties", []):
-        t.add_device(_device_props(p))
+        builders.add_device(t, _device_props(p))
 
     def ns(x) -> int:
         return int(round(float(x) * 1000.0))
@@ -113,7 +114,8 @@ def _build_trace(doc: dict):
             total = allocated.get(device, 0) + int(a.get("Bytes", 0))
             total = int(a.get("Total Allocated", total))
             allocated[device] = total
-            t.add_memory_sample(
+            builders.add_memory_sample(
+                t,
                 ns(e["ts"]),
                 total,
                 int(a.get("Total Reserved", 0)),
@@ -130,7 +132,8 @@ def _build_trace(doc: dict):
         corr = int(a.get("correlation", 0) or 0)
         ext = int(a.get("External id", a.get("external id", 0)) or 0)
         if cat == "kernel":
-            t.add_kernel(
+            builders.add_kernel(
+                t,
                 name,
                 start,
                 dur,
@@ -148,7 +151,8 @@ def _build_trace(doc: dict):
             )
         elif cat in ("gpu_memcpy", "memcpy", "gpu_memset", "memset"):
             copy_kind, src, dst = _copy_kinds(name)
-            t.add_copy(
+            builders.add_copy(
+                t,
                 name,
                 start,
                 dur,

@@ -18,6 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from bounded_names import write_distinct, write_long  # noqa: E402  (the benchmark's own traces)
 
+from gpuprof import _core_testing as builders
+
 MAX_NAME_ROWS = 2000  # cpp/include/gpuprof/analysis/tables.h: kMaxNameRows
 MAX_NAME_BYTES = 1024  # kMaxNameBytes
 
@@ -102,7 +104,9 @@ def test_the_memory_view_is_bounded_like_the_name_tables():
         name, size = (long_name, 1_000_000) if k == 2500 else (f"aten::op_{k}", 1000 + k)
         level += size
         t.add_event("host_op", name, 1000 * k + 10, 500)
-        t.add_memory_sample(1000 * k + 20, level, -1, device=-1, bytes_delta=size, addr=0x1000 + 16 * k)
+        builders.add_memory_sample(
+            t, 1000 * k + 20, level, -1, device=-1, bytes_delta=size, addr=0x1000 + 16 * k
+        )
     data = build_report(t).to_dict()
     rows = data["memory_ops"]
     assert len(rows) == MAX_NAME_ROWS

@@ -1,5 +1,6 @@
 """The breakdown and the GPU summary of one Report come from the same steps, whatever the step rules."""
 
+from gpuprof import _core_testing as builders
 from gpuprof._native import _core
 from gpuprof.report.build import build_report
 
@@ -14,7 +15,7 @@ def three_steps_last_incomplete():
         t.add_event("step", f"ProfilerStep#{step}", base, 1000)
         for k in range(n):
             t.add_event("runtime", "cudaLaunchKernel", base + 10 * k, 5, correlation=corr)
-            t.add_kernel("gemm", base + 100 + 150 * k, 100, correlation=corr)
+            builders.add_kernel(t, "gemm", base + 100 + 150 * k, 100, correlation=corr)
             corr += 1
     return t
 
@@ -37,8 +38,10 @@ def test_nvml_samples_reach_the_report_and_its_html(tmp_path):
     # Two samples of GPU 0, 100 ms apart, as the NVML sampler stores them; -1 (power not reported
     # by this board) becomes None, never a made-up 0.
     t = three_steps_last_incomplete()
-    t.add_gpu_sample(0, device=0, gpu_util_pct=35, memory_used_bytes=2 << 30, power_mw=-1)
-    t.add_gpu_sample(100_000_000, device=0, gpu_util_pct=90, memory_used_bytes=3 << 30, power_mw=250_500)
+    builders.add_gpu_sample(t, 0, device=0, gpu_util_pct=35, memory_used_bytes=2 << 30, power_mw=-1)
+    builders.add_gpu_sample(
+        t, 100_000_000, device=0, gpu_util_pct=90, memory_used_bytes=3 << 30, power_mw=250_500
+    )
     report = build_report(t)
     samples = report.to_dict()["gpu_samples"]
     assert [s["gpu_util_pct"] for s in samples] == [35, 90]

@@ -1,30 +1,15 @@
-// Trace builders for Python: what lets a test or a live collector hand the native Trace devices,
-// kernels, copies, memory samples, op arguments and collective calls. Translation only.
+// gpuprof._core_testing: the test suite's trace builders. What lets a Python test hand the native
+// Trace (gpuprof._core.Trace) devices, kernels, copies, op arguments, collective calls, allocator and
+// NVML samples, as functions taking the trace first: builders.add_kernel(trace, "gemm", 0, 100).
+// Built with the tests (CMakeLists.txt, GPUPROF_TESTING_MODULE), never installed by a wheel.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <array>
-#include <cstring>
-#include <functional>
-#include <map>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "gpuprof/analysis/breakdown.h"
-#include "gpuprof/analysis/collectives.h"
-#include "gpuprof/analysis/energy.h"
-#include "gpuprof/analysis/flops.h"
-#include "gpuprof/analysis/gpu_summary.h"
-#include "gpuprof/analysis/input_transfer.h"
-#include "gpuprof/analysis/launch_links.h"
-#include "gpuprof/analysis/memory.h"
-#include "gpuprof/analysis/modules.h"
-#include "gpuprof/analysis/occupancy.h"
-#include "gpuprof/analysis/tables.h"
-#include "gpuprof/analysis/tensor_cores.h"
 #include "gpuprof/core/trace.h"
 
 namespace py = pybind11;
@@ -54,8 +39,7 @@ std::array<int32_t, 3> dims(const std::vector<int64_t>& v, const char* what, con
 
 // The events a trace holds: devices, kernels, copies, operators' shapes and arguments, collective calls.
 void bind_event_builders(py::module_& m) {
-  py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  trace.def(
+  m.def(
       "add_device",
       [](Trace& t, const DeviceProps& d) {
         for (DeviceProps& old : t.devices)
@@ -65,9 +49,9 @@ void bind_event_builders(py::module_& m) {
           }
         t.devices.push_back(d);
       },
-      py::arg("device"), "Add (or replace) the properties of one device.");
+      py::arg("trace"), py::arg("device"), "Add (or replace) the properties of one device.");
 
-  trace.def(
+  m.def(
       "add_kernel",
       [](Trace& t, const std::string& name, int64_t start_ns, int64_t dur_ns, int device, uint32_t stream,
          uint64_t correlation, uint64_t external_id, const std::vector<int64_t>& grid,
@@ -95,13 +79,13 @@ void bind_event_builders(py::module_& m) {
         e.aux = static_cast<uint32_t>(t.kernels.size());
         t.kernels.push_back(k);
       },
-      py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("device") = 0, py::arg("stream") = 0,
+      py::arg("trace"), py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("device") = 0, py::arg("stream") = 0,
       py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("grid") = std::vector<int64_t>{},
       py::arg("block") = std::vector<int64_t>{}, py::arg("registers_per_thread") = -1,
       py::arg("shared_mem_bytes") = -1, py::arg("blocks_per_sm") = -1.0f, py::arg("warps_per_sm") = -1.0f,
       py::arg("est_occupancy_pct") = -1.0f, "Add a kernel with its launch shape (-1 / empty: not known).");
 
-  trace.def(
+  m.def(
       "add_copy",
       [](Trace& t, const std::string& name, int64_t start_ns, int64_t dur_ns, int64_t bytes,
          const std::string& copy_kind, const std::string& src_kind, const std::string& dst_kind, int device,
@@ -121,12 +105,12 @@ void bind_event_builders(py::module_& m) {
         e.aux = static_cast<uint32_t>(t.copies.size());
         t.copies.push_back(c);
       },
-      py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("bytes") = 0, py::arg("copy_kind") = "",
+      py::arg("trace"), py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("bytes") = 0, py::arg("copy_kind") = "",
       py::arg("src_kind") = "", py::arg("dst_kind") = "", py::arg("device") = 0, py::arg("stream") = 0,
       py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("memset") = false,
       "Add a device copy (or, with memset=True, a set) with its size and memory kinds.");
 
-  trace.def(
+  m.def(
       "set_input_shapes",
       [](Trace& t, size_t event_index, const std::string& shapes) {
         if (event_index >= t.events.size())
@@ -138,10 +122,10 @@ void bind_event_builders(py::module_& m) {
                                 t.name_of(e) + "') is not one");
         e.aux = t.strings.intern(shapes);
       },
-      py::arg("event_index"), py::arg("shapes"),
+      py::arg("trace"), py::arg("event_index"), py::arg("shapes"),
       "Record the input shapes of a host op (the event's position in the trace, as add order).");
 
-  trace.def(
+  m.def(
       "set_op_args",
       [](Trace& t, size_t event_index, const std::string& types, const std::string& concrete, int64_t trace_flops,
          bool grad_recorded) {
@@ -163,14 +147,13 @@ void bind_event_builders(py::module_& m) {
         if (it != t.op_args.end() && it->event == a.event) *it = a;
         else t.op_args.insert(it, a);
       },
-      py::arg("event_index"), py::arg("types") = "", py::arg("concrete") = "", py::arg("trace_flops") = -1,
+      py::arg("trace"), py::arg("event_index"), py::arg("types") = "", py::arg("concrete") = "", py::arg("trace_flops") = -1,
       py::arg("grad_recorded") = false,
       "Record a host op's input types and concrete inputs (Kineto's 'Input type' and 'Concrete Inputs' "
       "lists, as Python prints them), a trace's `flops` arg (-1: none), and whether it recorded autograd "
       "history (Kineto's 'Sequence number').");
 
-  py::class_<Trace> collective_trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  collective_trace.def(
+  m.def(
       "add_collective_info",
       [](Trace& t, uint64_t external_id, const std::string& name, int64_t in_nelems, int64_t out_nelems,
          const std::string& dtype, int32_t group_size, const std::string& pg_name, const std::string& pg_desc,
@@ -187,17 +170,16 @@ void bind_event_builders(py::module_& m) {
         c.group_ranks = group_ranks;
         t.collectives.push_back(std::move(c));
       },
-      py::arg("external_id"), py::arg("name") = "", py::arg("in_nelems") = -1, py::arg("out_nelems") = -1,
+      py::arg("trace"), py::arg("external_id"), py::arg("name") = "", py::arg("in_nelems") = -1, py::arg("out_nelems") = -1,
       py::arg("dtype") = "", py::arg("group_size") = -1, py::arg("pg_name") = "", py::arg("pg_desc") = "",
       py::arg("group_ranks") = "",
       "Add what a collective call records of itself (torch's record_param_comms args), for the event "
       "with this external id.");
 }
 
-// The memory a trace holds: allocator samples, storages of a known role, the process's RSS.
-void bind_memory_builders(py::module_& m) {
-  py::class_<Trace> trace = py::reinterpret_borrow<py::class_<Trace>>(m.attr("Trace"));
-  trace.def(
+// The samples a trace holds: the device allocator's and NVML's.
+void bind_sample_builders(py::module_& m) {
+  m.def(
       "add_memory_sample",
       [](Trace& t, int64_t ts_ns, int64_t total_allocated, int64_t total_reserved, int device, int64_t bytes_delta,
          uint64_t addr, uint32_t tid) {
@@ -211,37 +193,39 @@ void bind_memory_builders(py::module_& m) {
         s.tid = tid;
         t.memory.push_back(s);
       },
-      py::arg("ts_ns"), py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device") = 0,
+      py::arg("trace"), py::arg("ts_ns"), py::arg("total_allocated"), py::arg("total_reserved"), py::arg("device") = 0,
       py::arg("bytes_delta") = 0, py::arg("addr") = 0, py::arg("tid") = 0,
       "Add one allocator sample (device -1: host; totals -1: not known), with the block's address "
       "and the allocating thread (0: not known).");
-  trace.def(
-      "add_storage",
-      [](Trace& t, int64_t ts_ns, uint64_t addr, int64_t bytes, int device, const std::string& role) {
-        KnownStorage k;
-        k.ts_ns = ts_ns;
-        k.addr = addr;
-        k.bytes = bytes;
-        k.device = static_cast<int16_t>(device);
-        if (role == "parameter") k.role = StorageRole::Parameter;
-        else if (role == "gradient") k.role = StorageRole::Gradient;
-        else if (role == "optimizer_state") k.role = StorageRole::OptimizerState;
-        else
-          throw py::value_error("unknown storage role '" + role +
-                                "': use one of parameter, gradient, optimizer_state");
-        t.storages.push_back(k);
+  m.def(
+      "add_gpu_sample",
+      [](Trace& t, int64_t ts_ns, int device, int gpu_util_pct, int mem_util_pct, int64_t memory_used_bytes,
+         int power_mw, int sm_clock_mhz, int temperature_c, int64_t energy_mj) {
+        GpuSample s;
+        s.ts_ns = ts_ns;
+        s.device = static_cast<int16_t>(device);
+        s.gpu_util_pct = gpu_util_pct;
+        s.mem_util_pct = mem_util_pct;
+        s.memory_used_bytes = memory_used_bytes;
+        s.power_mw = power_mw;
+        s.sm_clock_mhz = sm_clock_mhz;
+        s.temperature_c = temperature_c;
+        s.energy_mj = energy_mj;
+        t.gpu_samples.push_back(s);
       },
-      py::arg("ts_ns"), py::arg("addr"), py::arg("bytes"), py::arg("device"), py::arg("role"),
-      "Add a storage of a known role seen at ts_ns (role: parameter, gradient, optimizer_state).");
-  trace.def(
-      "add_host_memory_sample",
-      [](Trace& t, int64_t ts_ns, int64_t rss_bytes) { t.host_memory.push_back({ts_ns, rss_bytes}); },
-      py::arg("ts_ns"), py::arg("rss_bytes"), "Add one sample of the process's resident set size.");
+      py::arg("trace"), py::arg("ts_ns"), py::arg("device") = 0, py::arg("gpu_util_pct") = -1, py::arg("mem_util_pct") = -1,
+      py::arg("memory_used_bytes") = -1, py::arg("power_mw") = -1, py::arg("sm_clock_mhz") = -1,
+      py::arg("temperature_c") = -1, py::arg("energy_mj") = -1,
+      "Add one device sample as NVML gives it (-1: not reported; energy_mj: the total-energy "
+      "counter).");
 }
 
 }  // namespace
 
-void bind_trace_builders(py::module_& m) {
+PYBIND11_MODULE(_core_testing, m) {
+  m.doc() = "gpuprof's test suite's trace builders: hand a native Trace devices, kernels, copies, op "
+            "arguments, collective calls and samples (built with the tests, never shipped)";
+  py::module_::import("gpuprof._core");   // the Trace and DeviceProps types these take
   bind_event_builders(m);
-  bind_memory_builders(m);
+  bind_sample_builders(m);
 }
