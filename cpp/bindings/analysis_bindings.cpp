@@ -27,6 +27,7 @@
 #include "gpuprof/analysis/tables.h"
 #include "gpuprof/analysis/tensor_cores.h"
 #include "gpuprof/core/trace.h"
+#include "hta_quantity_fields.h"
 #include "rows.h"
 
 namespace py = pybind11;
@@ -383,6 +384,8 @@ const std::vector<ResultTable>& result_tables() {
       {"modules", [](const AnalysisTables& a) { return module_dicts(a.modules.rows); }},
       result_table("copies", &AnalysisTables::copies, kCopyFields),
       result_table("syncs", &AnalysisTables::syncs, kSyncFields),
+      result_table("idle_time", &AnalysisTables::idle_time, kIdleTimeFields),
+      result_table("launch_stats", &AnalysisTables::launch_stats, kLaunchStatsFields),
       result_table("memory", &AnalysisTables::memory, kStepMemoryFields),
       result_table("ranges", &AnalysisTables::ranges, kRangeFields),
       {"memory_ops", [](const AnalysisTables& a) { return row_dicts(a.memory_view.ops, kMemoryOpFields); }},

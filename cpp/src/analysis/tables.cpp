@@ -616,6 +616,7 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
     shorten(r.input_shapes);
   }
   for (RangeRow& r : a.ranges) shorten(r.name);
+  for (LaunchStatsRow& r : a.launch_stats) shorten(r.name);
   for (SyncRow& r : a.syncs) {
     shorten(r.name);
     shorten(r.op);
@@ -723,6 +724,9 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.kernels = kernel_table(t);
     a.kernel_ops = kernel_op_table(t, a.links);
     a.copies = copy_table(t);
+    const int64_t launched_before = last_step_start(t);   // HTA's scope for the next two
+    a.idle_time = idle_time_table(t, a.links, launched_before);
+    a.launch_stats = launch_stats_table(t, a.links, launched_before);
     a.ranges = range_table(t);
   };
   std::exception_ptr linked_error;

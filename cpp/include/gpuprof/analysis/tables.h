@@ -12,7 +12,9 @@
 #include "gpuprof/analysis/collectives.h"
 #include "gpuprof/analysis/flops.h"
 #include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/analysis/idle_time.h"
 #include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/launch_stats.h"
 #include "gpuprof/analysis/memory.h"
 #include "gpuprof/analysis/modules.h"
 #include "gpuprof/analysis/plausibility.h"
@@ -250,6 +252,8 @@ struct AnalysisTables {
   std::vector<RangeRow> ranges;
   std::vector<SyncRow> syncs;
   std::vector<StepMemoryRow> memory;
+  std::vector<IdleTimeRow> idle_time;
+  std::vector<LaunchStatsRow> launch_stats;
   MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
   ModuleView modules;                  // module rows, and each event's row (modules.h)

@@ -1,0 +1,134 @@
+"""gpuprof's HTA quantities against Holistic Trace Analysis's own, on the stored GPU traces.
+
+For each trace under ../shared/traces with device activity, runs traceinsight (HTA) and gpuprof
+and writes both sides: idle time per stream (`get_idle_time_breakdown`, threshold 30 us) and
+kernel launch statistics (`get_cuda_kernel_launch_stats`, cut-offs 50 us / 100 us), the latter
+summed over the trace and per kernel name. HTA runs twice: as shipped (it rounds fractional
+microsecond timestamps: starts up, ends down, so each duration loses up to 2 us) and with
+HTA_DISABLE_NS_ROUNDING=1, which keeps the trace's own times as gpuprof does; the tests hold the
+second set (tests/python/analysis/test_hta_quantities.py).
+
+    pip install traceinsight==0.6.1    # in a separate environment: not a gpuprof dependency
+    PYTHONPATH=python python bench/hta_quantities.py [--out bench/results/hta_quantities-DATE.json]
+
+Each side runs in its own process (HTA's options are read from the environment once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT.parent / "shared" / "traces"
+GPU_TRACES = [
+    "hta_a100_nccl/rank0.json.gz",
+    "hta_v100_ns/rank-0.pt.trace.json.gz",
+    "hta_2xv100_ddp/rank0.json.gz",
+    "hta_mi250_rocm/rank0.json.gz",
+    "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz",
+]
+
+HTA_SIDE = r"""
+import json, logging, os, shutil, sys, tempfile
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+src = sys.argv[1]
+with tempfile.TemporaryDirectory() as d:
+    shutil.copy(src, os.path.join(d, os.path.basename(src)))
+    a = TraceAnalysis(trace_dir=d)
+    rank = list(a.t.traces.keys())[0]
+    df = a.t.get_trace(rank)
+    names = a.t.symbol_table.get_sym_table()
+    idle = a.get_idle_time_breakdown(ranks=[rank], visualize=False)[0]
+    streams = {}
+    for r in idle.itertuples():
+        s = streams.setdefault(int(r.stream), {"host_wait_us": 0.0, "kernel_wait_us": 0.0, "other_us": 0.0})
+        s[r.idle_category + "_us"] = float(r.idle_time)
+    ev = a.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
+    gpu = df[df["stream"].ne(-1)][["correlation", "name"]]
+    ev = ev.merge(gpu, on="correlation", how="left")
+    def summary(e):
+        return {
+            "launches": int(len(e)),
+            "cpu_total_us": float(e.cpu_duration.sum()),
+            "gpu_total_us": float(e.gpu_duration.sum()),
+            "delay_total_us": float(e.launch_delay.sum()),
+            "delay_p50_us": float(e.launch_delay.quantile(0.5)) if len(e) else 0.0,
+            "delay_p95_us": float(e.launch_delay.quantile(0.95)) if len(e) else 0.0,
+            "delay_max_us": float(e.launch_delay.max()) if len(e) else 0.0,
+            "short_kernels": int(((e.cpu_duration <= 50) & (e.gpu_duration < e.cpu_duration)).sum()),
+            "runtime_outliers": int((e.cpu_duration > 50).sum()),
+            "delay_outliers": int((e.launch_delay > 100).sum()),
+        }
+    per_name = {names[int(n)]: summary(g) for n, g in ev.groupby("name")}
+    print(json.dumps({"idle_time": {str(k): v for k, v in sorted(streams.items())},
+                      "launch_stats": summary(ev), "launch_stats_by_name": per_name}))
+"""
+
+GPUPROF_SIDE = r"""
+import json, sys
+from gpuprof.report.build import analyze_file
+d = analyze_file(sys.argv[1]).data
+idle = {str(r["stream"]): {k: r[k] for k in ("device", "host_wait_us", "kernel_wait_us", "other_us")}
+        for r in d["idle_time"]}
+rows = d["launch_stats"]
+tot = {"launches": sum(r["launches"] for r in rows),
+       "cpu_total_us": sum(r["cpu_mean_us"] * r["launches"] for r in rows),
+       "gpu_total_us": sum(r["gpu_mean_us"] * r["launches"] for r in rows),
+       "delay_total_us": sum(r["delay_total_us"] for r in rows),
+       "delay_max_us": max((r["delay_max_us"] for r in rows), default=0.0)}
+for k in ("short_kernels", "runtime_outliers", "delay_outliers"):
+    tot[k] = sum(r[k] for r in rows)
+by_name = {r["name"]: r for r in rows}
+print(json.dumps({"idle_time": idle, "launch_stats": tot, "launch_stats_by_name": by_name}))
+"""
+
+
+def run(python: str, code: str, trace: Path, env: dict) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [python, "-c", code, str(trace)], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1]), time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hta-python", default=sys.executable, help="a Python with traceinsight 0.6.1 installed")
+    ap.add_argument(
+        "--out", default=str(ROOT / "bench" / "results" / f"hta_quantities-{time.strftime('%Y-%m-%d')}.json")
+    )
+    args = ap.parse_args()
+    if not TRACES.is_dir():
+        print(f"the stored traces are absent: expected {TRACES}", file=sys.stderr)
+        return 2
+    results = {"hta": "traceinsight 0.6.1", "traces": {}}
+    for rel in GPU_TRACES:
+        trace = TRACES / rel
+        env = dict(os.environ)
+        hta_exact, t_hta = run(args.hta_python, HTA_SIDE, trace, {**env, "HTA_DISABLE_NS_ROUNDING": "1"})
+        hta_rounded, _ = run(args.hta_python, HTA_SIDE, trace, {**env, "HTA_DISABLE_NS_ROUNDING": "0"})
+        ours, t_ours = run(sys.executable, GPUPROF_SIDE, trace, env)
+        results["traces"][rel] = {
+            "hta_exact_times": hta_exact,
+            "hta_as_shipped": {
+                "idle_time": hta_rounded["idle_time"],
+                "launch_stats": hta_rounded["launch_stats"],
+            },
+            "gpuprof": ours,
+            "seconds": {"hta": round(t_hta, 2), "gpuprof": round(t_ours, 2)},
+        }
+        print(rel, json.dumps({"hta": hta_exact["launch_stats"], "gpuprof": ours["launch_stats"]}))
+    Path(args.out).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    print("wrote", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+// The field tables of Holistic Trace Analysis's quantities (gpuprof/analysis/idle_time.h,
+// launch_stats.h): one line a column, as in rows.h; registered as result tables in
+// analysis_bindings.cpp.
+#pragma once
+
+#include <vector>
+
+#include "gpuprof/analysis/idle_time.h"
+#include "gpuprof/analysis/launch_stats.h"
+#include "rows.h"
+
+namespace gpuprof::bindings {
+
+inline const std::vector<Field<IdleTimeRow>> kIdleTimeFields = {
+    member("device", &IdleTimeRow::device),
+    member("stream", &IdleTimeRow::stream),
+    member("activities", &IdleTimeRow::activities),
+    micros("host_wait_us", &IdleTimeRow::host_wait_ns),
+    micros("kernel_wait_us", &IdleTimeRow::kernel_wait_ns),
+    micros("other_us", &IdleTimeRow::other_ns),
+    {"idle_us", [](const IdleTimeRow& r) { return py::object(py::float_(double(r.idle_ns()) / 1000.0)); }},
+};
+
+inline const std::vector<Field<LaunchStatsRow>> kLaunchStatsFields = {
+    member("name", &LaunchStatsRow::name),
+    member("launches", &LaunchStatsRow::launches),
+    {"cpu_mean_us", [](const LaunchStatsRow& r) { return py::object(py::float_(r.cpu_mean_ns() / 1000.0)); }},
+    {"gpu_mean_us", [](const LaunchStatsRow& r) { return py::object(py::float_(r.gpu_mean_ns() / 1000.0)); }},
+    micros("delay_total_us", &LaunchStatsRow::delay_total_ns),
+    {"delay_mean_us", [](const LaunchStatsRow& r) { return py::object(py::float_(r.delay_mean_ns() / 1000.0)); }},
+    {"delay_p50_us", [](const LaunchStatsRow& r) { return py::object(py::float_(r.delay_p50_ns / 1000.0)); }},
+    {"delay_p95_us", [](const LaunchStatsRow& r) { return py::object(py::float_(r.delay_p95_ns / 1000.0)); }},
+    micros("delay_max_us", &LaunchStatsRow::delay_max_ns),
+    member("short_kernels", &LaunchStatsRow::short_kernels),
+    member("runtime_outliers", &LaunchStatsRow::runtime_outliers),
+    member("delay_outliers", &LaunchStatsRow::delay_outliers),
+};
+
+}  // namespace gpuprof::bindings
