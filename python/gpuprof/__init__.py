@@ -18,6 +18,7 @@ _LAZY = {
     "analyze": "report.inputs",
     "profile": "session",
     "current": "session",
+    "watch": "session.watch",
     "ProfilerError": "session",
     "range": "collect.ranges",
     "save": "traces.export",
@@ -60,4 +61,5 @@ __all__ = [
     "TraceImportError",
     "save",
     "export_chrome_trace",
+    "watch",
 ]

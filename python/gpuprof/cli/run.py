@@ -56,9 +56,9 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument(
         "--steps",
-        default=DEFAULT_STEPS,
+        default=None,
         metavar="START:STOP",
-        help="steps to record (default %(default)s: the 6th to the 10th optimizer step)",
+        help=f"steps to record (default {DEFAULT_STEPS}: the 6th to the 10th optimizer step)",
     )
     p.add_argument(
         "--out",
@@ -99,6 +99,37 @@ def add_parser(subparsers) -> None:
         '(a few microseconds per module call; docs/metrics.md, "Modules")',
     )
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="watch the whole run instead of recording steps: per step its time, DataLoader wait, "
+        "CPU time, RSS (and GPU utilization, memory, power) to OUT/rank<N>/watch.jsonl, with flags "
+        "when steps slow down or memory grows; no profiler (docs/watch.md)",
+    )
+    p.add_argument(
+        "--openmetrics",
+        metavar="FILE",
+        default=None,
+        help="with --watch: also keep FILE (e.g. /var/lib/node_exporter/job.prom) up to date in "
+        "OpenMetrics text for node_exporter's textfile collector; each rank of a job writes "
+        "FILE's NAME.rank<N>.prom, or put {rank} in FILE",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --watch: samples per step, for samples/s when the loop draws no DataLoader "
+        "batches of a known size",
+    )
+    p.add_argument(
+        "--watch-max-bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="with --watch: the bound on each watch.jsonl (default 16 MiB); past it older steps "
+        "are merged two by two",
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs="...", help="the script's own arguments")
     p.set_defaults(run=run)
@@ -122,7 +153,21 @@ def _who(rank: int, world: int) -> str:
 
 
 def run(args) -> int:
-    start, stop = parse_steps(args.steps)
+    watching = getattr(args, "watch", False)
+    if not watching:
+        for flag, value in (
+            ("--openmetrics", getattr(args, "openmetrics", None)),
+            ("--batch-size", getattr(args, "batch_size", None)),
+            ("--watch-max-bytes", getattr(args, "watch_max_bytes", None)),
+        ):
+            if value is not None:
+                raise UserError(f"{flag} goes with --watch: gpuprof run --watch {flag} ... {args.script}")
+    elif args.steps is not None or args.modules or args.stop_after:
+        raise UserError(
+            "--watch watches every step without the profiler; it does not record steps, so it does not "
+            f"take --steps, --modules or --stop-after: gpuprof run --watch {args.script}"
+        )
+    start, stop = parse_steps(args.steps or DEFAULT_STEPS)
     script = Path(args.script)
     if not script.is_file():
         raise UserError(f"{args.script}: no such script")
@@ -131,6 +176,8 @@ def run(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create --out {args.out}: {e.strerror}") from None
+    if watching:
+        return _run_watched(args, script, out)
 
     from ..collect.autostep import StepFinder
     from ..collect.exchange import job_rank
@@ -332,3 +379,46 @@ def _recorded(args, script, stop, prof, report, rank, failure, exit_code, oom_wr
             print(f"gpuprof run: the out-of-memory report is in {', '.join(oom_written)}", file=sys.stderr)
         return 1
     return exit_code
+
+
+def _run_watched(args, script: Path, out: Path) -> int:
+    """``gpuprof run --watch``: the script runs as ``python script.py`` would, with the watcher on
+    (session/watch.py); its exit status is the script's."""
+    from ..session.watch import DEFAULT_MAX_BYTES, _Watching
+
+    try:
+        import torch  # noqa: F401  (the step finder's hooks live there)
+    except ImportError:
+        raise UserError("torch is not importable here; gpuprof run --watch watches PyTorch scripts") from None
+    if args.batch_size is not None and args.batch_size <= 0:
+        raise UserError(f"--batch-size must be a positive number of samples, not {args.batch_size}")
+    watching = _Watching(
+        str(out),
+        openmetrics=args.openmetrics,
+        batch_size=args.batch_size,
+        max_bytes=args.watch_max_bytes or DEFAULT_MAX_BYTES,
+        marker=getattr(args, "step_marker", None),
+        announce=lambda line: print(line, file=sys.stderr, flush=True),
+        script=str(script),
+    )
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script)] + list(args.args)
+    sys.path.insert(0, str(script.resolve().parent))
+    code = 0
+    watching.start()
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # the script's own error: shown as Python shows it, exit status 1
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.argv, sys.path = saved_argv, saved_path
+        watching.stop()
+    where = watching.path
+    if not args.quiet and where is not None:
+        print(f"gpuprof run: watched {watching.watcher.step_num} steps; wrote {where}", file=sys.stderr)
+    return code

@@ -202,9 +202,13 @@ class StepFinder(OptimizerSteps):
         marker: Optional[str] = None,
         announce: Callable[[str], None] = print,
         hint_after_s: float = 0.0,
+        backward_steps: bool = True,
     ) -> None:
         super().__init__(prof)
         self.marker = marker
+        # False where the optimizers may predate the finder (gpuprof.watch() in code): no count of
+        # optimizers made can then tell a loop without torch.optim.
+        self._backward_steps = backward_steps
         self.source: Optional[str] = None  # "marker", "prof.step", "optimizer", "backward"
         self._announce = announce
         self._hint_after_s = hint_after_s
@@ -313,13 +317,18 @@ class StepFinder(OptimizerSteps):
         self._restore.append(lambda: setattr(torch.autograd, "backward", backward))
 
     def _backward_ended(self) -> None:
-        if self.source is None and not self.user_steps and self._optimizers_made == 0:
+        if (
+            self.source is None
+            and not self.user_steps
+            and self._optimizers_made == 0
+            and self._backward_steps
+        ):
             self._decide(
                 "backward",
                 "no torch.optim optimizer in this script: steps end where each backward pass "
                 "(loss.backward()) returns; to choose another boundary: " + MARKER_HELP,
             )
-        if self.source == "backward":
+        if self.source == "backward" and not self.user_steps:
             self.optimizer_steps += 1
             self._take()
 

@@ -309,3 +309,66 @@ def add_pipeline_events(trace, pipeline: dict) -> None:
                 at += dur
         for p in loader["pins"]:
             trace.add_event("input_stage", names["pin"], p["start_ns"], p["pin_ns"], 0, 0, -1, p["tid"])
+
+
+class BatchWaits:
+    """The light version of ``DataLoaderCapture`` for watching a run (``gpuprof run --watch``): the
+    same ``__next__`` wrap, but it only adds up how long the loop waited for its batches and how
+    many samples they held (the loader's ``batch_size``, when it has a number), for the step that
+    takes them. No worker hooks, no per-batch records: two clock reads and two additions a batch.
+    ``take`` returns (wait ns, samples or -1 when a batch of unknown size came) since the last call."""
+
+    def __init__(self) -> None:
+        self.wait_ns = 0
+        self.samples = 0
+        self.unknown = False
+        self._sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # iterator -> batch size
+        self._base = None
+        self._original = None
+
+    def install(self) -> bool:
+        """Wrap torch's DataLoader iterators; False when torch's DataLoader is not importable."""
+        if self._original is not None:
+            return True
+        try:
+            from torch.utils.data import dataloader as module
+        except Exception:  # no torch here: nothing to wait for
+            return False
+        base = module._BaseDataLoaderIter
+        original = base.__next__
+        waits = self
+        clock = time.perf_counter_ns
+        sizes = self._sizes
+
+        def __next__(it):
+            t0 = clock()
+            batch = original(it)  # StopIteration passes through uncounted
+            waits.wait_ns += clock() - t0
+            size = sizes.get(it)
+            if size is None:
+                try:
+                    size = _settings_of(it)["batch_size"] or -1
+                    sizes[it] = size
+                except Exception:  # an iterator gpuprof cannot read: its samples are unknown
+                    size = -1
+            if size > 0:
+                waits.samples += size
+            else:
+                waits.unknown = True
+            return batch
+
+        __next__.__wrapped__ = original
+        base.__next__ = __next__
+        self._base, self._original = base, original
+        return True
+
+    def remove(self) -> None:
+        if self._original is not None:
+            self._base.__next__ = self._original
+            self._base = self._original = None
+
+    def take(self) -> tuple[int, int]:
+        wait, samples = self.wait_ns, (-1 if self.unknown else self.samples)
+        self.wait_ns = self.samples = 0
+        self.unknown = False
+        return wait, samples
