@@ -364,8 +364,9 @@ class Watcher:
         self.step_num += 1
         if now - self._last_flush_ns >= FLUSH_EVERY_S * 1e9:
             self.flush(now)
-        # What gpuprof itself spent above is left out of the next step.
-        self._t0, self._cpu0 = self._clock(), self._cpu()
+        # The wall time gpuprof itself spent above is left out of the next step (its CPU time, a
+        # few microseconds, is not: a second CPU-time read would cost a system call a step).
+        self._t0, self._cpu0 = self._clock(), cpu
 
     # ---- flags -----------------------------------------------------------------------------------
     def _flag(self, flag: str, message: str, **numbers) -> None:
