@@ -343,3 +343,17 @@ def test_pipeline_overhead_smoke_run_measures_every_variant(tmp_path):
     }
     assert all(v["gpuprof_ns"] > 0 and v["torch_ns"] > 0 for v in doc["added"].values())
     assert doc["ns_per_batch"]["reader, per record"] > 0 and doc["record_bytes"] < 512
+
+
+def test_watch_overhead_smoke_run_measures_both_loops(tmp_path):
+    # bench/watch_overhead.py (docs/performance.md, "Watching a run"), wall-clock mode: both loops
+    # ran, and the watched rounds wrote their steps (warm-up round of 200 + 1 round of 50 steps).
+    out = tmp_path / "watch_overhead.json"
+    proc = _bench("watch_overhead.py", "--steps", "50", "--rounds", "1", "--json", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())["wall_clock"]
+    assert doc["unwatched_us_per_step"] > 0 and doc["watched_us_per_step"] > 0
+    assert doc["write_of_100_steps_us"] > 0
+    # Two watched runs (200 + 50 steps), each a start line, its steps and an end line, and the
+    # longer one a baseline line (a busy machine may add a flag line or two).
+    assert doc["lines_written"] >= 2 * 2 + 200 + 50 + 1
