@@ -47,6 +47,7 @@ from ..collect.dataloader import BatchWaits
 log = logging.getLogger("gpuprof")
 
 FLUSH_EVERY_S = 1.0
+FLUSH_NS = int(FLUSH_EVERY_S * 1e9)
 DEFAULT_MAX_BYTES = 16 << 20
 MIN_MAX_BYTES = 16 << 10
 SKIP_STEPS = 3
@@ -79,6 +80,21 @@ STEP_FIELDS = (
 # How merged lines combine each field: their sum, their mean (weighted by steps), their maximum.
 _SUMMED = {"steps", "samples"}
 _MAXED = {"t", "rss_bytes", "gpu_peak_allocated_bytes", "gpu_mem_bytes"}
+
+_STEP_TEMPLATE = (
+    '{"kind":"step","step":%d,"steps":1,"t":%.3f,"step_ms":%.3f,"dataloader_wait_ms":%.3f,'
+    '"cpu_ms":%.3f,"rss_bytes":%s,"samples":%s,"samples_per_s":%s,"gpu_peak_allocated_bytes":%s,'
+    '"gpu_util_pct":%s,"gpu_mem_bytes":%s,"gpu_power_w":%s}'
+)
+
+
+def _int(value) -> str:
+    return "null" if value is None else f"{value:d}"
+
+
+def _num(value) -> str:
+    return "null" if value is None else f"{value:.3f}"
+
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -263,7 +279,7 @@ class Watcher:
         self._cpu = time.process_time_ns
         self._rss = _Rss()
         self._waits = BatchWaits()
-        self._pending: list[tuple] = []  # step tuples (STEP_FIELDS order) and flag dicts not written
+        self._pending: list = []  # raw step tuples (step(), _step_text) and other lines' dicts, not written
         self._recent: list[float] = []  # step_ms of the last SLOW_WINDOW steps
         self._baseline: list[float] = []
         self._growth: list[tuple[int, int]] = []  # (rss, gpu allocated) at each window's end
@@ -323,14 +339,13 @@ class Watcher:
 
     # ---- a step ends -----------------------------------------------------------------------------
     def step(self) -> None:
+        # Raw numbers only (ns, bytes); made into the line's units at the write, once a second.
         now, cpu = self._clock(), self._cpu()
-        step_ms = (now - self._t0) / 1e6
-        cpu_ms = (cpu - self._cpu0) / 1e6
-        wait_ns, samples = self._waits.take()
-        if samples < 0 or (samples == 0 and self.batch_size):
-            samples = self.batch_size if self.batch_size else None
-        elif samples == 0:
-            samples = None
+        step_ns = now - self._t0
+        waits = self._waits
+        wait_ns, samples = waits.wait_ns, (-1 if waits.unknown else waits.samples)
+        waits.wait_ns = waits.samples = 0
+        waits.unknown = False
         rss = self._rss.read()
         peak = None
         cuda = self._torch_cuda
@@ -340,33 +355,43 @@ class Watcher:
                 cuda.reset_peak_memory_stats()
             except Exception:
                 peak = None
-        util, mem, power = self._gpu_sample
         self._pending.append(
-            (
-                self.step_num,
-                1,
-                now,  # the step's end on the step clock, made wall-clock time at the flush
-                round(step_ms, 3),
-                round(wait_ns / 1e6, 3),
-                round(cpu_ms, 3),
-                rss if rss >= 0 else None,
-                samples,
-                round(samples * 1000.0 / step_ms, 3) if samples and step_ms > 0 else None,
-                peak,
-                util,
-                mem,
-                power,
-            )
+            (self.step_num, now, step_ns, wait_ns, cpu - self._cpu0, rss, samples, peak) + self._gpu_sample
         )
-        self._check_slow(step_ms)
+        self._check_slow(step_ns / 1e6)
         if (self.step_num + 1) % GROWTH_WINDOW_STEPS == 0:
             self._check_growth(rss)
         self.step_num += 1
-        if now - self._last_flush_ns >= FLUSH_EVERY_S * 1e9:
+        if now - self._last_flush_ns >= FLUSH_NS:
             self.flush(now)
         # The wall time gpuprof itself spent above is left out of the next step (its CPU time, a
         # few microseconds, is not: a second CPU-time read would cost a system call a step).
         self._t0, self._cpu0 = self._clock(), cpu
+
+    def _step_line(self, item: tuple, wall: float, at: int) -> dict:
+        return json.loads(self._step_text(item, wall, at))
+
+    def _step_text(self, item: tuple, wall: float, at: int) -> str:
+        """One step's line, formatted from a template (a dict through json.dumps costs 3x more,
+        once per step)."""
+        number, end, step_ns, wait_ns, cpu_ns, rss, samples, peak, util, mem, power = item
+        if samples <= 0:
+            samples = self.batch_size or None
+        rate = samples * 1e9 / step_ns if samples and step_ns > 0 else None
+        return _STEP_TEMPLATE % (
+            number,
+            wall - (at - end) / 1e9,
+            step_ns / 1e6,
+            wait_ns / 1e6,
+            cpu_ns / 1e6,
+            _int(rss if rss >= 0 else None),
+            _int(samples),
+            _num(rate),
+            _int(peak),
+            _num(util),
+            _int(mem),
+            _num(power),
+        )
 
     # ---- flags -----------------------------------------------------------------------------------
     def _flag(self, flag: str, message: str, **numbers) -> None:
@@ -491,15 +516,12 @@ class Watcher:
         last = None
         for item in pending:
             if isinstance(item, tuple):
-                line = dict(zip(STEP_FIELDS, item))
-                line["t"] = round(wall - (at - item[2]) / 1e9, 3)
-                line = {"kind": "step", **line}
-                last = line
+                text.append(self._step_text(item, wall, at))
+                last = item
             else:
-                line = item
-                if line.get("kind") == "start":
-                    line["rank"], line["world"] = self._rank
-            text.append(_dump(line))
+                if item.get("kind") == "start":
+                    item["rank"], item["world"] = self._rank
+                text.append(_dump(item))
         if text:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write("\n".join(text) + "\n")
@@ -507,7 +529,7 @@ class Watcher:
             if size > self.max_bytes:
                 self._compact()
         if last is not None:
-            self._last_line = last
+            self._last_line = self._step_line(last, wall, at)
         if self.metrics_path is not None and self._last_line:
             line = dict(self._last_line)
             if self._recent:
