@@ -176,8 +176,9 @@ def test_memory_growing_step_over_step_is_flagged(tmp_path):
         kept.append(bytearray(b"\x01") * (1 << 20))
         watcher.step()
     watcher.close()
-    flags = [line for line in _lines(watcher.path) if line["kind"] == "flag"]
-    assert [f["flag"] for f in flags] == ["memory_growing"]
+    # (Only the memory flags: these steps run on the real clock, whose noise is not under test.)
+    flags = [line for line in _lines(watcher.path) if line.get("flag") == "memory_growing"]
+    assert len(flags) == 1
     assert flags[0]["step"] == w.GROWTH_WINDOW_STEPS * (w.GROWTH_WINDOWS + 1) - 1
     assert flags[0]["what"] == "host RSS"
     assert flags[0]["to_bytes"] - flags[0]["from_bytes"] >= 90 << 20
