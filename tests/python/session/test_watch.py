@@ -317,7 +317,11 @@ def test_openmetrics_file_is_replaced_whole(tmp_path):
     path = tmp_path / "job.prom"
     versions = [f"# HELP x X.\n# TYPE x gauge\nx {i}\n" + "# padding\n" * 2000 + "# EOF\n" for i in range(2)]
     w.write_atomically(path, versions[0])
-    inode = path.stat().st_ino
+    with open(path) as before:  # held open: its inode cannot be reused while the test runs
+        w.write_atomically(path, versions[1])
+        # Renamed over, not written in place: the open file still reads the old text whole.
+        assert os.fstat(before.fileno()).st_ino != path.stat().st_ino
+        assert before.read() == versions[0]
     done = threading.Event()
     seen = []
 
@@ -332,7 +336,6 @@ def test_openmetrics_file_is_replaced_whole(tmp_path):
     done.set()
     reader.join()
     assert seen and all(text in versions for text in seen)
-    assert path.stat().st_ino != inode  # renamed over, not written in place
     assert [p.name for p in tmp_path.iterdir()] == ["job.prom"]
 
 
