@@ -98,6 +98,13 @@ def add_parser(subparsers) -> None:
         help="also record the module view: time per nn.Module of the model, forward and backward "
         '(a few microseconds per module call; docs/metrics.md, "Modules")',
     )
+    p.add_argument(
+        "--shapes",
+        action="store_true",
+        help="also record every operator's input shapes: the operators-by-shape table, and FLOPs of "
+        "elementwise and reduction operators too (the matrix operators' are counted without it); "
+        "costs a little per operator call",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the report at the end")
     p.add_argument(
         "--watch",
@@ -162,10 +169,10 @@ def run(args) -> int:
         ):
             if value is not None:
                 raise UserError(f"{flag} goes with --watch: gpuprof run --watch {flag} ... {args.script}")
-    elif args.steps is not None or args.modules or args.stop_after:
+    elif args.steps is not None or args.modules or args.stop_after or args.shapes:
         raise UserError(
             "--watch watches every step without the profiler; it does not record steps, so it does not "
-            f"take --steps, --modules or --stop-after: gpuprof run --watch {args.script}"
+            f"take --steps, --modules, --shapes or --stop-after: gpuprof run --watch {args.script}"
         )
     start, stop = parse_steps(args.steps or DEFAULT_STEPS)
     script = Path(args.script)
@@ -248,7 +255,11 @@ def run(args) -> int:
         # killed before the span closes keeps its steps (gpuprof report/analyze OUT read them).
         journal = rank_folders(out, rank[0], rank[1])[0]
         with profile(
-            schedule=sched, on_trace_ready=on_ready, with_modules=args.modules, journal=journal
+            schedule=sched,
+            on_trace_ready=on_ready,
+            with_modules=args.modules,
+            record_shapes=args.shapes,
+            journal=journal,
         ) as prof:
             prof.yields_to_nested = True  # a session the script starts itself takes over
             prof.warn_without_steps = False  # a run without steps says so below, with its fix

@@ -80,6 +80,30 @@ def test_run_with_modules_records_the_module_view(tmp_path, script):
         assert ("module_view" in report["metadata"]) == (flag is None)
 
 
+def test_run_with_shapes_records_every_operators_input_shapes(tmp_path, script):
+    """--shapes: the operators-by-shape table holds the script's linear layer with its shapes (batch
+    4 of 8 features into 2), and the FLOPs note no longer says elementwise operators went uncounted;
+    without it the table is empty and the note says so."""
+    for flag in ("--shapes", None):
+        out = tmp_path / f"out{flag}"
+        args = (
+            ["run", "--steps", "2:5", "--out", out]
+            + ([flag] if flag else [])
+            + [script, tmp_path / "s.json", 8]
+        )
+        p = _gpuprof(*args)
+        assert p.returncode == 0, p.stderr
+        report = json.loads((out / "report.json").read_text())
+        shapes = {(r["name"], r["input_shapes"]) for r in report["operators_by_shape"]}
+        note = report["flops"].get("note") or ""
+        if flag:
+            assert ("aten::linear", "[[4, 8], [2, 8], [2]]") in shapes
+            assert "no recorded input shapes" not in note
+        else:
+            assert shapes == set()
+            assert "no recorded input shapes" in note
+
+
 def test_run_with_a_short_script_keeps_what_it_recorded(tmp_path, script):
     out = tmp_path / "out"
     p = _gpuprof("run", "--steps", "2:6", "--out", out, script, tmp_path / "seen.json", 4)
