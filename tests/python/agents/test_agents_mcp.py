@@ -268,10 +268,17 @@ def profile_loader_bound(out: Path, num_workers: int) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("runs")
-    for name, workers in (("nw0", 0), ("nw0_again", 0), ("nw4", 4)):
-        profile_loader_bound(root / name, workers)
+    # One intra-op thread, as conftest gives each test (a module fixture runs before it): torch's
+    # default pool spinning on 2 loaded CPUs doubled this tiny model's step (47 ms of CPU work).
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, workers in (("nw0", 0), ("nw0_again", 0), ("nw4", 4)):
+            profile_loader_bound(root / name, workers)
+    finally:
+        torch.set_num_threads(before)
     return root
 
 
