@@ -5,6 +5,7 @@ OpenMetrics file node_exporter reads, and the bound on the log's size."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
 import subprocess
@@ -171,9 +172,12 @@ def test_memory_growing_step_over_step_is_flagged(tmp_path):
     kept = []
     watcher = w.Watcher(str(tmp_path / "out")).start()
     # 1 MiB written (so resident) each step: 125 steps = 5 window ends, 100 MiB between the first
-    # and the last.
+    # and the last. Fresh anonymous maps, not the heap: in a long pytest process the allocator
+    # hands out memory freed by earlier tests, already resident, and RSS would not move.
     for _ in range(w.GROWTH_WINDOW_STEPS * (w.GROWTH_WINDOWS + 1)):
-        kept.append(bytearray(b"\x01") * (1 << 20))
+        block = mmap.mmap(-1, 1 << 20)
+        block.write(b"\x01" * (1 << 20))
+        kept.append(block)
         watcher.step()
     watcher.close()
     # (Only the memory flags: these steps run on the real clock, whose noise is not under test.)
