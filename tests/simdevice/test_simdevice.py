@@ -141,10 +141,13 @@ def test_live_nvml_samples_and_energy(live):
     (e,) = r["energy"]
     assert e["method"] == "counter" and e["steps"] == STEPS
     # The stand-in's counter integrates 350 W over time: each step's energy is 350 W times its
-    # length (the counter is read at the middle of each boundary's call: microseconds off at most).
+    # length. The counter is read during each boundary's call, a few microseconds from the
+    # boundary's timestamp on a quiet machine; a loaded one can preempt the reader between the two
+    # (7.5 us seen in CI: 2% of a 0.33 ms step), so each step is held to 350 W x (its length
+    # +- 100 us), and the run's mean power, where those shifts cancel, to 1%.
     assert e["mean_power_w"] == pytest.approx(350.0, rel=0.01)
     for s in r["steps"]:
-        assert s["energy_j"] == pytest.approx(350.0 * s["total_us"] / 1e6, rel=0.01)
+        assert s["energy_j"] == pytest.approx(350.0 * s["total_us"] / 1e6, abs=350.0 * 100e-6)
     assert r["metadata"]["gpu_energy"] == "GPU 0: NVML energy counter"
 
 
