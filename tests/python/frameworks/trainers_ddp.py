@@ -108,3 +108,8 @@ else:
 
 with open(os.path.join(out, f"steps-rank{rank}.json"), "w") as f:
     json.dump({"trainer_steps": trainer_steps, "optimizer_steps": len(optimizer_steps)}, f)
+
+# End the job's process group as torch asks a script to: a gloo group left to the interpreter's
+# exit was seen to abort a rank there ("terminate called without an active exception").
+if torch.distributed.is_available() and torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
