@@ -517,8 +517,19 @@ def _swap_fetch(on: bool) -> None:
     fetch, _ = _torch_parts()
     if fetch is None or not _ORIGINALS:
         return
+    # The collector's clock is in place before the first timed fetch and stays until the last one
+    # is gone: a worker switched on by its control thread may start a timed fetch the moment the
+    # fetch is swapped, and a collection holds the GIL until it ends, so a clock added after the
+    # swap could miss the whole pause of that batch.
+    if on:
+        _gc_clock_in(True)
     fetch._MapDatasetFetcher.fetch = timed_map_fetch if on else _ORIGINALS["map_fetch"]
     fetch._IterableDatasetFetcher.fetch = timed_iterable_fetch if on else _ORIGINALS["iterable_fetch"]
+    if not on:
+        _gc_clock_in(False)
+
+
+def _gc_clock_in(on: bool) -> None:
     try:
         if on and _gc_clock not in gc.callbacks:
             gc.callbacks.append(_gc_clock)

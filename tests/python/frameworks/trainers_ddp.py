@@ -8,6 +8,7 @@ of optimizer.step() calls that ran, so the test compares gpuprof's steps with th
 Small models built from configs, synthetic data, nothing from a hub.
 """
 
+import gc
 import json
 import os
 import sys
@@ -109,7 +110,13 @@ else:
 with open(os.path.join(out, f"steps-rank{rank}.json"), "w") as f:
     json.dump({"trainer_steps": trainer_steps, "optimizer_steps": len(optimizer_steps)}, f)
 
-# End the job's process group as torch asks a script to: a gloo group left to the interpreter's
-# exit was seen to abort a rank there ("terminate called without an active exception").
+# End the job's process group while the interpreter is fully alive. destroy_process_group() alone
+# leaves the group to whatever still holds it (the DDP wrapper inside the trainer): gloo's worker
+# threads then live into the interpreter's exit, and one that frees a finished collective's tensors
+# there needs the GIL, which Python refuses by ending the thread: std::terminate, SIGABRT
+# (pytorch/pytorch#190489). Dropping the trainer lets the group be destroyed, and its threads
+# joined, here.
 if torch.distributed.is_available() and torch.distributed.is_initialized():
     torch.distributed.destroy_process_group()
+del trainer
+gc.collect()
