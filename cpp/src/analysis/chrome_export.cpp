@@ -37,6 +37,19 @@ void write_us(JsonWriter& w, int64_t ns) {
 void key(JsonWriter& w, const char* k) { w.Key(k, std::strlen(k)); }
 void str(JsonWriter& w, const std::string& s) { w.String(s.data(), s.size()); }
 
+// A field the source did not know (a negative count, an empty text) is left out, not written as -1
+// or "".
+void known(JsonWriter& w, const char* k, int64_t v) {
+  if (v < 0) return;
+  key(w, k);
+  w.Int64(v);
+}
+void known(JsonWriter& w, const char* k, const std::string& v) {
+  if (v.empty()) return;
+  key(w, k);
+  str(w, v);
+}
+
 // A host op's input list (shapes, types, concrete inputs: trace.h keeps them as Python prints
 // them) as the JSON Kineto writes. False when the text is not such a list (nothing is written).
 void write_list_node(JsonWriter& w, const ListTree& t, uint32_t i) {
@@ -94,24 +107,14 @@ bool on_device_timeline(const Event& e) {
 }
 
 void write_collective_args(JsonWriter& w, const CollectiveInfo& c) {
-  auto text = [&](const char* k, const std::string& v) {
-    if (v.empty()) return;
-    key(w, k);
-    str(w, v);
-  };
-  auto number = [&](const char* k, int64_t v) {
-    if (v < 0) return;
-    key(w, k);
-    w.Int64(v);
-  };
-  text("Collective name", c.name);
-  number("In msg nelems", c.in_nelems);
-  number("Out msg nelems", c.out_nelems);
-  number("Group size", c.group_size);
-  text("dtype", c.dtype);
-  text("Process Group Name", c.pg_name);
-  text("Process Group Description", c.pg_desc);
-  text("Process Group Ranks", c.group_ranks);
+  known(w, "Collective name", c.name);
+  known(w, "In msg nelems", c.in_nelems);
+  known(w, "Out msg nelems", c.out_nelems);
+  known(w, "Group size", c.group_size);
+  known(w, "dtype", c.dtype);
+  known(w, "Process Group Name", c.pg_name);
+  known(w, "Process Group Description", c.pg_desc);
+  known(w, "Process Group Ranks", c.group_ranks);
 }
 
 int64_t host_pid(const Trace& t) {
@@ -558,18 +561,13 @@ void write_trace(const Trace& t, BlockSink& sink) {
       w.Int64(s.ts_ns);
       key(w, "device");
       w.Int(s.device);
-      auto field = [&](const char* k, int64_t v) {
-        if (v < 0) return;
-        key(w, k);
-        w.Int64(v);
-      };
-      field("gpu_util_pct", s.gpu_util_pct);
-      field("mem_util_pct", s.mem_util_pct);
-      field("memory_used_bytes", s.memory_used_bytes);
-      field("power_mw", s.power_mw);
-      field("sm_clock_mhz", s.sm_clock_mhz);
-      field("temperature_c", s.temperature_c);
-      field("energy_mj", s.energy_mj);
+      known(w, "gpu_util_pct", s.gpu_util_pct);
+      known(w, "mem_util_pct", s.mem_util_pct);
+      known(w, "memory_used_bytes", s.memory_used_bytes);
+      known(w, "power_mw", s.power_mw);
+      known(w, "sm_clock_mhz", s.sm_clock_mhz);
+      known(w, "temperature_c", s.temperature_c);
+      known(w, "energy_mj", s.energy_mj);
       w.EndObject();
     }
     w.EndArray();

@@ -348,14 +348,7 @@ def timed_map_fetch(self, possibly_batched_index):
     except Exception as e:
         _emit_error("fetch", e, idx)
         raise
-    fetched = b.fetched()
-    try:
-        out = self.collate_fn(data)
-    except Exception as e:
-        _emit_error("collate", e)
-        raise
-    b.done(fetched, monotonic_ns())
-    return out
+    return _collated(self, b, data)
 
 
 def timed_iterable_fetch(self, possibly_batched_index):
@@ -398,9 +391,14 @@ def timed_iterable_fetch(self, possibly_batched_index):
         _emit_error("fetch", e, position)
         raise
     self._gpuprof_position = position
+    return _collated(self, b, data)
+
+
+def _collated(fetcher, b: _Batch, data):
+    """The batch's samples through the fetcher's collate_fn, timed; the batch's record emitted."""
     fetched = b.fetched()
     try:
-        out = self.collate_fn(data)
+        out = fetcher.collate_fn(data)
     except Exception as e:
         _emit_error("collate", e)
         raise
