@@ -8,10 +8,10 @@ of optimizer.step() calls that ran, so the test compares gpuprof's steps with th
 Small models built from configs, synthetic data, nothing from a hub.
 """
 
-import gc
 import json
 import os
 import sys
+import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -110,13 +110,11 @@ else:
 with open(os.path.join(out, f"steps-rank{rank}.json"), "w") as f:
     json.dump({"trainer_steps": trainer_steps, "optimizer_steps": len(optimizer_steps)}, f)
 
-# End the job's process group while the interpreter is fully alive. destroy_process_group() alone
-# leaves the group to whatever still holds it (the DDP wrapper inside the trainer): gloo's worker
-# threads then live into the interpreter's exit, and one that frees a finished collective's tensors
-# there needs the GIL, which Python refuses by ending the thread: std::terminate, SIGABRT
-# (pytorch/pytorch#190489). Dropping the trainer lets the group be destroyed, and its threads
-# joined, here.
+# gloo's worker threads free a finished collective's tensors just after the collective returns,
+# and need the GIL to do it; one still doing so when the interpreter exits is ended by Python
+# (std::terminate, SIGABRT: pytorch/pytorch#190489), and the group's destructor, run with the GIL
+# held (del of the DDP model), waits for it forever. A short sleep hands them the GIL before the
+# script ends; the group is then destroyed as torch asks.
+time.sleep(0.5)
 if torch.distributed.is_available() and torch.distributed.is_initialized():
     torch.distributed.destroy_process_group()
-del trainer
-gc.collect()
