@@ -79,6 +79,11 @@ class Root:
             )
         return real
 
+    def holds(self, p: Path) -> bool:
+        """Whether ``p``, its links resolved, lies inside the root."""
+        real = Path(os.path.realpath(p))
+        return real == self.path or self.path in real.parents
+
     def relative(self, p: Path) -> str:
         try:
             return str(p.relative_to(self.path))
@@ -91,9 +96,11 @@ class Root:
 
 class Loader:
     """Reports for paths, each file analysed once while it is unchanged (an assistant asks several
-    questions about one run)."""
+    questions about one run). With a ``root``, a folder's files that are links to somewhere outside
+    it are passed over, as a path given outside it is refused."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Optional[Root] = None) -> None:
+        self.root = root
         self._cache: dict[tuple, Any] = {}
         # The MCP SDK runs each call on a worker thread: one analysis at a time, each file once.
         self._lock = threading.Lock()
@@ -105,6 +112,8 @@ class Loader:
 
         if path.is_dir():
             files = report_files(path) or trace_files(path)
+            if self.root is not None:
+                files = [f for f in files if self.root.holds(f)]
             if not files:
                 raise AnswerError(
                     f"{json.dumps(str(path))} holds no gpuprof report (report.json) and no trace file "

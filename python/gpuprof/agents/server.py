@@ -44,7 +44,7 @@ def build_server(root: str, *, max_tokens: int = A.DEFAULT_MAX_TOKENS):
     from .._build_info import GPUPROF_VERSION
 
     where = A.Root(root)
-    loader = A.Loader()
+    loader = A.Loader(where)
     cap = max(A.MIN_MAX_TOKENS, int(max_tokens))
     server = MCPServer(
         name="gpuprof", version=GPUPROF_VERSION, instructions=INSTRUCTIONS, log_level="WARNING"
@@ -264,7 +264,7 @@ def _report_resources(server, c: SimpleNamespace) -> None:
 
     from ..traces.folders import report_files
 
-    for f in report_files(where.path)[:100]:
+    for f in [f for f in report_files(where.path) if where.holds(f)][:100]:
         rel = label(f)
         server.resource(f"gpuprof://report/{quote(rel)}", name=rel, mime_type="text/plain")(
             _reader(read_report, rel)

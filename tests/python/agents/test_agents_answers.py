@@ -97,6 +97,20 @@ def test_the_root_resolves_links_and_refuses_what_lands_outside(tmp_path):
         root.resolve("run/missing.json")
 
 
+def test_a_folder_under_the_root_does_not_lead_out_of_it_through_a_link(tmp_path):
+    # A report outside the root, linked from a run folder inside it: the folder's listing passes
+    # over the link (a path given outside is refused, a folder must not be a way round that).
+    (tmp_path / "root" / "run").mkdir(parents=True)
+    (tmp_path / "out").mkdir()
+    secret = tmp_path / "out" / "report.json"
+    secret.write_text(json.dumps({"schema_version": 1, "steps": []}))
+    os.symlink(secret, tmp_path / "root" / "run" / "report.json")
+    root = A.Root(tmp_path / "root")
+    assert not root.holds(tmp_path / "root" / "run" / "report.json") and root.holds(tmp_path / "root" / "run")
+    with pytest.raises(A.AnswerError, match="holds no gpuprof report"):
+        A.Loader(root).reports(root.resolve("run"))
+
+
 def test_explain_knows_rules_metrics_fields_and_terms():
     assert A.explain("dataloader")["kind"] == "advice rule"
     assert A.explain("kernel_pct")["definition"].startswith(
