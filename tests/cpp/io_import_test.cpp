@@ -405,6 +405,22 @@ TEST(KinetoImport, UnusableEventsAreSkippedAndCounted) {
   EXPECT_EQ(t.metadata.at("import.invalid_utf8_strings"), "1");
 }
 
+TEST(KinetoImport, ValidNonAsciiNamesAreKeptAndNotCountedAsInvalid) {
+  // "cafe" with an e-acute (2 bytes), a check mark (3 bytes) and a rocket (4 bytes): valid UTF-8,
+  // kept byte for byte; only the name with a stray 0xff byte is repaired and counted.
+  const std::string valid = "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x9a\x80";
+  const std::string json = R"J({"traceEvents":[{"ph":"X","cat":"cpu_op","name":")J" + valid +
+                           R"J(","pid":1,"tid":1,"ts":1,"dur":1},
+     {"ph":"X","cat":"cpu_op","name":"bad )J"
+                           "\xff"
+                           R"J(","pid":1,"tid":1,"ts":2,"dur":1}]})J";
+  Trace t = import_text(json);
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.name_of(t.events[0]), valid);
+  EXPECT_EQ(t.name_of(t.events[1]), "bad \xEF\xBF\xBD");
+  EXPECT_EQ(t.metadata.at("import.invalid_utf8_strings"), "1");
+}
+
 TEST(KinetoImport, ErrorsNameTheFileAndThePlace) {
   {
     const std::string e = error_of("");

@@ -9,6 +9,7 @@ bool sanitize_utf8(std::string_view in, std::string* out) {
   while (i < n && static_cast<unsigned char>(in[i]) < 0x80) ++i;
   if (i == n) return false;
   out->assign(in.data(), i);
+  bool replaced = false;
   while (i < n) {
     const unsigned char c = static_cast<unsigned char>(in[i]);
     int len = 0;
@@ -43,10 +44,11 @@ bool sanitize_utf8(std::string_view in, std::string* out) {
       i += len;
     } else {
       out->append("\xEF\xBF\xBD");
+      replaced = true;
       ++i;
     }
   }
-  return true;
+  return replaced;
 }
 
 int64_t elements_in_dims(std::string_view text) {

@@ -12,7 +12,8 @@
 namespace gpuprof::kineto {
 
 // Valid UTF-8 is kept as is; each invalid byte becomes U+FFFD so Python can always decode names.
-// Returns false (and leaves `out` alone) when `in` is all ASCII; else true, with the text in `out`.
+// Returns true when a byte was replaced, with the text in `out`; false when `in` is valid UTF-8
+// (`in` is then the text; `out` is left alone for ASCII and holds a copy otherwise).
 bool sanitize_utf8(std::string_view in, std::string* out);
 
 // The elements of the tensors an "Input Dims" text lists ("[[1000], [4, 8]]" -> 1032; a tensor list
