@@ -113,6 +113,9 @@ void bind_trace(py::module_& m) {
           py::arg("kind"), py::arg("name"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("correlation") = 0,
           py::arg("external_id") = 0, py::arg("device") = -1, py::arg("tid") = 0)
       .def_property_readonly("num_events", [](const Trace& t) { return t.events.size(); })
+      .def_property_readonly(
+          "num_strings", [](const Trace& t) { return t.strings.size(); },
+          "Distinct names and texts the trace holds (its string table).")
       .def_readwrite("dropped_events", &Trace::dropped_events)
       .def_readwrite("skipped_events", &Trace::skipped_events)
       .def_readwrite("metadata", &Trace::metadata)

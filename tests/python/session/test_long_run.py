@@ -6,24 +6,21 @@ all, so a step cost 1.1 ms at the start and 6.5 ms after 20,000 steps; prof.repo
 every span's Report; and a keyword call into the extension at every span churned Python's table of
 interned strings until it doubled (+1.8 MiB, once, near span 7,600).
 
-CI affords 6,000 steps here; bench/long_run.py runs 100,000 (figures in docs/performance.md).
-Margins are for a loaded 2-CPU machine: step times are compared as medians over 1,000-step windows
-(a busy neighbour slows both windows alike, and a median ignores the slow minority), late/early must
-stay under 1.5 (with the old table a step's cost grew by about 0.27 ms every 1,000 steps, without
-bound; tests/cpp/collector_test.cpp checks the table itself exactly). Memory, over the last 4,500
-steps: the C heap in use (glibc's mallinfo2, exact, unlike /proc's RSS counters) under 1 MiB, the
-resident set from /proc/self/smaps_rollup (counted page by page) under 2 MiB, and Python's
-allocated memory blocks (sys.getallocatedblocks) up by fewer than 1,000: a leak of 240 bytes or of
-one Python object a step fails (measured here: +0.01 MiB, +0.05 MiB and +14 blocks).
+CI affords 6,000 steps here; bench/long_run.py runs 100,000 and times them (figures in
+docs/performance.md); a test asserts no time. What made a late step slower is counted instead: the
+strings each span's trace holds stay as many at the end as at the start (the old table made span N
+carry N step names). Memory, over the last 4,500 steps: the C heap in use (glibc's mallinfo2, exact,
+unlike /proc's RSS counters) under 1 MiB, the resident set from /proc/self/smaps_rollup (counted
+page by page) under 2 MiB, and Python's allocated memory blocks (sys.getallocatedblocks) up by fewer
+than 1,000: a leak of 240 bytes or of one Python object a step fails (measured here: +0.01 MiB,
++0.05 MiB and +14 blocks).
 """
 
 from __future__ import annotations
 
 import gc
 import importlib.util
-import statistics
 import sys
-import time
 from array import array
 from collections import Counter
 from pathlib import Path
@@ -44,37 +41,37 @@ _spec.loader.exec_module(long_run)
 def test_per_step_cost_and_memory_stay_flat_over_6000_one_step_spans():
     if long_run.heap_bytes() < 0:
         pytest.skip("glibc's mallinfo2 is not available here")
-    steps, window, early, late = 6_000, 1_000, 500, 5_000
+    steps, window, early = 6_000, 1_000, 500
     x = torch.zeros(4)
     y = torch.ones(4)
-    times = array("q", bytes(8 * steps))
+    strings = array("q", bytes(8 * steps))  # each span's string table, by span
     memory = {}
     spans = Counter()  # steps per span -> spans (a list would grow by a step's worth itself)
+
+    def ready(p):
+        report = p.report()
+        spans.update((len(report.steps),))
+        strings[report.steps[0]["step"]] = report.trace.num_strings
+
     sched = gpuprof.schedule(wait=0, warmup=0, active=1, repeat=0)
-    with gpuprof.profile(
-        schedule=sched, on_trace_ready=lambda p: spans.update((len(p.report().steps),))
-    ) as prof:
-        t_prev = time.perf_counter_ns()
+    with gpuprof.profile(schedule=sched, on_trace_ready=ready) as prof:
         for i in range(steps):
             if i in (early + window, steps - 1):
                 gc.collect()
                 memory[i] = (long_run.heap_bytes(), long_run.rss_bytes(), sys.getallocatedblocks())
-                t_prev = time.perf_counter_ns()
             x.add_(y)
             x.mul_(0.5)
             prof.step()
-            now = time.perf_counter_ns()
-            times[i] = now - t_prev
-            t_prev = now
         last = prof.report()
     assert spans == {1: steps}  # every step was its own span
     assert len(prof.reports()) == 8  # of which the latest 8 are kept
     ops = {r["name"] for r in last.to_dict()["operators"]}
     assert {"aten::add_", "aten::mul_"} <= ops  # and recorded its operators
 
-    first = statistics.median(times[early : early + window])
-    final = statistics.median(times[late : late + window])
-    assert final / first < 1.5, (first, final)
+    # Every span holds the same few names (its step marker, the two ops, the thread's), the last as
+    # the first: no name is carried from one span to the next.
+    first, most = strings[early], max(strings[early:-1])
+    assert 0 < first <= 16 and most == first, (first, most)
     (heap0, rss0, blocks0), (heap1, rss1, blocks1) = memory[early + window], memory[steps - 1]
     assert heap1 - heap0 < 1 * MiB, (heap1 - heap0) / MiB
     assert rss1 - rss0 < 2 * MiB, (rss1 - rss0) / MiB
