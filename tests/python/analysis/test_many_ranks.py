@@ -1,0 +1,121 @@
+"""A folder of 200 rank traces (bench/synthetic_ranks.py: a synchronous DDP job whose rank 7 does its
+host work 1.5x slower) gives the cross-rank report the rules define, computed in time linear in the
+ranks: every "median of the other ranks" is read from values sorted once, and must be the very value
+sorting the other ranks' values gives (docs/distributed.md, "Stragglers")."""
+
+import random
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from synthetic_ranks import expected, write_folder  # noqa: E402  (the benchmark's own folder)
+
+from gpuprof.analysis import ranks as cross  # noqa: E402
+
+RANKS = 200
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    from gpuprof.report.inputs import summarize_files
+
+    folder = tmp_path_factory.mktemp("ranks")
+    files = write_folder(folder, RANKS)
+    summaries = [s for s, _d in summarize_files(files, workers=2)]
+    return folder, summaries
+
+
+def test_200_ranks_name_the_slow_rank_and_the_others_wait(job):
+    from gpuprof.report.inputs import analyze
+
+    folder, _ = job
+    want = expected(RANKS)
+    data = analyze(folder, workers=2).to_dict()
+    assert [r["rank"] for r in data["ranks"]] == list(range(RANKS))
+    assert data["cross_rank"]["matched_steps"] == want["steps"] == 5
+    assert data["cross_rank"]["missing_ranks"] == [] and data["cross_rank"]["world_size"] == RANKS
+    (slow,) = data["stragglers"]  # only the slowed rank: the others' +-3 % jitter is noise
+    assert (slow["rank"], slow["category"]) == (want["slow"], "cpu_exec_us")
+    assert slow["steps_held"] == [1, 2, 3, 4, 5]
+    # The slow rank arrives last at every all-reduce, so it waits least; every other rank waits
+    # for it, each about as long (their own jitter apart).
+    waits = {r["rank"]: r["collective_wait_us"] for r in data["ranks"]}
+    assert waits[7] == min(waits.values())
+    others = sorted(w for r, w in waits.items() if r != 7)
+    assert others[0] > 0.5 * others[-1] > 0
+    # Rank 0's all-reduce row: 20 calls (4 buckets x 5 steps), split into transfer and waiting.
+    (row,) = data["collectives"]
+    assert row["calls"] == 20 and row["transfer_us"] > 0 and row["wait_us"] > 0
+
+
+def _literal_call(rank, per_rank, steps):
+    """The straggler rule's numbers written out literally: the other ranks' values sorted afresh."""
+    others = [q for q in per_rank if q != rank]
+    mine = per_rank[rank]
+    excess = [
+        mine["busy"][s] - statistics.median_low([per_rank[q]["busy"][s] for q in others]) for s in steps
+    ]
+    dev = []
+    for q in others:
+        xs = [per_rank[q]["busy"][s] for s in steps]
+        dev += [x - statistics.median(xs) for x in xs]
+    centre = statistics.median(dev)
+    noise = 1.4826 * statistics.median(abs(d - centre) for d in dev)
+
+    def low_q(xs):
+        return sorted(xs)[(len(xs) - 1) // 4]
+
+    best = low_q([mine["busy"][s] for s in steps]) - statistics.median_low(
+        [low_q([per_rank[q]["busy"][s] for s in steps]) for q in others]
+    )
+    return round(statistics.median(excess), 3), round(noise, 3), round(best, 3)
+
+
+def test_each_ranks_comparison_is_the_literal_rule(job):
+    _, summaries = job
+    result = cross.cross_rank(summaries)
+    per_rank = {
+        s["rank"]: {
+            "busy": {x["step"]: x["total_us"] - x.get(cross.COMM, 0.0) for x in s["steps"]},
+        }
+        for s in sorted(summaries, key=lambda s: s["rank"])
+    }
+    steps = sorted(per_rank[0]["busy"])
+    got = {c["rank"]: c for c in [*result["stragglers"], result["slowest_unnamed"]]}
+    for rank in (7, result["slowest_unnamed"]["rank"]):
+        c = got[rank]
+        assert (c["excess_us"], c["noise_us"], c["best_excess_us"]) == _literal_call(rank, per_rank, steps)
+
+
+def test_collective_split_is_the_least_time_of_any_rank_per_call(job):
+    # A call's transfer is the least time any rank spent in it (matched by step and order); the rest
+    # of a rank's time in it is waiting.
+    _, summaries = job
+    split = cross.collective_split(summaries, set(range(1, 6)))
+    calls = {s["rank"]: [c for c in s["collective_calls"] if c[0] == 0] for s in summaries}
+    least = [min(calls[r][i][2] for r in calls) for i in range(len(calls[0]))]
+    mine = [c[2] for c in calls[0]]
+    transfer, wait = split[0][0]
+    assert transfer == pytest.approx(sum(least), abs=1e-3)
+    assert wait == pytest.approx(sum(mine) - sum(least), abs=1e-3)
+
+
+def test_all_but_one_is_sorting_the_others_afresh():
+    # Ties between ints and floats (1 and 1.0), repeated values and several entries per owner: each
+    # answer is the very element statistics.median_low / median return on the others' values.
+    rng = random.Random(5)
+    for n in (2, 3, 4, 7, 30):
+        for per_owner in (1, 3):
+            owners = [o for o in range(n) for _ in range(per_owner)]
+            values = [rng.choice([1, 1.0, 2, 2.5, rng.uniform(0, 3)]) for _ in owners]
+            table = cross._AllButOne(values, owners)
+            for o in range(n):
+                rest = [v for v, w in zip(values, owners) if w != o]
+                for ours, theirs in (
+                    (table.median_low(o), statistics.median_low(rest)),
+                    (table.median(o), statistics.median(rest)),
+                ):
+                    assert ours == theirs and type(ours) is type(theirs)
