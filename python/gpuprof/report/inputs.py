@@ -103,6 +103,17 @@ def summarize_file(
     return summary, (data if keep else None)
 
 
+def summarize_chunk(paths: list, **kwargs) -> list[tuple]:
+    """``summarize_file`` of each path in turn: (True, its result) or (False, the exception)."""
+    out = []
+    for path in paths:
+        try:
+            out.append((True, summarize_file(path, **kwargs)))
+        except Exception as e:
+            out.append((False, e))
+    return out
+
+
 def summarize_files(
     files: Iterable[Union[str, os.PathLike]],
     *,
@@ -148,9 +159,12 @@ def summarize_files(
         except (OSError, TimeoutError, ValueError, TypeError) as e:
             raise RuntimeError(f"--dask {dask_address}: cannot reach a dask scheduler there: {e}") from None
         with client:
+            # Small files go many to a task (a task per file cost the scheduler more than reading
+            # one); a task reads its files one after another, so a worker holds one trace at a time.
+            chunks = list(batches(files, 1, max(1, file_unit_bytes // 4)))
             futures = client.map(
-                summarize_file,
-                files,
+                summarize_chunk,
+                [files[a:b] for a, b in chunks],
                 drop_incomplete_last_step=drop_incomplete_last_step,
                 keep_report=keep_report,
                 peak_tflops=peak_tflops,
@@ -159,19 +173,26 @@ def summarize_files(
                 max_memory=max_memory,
                 pure=False,
             )
-            index = {f.key: i for i, f in enumerate(futures)}
+            index = {f.key: chunk for f, chunk in zip(futures, chunks)}
             # Results fetched as they complete, in the background (a fut.result() each was one
-            # round trip to the scheduler per file: 12 ms a file, most of a 10,000-rank folder).
+            # round trip to the scheduler per task).
             for fut, result in as_completed(futures, with_results=True, raise_errors=False):
-                if fut.status == "error":
-                    failed(index[fut.key], result[1])
-                elif isinstance(result, BaseException):  # cancelled: the cluster lost the task
-                    failed(index[fut.key], RuntimeError(f"dask cancelled the task: {result}"))
-                else:
-                    results[index[fut.key]] = result
+                first, end = index[fut.key]
+                if fut.status == "error" or isinstance(result, BaseException):
+                    why = (
+                        result[1]
+                        if fut.status == "error"
+                        else RuntimeError(f"dask cancelled the task: {result}")
+                    )
+                    result = [(False, why)] * (end - first)
+                for i, (ok, value) in zip(range(first, end), result):
+                    if ok:
+                        results[i] = value
+                    else:
+                        failed(i, value)
+                    if on_done:
+                        on_done()
                 fut.release()
-                if on_done:
-                    on_done()
         return results
     workers = workers or min(len(files), os.cpu_count() or 1)
     if workers <= 1 or len(files) == 1:

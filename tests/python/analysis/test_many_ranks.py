@@ -119,3 +119,24 @@ def test_all_but_one_is_sorting_the_others_afresh():
                     (table.median(o), statistics.median(rest)),
                 ):
                     assert ours == theirs and type(ours) is type(theirs)
+
+
+def test_on_dask_the_same_report_and_a_bad_file_named(job, tmp_path):
+    # Small files go many to a dask task; each file's result (or error) is still its own.
+    distributed = pytest.importorskip("distributed")
+    from gpuprof.report.inputs import analyze, summarize_files
+
+    folder, _ = job
+    local = analyze(folder, workers=1).to_dict()
+    bad = tmp_path / "rank9.pt.trace.json.gz"
+    bad.write_bytes(b"\x1f\x8b not gzip")
+    files = [*sorted(folder.glob("rank1*.gz"))[:3], bad]
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        remote = analyze(folder, dask_address=cluster.scheduler_address).to_dict()
+        skipped: list = []
+        got = summarize_files(files, dask_address=cluster.scheduler_address, skipped=skipped)
+    assert remote["ranks"] == local["ranks"] and remote["stragglers"] == local["stragglers"]
+    assert [s["source"] for s, _d in got[:3]] == [str(f) for f in files[:3]] and got[3] is None
+    assert [s["path"] for s in skipped] == [str(bad)]
