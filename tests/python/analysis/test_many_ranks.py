@@ -28,12 +28,16 @@ def job(tmp_path_factory):
     return folder, summaries
 
 
-def test_200_ranks_name_the_slow_rank_and_the_others_wait(job):
+@pytest.fixture(scope="module")
+def report(job):
     from gpuprof.report.inputs import analyze
 
-    folder, _ = job
+    return analyze(job[0], workers=2)
+
+
+def test_200_ranks_name_the_slow_rank_and_the_others_wait(report):
     want = expected(RANKS)
-    data = analyze(folder, workers=2).to_dict()
+    data = report.to_dict()
     assert [r["rank"] for r in data["ranks"]] == list(range(RANKS))
     assert data["cross_rank"]["matched_steps"] == want["steps"] == 5
     assert data["cross_rank"]["missing_ranks"] == [] and data["cross_rank"]["world_size"] == RANKS
@@ -140,3 +144,17 @@ def test_on_dask_the_same_report_and_a_bad_file_named(job, tmp_path):
     assert remote["ranks"] == local["ranks"] and remote["stragglers"] == local["stragglers"]
     assert [s["source"] for s, _d in got[:3]] == [str(f) for f in files[:3]] and got[3] is None
     assert [s["path"] for s in skipped] == [str(bad)]
+
+
+def test_the_terminal_and_markdown_show_32_ranks_the_json_all(report):
+    # Rank 0, the straggler and the 30 ranks longest outside collectives, in rank order, then one
+    # line for the 168 left out; the JSON keeps all 200.
+    text = str(report)
+    table = text[text.index("Ranks\n") :].split("\n... and ")[0].splitlines()[2:]
+    shown = [int(line.split()[0]) for line in table]
+    busy = {r["rank"]: r["busy_us"] for r in report.to_dict()["ranks"]}
+    longest = sorted((r for r in busy if r not in (0, 7)), key=lambda r: -busy[r])[:30]
+    assert shown == sorted([0, 7, *longest])
+    assert "... and 168 more ranks: shown are rank 0, the stragglers" in text
+    assert "... and 168 more ranks" in report.to_markdown()
+    assert len(report.to_dict()["ranks"]) == RANKS
