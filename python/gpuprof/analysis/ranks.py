@@ -212,7 +212,7 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         )
 
     split = collective_split(ranks, common)
-    calls = [straggler_call(r, per_rank, sorted(common)) for r in sorted(per_rank)] if common else []
+    calls = straggler_calls(per_rank, sorted(common)) if common else []
     calls = [c for c in calls if c is not None]
     stragglers = sorted((c for c in calls if c["named"]), key=lambda c: -c["excess_us"])
     unnamed = [c for c in calls if not c["named"]]
@@ -252,30 +252,43 @@ def collective_split(summaries: list, steps: set) -> dict:
             if step in steps and 0 <= row < len(keys):
                 grouped.setdefault((keys[row], step), []).append(float(dur))
         by_rank[s["rank"]] = (keys, grouped)
+    # A row's calls in a step pair up only when every rank that has the row (and recorded its
+    # calls) made as many of them there; the i-th call's transfer is then the least any of them took.
+    # Found once per (row, step) over all ranks, not once per rank: linear in the ranks.
+    holders: dict = {}
+    for rank, (keys, grouped) in by_rank.items():
+        if grouped is not None:
+            for key in dict.fromkeys(keys):
+                holders.setdefault(key, []).append(rank)
+    seen: dict = {}
+    for _keys, grouped in by_rank.values():
+        for (key, step), durs in (grouped or {}).items():
+            entry = seen.get((key, step))
+            if entry is None:
+                seen[(key, step)] = [1, len(durs), list(durs)]
+                continue
+            entry[0] += 1
+            if entry[1] != len(durs):
+                entry[1] = -1
+            elif entry[1] >= 0:
+                entry[2] = [min(x, d) for x, d in zip(entry[2], durs)]
+    least = {ks: entry[2] for ks, entry in seen.items() if entry[1] >= 0 and entry[0] == len(holders[ks[0]])}
     out: dict = {}
     for rank, (keys, grouped) in by_rank.items():
         rows = []
         for key in keys:
-            if grouped is None:
-                rows.append(None)
-                continue
-            peers = [g for r, (k, g) in by_rank.items() if r != rank and g is not None and key in k]
-            if not peers:
-                rows.append(None)
+            if grouped is None or len(holders.get(key, ())) < 2:
+                rows.append(None)  # no calls recorded here, or no other rank has the row
                 continue
             transfer = wait = 0.0
             matched = 0
             for (k, step), mine in grouped.items():
-                if k != key:
-                    continue
-                theirs = [g.get((key, step), []) for g in peers]
-                if any(len(t) != len(mine) for t in theirs):
+                if k != key or (key, step) not in least:
                     continue  # a call missing on some rank: this step's calls cannot be paired
                 matched += 1
-                for i, d in enumerate(mine):
-                    least = min([d] + [t[i] for t in theirs])
-                    transfer += least
-                    wait += d - least
+                for d, low in zip(mine, least[(key, step)]):
+                    transfer += low
+                    wait += d - low
             rows.append((round(transfer, 3), round(wait, 3)) if matched else None)
         out[rank] = rows
     return out
@@ -297,14 +310,53 @@ def _rank_energy(summary: dict, steps: list[dict]) -> dict:
     }
 
 
-def _noise_us(others: list[list[float]]) -> float:
+class _AllButOne:
+    """Order statistics of every rank's values but one rank's, without sorting the others' values
+    once per rank (quadratic at thousands of ranks): the values are sorted once, stably, and a
+    rank's own entries are skipped by their places, so each answer is the very element sorting the
+    others' values (in rank order) would give."""
+
+    def __init__(self, values: list, owners: list):
+        self.values, self.owners = values, owners
+        order = sorted(range(len(values)), key=values.__getitem__)
+        self.sorted = [values[i] for i in order]
+        self.places: dict = {}
+        for place, i in enumerate(order):
+            self.places.setdefault(owners[i], []).append(place)
+
+    def _kth(self, owner, k: int):
+        at = k
+        for place in self.places.get(owner, ()):  # ascending
+            if place > at:
+                break
+            at += 1
+        return self.sorted[at]
+
+    def _left(self, owner) -> int:
+        return len(self.sorted) - len(self.places.get(owner, ()))
+
+    def median_low(self, owner):
+        """``statistics.median_low`` of the values of every owner but ``owner``."""
+        return self._kth(owner, (self._left(owner) - 1) // 2)
+
+    def median(self, owner):
+        """``statistics.median`` of the values of every owner but ``owner``."""
+        n = self._left(owner)
+        if n % 2:
+            return self._kth(owner, n // 2)
+        return (self._kth(owner, n // 2 - 1) + self._kth(owner, n // 2)) / 2
+
+
+def _noise_us(devs: _AllButOne, rank, spread: dict) -> float:
     """One standard deviation of the other ranks' step-to-step noise, robustly: 1.4826 x the median
-    absolute deviation of each one's per-step times from its own median, pooled."""
-    dev = [x - statistics.median(xs) for xs in others if xs for x in xs]
-    if not dev:
+    absolute deviation of each one's per-step times from its own median, pooled. ``devs`` holds
+    every rank's deviations; ``spread`` caches, per centre, every deviation's distance from it."""
+    if devs._left(rank) == 0:
         return 0.0
-    centre = statistics.median(dev)
-    return 1.4826 * statistics.median(abs(d - centre) for d in dev)
+    centre = devs.median(rank)
+    if centre not in spread:
+        spread[centre] = _AllButOne([abs(d - centre) for d in devs.values], devs.owners)
+    return 1.4826 * spread[centre].median(rank)
 
 
 def _low_quartile(xs: list[float]) -> float:
@@ -313,36 +365,59 @@ def _low_quartile(xs: list[float]) -> float:
     return ordered[(len(ordered) - 1) // 4]
 
 
-def straggler_call(rank: int, per_rank: dict, steps: list) -> Optional[dict]:
+def straggler_calls(per_rank: dict, steps: list) -> list[dict]:
+    """``straggler_call`` of every rank (in ``per_rank``'s order) against all the others, with each
+    "median of the other ranks" read from values sorted once per step and quantity."""
+    ranks = list(per_rank)
+    if len(ranks) < 2 or not steps:
+        return []
+    keys = [k for k in CATEGORY_KEYS if k != COMM]
+    at_step = {
+        step: {
+            "busy": _AllButOne([per_rank[q]["busy"][step] for q in ranks], ranks),
+            "total": _AllButOne([per_rank[q]["total"][step] for q in ranks], ranks),
+            **{k: _AllButOne([per_rank[q]["cats"][step].get(k, 0.0) for q in ranks], ranks) for k in keys},
+        }
+        for step in steps
+    }
+    values, owners = [], []
+    for q in ranks:
+        xs = [per_rank[q]["busy"][s] for s in steps]
+        centre = statistics.median(xs)
+        values += [x - centre for x in xs]
+        owners += [q] * len(xs)
+    devs = _AllButOne(values, owners)
+    best = _AllButOne([_low_quartile([per_rank[q]["busy"][s] for s in steps]) for q in ranks], ranks)
+    spread: dict = {}
+    return [
+        straggler_call(r, per_rank, steps, at_step=at_step, noise=_noise_us(devs, r, spread), best=best)
+        for r in ranks
+    ]
+
+
+def straggler_call(rank: int, per_rank: dict, steps: list, *, at_step: dict, noise: float, best) -> dict:
     """Whether ``rank`` holds the others up, step by step (the rule above), with the numbers that
     say so: ``excess_us`` (median per-step excess over the other ranks' median, outside
     collectives), ``excess_pct`` (of the reference step), ``category`` (the breakdown key whose
     excess carries most of it), ``steps_held`` (the steps it was slower in, by more than
     ``threshold_us``), ``matched_steps``, ``noise_us``, ``best_excess_us`` (its lower quartile
-    minus the other ranks'). None when it has no other rank to compare."""
-    others = [q for q in per_rank if q != rank]
-    if not others or not steps:
-        return None
+    minus the other ranks'). ``at_step``, ``noise`` and ``best``: the other ranks' medians per step
+    and quantity, their noise and their lower quartiles (``straggler_calls``)."""
     mine = per_rank[rank]
     excess, ref_busy, ref_total, by_key = [], [], [], {k: [] for k in CATEGORY_KEYS if k != COMM}
     for step in steps:
-        ref = statistics.median_low([per_rank[q]["busy"][step] for q in others])
+        others = at_step[step]
+        ref = others["busy"].median_low(rank)
         excess.append(mine["busy"][step] - ref)
         ref_busy.append(ref)
-        ref_total.append(statistics.median_low([per_rank[q]["total"][step] for q in others]))
+        ref_total.append(others["total"].median_low(rank))
         for k in by_key:
-            by_key[k].append(
-                mine["cats"][step].get(k, 0.0)
-                - statistics.median_low([per_rank[q]["cats"][step].get(k, 0.0) for q in others])
-            )
-    noise = _noise_us([[per_rank[q]["busy"][s] for s in steps] for q in others])
+            by_key[k].append(mine["cats"][step].get(k, 0.0) - others[k].median_low(rank))
     ref_b, ref_t = statistics.median(ref_busy), statistics.median(ref_total)
     floor = max(STRAGGLER_MIN_US, ref_b * STRAGGLER_MIN_PCT / 100.0, ref_t * STRAGGLER_MIN_STEP_PCT / 100.0)
     threshold = max(STRAGGLER_NOISE_K * noise, floor)
     # Load slows a rank in some steps, not in all: a straggler is slower in its best steps too.
-    best = _low_quartile([mine["busy"][s] for s in steps]) - statistics.median_low(
-        [_low_quartile([per_rank[q]["busy"][s] for s in steps]) for q in others]
-    )
+    best = _low_quartile([mine["busy"][s] for s in steps]) - best.median_low(rank)
     held = [step for step, e in zip(steps, excess) if e > threshold]
     typical = statistics.median(excess)
     needed = max(STRAGGLER_MIN_STEPS, math.ceil(STRAGGLER_MAJORITY * len(steps)))

@@ -53,6 +53,14 @@ def add_parser(subparsers) -> None:
         "e.g. tcp://head:8786); needs `python -m pip install distributed`",
     )
     p.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        default=None,
+        help="the most memory the analysis may hold, e.g. 4G or 512M (default: GPUPROF_MAX_MEMORY, "
+        "else half the memory left); a trace with more events than fit stops with a message "
+        "saying so; a folder's workers divide it (docs/analyze.md, 'Limits')",
+    )
+    p.add_argument(
         "--peak-tflops",
         type=float,
         default=None,
@@ -74,12 +82,17 @@ def run(args) -> int:
 
     from ..report.inputs import analyze
     from ..report.text import progress
-    from ..traces.read import TraceImportError, check_path
+    from ..traces.read import TraceImportError, check_path, max_memory_setting, parse_size
 
     try:
         folder = stat.S_ISDIR(check_path(args.path).st_mode)
     except OSError as e:  # missing, or not allowed: one line saying which
         raise UserError(str(e)) from None
+    try:  # GPUPROF_MAX_MEMORY is read where the budget is set; a bad value is said here, once
+        max_memory = parse_size(args.max_memory) if args.max_memory is not None else 0
+        max_memory_setting()
+    except ValueError as e:
+        raise UserError(f"--max-memory: {e}" if args.max_memory is not None else str(e)) from None
     if args.peak_tflops is not None and not args.peak_tflops > 0:
         raise UserError(f"--peak-tflops must be a positive number of TFLOPS, got {args.peak_tflops:g}")
     if not folder:
@@ -101,6 +114,7 @@ def run(args) -> int:
                 ranks=args.ranks,
                 workers=args.workers,
                 dask_address=args.dask,
+                max_memory=max_memory,
                 say=lambda line: print(f"gpuprof analyze: {line}", file=sys.stderr),
                 progress=reading,
             )
@@ -112,6 +126,7 @@ def run(args) -> int:
                     # The timelines and per-step tables only the JSON and HTML carry.
                     with_step_views=bool(args.json_out or args.html_out),
                     peak_tflops=args.peak_tflops,
+                    max_memory=max_memory,
                 )
                 advance()
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:

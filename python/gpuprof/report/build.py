@@ -219,11 +219,21 @@ def analyze_file(
     with_step_views: bool = True,
     peak_tflops: Optional[float] = None,
     import_cpus: int = 0,
+    max_memory: int = 0,
+    memory_share: int = 1,
 ) -> Report:
     """The Report of one trace file: the one analysis of a file, for ``gpuprof analyze FILE``,
     ``gpuprof.analyze(file)`` and each worker of a folder (``inputs.summarize_file``), whose import
-    counts on ``import_cpus`` CPUs (0: all this process may use)."""
-    trace, stats = import_trace(path, max_bytes=max_bytes, max_events=max_events, import_cpus=import_cpus)
+    counts on ``import_cpus`` CPUs (0: all this process may use) and on its ``memory_share`` of the
+    memory budget (``traces.read.memory_budget``)."""
+    trace, stats = import_trace(
+        path,
+        max_bytes=max_bytes,
+        max_events=max_events,
+        import_cpus=import_cpus,
+        max_memory=max_memory,
+        memory_share=memory_share,
+    )
     return build_report(
         trace,
         source=trace_source(path, stats),

@@ -5,10 +5,12 @@ files.
 Each file is read by one worker process with the one-file analysis (``build.analyze_file``), which
 returns a small summary (``ranks.summary_from_report``) and, when asked, its analysed report dict,
 never the events; the summaries merge in the report builder (``build.cross_rank_report``). Memory
-is bounded by the workers (each holds one trace at a time and is replaced after
-``tasks_per_worker`` files, so no allocator growth piles up), not by the number of ranks.
-``dask_address`` runs the same per-file function on an existing dask.distributed cluster
-instead. Nothing here imports torch.
+is bounded by the workers, not by the number of ranks: each holds one trace at a time, within its
+share of the memory budget (``traces.read.memory_budget``: the workers of a machine divide it),
+and is replaced after ``tasks_per_worker`` files (files under ``FILE_UNIT_BYTES`` count as their
+share of one), so no allocator growth piles up. ``dask_address`` runs the same per-file function
+on an existing dask.distributed cluster instead, each dask worker dividing its own memory limit
+among its threads. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -28,6 +31,27 @@ from .model import Report
 
 _HOST_FROM_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(\.gz)?$")
 
+#: A file this large or larger is one task of a worker's ``tasks_per_worker``; a smaller one is its
+#: share of one (a folder of 10,000 small rank files would otherwise start a pool every 50 files).
+FILE_UNIT_BYTES = 1 << 20
+
+
+def _dask_worker_budget(max_memory: int) -> Optional[tuple[int, int]]:
+    """On a dask worker: (the memory budget, the imports that share it), from ``max_memory`` or
+    the worker's own memory limit (half of it; 0: half the memory left), divided among its threads;
+    elsewhere None."""
+    if "distributed" not in sys.modules:
+        return None
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return None
+    threads = getattr(getattr(worker, "state", None), "nthreads", None) or getattr(worker, "nthreads", 1)
+    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
+    return (max_memory or (limit or 0) // 2), max(1, int(threads or 1))
+
 
 def summarize_file(
     path: str,
@@ -37,11 +61,18 @@ def summarize_file(
     peak_tflops: Optional[float] = None,
     max_bytes: int = 0,
     max_events: int = 0,
+    max_memory: int = 0,
+    memory_share: int = 1,
 ) -> tuple:
     """One file -> (summary, analysed report dict or None). The report dict comes back for rank 0
     (the cross-rank report is built on it) or, with keep_report="all", always. Runs in a worker,
-    whose import counts on ``import_cpus`` CPUs (0: all this process may use)."""
+    whose import counts on ``import_cpus`` CPUs (0: all this process may use) and on its
+    ``memory_share`` of the memory budget (``max_memory``, or half the memory left); on a dask
+    worker, on its thread's share of that worker's memory limit."""
     p = Path(path)
+    on_dask = _dask_worker_budget(max_memory)
+    if on_dask is not None:
+        max_memory, memory_share = on_dask
     from_report = p.name.endswith(".json") and is_report(p)
     if from_report:
         data = read_json(p)
@@ -56,6 +87,8 @@ def summarize_file(
             max_bytes=max_bytes,
             max_events=max_events,
             import_cpus=import_cpus,
+            max_memory=max_memory,
+            memory_share=memory_share,
         ).to_dict()
     from ..analysis.ranks import summary_from_report  # the cross-rank module: only for folders
 
@@ -68,6 +101,17 @@ def summarize_file(
     summary["from_report"] = from_report
     keep = keep_report == "all" or summary["rank"] == 0
     return summary, (data if keep else None)
+
+
+def summarize_chunk(paths: list, **kwargs) -> list[tuple]:
+    """``summarize_file`` of each path in turn: (True, its result) or (False, the exception)."""
+    out = []
+    for path in paths:
+        try:
+            out.append((True, summarize_file(path, **kwargs)))
+        except Exception as e:
+            out.append((False, e))
+    return out
 
 
 def summarize_files(
@@ -83,12 +127,15 @@ def summarize_files(
     peak_tflops: Optional[float] = None,
     max_bytes: int = 0,
     max_events: int = 0,
+    max_memory: int = 0,
+    file_unit_bytes: int = FILE_UNIT_BYTES,
 ) -> list[tuple]:
     """(summary, report dict or None) per file, in the files' order.
 
     A file that cannot be read (truncated, not a trace, not allowed) raises, unless ``skipped`` is
     a list: then its entry is None and ``{"path", "error"}`` is appended to ``skipped``, so that
-    one bad rank file does not cost the report of the others."""
+    one bad rank file does not cost the report of the others. ``workers`` processes share the
+    memory budget (``max_memory``, or half the memory left): each import gets its share."""
     files = [str(f) for f in files]
     results: list = [None] * len(files)
 
@@ -112,32 +159,54 @@ def summarize_files(
         except (OSError, TimeoutError, ValueError, TypeError) as e:
             raise RuntimeError(f"--dask {dask_address}: cannot reach a dask scheduler there: {e}") from None
         with client:
+            # Small files go many to a task (a task per file cost the scheduler more than reading
+            # one); a task reads its files one after another, so a worker holds one trace at a time.
+            chunks = list(batches(files, 1, max(1, file_unit_bytes // 4)))
             futures = client.map(
-                summarize_file,
-                files,
+                summarize_chunk,
+                [files[a:b] for a, b in chunks],
                 drop_incomplete_last_step=drop_incomplete_last_step,
                 keep_report=keep_report,
                 peak_tflops=peak_tflops,
                 max_bytes=max_bytes,
                 max_events=max_events,
+                max_memory=max_memory,
                 pure=False,
             )
-            index = {f.key: i for i, f in enumerate(futures)}
-            for fut in as_completed(futures):
-                try:
-                    results[index[fut.key]] = fut.result()
-                except Exception as e:
-                    failed(index[fut.key], e)
+            index = {f.key: chunk for f, chunk in zip(futures, chunks)}
+            # Results fetched as they complete, in the background (a fut.result() each was one
+            # round trip to the scheduler per task).
+            for fut, result in as_completed(futures, with_results=True, raise_errors=False):
+                first, end = index[fut.key]
+                if fut.status == "error" or isinstance(result, BaseException):
+                    why = (
+                        result[1]
+                        if fut.status == "error"
+                        else RuntimeError(f"dask cancelled the task: {result}")
+                    )
+                    result = [(False, why)] * (end - first)
+                for i, (ok, value) in zip(range(first, end), result):
+                    if ok:
+                        results[i] = value
+                    else:
+                        failed(i, value)
+                    if on_done:
+                        on_done()
                 fut.release()
-                if on_done:
-                    on_done()
         return results
     workers = workers or min(len(files), os.cpu_count() or 1)
     if workers <= 1 or len(files) == 1:
         for i, f in enumerate(files):
             try:
                 results[i] = summarize_file(
-                    f, drop_incomplete_last_step, keep_report, 0, peak_tflops, max_bytes, max_events
+                    f,
+                    drop_incomplete_last_step,
+                    keep_report,
+                    0,
+                    peak_tflops,
+                    max_bytes,
+                    max_events,
+                    max_memory,
                 )
             except Exception as e:
                 failed(i, e)
@@ -153,13 +222,12 @@ def summarize_files(
     # that option deadlocks once a worker retires while files are still queued (CPython
     # gh-115634, fixed only from 3.13), which hung every folder of more than workers x 25 files.
     ctx = multiprocessing.get_context("spawn")
-    batch = workers * max(1, tasks_per_worker)
     # Each worker's import may use its share of the CPUs for threads of its own (two parsers, and
     # for gzip two inflaters, from 2 and 4 CPUs: docs/analyze.md), not all of them each.
     from .._host import cpus_available
 
     share = max(1, cpus_available() // workers)
-    for first in range(0, len(files), batch):
+    for first, end in batches(files, workers * max(1, tasks_per_worker), file_unit_bytes):
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futs = {
                 pool.submit(
@@ -171,8 +239,10 @@ def summarize_files(
                     peak_tflops,
                     max_bytes,
                     max_events,
+                    max_memory,
+                    workers,
                 ): i
-                for i in range(first, min(first + batch, len(files)))
+                for i in range(first, end)
             }
             for fut in done(futs):
                 try:
@@ -182,6 +252,24 @@ def summarize_files(
                 if on_done:
                     on_done()
     return results
+
+
+def batches(files: list, tasks: int, file_unit_bytes: int) -> Iterable[tuple[int, int]]:
+    """The files cut into runs of ``tasks`` tasks, (first, end) each: a file of
+    ``file_unit_bytes`` or more is one task, a smaller one its share of one (at least one byte), so
+    small files come many to a run. One pool of workers reads each run."""
+    first, load = 0, 0.0
+    for i, f in enumerate(files):
+        try:
+            size = os.stat(f).st_size
+        except OSError:
+            size = file_unit_bytes  # reading it will say why
+        load += min(1.0, max(1, size) / file_unit_bytes)
+        if load >= tasks:
+            yield first, i + 1
+            first, load = i + 1, 0.0
+    if first < len(files):
+        yield first, len(files)
 
 
 def unreadable(path: str, e: Exception) -> dict:
@@ -207,6 +295,7 @@ def analyze_folder(
     peak_tflops: Optional[float] = None,
     max_bytes: int = 0,
     max_events: int = 0,
+    max_memory: int = 0,
     say: Optional[Callable[[str], None]] = None,
     progress: Optional[Callable[[list], Any]] = None,
 ):
@@ -262,6 +351,7 @@ def analyze_folder(
             peak_tflops=peak_tflops,
             max_bytes=max_bytes,
             max_events=max_events,
+            max_memory=max_memory,
         )
     if skipped and len(skipped) == len(files):
         first = skipped[0]
@@ -278,7 +368,7 @@ def analyze_folder(
     for f, (_s, d) in read:
         if d is None:
             d = summarize_file(
-                str(f), drop_incomplete_last_step, "all", 0, peak_tflops, max_bytes, max_events
+                str(f), drop_incomplete_last_step, "all", 0, peak_tflops, max_bytes, max_events, max_memory
             )[1]
         report = build_report(analysed=d)
         (idle if _no_work_in_steps(report) else reports).append((f, report))
@@ -307,6 +397,7 @@ def analyze(
     drop_incomplete_last_step: bool = True,
     max_bytes: int = 0,
     max_events: int = 0,
+    max_memory: int = 0,
     peak_tflops: Optional[float] = None,
     with_step_views: bool = True,
     ranks: bool = False,
@@ -326,6 +417,8 @@ def analyze(
         max_bytes / max_events: refuse files whose JSON text or event count is larger (0: no
             limit but ``GPUPROF_MAX_EVENTS``'s, docs/analyze.md "Limits"). The text is streamed,
             so memory follows the events kept, not the file size.
+        max_memory: the memory budget in bytes that sets the event cap (0: ``GPUPROF_MAX_MEMORY``,
+            else half the memory left); a folder's worker processes divide it among them.
         peak_tflops: the device's dense peak in TFLOPS, for MFU where the peak table has no row
             for it (or the trace ran on a CPU).
         with_step_views: (a file) also the timelines and per-step tables the HTML and JSON carry.
@@ -355,6 +448,7 @@ def analyze(
             peak_tflops=peak_tflops,
             max_bytes=max_bytes,
             max_events=max_events,
+            max_memory=max_memory,
             say=say,
             progress=progress,
         )
@@ -368,6 +462,7 @@ def analyze(
         drop_incomplete_last_step=drop_incomplete_last_step,
         max_bytes=max_bytes,
         max_events=max_events,
+        max_memory=max_memory,
         with_step_views=with_step_views,
         peak_tflops=peak_tflops,
     )

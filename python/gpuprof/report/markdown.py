@@ -238,10 +238,13 @@ def _ranks(report, title: str, top: int) -> list[str]:
     out = ["### Ranks", ""]
     out += table(
         sec.RANK_HEADERS,
-        [[md_escape(c) for c in row] for row in sec.rank_rows(data)],
+        [[md_escape(c) for c in row] for row in sec.rank_rows(data, sec.RANK_ROWS_SHOWN)],
         ["---:", "---", "---", "---:", "---:", "---:", "---:", "---:"],
     )
     out.append("")
+    left_out = sec.ranks_left_out_line(data, sec.RANK_ROWS_SHOWN)
+    if left_out:
+        out += [left_out, ""]
     out += [f"- {md_escape(line)}" for line in sec.rank_summary_lines(data)]
     out.append("")
     return out

@@ -246,9 +246,12 @@ def _ranks(console: Console, report) -> None:
     table = Table("Ranks")
     for i, h in enumerate(sec.RANK_HEADERS):
         table.add_column(h, justify="left" if i in (1, 2) else "right")
-    for row in sec.rank_rows(data):  # host names come from the traces: shown inert
+    for row in sec.rank_rows(data, sec.RANK_ROWS_SHOWN):  # host names come from the traces: inert
         table.add_row(*map(sec.printable, row))
     console.table(table)
+    left_out = sec.ranks_left_out_line(data, sec.RANK_ROWS_SHOWN)
+    if left_out:
+        console.print(left_out)
     for line in sec.rank_summary_lines(data):
         console.print(sec.printable(line))
 

@@ -123,16 +123,75 @@ def read_json(path: Union[str, os.PathLike]):
     return json.loads(data.decode("utf-8"))
 
 
-def default_max_events() -> int:
-    """The most events one import keeps: ``GPUPROF_MAX_EVENTS`` when set, else as many as half the
-    memory this process can still have holds, at ``EVENT_BYTES`` each (at least 100,000). Past it
-    the import stops with a message naming the setting, rather than the process running out of
-    memory in the middle (a gzip file of a few MB can inflate to tens of GB of events)."""
+def default_max_events(memory_share: int = 1, max_memory: int = 0) -> int:
+    """The most events one import keeps: ``GPUPROF_MAX_EVENTS`` when set, else as many as its
+    memory budget (``memory_budget``) holds at ``EVENT_BYTES`` each (at least 100,000). Past it the
+    import stops with a message naming the setting, rather than the process running out of memory
+    in the middle (a gzip file of a few MB can inflate to tens of GB of events)."""
     set_by_user = _setting("GPUPROF_MAX_EVENTS", 0)
     if set_by_user:
         return set_by_user
-    free = memory_available()
-    return max(100_000, free // 2 // EVENT_BYTES) if free else 0
+    budget = memory_budget(memory_share, max_memory)
+    if max_memory or max_memory_setting():  # the user's own bound holds as given
+        return max(1, budget // EVENT_BYTES)
+    return max(100_000, budget // EVENT_BYTES) if budget else 0
+
+
+def memory_budget(memory_share: int = 1, max_memory: int = 0) -> int:
+    """Bytes one import may hold: ``max_memory`` (``--max-memory``), else ``GPUPROF_MAX_MEMORY``,
+    else half the memory this process can still have (``memory_available``); divided by
+    ``memory_share``, the imports that run at once in processes of this machine (a folder's
+    workers: each gets its share, so that together they stay within the budget). 0: not known."""
+    budget = max_memory or max_memory_setting() or memory_available() // 2
+    return budget // max(1, memory_share)
+
+
+def max_memory_setting() -> int:
+    """``GPUPROF_MAX_MEMORY`` in bytes (``parse_size``); 0 when unset. A value that is not a size
+    raises ``ValueError`` naming the variable."""
+    text = os.environ.get("GPUPROF_MAX_MEMORY", "").strip()
+    if not text:
+        return 0
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise ValueError(f"GPUPROF_MAX_MEMORY: {e}") from None
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """A memory size: a whole number of bytes, or a number with K, M, G or T (binary multiples;
+    an optional "iB" or "B" after it): "2G", "1.5GiB", "512M". At least 1 MiB."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if not m:
+        raise ValueError(f"{text!r} is not a memory size (write it as 2G, 512M or a number of bytes)")
+    size = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if size < 1 << 20:
+        raise ValueError(f"{text!r} is less than 1 MiB, too little to analyse a trace in")
+    return size
+
+
+def _cap_reason(memory_share: int, max_memory: int) -> str:
+    """Which setting set an import's event cap, for the message of a trace that exceeds it."""
+    if _setting("GPUPROF_MAX_EVENTS", 0):
+        return "the GPUPROF_MAX_EVENTS setting"
+    share = f"this worker's 1/{memory_share} share of " if memory_share > 1 else ""
+    if max_memory:
+        return f"the cap from {share}--max-memory {_size(max_memory)} at {EVENT_BYTES} bytes an event"
+    if max_memory_setting():
+        return (
+            f"the cap from {share}GPUPROF_MAX_MEMORY ({_size(max_memory_setting())}) at {EVENT_BYTES} "
+            "bytes an event"
+        )
+    return f"the cap set from {share}half the {_size(memory_available())} of memory left to this process"
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 #: Memory one event costs through a whole ``gpuprof analyze --json`` (the Trace's record, its
@@ -174,7 +233,13 @@ def memory_available() -> int:
 
 
 def import_trace(
-    path: Union[str, os.PathLike], *, max_bytes: int = 0, max_events: int = 0, import_cpus: int = 0
+    path: Union[str, os.PathLike],
+    *,
+    max_bytes: int = 0,
+    max_events: int = 0,
+    import_cpus: int = 0,
+    max_memory: int = 0,
+    memory_share: int = 1,
 ):
     """Read one trace file into a native ``Trace``; returns ``(trace, stats)``.
 
@@ -182,7 +247,8 @@ def import_trace(
     ``skipped_by_reason``, ``compressed``, ``time_unit`` ("us" or "ns") and ``read_s``.
     ``import_cpus``: the CPUs the import may count on for threads of its own (0: those this
     process may use); a folder's worker processes each get their share. ``GPUPROF_IMPORT_CPUS``, when
-    set, wins over it.
+    set, wins over it. ``max_memory`` and ``memory_share``: the memory budget (``memory_budget``)
+    that sets the event cap when ``max_events`` is 0.
     """
     p = Path(path)
     st = check_path(p)
@@ -198,7 +264,7 @@ def import_trace(
         settings = import_settings()
         if import_cpus and not settings["import_cpus"]:  # a value the user set stays
             settings["import_cpus"] = import_cpus
-        cap = max_events or default_max_events()
+        cap = max_events or default_max_events(memory_share, max_memory)
         try:
             trace, stats = _core.import_trace(os.fsencode(p), max_bytes, cap, **settings)
         except TraceImportError as e:
@@ -211,15 +277,14 @@ def import_trace(
                 ) from None
             if max_events or "(the max_events limit;" not in str(e):
                 raise
-            left = memory_available() / 2**30
-            why = (
-                "the GPUPROF_MAX_EVENTS setting"
-                if _setting("GPUPROF_MAX_EVENTS", 0)
-                else f"the cap set from the {left:.1f} GiB of memory left to this process"
-            )
             raise TraceImportError(
-                f"{display_path(p)}: more than {cap:,} events, {why} (set GPUPROF_MAX_EVENTS to a larger "
-                "number of events if the memory is there)"
+                f"{display_path(p)}: more than {cap:,} events, {_cap_reason(memory_share, max_memory)} "
+                + (
+                    "(set GPUPROF_MAX_EVENTS to a larger number of events if the memory is there)"
+                    if _setting("GPUPROF_MAX_EVENTS", 0)
+                    else "(if the memory is there: gpuprof analyze --max-memory SIZE, or for any verb "
+                    "GPUPROF_MAX_MEMORY=SIZE or GPUPROF_MAX_EVENTS=N)"
+                )
             ) from None
         records = stats["records"]
         if records and stats["skipped_by_reason"].get("not an object", 0) == records:

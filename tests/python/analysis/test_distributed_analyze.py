@@ -103,7 +103,8 @@ def test_dask_local_cluster_gives_the_same_report(run, tmp_path):
 
 
 def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
-    # Workers are replaced after tasks_per_worker files. With ProcessPoolExecutor's own
+    # Workers are replaced after tasks_per_worker files (every file a whole task here, however
+    # small: file_unit_bytes=1). With ProcessPoolExecutor's own
     # max_tasks_per_child this hung for ever on Python 3.11/3.12 once a worker retired with files
     # still queued (CPython gh-115634): 2 workers, 1 file each before retiring, 7 files.
     from gpuprof.report.build import cross_rank_report
@@ -122,7 +123,7 @@ def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
             sys.executable,
             "-c",
             "import sys, json; from gpuprof.report.inputs import summarize_files; "
-            "r = summarize_files(sys.argv[1:], workers=2, tasks_per_worker=1); "
+            "r = summarize_files(sys.argv[1:], workers=2, tasks_per_worker=1, file_unit_bytes=1); "
             "print(json.dumps([s['source'] for s, _ in r]))",
             *map(str, files),
         ],
@@ -133,6 +134,8 @@ def test_more_files_than_workers_retire_after_still_all_read(run, tmp_path):
     assert results.returncode == 0, results.stderr
     assert json.loads(results.stdout) == [str(f) for f in files]  # every file, in order
     # And in this process, with the progress callback called once per file.
-    got = summarize_files(files, workers=2, tasks_per_worker=2, on_done=lambda: done.append(1))
+    got = summarize_files(
+        files, workers=2, tasks_per_worker=2, file_unit_bytes=1, on_done=lambda: done.append(1)
+    )
     assert len(done) == 7 and all(s is not None for s, _ in got)
     assert len(cross_rank_report(got).to_dict()["ranks"]) == 7

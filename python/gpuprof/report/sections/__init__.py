@@ -43,9 +43,11 @@ from .notes import (
 )
 from .ranks import (
     RANK_HEADERS,
+    RANK_ROWS_SHOWN,
     merged_timeline,
     rank_rows,
     rank_summary_lines,
+    ranks_left_out_line,
     ranks_shown,
     straggler_lines,
     summary_line,
@@ -141,7 +143,9 @@ __all__ = [
     "step_views",
     "RANK_HEADERS",
     "ranks_shown",
+    "RANK_ROWS_SHOWN",
     "rank_rows",
+    "ranks_left_out_line",
     "straggler_lines",
     "rank_summary_lines",
     "summary_line",

@@ -32,9 +32,40 @@ def ranks_shown(data: dict) -> bool:
     )
 
 
-def rank_rows(data: dict) -> list[list[str]]:
+#: The most rank rows the terminal and Markdown show; a larger job shows rank 0, the stragglers and
+#: the ranks longest outside collectives (the JSON and HTML carry every rank).
+RANK_ROWS_SHOWN = 32
+
+
+def ranks_picked(data: dict, limit: int = 0) -> list[dict]:
+    """The ``ranks`` rows to show: all of them, or, past ``limit``, rank 0's, the stragglers' and the
+    ranks longest outside collectives, ``limit`` in all, in rank order."""
+    ranks = [r for r in data.get("ranks") or [] if isinstance(r, dict)]
+    if not limit or len(ranks) <= limit:
+        return ranks
+    named = {s.get("rank") for s in data.get("stragglers") or [] if isinstance(s, dict)}
+    first = [i for i, r in enumerate(ranks) if r.get("rank") == 0 or r.get("rank") in named][: limit // 2]
+    rest = sorted(
+        (i for i in range(len(ranks)) if i not in set(first)),
+        key=lambda i: -(ranks[i].get("busy_us") or 0),
+    )
+    return [ranks[i] for i in sorted(first + rest[: limit - len(first)])]
+
+
+def ranks_left_out_line(data: dict, limit: int) -> str:
+    """What the picked rows leave out, or ""."""
+    left = len(data.get("ranks") or []) - len(ranks_picked(data, limit))
+    if left <= 0:
+        return ""
+    return (
+        f"... and {left:,} more ranks: shown are rank 0, the stragglers and the ranks longest outside "
+        "collectives; the JSON and HTML reports have every rank"
+    )
+
+
+def rank_rows(data: dict, limit: int = 0) -> list[list[str]]:
     out = []
-    for r in data.get("ranks") or []:
+    for r in ranks_picked(data, limit):
         avg = r.get("average") or {}
         overlap = r.get("comm_comp_overlap_pct")
         out.append(

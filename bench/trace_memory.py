@@ -1,0 +1,152 @@
+"""Peak memory of `gpuprof analyze FILE` against the trace's size (docs/performance.md, "Memory against
+trace size"): synthetic plain-JSON traces of 1, 2 and 4 GB (one rank of bench/synthetic_ranks.py's
+DDP job, its step repeated with shifted times and ids: host operators, launches, kernels, copies,
+all-reduces), and the stored traces (inflated), each through `gpuprof analyze FILE` (text) and
+`gpuprof analyze FILE --json OUT`, in its own process: wall time, peak RSS (the child's ru_maxrss
+from wait4), events kept, bytes per event and peak RSS / JSON size.
+
+    python bench/trace_memory.py [--sizes-gb 1 2 4] [--stored] [--json OUT] [--keep DIR]
+
+The synthetic traces are written into a temporary folder (or --keep DIR, reused) and removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic_ranks import GAP_US, _step_len_us, rank_trace  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+STORED = REPO.parent / "shared" / "traces"
+SHIFTED = ("ts", "External id", "correlation")
+
+
+def _step_template() -> tuple[list[str], list[tuple[str, float]], float]:
+    """One step's events as text pieces around the numbers that move from step to step: (pieces,
+    (key, first step's value) of each number in text order, the step period in us)."""
+    doc = rank_trace(0, 1, steps=1, layers=8, buckets=4, factors=[1.0], slowest=[1.0])
+    events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    values: list = []
+    for e in events:
+        for where in (e, e.get("args", {})):
+            for key in SHIFTED:
+                if key in where:
+                    values.append((key, where[key]))
+                    where[key] = f"@{len(values) - 1}@"
+        if e["name"] == "ProfilerStep#1":
+            values.append(("step", 0))
+            e["name"] = f"ProfilerStep#~{len(values) - 1}~"
+    text = "".join(json.dumps(e, separators=(",", ":")) + ",\n" for e in events)
+    parts = re.split(r'"@(\d+)@"|~(\d+)~', text)
+    pieces, slots = [parts[0]], []
+    for i in range(1, len(parts), 3):
+        slots.append(values[int(parts[i] or parts[i + 1])])
+        pieces.append(parts[i + 2])
+    return pieces, slots, _step_len_us(1.0, 8, 4) + GAP_US
+
+
+def write_trace(path: Path, size_bytes: int) -> int:
+    """A plain JSON trace of about `size_bytes`; returns its step count."""
+    pieces, slots, period = _step_template()
+    with open(path, "w") as f:
+        f.write('{"schemaVersion":1,"traceEvents":[\n')
+        written, step = 0, 0
+        while written < size_bytes:
+            out = [pieces[0]]
+            for (key, value), piece in zip(slots, pieces[1:]):
+                if key == "ts":
+                    out.append(f"{value + step * period:.3f}")
+                elif key == "step":
+                    out.append(str(step + 1))
+                else:
+                    out.append(str(value + step * 100_000))
+                out.append(piece)
+            text = "".join(out)
+            f.write(text)
+            written += len(text)
+            step += 1
+        f.write('{"ph":"M","name":"process_name","pid":10000,"args":{"name":"rank 0"}}\n')
+        f.write('],"displayTimeUnit":"ms"}\n')
+    return step
+
+
+def run_one(path: Path, label: str, tmp: Path, timeout: float) -> dict:
+    size = path.stat().st_size
+    row = {"trace": label, "json_mb": round(size / 1e6, 1)}
+    for mode, extra in (("text", []), ("json", ["--json", str(tmp / "out.json")])):
+        # A fresh interpreter per command, so that ru_maxrss is this command's alone.
+        wrapper = (
+            "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+            "sys.exit(r.returncode)"
+        )
+        cmd = [sys.executable, "-m", "gpuprof", "analyze", str(path), *extra]
+        t0 = time.monotonic()
+        p = subprocess.run(
+            [sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, timeout=timeout
+        )
+        if p.returncode != 0:
+            raise RuntimeError(f"{label} {mode}: {p.stderr[-2000:]}")
+        rss_kib = int(p.stderr.strip().splitlines()[-1])
+        events = next(
+            (int(x.split(":")[1].replace(",", "")) for x in p.stdout.splitlines() if x.startswith("events:")),
+            None,
+        )
+        rss = rss_kib * 1024
+        row[mode] = {
+            "wall_s": round(time.monotonic() - t0, 2),
+            "peak_rss_mib": round(rss / 2**20, 1),
+            "events": events,
+            "rss_bytes_per_event": round(rss / events, 1) if events else None,
+            "rss_per_json_byte": round(rss / size, 3),
+        }
+        print(label, mode, row[mode], flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes-gb", type=float, nargs="*", default=[1, 2, 4])
+    ap.add_argument("--stored", action="store_true", help="also the stored traces, inflated")
+    ap.add_argument("--keep", type=Path, default=None)
+    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    results = {"cores": os.cpu_count(), "python": platform.python_version(), "rows": []}
+    with tempfile.TemporaryDirectory(prefix="gpuprof-trace-memory-") as t:
+        tmp = Path(t)
+        where = args.keep or tmp
+        where.mkdir(parents=True, exist_ok=True)
+        if args.stored:
+            for gz in sorted(STORED.glob("*/*.json.gz")):
+                plain = tmp / f"{gz.parent.name}.json"
+                plain.write_bytes(gzip.decompress(gz.read_bytes()))
+                results["rows"].append(run_one(plain, f"{gz.parent.name}/{gz.name}", tmp, args.timeout))
+                plain.unlink()
+        for gb in args.sizes_gb:
+            path = where / f"synthetic_{gb:g}gb.json"
+            if not path.exists():
+                t0 = time.monotonic()
+                steps = write_trace(path, int(gb * 1e9))
+                print(f"wrote {path} ({steps} steps) in {time.monotonic() - t0:.0f} s", flush=True)
+            results["rows"].append(run_one(path, f"synthetic {gb:g} GB", tmp, args.timeout))
+            if not args.keep:
+                path.unlink()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
