@@ -53,10 +53,17 @@ int usable_cpus(const ImportOptions& opts) {
   return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
 }
 
-bool split_wanted(uint64_t text_bytes, const ImportOptions& opts) {
-  if (opts.split_min_bytes == 0 || text_bytes < opts.split_min_bytes || opts.max_bytes != 0 ||
-      opts.max_events != 0)
-    return false;
+// The fewest bytes of JSON an event that is kept can take (`{"ph":"i","ts":1}` and a comma): a
+// text of N bytes keeps at most N / kMinEventBytes events.
+constexpr uint64_t kMinEventBytes = 16;
+
+// `exact_bytes`: the text's length is known exactly (a plain file, a text in memory), not read
+// from a gzip trailer, which holds it modulo 4 GiB. An event cap the text cannot reach leaves the
+// split on: each half could hold up to the cap, and the two together more than one thread would
+// keep before refusing.
+bool split_wanted(uint64_t text_bytes, const ImportOptions& opts, bool exact_bytes) {
+  if (opts.split_min_bytes == 0 || text_bytes < opts.split_min_bytes || opts.max_bytes != 0) return false;
+  if (opts.max_events != 0 && (!exact_bytes || text_bytes / kMinEventBytes >= opts.max_events)) return false;
   return usable_cpus(opts) >= 2;
 }
 
@@ -78,7 +85,7 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
     if (gzip && st.st_size >= 18 && ::pread(fd, isize, 4, st.st_size - 4) == 4) {
       const uint64_t text_bytes =
           uint64_t(isize[0]) | uint64_t(isize[1]) << 8 | uint64_t(isize[2]) << 16 | uint64_t(isize[3]) << 24;
-      if (split_wanted(text_bytes, opts) && usable_cpus(opts) >= int(opts.gzip_split_cpus)) {
+      if (split_wanted(text_bytes, opts, false) && usable_cpus(opts) >= int(opts.gzip_split_cpus)) {
         src->at = text_bytes / 2;
         src->at_is_earliest = true;
         src->open = [path, tokens = opts.max_token_bytes, from = src->at](const std::atomic<bool>* stop,
@@ -92,7 +99,7 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
         };
         planned = true;
       }
-    } else if (!gzip && split_wanted(uint64_t(st.st_size), opts)) {
+    } else if (!gzip && split_wanted(uint64_t(st.st_size), opts, true)) {
       std::string window(kBoundaryWindow, '\0');
       const off_t middle = st.st_size / 2;
       const ssize_t got = ::pread(fd, window.data(), window.size(), middle);
@@ -125,7 +132,7 @@ Trace import_kineto_json(std::string_view json, const std::string& label, const 
                          ImportStats* stats) {
   SplitSource split;
   bool halves = false;
-  if (split_wanted(json.size(), options)) {
+  if (split_wanted(json.size(), options, true)) {
     const size_t middle = json.size() / 2;
     const int64_t i = event_boundary(json.substr(middle, kBoundaryWindow));
     if (i >= 0) {

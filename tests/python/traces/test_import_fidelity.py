@@ -205,6 +205,17 @@ def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path
     # same trace.
     t_gz, s_gz = _core.import_trace(str(gz), import_cpus=4)
     assert s_gz["threads"] == 2
+    # As gpuprof analyze reads it: with the default event cap, which this text cannot reach, the
+    # plain file is still read by two threads, and gives the same trace.
+    from gpuprof.traces.read import default_max_events
+
+    t_capped, s_capped = _core.import_trace(str(plain), max_events=default_max_events())
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert s_capped["threads"] == 2
+    assert _core.export_chrome_json(t_capped) == _core.export_chrome_json(t_one)
+    # A cap the text could reach keeps it on one thread.
+    _, s_tight = _core.import_trace(str(plain), max_events=plain.stat().st_size // 16)
+    assert s_tight["threads"] == 1
     # What a folder's worker gets on a busy machine.
     t_plain_one, s_plain_one = _core.import_trace(str(plain), import_cpus=1)
     assert s_plain_one["threads"] == 1

@@ -42,8 +42,8 @@ struct ImportOptions {
   // read them exactly as it would have (else it reads on alone). The result is the same Trace,
   // stats and errors either way. For a gzip file the second thread's stream inflates the file
   // from its start itself (the text before the middle thrown away), so the file is inflated one
-  // and a half times, on two more threads. 0: always one thread. Not with max_bytes or max_events,
-  // nor for pipes and FIFOs.
+  // and a half times, on two more threads. 0: always one thread. Not with max_bytes, nor with a
+  // max_events the text could exceed (every text a gzip file holds), nor for pipes and FIFOs.
   uint64_t split_min_bytes = uint64_t(4) << 20;
   // A gzip file is read that way only when the process may use at least this many CPUs: the
   // two streams' inflating threads and the two parsers then each have one. On two CPUs
