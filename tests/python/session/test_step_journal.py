@@ -203,3 +203,113 @@ def test_a_rank_of_a_job_says_its_rank(tmp_path, monkeypatch):
     # A folder of ranks (gpuprof analyze DIR) places it as rank 1 of 2.
     summary, _data = summarize_file(str(tmp_path / JOURNAL_FILE), keep_report="all")
     assert (summary["rank"], summary["world_size"]) == (1, 2)
+
+
+# A loop with a DataLoader, so each step has operators, an input wait and an optimizer step.
+def _loader_loop(prof, steps):
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset(torch.randn(8 * steps, 16))
+    for (x,) in torch.utils.data.DataLoader(data, batch_size=8):
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        prof.step()
+
+
+def test_the_journal_rebuilds_the_live_reports_operators_and_step_rows(tmp_path):
+    # The same session's live report and the report rebuilt from its journal (copied before the
+    # clean close removes it) cover the same steps 2..5 (schedule wait=1, warmup=1; the block ends
+    # after loop iteration 5): the same operator names and calls, the same host times and step
+    # rows, up to the clock conversion (each drain maps ticks to ns by its own line) and rounding.
+    from gpuprof.report.inputs import analyze_journal
+
+    folder = tmp_path / "run"
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=10), journal=folder) as prof:
+        _loader_loop(prof, 6)
+        (saved / JOURNAL_FILE).write_bytes((folder / JOURNAL_FILE).read_bytes())
+    live = prof.report()
+    rebuilt = analyze_journal(saved / JOURNAL_FILE)
+    assert [s["step"] for s in live.steps] == [2, 3, 4, 5]
+    assert [s["step"] for s in rebuilt.steps] == [2, 3, 4, 5]
+    assert "their operators and step breakdown" in rebuilt.source["note"]
+
+    def close(a, b):
+        return abs(a - b) <= 0.01 + 1e-4 * abs(b)
+
+    for mine, theirs in zip(rebuilt.steps, live.steps):
+        for key in ("total_us", "dataloader_us", "cpu_exec_us", "other_us", "flops"):
+            assert close(mine[key], theirs[key]), (mine, theirs)
+        assert mine["dataloader_us"] > 0 and mine["cpu_exec_us"] > 0
+    live_ops = {r["name"]: r for r in live.operators}
+    rebuilt_ops = {r["name"]: r for r in rebuilt.operators}
+    assert set(rebuilt_ops) == set(live_ops)
+    for name, theirs in live_ops.items():
+        mine = rebuilt_ops[name]
+        assert mine["calls"] == theirs["calls"], name
+        assert mine["flops"] == theirs["flops"], name
+        for key in ("host_self_us", "host_total_us"):
+            assert close(mine[key], theirs[key]), (name, mine, theirs)
+    # The FLOPs per step, counted by the same rules (two addmm forward, their mm backward).
+    assert rebuilt.data["flops"]["per_step_flops"] == live.data["flops"]["per_step_flops"] > 0
+    # Two Linear layers a step: aten::linear and aten::addmm twice in each of the 4 steps.
+    assert rebuilt_ops["aten::linear"]["calls"] == 8 and rebuilt_ops["aten::addmm"]["calls"] == 8
+    assert [r["name"] for r in rebuilt.operators] == sorted(
+        rebuilt_ops, key=lambda n: (-rebuilt_ops[n]["host_total_us"], n)
+    )
+    # The host's memory per step: the resident set size sampled at the steps' boundaries.
+    assert [m["step"] for m in rebuilt.memory if m["device"] == -1] == [2, 3, 4, 5]
+    assert all(m["peak_rss_bytes"] > 0 for m in rebuilt.memory)
+
+
+OPS_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+
+    how, after = sys.argv[1], int(sys.argv[2])
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.utils.data.TensorDataset(torch.randn(8 * 30, 16))
+    for i, (x,) in enumerate(torch.utils.data.DataLoader(data, batch_size=8)):
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i == after:
+            if how == "exit":
+                os._exit(3)
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_a_killed_jobs_report_has_the_operators_of_its_completed_steps(tmp_path):
+    # gpuprof run, killed by os._exit after step 7 and by SIGKILL after step 5: the rebuilt report
+    # holds steps 2..N and the loop's operators, N-1 steps x 2 calls of aten::linear and aten::addmm
+    # (two Linear layers), 1 x aten::relu, and each step's input wait.
+    script = tmp_path / "train.py"
+    script.write_text(OPS_SCRIPT)
+    for how, after, code in (("exit", 7, 3), ("kill", 5, -signal.SIGKILL)):
+        out = tmp_path / how
+        p = _cli("run", "--steps", "2:20", "--out", out, script, how, after)
+        assert p.returncode == code, p.stderr
+        report = _report_json(out)
+        steps = list(range(2, after + 1))
+        assert [s["step"] for s in report["steps"]] == steps
+        assert f"ended without closing after step {after}" in report["source"]["note"]
+        ops = {r["name"]: r for r in report["operators"]}
+        assert ops["aten::linear"]["calls"] == 2 * len(steps)
+        assert ops["aten::addmm"]["calls"] == 2 * len(steps)
+        assert ops["aten::relu"]["calls"] == len(steps)
+        assert all(
+            0 < r["host_self_us"] <= r["host_total_us"] for r in (ops["aten::linear"], ops["aten::addmm"])
+        )
+        assert all(s["dataloader_us"] > 0 and s["cpu_exec_us"] > 0 for s in report["steps"])
+        text = _cli("report", out)
+        assert text.returncode == 0 and "aten::addmm" in text.stdout, text.stderr
