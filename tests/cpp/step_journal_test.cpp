@@ -78,8 +78,8 @@ TEST(StepSummarizer, OneStepsRowAndOperators) {
   summarizer.next();
   const int64_t step_start = collect::ticks();
   int fetch, outer, inner;
-  collect::host_enter(&fetch, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-                      EventKind::UserRange, collect::ticks());
+  collect::host_enter(&fetch, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", EventKind::UserRange,
+                      collect::ticks());
   collect::host_exit(&fetch, collect::ticks());
   for (int k = 0; k < 2; ++k) {
     collect::host_enter(&outer, "aten::linear", EventKind::HostOp, collect::ticks());

@@ -343,6 +343,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
                     self._journal.step(
                         self.step_num, self._journal_start_ns, time.monotonic_ns(), self._step_summary()
                     )
+                    now = _core.collector_ticks()  # journalling the step is gpuprof's time, in no step
             self.step_num += 1
             new = self.schedule(self.step_num)
             if self._await_hooks(new):

@@ -168,7 +168,7 @@ def ended_note(events: list[dict], bad: int) -> str:
         f"the job ended without closing after step {last}: this report is rebuilt from the step "
         f"journal ({len(events)} completed step(s), "
         + (
-            "their operators and step breakdown)"
+            "their operators and step breakdown; device time is not journalled)"
             if events and all(isinstance(e.get("gpuprof"), dict) for e in events)
             else "step times only)"
         )

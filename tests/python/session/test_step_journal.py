@@ -313,3 +313,6 @@ def test_a_killed_jobs_report_has_the_operators_of_its_completed_steps(tmp_path)
         assert all(s["dataloader_us"] > 0 and s["cpu_exec_us"] > 0 for s in report["steps"])
         text = _cli("report", out)
         assert text.returncode == 0 and "aten::addmm" in text.stdout, text.stderr
+        # gpuprof analyze of the folder reads the same journal, operators included.
+        (analysed,) = gpuprof.analyze(out)
+        assert {r["name"]: r["calls"] for r in analysed.operators} == {n: r["calls"] for n, r in ops.items()}
