@@ -491,8 +491,10 @@ def analyze_journal(path: Union[str, os.PathLike], **analyze_kwargs) -> Report:
         os.unlink(tmp)
     from .journal_report import with_step_summaries
 
-    report = with_step_summaries(report, events, peak_tflops=analyze_kwargs.get("peak_tflops"))
+    summarized = with_step_summaries(report, events, peak_tflops=analyze_kwargs.get("peak_tflops"))
+    if summarized is not None:
+        report = summarized
     report.source["path"] = display_path(path)
     report.source["ended_without_closing"] = True
-    report.source["note"] = ended_note(events, bad)
+    report.source["note"] = ended_note(events, bad, summarized=summarized is not None)
     return report

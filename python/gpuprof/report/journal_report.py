@@ -5,12 +5,15 @@ over them. Nothing here imports torch."""
 
 from __future__ import annotations
 
+import logging
 from typing import Optional
 
 from .._native import _core
 from ..analysis import CATEGORIES, average
 from .build import build_report
 from .model import Report
+
+log = logging.getLogger("gpuprof")
 
 # The operator table's bound (cpp tables.h, kMaxNameRows): the heaviest rows, then one row that
 # holds the sums of the rest.
@@ -111,12 +114,24 @@ def _add_flops(data: dict, summaries: list[dict], peak_tflops: Optional[float]) 
     data["roofline"] = roofline
 
 
-def with_step_summaries(skeleton: Report, events: list[dict], peak_tflops: Optional[float] = None) -> Report:
-    """``skeleton``: the report of the journal's step events alone. Where every step carries its
-    summary, the report of the summaries; else ``skeleton`` as it is (a journal of step times)."""
+def with_step_summaries(
+    skeleton: Report, events: list[dict], peak_tflops: Optional[float] = None
+) -> Optional[Report]:
+    """``skeleton``: the report of the journal's step events alone. Where every step carries a
+    readable summary, the report of the summaries; else None (the skeleton stands: step times)."""
     summaries = [e.get("gpuprof") for e in events]
     if not summaries or not all(isinstance(s, dict) for s in summaries):
-        return skeleton
+        return None
+    try:
+        return _from_summaries(skeleton, summaries, peak_tflops)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        log.warning(
+            "gpuprof: the step journal's summaries cannot be read (%s); its step times are reported", e
+        )
+        return None
+
+
+def _from_summaries(skeleton: Report, summaries: list[dict], peak_tflops: Optional[float]) -> Report:
     data = skeleton.to_dict()
     steps, memory = [], []
     for summary in summaries:

@@ -7,9 +7,9 @@ analyze DIR`` and ``gpuprof report DIR`` into a report that says the job ended w
 The file is JSON Lines: a header object, then one Chrome-trace complete event per step. A live
 session's event also carries, under ``"gpuprof"``, the step's summary the native collector made at
 the step's end from the events recorded since the step before (``_core.StepSummarizer``,
-cpp/src/analysis/step_journal.cpp): the step's breakdown, its operators (name, calls, host and device
-self/total time, FLOPs) and its memory peaks, so the rebuilt report has the operator table and the
-step breakdown of the completed steps. It is append-only, flushed once per step, and bounded
+cpp/src/analysis/step_journal.cpp): the step's breakdown, its operators (name, calls, host self and
+total time, FLOPs) and its memory peaks, so the rebuilt report has the operator table and the step
+breakdown of the completed steps. It is append-only, flushed once per step, and bounded
 (``max_bytes``); a last line cut short by the kill is skipped when read. Nothing here imports torch.
 """
 
@@ -153,8 +153,11 @@ def read_journal(path: Union[str, os.PathLike], max_bytes: int = 64 << 20, heade
         try:
             e = json.loads(raw)
         except ValueError:
-            bad += 1
-            continue
+            try:  # a name that is not UTF-8 (the native summary keeps a name's bytes as they are)
+                e = json.loads(raw.decode("utf-8", "replace"))
+            except ValueError:
+                bad += 1
+                continue
         if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("name"), str):
             events.append(e)
         else:
@@ -162,14 +165,15 @@ def read_journal(path: Union[str, os.PathLike], max_bytes: int = 64 << 20, heade
     return events, bad
 
 
-def ended_note(events: list[dict], bad: int) -> str:
+def ended_note(events: list[dict], bad: int, summarized: bool = False) -> str:
+    """``summarized``: the report was rebuilt from the steps' summaries (operators included)."""
     last = events[-1]["name"].rsplit("#", 1)[-1] if events else None
     note = (
         f"the job ended without closing after step {last}: this report is rebuilt from the step "
         f"journal ({len(events)} completed step(s), "
         + (
             "their operators and step breakdown; device time is not journalled)"
-            if events and all(isinstance(e.get("gpuprof"), dict) for e in events)
+            if summarized
             else "step times only)"
         )
         if last is not None

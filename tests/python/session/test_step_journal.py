@@ -316,3 +316,84 @@ def test_a_killed_jobs_report_has_the_operators_of_its_completed_steps(tmp_path)
         # gpuprof analyze of the folder reads the same journal, operators included.
         (analysed,) = gpuprof.analyze(out)
         assert {r["name"]: r["calls"] for r in analysed.operators} == {n: r["calls"] for n, r in ops.items()}
+
+
+def _summary(step: int, addmm_self_ns: int, addmm_total_ns: int, odd_name: bytes) -> bytes:
+    # A step's summary as the native summarizer writes it (cpp/src/analysis/step_journal.cpp).
+    flop_counts = {
+        "step": step,
+        "flops": 100,
+        "matmul_flops": 100,
+        "other_flops": 0,
+        "matmul_forward_flops": 100,
+        "forward_flops": 100,
+        "backward_flops": 0,
+        "recompute_flops": 0,
+        "other_calls": 0,
+        "uncounted_calls": 0,
+        "uncounted_matmul_calls": 0,
+        "backward_ran": 0,
+        "matmul_flops_by_dtype": {"fp32": 100},
+    }
+    start = step * 10_000_000
+    row = {"step": step, "start_ns": start, "end_ns": start + 2_000_000}
+    row.update({f"{k}_ns": 0 for k in ("kernel", "memcpy", "memset", "communication", "runtime", "other")})
+    row.update(dataloader_ns=500_000, cpu_exec_ns=1_500_000, flop_counts=flop_counts)
+    row["memory"] = [[-1, -1, -1, 0, 1_000_000 * step]]
+    text = json.dumps(
+        {
+            "steps": [row],
+            "operators": [
+                ["aten::addmm", 2, addmm_self_ns, addmm_total_ns, 0, 0, 0, 0, 100],
+                ["ODD", 1, 10, 20, 0, 0, 0, 0, 0],
+            ],
+            "counted_calls": 2,
+            "uncounted_calls": 0,
+            "events": 10,
+            "dropped": 0,
+        }
+    ).encode()
+    return text.replace(b'"ODD"', b'"' + odd_name + b'"')
+
+
+def test_the_rebuilt_report_adds_up_the_steps_summaries(tmp_path):
+    # Two hand-built steps: aten::addmm 2 calls each (self 400 + 600 us, total 500 + 700 us, 100
+    # FLOPs each), and an operator whose name holds a quote, a newline and a byte that is not UTF-8
+    # (kept as bytes by the native writer): read back with the byte replaced, never a lost step.
+    from gpuprof.report.inputs import analyze_journal
+
+    journal = StepJournal(tmp_path)
+    odd = b'my \\"op\\"\\n\xff'
+    journal.step(3, 30_000_000, 32_000_000, _summary(3, 400_000, 500_000, odd))
+    journal.step(4, 40_000_000, 42_000_000, _summary(4, 600_000, 700_000, odd))
+    report = analyze_journal(tmp_path / JOURNAL_FILE)
+    assert [s["step"] for s in report.steps] == [3, 4]
+    assert [(s["total_us"], s["dataloader_us"], s["cpu_exec_us"]) for s in report.steps] == [
+        (2000.0, 500.0, 1500.0)
+    ] * 2
+    assert report.average["dataloader_pct"] == 25.0
+    addmm, odd_row = report.operators
+    assert (addmm["name"], addmm["calls"], addmm["host_self_us"], addmm["host_total_us"], addmm["flops"]) == (
+        "aten::addmm",
+        4,
+        1000.0,
+        1200.0,
+        200,
+    )
+    assert (odd_row["name"], odd_row["calls"], odd_row["host_total_us"]) == ('my "op"\n\ufffd', 2, 0.04)
+    assert report.data["flops"]["per_step_flops"] == 100
+    assert [m["peak_rss_bytes"] for m in report.memory] == [3_000_000, 4_000_000]
+    assert "their operators and step breakdown" in report.source["note"]
+    # Every format escapes the name (the Markdown report writes it once, escaped).
+    assert 'my "op"\n' not in report.to_markdown()
+
+
+def test_an_unreadable_summary_leaves_the_step_times(tmp_path):
+    journal = StepJournal(tmp_path)
+    journal.step(3, 30_000_000, 32_000_000, b'{"steps": [{"step": "three"}], "operators": []}')
+    p = _cli("report", "--format", "json", tmp_path)
+    assert p.returncode == 0 and p.stderr.count("summaries cannot be read") == 1, p.stderr
+    report = json.loads(p.stdout)
+    assert [(s["step"], s["total_us"]) for s in report["steps"]] == [(3, 2000.0)]
+    assert "step times only" in report["source"]["note"]
+    assert report["operators"] == []
