@@ -489,9 +489,16 @@ def analyze_journal(path: Union[str, os.PathLike], **analyze_kwargs) -> Report:
         report = analyze_file(tmp, **analyze_kwargs)
     finally:
         os.unlink(tmp)
+    from socket import gethostname
+
     from .journal_report import with_step_summaries
 
-    summarized = with_step_summaries(report, events, peak_tflops=analyze_kwargs.get("peak_tflops"))
+    summarized = with_step_summaries(
+        report,
+        events,
+        peak_tflops=analyze_kwargs.get("peak_tflops"),
+        same_host=header.get("host") == gethostname(),
+    )
     if summarized is not None:
         report = summarized
     report.source["path"] = display_path(path)

@@ -87,11 +87,11 @@ def operator_rows(summaries: list[dict]) -> list[dict]:
     return [_operator_row(name, s) for name, s in kept] + [_operator_row(f"other names ({len(rest)})", other)]
 
 
-def _add_flops(data: dict, summaries: list[dict], peak_tflops: Optional[float]) -> None:
+def _add_flops(data: dict, summaries: list[dict], peak_tflops: Optional[float], same_host: bool) -> None:
     """The ``flops`` section and each step's ``flops``, as a live report makes them from its
-    native pass's per-step rows (``analysis._add_flops``). The CPU the job ran on is not known
-    here: MFU needs ``--peak-tflops``. The roofline needs the calls' input shapes, which the
-    journal does not keep."""
+    native pass's per-step rows (``analysis._add_flops``): on the host that wrote the journal, with
+    this CPU's peak as the live report's; elsewhere MFU needs ``--peak-tflops``. The roofline needs
+    the calls' input shapes, which the journal does not keep."""
     from ..analysis.flops import flops_section
 
     native = {
@@ -105,7 +105,12 @@ def _add_flops(data: dict, summaries: list[dict], peak_tflops: Optional[float]) 
     for row in native["steps"]:
         row["backward_ran"] = bool(row.get("backward_ran"))
     section, roofline = flops_section(
-        native, data["steps"], data["operators"], device_names=[], live=False, user_peak_tflops=peak_tflops
+        native,
+        data["steps"],
+        data["operators"],
+        device_names=[],
+        live=same_host,
+        user_peak_tflops=peak_tflops,
     )
     per_step = {r["step"]: r["flops"] for r in native["steps"]}
     for s in data["steps"]:
@@ -115,15 +120,17 @@ def _add_flops(data: dict, summaries: list[dict], peak_tflops: Optional[float]) 
 
 
 def with_step_summaries(
-    skeleton: Report, events: list[dict], peak_tflops: Optional[float] = None
+    skeleton: Report, events: list[dict], peak_tflops: Optional[float] = None, same_host: bool = False
 ) -> Optional[Report]:
     """``skeleton``: the report of the journal's step events alone. Where every step carries a
-    readable summary, the report of the summaries; else None (the skeleton stands: step times)."""
+    readable summary, the report of the summaries; else None (the skeleton stands: step times).
+    ``same_host``: the journal was written on this host, so the FLOPs section may take this CPU's
+    peak, as the live report would have."""
     summaries = [e.get("gpuprof") for e in events]
     if not summaries or not all(isinstance(s, dict) for s in summaries):
         return None
     try:
-        return _from_summaries(skeleton, summaries, peak_tflops)
+        return _from_summaries(skeleton, summaries, peak_tflops, same_host)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         log.warning(
             "gpuprof: the step journal's summaries cannot be read (%s); its step times are reported", e
@@ -131,7 +138,9 @@ def with_step_summaries(
         return None
 
 
-def _from_summaries(skeleton: Report, summaries: list[dict], peak_tflops: Optional[float]) -> Report:
+def _from_summaries(
+    skeleton: Report, summaries: list[dict], peak_tflops: Optional[float], same_host: bool
+) -> Report:
     data = skeleton.to_dict()
     steps, memory = [], []
     for summary in summaries:
@@ -141,7 +150,7 @@ def _from_summaries(skeleton: Report, summaries: list[dict], peak_tflops: Option
     data["steps"] = steps
     data["average"] = average(steps)
     data["operators"] = operator_rows(summaries)
-    _add_flops(data, summaries, peak_tflops)
+    _add_flops(data, summaries, peak_tflops, same_host)
     data["memory"] = memory
     data["counts"] = {
         **data.get("counts", {}),

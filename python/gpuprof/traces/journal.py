@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Optional, Union
 
@@ -54,6 +55,7 @@ class StepJournal:
             "rank": rank,
             "world_size": world,
             "max_bytes": self.max_bytes,
+            "host": socket.gethostname(),  # a report rebuilt on this host may take its CPU's peak
         }
         self._write(json.dumps(header).encode() + b"\n")
 
