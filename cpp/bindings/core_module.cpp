@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/step_journal.h"
 #include "gpuprof/collect/collector.h"
 #include "gpuprof/core/trace.h"
 
@@ -250,6 +251,13 @@ void bind_collector(py::module_& m) {
       py::arg("ts_ticks"), py::arg("storages"),
       "Record storages of known roles seen at ts_ticks: (address, bytes, device (-1: host), role: 0 "
       "parameter, 1 gradient, 2 optimizer state).");
+  // The step journal's per-step summary (gpuprof/analysis/step_journal.h).
+  py::class_<StepSummarizer>(m, "StepSummarizer",
+                             "At each recorded step's end, the step's breakdown, operators and memory from "
+                             "the events recorded since the step before, as JSON text (bytes).")
+      .def(py::init<>())
+      .def("next", [](StepSummarizer& s) { return py::bytes(s.next()); })
+      .def_property_readonly("last_events", &StepSummarizer::last_events);
   m.def("collector_stats", [] {
     const collect::Stats s = collect::stats();
     py::dict d;

@@ -734,6 +734,44 @@ Trace drain() {
   return trace;
 }
 
+void drain_new(DrainCursor& cursor, Trace& into) {
+  into.events.clear();
+  into.memory.clear();
+  into.storages.clear();
+  into.host_memory.clear();
+  into.op_args.clear();
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+    if (cursor.epoch != epoch) {
+      cursor.epoch = epoch;
+      cursor.read.clear();
+      into.strings = StringTable();
+    }
+    const StringTable& names = registry().names;
+    for (size_t id = into.strings.size(); id < names.size(); ++id) into.strings.intern(names.at(uint32_t(id)));
+    for (ThreadBuffer* b : registry().buffers) {
+      if (b->published_epoch.load(std::memory_order_acquire) != epoch) continue;
+      const uint64_t n = b->committed.load(std::memory_order_acquire);
+      uint64_t& done = cursor.read[b->thread_index];
+      while (done < n) {
+        const Event* chunk = b->chunks[done / kChunkEvents].load(std::memory_order_acquire);
+        const uint64_t from = done % kChunkEvents;
+        const uint64_t take = std::min<uint64_t>(kChunkEvents - from, n - done);
+        into.events.insert(into.events.end(), chunk + from, chunk + from + take);
+        done += take;
+      }
+    }
+  }
+  const TickConverter clock;
+  split_records(into, clock);
+  for (Event& e : into.events) {
+    const int64_t start = clock.time(e.start_ns);
+    e.dur_ns = clock.time(e.start_ns + e.dur_ns) - start;
+    e.start_ns = start;
+  }
+}
+
 Stats stats() {
   Stats s;
   const uint64_t epoch = g_epoch.load(std::memory_order_acquire);

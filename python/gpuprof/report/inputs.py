@@ -476,7 +476,8 @@ def analyze_journal(path: Union[str, os.PathLike], **analyze_kwargs) -> Report:
 
     header: dict = {}
     events, bad = read_journal(path, header=header)
-    trace = {"traceEvents": events, "displayTimeUnit": "ms"}
+    step_events = [{k: v for k, v in e.items() if k != "gpuprof"} for e in events]
+    trace = {"traceEvents": step_events, "displayTimeUnit": "ms"}
     rank, world = header.get("rank"), header.get("world_size")
     if isinstance(rank, int) and isinstance(world, int) and world > 1:
         trace["distributedInfo"] = {"rank": rank, "world_size": world}  # as torch.profiler writes it
@@ -488,7 +489,19 @@ def analyze_journal(path: Union[str, os.PathLike], **analyze_kwargs) -> Report:
         report = analyze_file(tmp, **analyze_kwargs)
     finally:
         os.unlink(tmp)
+    from socket import gethostname
+
+    from .journal_report import with_step_summaries
+
+    summarized = with_step_summaries(
+        report,
+        events,
+        peak_tflops=analyze_kwargs.get("peak_tflops"),
+        same_host=header.get("host") == gethostname(),
+    )
+    if summarized is not None:
+        report = summarized
     report.source["path"] = display_path(path)
     report.source["ended_without_closing"] = True
-    report.source["note"] = ended_note(events, bad)
+    report.source["note"] = ended_note(events, bad, summarized=summarized is not None)
     return report

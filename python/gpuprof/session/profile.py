@@ -170,6 +170,10 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         self.stood_aside_for = ""
         self._journal: Optional[StepJournal] = StepJournal(journal) if journal is not None else None
         self._journal_start_ns = 0  # the monotonic clock where the current step began
+        # Each journalled step's operators, breakdown and memory, from the events recorded since the
+        # step before (native: cpp/src/analysis/step_journal.cpp); None: step times only.
+        summarizer = getattr(_core, "StepSummarizer", None) if journal is not None else None
+        self._summarizer = summarizer() if summarizer is not None else None
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> profile:
@@ -336,7 +340,10 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
             elif prev in _RECORDING:
                 self._close_step(now)
                 if self._journal is not None:
-                    self._journal.step(self.step_num, self._journal_start_ns, time.monotonic_ns())
+                    self._journal.step(
+                        self.step_num, self._journal_start_ns, time.monotonic_ns(), self._step_summary()
+                    )
+                    now = _core.collector_ticks()  # journalling the step is gpuprof's time, in no step
             self.step_num += 1
             new = self.schedule(self.step_num)
             if self._await_hooks(new):
@@ -345,6 +352,20 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
             self._transition(prev, new)
             self._nvtx_step()
             self._journal_start_ns = time.monotonic_ns()
+
+    def _step_summary(self) -> Optional[bytes]:
+        if self._summarizer is None:
+            return None
+        try:
+            return self._summarizer.next()
+        except Exception as e:  # never an exception in the training loop: step times only from here
+            self._summarizer = None
+            log.warning(
+                "gpuprof: cannot summarize the step for the step journal (%s); later steps are journalled "
+                "with their times only",
+                e,
+            )
+            return None
 
     # ---- results --------------------------------------------------------------------------------
     def reports(self) -> list:

@@ -4,9 +4,13 @@ out-of-memory killer, ``os._exit``) keeps its completed steps. The span's clean 
 file (its report and trace are written then); a journal left behind is read back by ``gpuprof
 analyze DIR`` and ``gpuprof report DIR`` into a report that says the job ended without closing.
 
-The file is JSON Lines: a header object, then one Chrome-trace complete event per step. It is
-append-only, flushed once per step, and bounded (``max_bytes``); a last line cut short by the kill
-is skipped when read. Nothing here imports torch.
+The file is JSON Lines: a header object, then one Chrome-trace complete event per step. A live
+session's event also carries, under ``"gpuprof"``, the step's summary the native collector made at
+the step's end from the events recorded since the step before (``_core.StepSummarizer``,
+cpp/src/analysis/step_journal.cpp): the step's breakdown, its operators (name, calls, host self and
+total time, FLOPs) and its memory peaks, so the rebuilt report has the operator table and the step
+breakdown of the completed steps. It is append-only, flushed once per step, and bounded
+(``max_bytes``); a last line cut short by the kill is skipped when read. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Optional, Union
 
@@ -21,7 +26,7 @@ log = logging.getLogger("gpuprof")
 
 JOURNAL_FILE = "steps.partial.jsonl"
 JOURNAL_FORMAT = "gpuprof-step-journal"
-DEFAULT_MAX_BYTES = 4 << 20  # about 30,000 steps
+DEFAULT_MAX_BYTES = 32 << 20  # a 30-operator step takes about 2.5 KB: some 13,000 steps
 
 
 class StepJournal:
@@ -39,7 +44,7 @@ class StepJournal:
 
     def _open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "w", encoding="utf-8")
+        self._file = open(self.path, "wb")
         from .._host import job_rank
 
         rank, world, _how = job_rank()  # the launcher's (torchrun, srun, mpirun), or 0 of 1
@@ -50,25 +55,28 @@ class StepJournal:
             "rank": rank,
             "world_size": world,
             "max_bytes": self.max_bytes,
+            "host": socket.gethostname(),  # a report rebuilt on this host may take its CPU's peak
         }
-        self._write(json.dumps(header) + "\n")
+        self._write(json.dumps(header).encode() + b"\n")
 
-    def _write(self, line: str) -> None:
+    def _write(self, line: bytes) -> None:
         self._file.write(line)
         self._file.flush()  # in the kernel's page cache: a killed process's data stays
         self._written += len(line)
 
-    def step(self, step_num: int, start_ns: int, end_ns: int) -> None:
-        """Append step ``step_num``'s event (monotonic-clock nanoseconds)."""
+    def step(self, step_num: int, start_ns: int, end_ns: int, summary: Optional[bytes] = None) -> None:
+        """Append step ``step_num``'s event (monotonic-clock nanoseconds); ``summary``, when given,
+        is the step's summary as JSON text (``_core.StepSummarizer.next()``: names escaped there)."""
         if self._off:
             return
-        # One Chrome-trace complete event, formatted by hand (every field is a number or a fixed
-        # name): a third of json.dumps's time on the training thread.
+        # One Chrome-trace complete event, formatted by hand (every field is a number, a fixed name
+        # or the native summary's JSON): a third of json.dumps's time on the training thread.
         line = (
             f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{int(step_num)}", '
             f'"ts": {start_ns / 1000.0!r}, "dur": {max(0, end_ns - start_ns) / 1000.0!r}, '
-            f'"pid": {self._pid}, "tid": 0}}\n'
-        )
+            f'"pid": {self._pid}, "tid": 0'
+        ).encode()
+        line += (b', "gpuprof": ' + summary + b"}\n") if summary else b"}\n"
         try:
             if self._file is None:
                 self._open()
@@ -147,8 +155,11 @@ def read_journal(path: Union[str, os.PathLike], max_bytes: int = 64 << 20, heade
         try:
             e = json.loads(raw)
         except ValueError:
-            bad += 1
-            continue
+            try:  # a name that is not UTF-8 (the native summary keeps a name's bytes as they are)
+                e = json.loads(raw.decode("utf-8", "replace"))
+            except ValueError:
+                bad += 1
+                continue
         if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("name"), str):
             events.append(e)
         else:
@@ -156,11 +167,17 @@ def read_journal(path: Union[str, os.PathLike], max_bytes: int = 64 << 20, heade
     return events, bad
 
 
-def ended_note(events: list[dict], bad: int) -> str:
+def ended_note(events: list[dict], bad: int, summarized: bool = False) -> str:
+    """``summarized``: the report was rebuilt from the steps' summaries (operators included)."""
     last = events[-1]["name"].rsplit("#", 1)[-1] if events else None
     note = (
         f"the job ended without closing after step {last}: this report is rebuilt from the step "
-        f"journal ({len(events)} completed step(s), step times only)"
+        f"journal ({len(events)} completed step(s), "
+        + (
+            "their operators and step breakdown; device time is not journalled)"
+            if summarized
+            else "step times only)"
+        )
         if last is not None
         else "the job ended without closing before any recorded step completed"
     )

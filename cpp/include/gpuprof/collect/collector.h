@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "gpuprof/core/event.h"
@@ -45,6 +46,18 @@ bool active();
 // Moves every thread's events of the current epoch into a new Trace (names, thread events,
 // dropped count). Call after stop(); calling it while active gives a consistent prefix.
 Trace drain();
+// The events recorded since the cursor's last drain_new() of this epoch (all of the epoch's at the
+// first call, or at the first after start()), as drain() gives them: on the now_ns() clock, memory
+// samples and op inputs split out. `into`'s events, memory, storages, host memory and op inputs are
+// replaced; its names are kept across calls and extended with the names interned since (a new
+// epoch starts them afresh), so a call copies only what is new. Exited threads' buffers stay for
+// drain(). From the thread that owns the session, while it records: the step journal's per-step
+// drain (analysis/step_journal.h).
+struct DrainCursor {
+  uint64_t epoch = 0;
+  std::unordered_map<uint64_t, uint64_t> read;   // thread index -> its events read so far
+};
+void drain_new(DrainCursor& cursor, Trace& into);
 
 // Producers, from any thread; timestamps are ticks(). `key` matches an exit to its enter (e.g. the
 // RecordFunction's address); the event gets a process-unique external id, returned by host_enter.
