@@ -32,6 +32,8 @@ typedef struct {
   uint64_t zero_id_pushes; /* external id 0: an operator the profiler did not record */
   uint64_t api_filter_calls;   /* cuptiActivityEnableRuntimeApi / DriverApi calls */
   uint64_t invalid_cbid_calls; /* ... of them for an id with no name (refused) */
+  uint64_t api_switched_off;   /* API calls made with their id switched off: no record */
+  uint64_t replayed;           /* simdev_replay calls */
 } simdev_stats_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -267,20 +269,26 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
 /* Documented to answer CUPTI_SUCCESS (or NOT_INITIALIZED) for "a callback id of the cbid header";
  * an id with no name there (INVALID = 0, the gaps) is no API: refused, strictly, as
  * CUPTI_ERROR_INVALID_PARAMETER, and counted, so a client that passes one is seen. */
-static CUptiResult api_filter(const char *name) {
+static uint8_t g_runtime_off[CUPTI_RUNTIME_TRACE_CBID_SIZE], g_driver_off[CUPTI_DRIVER_TRACE_CBID_SIZE];
+static CUptiResult api_filter(const char *name, uint8_t *off, CUpti_CallbackId cbid, uint8_t enable) {
   pthread_mutex_lock(&g_mu);
   ++g_stats.api_filter_calls;
   if (name == NULL) ++g_stats.invalid_cbid_calls;
+  else off[cbid] = !enable; /* a named id is below the header's _SIZE */
   pthread_mutex_unlock(&g_mu);
   return name == NULL ? CUPTI_ERROR_INVALID_PARAMETER : CUPTI_SUCCESS;
 }
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
-  (void)enable;
-  return api_filter(simdev_runtime_name(cbid));
+  return api_filter(simdev_runtime_name(cbid), g_runtime_off, cbid, enable);
 }
 CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
-  (void)enable;
-  return api_filter(simdev_driver_name(cbid));
+  return api_filter(simdev_driver_name(cbid), g_driver_off, cbid, enable);
+}
+/* Under g_mu: whether an API record of this call is made (its kind on, its id not switched off). */
+static int api_recorded(CUpti_ActivityKind kind, CUpti_CallbackId cbid) {
+  if (!on(kind)) return 0;
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) return cbid >= CUPTI_RUNTIME_TRACE_CBID_SIZE || !g_runtime_off[cbid];
+  return cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE || !g_driver_off[cbid];
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
@@ -405,7 +413,7 @@ static void launch_locked(int what, const char *kernel_name, uint64_t device_ns,
   uint64_t end = start + (uint64_t)((double)device_ns * g_ticks_per_ns + 0.5);
   if (!in_flight) g_device_free = end;
   const uint64_t api_end = now_ts();
-  if (on(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+  if (api_recorded(CUPTI_ACTIVITY_KIND_RUNTIME, cbids[what])) {
     CUpti_ActivityAPI a;
     memset(&a, 0, sizeof a);
     a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -563,3 +571,96 @@ void simdev_hold_completions(int hold) {
 }
 
 size_t simdev_record_size(int kind) { return record_size((CUpti_ActivityKind)kind); }
+
+/* The number of callback ids of a domain (the cbid header's _SIZE): the tests name ids by search. */
+uint32_t simdev_cbid_count(int domain) {
+  return domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? CUPTI_RUNTIME_TRACE_CBID_SIZE
+         : domain == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_DRIVER_TRACE_CBID_SIZE
+                                                : 0;
+}
+
+/* One piece of a recorded trace, replayed with its own times (in the timestamp callback's units)
+ * and properties: an API call (api_kind RUNTIME or DRIVER, 0: none) and / or the device work it
+ * started (what: -1 none, 0 kernel, 1 copy, 2 set), sharing `correlation`. The API call is made on
+ * the calling thread, so an external id pushed there is correlated with it, as with a real call. */
+typedef struct {
+  int api_kind;
+  uint32_t cbid;
+  uint64_t api_start, api_end;
+  int what;
+  const char *name;
+  uint64_t start, end;
+  uint32_t correlation, device, stream;
+  int32_t grid[3], block[3];
+  uint16_t registers;
+  int32_t shared_mem;
+  uint64_t bytes;
+  uint8_t copy_kind, src_kind, dst_kind;
+} simdev_replay_t;
+
+void simdev_replay(const simdev_replay_t *w) {
+  pthread_mutex_lock(&g_mu);
+  ++g_stats.replayed;
+  int api = w->api_kind == CUPTI_ACTIVITY_KIND_RUNTIME || w->api_kind == CUPTI_ACTIVITY_KIND_DRIVER;
+  if (api && !api_recorded((CUpti_ActivityKind)w->api_kind, w->cbid)) ++g_stats.api_switched_off, api = 0;
+  if (api) {
+    CUpti_ActivityAPI a;
+    memset(&a, 0, sizeof a);
+    a.kind = (CUpti_ActivityKind)w->api_kind;
+    a.cbid = w->cbid;
+    a.start = w->api_start, a.end = w->api_end;
+    a.processId = 1, a.threadId = (uint32_t)pthread_self();
+    a.correlationId = w->correlation;
+    append(&a, a.kind);
+    ++g_stats.api_records;
+  }
+  if (api && t_depth > 0 && on(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
+    CUpti_ActivityExternalCorrelation x;
+    memset(&x, 0, sizeof x);
+    x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+    x.externalId = t_ext[t_depth - 1];
+    x.correlationId = w->correlation;
+    append(&x, x.kind);
+    ++g_stats.external_records;
+  }
+  const uint64_t ns = w->end > w->start ? w->end - w->start : 0;
+  if (w->what == 0 && on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof k);
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = w->start, k.end = w->end;
+    k.deviceId = w->device, k.contextId = 1, k.streamId = w->stream;
+    k.gridX = w->grid[0], k.gridY = w->grid[1], k.gridZ = w->grid[2];
+    k.blockX = w->block[0], k.blockY = w->block[1], k.blockZ = w->block[2];
+    k.registersPerThread = w->registers;
+    k.staticSharedMemory = w->shared_mem;
+    k.correlationId = w->correlation;
+    k.name = intern_locked(w->name ? w->name : "");
+    append(&k, k.kind);
+    ++g_stats.kernels, g_stats.kernel_ns += ns;
+  } else if (w->what == 1 && on(CUPTI_ACTIVITY_KIND_MEMCPY)) {
+    CUpti_ActivityMemcpy6 m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m.copyKind = w->copy_kind, m.srcKind = w->src_kind, m.dstKind = w->dst_kind;
+    m.bytes = w->bytes;
+    m.start = w->start, m.end = w->end;
+    m.deviceId = w->device, m.contextId = 1, m.streamId = w->stream;
+    m.correlationId = w->correlation;
+    append(&m, m.kind);
+    ++g_stats.memcpys, g_stats.memcpy_ns += ns;
+  } else if (w->what == 2 && on(CUPTI_ACTIVITY_KIND_MEMSET)) {
+    CUpti_ActivityMemset4 m;
+    memset(&m, 0, sizeof m);
+    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    m.bytes = w->bytes;
+    m.start = w->start, m.end = w->end;
+    m.deviceId = w->device, m.contextId = 1, m.streamId = w->stream;
+    m.correlationId = w->correlation;
+    m.memoryKind = w->dst_kind;
+    append(&m, m.kind);
+    ++g_stats.memsets, g_stats.memset_ns += ns;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
