@@ -34,6 +34,8 @@ typedef struct {
   uint64_t invalid_cbid_calls; /* ... of them for an id with no name (refused) */
   uint64_t api_switched_off;   /* API calls made with their id switched off: no record */
   uint64_t replayed;           /* simdev_replay calls */
+  uint64_t complete_cpu_ns;    /* CPU time the client's completion callback took (its decoding) */
+  uint64_t produced;           /* kernel records made by the producer thread (simdev_produce) */
 } simdev_stats_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -138,6 +140,12 @@ static void append(const void *rec, CUpti_ActivityKind kind) {
 
 static int on(CUpti_ActivityKind k) { return (unsigned)k < MAX_KINDS && g_enabled[k]; }
 
+static uint64_t thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* Delivers queued buffers on the calling thread, without g_mu. */
 static uint64_t deliver_queued(int from_worker) {
   uint64_t n = 0;
@@ -152,8 +160,11 @@ static uint64_t deliver_queued(int from_worker) {
     CUpti_BuffersCallbackCompleteFunc complete = g_complete;
     pthread_mutex_unlock(&g_mu);
     if (d == NULL) return n;
+    const uint64_t cpu0 = thread_cpu_ns();
     if (complete) complete(NULL, 0, d->buf, d->size, d->valid);
+    const uint64_t cpu = thread_cpu_ns() - cpu0;
     pthread_mutex_lock(&g_mu);
+    g_stats.complete_cpu_ns += cpu;
     --g_completing;
     ++g_stats.buffers_completed;
     if (from_worker) ++g_stats.completed_on_worker;
@@ -373,8 +384,11 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   if (buf != NULL) ++g_completing;
   pthread_mutex_unlock(&g_mu);
   if (buf != NULL) {
+    const uint64_t cpu0 = thread_cpu_ns();
     if (complete) complete(NULL, 0, buf, size, valid);
+    const uint64_t cpu = thread_cpu_ns() - cpu0;
     pthread_mutex_lock(&g_mu);
+    g_stats.complete_cpu_ns += cpu;
     --g_completing;
     ++g_stats.buffers_completed, ++g_stats.completed_in_flush;
     pthread_cond_broadcast(&g_idle_cv);
@@ -663,4 +677,73 @@ void simdev_replay(const simdev_replay_t *w) {
     ++g_stats.memsets, g_stats.memset_ns += ns;
   }
   pthread_mutex_unlock(&g_mu);
+}
+
+/* A device busy at a set rate, on a thread of its own: `rate` kernel records a second for
+ * `duration_ns`, each 1/rate apart on the device and half that long, made in batches as the clock
+ * reaches them (at most 4096 a batch, so the lock is never held long). */
+static pthread_t g_producer;
+static uint64_t g_produce_rate, g_produce_ns, g_produce_elapsed_ns, g_produce_max_lag_ns;
+static int g_producing;
+
+static void *producer(void *arg) {
+  (void)arg;
+  const uint64_t total = (uint64_t)((double)g_produce_rate * (double)g_produce_ns / 1e9);
+  const double period_ns = 1e9 / (double)g_produce_rate;
+  pthread_mutex_lock(&g_mu);
+  const uint64_t origin = now_ts();
+  const double ticks_per_ns = g_ticks_per_ns;
+  const char *name = intern_locked("_Z15simdev_producedv");
+  pthread_mutex_unlock(&g_mu);
+  const int64_t t0 = mono_ns();
+  uint64_t made = 0;
+  while (made < total) {
+    const int64_t now = mono_ns() - t0;
+    uint64_t due = (uint64_t)((double)now / period_ns);
+    if (due > total) due = total;
+    if (due <= made) {
+      struct timespec pause = {0, 50000};
+      nanosleep(&pause, NULL);
+      continue;
+    }
+    const uint64_t lag = (uint64_t)now - (uint64_t)((double)made * period_ns);
+    if (lag > g_produce_max_lag_ns) g_produce_max_lag_ns = lag;
+    pthread_mutex_lock(&g_mu);
+    for (int batch = 0; made < due && batch < 4096; ++made, ++batch) {
+      CUpti_ActivityKernel10 k;
+      memset(&k, 0, sizeof k);
+      k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+      k.start = origin + (uint64_t)((double)made * period_ns * ticks_per_ns);
+      k.end = k.start + (uint64_t)(0.5 * period_ns * ticks_per_ns);
+      k.deviceId = 0, k.contextId = 1, k.streamId = 7;
+      k.gridX = k.gridY = k.gridZ = 1;
+      k.blockX = 128, k.blockY = k.blockZ = 1;
+      k.registersPerThread = 32;
+      k.correlationId = g_next_correlation++;
+      k.name = name;
+      if (on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) append(&k, k.kind);
+      else ++g_dropped_pending, ++g_stats.dropped;
+      ++g_stats.produced;
+    }
+    pthread_mutex_unlock(&g_mu);
+  }
+  g_produce_elapsed_ns = (uint64_t)(mono_ns() - t0);
+  return NULL;
+}
+
+int simdev_produce_start(uint64_t rate_per_s, uint64_t duration_ns) {
+  if (g_producing || rate_per_s == 0) return -1;
+  g_produce_rate = rate_per_s, g_produce_ns = duration_ns;
+  g_produce_elapsed_ns = g_produce_max_lag_ns = 0;
+  g_producing = 1;
+  return pthread_create(&g_producer, NULL, producer, NULL);
+}
+
+/* Waits for the producer; its wall time and the most it fell behind its schedule, in ns. */
+void simdev_produce_join(uint64_t *elapsed_ns, uint64_t *max_lag_ns) {
+  if (!g_producing) return;
+  pthread_join(g_producer, NULL);
+  g_producing = 0;
+  *elapsed_ns = g_produce_elapsed_ns;
+  *max_lag_ns = g_produce_max_lag_ns;
 }

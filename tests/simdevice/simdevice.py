@@ -27,7 +27,7 @@ _STAT_FIELDS = (
     "dropped buffers_requested buffers_refused buffers_completed completed_on_worker "
     "completed_in_flush forced_flushes unforced_flushes in_flight subscribes subscribe_refusals "
     "pushes pops timestamp_calls zero_id_pushes api_filter_calls invalid_cbid_calls api_switched_off "
-    "replayed"
+    "replayed complete_cpu_ns produced"
 ).split()
 
 
@@ -96,6 +96,8 @@ class SimDevice:
         self.cupti.simdev_record_size.restype = ctypes.c_size_t
         self.cupti.simdev_replay.argtypes = [ctypes.POINTER(Replay)]
         self.cupti.simdev_cbid_count.restype = ctypes.c_uint32
+        self.cupti.simdev_produce_start.argtypes = [u64, u64]
+        self.cupti.simdev_produce_join.argtypes = [ctypes.POINTER(u64), ctypes.POINTER(u64)]
         self.cupti.cuptiGetCallbackName.argtypes = [c_int, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)]
         self.cuda.simcuda_set_devices.argtypes = [c_int, ctypes.POINTER(CudaDevice)]
         self.nvml.simnvml_set.argtypes = [ctypes.c_uint] * 4 + [c_int]
@@ -165,6 +167,18 @@ class SimDevice:
             if self.cupti.cuptiGetCallbackName(domain, cbid, ctypes.byref(name)) == 0 and name.value:
                 out.setdefault(name.value.decode().rsplit("_v", 1)[0], cbid)
         return out
+
+    def produce(self, rate_per_s: int, seconds: float) -> None:
+        """Start the device's own producer thread: `rate_per_s` kernel records a second (each as
+        CUPTI would make it) for `seconds`."""
+        if self.cupti.simdev_produce_start(int(rate_per_s), int(seconds * 1e9)) != 0:
+            raise RuntimeError("the stand-in's producer is already running (or rate 0)")
+
+    def produce_join(self) -> dict:
+        """Wait for the producer: its wall time and the most it fell behind its schedule."""
+        elapsed, lag = ctypes.c_uint64(), ctypes.c_uint64()
+        self.cupti.simdev_produce_join(ctypes.byref(elapsed), ctypes.byref(lag))
+        return {"elapsed_s": elapsed.value / 1e9, "max_lag_ms": lag.value / 1e6}
 
     def replay(self, w: Replay) -> None:
         self.cupti.simdev_replay(ctypes.byref(w))
