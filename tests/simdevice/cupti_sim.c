@@ -57,6 +57,7 @@ static Done *g_done_head, *g_done_tail;
 static uint64_t g_dropped_pending;
 static uint32_t g_next_correlation = 1;
 static uint64_t g_device_free;   /* the simulated device runs one thing at a time */
+static uint32_t g_launch_device; /* the device launches go to (cudaSetDevice's) */
 static double g_ticks_per_ns = 1.0; /* the timestamp callback's units per nanosecond */
 static simdev_stats_t g_stats;
 static pthread_t g_worker;
@@ -454,7 +455,7 @@ static void launch_locked(int what, const char *kernel_name, uint64_t device_ns,
     memset(&k, 0, sizeof k);
     k.kind = on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL;
     k.start = start, k.end = end;
-    k.deviceId = 0, k.contextId = 1, k.streamId = 7;
+    k.deviceId = g_launch_device, k.contextId = 1, k.streamId = 7;
     k.gridX = 264, k.gridY = 1, k.gridZ = 1;
     k.blockX = 256, k.blockY = 1, k.blockZ = 1;
     k.registersPerThread = 64;
@@ -473,7 +474,7 @@ static void launch_locked(int what, const char *kernel_name, uint64_t device_ns,
     m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     m.bytes = bytes;
     m.start = start, m.end = end;
-    m.deviceId = 0, m.contextId = 1, m.streamId = 7;
+    m.deviceId = g_launch_device, m.contextId = 1, m.streamId = 7;
     m.correlationId = corr;
     append(&m, m.kind);
     if (!in_flight) ++g_stats.memcpys, g_stats.memcpy_ns += device_ns;
@@ -484,7 +485,7 @@ static void launch_locked(int what, const char *kernel_name, uint64_t device_ns,
     m.value = 0;
     m.bytes = bytes;
     m.start = start, m.end = end;
-    m.deviceId = 0, m.contextId = 1, m.streamId = 7;
+    m.deviceId = g_launch_device, m.contextId = 1, m.streamId = 7;
     m.correlationId = corr;
     m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     append(&m, m.kind);
@@ -542,6 +543,13 @@ void simdev_launch(int what, const char *kernel_name, uint64_t device_ns, uint64
   pthread_mutex_lock(&g_mu);
   const char *name = kernel_name ? intern_locked(kernel_name) : "_Z13simdev_kernelPfi";
   for (int i = 0; i < count; ++i) launch_locked(what, name, device_ns, bytes, in_flight);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Launches from now on go to device `d` (as after cudaSetDevice(d)). */
+void simdev_set_launch_device(uint32_t d) {
+  pthread_mutex_lock(&g_mu);
+  g_launch_device = d;
   pthread_mutex_unlock(&g_mu);
 }
 

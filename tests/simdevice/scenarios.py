@@ -179,6 +179,40 @@ def forked_workers(dev: SimDevice) -> dict:
     return {"report": prof.report().to_dict(), "batches": batches}
 
 
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3", "total_global_mem": 85520809984, "compute_major": 9, "compute_minor": 0,
+    "max_threads_per_block": 1024, "max_threads_per_sm": 2048, "regs_per_block": 65536, "regs_per_sm": 65536,
+    "warp_size": 32, "shared_mem_per_block": 49152, "shared_mem_per_sm": 233472,
+    "shared_mem_per_block_optin": 232448, "num_sms": 132, "max_blocks_per_sm": 32,
+}  # fmt: skip
+MULTI_PCI = ["0000:19:00.0", "0000:3b:00.0"]  # CUDA ordinals 0 and 1
+MULTI_NVML = [(35, 20, 150_000, 1410), (90, 60, 600_000, 1980)]  # by CUDA ordinal: util, mem, mW, MHz
+MULTI_KERNELS = [(3, 5_000), (2, 7_000)]  # by CUDA ordinal: kernels per step, ns each
+
+
+def multi_gpu(dev: SimDevice) -> dict:
+    """Two H100s at different PCI bus ids, listed by NVML in the other order (NVML's index order
+    need not be CUDA's: the sampler must find each by its bus id). Each step launches 3 kernels of
+    5 us on GPU 0 and 2 of 7 us on GPU 1, each named for its device; NVML serves other readings for
+    each."""
+    dev.set_devices([dict(H100, pci_bus_id=p) for p in MULTI_PCI])
+    dev.set_nvml_devices(list(reversed(MULTI_PCI)))
+    for ordinal, readings in enumerate(MULTI_NVML):
+        dev.set_nvml_device(len(MULTI_PCI) - 1 - ordinal, *readings)
+
+    def launch(i: int) -> None:
+        for device, (count, ns) in enumerate(MULTI_KERNELS):
+            dev.set_launch_device(device)
+            dev.launch(KERNEL, f"_Z4gpu{device}v", device_ns=ns, count=count)
+        dev.set_launch_device(0)
+
+    with _profile() as prof:
+        _loop(prof, between=launch)
+        time.sleep(0.25)  # at least two NVML samples of each device in the span (every 100 ms)
+        prof.step()
+    return {"report": prof.report().to_dict()}
+
+
 def exit_inside(dev: SimDevice) -> dict:
     """sys.exit() inside an open span, work still being launched: written out first, then exit."""
     dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS)
@@ -202,6 +236,7 @@ SCENARIOS = {
         records_rate,
         forked_workers,
         exit_inside,
+        multi_gpu,
     )
 }
 

@@ -102,6 +102,9 @@ class SimDevice:
         self.cuda.simcuda_set_devices.argtypes = [c_int, ctypes.POINTER(CudaDevice)]
         self.nvml.simnvml_set.argtypes = [ctypes.c_uint] * 4 + [c_int]
         self.nvml.simnvml_reads.restype = u64
+        self.nvml.simnvml_set_devices.argtypes = [c_int, ctypes.POINTER(ctypes.c_char_p)]
+        self.nvml.simnvml_set_device.argtypes = [c_int] + [ctypes.c_uint] * 4
+        self.cupti.simdev_set_launch_device.argtypes = [ctypes.c_uint32]
 
     def set_rule(self, kernels_per_op=1, kernel_ns=0, copy_every=0, copy_ns=0, set_every=0, set_ns=0) -> None:
         """At each external-id push (each host operator gpuprof's hooks see): `kernels_per_op`
@@ -185,6 +188,20 @@ class SimDevice:
 
     def set_nvml(self, util_gpu=87, util_mem=41, power_mw=350000, sm_mhz=1980, energy=True) -> None:
         self.nvml.simnvml_set(util_gpu, util_mem, power_mw, sm_mhz, int(energy))
+
+    def set_nvml_devices(self, pci_bus_ids: list[str]) -> None:
+        """The devices NVML lists, in its index order, by PCI bus id (before gpuprof's first start)."""
+        arr = (ctypes.c_char_p * len(pci_bus_ids))(*(p.encode() for p in pci_bus_ids))
+        if self.nvml.simnvml_set_devices(len(pci_bus_ids), arr) != 0:
+            raise RuntimeError("NVML's device list is set before nvmlInit, with 1 to 8 devices")
+
+    def set_nvml_device(self, index: int, util_gpu: int, util_mem: int, power_mw: int, sm_mhz: int) -> None:
+        """One NVML device's readings, by NVML index."""
+        self.nvml.simnvml_set_device(index, util_gpu, util_mem, power_mw, sm_mhz)
+
+    def set_launch_device(self, device: int) -> None:
+        """Launches from now on run on `device` (cudaSetDevice)."""
+        self.cupti.simdev_set_launch_device(device)
 
     def nvml_reads(self) -> int:
         return int(self.nvml.simnvml_reads())
