@@ -36,6 +36,8 @@ typedef struct {
   uint64_t replayed;           /* simdev_replay calls */
   uint64_t complete_cpu_ns;    /* CPU time the client's completion callback took (its decoding) */
   uint64_t produced;           /* kernel records made by the producer thread (simdev_produce) */
+  uint64_t callback_enables;   /* cuptiEnableCallback / cuptiEnableDomain calls accepted */
+  uint64_t finalizes;          /* cuptiFinalize calls */
 } simdev_stats_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -399,6 +401,48 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   /* Buffers the worker is handing over at this moment are complete when FlushAll returns. */
   pthread_mutex_lock(&g_mu);
   while (g_completing > 0 || g_done_head != NULL) pthread_cond_wait(&g_idle_cv, &g_mu);
+  pthread_mutex_unlock(&g_mu);
+  return CUPTI_SUCCESS;
+}
+
+/* The rest of what a CUDA build of torch links from libcupti.so.13 (its Kineto), so that such a
+ * torch loads over the stand-in. The stand-in makes no callbacks: enabling them is accepted for the
+ * subscriber and counted. */
+static CUptiResult enable_callbacks(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain) {
+  if (domain <= CUPTI_CB_DOMAIN_INVALID || domain >= CUPTI_CB_DOMAIN_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  pthread_mutex_lock(&g_mu);
+  const int ok = g_subscribed && subscriber == (CUpti_SubscriberHandle)&g_subscribed;
+  if (ok) ++g_stats.callback_enables;
+  pthread_mutex_unlock(&g_mu);
+  return ok ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+                                         CUpti_CallbackId cbid) {
+  (void)enable, (void)cbid;
+  return enable_callbacks(subscriber, domain);
+}
+CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain) {
+  (void)enable;
+  return enable_callbacks(subscriber, domain);
+}
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *valueSize, void *value) {
+  (void)attr;
+  return valueSize == NULL || value == NULL ? CUPTI_ERROR_INVALID_PARAMETER : CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t enable) {
+  (void)enable;
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag);
+/* Detaches CUPTI from the process: what was recorded is handed over, every kind is disabled, the
+ * subscriber slot is free and the buffer callbacks are forgotten (a next client registers its own). */
+CUptiResult CUPTIAPI cuptiFinalize(void) {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  pthread_mutex_lock(&g_mu);
+  memset(g_enabled, 0, sizeof g_enabled);
+  g_subscribed = 0;
+  g_request = NULL, g_complete = NULL;
+  ++g_stats.finalizes;
   pthread_mutex_unlock(&g_mu);
   return CUPTI_SUCCESS;
 }

@@ -27,7 +27,7 @@ _STAT_FIELDS = (
     "dropped buffers_requested buffers_refused buffers_completed completed_on_worker "
     "completed_in_flush forced_flushes unforced_flushes in_flight subscribes subscribe_refusals "
     "pushes pops timestamp_calls zero_id_pushes api_filter_calls invalid_cbid_calls api_switched_off "
-    "replayed complete_cpu_ns produced"
+    "replayed complete_cpu_ns produced callback_enables finalizes"
 ).split()
 
 

@@ -191,6 +191,28 @@ def test_two_gpus(simdevice_libdir, tmp_path_factory):
         assert s["energy_j"] == pytest.approx(sum(s["device_energy_j"].values()), abs=2e-6)  # rounded to 1 uJ
 
 
+def test_another_cupti_client_between_sessions(simdevice_libdir, tmp_path_factory):
+    """torch.profiler's part played through CUPTI's public API (scenarios.OtherClient): its buffer
+    callbacks replace gpuprof's while it runs; after it detaches (cuptiFinalize, as Kineto with
+    TEARDOWN_CUPTI=1) gpuprof takes the slot again and re-registers its own, so the next session
+    has every kernel and none of the other client's; while it keeps the slot, host-only and why."""
+    res = run_scenario("other_client_between", simdevice_libdir, tmp_path_factory)
+    first, second, third = res["report"], res["second"], res["third"]
+    assert res["other_subscribed"] == [0, 0]  # the slot was free after each gpuprof session
+    assert res["other_kernels"] == 50  # its own work reached its own callbacks, all of it
+    for r in (first, second):
+        assert r["metadata"]["gpu_collection"].startswith("on (CUPTI")
+        (k,) = r["kernels"]
+        assert k["name"] == "simdev_kernel(float*, int)" and k["calls"] > 0
+        assert k["total_us"] == pytest.approx(k["calls"] * KERNEL_NS / 1000, abs=k["calls"] * NS)
+    assert second["kernels"][0]["calls"] == first["kernels"][0]["calls"]  # the same loop
+    assert third["metadata"]["gpu_collection"].startswith("off: another CUDA profiler already holds CUPTI")
+    assert third["kernels"] == []
+    st = res["stats"]
+    assert (st["subscribes"], st["subscribe_refusals"], st["finalizes"]) == (4, 1, 1)
+    assert st["kernels"] == 2 * first["kernels"][0]["calls"] + 50
+
+
 def test_work_in_flight_at_span_end_is_reported(simdevice_libdir, tmp_path_factory):
     res = run_scenario("in_flight", simdevice_libdir, tmp_path_factory)
     r, st = res["report"], res["stats"]
