@@ -638,6 +638,9 @@ void simdev_hold_completions(int hold) {
 
 size_t simdev_record_size(int kind) { return record_size((CUpti_ActivityKind)kind); }
 
+/* The size of simdev_stats_t: the ctypes and C++ mirrors of it check theirs against it. */
+size_t simdev_stats_size(void) { return sizeof(simdev_stats_t); }
+
 /* The number of callback ids of a domain (the cbid header's _SIZE): the tests name ids by search. */
 uint32_t simdev_cbid_count(int domain) {
   return domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? CUPTI_RUNTIME_TRACE_CBID_SIZE

@@ -94,6 +94,9 @@ class SimDevice:
         self.cupti.simdev_hold_completions.argtypes = [c_int]
         self.cupti.simdev_stats.argtypes = [ctypes.POINTER(_Stats)]
         self.cupti.simdev_record_size.restype = ctypes.c_size_t
+        self.cupti.simdev_stats_size.restype = ctypes.c_size_t
+        if self.cupti.simdev_stats_size() != ctypes.sizeof(_Stats):
+            raise RuntimeError("simdevice.py's _STAT_FIELDS do not match cupti_sim.c's simdev_stats_t")
         self.cupti.simdev_replay.argtypes = [ctypes.POINTER(Replay)]
         self.cupti.simdev_cbid_count.restype = ctypes.c_uint32
         self.cupti.simdev_produce_start.argtypes = [u64, u64]
