@@ -10,7 +10,9 @@ at its own relative times, one thread per host thread of the trace:
   point `collector_record`, with their times and external ids, so the live trace has the same steps
   and operators;
 - each runtime or driver call through the stand-in CUPTI on that thread, inside a push / pop of its
-  operator's external id (as the RecordFunction hooks push it), so CUPTI makes the API record, an
+  operator's external id through the calls the RecordFunction hooks make (`gpu_external_push` /
+  `gpu_external_pop`, which also tell the collector the thread's CUPTI and OS ids, so API records
+  land on the operator's thread), so CUPTI makes the API record, an
   EXTERNAL_CORRELATION record and the records of the device work the call started (kernels with
   their grid, block, registers and shared memory; copies with their kinds; sets), all with the
   trace's times, delivered through gpuprof's buffer callbacks and decoded by its collector;
@@ -49,7 +51,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simdevice import Replay, SimDevice  # noqa: E402
 
-CUSTOM0 = 3  # CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
 KIND_RUNTIME, KIND_DRIVER = 5, 6  # CUPTI_ACTIVITY_KIND_*
 DOMAIN = {"runtime": 2, "driver": 1}  # CUPTI_CB_DOMAIN_*_API
 HOST_KINDS = {"host_op", "user_range", "step", "python_function", "other"}
@@ -151,12 +152,9 @@ def _work(w: dict, t: int, into: Replay) -> None:
 
 
 def _replay_thread(dev: SimDevice, host: list, api: list, work_by_corr: dict, at, errors: list) -> None:
-    import ctypes
-
     from gpuprof import _core
 
     try:
-        out = ctypes.c_uint64()
         items = [(e["start_ns"], 0, e, None) for e in host] + [(e["start_ns"], 1, e, c) for e, c in api]
         items.sort(key=lambda i: (i[0], i[1]))
         for _, is_api, e, cbid in items:
@@ -165,8 +163,8 @@ def _replay_thread(dev: SimDevice, host: list, api: list, work_by_corr: dict, at
                 _core.collector_record(e["kind"], e["name"], start, start + e["dur_ns"], e["external_id"])
                 continue
             ext = e["external_id"]
-            if ext:
-                dev.cupti.cuptiActivityPushExternalCorrelationId(CUSTOM0, ctypes.c_uint64(ext))
+            if ext:  # as the hooks push it: gpuprof's own call, which pushes to CUPTI
+                _core.gpu_external_push(ext)
             works = work_by_corr.get(e["correlation"], [])
             for i, w in enumerate(works or [None]):
                 r = Replay()
@@ -179,7 +177,7 @@ def _replay_thread(dev: SimDevice, host: list, api: list, work_by_corr: dict, at
                     _work(w, at(w["start_ns"]), r)
                 dev.replay(r)
             if ext:
-                dev.cupti.cuptiActivityPopExternalCorrelationId(CUSTOM0, ctypes.byref(out))
+                _core.gpu_external_pop()
     except BaseException as e:  # reported by the caller
         errors.append(repr(e))
 

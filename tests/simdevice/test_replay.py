@@ -7,7 +7,7 @@ SM efficiency and achieved occupancy per device, kernel, kernel-by-operator and 
 A hand-built trace states the expected numbers; the stored GPU traces (../shared/traces; skipped
 without them) are real ones. What the live collector cannot record the same way is taken out of the
 stored side first (replay.py's docstring: state queries gpuprof switches off, HIP calls with no CUDA
-namesake, Kineto's GPU annotations and its per-kernel occupancy estimate); on the three CUDA traces
+namesake, Kineto's GPU annotations and its per-kernel occupancy estimate); on the four CUDA traces
 the replay also agrees with the untouched trace."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ TRACES = HERE.parents[1].parent / "shared" / "traces"
 sys.path.insert(0, str(HERE))
 GPU_TRACES = [
     "hta_a100_nccl/rank0.json.gz",
+    "hta_2xv100_ddp/rank0.json.gz",
     "hta_v100_ns/rank-0.pt.trace.json.gz",
     "hta_mi250_rocm/rank0.json.gz",
     "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz",
