@@ -63,6 +63,10 @@ void bind_collect(py::module_& m) {
     py::gil_scoped_release r;
     collect::gpu_release();
   });
+  m.def("gpu_external_push", &collect::gpu_external_push, py::arg("external_id"),
+        "What the RecordFunction hooks call on an op's enter: CUDA work launched on this thread until "
+        "the matching gpu_external_pop() carries external_id (a no-op while GPU collection is off).");
+  m.def("gpu_external_pop", &collect::gpu_external_pop, "What the hooks call on the op's exit.");
   m.def("gpu_enabled", &collect::gpu_enabled);
   m.def("gpu_devices_seen", &collect::gpu_devices_seen,
         "CUDA ordinals whose records arrived since the first gpu_start (synchronised before a flush).");

@@ -202,11 +202,11 @@ void bind_collector(py::module_& m) {
   });
   m.def(
       "collector_record",
-      [](const std::string& kind, const std::string& name, int64_t start_ticks, int64_t end_ticks) {
-        collect::record(parse_kind(kind), name, start_ticks, end_ticks);
-      },
-      py::arg("kind"), py::arg("name"), py::arg("start_ticks"), py::arg("end_ticks"),
-      "Record a complete event; times are collector_ticks() values.");
+      [](const std::string& kind, const std::string& name, int64_t start_ticks, int64_t end_ticks,
+         uint64_t external_id) { collect::record(parse_kind(kind), name, start_ticks, end_ticks, external_id); },
+      py::arg("kind"), py::arg("name"), py::arg("start_ticks"), py::arg("end_ticks"), py::arg("external_id") = 0,
+      "Record a complete event; times are collector_ticks() values. external_id: the id the GPU records "
+      "it launched carry (their CUPTI external correlation), 0 for none.");
   m.def(
       "collector_range_enter",
       [](uint64_t key, const std::string& name) {

@@ -25,12 +25,14 @@ struct SimStats {
   uint64_t dropped, buffers_requested, buffers_refused, buffers_completed;
   uint64_t completed_on_worker, completed_in_flush, forced_flushes, unforced_flushes, in_flight;
   uint64_t subscribes, subscribe_refusals, pushes, pops, timestamp_calls;
-  uint64_t zero_id_pushes, api_filter_calls, invalid_cbid_calls;
+  uint64_t zero_id_pushes, api_filter_calls, invalid_cbid_calls, api_switched_off, replayed;
+  uint64_t complete_cpu_ns, produced, callback_enables, finalizes;
 };
 void simdev_launch(int what, const char* kernel_name, uint64_t device_ns, uint64_t bytes, int in_flight, int count);
 void simdev_take_subscriber(int taken);
 void simdev_hold_completions(int hold);
 void simdev_stats(SimStats* out);
+size_t simdev_stats_size();
 }
 
 using namespace gpuprof;
@@ -40,6 +42,7 @@ namespace {
 constexpr int kKernel = 0;
 
 SimStats stats() {
+  EXPECT_EQ(simdev_stats_size(), sizeof(SimStats)) << "SimStats no longer mirrors cupti_sim.c's simdev_stats_t";
   SimStats s{};
   simdev_stats(&s);
   return s;

@@ -179,6 +179,127 @@ def forked_workers(dev: SimDevice) -> dict:
     return {"report": prof.report().to_dict(), "batches": batches}
 
 
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3", "total_global_mem": 85520809984, "compute_major": 9, "compute_minor": 0,
+    "max_threads_per_block": 1024, "max_threads_per_sm": 2048, "regs_per_block": 65536, "regs_per_sm": 65536,
+    "warp_size": 32, "shared_mem_per_block": 49152, "shared_mem_per_sm": 233472,
+    "shared_mem_per_block_optin": 232448, "num_sms": 132, "max_blocks_per_sm": 32,
+}  # fmt: skip
+MULTI_PCI = ["0000:19:00.0", "0000:3b:00.0"]  # CUDA ordinals 0 and 1
+MULTI_NVML = [(35, 20, 150_000, 1410), (90, 60, 600_000, 1980)]  # by CUDA ordinal: util, mem, mW, MHz
+MULTI_KERNELS = [(3, 5_000), (2, 7_000)]  # by CUDA ordinal: kernels per step, ns each
+
+
+def multi_gpu(dev: SimDevice) -> dict:
+    """Two H100s at different PCI bus ids, listed by NVML in the other order (NVML's index order
+    need not be CUDA's: the sampler must find each by its bus id). Each step launches 3 kernels of
+    5 us on GPU 0 and 2 of 7 us on GPU 1, each named for its device; NVML serves other readings for
+    each."""
+    dev.set_devices([dict(H100, pci_bus_id=p) for p in MULTI_PCI])
+    dev.set_nvml_devices(list(reversed(MULTI_PCI)))
+    for ordinal, readings in enumerate(MULTI_NVML):
+        dev.set_nvml_device(len(MULTI_PCI) - 1 - ordinal, *readings)
+
+    def launch(i: int) -> None:
+        for device, (count, ns) in enumerate(MULTI_KERNELS):
+            dev.set_launch_device(device)
+            dev.launch(KERNEL, f"_Z4gpu{device}v", device_ns=ns, count=count)
+        dev.set_launch_device(0)
+
+    with _profile() as prof:
+        _loop(prof, between=launch)
+        time.sleep(0.25)  # at least two NVML samples of each device in the span (every 100 ms)
+        prof.step()
+    return {"report": prof.report().to_dict()}
+
+
+class OtherClient:
+    """Another CUPTI client in the process, through CUPTI's public API as torch.profiler's Kineto
+    uses it: it subscribes, registers its own buffer callbacks (CUPTI's registrations are
+    process-wide: they replace gpuprof's), enables kernel records, and at the end flushes and either
+    detaches CUPTI (cuptiFinalize: Kineto with TEARDOWN_CUPTI=1) or keeps its subscription (Kineto's
+    default)."""
+
+    BUFFER = 1 << 20
+
+    def __init__(self, dev: SimDevice) -> None:
+        import ctypes
+
+        self.c, self.cupti = ctypes, dev.cupti
+        self.buffers: dict = {}
+        self.kernels: list = []
+        self.subscriber = ctypes.c_void_p()
+        request_t = ctypes.CFUNCTYPE(
+            None,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(ctypes.c_size_t),
+        )
+        complete_t = ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+        )
+        self._request, self._complete = request_t(self.request), complete_t(self.complete)
+
+    def request(self, buf, size, max_records) -> None:
+        b = self.c.create_string_buffer(self.BUFFER)
+        self.buffers[self.c.addressof(b)] = b
+        buf[0], size[0], max_records[0] = self.c.addressof(b), self.BUFFER, 0
+
+    def complete(self, ctx, stream, buf, size, valid) -> None:
+        c = self.c
+        rec = c.c_void_p()
+        get = self.cupti.cuptiActivityGetNextRecord
+        get.argtypes = [c.c_void_p, c.c_size_t, c.POINTER(c.c_void_p)]
+        while get(buf, valid, c.byref(rec)) == 0:
+            kind = c.cast(rec, c.POINTER(c.c_int)).contents.value
+            if kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+                self.kernels.append(rec.value)
+        self.buffers.pop(buf, None)
+
+    def start(self) -> int:
+        r = self.cupti.cuptiSubscribe(self.c.byref(self.subscriber), None, None)
+        if r == 0:
+            self.cupti.cuptiActivityRegisterCallbacks(self._request, self._complete)
+            self.cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+        return r
+
+    def stop(self, finalize: bool) -> None:
+        self.cupti.cuptiActivityFlushAll(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+        if finalize:
+            self.cupti.cuptiFinalize()
+
+
+def other_client_between(dev: SimDevice) -> dict:
+    """A gpuprof session, another CUPTI client's (torch.profiler's) session that gives CUPTI back
+    with cuptiFinalize, a second gpuprof session, then another client that keeps its subscription,
+    and a third gpuprof session."""
+    dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS)
+    reports = []
+    with _profile() as prof:
+        _loop(prof)
+    reports.append(prof.report().to_dict())
+    first = OtherClient(dev)
+    subscribed = [first.start()]
+    dev.launch(KERNEL, "_Z6othersv", device_ns=3_000, count=50)  # the other client's own work
+    first.stop(finalize=True)
+    with _profile() as prof:
+        _loop(prof)
+    reports.append(prof.report().to_dict())
+    second = OtherClient(dev)
+    subscribed.append(second.start())
+    second.stop(finalize=False)
+    with _profile() as prof:
+        _loop(prof)
+    reports.append(prof.report().to_dict())
+    return {
+        "report": reports[0],
+        "second": reports[1],
+        "third": reports[2],
+        "other_subscribed": subscribed,
+        "other_kernels": len(first.kernels),
+    }
+
+
 def exit_inside(dev: SimDevice) -> dict:
     """sys.exit() inside an open span, work still being launched: written out first, then exit."""
     dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS)
@@ -202,6 +323,8 @@ SCENARIOS = {
         records_rate,
         forked_workers,
         exit_inside,
+        multi_gpu,
+        other_client_between,
     )
 }
 

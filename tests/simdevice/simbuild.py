@@ -17,7 +17,12 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = {"libcuda.so.1": "cuda_sim.c", "libcupti.so.13": "cupti_sim.c", "libnvidia-ml.so.1": "nvml_sim.c"}
+SOURCES = {
+    "libcuda.so.1": ("cuda_sim.c",),
+    "libcupti.so.13": ("cupti_sim.c", "cupti_sim_work.c"),
+    "libnvidia-ml.so.1": ("nvml_sim.c",),
+}
+HEADERS = ("cupti_sim.h",)
 MIN_CUPTI_API = 130000
 
 
@@ -80,7 +85,7 @@ def build(extra_cflags: tuple[str, ...] = ()) -> Path:
     include = cuda_include_dir()
     names = _names_header(include)
     h = hashlib.sha256()
-    for src in sorted(SOURCES.values()):
+    for src in sorted(sum(SOURCES.values(), HEADERS)):
         h.update((HERE / src).read_bytes())
     for hdr in ("cupti_activity.h", "cupti_version.h", "cuda.h"):
         h.update((include / hdr).read_bytes())
@@ -93,7 +98,7 @@ def build(extra_cflags: tuple[str, ...] = ()) -> Path:
     tmp = Path(str(out) + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "cbid_names.h").write_text(names)
-    for lib, src in SOURCES.items():
+    for lib, srcs in SOURCES.items():
         cmd = [
             cc,
             "-std=gnu11",
@@ -111,7 +116,7 @@ def build(extra_cflags: tuple[str, ...] = ()) -> Path:
             str(include),
             "-o",
             str(tmp / lib),
-            str(HERE / src),
+            *(str(HERE / src) for src in srcs),
             "-lpthread",
         ]
         try:

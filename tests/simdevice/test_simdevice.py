@@ -19,7 +19,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from scenarios import COPY_NS, KERNEL_NS, SET_NS, STEPS  # noqa: E402
+from scenarios import COPY_NS, KERNEL_NS, MULTI_KERNELS, MULTI_NVML, SET_NS, STEPS  # noqa: E402
 
 _results: dict = {}
 NS = 1e-3  # one nanosecond, in the report's microseconds
@@ -149,6 +149,68 @@ def test_live_nvml_samples_and_energy(live):
     for s in r["steps"]:
         assert s["energy_j"] == pytest.approx(350.0 * s["total_us"] / 1e6, abs=350.0 * 100e-6)
     assert r["metadata"]["gpu_energy"] == "GPU 0: NVML energy counter"
+
+
+def test_two_gpus(simdevice_libdir, tmp_path_factory):
+    """Two devices at different PCI bus ids (NVML lists them in the other order): each kernel in its
+    device's row, utilization per device, each device's NVML readings and energy its own."""
+    r = run_scenario("multi_gpu", simdevice_libdir, tmp_path_factory)["report"]
+    devices = {d["id"]: d for d in r["devices"]}
+    assert sorted(devices) == [0, 1]
+    kernels = {k["name"]: k for k in r["kernels"]}
+    for ordinal, (count, ns) in enumerate(MULTI_KERNELS):
+        d = devices[ordinal]
+        n = count * STEPS  # launched after each of the loop's steps (the last step waits for NVML)
+        assert (d["name"], d["kernels"]) == ("NVIDIA H100 80GB HBM3", n)
+        assert d["kernel_us"] == pytest.approx(n * ns / 1000, abs=n * NS)
+        assert d["utilization_pct"] == pytest.approx(100 * d["kernel_us"] / d["window_us"], rel=1e-6)
+        assert (kernels[f"gpu{ordinal}()"]["calls"], kernels[f"gpu{ordinal}()"]["total_us"]) == (
+            n,
+            pytest.approx(n * ns / 1000, abs=n * NS),
+        )
+        util, mem, mw, mhz = MULTI_NVML[ordinal]
+        full = [s for s in r["gpu_samples"] if s["device"] == ordinal and s["power_w"] is not None]
+        assert len(full) >= 2
+        for s in full:
+            assert (s["gpu_util_pct"], s["mem_util_pct"], s["power_w"], s["sm_clock_mhz"]) == (
+                util,
+                mem,
+                mw / 1000,
+                mhz,
+            )
+    # Each device's counter integrates its own power (150 W and 600 W) over each step (held to
+    # +- 100 us of the step's length, as in test_live_nvml_samples_and_energy).
+    assert r["metadata"]["gpu_energy"] == "GPU 0: NVML energy counter; GPU 1: NVML energy counter"
+    assert r["steps"]
+    for s in r["steps"]:
+        for ordinal, (_, _, mw, _) in enumerate(MULTI_NVML):
+            w = mw / 1000
+            assert s["device_energy_j"][str(ordinal)] == pytest.approx(
+                w * s["total_us"] / 1e6, abs=w * 100e-6
+            )
+        assert s["energy_j"] == pytest.approx(sum(s["device_energy_j"].values()), abs=2e-6)  # rounded to 1 uJ
+
+
+def test_another_cupti_client_between_sessions(simdevice_libdir, tmp_path_factory):
+    """torch.profiler's part played through CUPTI's public API (scenarios.OtherClient): its buffer
+    callbacks replace gpuprof's while it runs; after it detaches (cuptiFinalize, as Kineto with
+    TEARDOWN_CUPTI=1) gpuprof takes the slot again and re-registers its own, so the next session
+    has every kernel and none of the other client's; while it keeps the slot, host-only and why."""
+    res = run_scenario("other_client_between", simdevice_libdir, tmp_path_factory)
+    first, second, third = res["report"], res["second"], res["third"]
+    assert res["other_subscribed"] == [0, 0]  # the slot was free after each gpuprof session
+    assert res["other_kernels"] == 50  # its own work reached its own callbacks, all of it
+    for r in (first, second):
+        assert r["metadata"]["gpu_collection"].startswith("on (CUPTI")
+        (k,) = r["kernels"]
+        assert k["name"] == "simdev_kernel(float*, int)" and k["calls"] > 0
+        assert k["total_us"] == pytest.approx(k["calls"] * KERNEL_NS / 1000, abs=k["calls"] * NS)
+    assert second["kernels"][0]["calls"] == first["kernels"][0]["calls"]  # the same loop
+    assert third["metadata"]["gpu_collection"].startswith("off: another CUDA profiler already holds CUPTI")
+    assert third["kernels"] == []
+    st = res["stats"]
+    assert (st["subscribes"], st["subscribe_refusals"], st["finalizes"]) == (4, 1, 1)
+    assert st["kernels"] == 2 * first["kernels"][0]["calls"] + 50
 
 
 def test_work_in_flight_at_span_end_is_reported(simdevice_libdir, tmp_path_factory):
