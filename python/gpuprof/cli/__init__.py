@@ -13,7 +13,19 @@ import os
 import sys
 
 # Verb modules, in the order `gpuprof --help` lists them.
-VERBS = ["run", "analyze", "scaling", "export", "report", "diff", "check", "findings", "mcp", "doctor"]
+VERBS = [
+    "run",
+    "capture",
+    "analyze",
+    "scaling",
+    "export",
+    "report",
+    "diff",
+    "check",
+    "findings",
+    "mcp",
+    "doctor",
+]
 
 
 from .._errors import UserError  # noqa: E402, F401 (the CLI's name for it)

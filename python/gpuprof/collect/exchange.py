@@ -99,14 +99,15 @@ class Exchange:
     ranks whose keys did not come. No rank ever waits for another but rank 0, and rank 0 no longer
     than the timeout: a rank that died or left early hangs nobody."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, session: Optional[str] = None) -> None:
         global _sessions
         self.timeout_s = float(timeout_s)
         self.store = None
         self.broken = ""
         self.dist = _dist()
         _sessions += 1
-        self.session = _sessions
+        # The keys' prefix: the count of sessions, or a name every rank's session shares.
+        self.session = _sessions if session is None else session
         if self.dist is None:
             return
         try:

@@ -86,6 +86,9 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
             job killed before its span closes (SIGKILL, ``os._exit``) keeps its completed steps for
             ``gpuprof analyze``/``gpuprof report`` of that folder. The span's clean close removes
             it. ``gpuprof run --out DIR`` journals into its output folder.
+        first_step: the number of the step the session starts in (0 by default): a session started
+            in the middle of a run numbers its steps as the run does, and ``schedule`` is asked
+            about those numbers (a watched run's capture starts at the step it asked for).
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         keep_reports: Optional[int] = DEFAULT_KEEP_REPORTS,
         peak_tflops: Optional[float] = None,
         journal: Optional[os.PathLike | str] = None,
+        first_step: int = 0,
     ) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
@@ -120,6 +124,9 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
                 "gpuprof.profile: peak_tflops must be a positive number of TFLOPS (the device's dense "
                 f"peak for the dtype of its matrix work), got {peak_tflops!r}"
             )
+        if isinstance(first_step, bool) or not isinstance(first_step, int) or first_step < 0:
+            raise ValueError(f"gpuprof.profile: first_step must be a non-negative int, got {first_step!r}")
+        self.first_step = first_step
         self.peak_tflops = None if peak_tflops is None else float(peak_tflops)
         self.keep_reports = keep_reports
         self.schedule = schedule or always_record
@@ -137,6 +144,9 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
             else os.environ.get("GPUPROF_RANK_TIMEOUT_S", _distributed.DEFAULT_TIMEOUT_S)
         )
         self._exchange: Optional[_distributed.Exchange] = None
+        # The key under which the ranks' summaries meet in the job's store: by default the count of
+        # sessions this process made (the same on every rank when every rank makes the same ones).
+        self.exchange_session: Optional[str] = None
         self._memory_note = ""
         self._hooks_note = ""  # why the operator hooks could not be had (then steps only)
         self._allocator = AllocatorSampler()
@@ -208,7 +218,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         self._entered_at = entered_at
         self.stood_aside_for = ""
         _state.active = self
-        self.step_num = 0
+        self.step_num = self.first_step
         self._report = None
         self._reports = deque(maxlen=self.keep_reports)
         self._last_complete = None
@@ -218,7 +228,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         try:
             self._exchange = None  # made at the first span end (see _gather)
             self._capture.open()  # DataLoader iterators made from now on carry the workers' hook
-            first = self.schedule(0)
+            first = self.schedule(self.step_num)
             # The operator hooks load (or compile) on a background thread from now on, while the
             # schedule's wait and warmup steps run; before a recorded step it is waited for.
             self._await_hooks(first)
@@ -240,7 +250,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
                 self._stop(_failed, _exc)
             finally:
                 self._teardown()
-        if self.step_num == 0 and not _failed and self.warn_without_steps:
+        if self.step_num == self.first_step and not _failed and self.warn_without_steps:
             self._warn_without_steps()
 
     def _warn_without_steps(self) -> None:

@@ -205,7 +205,7 @@ class SpanReports:
         if self._exchange is None:
             # At the first span end, not at session start: under `gpuprof run` the session starts
             # before the script calls init_process_group.
-            self._exchange = _distributed.Exchange(self.rank_timeout_s)
+            self._exchange = _distributed.Exchange(self.rank_timeout_s, session=self.exchange_session)
         # A rank whose block raised its own error does not exchange (the others would wait for it in
         # their collectives until it exits): it is named missing in rank 0's report. Ranks whose
         # collectives failed because a peer left (peer_failure) still exchange.

@@ -43,6 +43,7 @@ from typing import Callable, Optional
 
 from .._host import job_rank
 from ..collect.dataloader import BatchWaits
+from .capture import CaptureListener
 
 log = logging.getLogger("gpuprof")
 
@@ -293,6 +294,7 @@ class Watcher:
         self._last_flush_ns = 0
         self._t0 = self._clock()
         self._cpu0 = self._cpu()
+        self._capture = CaptureListener(self)
 
     # ---- life ------------------------------------------------------------------------------------
     def start(self) -> Watcher:
@@ -324,12 +326,25 @@ class Watcher:
         if self._closed:
             return
         self._closed = True
+        try:
+            self._capture.close()  # a capture in progress: its steps so far, as a partial report
+        except Exception:
+            log.exception("gpuprof watch: the capture in progress could not be ended")
         self._waits.remove()
         self._pending.append({"kind": "end", "t": round(time.time(), 3), "steps": self.step_num})
         self.flush()
         self._rss.close()
         if self._nvml is not None:
             self._nvml.close()
+
+    @property
+    def rank(self) -> tuple:
+        """(rank, world size) as the watcher writes them."""
+        return self._rank
+
+    def add_line(self, line: dict) -> None:
+        """A line for the log, written at the next write."""
+        self._pending.append(line)
 
     def __enter__(self) -> Watcher:
         return self.start()
@@ -358,12 +373,18 @@ class Watcher:
         self._pending.append(
             (self.step_num, now, step_ns, wait_ns, cpu - self._cpu0, rss, samples, peak) + self._gpu_sample
         )
-        self._check_slow(step_ns / 1e6)
+        capture = self._capture
+        if capture.running is None:  # a captured step's time holds the profiler's
+            self._check_slow(step_ns / 1e6)
         if (self.step_num + 1) % GROWTH_WINDOW_STEPS == 0:
             self._check_growth(rss)
         self.step_num += 1
         if now - self._last_flush_ns >= FLUSH_NS:
             self.flush(now)
+        if capture.running is not None:
+            capture.step()
+        elif capture.begins == self.step_num:
+            capture.begin()
         # The wall time gpuprof itself spent above is left out of the next step (its CPU time, a
         # few microseconds, is not: a second CPU-time read would cost a system call a step).
         self._t0, self._cpu0 = self._clock(), cpu
@@ -497,6 +518,10 @@ class Watcher:
             )
             return
         self._sample_gpu()
+        try:
+            self._capture.poll()  # one stat of the run folder's capture request
+        except Exception:
+            log.exception("gpuprof watch: could not read the capture request")
 
     def _open_paths(self) -> None:
         rank, world = job_rank()[:2]  # torch.distributed's by now, when the script set it up

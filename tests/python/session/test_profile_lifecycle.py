@@ -59,6 +59,24 @@ def test_recorded_steps_follow_the_schedule():
     assert prof.report().steps[-1]["step"] == 8
 
 
+def test_a_session_started_mid_run_numbers_steps_as_the_run_does():
+    # first_step=100: the session starts in step 100, the schedule is asked about 100, 101, ...:
+    # wait=100 puts step 100 in warm-up, 101-102 recorded.
+    spans = []
+    sched = gpuprof.schedule(wait=100, warmup=1, active=2, repeat=1)
+    with gpuprof.profile(
+        schedule=sched, first_step=100, on_trace_ready=lambda p: spans.append(p.report())
+    ) as prof:
+        assert prof.step_num == 100
+        for _step in range(4):
+            torch.ones(2).add(1)
+            prof.step()
+    assert [[s["step"] for s in r.steps] for r in spans] == [[101, 102]]
+    assert prof.step_num == 104
+    with pytest.raises(ValueError, match="first_step"):
+        gpuprof.profile(first_step=-1)
+
+
 def test_no_schedule_records_every_step_in_one_span():
     spans = []
     with gpuprof.profile(on_trace_ready=lambda p: spans.append(p.report())) as prof:

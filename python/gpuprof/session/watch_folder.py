@@ -1,0 +1,278 @@
+"""A watched run's folder read from outside the job: every rank's state from ``RUN_DIR/rank<N>/
+watch.jsonl`` (what ``gpuprof top`` shows), and a capture of N steps requested of every watching
+rank (``gpuprof capture``; the ranks' side is session/capture.py). Reads and writes files only: no
+daemon, no signal, nothing but a shared filesystem between the job and whoever looks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from .._errors import UserError
+from .capture import MAX_CAPTURE_STEPS, REQUEST_FILE, capture_folder
+
+RECENT_STEPS = 200  # step lines kept per rank: the medians and the straggler call read these
+MARGIN_S = 5.0  # a capture starts this long after the most advanced rank's estimated step ...
+MIN_MARGIN_STEPS = 5  # ... and at least this many steps after it
+POLL_S = 0.5
+SETTLED = ("done", "partial", "missed", "failed")
+
+
+def _pid_alive(pid) -> Optional[bool]:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, TypeError, OSError):
+        return None
+    return True
+
+
+def read_rank(path: Path) -> Optional[dict]:
+    """One rank's state from its watch.jsonl: the lines since its last ``start`` line, as
+    {rank, world, pid, host, started, ended, step (the last finished), t (its end), steps (the last
+    RECENT_STEPS step lines), baseline_ms, flags (those that hold), captures (id -> last line),
+    alive (False when the process is known gone: same host, no such pid), path}; None when the file
+    holds no start line."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            raw = f.readlines()
+    except OSError:
+        return None
+    lines = []
+    for text in raw:
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue  # a line being written, or cut by a crash
+        if isinstance(line, dict):
+            lines.append(line)
+    starts = [i for i, line in enumerate(lines) if line.get("kind") == "start"]
+    if not starts:
+        return None
+    start = lines[starts[-1]]
+    state = {
+        "rank": start.get("rank", 0),
+        "world": start.get("world", 1),
+        "pid": start.get("pid"),
+        "host": start.get("host", ""),
+        "started": start.get("t"),
+        "ended": None,
+        "step": None,
+        "t": start.get("t"),
+        "steps": [],
+        "baseline_ms": None,
+        "flags": {},
+        "captures": {},
+        "path": str(path),
+    }
+    for line in lines[starts[-1] + 1 :]:
+        kind = line.get("kind")
+        if kind == "step":
+            state["steps"].append(line)
+            state["step"] = line.get("step", 0) + (line.get("steps") or 1) - 1
+            state["t"] = line.get("t", state["t"])
+        elif kind == "end":
+            state["ended"] = line.get("t")
+        elif kind == "baseline":
+            state["baseline_ms"] = line.get("baseline_ms")
+        elif kind == "flag":
+            name = str(line.get("flag", ""))
+            if name.endswith("_over"):
+                state["flags"].pop(name[: -len("_over")], None)
+            else:
+                state["flags"][name] = line
+        elif kind == "capture":
+            state["captures"][line.get("id")] = line
+    del state["steps"][:-RECENT_STEPS]
+    alive = None
+    if state["host"] == socket.gethostname() and state["pid"] is not None:
+        alive = _pid_alive(state["pid"])
+    state["alive"] = alive
+    return state
+
+
+def rank_states(run_dir) -> list[dict]:
+    """Every rank's state under ``run_dir`` (``rank*/watch.jsonl``), by rank."""
+    root = Path(run_dir)
+    found = []
+    for path in root.glob("rank*/watch.jsonl"):
+        if not re.fullmatch(r"rank\d+", path.parent.name):
+            continue
+        state = read_rank(path)
+        if state is not None:
+            found.append(state)
+    return sorted(found, key=lambda s: s["rank"])
+
+
+def is_running(state: dict) -> bool:
+    return state["ended"] is None and state["alive"] is not False
+
+
+def _median(values: list) -> Optional[float]:
+    s = sorted(v for v in values if v is not None)
+    if not s:
+        return None
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def estimated_step(state: dict, now: float) -> int:
+    """The step the rank is likely in now: its last written step, plus the steps of the time since
+    (the log is written once a second), at its recent median step time."""
+    last = state["step"] if state["step"] is not None else -1
+    median = _median([s.get("step_ms") for s in state["steps"][-20:]])
+    if not median or state["t"] is None:
+        return last + 1
+    return last + 1 + int(max(0.0, now - state["t"]) * 1000.0 / median)
+
+
+def start_step(states: list[dict], now: float) -> int:
+    """The first step of a capture: the most advanced rank's estimated step plus the steps of
+    MARGIN_S (at least MIN_MARGIN_STEPS), so that every rank sees the request (each looks once a
+    second) before it gets there."""
+    ahead = max(estimated_step(s, now) for s in states)
+    medians = [_median([x.get("step_ms") for x in s["steps"][-20:]]) for s in states]
+    fastest = min((m for m in medians if m), default=None)
+    margin = (
+        MIN_MARGIN_STEPS if not fastest else max(MIN_MARGIN_STEPS, math.ceil(MARGIN_S * 1000.0 / fastest))
+    )
+    return ahead + margin
+
+
+def _next_id(root: Path) -> int:
+    ids = [0]
+    for p in root.glob("capture-*"):
+        m = re.fullmatch(r"capture-(\d+)", p.name)
+        if m:
+            ids.append(int(m.group(1)))
+    try:
+        with open(root / REQUEST_FILE, encoding="utf-8") as f:
+            ids.append(int(json.load(f).get("id", 0)))
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return max(ids) + 1
+
+
+def _write_request(root: Path, request: dict) -> None:
+    tmp = root / f".{REQUEST_FILE}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(request) + "\n")
+    os.replace(tmp, root / REQUEST_FILE)
+
+
+def request_capture(
+    run_dir,
+    steps: int,
+    *,
+    timeout_s: float = 600.0,
+    modules: bool = False,
+    memory: bool = False,
+    shapes: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict:
+    """Ask every watching rank of the job writing ``run_dir`` to record the same ``steps`` steps
+    with the full profiler, and wait (up to ``timeout_s``) until each has written its report.
+    Returns {"id", "folder", "start", "steps", "ranks": {rank: its capture line, or a line saying
+    why it has none}, "complete": every asked rank's report written}. Raises UserError when there is
+    nothing to ask (no such folder, not the caller's, nothing watched there, the job ended)."""
+    root = Path(run_dir)
+    if not isinstance(steps, int) or not 1 <= steps <= MAX_CAPTURE_STEPS:
+        raise UserError(f"--steps must be a number of steps from 1 to {MAX_CAPTURE_STEPS}, not {steps}")
+    if not root.is_dir():
+        raise UserError(f"{run_dir}: no such folder (the --out folder of gpuprof run --watch)")
+    if hasattr(os, "getuid") and root.stat().st_uid != os.getuid():
+        raise UserError(f"{run_dir} belongs to another user; only the run's owner can ask for a capture")
+    states = rank_states(root)
+    if not states:
+        raise UserError(
+            f"nothing is watching in {run_dir}: no rank*/watch.jsonl (start the job with "
+            f"gpuprof run --watch --out {run_dir} script.py, or gpuprof.watch(out=...))"
+        )
+    live = [s for s in states if is_running(s)]
+    if not live:
+        where = ", ".join(f"rank {s['rank']} at step {s['step']}" for s in states)
+        raise UserError(f"the job in {run_dir} has ended ({where}); nothing to capture")
+    now = time.time()
+    start = start_step(live, now)
+    capture_id = _next_id(root)
+    folder = capture_folder(root, capture_id)
+    request = {
+        "id": capture_id,
+        "start": start,
+        "steps": steps,
+        "modules": bool(modules),
+        "memory": bool(memory),
+        "shapes": bool(shapes),
+        "t": now,
+    }
+    try:
+        _write_request(root, request)
+    except OSError as e:
+        raise UserError(f"cannot write the request into {run_dir}: {e.strerror or e}") from None
+    say = progress or (lambda text: None)
+    asked = [s["rank"] for s in live]
+    say(
+        f"capture {capture_id}: steps {start}..{start + steps - 1} asked of rank"
+        f"{'s' if len(asked) > 1 else ''} {', '.join(map(str, asked))} "
+        f"(now at step {max(s['step'] or 0 for s in live)})"
+    )
+    deadline = time.monotonic() + timeout_s
+    said = time.monotonic()
+    while True:
+        answers = _answers(root, asked, capture_id, start, steps)
+        if all(a["state"] in SETTLED or a["state"] == "ended" for a in answers.values()):
+            break
+        if time.monotonic() >= deadline:
+            for a in answers.values():
+                if a["state"] not in SETTLED and a["state"] != "ended":
+                    a["state"] = "timed out"
+                    a["reason"] = f"no report within {timeout_s:g} s (at step {a.get('at')})"
+            break
+        if time.monotonic() - said >= 5.0:
+            said = time.monotonic()
+            say(
+                f"capture {capture_id}: "
+                + "; ".join(
+                    f"rank {r} {a['state']} at step {a.get('at')}" for r, a in sorted(answers.items())
+                )
+            )
+        time.sleep(POLL_S)
+    complete = all(a["state"] == "done" for a in answers.values())
+    return {
+        "id": capture_id,
+        "folder": str(folder),
+        "start": start,
+        "steps": steps,
+        "ranks": answers,
+        "complete": complete,
+    }
+
+
+def _answers(root: Path, asked: list, capture_id: int, start: int, steps: int) -> dict:
+    states = {s["rank"]: s for s in rank_states(root)}
+    out = {}
+    for rank in asked:
+        s = states.get(rank)
+        line = dict(s["captures"].get(capture_id) or {}) if s else {}
+        at = s["step"] if s else None
+        if line.get("state") in SETTLED:
+            line["at"] = at
+            out[rank] = line
+        elif s is None or not is_running(s):
+            out[rank] = {
+                "state": "ended",
+                "at": at,
+                "reason": f"the rank's run ended at step {at}, before it reported steps {start}.."
+                f"{start + steps - 1}",
+            }
+        else:
+            out[rank] = {"state": line.get("state", "asked"), "at": at}
+    return out

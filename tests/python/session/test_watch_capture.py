@@ -1,0 +1,238 @@
+"""A capture of N steps requested from outside a watched run (session/capture.py, the ranks' side;
+session/watch_folder.py, the asker's; `gpuprof capture`): in one process driven step by step, and
+in a real 2-rank gloo job under torchrun asked by another process while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuprof._errors import UserError
+from gpuprof.session import watch_folder as wf
+from gpuprof.session.capture import REQUEST_FILE, parse_request
+from gpuprof.session.watch import Watcher
+
+JOB = Path(__file__).resolve().parents[1] / "_watched_job.py"
+
+
+def _cli(*args, cwd, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprof.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def _request(out: Path, **fields) -> None:
+    req = {"id": 1, "start": 10, "steps": 3, "t": time.time()}
+    req.update(fields)
+    (out / REQUEST_FILE).write_text(json.dumps(req))
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_requests_are_checked():
+    good = {"id": 2, "start": 40, "steps": 5, "t": 1.0}
+    assert parse_request(json.dumps(good))["start"] == 40
+    for bad in ({**good, "steps": 0}, {**good, "id": 0}, {**good, "start": -1}, {"id": 1}, [1, 2]):
+        assert parse_request(json.dumps(bad)) is None
+    assert parse_request("{not json") is None
+
+
+def test_start_step_leaves_every_rank_time_to_see_the_request():
+    # Rank 1 wrote step 99 two seconds ago at 10 ms a step: it is near step 300 now. The margin is
+    # MARGIN_S (5 s) of the fastest rank's steps: 500 steps of 10 ms.
+    now = 1000.0
+    steps = [{"step": i, "steps": 1, "step_ms": 10.0} for i in range(80, 100)]
+    states = [
+        {"step": 99, "t": now - 2.0, "steps": steps},
+        {"step": 90, "t": now, "steps": [{**s, "step_ms": 20.0} for s in steps]},
+    ]
+    assert wf.estimated_step(states[0], now) == 100 + 200
+    assert wf.start_step(states, now) == 300 + 500
+    # Slow steps (2 s each): the margin is MIN_MARGIN_STEPS, not a fraction of a step.
+    slow = [{"step": 99, "t": now, "steps": [{**s, "step_ms": 2000.0} for s in steps]}]
+    assert wf.start_step(slow, now) == 100 + wf.MIN_MARGIN_STEPS
+
+
+def _watched_loop(out: Path, steps: int, before=None):
+    """A real torch loop watched in this process, its steps the loop's own w.step() calls;
+    ``before(i, watcher)`` runs before step i."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = Watcher(str(out)).start()
+    try:
+        for i in range(steps):
+            if before is not None:
+                before(i, w)
+            loss = model(torch.randn(4, 8)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            w.step()
+            w.flush()  # the once-a-second write, every step here (the test does not wait seconds)
+    finally:
+        w.close()
+    return w
+
+
+def test_a_capture_records_the_asked_steps_and_watching_goes_on(tmp_path):
+    out = tmp_path / "run"
+
+    def before(i, w):
+        if i == 3:
+            _request(out, id=1, start=8, steps=3)
+
+    w = _watched_loop(out, 20, before)
+    lines = _lines(out / "rank0" / "watch.jsonl")
+    captures = [line for line in lines if line["kind"] == "capture"]
+    assert [c["state"] for c in captures] == ["armed", "done"]
+    assert captures[1]["recorded"] == [8, 10]
+    report = json.loads((out / "capture-1" / "report.json").read_text())
+    assert [s["step"] for s in report["steps"]] == [8, 9, 10]
+    assert report["operators"]  # the full profiler: operator rows
+    assert (out / "capture-1" / "trace.json.gz").is_file()
+    # Every step was watched, the captured ones too, and the log ends with the run.
+    assert [line["step"] for line in lines if line["kind"] == "step"] == list(range(20))
+    assert lines[-1] == {**lines[-1], "kind": "end", "steps": 20} and w.step_num == 20
+
+
+def test_a_request_seen_too_late_is_missed_and_old_ones_are_ignored(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    _request(out, id=1, start=2, steps=3, t=time.time() - 3600)  # before the run started
+
+    def before(i, w):
+        if i == 5:
+            _request(out, id=2, start=3, steps=3)  # step 3 is over
+        if i == 8:
+            _request(out, id=2, start=30, steps=3)  # the same id again: one capture per id
+
+    _watched_loop(out, 12, before)
+    captures = [line for line in _lines(out / "rank0" / "watch.jsonl") if line["kind"] == "capture"]
+    assert [(c["id"], c["state"]) for c in captures] == [(2, "missed")]
+    # Written during step 5, seen at its end: the rank was about to start step 6.
+    assert "at step 6" in captures[0]["reason"]
+    assert not (out / "capture-1").exists() and not (out / "capture-2").exists()
+
+
+def test_the_run_ending_inside_a_capture_leaves_a_partial_report(tmp_path):
+    out = tmp_path / "run"
+
+    def before(i, w):
+        if i == 1:
+            _request(out, id=1, start=4, steps=50)
+
+    _watched_loop(out, 8, before)
+    captures = [line for line in _lines(out / "rank0" / "watch.jsonl") if line["kind"] == "capture"]
+    assert [c["state"] for c in captures] == ["armed", "partial"]
+    report = json.loads((out / "capture-1" / "report.json").read_text())
+    assert [s["step"] for s in report["steps"]] == [4, 5, 6, 7]
+    assert report["source"]["partial_span"] is True
+
+
+def test_capture_answers_in_one_line_when_there_is_nothing_to_ask(tmp_path):
+    r = _cli("capture", tmp_path / "nope", "--steps", "3", cwd=tmp_path)
+    assert r.returncode == 2 and "no such folder" in r.stderr and len(r.stderr.splitlines()) == 1
+    (tmp_path / "empty").mkdir()
+    r = _cli("capture", tmp_path / "empty", cwd=tmp_path)
+    assert r.returncode == 2 and "nothing is watching" in r.stderr and len(r.stderr.splitlines()) == 1
+    with pytest.raises(UserError, match="from 1 to"):
+        wf.request_capture(tmp_path / "empty", 0)
+
+
+# ---- a real job ------------------------------------------------------------------------------------
+def _wait_for(predicate, timeout_s: float, what: str, job=None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        if job is not None and job.poll() is not None:
+            raise AssertionError(f"the job ended while waiting for {what}: {job.communicate()}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def watched_job(tmp_path_factory):
+    """A 2-rank gloo job under torchrun and gpuprof run --watch, asked for a capture of 5 steps by
+    `gpuprof capture` while it runs, then stopped. Yields (out, the capture's answer, the job's
+    output, the folder's states while it ran)."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    cwd = tmp_path_factory.mktemp("job")
+    out, stop = cwd / "out", cwd / "stop"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+        + ["-m", "gpuprof.cli", "run", "--watch", "--out", str(out), str(JOB), str(stop)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+
+        def both_ranks_stepping():
+            states = wf.rank_states(out)
+            return len(states) == 2 and all((s["step"] or 0) >= 30 for s in states) and states
+
+        _wait_for(both_ranks_stepping, 240, "both ranks to pass step 30", job)
+        asked = _cli("capture", out, "--steps", "5", "--json", "--timeout", "240", cwd=cwd)
+        running = wf.rank_states(out)
+    finally:
+        stop.touch()
+        try:
+            stdout, stderr = job.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            stdout, stderr = job.communicate()
+    yield out, asked, (job.returncode, stdout, stderr), running
+
+
+def test_a_capture_of_a_running_job_gives_every_rank_the_same_steps(watched_job, tmp_path):
+    out, asked, (code, stdout, stderr), _running = watched_job
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    answer = json.loads(asked.stdout)
+    first = answer["start"]
+    assert sorted(answer["ranks"]) == ["0", "1"] and answer["complete"]
+    assert "asked of ranks 0, 1" in asked.stderr  # the progress, on stderr
+    folder = Path(answer["folder"])
+    assert folder == out / f"capture-{answer['id']}"
+    for r in range(2):
+        own = json.loads((folder / f"rank{r}" / "report.json").read_text())
+        assert [s["step"] for s in own["steps"]] == list(range(first, first + 5))
+        assert own["distributed"]["rank"] == r
+    job = json.loads((folder / "report.json").read_text())
+    assert [row["rank"] for row in job["ranks"]] == [0, 1]
+    assert job["cross_rank"]["missing_ranks"] == [] and job["cross_rank"]["matched_steps"] == 5
+    analyzed = _cli("analyze", folder, "--json", tmp_path / "a.json", cwd=tmp_path)
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert [row["rank"] for row in json.loads((tmp_path / "a.json").read_text())["ranks"]] == [0, 1]
+    # The job's own output and exit status, unchanged; every rank ran on after the capture.
+    assert code == 0, stderr[-3000:]
+    counts = sorted(int(line.split()[-1]) for line in stdout.splitlines() if line.startswith("rank "))
+    assert len(counts) == 2 and counts[0] == counts[1] > first + 5
+
+
+def test_a_capture_of_a_finished_job_is_one_line(watched_job, tmp_path):
+    out = watched_job[0]
+    r = _cli("capture", out, "--steps", "3", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and "has ended" in r.stderr and "rank 1 at step" in r.stderr
