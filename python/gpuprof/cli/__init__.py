@@ -16,6 +16,7 @@ import sys
 VERBS = [
     "run",
     "capture",
+    "top",
     "analyze",
     "scaling",
     "export",

@@ -59,6 +59,8 @@ def run(args) -> int:
         print(json.dumps(answer, indent=2, allow_nan=False))
         return 0 if answer["complete"] else 1
     first, last = answer["start"], answer["start"] + answer["steps"] - 1
+    for _rank, message in sorted(answer["stragglers"].items()):
+        print(f"gpuprof capture: straggler: {printable(message)}", file=sys.stderr)
     for rank, a in sorted(answer["ranks"].items()):
         if a["state"] == "done":
             continue

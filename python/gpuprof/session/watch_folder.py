@@ -1,7 +1,18 @@
 """A watched run's folder read from outside the job: every rank's state from ``RUN_DIR/rank<N>/
-watch.jsonl`` (what ``gpuprof top`` shows), and a capture of N steps requested of every watching
-rank (``gpuprof capture``; the ranks' side is session/capture.py). Reads and writes files only: no
-daemon, no signal, nothing but a shared filesystem between the job and whoever looks.
+watch.jsonl`` (what ``gpuprof top`` shows), the ``straggler`` flag the ranks' files hold together
+(the cross-rank report's rule, analysis/ranks.py, over the steps every rank wrote), and a capture of
+N steps requested of every watching rank (``gpuprof capture``; the ranks' side is
+session/capture.py). Reads and writes files only: no daemon, no signal, nothing but a shared
+filesystem between the job and whoever looks.
+
+The straggler flag compares, step by step over the last ``STRAGGLER_WINDOW`` steps every rank wrote
+one by one, three of the watched numbers, each with the cross-rank report's rule (a rank over the
+other ranks' median by more than their noise in a clear majority of the steps and in its best ones):
+the step time (ranks that do not wait for each other every step), the DataLoader wait (a rank whose
+batches come late: the others then wait for it in their collectives), and on ranks without a GPU
+the process's CPU time (a rank with more work to do; a rank waiting in a gloo collective sleeps).
+On a GPU, a rank slow in its GPU work takes the same step time as the others that wait for it, and
+its CPU time says nothing of it: only a capture's report (time outside collectives) shows it.
 """
 
 from __future__ import annotations
@@ -18,6 +29,12 @@ from typing import Callable, Optional
 from .._errors import UserError
 from .capture import MAX_CAPTURE_STEPS, REQUEST_FILE, capture_folder
 
+STRAGGLER_WINDOW = 50  # the last steps every rank wrote, compared by the straggler rule
+STRAGGLER_METRICS = (  # (step line field, what it is, only on ranks without a GPU)
+    ("step_ms", "step time", False),
+    ("dataloader_wait_ms", "DataLoader wait", False),
+    ("cpu_ms", "CPU time", True),
+)
 RECENT_STEPS = 200  # step lines kept per rank: the medians and the straggler call read these
 MARGIN_S = 5.0  # a capture starts this long after the most advanced rank's estimated step ...
 MIN_MARGIN_STEPS = 5  # ... and at least this many steps after it
@@ -100,7 +117,8 @@ def read_rank(path: Path) -> Optional[dict]:
 
 
 def rank_states(run_dir) -> list[dict]:
-    """Every rank's state under ``run_dir`` (``rank*/watch.jsonl``), by rank."""
+    """Every rank's state under ``run_dir`` (``rank*/watch.jsonl``), by rank, with the straggler
+    flag (``straggler_flags``) among each one's ``flags``."""
     root = Path(run_dir)
     found = []
     for path in root.glob("rank*/watch.jsonl"):
@@ -109,7 +127,91 @@ def rank_states(run_dir) -> list[dict]:
         state = read_rank(path)
         if state is not None:
             found.append(state)
-    return sorted(found, key=lambda s: s["rank"])
+    found.sort(key=lambda s: s["rank"])
+    for rank, flag in straggler_flags(found).items():
+        next(s for s in found if s["rank"] == rank)["flags"]["straggler"] = flag
+    return found
+
+
+def straggler_flags(states: list[dict]) -> dict:
+    """rank -> its ``straggler`` flag ({flag, what, excess_ms, threshold_ms, steps_held,
+    matched_steps, message}) for each rank the rule names on one of STRAGGLER_METRICS (the first
+    it is named on), over the last STRAGGLER_WINDOW steps every rank wrote one by one."""
+    from ..analysis.ranks import straggler_call
+
+    if len(states) < 2:
+        return {}
+    by_rank = {s["rank"]: {x["step"]: x for x in s["steps"] if (x.get("steps") or 1) == 1} for s in states}
+    common = set.intersection(*(set(steps) for steps in by_rank.values()))
+    matched = sorted(common)[-STRAGGLER_WINDOW:]
+    if not matched:
+        return {}
+    gpu = any(x.get("gpu_peak_allocated_bytes") is not None for s in states for x in s["steps"][-5:])
+    flags = {}
+    for field, what, cpu_only in STRAGGLER_METRICS:
+        if cpu_only and gpu:
+            continue
+        per_rank = {}
+        for rank, steps in by_rank.items():
+            values = [steps[n].get(field) for n in matched]
+            if any(v is None for v in values):
+                break
+            per_rank[rank] = {
+                "busy": {n: v * 1000.0 for n, v in zip(matched, values)},
+                "total": {n: (steps[n].get("step_ms") or 0.0) * 1000.0 for n in matched},
+                "cats": {n: {} for n in matched},
+            }
+        else:
+            for rank in per_rank:
+                call = straggler_call(rank, per_rank, matched)
+                if rank in flags or not call or not call["named"]:
+                    continue
+                flags[rank] = {
+                    "flag": "straggler",
+                    "what": what,
+                    "excess_ms": round(call["excess_us"] / 1000.0, 3),
+                    "threshold_ms": round(call["threshold_us"] / 1000.0, 3),
+                    "steps_held": len(call["steps_held"]),
+                    "matched_steps": call["matched_steps"],
+                    "message": f"rank {rank}'s {what} is {call['excess_us'] / 1000.0:.1f} ms over the other "
+                    f"ranks' in {len(call['steps_held'])} of the last {call['matched_steps']} steps (their "
+                    f"noise allows {call['threshold_us'] / 1000.0:.1f} ms)",
+                }
+    return flags
+
+
+def rank_rows(states: list[dict], window: int = 20) -> list[dict]:
+    """One row per rank for a live view: rank, host, state (running, ended, gone: the process is
+    no more and wrote no end line), step, step_time_ms (the last), step_time_median_ms and
+    dataloader_wait_pct (over the last ``window`` steps), rss_bytes, gpu_util_pct, gpu_mem_bytes,
+    age_s (since its last step line), flags (names)."""
+    now = time.time()
+    rows = []
+    for s in states:
+        recent = s["steps"][-window:]
+        last = recent[-1] if recent else {}
+        weights = [(x.get("steps") or 1) for x in recent]
+        total = sum((x.get("step_ms") or 0.0) * w for x, w in zip(recent, weights))
+        wait = sum((x.get("dataloader_wait_ms") or 0.0) * w for x, w in zip(recent, weights))
+        state = "ended" if s["ended"] is not None else ("gone" if s["alive"] is False else "running")
+        rows.append(
+            {
+                "rank": s["rank"],
+                "host": s["host"],
+                "state": state,
+                "step": s["step"],
+                "step_time_ms": last.get("step_ms"),
+                "step_time_median_ms": _round(_median([x.get("step_ms") for x in recent])),
+                "dataloader_wait_pct": round(100.0 * wait / total, 1) if total > 0 else None,
+                "rss_bytes": last.get("rss_bytes"),
+                "gpu_util_pct": last.get("gpu_util_pct"),
+                "gpu_mem_bytes": last.get("gpu_mem_bytes"),
+                "age_s": round(now - s["t"], 1) if s["t"] is not None else None,
+                "flags": sorted(s["flags"]),
+                "flag_messages": [str(f.get("message", "")) for _, f in sorted(s["flags"].items())],
+            }
+        )
+    return rows
 
 
 def is_running(state: dict) -> bool:
@@ -122,6 +224,10 @@ def _median(values: list) -> Optional[float]:
         return None
     n = len(s)
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _round(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 3)
 
 
 def estimated_step(state: dict, now: float) -> int:
@@ -181,7 +287,8 @@ def request_capture(
     """Ask every watching rank of the job writing ``run_dir`` to record the same ``steps`` steps
     with the full profiler, and wait (up to ``timeout_s``) until each has written its report.
     Returns {"id", "folder", "start", "steps", "ranks": {rank: its capture line, or a line saying
-    why it has none}, "complete": every asked rank's report written}. Raises UserError when there is
+    why it has none}, "complete": every asked rank's report written, "stragglers": {rank: the
+    straggler flag's message} when the request was made}. Raises UserError when there is
     nothing to ask (no such folder, not the caller's, nothing watched there, the job ended)."""
     root = Path(run_dir)
     if not isinstance(steps, int) or not 1 <= steps <= MAX_CAPTURE_STEPS:
@@ -246,6 +353,7 @@ def request_capture(
             )
         time.sleep(POLL_S)
     complete = all(a["state"] == "done" for a in answers.values())
+    stragglers = {s["rank"]: s["flags"]["straggler"]["message"] for s in live if "straggler" in s["flags"]}
     return {
         "id": capture_id,
         "folder": str(folder),
@@ -253,6 +361,7 @@ def request_capture(
         "steps": steps,
         "ranks": answers,
         "complete": complete,
+        "stragglers": stragglers,
     }
 
 

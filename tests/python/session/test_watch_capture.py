@@ -1,11 +1,13 @@
-"""A capture of N steps requested from outside a watched run (session/capture.py, the ranks' side;
-session/watch_folder.py, the asker's; `gpuprof capture`): in one process driven step by step, and
-in a real 2-rank gloo job under torchrun asked by another process while it runs."""
+"""A watched run seen from outside (session/watch_folder.py): a capture of N steps (session/capture.py,
+the ranks' side; `gpuprof capture`), the straggler flag read from the ranks' files together, and
+`gpuprof top`; in one process driven step by step, and in a real 2-rank gloo job under torchrun,
+one rank of which has more work per step, asked by other processes while it runs."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -167,9 +169,10 @@ def _wait_for(predicate, timeout_s: float, what: str, job=None):
 
 @pytest.fixture(scope="module")
 def watched_job(tmp_path_factory):
-    """A 2-rank gloo job under torchrun and gpuprof run --watch, asked for a capture of 5 steps by
-    `gpuprof capture` while it runs, then stopped. Yields (out, the capture's answer, the job's
-    output, the folder's states while it ran)."""
+    """A 2-rank gloo job under torchrun and gpuprof run --watch, rank 1 burning 15 ms more CPU time
+    a step, asked for a capture of 5 steps by `gpuprof capture` while it runs, shown by
+    `gpuprof top --once`, then stopped. Yields (out, the capture's answer, the job's exit status,
+    stdout and stderr, top's answer while it ran)."""
     pytest.importorskip("torch")
     import torch.distributed as dist
 
@@ -180,7 +183,8 @@ def watched_job(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     job = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-        + ["-m", "gpuprof.cli", "run", "--watch", "--out", str(out), str(JOB), str(stop)],
+        + ["-m", "gpuprof.cli", "run", "--watch", "--out", str(out), str(JOB), str(stop)]
+        + ["--spin-rank", "1", "--spin-ms", "15"],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -195,7 +199,7 @@ def watched_job(tmp_path_factory):
 
         _wait_for(both_ranks_stepping, 240, "both ranks to pass step 30", job)
         asked = _cli("capture", out, "--steps", "5", "--json", "--timeout", "240", cwd=cwd)
-        running = wf.rank_states(out)
+        running = _cli("top", out, "--once", cwd=cwd)
     finally:
         stop.touch()
         try:
@@ -207,7 +211,7 @@ def watched_job(tmp_path_factory):
 
 
 def test_a_capture_of_a_running_job_gives_every_rank_the_same_steps(watched_job, tmp_path):
-    out, asked, (code, stdout, stderr), _running = watched_job
+    out, asked, (code, stdout, stderr), _top = watched_job
     assert asked.returncode == 0, asked.stdout + asked.stderr
     answer = json.loads(asked.stdout)
     first = answer["start"]
@@ -227,8 +231,8 @@ def test_a_capture_of_a_running_job_gives_every_rank_the_same_steps(watched_job,
     assert [row["rank"] for row in json.loads((tmp_path / "a.json").read_text())["ranks"]] == [0, 1]
     # The job's own output and exit status, unchanged; every rank ran on after the capture.
     assert code == 0, stderr[-3000:]
-    counts = sorted(int(line.split()[-1]) for line in stdout.splitlines() if line.startswith("rank "))
-    assert len(counts) == 2 and counts[0] == counts[1] > first + 5
+    counts = sorted(int(n) for n in re.findall(r"rank \d steps (\d+)", stdout))
+    assert len(counts) == 2 and counts[0] == counts[1] > first + 5, stdout
 
 
 def test_a_capture_of_a_finished_job_is_one_line(watched_job, tmp_path):
@@ -236,3 +240,69 @@ def test_a_capture_of_a_finished_job_is_one_line(watched_job, tmp_path):
     r = _cli("capture", out, "--steps", "3", cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and "has ended" in r.stderr and "rank 1 at step" in r.stderr
+
+
+def _own_medians(stdout: str) -> dict:
+    """rank -> the median of its last 20 steps as the job's loop timed them."""
+    # Two ranks print to one stream: their lines may run into each other.
+    return {int(r): float(ms) for r, ms in re.findall(r"rank (\d) steps \d+ median_ms ([\d.]+)", stdout)}
+
+
+def test_top_shows_every_rank_and_the_straggler(watched_job, tmp_path):
+    out, _asked, (_code, stdout, _stderr), top = watched_job
+    # While the job ran: one row per rank, both running, rank 1 flagged as the straggler on its CPU
+    # time (it burns 15 ms more a step; the other waits for it in the all-reduce, asleep).
+    assert top.returncode == 0, top.stderr
+    rows = [line.split() for line in top.stdout.splitlines()[2:4]]
+    assert [(r[0], r[2]) for r in rows] == [("0", "running"), ("1", "running")]
+    # (slow_steps may hold too: a loaded machine slows the steps against their baseline.)
+    assert "straggler" not in rows[0][-1] and "straggler" in rows[1][-1]
+    assert "rank 1: rank 1's CPU time is" in top.stdout
+    assert "GPU" not in top.stdout  # no GPU readings: no GPU columns
+    # The finished job's folder: step times as the loop itself timed its last 20 steps (within 20%).
+    shown = _cli("top", out, "--json", cwd=tmp_path)
+    ranks = json.loads(shown.stdout)["ranks"]
+    own = _own_medians(stdout)
+    assert [r["rank"] for r in ranks] == [0, 1] and sorted(own) == [0, 1]
+    for r in ranks:
+        assert r["state"] == "ended"
+        assert abs(r["step_time_median_ms"] - own[r["rank"]]) <= 0.2 * own[r["rank"]], (r, own)
+        assert 0.0 <= r["dataloader_wait_pct"] < 50.0 and r["rss_bytes"] > 0
+    assert "straggler" in ranks[1]["flags"] and "straggler" not in ranks[0]["flags"]
+
+
+def _state(rank: int, field_values: dict, steps=range(100, 130)) -> dict:
+    lines = []
+    for i, n in enumerate(steps):
+        line = {
+            "step": n,
+            "steps": 1,
+            "step_ms": 30.0 + (i % 3) * 0.2,
+            "dataloader_wait_ms": 0.3,
+            "cpu_ms": 2.0,
+        }
+        line.update({k: v(i) if callable(v) else v for k, v in field_values.items()})
+        lines.append(line)
+    return {"rank": rank, "steps": lines, "flags": {}}
+
+
+def test_the_straggler_rule_on_the_ranks_files():
+    # Three ranks, 30 steps each written one by one. Rank 2 spends 12 ms more CPU time a step (the
+    # others 2.0-2.4 ms, their noise about 0.3 ms; the rule's floor is 1 ms, 10% of 2 ms and 5% of
+    # the 30 ms step): named, on its CPU time. A rank 0.5 ms over the others is within the floor.
+    noisy = lambda i: 2.0 + (i % 5) * 0.1  # noqa: E731
+    states = [_state(0, {"cpu_ms": noisy}), _state(1, {"cpu_ms": noisy}), _state(2, {"cpu_ms": 14.0})]
+    flags = wf.straggler_flags(states)
+    assert list(flags) == [2] and flags[2]["what"] == "CPU time"
+    assert flags[2]["excess_ms"] == pytest.approx(11.8, abs=0.2) and flags[2]["matched_steps"] == 30
+    states[2] = _state(2, {"cpu_ms": lambda i: noisy(i) + 0.5})
+    assert wf.straggler_flags(states) == {}
+    # A rank whose batches come late (its DataLoader wait) is named on that.
+    states[2] = _state(2, {"dataloader_wait_ms": 9.0})
+    assert wf.straggler_flags(states)[2]["what"] == "DataLoader wait"
+    # On a GPU the CPU time is not compared (a rank waiting for its GPU may spin).
+    gpu = [_state(r, {"cpu_ms": 14.0 if r == 2 else noisy, "gpu_peak_allocated_bytes": 1}) for r in range(3)]
+    assert wf.straggler_flags(gpu) == {}
+    # Only the steps every rank wrote are compared; one rank: nothing to compare.
+    states[1] = _state(1, {}, steps=range(0, 30))
+    assert wf.straggler_flags(states) == {} and wf.straggler_flags(states[:1]) == {}
