@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,12 +78,56 @@ def within(result, max_tokens: int) -> None:
 # ---- the tool list ---------------------------------------------------------------------------------
 
 
-def test_the_server_lists_its_tools_and_capture_is_marked_not_available(tmp_path):
+def test_the_server_lists_its_tools(tmp_path):
     tools, capture = ask(tmp_path, ["tools", ("capture", {"path": "."})])
     assert {t.name for t in tools} == TOOLS
-    (cap,) = [t for t in tools if t.name == "capture"]
-    assert cap.description.startswith("NOT AVAILABLE in this version")
-    assert capture.is_error and "not available in this version" in text_of(capture)
+    # capture on a folder where nothing is watching: why, and how to start a watched job.
+    assert capture.is_error and "nothing is watching" in text_of(capture)
+    assert "gpuprof run --watch" in text_of(capture)
+
+
+WATCHED = """
+import os, time, torch
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(20000):
+    time.sleep(0.01)
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    if os.path.exists("stop"):
+        break
+print("steps", i + 1)
+"""
+
+
+def test_capture_records_steps_of_a_watched_run_under_the_root(tmp_path):
+    # A real loop under `gpuprof run --watch --out ROOT/run`, asked through the server for 3 steps.
+    (tmp_path / "train.py").write_text(WATCHED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([PYTHON_DIR, os.environ.get("PYTHONPATH", "")])}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "gpuprof", "run", "--watch", "--out", "run", "train.py"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        log = tmp_path / "run" / "rank0" / "watch.jsonl"
+        deadline = time.monotonic() + 120
+        while not (log.exists() and '"kind":"step"' in log.read_text()):
+            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+            time.sleep(0.2)
+        (answer,) = ask(tmp_path, [("capture", {"path": "run", "steps": 3, "timeout_s": 120})])
+    finally:
+        (tmp_path / "stop").touch()
+        out, err = job.communicate(timeout=120)
+    got = data(answer)
+    assert got["complete"] and got["folder"] == "run/capture-1"
+    report = json.loads((tmp_path / "run" / "capture-1" / "report.json").read_text())
+    assert [s["step"] for s in report["steps"]] == list(range(got["start"], got["start"] + 3))
+    assert job.returncode == 0 and out.startswith("steps "), err
 
 
 # ---- the stored traces ---------------------------------------------------------------------------
