@@ -376,6 +376,21 @@ def _answers(root: Path, asked: list, capture_id: int, start: int, steps: int) -
             line["at"] = at
             out[rank] = line
         elif s is None or not is_running(s):
+            # A signal ended the run inside the steps: the profiler wrote what it had recorded, and
+            # the process had no time for its capture line.
+            world = s["world"] if s else 1
+            report = capture_folder(root, capture_id) / (
+                f"rank{rank}/report.json" if world > 1 else "report.json"
+            )
+            if report.is_file():
+                out[rank] = {
+                    "state": "partial",
+                    "at": at,
+                    "files": [str(report)],
+                    "reason": f"the rank's run ended at step {at}, inside the steps; its report holds "
+                    "those it recorded",
+                }
+                continue
             out[rank] = {
                 "state": "ended",
                 "at": at,

@@ -306,3 +306,77 @@ def test_the_straggler_rule_on_the_ranks_files():
     # Only the steps every rank wrote are compared; one rank: nothing to compare.
     states[1] = _state(1, {}, steps=range(0, 30))
     assert wf.straggler_flags(states) == {} and wf.straggler_flags(states[:1]) == {}
+
+
+LOOP = """
+import os, time, torch
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(100000):
+    time.sleep(0.01)
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+print("steps", i + 1)
+"""
+
+
+def test_sigterm_inside_a_capture_leaves_a_partial_report(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(LOOP)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "gpuprof.cli", "run", "--watch", "--out", "run", "train.py"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    asker = None
+    try:
+        out = tmp_path / "run"
+        _wait_for(lambda: wf.rank_states(out), 120, "the first step lines", job)
+        asker = subprocess.Popen(
+            [sys.executable, "-m", "gpuprof.cli", "capture", "run", "--steps", "1000", "--json"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def recording():
+            (s,) = wf.rank_states(out)
+            armed = s["captures"].get(1)
+            return armed and s["step"] >= armed["start"] + 3 and armed["start"]
+
+        start = _wait_for(recording, 120, "the capture's first steps", job)
+        job.send_signal(15)
+        job.communicate(timeout=120)
+        answer, err = asker.communicate(timeout=120)
+    finally:
+        for p in (job, asker):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert job.returncode == -15  # the signal's own ending, as without gpuprof
+    assert asker.returncode == 1, err
+    got = json.loads(answer)["ranks"]["0"]
+    assert got["state"] == "partial" and "inside the steps" in got["reason"]
+    report = json.loads((out / "capture-1" / "report.json").read_text())
+    numbers = [s["step"] for s in report["steps"]]
+    assert numbers[0] == start and numbers == list(range(start, start + len(numbers))) and len(numbers) >= 3
+    assert report["source"]["partial_span"] is True
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a folder away"
+)
+def test_another_users_run_folder_is_refused(tmp_path):
+    out = tmp_path / "run"
+    (out / "rank0").mkdir(parents=True)
+    os.chown(out, 54321, 54321)
+    with pytest.raises(UserError, match="belongs to another user"):
+        wf.request_capture(out, 3)
+    assert not (out / REQUEST_FILE).exists()
