@@ -1,6 +1,7 @@
-"""``gpuprof capture RUN_DIR --steps N``: the same N steps of every rank of a job watched with
-``gpuprof run --watch --out RUN_DIR`` recorded with the full profiler, while it runs; waits for
-their reports and prints where the cross-rank report is (session/watch_folder.py, docs/watch.md).
+"""``gpuprof capture TARGET --steps N``: the same N steps of every rank of a job watched with
+``gpuprof run --watch --out RUN_DIR`` (TARGET: RUN_DIR, the job's SLURM id or a watched PID)
+recorded with the full profiler, while it runs; waits for their reports and prints where the
+cross-rank report is (session/watch_folder.py, docs/watch.md).
 
 Exit status 0 when every rank asked wrote its report, 1 when some did not (each named, with why),
 2 when nothing could be asked (no such folder, not yours, nothing watching, the job ended).
@@ -24,7 +25,12 @@ def add_parser(subparsers) -> None:
         "as the job's cross-rank report. The ranks look for the request once a second; no daemon, "
         "only the run folder (a shared filesystem under SLURM).",
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="the --out folder of gpuprof run --watch")
+    p.add_argument(
+        "run_dir",
+        metavar="TARGET",
+        help="the --out folder of gpuprof run --watch, or the SLURM job id or the PID (on this "
+        "host) of a watched run",
+    )
     p.add_argument("--steps", type=int, default=10, metavar="N", help="steps to record (default %(default)s)")
     p.add_argument("--modules", action="store_true", help="also record the module view")
     p.add_argument("--memory", action="store_true", help="also record every allocation (the memory view)")
@@ -42,12 +48,12 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from ..report.sections import printable
-    from ..session.watch_folder import request_capture
+    from ..session.watch_folder import request_capture, resolve_target
 
     if args.timeout <= 0:
         raise UserError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     answer = request_capture(
-        args.run_dir,
+        resolve_target(args.run_dir),
         args.steps,
         timeout_s=args.timeout,
         modules=args.modules,

@@ -31,6 +31,42 @@ CAPTURE_RANK_TIMEOUT_S = 20.0  # how long rank 0 waits for the other ranks' summ
 MAX_CAPTURE_STEPS = 1000
 
 
+def registry() -> Path:
+    """Where watched runs leave their name for ``gpuprof capture PID|SLURM_JOB_ID``:
+    ``$GPUPROF_CACHE_DIR/watching``, else ``$XDG_CACHE_HOME/gpuprof/watching``, else
+    ``~/.cache/gpuprof/watching`` (a home folder the login node shares with the compute nodes)."""
+    root = os.environ.get("GPUPROF_CACHE_DIR")
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpuprof")
+    return Path(root) / "watching"
+
+
+def registry_names(pid: int, host: str) -> list[str]:
+    """The names this process's run is known by: its PID on its host, and its SLURM job's id."""
+    names = [f"pid-{host}-{pid}"]
+    job = os.environ.get("SLURM_JOB_ID", "")
+    if job.isdigit():
+        names.append(f"slurm-{job}")
+    return names
+
+
+def register(run_dir: Path, pid: int, host: str) -> list[Path]:
+    """Each of ``registry_names`` as a file holding the run folder's absolute path; the files
+    written (none when the registry cannot be written: the run goes on)."""
+    folder = registry()
+    written = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for name in registry_names(pid, host):
+            tmp = folder / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(str(run_dir.resolve()) + "\n", encoding="utf-8")
+            os.replace(tmp, folder / name)
+            written.append(folder / name)
+    except OSError as e:
+        log.info("gpuprof watch: the run is not registered for gpuprof capture PID (%s)", e)
+    return written
+
+
 def capture_folder(run_dir, capture_id: int) -> Path:
     return Path(run_dir) / f"capture-{int(capture_id)}"
 

@@ -43,7 +43,7 @@ from typing import Callable, Optional
 
 from .._host import job_rank
 from ..collect.dataloader import BatchWaits
-from .capture import CaptureListener
+from .capture import CaptureListener, register
 
 log = logging.getLogger("gpuprof")
 
@@ -295,6 +295,7 @@ class Watcher:
         self._t0 = self._clock()
         self._cpu0 = self._cpu()
         self._capture = CaptureListener(self)
+        self._registered: list = []  # the registry's files naming this run by its PID
 
     # ---- life ------------------------------------------------------------------------------------
     def start(self) -> Watcher:
@@ -333,6 +334,11 @@ class Watcher:
         self._waits.remove()
         self._pending.append({"kind": "end", "t": round(time.time(), 3), "steps": self.step_num})
         self.flush()
+        for name in self._registered:
+            try:
+                name.unlink()
+            except OSError:
+                pass
         self._rss.close()
         if self._nvml is not None:
             self._nvml.close()
@@ -529,6 +535,8 @@ class Watcher:
         folder = self.out / f"rank{rank}"
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / "watch.jsonl"
+        # The PID's name is removed at the end; the SLURM job's stays (the job's folder, ended).
+        self._registered = register(self.out, os.getpid(), socket.gethostname())[:1]
         if self.openmetrics:
             self.metrics_path = openmetrics_path(self.openmetrics, rank, world)
             self.metrics_path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .._errors import UserError
-from .capture import MAX_CAPTURE_STEPS, REQUEST_FILE, capture_folder
+from .capture import MAX_CAPTURE_STEPS, REQUEST_FILE, capture_folder, registry
 
 STRAGGLER_WINDOW = 50  # the last steps every rank wrote, compared by the straggler rule
 STRAGGLER_METRICS = (  # (step line field, what it is, only on ranks without a GPU)
@@ -38,6 +38,7 @@ STRAGGLER_METRICS = (  # (step line field, what it is, only on ranks without a G
 RECENT_STEPS = 200  # step lines kept per rank: the medians and the straggler call read these
 MARGIN_S = 5.0  # a capture starts this long after the most advanced rank's estimated step ...
 MIN_MARGIN_STEPS = 5  # ... and at least this many steps after it
+PACE_STEPS = 3  # a rank's pace is known once it wrote this many steps after step 0
 POLL_S = 0.5
 SETTLED = ("done", "partial", "missed", "failed")
 
@@ -230,11 +231,18 @@ def _round(value: Optional[float]) -> Optional[float]:
     return None if value is None else round(value, 3)
 
 
+def _pace(state: dict) -> Optional[float]:
+    """The median time of the rank's last 20 steps (step 0, which holds the script's setup, left
+    out), in ms; None before it has written PACE_STEPS of them."""
+    timed = [x.get("step_ms") for x in state["steps"][-20:] if x.get("step", 0) >= 1]
+    return _median(timed) if len(timed) >= PACE_STEPS else None
+
+
 def estimated_step(state: dict, now: float) -> int:
     """The step the rank is likely in now: its last written step, plus the steps of the time since
     (the log is written once a second), at its recent median step time."""
     last = state["step"] if state["step"] is not None else -1
-    median = _median([s.get("step_ms") for s in state["steps"][-20:]])
+    median = _pace(state)
     if not median or state["t"] is None:
         return last + 1
     return last + 1 + int(max(0.0, now - state["t"]) * 1000.0 / median)
@@ -245,7 +253,7 @@ def start_step(states: list[dict], now: float) -> int:
     MARGIN_S (at least MIN_MARGIN_STEPS), so that every rank sees the request (each looks once a
     second) before it gets there."""
     ahead = max(estimated_step(s, now) for s in states)
-    medians = [_median([x.get("step_ms") for x in s["steps"][-20:]]) for s in states]
+    medians = [_pace(s) for s in states]
     fastest = min((m for m in medians if m), default=None)
     margin = (
         MIN_MARGIN_STEPS if not fastest else max(MIN_MARGIN_STEPS, math.ceil(MARGIN_S * 1000.0 / fastest))
@@ -272,6 +280,25 @@ def _write_request(root: Path, request: dict) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(request) + "\n")
     os.replace(tmp, root / REQUEST_FILE)
+
+
+def resolve_target(target) -> Path:
+    """A run folder from what ``gpuprof capture`` was given: a folder, or a number: a SLURM job id
+    or the PID of a watched process on this host, as the watched runs registered them
+    (session/capture.py ``register``). UserError when it is neither."""
+    path = Path(target)
+    if path.is_dir() or not str(target).isdigit():
+        return path
+    where = registry()
+    for name in (f"slurm-{target}", f"pid-{socket.gethostname()}-{target}"):
+        try:
+            return Path((where / name).read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+    raise UserError(
+        f"{target}: no watched run is known by that SLURM job id or PID on {socket.gethostname()} "
+        f"(in {where}); give the run's --out folder"
+    )
 
 
 def request_capture(
@@ -307,6 +334,16 @@ def request_capture(
     if not live:
         where = ", ".join(f"rank {s['rank']} at step {s['step']}" for s in states)
         raise UserError(f"the job in {run_dir} has ended ({where}); nothing to capture")
+    say = progress or (lambda text: None)
+    deadline = time.monotonic() + timeout_s
+    if any(_pace(s) is None for s in live):
+        # A rank that has not written a few steps yet has no pace to place the first step by.
+        say("waiting for every rank's first steps, to know their pace")
+        while any(_pace(s) is None for s in live) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            fresh = {s["rank"]: s for s in rank_states(root)}
+            live = [fresh.get(s["rank"], s) for s in live]
+            live = [s for s in live if is_running(s)] or live
     now = time.time()
     start = start_step(live, now)
     capture_id = _next_id(root)
@@ -324,14 +361,12 @@ def request_capture(
         _write_request(root, request)
     except OSError as e:
         raise UserError(f"cannot write the request into {run_dir}: {e.strerror or e}") from None
-    say = progress or (lambda text: None)
     asked = [s["rank"] for s in live]
     say(
         f"capture {capture_id}: steps {start}..{start + steps - 1} asked of rank"
         f"{'s' if len(asked) > 1 else ''} {', '.join(map(str, asked))} "
         f"(now at step {max(s['step'] or 0 for s in live)})"
     )
-    deadline = time.monotonic() + timeout_s
     said = time.monotonic()
     while True:
         answers = _answers(root, asked, capture_id, start, steps)

@@ -322,9 +322,11 @@ print("steps", i + 1)
 
 
 def test_sigterm_inside_a_capture_leaves_a_partial_report(tmp_path):
+    # The capture is asked by the watched process's PID (the run registered it).
     pytest.importorskip("torch")
     (tmp_path / "train.py").write_text(LOOP)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env["GPUPROF_CACHE_DIR"] = str(tmp_path / "cache")
     job = subprocess.Popen(
         [sys.executable, "-m", "gpuprof.cli", "run", "--watch", "--out", "run", "train.py"],
         cwd=tmp_path,
@@ -337,8 +339,9 @@ def test_sigterm_inside_a_capture_leaves_a_partial_report(tmp_path):
     try:
         out = tmp_path / "run"
         _wait_for(lambda: wf.rank_states(out), 120, "the first step lines", job)
+        pid = str(wf.rank_states(out)[0]["pid"])
         asker = subprocess.Popen(
-            [sys.executable, "-m", "gpuprof.cli", "capture", "run", "--steps", "1000", "--json"],
+            [sys.executable, "-m", "gpuprof.cli", "capture", pid, "--steps", "1000", "--json"],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.PIPE,
@@ -380,3 +383,22 @@ def test_another_users_run_folder_is_refused(tmp_path):
     with pytest.raises(UserError, match="belongs to another user"):
         wf.request_capture(out, 3)
     assert not (out / REQUEST_FILE).exists()
+
+
+def test_a_watched_run_is_found_by_its_pid_and_its_slurm_job(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPROF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    out = tmp_path / "run"
+    w = Watcher(str(out)).start()
+    w.step()
+    w.flush()
+    assert wf.resolve_target("4242") == out.resolve()
+    assert wf.resolve_target(str(os.getpid())) == out.resolve()
+    assert wf.resolve_target(str(out)) == out  # a folder is a folder
+    w.close()
+    # The PID's name goes with the process; the job's stays and leads to its ended folder.
+    with pytest.raises(UserError, match="no watched run is known by that SLURM job id or PID"):
+        wf.resolve_target(str(os.getpid()))
+    assert wf.resolve_target("4242") == out.resolve()
+    with pytest.raises(UserError, match="has ended"):
+        wf.request_capture(wf.resolve_target("4242"), 3)
