@@ -163,6 +163,9 @@ class CaptureListener:
             )
             prof.warn_without_steps = False
             prof.exchange_session = f"capture-{req['id']}"
+            # A session the script starts itself takes over: what was recorded so far is reported.
+            prof.yields_to_nested = True
+            prof.on_stand_aside = self._end
             prof.start()
         except Exception as e:  # another session active, the hooks unavailable: the run goes on
             log.warning("gpuprof watch: capture %d could not start: %s", req["id"], e)
@@ -192,6 +195,8 @@ class CaptureListener:
 
     def _end(self) -> None:
         prof, req = self.running, self._request
+        if prof is None:
+            return
         try:
             prof.stop()  # a span cut short is reported here, through _ready
         except Exception as e:
@@ -200,6 +205,9 @@ class CaptureListener:
             self._result.setdefault("reason", str(e))
         self.running = self._request = None
         result = self._result or {"state": "partial", "reason": "nothing was recorded", "files": []}
+        if prof.stood_aside_for:
+            result["state"] = "partial"
+            result["reason"] = f"the script started its own gpuprof.profile at {prof.stood_aside_for}"
         self._line(req, result.pop("state"), step=self.watcher.step_num, **result)
         self.watcher.flush()  # the one who asked is waiting for this line
 

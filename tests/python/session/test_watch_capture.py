@@ -144,6 +144,30 @@ def test_the_run_ending_inside_a_capture_leaves_a_partial_report(tmp_path):
     assert report["source"]["partial_span"] is True
 
 
+def test_the_scripts_own_session_takes_over_from_a_capture(tmp_path):
+    # The loop enters its own gpuprof.profile in the middle of the capture: no error in the loop;
+    # the capture reports the steps it had recorded and says why it ended.
+    import gpuprof
+
+    out = tmp_path / "run"
+    own = []
+
+    def before(i, w):
+        if i == 1:
+            _request(out, id=1, start=4, steps=20)
+        if i == 8:
+            own.append(gpuprof.profile())
+            own[0].start()
+
+    _watched_loop(out, 12, before)
+    own[0].stop()
+    captures = [line for line in _lines(out / "rank0" / "watch.jsonl") if line["kind"] == "capture"]
+    assert [c["state"] for c in captures] == ["armed", "partial"]
+    assert "started its own gpuprof.profile at" in captures[1]["reason"]
+    report = json.loads((out / "capture-1" / "report.json").read_text())
+    assert [s["step"] for s in report["steps"]] == [4, 5, 6, 7]
+
+
 def test_capture_answers_in_one_line_when_there_is_nothing_to_ask(tmp_path):
     r = _cli("capture", tmp_path / "nope", "--steps", "3", cwd=tmp_path)
     assert r.returncode == 2 and "no such folder" in r.stderr and len(r.stderr.splitlines()) == 1
