@@ -121,8 +121,11 @@ def run(args) -> int:
         sys.stdout.write(table(rows(), args.run_dir))
         return 0
     live = sys.stdout.isatty()
-    while True:
-        text = table(rows(), args.run_dir)
-        sys.stdout.write((CLEAR + text) if live else text + "\n")
-        sys.stdout.flush()
-        time.sleep(args.interval)
+    try:
+        while True:
+            text = table(rows(), args.run_dir)
+            sys.stdout.write((CLEAR + text) if live else text + "\n")
+            sys.stdout.flush()
+            time.sleep(args.interval)
+    except KeyboardInterrupt:  # how a live view ends
+        return 0
