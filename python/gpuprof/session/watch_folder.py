@@ -138,7 +138,7 @@ def straggler_flags(states: list[dict]) -> dict:
     """rank -> its ``straggler`` flag ({flag, what, excess_ms, threshold_ms, steps_held,
     matched_steps, message}) for each rank the rule names on one of STRAGGLER_METRICS (the first
     it is named on), over the last STRAGGLER_WINDOW steps every rank wrote one by one."""
-    from ..analysis.ranks import straggler_call
+    from ..analysis.ranks import straggler_calls
 
     if len(states) < 2:
         return {}
@@ -163,9 +163,8 @@ def straggler_flags(states: list[dict]) -> dict:
                 "cats": {n: {} for n in matched},
             }
         else:
-            for rank in per_rank:
-                call = straggler_call(rank, per_rank, matched)
-                if rank in flags or not call or not call["named"]:
+            for rank, call in zip(per_rank, straggler_calls(per_rank, matched)):
+                if rank in flags or not call["named"]:
                     continue
                 flags[rank] = {
                     "flag": "straggler",
