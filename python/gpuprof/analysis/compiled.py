@@ -154,3 +154,53 @@ def dynamo_lines(section: dict) -> list[str]:
         runs = f", {b['count']} runs in the span" if b.get("count") is not None else ""
         out.append(f"graph break at {b['source'] or b['function']}: {b['reason']}{runs}")
     return out
+
+
+# The kernels Inductor generates: its C++ backend's ("cpp_fused_...", recorded as operators
+# "graph_0_cpp_fused_..." when its kernel profiling is on) and Triton's ("triton_poi_fused_...").
+_GENERATED = re.compile(r"^(?:graph_\d+_)?((?:cpp_fused|cpp_CppMicroGemm|triton)_\w+)$")
+_FUSED = re.compile(r"^(?:cpp|triton_(?:poi|red|per|tem|for|mm|bmm|\w+?))_fused_(.+?)_\d+$")
+
+
+def _kernel_key(name: str) -> Optional[str]:
+    m = _GENERATED.match(name)
+    return m.group(1) if m else None
+
+
+def compiled_kernel_rows(operators: list, kernels: list, provenance: Optional[list]) -> list:
+    """``compiled_kernels``: one row per kernel Inductor generated, most time first. Device time
+    where the kernel ran on a GPU (the kernel table), else the host time of the operator event its
+    C++ kernel records; ``ops``/``sources`` from Inductor's provenance (``collect/inductor.py``),
+    null where none was read; ``fused``, the operators Inductor named the kernel after."""
+    rows: dict = {}
+    for table, backend, time_key, on in (
+        (kernels, "triton", "total_us", "device"),
+        (operators, None, "host_total_us", "host"),
+    ):
+        for r in table:
+            key = _kernel_key(str(r.get("name", "")))
+            if key is None or (key in rows and rows[key]["time_on"] != on):
+                continue  # a GPU kernel's host launch event: its device time is the row's
+            row = rows.setdefault(
+                key,
+                {
+                    "kernel": key,
+                    "backend": backend or ("triton" if key.startswith("triton") else "cpp"),
+                    "time_on": on,
+                    "calls": 0,
+                    "total_us": 0.0,
+                    "fused": (_FUSED.match(key).group(1) if _FUSED.match(key) else None),
+                    "ops": None,
+                    "sources": None,
+                },
+            )
+            row["calls"] += int(r.get("calls") or 0)
+            row["total_us"] = round(row["total_us"] + float(r.get(time_key) or 0.0), 3)
+    for p in provenance or []:
+        row = rows.get(str(p.get("kernel")))
+        if row is None:
+            continue  # an extern (aten) kernel, or one this span did not run
+        ops, sources = row["ops"] or [], row["sources"] or []
+        row["ops"] = ops + [o for o in p.get("ops") or [] if o not in ops]
+        row["sources"] = sources + [s for s in p.get("sources") or [] if s not in sources]
+    return sorted(rows.values(), key=lambda r: (-r["total_us"], r["kernel"]))

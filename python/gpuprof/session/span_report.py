@@ -131,6 +131,7 @@ class SpanReports:
             peak_tflops=self.peak_tflops,
             failure=failure,
             dynamo=self._dynamo.records(),
+            compiled_kernels=self._inductor.rows(),
         )
 
     def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
