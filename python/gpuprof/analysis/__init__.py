@@ -420,8 +420,11 @@ def _compiled_regions(
             else ""
         )
     )
-    from .compiled import compiled_kernel_rows, dynamo_lines, dynamo_section
+    from .compiled import compiled_kernel_rows, dynamo_lines, dynamo_section, fallback_rows
 
+    fallbacks = fallback_rows(provenance, operators)
+    if fallbacks:
+        out["fallbacks"] = fallbacks
     generated = compiled_kernel_rows(operators, kernels or [], provenance)
     if generated:
         out["compiled_kernels"] = generated

@@ -204,3 +204,37 @@ def compiled_kernel_rows(operators: list, kernels: list, provenance: Optional[li
         row["ops"] = ops + [o for o in p.get("ops") or [] if o not in ops]
         row["sources"] = sources + [s for s in p.get("sources") or [] if s not in sources]
     return sorted(rows.values(), key=lambda r: (-r["total_us"], r["kernel"]))
+
+
+_FALLBACK = re.compile(r"^torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?$")
+
+
+def fallback_rows(provenance: Optional[list], operators: list) -> list:
+    """``fallbacks``: the operators Inductor left to eager aten kernels inside its graphs (its
+    provenance names them ``torch.ops.aten.kthvalue.default``; the matrix and convolution calls it
+    hands to vendor libraries on purpose, ``extern_kernels.mm``, are not fallbacks), with the
+    operator table's calls and time for that operator: every call of it in the span, inside a
+    compiled graph or not, so an upper bound. Most time first; [] without provenance."""
+    by_name = {str(r.get("name")): r for r in operators}
+    rows: dict = {}
+    for p in provenance or []:
+        m = _FALLBACK.match(str(p.get("kernel", "")))
+        if not m:
+            continue
+        op = f"{m.group(1)}::{m.group(2)}"
+        row = rows.setdefault(op, {"op": op, "sources": []})
+        row["sources"] += [s for s in p.get("sources") or [] if s not in row["sources"]]
+    out = []
+    for op, row in rows.items():
+        timed = by_name.get(op)
+        if timed is None:
+            continue  # compiled, but not run in the span
+        out.append(
+            {
+                **row,
+                "calls": int(timed.get("calls") or 0),
+                "host_total_us": float(timed.get("host_total_us") or 0.0),
+                "device_total_us": float(timed.get("device_total_us") or 0.0),
+            }
+        )
+    return sorted(out, key=lambda r: (-(r["device_total_us"] or r["host_total_us"]), r["op"]))

@@ -364,6 +364,20 @@ _LAYOUT: dict = {
                         },
                     },
                 },
+                "fallbacks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["op", "sources", "calls", "host_total_us", "device_total_us"],
+                        "properties": {
+                            "op": _STR,
+                            "sources": {"type": "array", "items": _STR},
+                            "calls": _INT,
+                            "host_total_us": _NUM,
+                            "device_total_us": _NUM,
+                        },
+                    },
+                },
                 "compiled_kernels": {
                     "type": "array",
                     "items": {

@@ -198,3 +198,31 @@ def test_names_ops_and_paths_from_outside_are_inert_in_every_format(with_provena
     html = report.to_html()  # a browser: the markup is text
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "aten.a|b" not in report.to_markdown()  # a column break, escaped
+
+
+def _fallbacks(x):
+    y = torch.linalg.inv(x @ x.T + torch.eye(x.shape[0]))  # no Inductor lowering: aten's kernel
+    return torch.kthvalue(y.sin(), 2, dim=1).values.sum() + x.mm(x).cos().sum()
+
+
+FALLBACK_LINE = inspect.getsourcelines(_fallbacks)[1] + 1
+
+
+def test_operators_inductor_leaves_to_eager_kernels_are_named_with_their_lines():
+    torch._dynamo.reset()
+    compiled = torch.compile(_fallbacks)
+    x = torch.randn(32, 32)
+    # The first step compiles (not recorded); the three recorded steps run the graph.
+    with gpuprof.profile(
+        compiled_kernels=True, gpu=False, schedule=gpuprof.schedule(wait=1, warmup=0, active=3)
+    ) as p:
+        for _ in range(4):
+            compiled(x)
+            p.step()
+    rows = {r["op"]: r for r in p.report().data["compiled"]["fallbacks"]}
+    assert rows["aten::linalg_inv_ex"]["sources"] == [f"{__file__}:{FALLBACK_LINE}"]
+    assert rows["aten::kthvalue"]["sources"] == [f"{__file__}:{FALLBACK_LINE + 1}"]
+    # the same calls each step (aten::kthvalue runs its out= overload, also named aten::kthvalue)
+    assert rows["aten::kthvalue"]["calls"] % 3 == 0 and rows["aten::kthvalue"]["host_total_us"] > 0
+    # the matrix product Inductor hands to a library on purpose is not a fallback
+    assert "aten::mm" not in rows and "aten::addmm" not in rows
