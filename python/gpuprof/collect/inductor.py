@@ -174,3 +174,57 @@ class InductorKernels:
             traces = json.loads(payload) if isinstance(payload, str) else {}
             self._rows.extend(kernel_rows(self._nodes, kernel_nodes, traces))
             self._nodes = {}
+
+
+# Inductor's output code writes, above each Triton kernel it defines, the operators it came from:
+#   # Topologically Sorted Source Nodes: [relu, sin], Original ATen: [aten.relu, aten.sin]
+#   ...
+#   triton_poi_fused_relu_sin_0 = async_compile.triton('triton_poi_fused_relu_sin_0', '''
+# (its C++ kernels get no such comment).
+_ORIGIN = re.compile(r"^# Topologically Sorted Source Nodes: \[.*\], Original ATen: \[(.*)\]\s*$")
+_DEFINED = re.compile(r"^(\w+) = async_compile\.\w+\(")
+# At most this many output-code files, and this many bytes of them, are read at a span's end.
+OUTPUT_CODE_FILES = 2000
+OUTPUT_CODE_BYTES = 64 << 20
+
+
+def output_code_rows(text: str) -> list:
+    """One row per kernel defined in one Inductor output-code file that names its aten operators."""
+    rows = []
+    ops: Optional[list] = None
+    for line in text.splitlines():
+        m = _ORIGIN.match(line)
+        if m:
+            ops = [o.strip() for o in m.group(1).split(",") if o.strip()]
+            continue
+        m = _DEFINED.match(line)
+        if m:
+            if ops:
+                rows.append({"kernel": m.group(1), "ops": ops, "sources": None})
+            ops = None
+    return rows
+
+
+def generated_code_rows() -> list:
+    """The kernels the output code Inductor loaded in this process names the operators of (a GPU's
+    Triton kernels), read from its files at a span's end without changing any setting; [] when
+    nothing was compiled. Bounded by OUTPUT_CODE_FILES and OUTPUT_CODE_BYTES."""
+    codecache = sys.modules.get("torch._inductor.codecache")
+    modules = getattr(getattr(codecache, "PyCodeCache", None), "modules", None)
+    if not modules:
+        return []
+    rows: list = []
+    read = 0
+    try:
+        for module in list(modules)[-OUTPUT_CODE_FILES:]:
+            path = getattr(module, "__file__", None)
+            if not path or read > OUTPUT_CODE_BYTES:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(OUTPUT_CODE_BYTES)
+            read += len(text)
+            if "Original ATen" in text:
+                rows.extend(output_code_rows(text))
+    except Exception as e:  # the training run comes first
+        log.debug("gpuprof: cannot read Inductor's output code: %s", e)
+    return rows

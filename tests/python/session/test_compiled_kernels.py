@@ -226,3 +226,33 @@ def test_operators_inductor_leaves_to_eager_kernels_are_named_with_their_lines()
     assert rows["aten::kthvalue"]["calls"] % 3 == 0 and rows["aten::kthvalue"]["host_total_us"] > 0
     # the matrix product Inductor hands to a library on purpose is not a fallback
     assert "aten::mm" not in rows and "aten::addmm" not in rows
+
+
+def test_hand_built_output_code_names_each_triton_kernels_operators():
+    """Inductor's output code for a GPU: the comment above each Triton kernel's definition names its
+    aten operators; a call's comment inside ``call`` (indented) is not a definition's."""
+    from gpuprof.collect.inductor import output_code_rows
+
+    code = "\n".join(
+        [
+            "# kernel path: /tmp/torchinductor/ab/cab.py",
+            "# Topologically Sorted Source Nodes: [relu, sin], Original ATen: [aten.relu, aten.sin]",
+            "# Source node to ATen node mapping:",
+            "#   relu => relu",
+            "triton_poi_fused_relu_sin_0 = async_compile.triton('triton_poi_fused_relu_sin_0', '''",
+            "@triton.jit",
+            "def triton_poi_fused_relu_sin_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):",
+            "''', device_str='cuda')",
+            "",
+            "cpp_fused_sum_1 = async_compile.cpp_pybinding(['float*'], '''",
+            "''')",
+            "",
+            "class Runner:",
+            "    def call(self, args):",
+            "        # Topologically Sorted Source Nodes: [mm], Original ATen: [aten.mm]",
+            "        extern_kernels.mm(arg0_1, arg0_1, out=buf0)",
+        ]
+    )
+    assert output_code_rows(code) == [
+        {"kernel": "triton_poi_fused_relu_sin_0", "ops": ["aten.relu", "aten.sin"], "sources": None}
+    ]
