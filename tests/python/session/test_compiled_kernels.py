@@ -256,3 +256,13 @@ def test_hand_built_output_code_names_each_triton_kernels_operators():
     assert output_code_rows(code) == [
         {"kernel": "triton_poi_fused_relu_sin_0", "ops": ["aten.relu", "aten.sin"], "sources": None}
     ]
+
+
+def test_the_assistant_pages_the_compiled_lists(with_provenance):
+    from gpuprof.agents.answers import top
+
+    _, report = with_provenance
+    rows = report.data["compiled"]["compiled_kernels"]
+    page = top(report, "compiled", None, limit=1, offset=1)["compiled"]
+    assert page["compiled_kernels"] == rows[1:2] and page["compiled_kernels_total"] == len(rows)
+    assert page["graph_breaks"] == [] and page["graph_breaks_total"] == 0
