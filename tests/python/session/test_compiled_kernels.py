@@ -226,6 +226,10 @@ def test_operators_inductor_leaves_to_eager_kernels_are_named_with_their_lines()
     assert rows["aten::kthvalue"]["calls"] % 3 == 0 and rows["aten::kthvalue"]["host_total_us"] > 0
     # the matrix product Inductor hands to a library on purpose is not a fallback
     assert "aten::mm" not in rows and "aten::addmm" not in rows
+    jsonschema = pytest.importorskip("jsonschema", reason="pip install jsonschema")
+    from gpuprof.report.json_schema import SCHEMA
+
+    jsonschema.validate(p.report().to_dict(), SCHEMA)
 
 
 def test_hand_built_output_code_names_each_triton_kernels_operators():
