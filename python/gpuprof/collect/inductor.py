@@ -22,6 +22,7 @@ settings they had, and so have no provenance: those kernels' rows have ``ops: nu
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -122,8 +123,6 @@ class InductorKernels:
         self._rows, self._nodes, self.errors, self.note = [], {}, 0, ""
         if not self.enabled or self._listener is not None:
             return
-        import importlib
-
         for module, path, value in _SETTINGS:
             try:  # opt-in: the user asked for Inductor's provenance
                 target = importlib.import_module(module)
