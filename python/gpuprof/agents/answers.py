@@ -437,7 +437,14 @@ def top(report, table: str, by: Optional[str], limit: int, offset: int) -> dict:
     if table == "compiled":
         if not value:
             raise AnswerError("this report has no torch.compile regions (the model was not compiled)")
-        return {"table": table, "compiled": value}
+        # Its lists (a large model has hundreds of generated kernels) are paged like a table's rows
+        value = dict(value)
+        start, count = max(0, int(offset)), max(1, int(limit))
+        for key in ("compiled_kernels", "fallbacks", "recompilations", "graph_breaks"):
+            if isinstance(value.get(key), list):
+                value[f"{key}_total"] = len(value[key])
+                value[key] = value[key][start : start + count]
+        return {"table": table, "offset": start, "compiled": value}
     rows = [r for r in (value or []) if isinstance(r, dict)]
     if not rows:
         return {"table": table, "rows": [], "total_rows": 0, "note": "this report has no rows in this table"}

@@ -54,6 +54,7 @@ def report_dict(
     batch_size: Optional[int] = None,
     pipeline: Optional[dict] = None,
     dynamo: Optional[list] = None,
+    compiled_kernels: Optional[list] = None,
 ) -> dict:
     """The report dict (docs/schema.md) of a native Trace, without advice. ``native``, when given,
     receives what later views of the same trace reuse (``repeated_op_calls``: one byte per event,
@@ -63,7 +64,8 @@ def report_dict(
     (``analysis/input_pipeline.py``). ``peak_tflops``: the dense peak MFU divides by, when the user gives
     it (docs/metrics.md, "MFU and HFU"). ``dynamo``: torch.compile's compilation records a live span
     read (``collect/dynamo.py``), for the ``compiled`` section's graphs, recompilations and graph
-    breaks."""
+    breaks; ``compiled_kernels``: Inductor's provenance of the kernels it generated in a live span
+    (``collect/inductor.py``), for its ``compiled_kernels`` rows."""
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
     analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
     if native is not None:
@@ -131,7 +133,7 @@ def report_dict(
     data["collectives"] = analysed["collectives"]
     calls = analysed["collective_calls"]
     data["collective_calls"] = [list(c) for c in calls] if len(calls) <= MAX_COLLECTIVE_CALLS else None
-    compiled = _compiled_regions(data["operators"], dynamo)
+    compiled = _compiled_regions(data["operators"], dynamo, data["kernels"], compiled_kernels)
     if compiled:
         data["compiled"] = compiled
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
@@ -369,11 +371,17 @@ _COMPILED_GRAPH = ("## Call CompiledFxGraph", "CompiledFunction")  # CompiledFun
 _COMPILED_OTHER = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
 
 
-def _compiled_regions(operators: list, dynamo: Optional[list] = None) -> dict:
+def _compiled_regions(
+    operators: list,
+    dynamo: Optional[list] = None,
+    kernels: Optional[list] = None,
+    provenance: Optional[list] = None,
+) -> dict:
     """What torch.compile's regions hold (docs/metrics.md, ``compiled``): the kernels the graphs
     launched themselves (inductor's, attributed by their launch correlation) and the host time no
     operator inside the graphs explains (inductor's generated code); with Dynamo's compilation
-    records (a live span), its graphs, recompilations and graph breaks (analysis/compiled.py);
+    records (a live span), its graphs, recompilations and graph breaks, and the kernels Inductor
+    generated with, where its provenance was read, their aten operators (analysis/compiled.py);
     {} without compiled regions."""
     graphs = [r for r in operators if str(r.get("name", "")).startswith(_COMPILED_GRAPH)]
     if not graphs and not any(str(r.get("name", "")).startswith(_COMPILED_OTHER) for r in operators):
@@ -412,9 +420,26 @@ def _compiled_regions(operators: list, dynamo: Optional[list] = None) -> dict:
             else ""
         )
     )
-    if dynamo:
-        from .compiled import dynamo_lines, dynamo_section
+    from .compiled import compiled_kernel_rows, dynamo_lines, dynamo_section, fallback_rows
 
+    fallbacks = fallback_rows(provenance, operators)
+    if fallbacks:
+        out["fallbacks"] = fallbacks
+    generated = compiled_kernel_rows(operators, kernels or [], provenance)
+    if generated:
+        out["compiled_kernels"] = generated
+        named = sum(1 for r in generated if r["ops"])
+        out["note"] += (
+            f"; {len(generated)} kernels inductor generated ran "
+            f"{sum(r['total_us'] for r in generated) / 1000:.3f} ms ({named} named with their aten "
+            "operators: compiled_kernels)"
+        )
+    elif dynamo is not None and provenance is None:
+        out["note"] += (
+            "; gpuprof.profile(compiled_kernels=True) (gpuprof run --compiled-kernels) times "
+            "inductor's C++ kernels and names the aten operators in each"
+        )
+    if dynamo:
         out.update(dynamo_section(dynamo, operators))
         lines = dynamo_lines(out)
         if lines:

@@ -154,3 +154,87 @@ def dynamo_lines(section: dict) -> list[str]:
         runs = f", {b['count']} runs in the span" if b.get("count") is not None else ""
         out.append(f"graph break at {b['source'] or b['function']}: {b['reason']}{runs}")
     return out
+
+
+# The kernels Inductor generates: its C++ backend's ("cpp_fused_...", recorded as operators
+# "graph_0_cpp_fused_..." when its kernel profiling is on) and Triton's ("triton_poi_fused_...").
+_GENERATED = re.compile(r"^(?:graph_\d+_)?((?:cpp_fused|cpp_CppMicroGemm|triton)_\w+)$")
+_FUSED = re.compile(r"^(?:cpp|triton_(?:poi|red|per|tem|for|mm|bmm|\w+?))_fused_(.+?)_\d+$")
+
+
+def _kernel_key(name: str) -> Optional[str]:
+    m = _GENERATED.match(name)
+    return m.group(1) if m else None
+
+
+def compiled_kernel_rows(operators: list, kernels: list, provenance: Optional[list]) -> list:
+    """``compiled_kernels``: one row per kernel Inductor generated, most time first. Device time
+    where the kernel ran on a GPU (the kernel table), else the host time of the operator event its
+    C++ kernel records; ``ops``/``sources`` from Inductor's provenance (``collect/inductor.py``),
+    null where none was read; ``fused``, the operators Inductor named the kernel after."""
+    rows: dict = {}
+    for table, backend, time_key, on in (
+        (kernels, "triton", "total_us", "device"),
+        (operators, None, "host_total_us", "host"),
+    ):
+        for r in table:
+            key = _kernel_key(str(r.get("name", "")))
+            if key is None or (key in rows and rows[key]["time_on"] != on):
+                continue  # a GPU kernel's host launch event: its device time is the row's
+            row = rows.setdefault(
+                key,
+                {
+                    "kernel": key,
+                    "backend": backend or ("triton" if key.startswith("triton") else "cpp"),
+                    "time_on": on,
+                    "calls": 0,
+                    "total_us": 0.0,
+                    "fused": (_FUSED.match(key).group(1) if _FUSED.match(key) else None),
+                    "ops": None,
+                    "sources": None,
+                },
+            )
+            row["calls"] += int(r.get("calls") or 0)
+            row["total_us"] = round(row["total_us"] + float(r.get(time_key) or 0.0), 3)
+    for p in provenance or []:
+        row = rows.get(str(p.get("kernel")))
+        if row is None:
+            continue  # an extern (aten) kernel, or one this span did not run
+        ops, sources = row["ops"] or [], row["sources"] or []
+        row["ops"] = ops + [o for o in p.get("ops") or [] if o not in ops]
+        row["sources"] = sources + [s for s in p.get("sources") or [] if s not in sources]
+    return sorted(rows.values(), key=lambda r: (-r["total_us"], r["kernel"]))
+
+
+_FALLBACK = re.compile(r"^torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?$")
+
+
+def fallback_rows(provenance: Optional[list], operators: list) -> list:
+    """``fallbacks``: the operators Inductor left to eager aten kernels inside its graphs (its
+    provenance names them ``torch.ops.aten.kthvalue.default``; the matrix and convolution calls it
+    hands to vendor libraries on purpose, ``extern_kernels.mm``, are not fallbacks), with the
+    operator table's calls and time for that operator: every call of it in the span, inside a
+    compiled graph or not, so an upper bound. Most time first; [] without provenance."""
+    by_name = {str(r.get("name")): r for r in operators}
+    rows: dict = {}
+    for p in provenance or []:
+        m = _FALLBACK.match(str(p.get("kernel", "")))
+        if not m:
+            continue
+        op = f"{m.group(1)}::{m.group(2)}"
+        row = rows.setdefault(op, {"op": op, "sources": []})
+        row["sources"] += [s for s in p.get("sources") or [] if s not in row["sources"]]
+    out = []
+    for op, row in rows.items():
+        timed = by_name.get(op)
+        if timed is None:
+            continue  # compiled, but not run in the span
+        out.append(
+            {
+                **row,
+                "calls": int(timed.get("calls") or 0),
+                "host_total_us": float(timed.get("host_total_us") or 0.0),
+                "device_total_us": float(timed.get("device_total_us") or 0.0),
+            }
+        )
+    return sorted(out, key=lambda r: (-(r["device_total_us"] or r["host_total_us"]), r["op"]))

@@ -99,6 +99,14 @@ def add_parser(subparsers) -> None:
         '(a few microseconds per module call; docs/metrics.md, "Modules")',
     )
     p.add_argument(
+        "--compiled-kernels",
+        action="store_true",
+        help="for a torch.compile'd model: time the kernels Inductor generates on the CPU and name "
+        "the aten operators and source lines of each (Inductor's kernel profiling and provenance on, "
+        "its caches off, for graphs compiled during the run: compile time, not step time; "
+        'docs/profiling.md, "Compiled models")',
+    )
+    p.add_argument(
         "--shapes",
         action="store_true",
         help="also record every operator's input shapes: the operators-by-shape table, and FLOPs of "
@@ -169,10 +177,10 @@ def run(args) -> int:
         ):
             if value is not None:
                 raise UserError(f"{flag} goes with --watch: gpuprof run --watch {flag} ... {args.script}")
-    elif args.steps is not None or args.modules or args.stop_after or args.shapes:
+    elif args.steps is not None or args.modules or args.stop_after or args.shapes or args.compiled_kernels:
         raise UserError(
-            "--watch watches every step without the profiler; it does not record steps, so it does not "
-            f"take --steps, --modules, --shapes or --stop-after: gpuprof run --watch {args.script}"
+            "--watch watches every step without the profiler (no step recorded): it takes no --steps, "
+            f"--modules, --shapes, --compiled-kernels or --stop-after: gpuprof run --watch {args.script}"
         )
     start, stop = parse_steps(args.steps or DEFAULT_STEPS)
     script = Path(args.script)
@@ -260,6 +268,7 @@ def run(args) -> int:
             with_modules=args.modules,
             record_shapes=args.shapes,
             journal=journal,
+            compiled_kernels=args.compiled_kernels,
         ) as prof:
             prof.yields_to_nested = True  # a session the script starts itself takes over
             prof.warn_without_steps = False  # a run without steps says so below, with its fix

@@ -51,6 +51,7 @@ def build_report(
     peak_tflops: Optional[float] = None,
     failure: Optional[dict] = None,
     dynamo: Optional[list] = None,
+    compiled_kernels: Optional[list] = None,
 ) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
     of a rank's file, or a saved report).
@@ -76,6 +77,8 @@ def build_report(
             (``collect/oom.py``): the report gets its ``out_of_memory`` section.
         dynamo: torch.compile's compilation records at the span's end (``collect/dynamo.py``),
             for the ``compiled`` section's graphs, recompilations and graph breaks.
+        compiled_kernels: the kernels Inductor generated in the span with their aten operators and
+            source lines (``collect/inductor.py``; None when the opt-in was off).
     """
     native: dict = {}
     if trace is not None:
@@ -90,6 +93,7 @@ def build_report(
             batch_size=_batch_size(rank, dataloaders),
             pipeline=pipeline,
             dynamo=dynamo,
+            compiled_kernels=compiled_kernels,
         )
     elif analysed is not None:
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was

@@ -367,6 +367,8 @@ def _tables(data: dict) -> list[dict]:
             elif _SHAPE_TABLE in data:  # a report that could have had them: say how to get them
                 table["shapes_note"] = _shapes_note(data)
         out.append(table)
+    for key, title, rows in sec.compiled_tables(data):
+        out.append({"key": key, "title": title, "cols": sec.columns(rows), "rows": sec.sorted_rows(rows)})
     return out
 
 

@@ -364,6 +364,46 @@ _LAYOUT: dict = {
                         },
                     },
                 },
+                "fallbacks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["op", "sources", "calls", "host_total_us", "device_total_us"],
+                        "properties": {
+                            "op": _STR,
+                            "sources": {"type": "array", "items": _STR},
+                            "calls": _INT,
+                            "host_total_us": _NUM,
+                            "device_total_us": _NUM,
+                        },
+                    },
+                },
+                "compiled_kernels": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": [
+                            "kernel",
+                            "backend",
+                            "time_on",
+                            "calls",
+                            "total_us",
+                            "fused",
+                            "ops",
+                            "sources",
+                        ],
+                        "properties": {
+                            "kernel": _STR,
+                            "backend": {"enum": ["cpp", "triton"]},
+                            "time_on": {"enum": ["host", "device"]},
+                            "calls": _INT,
+                            "total_us": _NUM,
+                            "fused": _STR_OR_NULL,
+                            "ops": {"type": ["array", "null"], "items": _STR},
+                            "sources": {"type": ["array", "null"], "items": _STR},
+                        },
+                    },
+                },
             },
         },
         # FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline")

@@ -258,6 +258,10 @@ def _tables(report, title: str, top: int) -> list[str]:
             out += [f"### {name} (top {min(top, len(rows))} of {len(rows)})", ""]
             out += _rows_table(rows, top)
             out.append("")
+    for _, name, rows in sec.compiled_tables(report.data):
+        out += [f"### {name} (top {min(top, len(rows))} of {len(rows)})", ""]
+        out += _rows_table(rows, top)
+        out.append("")
     return out
 
 

@@ -298,6 +298,8 @@ def out_of_memory_summary(report) -> str:
 def _top_tables(console: Console, report) -> None:
     for key, name in sec.TERMINAL_TABLES:
         _table(console, name, sec.section(report.data, key), TOP_ROWS)
+    for _, name, rows in sec.compiled_tables(report.data):
+        _table(console, name, rows, TOP_ROWS)
 
 
 def _modules(console: Console, report) -> None:

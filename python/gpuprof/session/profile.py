@@ -15,6 +15,7 @@ from ..collect import exchange as _distributed
 from ..collect.dataloader import DataLoaderCapture
 from ..collect.dynamo import DynamoWatch
 from ..collect.gpu import AllocatorSampler, GpuCollection
+from ..collect.inductor import InductorKernels
 from ..collect.modules import ModuleHooks
 from ..collect.schedule import ProfilerAction, always_record
 from ..collect.tensors import KnownTensors
@@ -89,6 +90,13 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         first_step: the number of the step the session starts in (0 by default): a session started
             in the middle of a run numbers its steps as the run does, and ``schedule`` is asked
             about those numbers (a watched run's capture starts at the step it asked for).
+        compiled_kernels: for torch.compile'd models: from the session's start to its end (the
+            ``with`` block), Inductor generates its C++ kernels with profiling on, notes which aten
+            operators and source lines went into each kernel, and bypasses its caches, for the
+            graphs compiled in that time only; Inductor's settings are restored at the end. The
+            ``compiled`` section then lists ``compiled_kernels`` with their operators
+            (docs/profiling.md, "Compiled models"). It costs compile time, never step time
+            (docs/performance.md).
     """
 
     def __init__(
@@ -107,6 +115,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         peak_tflops: Optional[float] = None,
         journal: Optional[os.PathLike | str] = None,
         first_step: int = 0,
+        compiled_kernels: bool = False,
     ) -> None:
         if max_events < 1:
             raise ValueError(f"gpuprof.profile: max_events must be positive, got {max_events}")
@@ -162,6 +171,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         self._steps_in_span = 0
         self._capture = DataLoaderCapture()
         self._dynamo = DynamoWatch()
+        self._inductor = InductorKernels(compiled_kernels)
         self._entered_at = ""
         self._gpu = GpuCollection(bool(gpu), self.max_events)
         self._nvtx_step_open = False
@@ -228,6 +238,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
         try:
             self._exchange = None  # made at the first span end (see _gather)
             self._capture.open()  # DataLoader iterators made from now on carry the workers' hook
+            self._inductor.start()  # compiled_kernels=True: Inductor's provenance until the block ends
             first = self.schedule(self.step_num)
             # The operator hooks load (or compile) on a background thread from now on, while the
             # schedule's wait and warmup steps run; before a recorded step it is waited for.
@@ -297,6 +308,7 @@ class profile(SpanReports, Recording, SignalHandling, OutOfMemoryReports):
 
     def _teardown(self) -> None:
         self._restore_signal_handlers()
+        self._inductor.stop()  # Inductor's settings as the span found them
         self._unhook()
         self._tensors.remove()
         try:

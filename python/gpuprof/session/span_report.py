@@ -14,6 +14,7 @@ from .._native import _core
 from ..collect import exchange as _distributed
 from ..collect import hooks as _hooks_loader
 from ..collect.dataloader import add_pipeline_events
+from ..collect.inductor import generated_code_rows
 from ..report.build import build_report, unbuilt_report
 from ..report.model import Report
 
@@ -131,7 +132,16 @@ class SpanReports:
             peak_tflops=self.peak_tflops,
             failure=failure,
             dynamo=self._dynamo.records(),
+            compiled_kernels=self._compiled_kernels(),
         )
+
+    def _compiled_kernels(self) -> Optional[list]:
+        """Inductor's provenance (the opt-in's), then what its output code names (always)."""
+        rows = self._inductor.rows()
+        named = generated_code_rows()
+        if rows is None and not named:
+            return None
+        return (rows or []) + named
 
     def _unbuilt_span_report(self, source: dict, trace, error: Exception) -> Report:
         """The span's report when building it failed: no numbers, the reason, and the span's events

@@ -333,6 +333,50 @@ def test_many_tiny_kernels_fire_launch_bound():
     )
 
 
+# ---- cuda_graphs, eager_fallback (torch.compile) ------------------------------------------------
+def _compiled(kernel_launches: int, **over):
+    """launch_bound's case, the kernels Inductor's: 5000 Triton kernels over 10 steps, 8 us each."""
+    name = "triton_poi_fused_add_mul_0"
+    row = {"kernel": name, "backend": "triton", "time_on": "device", "calls": 5000, "total_us": 40_000.0}
+    return report(
+        {"kernel": 20, "runtime": 35, "cpu_exec": 40},
+        step_us=20_000.0,
+        devices=[device(utilization_pct=20.0, sm_efficiency_pct=60.0 * 0.2)],
+        kernels=[{"name": name, "calls": 5000, "total_us": 40_000.0}],
+        launch_stats=[{"name": name, "launches": kernel_launches}],
+        compiled={"region_calls": 10, "compiled_kernels": [row], **over},
+        dataloaders=[LOADER],
+    )
+
+
+def test_a_compiled_model_launching_its_kernels_one_by_one_fires_cuda_graphs_instead_of_launch_bound():
+    r = _compiled(kernel_launches=5000)
+    a = fired(r, "cuda_graphs")
+    assert a["saving_bound_pct"] == 80.0  # GPU idle 80%, no DataLoader wait
+    assert a["evidence"]["generated_launches_per_step"] == 500 and a["evidence"]["mean_kernel_us"] == 8.0
+    assert 'mode="reduce-overhead"' in a["fix"]
+    assert "launch_bound" not in rules(r)  # one cause, said once
+
+
+def test_kernels_replayed_from_a_cuda_graph_do_not_fire_cuda_graphs():
+    # 5000 kernel calls, 100 launch calls: the rest were replayed from captured graphs
+    assert "cuda_graphs" not in rules(_compiled(kernel_launches=100))
+
+
+def test_operators_left_to_eager_kernels_fire_eager_fallback_from_5pct_of_the_span():
+    # The span: 10 steps of 20 ms = 200 ms. aten::kthvalue's 12 ms are 6% (>= 5%): fires; 8 ms,
+    # 4%, does not.
+    def fallback(host_us):
+        row = {"op": "aten::kthvalue", "sources": ["/m.py:7"], "calls": 10, "host_total_us": host_us}
+        return report({"cpu_exec": 90}, step_us=20_000.0, compiled={"region_calls": 10, "fallbacks": [row]})
+
+    a = fired(fallback(12_000.0), "eager_fallback")
+    assert a["saving_bound_pct"] == 6.0
+    assert a["evidence"]["top_op"] == "aten::kthvalue" and "/m.py:7" in a["fix"]
+    assert "register_decomposition" in a["fix"]
+    assert "eager_fallback" not in rules(fallback(8_000.0))
+
+
 # ---- mixed_precision ------------------------------------------------------------------------------
 def test_fp32_on_a_v100_fires_mixed_precision_with_fp16_and_a_grad_scaler():
     # The plugin's case (tb_resnet50_v100_nw0): compute capability 7.0, 68% of kernel time from

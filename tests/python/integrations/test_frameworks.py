@@ -202,6 +202,22 @@ def test_compiled_loop_record_shapes_silent_and_totals_match_torch_profiler(tmp_
     assert _range(run, "Optimizer.step#SGD.step")["calls"] == 4
 
 
+@pytest.mark.skipif(not _inductor_works(), reason="inductor needs a C++ compiler (g++)")
+def test_gpuprof_run_compiled_kernels_names_the_generated_kernels_operators(tmp_path):
+    """gpuprof run --compiled-kernels: the model compiles at step 0, before the recorded steps 2-5,
+    inside the run's session: its C++ kernels are timed in the span and named with their operators."""
+    out = tmp_path / "run-out"
+    cmd = ["-m", "gpuprof.cli", "run", "-q", "--compiled-kernels", "--steps", "2:6", "--out", out]
+    p = _run([*cmd, HERE / "compile_loop.py", tmp_path / "unused.json"], tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads((out / "report.json").read_text())["compiled"]["compiled_kernels"]
+    gelu = [r for r in rows if r["backend"] == "cpp" and "gelu" in r["kernel"]]
+    assert gelu and all(r["calls"] >= 4 and r["total_us"] > 0 for r in gelu)  # each recorded step
+    assert any("aten.erf" in r["ops"] for r in gelu)  # GELU's exact form, decomposed
+    # An nn.Sequential of torch's own layers: no line of the script is inside the compiled frame
+    assert all(r["sources"] == [] for r in gelu)
+
+
 def test_record_shapes_on_nested_tensors_shows_them_as_torch_profiler_does():
     """A nested tensor has no sizes() (asking throws, inside the op being observed): under
     record_shapes it shows [] as in torch.profiler, the op runs, and the dense buffer op inside it

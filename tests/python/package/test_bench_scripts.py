@@ -357,3 +357,19 @@ def test_watch_overhead_smoke_run_measures_both_loops(tmp_path):
     # Two watched runs (200 + 50 steps), each a start line, its steps and an end line, and the
     # longer one a baseline line (a busy machine may add a flag line or two).
     assert doc["lines_written"] >= 2 * 2 + 200 + 50 + 1
+
+
+def test_compiled_kernels_cost_smoke_run_measures_every_condition(tmp_path):
+    # bench/compiled_kernels_cost.py (docs/performance.md, "Compiled kernels (opt-in)"): three fresh
+    # processes compile the residual block; only the opt-in's report names the generated kernels.
+    out = tmp_path / "compiled_kernels_cost.json"
+    proc = _bench(
+        "compiled_kernels_cost.py", "--rounds", "1", "--steps", "2", "--out", out, cwd=tmp_path, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())["conditions"]
+    assert set(doc) == {"default", "default_warm", "opt_in"}
+    for name, row in doc.items():
+        assert row["first_step_s_median"] > 0 and row["step_ms_median"] > 0, name
+    assert doc["default"]["kernels"] == 0 and doc["default_warm"]["kernels"] == 0
+    assert doc["opt_in"]["kernels_with_ops"] >= 5  # every fused kernel but the input layout copy

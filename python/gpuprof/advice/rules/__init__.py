@@ -15,6 +15,7 @@ from .base import (
     COMMUNICATION_PCT,
     COPY_MIN_PCT,
     DATALOADER_PCT,
+    FALLBACK_MIN_PCT,
     FRAGMENTATION_MIN_BYTES,
     FRAGMENTATION_MIN_PCT,
     FRAGMENTATION_NEAR_FULL_PCT,
@@ -43,7 +44,7 @@ from .base import (
     Rule,
     recommendation,
 )
-from .compiled import graph_break, recompilations
+from .compiled import cuda_graphs, eager_fallback, graph_break, recompilations
 from .compute import (
     channels_last,
     low_mfu,
@@ -81,9 +82,11 @@ RULES: list[tuple[str, Rule]] = [
     ("dataloader", dataloader),
     ("pin_memory", pin_memory),
     ("host_sync", host_sync),
+    ("cuda_graphs", cuda_graphs),
     ("launch_bound", launch_bound),
     ("recompilations", recompilations),
     ("graph_break", graph_break),
+    ("eager_fallback", eager_fallback),
     ("mixed_precision", mixed_precision),
     ("low_mfu", low_mfu),
     ("channels_last", channels_last),
@@ -126,6 +129,7 @@ __all__ = [
     "MEMORY_HIGH_PCT",
     "MEMORY_LOW_PCT",
     "OPTIMIZER_MIN_PCT",
+    "FALLBACK_MIN_PCT",
     "RECOMPILE_MIN",
     "Recommendation",
     "Rule",
@@ -139,9 +143,11 @@ __all__ = [
     "dataloader",
     "pin_memory",
     "host_sync",
+    "cuda_graphs",
     "launch_bound",
     "recompilations",
     "graph_break",
+    "eager_fallback",
     "mixed_precision",
     "low_mfu",
     "channels_last",

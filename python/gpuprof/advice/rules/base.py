@@ -46,6 +46,9 @@ SMALL_MATMUL_FLOPS = 2 * 256**3
 # torch.compile: recompilations of one function inside the span from which it is a storm (Dynamo's
 # own cache holds 8 per frame before it gives up and runs the frame eagerly).
 RECOMPILE_MIN = 2  # a matrix-class call below a 256 x 256 x 256 product is small
+# torch.compile: the operators Inductor left to eager kernels inside its graphs, as a share of the
+# span's time, from which they are worth a rule (their calls outside the graphs count too: a bound).
+FALLBACK_MIN_PCT = 5.0
 
 Recommendation = dict
 Rule = Callable[[Facts], Optional[Recommendation]]

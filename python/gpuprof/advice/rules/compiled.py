@@ -1,12 +1,25 @@
 """torch.compile rules: recompilations inside the span and graph breaks in the hot loop, from the
-``compiled`` section's Dynamo records (a live span's; docs/metrics.md, ``compiled``)."""
+``compiled`` section's Dynamo records (a live span's); operators Inductor left to eager kernels
+(its provenance: ``compiled_kernels=True``); and a compiled model whose generated kernels are
+launched one by one while the GPU waits for them (docs/metrics.md, ``compiled``)."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 from .._facts import Facts
-from .base import RECOMPILE_MIN, Recommendation, _ms, recommendation
+from .base import (
+    FALLBACK_MIN_PCT,
+    LAUNCH_MAX_MEAN_KERNEL_US,
+    LAUNCH_MIN_HOST_PCT,
+    LAUNCH_MIN_PER_STEP,
+    RECOMPILE_MIN,
+    UNEXPLAINED_IDLE_MIN_PCT,
+    Recommendation,
+    _ms,
+    _unexplained_idle_pct,
+    recommendation,
+)
 
 
 def _compiled(f: Facts) -> dict:
@@ -103,4 +116,94 @@ def graph_break(f: Facts) -> Optional[Recommendation]:
         "the break, fewer guards) depends on the code around it",
         fix=f"remove or move out of forward what breaks the graph at {where}: {why} (a print or a "
         "tensor.item() inside forward: log outside the compiled model, or keep the value a tensor)",
+    )
+
+
+def eager_fallback(f: Facts) -> Optional[Recommendation]:
+    rows = [r for r in _compiled(f).get("fallbacks") or [] if isinstance(r, dict)]
+    span_us = _span_us(f)
+    if not rows or span_us <= 0:
+        return None
+    on_device = any(r.get("device_total_us") for r in rows)
+    key = "device_total_us" if on_device else "host_total_us"
+    total_us = float(sum(r.get(key) or 0.0 for r in rows))
+    pct = 100.0 * total_us / span_us
+    if pct < FALLBACK_MIN_PCT:
+        return None
+    top = max(rows, key=lambda r: r.get(key) or 0.0)
+    where = ", ".join((top.get("sources") or [])[:2]) or "the compiled model"
+    names = ", ".join(r["op"] for r in rows[:4])
+    return recommendation(
+        "eager_fallback",
+        f"torch.compile runs {top['op']} as an eager kernel inside its graph",
+        summary=f"{len(rows)} operator(s) Inductor does not generate code for ({names}) take "
+        f"{_ms(total_us)} ({pct:.0f}% of the span's {'device' if on_device else 'host'} time); the "
+        f"largest, {top['op']}, comes from {where}",
+        numbers={
+            "fallback_ops": [r["op"] for r in rows],
+            "top_op": top["op"],
+            "sources": top.get("sources") or [],
+            "fallback_us": total_us,
+            "fallback_pct": pct,
+        },
+        bound_pct=min(100.0, pct),
+        confidence="medium",
+        confidence_reason="Inductor's provenance names the fallbacks; their time counts every call of "
+        "the operator in the span, inside the compiled graphs or not",
+        fix=f"at {where}: express {top['op']} with operators Inductor generates code for, or register "
+        "a decomposition for it (torch._inductor.decomposition.register_decomposition); each fallback "
+        "also splits the fusion around it. Linear algebra (linalg_*) stays a library call: move it "
+        "out of the hot loop or batch it",
+    )
+
+
+def cuda_graphs(f: Facts) -> Optional[Recommendation]:
+    rows = [
+        r
+        for r in _compiled(f).get("compiled_kernels") or []
+        if isinstance(r, dict) and r.get("time_on") == "device"
+    ]
+    calls = float(sum(r.get("calls") or 0 for r in rows))
+    if not rows or calls <= 0 or f.num_steps == 0:
+        return None
+    names = {r["kernel"] for r in rows}
+    launched = float(
+        sum(
+            r.get("launches") or 0
+            for r in f.data.get("launch_stats") or []
+            if isinstance(r, dict) and r.get("name") in names
+        )
+    )
+    if launched < 0.5 * calls:
+        return None  # most of them are replayed from a CUDA graph already (no launch call each)
+    per_step = f.per_step(launched)
+    mean_us = float(sum(r.get("total_us") or 0.0 for r in rows)) / calls
+    host_pct = f.pct("runtime") + f.pct("cpu_exec")
+    idle = _unexplained_idle_pct(f)
+    if (
+        mean_us >= LAUNCH_MAX_MEAN_KERNEL_US
+        or per_step < LAUNCH_MIN_PER_STEP
+        or host_pct < LAUNCH_MIN_HOST_PCT
+        or idle < 2 * UNEXPLAINED_IDLE_MIN_PCT
+    ):
+        return None
+    return recommendation(
+        "cuda_graphs",
+        "The compiled model launches its kernels one by one while the GPU waits",
+        summary=f"torch.compile's kernels: {per_step:.0f} launches per step averaging {mean_us:.1f} us "
+        f"each, none replayed from a CUDA graph; the GPU idles {idle:.0f}% of the step",
+        numbers={
+            "generated_launches_per_step": per_step,
+            "mean_kernel_us": mean_us,
+            "host_pct": host_pct,
+            "gpu_idle_not_dataloader_pct": idle,
+        },
+        bound_pct=idle,
+        confidence="medium",
+        confidence_reason="launches and idle time are measured; a CUDA graph removes launch gaps, "
+        "not the kernels' own time",
+        fix='torch.compile(model, mode="reduce-overhead") records the compiled graphs as CUDA graphs '
+        "and replays them with one launch (keep input shapes static, no CPU sync such as .item() "
+        "inside the model, and call torch.compiler.cudagraph_mark_step_begin() before each step when "
+        "outputs are kept across steps)",
     )

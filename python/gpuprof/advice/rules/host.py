@@ -151,6 +151,10 @@ def launch_bound(f: Facts) -> Optional[Recommendation]:
     calls = f.kernel_calls
     if calls <= 0 or f.num_steps == 0:
         return None
+    from .compiled import cuda_graphs
+
+    if cuda_graphs(f) is not None:
+        return None  # a compiled model: cuda_graphs says it with the compiled model's fix
     per_step = f.per_step(calls)
     mean_us = f.kernel_total_us / calls
     host_pct = f.pct("runtime") + f.pct("cpu_exec")

@@ -12,6 +12,7 @@ the renderers read them all through this package (``from . import sections as se
 from __future__ import annotations
 
 from ...analysis import CATEGORIES, section
+from .compiled import compiled_tables
 from .energy import energy_lines
 from .flops import flops, flops_lines, roofline
 from .memory import (
@@ -80,6 +81,7 @@ from .tables import (
 )
 
 __all__ = [
+    "compiled_tables",
     "CATEGORIES",
     "section",
     "TABLES",

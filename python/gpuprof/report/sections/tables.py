@@ -62,6 +62,15 @@ TEXT_COLUMNS = (
     "pg_desc",
     "group_ranks",
     "timed_by",
+    # the compiled section's rows (sections/compiled.py)
+    "backend",
+    "time_on",
+    "ops",
+    "source",
+    "function",
+    "changed",
+    "values",
+    "reason",
 )
 # The collectives table's columns in the order that reads best (what a short table keeps first):
 # which collective in which group, how much, how long, how much of it waiting, at what bandwidth.

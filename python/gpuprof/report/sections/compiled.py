@@ -1,0 +1,68 @@
+"""The ``compiled`` section's lists as flat rows for the table renderers: the kernels Inductor
+generated (their operators joined), the recompilations and the graph breaks. Each row keeps the
+analysis' numbers; only lists become text."""
+
+from __future__ import annotations
+
+# Shown at most this many operators per kernel in a cell; the JSON has them all.
+OPS_SHOWN = 8
+
+
+def _ops(row: dict) -> str:
+    ops = row.get("ops")
+    if ops == []:  # provenance read: the kernel only copies the graph's inputs (a layout change)
+        return "(the graph's inputs only)"
+    if not ops:
+        return f"({row['fused']}, from its name)" if row.get("fused") else ""
+    shown = ", ".join(str(o) for o in ops[:OPS_SHOWN])
+    return shown + (f", ... (+{len(ops) - OPS_SHOWN})" if len(ops) > OPS_SHOWN else "")
+
+
+def compiled_tables(data: dict) -> list[tuple[str, str, list[dict]]]:
+    """(key, title, rows) of each non-empty list in the report's ``compiled`` section."""
+    compiled = data.get("compiled")
+    if not isinstance(compiled, dict):
+        return []
+    out = []
+    kernels = [r for r in compiled.get("compiled_kernels") or [] if isinstance(r, dict)]
+    if kernels:
+        rows = [
+            {
+                "name": r.get("kernel"),
+                "backend": r.get("backend"),
+                "calls": r.get("calls"),
+                "total_us": r.get("total_us"),
+                "time_on": r.get("time_on"),
+                "ops": _ops(r),
+                "source": (r.get("sources") or [""])[0],
+            }
+            for r in kernels
+        ]
+        out.append(("compiled_kernels", "Kernels torch.compile generated", rows))
+    recompiles = [r for r in compiled.get("recompilations") or [] if isinstance(r, dict)]
+    if recompiles:
+        rows = [
+            {
+                "function": r.get("function"),
+                "count": r.get("count"),
+                "changed": r.get("dimension") or r.get("guard"),
+                "values": ", ".join(str(v) for v in r.get("values") or []),
+                "compile_us": r.get("compile_us"),
+                "source": r.get("source"),
+            }
+            for r in recompiles
+        ]
+        out.append(("compiled_recompilations", "torch.compile recompilations", rows))
+    breaks = [r for r in compiled.get("graph_breaks") or [] if isinstance(r, dict)]
+    if breaks:
+        rows = [
+            {
+                "source": r.get("source") or r.get("function"),
+                "reason": r.get("reason"),
+                "count": r.get("count"),
+                "compiles": r.get("compiles"),
+            }
+            for r in breaks
+        ]
+        out.append(("compiled_graph_breaks", "torch.compile graph breaks", rows))
+    return out
