@@ -757,6 +757,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   if (side.joinable()) side.join();
   if (linked_error) std::rethrow_exception(linked_error);
   a.step_flops = step_flops(t, a.flops, a.steps);
+  a.critical_path = critical_paths(t, a.links, a.steps);
   a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
   name_memory_modules(t, a.modules, a.memory_view);   // both views are done
   cap_memory_ops(a.memory_view.ops);
