@@ -27,8 +27,8 @@ Event& host(Trace& t, EventKind kind, const char* name, int64_t start, int64_t e
   return e;
 }
 void op(Trace& t, const char* name, int64_t start, int64_t end) { host(t, EventKind::HostOp, name, start, end); }
-void launch(Trace& t, const char* call, uint64_t corr, int64_t start, int64_t end, EventKind kind, const char* name,
-            int64_t dstart, int64_t dend) {
+void launch(Trace& t, const char* call, uint64_t corr, int64_t start, int64_t end, EventKind kind,
+            const char* name, int64_t dstart, int64_t dend) {
   host(t, EventKind::Runtime, call, start, end).correlation = corr;
   Event& d = t.add(kind, name, dstart * us, (dend - dstart) * us);
   d.correlation = corr;
@@ -56,7 +56,8 @@ StepCriticalPath only_path(const Trace& t) {
   return p;
 }
 
-void expect_top(const Trace& t, const StepCriticalPath& p, const std::vector<std::pair<std::string, int64_t>>& want) {
+void expect_top(const Trace& t, const StepCriticalPath& p,
+                const std::vector<std::pair<std::string, int64_t>>& want) {
   ASSERT_EQ(p.top.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
     EXPECT_EQ(t.strings.at(p.top[k].name), want[k].first) << k;
@@ -97,8 +98,12 @@ TEST(CriticalPath, KernelBoundStepRunsThroughTheKernels) {
   EXPECT_EQ(p.segments.size(), 11u);
   EXPECT_EQ(p.launch_calls_ns, 0);   // no launch call's own time is on the chain
   // Both GEMMs share a name; "Memcpy DtoH" before "aten::item" at 2 us each (by name).
-  expect_top(t, p, {{"volta_sgemm", 400}, {"aten::mm", 10}, {"cudaStreamSynchronize", 3}, {"Memcpy DtoH", 2},
-                    {"aten::item", 2}});
+  expect_top(t, p,
+             {{"volta_sgemm", 400},
+              {"aten::mm", 10},
+              {"cudaStreamSynchronize", 3},
+              {"Memcpy DtoH", 2},
+              {"aten::item", 2}});
 }
 
 TEST(CriticalPath, LaunchBoundStepRunsThroughTheLaunchCalls) {
@@ -151,8 +156,12 @@ TEST(CriticalPath, StepHeldByTheDataLoader) {
   EXPECT_EQ(p.ns[CPU], 93 * us);
   EXPECT_EQ(p.ns[GPU], 100 * us);
   EXPECT_EQ(p.ns[LAUNCH], 7 * us);
-  expect_top(t, p, {{kDataLoader, 700}, {"aten::stack", 100}, {"volta_sgemm", 100}, {"aten::mm", 5},
-                    {"cudaStreamSynchronize", 3}});
+  expect_top(t, p,
+             {{kDataLoader, 700},
+              {"aten::stack", 100},
+              {"volta_sgemm", 100},
+              {"aten::mm", 5},
+              {"cudaStreamSynchronize", 3}});
 }
 
 TEST(CriticalPath, StepThatEndsOnTheDeviceStartsThereAndCountsCommunication) {

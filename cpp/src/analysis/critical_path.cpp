@@ -11,9 +11,12 @@
 namespace gpuprof {
 
 const char* path_cause_key(PathCause c) {
-  static const char* const keys[kNumPathCauses] = {
-      "cpu_bound",           "data_loading",          "gpu_compute_bound", "gpu_communication_bound",
-      "gpu_kernel_kernel_overhead", "gpu_kernel_launch_overhead"};
+  static const char* const keys[kNumPathCauses] = {"cpu_bound",
+                                                   "data_loading",
+                                                   "gpu_compute_bound",
+                                                   "gpu_communication_bound",
+                                                   "gpu_kernel_kernel_overhead",
+                                                   "gpu_kernel_launch_overhead"};
   return keys[static_cast<int>(c)];
 }
 
@@ -265,8 +268,9 @@ StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
       add(a.end_ns(), t, PathCause::CpuBound, kNoIndex);
       t = a.end_ns();
     }
-    add(a.start_ns, t, is_communication_kernel_name(t_.name_of(a)) ? PathCause::GpuCommunicationBound
-                                                                     : PathCause::GpuComputeBound,
+    add(a.start_ns, t,
+        is_communication_kernel_name(t_.name_of(a)) ? PathCause::GpuCommunicationBound
+                                                    : PathCause::GpuComputeBound,
         act);
     t = a.start_ns;
     if (t <= s) break;
