@@ -43,11 +43,21 @@ struct HostThread {
   std::vector<int64_t> ends;   // sorted
 };
 
-// Activities of one device, by end.
+// Where a walk stands in one host thread: how many of its starts, and of its ends, lie before the
+// walk's time. The walk's time only goes back, so these only go down: O(1) amortised per move.
+struct HostCursor {
+  size_t starts = 0;
+  size_t ends = 0;
+};
+
+// Activities of one device (or all), by end.
 struct DeviceEnds {
   std::vector<uint32_t> events;
   std::vector<int64_t> ends;
 };
+
+// What a name is, worked out once per name: the walk asks for every piece of the chain.
+constexpr uint8_t kKnown = 0x80, kDataLoaderName = 1, kBlockingSync = 2, kLaunchCall = 4, kCommKernel = 8;
 
 class PathWalker {
  public:
@@ -56,24 +66,31 @@ class PathWalker {
     launched_.assign(n, kNoIndex);
     prev_on_stream_.assign(n, kNoIndex);
     std::map<std::pair<int, uint32_t>, std::vector<uint32_t>> streams;
-    std::map<int, std::vector<uint32_t>> devices;
+    std::vector<uint32_t> activities;
     for (uint32_t i = 0; i < n; ++i) {
       const Event& e = t.events[i];
       if (!e.on_device() || e.dur_ns <= 0) continue;
       streams[{e.device, e.tid}].push_back(i);
-      devices[e.device].push_back(i);
-      all_.events.push_back(i);
+      activities.push_back(i);
       const uint32_t call = i < links.runtime_of.size() ? links.runtime_of[i] : kNoIndex;
       if (call != kNoIndex && launched_[call] == kNoIndex) launched_[call] = i;
     }
+    auto by_start = [&](uint32_t a, uint32_t b) { return start_before(a, b); };
     for (auto& [key, items] : streams) {
-      std::sort(items.begin(), items.end(), [&](uint32_t a, uint32_t b) { return start_before(a, b); });
+      if (!std::is_sorted(items.begin(), items.end(), by_start)) std::sort(items.begin(), items.end(), by_start);
       for (size_t k = 1; k < items.size(); ++k) prev_on_stream_[items[k]] = items[k - 1];
     }
-    for (auto& [device, items] : devices) device_ends_[device] = by_end(std::move(items));
-    all_ = by_end(std::move(all_.events));
+    all_ = by_end(activities);
+    std::map<int, std::vector<uint32_t>> devices;
+    for (uint32_t i : all_.events) devices[t.events[i].device].push_back(i);   // stays by end
+    for (auto& [device, items] : devices) {
+      DeviceEnds& d = device_ends_[device];
+      d.ends.reserve(items.size());
+      for (uint32_t i : items) d.ends.push_back(t.events[i].end_ns());
+      d.events = std::move(items);
+    }
+    name_flags_.assign(t.strings.size(), 0);
     index_host_lane();
-    dataloader_name_.assign(t.strings.size(), -1);
   }
 
   StepCriticalPath walk(const StepBreakdown& step) const;
@@ -87,46 +104,68 @@ class PathWalker {
     return a < b;
   }
 
-  DeviceEnds by_end(std::vector<uint32_t> items) const {
-    auto end_before = [&](uint32_t a, uint32_t b) {
-      const int64_t ea = t_.events[a].end_ns(), eb = t_.events[b].end_ns();
-      return ea != eb ? ea < eb : a < b;
-    };
-    std::sort(items.begin(), items.end(), end_before);
+  DeviceEnds by_end(const std::vector<uint32_t>& items) const {
+    std::vector<std::pair<int64_t, uint32_t>> keyed;
+    keyed.reserve(items.size());
+    for (uint32_t i : items) keyed.emplace_back(t_.events[i].end_ns(), i);
+    if (!std::is_sorted(keyed.begin(), keyed.end())) std::sort(keyed.begin(), keyed.end());
     DeviceEnds d;
-    d.ends.reserve(items.size());
-    for (uint32_t i : items) d.ends.push_back(t_.events[i].end_ns());
-    d.events = std::move(items);
+    d.ends.reserve(keyed.size());
+    d.events.reserve(keyed.size());
+    for (const auto& [end, i] : keyed) {
+      d.ends.push_back(end);
+      d.events.push_back(i);
+    }
     return d;
+  }
+
+  uint8_t flags(uint32_t name) const {
+    uint8_t& f = name_flags_[name];
+    if (!(f & kKnown)) {
+      const std::string& s = t_.strings.at(name);
+      f = kKnown | (is_dataloader_name(s) ? kDataLoaderName : 0) | (is_blocking_sync_call(s) ? kBlockingSync : 0) |
+          (is_launch_call(s) ? kLaunchCall : 0) | (is_communication_kernel_name(s) ? kCommKernel : 0);
+    }
+    return f;
   }
 
   // The host lane: the threads that hold step markers or launch device work (the training loop's
   // thread and autograd's), as one timeline; the thread with most host events when none does.
   void index_host_lane() {
-    std::unordered_map<uint32_t, HostThread> by_tid;
-    std::unordered_map<uint32_t, size_t> counts;
+    std::vector<uint32_t> tids;   // a few threads: a linear search is the cheapest
+    auto add_tid = [&](uint32_t tid) {
+      if (std::find(tids.begin(), tids.end(), tid) == tids.end()) tids.push_back(tid);
+    };
     for (uint32_t i = 0; i < t_.events.size(); ++i) {
       const Event& e = t_.events[i];
-      if (e.kind == EventKind::StepMarker) by_tid.try_emplace(e.tid);
-      if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && launched_[i] != kNoIndex)
-        by_tid.try_emplace(e.tid);
-      if (is_host_lane_kind(e.kind) && e.dur_ns > 0) ++counts[e.tid];
+      if (e.kind == EventKind::StepMarker) add_tid(e.tid);
+      else if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && launched_[i] != kNoIndex)
+        add_tid(e.tid);
     }
-    if (by_tid.empty() && !counts.empty()) {
+    if (tids.empty()) {
+      std::unordered_map<uint32_t, size_t> counts;
+      for (const Event& e : t_.events)
+        if (is_host_lane_kind(e.kind) && e.dur_ns > 0) ++counts[e.tid];
+      if (counts.empty()) return;
       auto most = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
         return a.second != b.second ? a.second < b.second : a.first > b.first;
       });
-      by_tid.try_emplace(most->first);
+      tids.push_back(most->first);
     }
+    lane_.resize(tids.size());
     for (uint32_t i = 0; i < t_.events.size(); ++i) {
       const Event& e = t_.events[i];
       if (!is_host_lane_kind(e.kind) || e.dur_ns <= 0) continue;
-      auto it = by_tid.find(e.tid);
-      if (it != by_tid.end()) it->second.events.push_back(i);
+      auto it = std::find(tids.begin(), tids.end(), e.tid);
+      if (it != tids.end()) lane_[size_t(it - tids.begin())].events.push_back(i);
     }
-    for (auto& [tid, h] : by_tid) {
-      std::sort(h.events.begin(), h.events.end(), [&](uint32_t a, uint32_t b) { return start_before(a, b); });
+    auto by_start = [&](uint32_t a, uint32_t b) { return start_before(a, b); };
+    for (HostThread& h : lane_) {
+      if (!std::is_sorted(h.events.begin(), h.events.end(), by_start))
+        std::sort(h.events.begin(), h.events.end(), by_start);
       h.parent.assign(h.events.size(), kNoIndex);
+      h.starts.reserve(h.events.size());
+      h.ends.reserve(h.events.size());
       std::vector<uint32_t> open;   // positions of the enclosing events
       for (uint32_t k = 0; k < h.events.size(); ++k) {
         const Event& e = t_.events[h.events[k]];
@@ -136,19 +175,37 @@ class PathWalker {
         if (!open.empty()) h.parent[k] = open.back();
         open.push_back(k);
       }
-      std::sort(h.ends.begin(), h.ends.end());
-      lane_.push_back(std::move(h));
+      if (!std::is_sorted(h.ends.begin(), h.ends.end())) std::sort(h.ends.begin(), h.ends.end());
+    }
+  }
+
+  std::vector<HostCursor> cursors_at(int64_t t) const {
+    std::vector<HostCursor> c(lane_.size());
+    for (size_t k = 0; k < lane_.size(); ++k) {
+      const HostThread& h = lane_[k];
+      c[k].starts = size_t(std::lower_bound(h.starts.begin(), h.starts.end(), t) - h.starts.begin());
+      c[k].ends = size_t(std::lower_bound(h.ends.begin(), h.ends.end(), t) - h.ends.begin());
+    }
+    return c;
+  }
+
+  // Moves the cursors back to t (never forward: the walk's time only decreases).
+  void retreat(int64_t t, std::vector<HostCursor>& c) const {
+    for (size_t k = 0; k < lane_.size(); ++k) {
+      const HostThread& h = lane_[k];
+      while (c[k].starts > 0 && h.starts[c[k].starts - 1] >= t) --c[k].starts;
+      while (c[k].ends > 0 && h.ends[c[k].ends - 1] >= t) --c[k].ends;
     }
   }
 
   // The innermost lane event open at t (started before t, ends at or after it): the latest-starting
   // of the threads' innermost ones. kNoIndex when the lane is between operators.
-  uint32_t innermost(int64_t t, const HostThread** thread, uint32_t* pos) const {
+  uint32_t innermost(int64_t t, const std::vector<HostCursor>& c, const HostThread** thread, uint32_t* pos) const {
     uint32_t best = kNoIndex;
-    for (const HostThread& h : lane_) {
-      uint32_t k = uint32_t(std::lower_bound(h.starts.begin(), h.starts.end(), t) - h.starts.begin());
-      if (k == 0) continue;
-      --k;
+    for (size_t j = 0; j < lane_.size(); ++j) {
+      const HostThread& h = lane_[j];
+      if (c[j].starts == 0) continue;
+      uint32_t k = uint32_t(c[j].starts - 1);
       while (k != kNoIndex && t_.events[h.events[k]].end_ns() < t) k = h.parent[k];
       if (k == kNoIndex) continue;
       if (best == kNoIndex || t_.events[h.events[k]].start_ns > t_.events[best].start_ns) {
@@ -161,29 +218,21 @@ class PathWalker {
   }
 
   // The latest start or end of a lane event before t: the innermost open event is the same since.
-  int64_t previous_boundary(int64_t t, int64_t floor_ns) const {
+  int64_t previous_boundary(const std::vector<HostCursor>& c, int64_t floor_ns) const {
     int64_t b = floor_ns;
-    for (const HostThread& h : lane_) {
-      auto s = std::lower_bound(h.starts.begin(), h.starts.end(), t);
-      if (s != h.starts.begin()) b = std::max(b, *(s - 1));
-      auto e = std::lower_bound(h.ends.begin(), h.ends.end(), t);
-      if (e != h.ends.begin()) b = std::max(b, *(e - 1));
+    for (size_t k = 0; k < lane_.size(); ++k) {
+      const HostThread& h = lane_[k];
+      if (c[k].starts > 0) b = std::max(b, h.starts[c[k].starts - 1]);
+      if (c[k].ends > 0) b = std::max(b, h.ends[c[k].ends - 1]);
     }
     return b;
-  }
-
-  bool is_dataloader(uint32_t event) const {
-    const uint32_t name = t_.events[event].name;
-    int8_t& known = dataloader_name_[name];
-    if (known < 0) known = is_dataloader_name(t_.strings.at(name)) ? 1 : 0;
-    return known == 1;
   }
 
   // Whether the time inside this host event is the loop waiting for a batch: the event or one
   // enclosing it is the DataLoader's range.
   bool in_dataloader(const HostThread& h, uint32_t pos) const {
     for (uint32_t k = pos; k != kNoIndex; k = h.parent[k])
-      if (is_dataloader(h.events[k])) return true;
+      if (flags(t_.events[h.events[k]].name) & kDataLoaderName) return true;
     return false;
   }
 
@@ -193,15 +242,15 @@ class PathWalker {
   uint32_t waited_on(uint32_t call, int64_t t) const {
     const Event& c = t_.events[call];
     if (c.kind != EventKind::Runtime && c.kind != EventKind::Driver) return kNoIndex;
-    const std::string& name = t_.name_of(c);
-    if (is_blocking_sync_call(name)) {
+    const uint8_t f = flags(c.name);
+    if (f & kBlockingSync) {
       auto it = std::upper_bound(all_.ends.begin(), all_.ends.end(), t);
       if (it == all_.ends.begin()) return kNoIndex;
       const size_t k = size_t(it - all_.ends.begin()) - 1;
       return all_.ends[k] > c.start_ns ? all_.events[k] : kNoIndex;
     }
     const uint32_t own = launched_[call];
-    if (own == kNoIndex || is_launch_call(name)) return kNoIndex;
+    if (own == kNoIndex || (f & kLaunchCall)) return kNoIndex;
     const int64_t end = t_.events[own].end_ns();
     return end <= t && end > c.start_ns ? own : kNoIndex;
   }
@@ -226,7 +275,7 @@ class PathWalker {
   std::map<int, DeviceEnds> device_ends_;
   DeviceEnds all_;
   std::vector<HostThread> lane_;
-  mutable std::vector<int8_t> dataloader_name_;   // by string id: -1 not yet known
+  mutable std::vector<uint8_t> name_flags_;   // by string id: kKnown | what the name is
 };
 
 StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
@@ -241,6 +290,7 @@ StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
     if (to > from) back.push_back({from, to, cause, event});
   };
   int64_t t = step.end_ns;
+  std::vector<HostCursor> cursors = cursors_at(t);
   uint32_t act = kNoIndex;   // the device activity the walk is in; kNoIndex: on the host lane
   if (step.end_ns > step.host_end_ns) {   // the device's work outlasted the host's step
     auto it = std::upper_bound(all_.ends.begin(), all_.ends.end(), t);
@@ -248,9 +298,10 @@ StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
   }
   while (t > s) {
     if (act == kNoIndex) {
+      retreat(t, cursors);
       const HostThread* h = nullptr;
       uint32_t pos = kNoIndex;
-      const uint32_t op = innermost(t, &h, &pos);
+      const uint32_t op = innermost(t, cursors, &h, &pos);
       const uint32_t waited = op == kNoIndex ? kNoIndex : waited_on(op, t);
       if (waited != kNoIndex) {
         add(t_.events[waited].end_ns(), t, PathCause::CpuBound, op);
@@ -258,7 +309,7 @@ StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
         act = waited;
         continue;
       }
-      const int64_t b = previous_boundary(t, s);
+      const int64_t b = previous_boundary(cursors, s);
       add(b, t, op != kNoIndex && in_dataloader(*h, pos) ? PathCause::DataLoading : PathCause::CpuBound, op);
       t = b;
       continue;
@@ -269,9 +320,7 @@ StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
       t = a.end_ns();
     }
     add(a.start_ns, t,
-        is_communication_kernel_name(t_.name_of(a)) ? PathCause::GpuCommunicationBound
-                                                    : PathCause::GpuComputeBound,
-        act);
+        (flags(a.name) & kCommKernel) ? PathCause::GpuCommunicationBound : PathCause::GpuComputeBound, act);
     t = a.start_ns;
     if (t <= s) break;
     const uint32_t call = act < links_.runtime_of.size() ? links_.runtime_of[act] : kNoIndex;
@@ -307,7 +356,7 @@ StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
     p.ns[static_cast<int>(g.cause)] += g.end_ns - g.start_ns;
     if (g.event == kNoIndex) continue;
     const Event& e = t_.events[g.event];
-    if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && is_launch_call(t_.name_of(e)))
+    if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && (flags(e.name) & kLaunchCall))
       p.launch_calls_ns += g.end_ns - g.start_ns;
     by_name[(uint64_t(e.name) << 8) | uint64_t(e.kind)] += g.end_ns - g.start_ns;
   }

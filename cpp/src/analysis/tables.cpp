@@ -750,6 +750,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.plausibility = check_plausibility(t);
     links_done.get();   // rethrows the linking's exception, if it failed
     a.devices = summarize_devices(t, steps_window(a.steps), a.links);
+    a.critical_path = critical_paths(t, a.links, a.steps);   // beside the other thread's tables
   } catch (...) {
     if (side.joinable()) side.join();
     throw;
@@ -757,7 +758,6 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   if (side.joinable()) side.join();
   if (linked_error) std::rethrow_exception(linked_error);
   a.step_flops = step_flops(t, a.flops, a.steps);
-  a.critical_path = critical_paths(t, a.links, a.steps);
   a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
   name_memory_modules(t, a.modules, a.memory_view);   // both views are done
   cap_memory_ops(a.memory_view.ops);

@@ -266,7 +266,7 @@ def _devices(console: Console, report) -> None:
 
 # the chain that set each step's length (docs/metrics.md, "Critical path")
 def _critical_path(console: Console, report) -> None:
-    lines = sec.critical_path_lines(report.data)
+    lines = sec.critical_path_lines(report.data, name_chars=96)
     if lines:
         console.print("Critical path", style="bold")
     for line in lines:

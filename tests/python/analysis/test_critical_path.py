@@ -177,7 +177,15 @@ def _report_with_path(name: str) -> Report:
                 "length_us": 20_000.0,
                 "by_cause_pct": {**dict.fromkeys(CAUSES, 0.0), "data_loading": 75.0, "cpu_bound": 25.0},
                 "launch_calls_pct": 0.0,
-                "top": [{"name": name, "kind": "user_range", "us": 15_000.0, "pct": 75.0}],
+                "top": [
+                    {"name": name, "kind": "user_range", "us": 15_000.0, "pct": 75.0},
+                    {
+                        "name": "void gemm<" + "float, " * 40 + ">",
+                        "kind": "kernel",
+                        "us": 1_000.0,
+                        "pct": 5.0,
+                    },
+                ],
             }
         ]
     }
@@ -191,7 +199,11 @@ def test_every_format_shows_each_step_its_causes_and_top_names_inert():
     assert "Critical path" in text
     assert "20.000 ms: data loading 75.0%, CPU 25.0%" in text
     assert printable(hostile) in text and "\x1b" not in text
+    # A long kernel name is cut in the terminal (96 characters), whole in Markdown and HTML.
+    assert "  1,000.0 us (5.0%) void gemm<float, float, " in text
+    assert ("void gemm<" + "float, " * 40)[:93] + "..." in text
     md = r.to_markdown()
+    assert "float, " * 40 in md
     assert "### Critical path" in md and "\x1b" not in md
     html = r.to_html()
     assert '<ul id="critical-path">' in html

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .tables import printable
 
 # Steps listed in the terminal, Markdown and HTML reports; the JSON keeps every step.
-STEPS_SHOWN = 10
+STEPS_SHOWN = 5
 TOP_SHOWN = 5
 
 # HTA's cause keys, in its order, as the report says them.
@@ -35,25 +37,29 @@ def _causes_text(step: dict) -> str:
     return ", ".join(f"{labels.get(k, printable(str(k).replace('_', ' ')))} {v:.1f}%" for k, v in shown)
 
 
-def _top_text(step: dict) -> str:
+def _cut(name: str, chars: Optional[int]) -> str:
+    return name if chars is None or len(name) <= chars else name[: chars - 3] + "..."
+
+
+def _top_lines(step: dict, name_chars: Optional[int]) -> list[str]:
     rows = step.get("top") if isinstance(step.get("top"), list) else []
-    return ", ".join(
-        f"{printable(r.get('name', '?'))} {r.get('us', 0):,.1f} us ({r.get('pct', 0):.1f}%)"
-        for r in rows[:TOP_SHOWN]
-        if isinstance(r, dict)
-    )
+    out = []
+    for r in rows[:TOP_SHOWN]:
+        if isinstance(r, dict):
+            name = _cut(printable(r.get("name", "?")), name_chars)
+            out.append(f"  {r.get('us', 0):,.1f} us ({r.get('pct', 0):.1f}%) {name}")
+    return out
 
 
-def critical_path_lines(data: dict) -> list[str]:
+def critical_path_lines(data: dict, name_chars: Optional[int] = None) -> list[str]:
     """Per step (the first STEPS_SHOWN): its length and causes, then the names with most time on the
-    chain; a last line says how many steps the JSON holds beyond them. [] without the section."""
+    chain, one a line (cut to ``name_chars``: the terminal's), and the ranks it waited for; a last
+    line says how many steps the JSON holds beyond them. [] without the section."""
     steps = critical_path_steps(data)
     lines = []
     for s in steps[:STEPS_SHOWN]:
         lines.append(f"Step {s.get('step')}: {s.get('length_us', 0) / 1000:,.3f} ms: {_causes_text(s)}")
-        top = _top_text(s)
-        if top:
-            lines.append(f"  most on it: {top}")
+        lines += _top_lines(s, name_chars)
         for h in s.get("held_by") or []:
             if isinstance(h, dict):
                 cause = dict(CAUSES).get(h.get("its_cause"), printable(h.get("its_cause") or "?"))
