@@ -16,8 +16,10 @@ import pytest
 from _traces import TRACES
 from report_samples import cpu_report_dict
 
-from gpuprof.analysis.ranks import attach, cross_rank
-from gpuprof.report.build import analyze_file
+from gpuprof import _core_testing as builders
+from gpuprof._native import _core
+from gpuprof.analysis.ranks import attach, cross_rank, summary_from_report
+from gpuprof.report.build import analyze_file, build_report, cross_rank_report
 from gpuprof.report.model import Report
 from gpuprof.report.sections import printable
 
@@ -164,6 +166,77 @@ def test_waiting_beyond_the_communication_on_the_chain_is_capped_by_it():
     pct = out["critical_path"][0][0]["by_cause_pct"]
     assert pct["waiting_for_rank_1"] == pytest.approx(6.25)
     assert pct["gpu_communication_bound"] == pytest.approx(0.0)
+
+
+def _gemm_then_allreduce(rank: int, gemm_ms: float, allreduce_ms: float):
+    """One 18 ms step of a 2-rank NCCL job: a GEMM launched at 0.51 ms runs from 1 ms, the
+    all-reduce queued behind it on the same stream, and a cudaStreamSynchronize from 0.8 ms until
+    50 us after the all-reduce ends."""
+    t = _core.Trace()
+    d = _core.DeviceProps()
+    d.id, d.name, d.num_sms = 0, "NVIDIA H100 80GB HBM3", 132
+    builders.add_device(t, d)
+    t.metadata = {
+        "distributedInfo": json.dumps(
+            {
+                "backend": "nccl",
+                "rank": rank,
+                "world_size": 2,
+                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}],
+            }
+        )
+    }
+    ms = 1_000_000
+    t.add_event("step", "ProfilerStep#1", 0, 18 * ms)
+    t.add_event("host_op", "aten::mm", ms // 2, ms // 10, external_id=1, tid=1)
+    t.add_event("runtime", "cudaLaunchKernel", 510_000, 20_000, correlation=1, external_id=1, tid=1)
+    builders.add_kernel(t, "volta_sgemm", 1 * ms, int(gemm_ms * ms), correlation=1, stream=7)
+    t.add_event("host_op", "record_param_comms", 700_000, 50_000, external_id=2, tid=1)
+    builders.add_collective_info(t, 2, name="allreduce", in_nelems=1 << 20, out_nelems=1 << 20, dtype="Float")
+    t.add_event("runtime", "cudaLaunchKernel", 710_000, 20_000, correlation=2, external_id=2, tid=1)
+    end = int((1 + gemm_ms + allreduce_ms) * ms)
+    builders.add_kernel(
+        t,
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        int((1 + gemm_ms) * ms),
+        int(allreduce_ms * ms),
+        correlation=2,
+        stream=7,
+    )
+    t.add_event("runtime", "cudaStreamSynchronize", 800_000, end + 50_000 - 800_000, tid=1)
+    return t
+
+
+def test_rank_one_long_kernel_holds_rank_zero_allreduce_in_a_job():
+    # Rank 0's GEMM runs 10 ms, rank 1's 14 ms. Both all-reduces end together at 17 ms: rank 1's
+    # took 2 ms (the transfer: it arrived last), rank 0's 6 ms. Rank 0's chain, from 18 ms back:
+    # the host after the synchronisation (0.95 ms) and the synchronisation's return (0.05 ms),
+    # the all-reduce (6 ms), the GEMM it was queued behind (10 ms), the GEMM's launch from 0.51 ms
+    # (0.49 ms) and the host before it (0.51 ms). Of the 6 ms all-reduce, 4 ms is waiting for rank
+    # 1: 22.2% of the 18 ms step, 2 ms (11.1%) stays communication. Rank 1's own chain is mostly its
+    # 14 ms GEMM.
+    results = []
+    for rank, gemm, allreduce in ((0, 10.0, 6.0), (1, 14.0, 2.0)):
+        data = build_report(_gemm_then_allreduce(rank, gemm, allreduce)).to_dict()
+        results.append((summary_from_report(data), data))
+    report = cross_rank_report(results)
+    (step,) = report.data["critical_path"]["steps"]
+    pct = step["by_cause_pct"]
+    assert step["length_us"] == pytest.approx(18_000.0)
+    assert pct["waiting_for_rank_1"] == pytest.approx(100 * 4 / 18)
+    assert pct["gpu_communication_bound"] == pytest.approx(100 * 2 / 18)
+    assert pct["gpu_compute_bound"] == pytest.approx(100 * 10 / 18)
+    assert pct["gpu_kernel_launch_overhead"] == pytest.approx(100 * 0.49 / 18)
+    assert pct["cpu_bound"] == pytest.approx(100 * 1.51 / 18)
+    assert sum(pct.values()) == pytest.approx(100.0)
+    assert [(h["rank"], h["wait_us"], h["its_cause"]) for h in step["held_by"]] == [
+        (1, 4000.0, "gpu_compute_bound")
+    ]
+    text = report.to_text(color=False, width=200)
+    assert "waiting for rank 1 22.2%" in text
+    assert (
+        "waited 4.000 ms in collectives for rank 1, whose own path in this step is mostly GPU compute" in text
+    )
 
 
 # ---- rendered ------------------------------------------------------------------------------------------
