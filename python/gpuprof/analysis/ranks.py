@@ -87,8 +87,16 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
         "collectives": [_collective_key(r) for r in _rows(data.get("collectives"))],
         "collective_calls": data.get("collective_calls"),
         "collective_table": [_collective_row(r) for r in _rows(data.get("collectives"))],
-        # The chain that set each step's length, by cause (docs/metrics.md, "Critical path")
-        "critical_path": _rows((data.get("critical_path") or {}).get("steps")),
+        # The chain that set each step's length, by cause (docs/metrics.md, "Critical path"): what
+        # another rank's report says of this one when it waited for it (the first name only)
+        "critical_path": [_path_summary(p) for p in _rows((data.get("critical_path") or {}).get("steps"))],
+    }
+
+
+def _path_summary(path: dict) -> dict:
+    return {
+        **{k: path.get(k) for k in ("step", "length_us", "by_cause_pct")},
+        "top": list(path.get("top") or [])[:1],
     }
 
 
@@ -537,9 +545,15 @@ def attach(data: dict, result: dict, *, note: str = "", skipped_files: Optional[
     if own is None and result["ranks"]:
         own = result["ranks"][0]["rank"]
     _split_collectives(data, (result.get("collective_split") or {}).get(own))
-    held = (result.get("critical_path") or {}).get(own)
+    held = {h.get("step"): h for h in (result.get("critical_path") or {}).get(own) or [] if "held_by" in h}
     if held and isinstance(data.get("critical_path"), dict):
-        data["critical_path"] = {**data["critical_path"], "steps": held}
+        steps = [
+            {**p, "by_cause_pct": held[p["step"]]["by_cause_pct"], "held_by": held[p["step"]]["held_by"]}
+            if p.get("step") in held
+            else p
+            for p in _rows(data["critical_path"].get("steps"))
+        ]
+        data["critical_path"] = {**data["critical_path"], "steps": steps}
     return data
 
 

@@ -232,6 +232,8 @@ def test_rank_one_long_kernel_holds_rank_zero_allreduce_in_a_job():
     assert [(h["rank"], h["wait_us"], h["its_cause"]) for h in step["held_by"]] == [
         (1, 4000.0, "gpu_compute_bound")
     ]
+    # Rank 0's own names stay (the ranks exchange only each step's first one).
+    assert [t["name"] for t in step["top"]][:2] == ["volta_sgemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
     text = report.to_text(color=False, width=200)
     assert "waiting for rank 1 22.2%" in text
     assert (
