@@ -88,3 +88,15 @@ def test_waiting_for_a_rank_names_it_and_its_own_cause():
 )
 def test_nothing_to_say_when_no_fixable_cause_reaches_the_threshold(data):
     assert critical_path(Facts(data)) is None
+
+
+def test_a_cause_its_own_rule_advises_on_is_left_to_that_rule():
+    # The DataLoader takes 60% of the breakdown's step: the dataloader rule speaks with its measured
+    # fix, and the chain's 60% data loading adds nothing to it.
+    data = _data((1000.0, {"data_loading": 60.0, "cpu_bound": 40.0}, 0.0))
+    data.update(
+        steps=[{"step": 1, "total_us": 1000.0, "dataloader_us": 600.0}],
+        average={"total_us": 1000.0, "dataloader_us": 600.0, "dataloader_pct": 60.0},
+        counts={"steps": 1},
+    )
+    assert critical_path(Facts(data)) is None

@@ -6,6 +6,18 @@ from typing import Optional
 
 from .._facts import Facts
 from .base import CRITICAL_PATH_MIN_PCT, Recommendation, recommendation
+from .distributed import communication, straggler
+from .host import launch_bound
+from .input_pipeline import dataloader
+
+# The rule that already advises on each cause with its own measurements: when it speaks, this one
+# does not repeat it.
+_COVERED_BY = {
+    "launching": launch_bound,
+    "data_loading": dataloader,
+    "communication": communication,
+    "waiting": straggler,
+}
 
 _CAUSE_WORDS = {
     "cpu_bound": "host operators and Python",
@@ -56,6 +68,8 @@ def critical_path(f: Facts) -> Optional[Recommendation]:
         candidates.append((key, waits[key]))
     kind, share = max(candidates, key=lambda c: c[1])
     if share < CRITICAL_PATH_MIN_PCT:
+        return None
+    if _COVERED_BY["waiting" if kind.startswith("waiting_for_rank_") else kind](f) is not None:
         return None
     rank = its = None
     if kind.startswith("waiting_for_rank_"):
