@@ -7,7 +7,8 @@ process, the two taking turns; the fastest of `--repeat` calls per process (wall
 time), the best of `--rounds` processes. Input: the synthetic 2-million-event trace that
 bench/analyze_speed.py writes (`--trace`).
 
-    PYTHONPATH=python python bench/critical_path_cost.py --before DIR --trace /tmp/gpuprof-bench/synthetic_2m.pt.trace.json.gz
+    PYTHONPATH=python python bench/critical_path_cost.py --before DIR \
+        --trace /tmp/gpuprof-bench/synthetic_2m.pt.trace.json.gz
 """
 
 from __future__ import annotations
