@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "critical_path_dict.h"
 #include "gpuprof/analysis/breakdown.h"
 #include "gpuprof/analysis/collectives.h"
 #include "gpuprof/analysis/energy.h"
@@ -415,6 +416,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
     out["module_of_event"] = py::bytes(reinterpret_cast<const char*>(a.modules.row_of.data()),
                                        a.modules.row_of.size() * sizeof(uint32_t));
   out["flops"] = flops_dict(t, a);   // FLOPs
+  out["critical_path"] = critical_path_dict(t, a.critical_path);
   const MemoryView& v = a.memory_view;
   out["memory_peak"] = by_device(v.peaks, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
   out["memory_end"] = by_device(v.ends, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });

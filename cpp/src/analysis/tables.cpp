@@ -750,6 +750,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.plausibility = check_plausibility(t);
     links_done.get();   // rethrows the linking's exception, if it failed
     a.devices = summarize_devices(t, steps_window(a.steps), a.links);
+    a.critical_path = critical_paths(t, a.links, a.steps);   // beside the other thread's tables
   } catch (...) {
     if (side.joinable()) side.join();
     throw;

@@ -101,6 +101,36 @@ class Facts:
         """A span total (us, calls) as a mean per step."""
         return total / self.num_steps if self.num_steps else total
 
+    # ---- the critical path (docs/metrics.md, "Critical path") ----------------------------------
+    @property
+    def critical_path_pct(self) -> dict:
+        """Each cause's share of the steps' chains (%, weighted by the steps' lengths), with
+        ``launch_calls`` (time in kernel launch calls) beside them; {} without a critical path."""
+        cp = self.data.get("critical_path")
+        steps = [s for s in (cp.get("steps") or []) if isinstance(s, dict)] if isinstance(cp, dict) else []
+        total = sum(float(s.get("length_us") or 0.0) for s in steps)
+        if total <= 0:
+            return {}
+        out: dict = {}
+        for s in steps:
+            w = float(s.get("length_us") or 0.0) / total
+            shares = dict(s.get("by_cause_pct") or {}, launch_calls=s.get("launch_calls_pct") or 0.0)
+            for k, v in shares.items():
+                if isinstance(v, (int, float)):
+                    out[k] = out.get(k, 0.0) + w * float(v)
+        return out
+
+    @property
+    def critical_path_held_by(self) -> dict:
+        """{rank: its largest own cause} for the ranks the chains waited for (folders of ranks)."""
+        cp = self.data.get("critical_path")
+        held: dict = {}
+        for s in (cp.get("steps") or []) if isinstance(cp, dict) else []:
+            for h in (s.get("held_by") or []) if isinstance(s, dict) else []:
+                if isinstance(h, dict) and "rank" in h:
+                    held.setdefault(h["rank"], h.get("its_cause"))
+        return held
+
     # ---- host and settings ---------------------------------------------------------------------
     @property
     def host(self) -> dict:

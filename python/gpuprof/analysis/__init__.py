@@ -127,6 +127,8 @@ def report_dict(
                 row[dim] = None
     # FLOPs: the flops section, each step's FLOPs and the roofline's rows
     _add_flops(data, analysed["flops"], source=source, host=host, peak_tflops=peak_tflops)
+    # The chain that set each step's length, by cause (cpp/src/analysis/critical_path.cpp)
+    data["critical_path"] = analysed["critical_path"]
     # Collectives per kind x process group, and every call as [row, step, dur_us, end_us, bytes]:
     # what the cross-rank report needs to split each row's time into transfer and waiting
     # (analysis/ranks.py; docs/metrics.md, "Collectives").

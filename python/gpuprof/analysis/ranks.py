@@ -87,6 +87,16 @@ def summary_from_report(data: dict, *, rank_info: Optional[dict] = None) -> dict
         "collectives": [_collective_key(r) for r in _rows(data.get("collectives"))],
         "collective_calls": data.get("collective_calls"),
         "collective_table": [_collective_row(r) for r in _rows(data.get("collectives"))],
+        # The chain that set each step's length, by cause (docs/metrics.md, "Critical path"): what
+        # another rank's report says of this one when it waited for it (the first name only)
+        "critical_path": [_path_summary(p) for p in _rows((data.get("critical_path") or {}).get("steps"))],
+    }
+
+
+def _path_summary(path: dict) -> dict:
+    return {
+        **{k: path.get(k) for k in ("step", "length_us", "by_cause_pct")},
+        "top": list(path.get("top") or [])[:1],
     }
 
 
@@ -212,6 +222,7 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         )
 
     split = collective_split(ranks, common)
+    held = critical_path_waits(ranks, common)
     calls = straggler_calls(per_rank, sorted(common)) if common else []
     calls = [c for c in calls if c is not None]
     stragglers = sorted((c for c in calls if c["named"]), key=lambda c: -c["excess_us"])
@@ -229,6 +240,7 @@ def cross_rank(summaries: Iterable[dict], *, expected_world_size: Optional[int] 
         "missing_ranks": missing,
         "world_size": world,
         "collective_split": split,
+        "critical_path": held,
     }
 
 
@@ -292,6 +304,84 @@ def collective_split(summaries: list, steps: set) -> dict:
             rows.append((round(transfer, 3), round(wait, 3)) if matched else None)
         out[rank] = rows
     return out
+
+
+def _calls_by_step(summary: dict, steps: set) -> Optional[dict]:
+    """{(row key, step): [dur_us of each call, in order]} over ``steps``; None without calls."""
+    calls = summary.get("collective_calls")
+    if calls is None:
+        return None
+    keys = [tuple(k) for k in (summary.get("collectives") or [])]
+    grouped: dict = {}
+    for row, step, dur, *_rest in calls:
+        if step in steps and 0 <= row < len(keys):
+            grouped.setdefault((keys[row], step), []).append(float(dur))
+    return grouped
+
+
+def critical_path_waits(summaries: list, steps: set) -> dict:
+    """Each rank's critical path with its waiting inside collectives given to the ranks it waited for
+    (docs/metrics.md, "Critical path across ranks"). A call's calls are paired across the ranks as in
+    ``collective_split``; the rank with the shortest call arrived last, and every other rank's time
+    beyond it is waiting for that rank. Per step, that waiting (up to the step's
+    gpu_communication_bound time on the path, shared in proportion when it is more) moves from
+    gpu_communication_bound to ``waiting_for_rank_<N>``, and ``held_by`` names each such rank with
+    its own largest cause in the same step. {rank: [step rows]}, only for ranks that waited."""
+    calls = {s["rank"]: _calls_by_step(s, steps) for s in summaries}
+    paths = {s["rank"]: {p.get("step"): p for p in _rows(s.get("critical_path"))} for s in summaries}
+    out: dict = {}
+    for s in summaries:
+        rank, mine = s["rank"], calls[s["rank"]]
+        if not mine or not paths[rank]:
+            continue
+        waited: dict = {}  # step -> {late rank: us}
+        for (key, step), durs in mine.items():
+            peers = {r: g[(key, step)] for r, g in calls.items() if r != rank and g and (key, step) in g}
+            if not peers or any(len(p) != len(durs) for p in peers.values()):
+                continue
+            for i, d in enumerate(durs):
+                late, least = min(((r, p[i]) for r, p in peers.items()), key=lambda x: (x[1], x[0]))
+                if least < d:
+                    per_step = waited.setdefault(step, {})
+                    per_step[late] = per_step.get(late, 0.0) + d - least
+        if waited:
+            out[rank] = [
+                _held_path(p, waited.get(step, {}), paths)
+                for step, p in sorted(paths[rank].items(), key=_step_key)
+            ]
+    return out
+
+
+def _step_key(item) -> float:
+    step = item[0]
+    return step if isinstance(step, (int, float)) else math.inf
+
+
+def _held_path(path: dict, waited: dict, paths: dict) -> dict:
+    length = float(path.get("length_us") or 0.0)
+    pct = dict(path.get("by_cause_pct") or {})
+    comm_us = float(pct.get("gpu_communication_bound") or 0.0) * length / 100.0
+    total = sum(waited.values())
+    if length <= 0 or comm_us <= 0 or total <= 0:
+        return dict(path)
+    scale = min(1.0, comm_us / total)
+    held_by = []
+    for late, us in sorted(waited.items()):
+        moved = us * scale
+        pct["gpu_communication_bound"] -= 100.0 * moved / length
+        pct[f"waiting_for_rank_{late}"] = 100.0 * moved / length
+        theirs = (paths.get(late) or {}).get(path.get("step")) or {}
+        causes = {k: v for k, v in (theirs.get("by_cause_pct") or {}).items() if isinstance(v, (int, float))}
+        held_by.append(
+            {
+                "rank": late,
+                "wait_us": round(moved, 3),
+                "its_cause": max(causes, key=lambda k: (causes[k], k)) if causes else None,
+                "its_top": [dict(t) for t in (theirs.get("top") or [])[:1]],
+            }
+        )
+    pct["gpu_communication_bound"] = max(0.0, pct["gpu_communication_bound"])
+    return {**path, "by_cause_pct": pct, "held_by": held_by}
 
 
 def _rank_energy(summary: dict, steps: list[dict]) -> dict:
@@ -455,6 +545,15 @@ def attach(data: dict, result: dict, *, note: str = "", skipped_files: Optional[
     if own is None and result["ranks"]:
         own = result["ranks"][0]["rank"]
     _split_collectives(data, (result.get("collective_split") or {}).get(own))
+    held = {h.get("step"): h for h in (result.get("critical_path") or {}).get(own) or [] if "held_by" in h}
+    if held and isinstance(data.get("critical_path"), dict):
+        steps = [
+            {**p, "by_cause_pct": held[p["step"]]["by_cause_pct"], "held_by": held[p["step"]]["held_by"]}
+            if p.get("step") in held
+            else p
+            for p in _rows(data["critical_path"].get("steps"))
+        ]
+        data["critical_path"] = {**data["critical_path"], "steps": steps}
     return data
 
 

@@ -505,6 +505,11 @@ def _energy(report) -> dict:
     return {"energy_lines": sec.energy_lines(report.data)}
 
 
+# the chain that set each step's length (docs/metrics.md, "Critical path"), under the energy
+def _critical_path(report) -> dict:
+    return {"critical_path_lines": sec.critical_path_lines(report.data)}
+
+
 def _memory(report) -> dict:
     memory = sec.section(report.data, "memory")
     memory_charts = _time_series_charts(memory, [("memory", ("_bytes",))], "Memory")
@@ -721,6 +726,7 @@ class HtmlRenderer:
         _modules,
         _devices,
         _energy,
+        _critical_path,
         _flops,
         _memory,
         _memory_view,

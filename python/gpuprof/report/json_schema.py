@@ -406,6 +406,51 @@ _LAYOUT: dict = {
                 },
             },
         },
+        # The chain that set each step's length (docs/metrics.md, "Critical path")
+        "critical_path": {
+            "type": "object",
+            "required": ["steps"],
+            "properties": {
+                "steps": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["step", "length_us", "by_cause_pct", "top"],
+                        "properties": {
+                            "step": _INT,
+                            "length_us": {"type": "number"},
+                            "by_cause_pct": {"type": "object", "additionalProperties": {"type": "number"}},
+                            "launch_calls_pct": {"type": "number"},
+                            "held_by": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["rank", "wait_us", "its_cause"],
+                                    "properties": {
+                                        "rank": _INT,
+                                        "wait_us": {"type": "number"},
+                                        "its_cause": {"type": ["string", "null"]},
+                                    },
+                                },
+                            },
+                            "top": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["name", "kind", "us", "pct"],
+                                    "properties": {
+                                        "name": _STR,
+                                        "kind": _STR,
+                                        "us": {"type": "number"},
+                                        "pct": {"type": "number"},
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
         # FLOPs (docs/metrics.md, "FLOPs", "MFU and HFU", "Roofline")
         "flops": {
             "type": "object",

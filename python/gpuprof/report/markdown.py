@@ -174,6 +174,14 @@ def _energy(report, title: str, top: int) -> list[str]:
     return ["### Energy", ""] + [f"- {md_escape(line)}" for line in lines] + [""] if lines else []
 
 
+# the chain that set each step's length (docs/metrics.md, "Critical path")
+def _critical_path(report, title: str, top: int) -> list[str]:
+    lines = sec.critical_path_lines(report.data)
+    return (
+        ["### Critical path", ""] + [f"- {md_escape(line.strip())}" for line in lines] + [""] if lines else []
+    )
+
+
 def _memory(report, title: str, top: int) -> list[str]:
     mem = sec.memory_lines(report.data) + [line.strip() for line in sec.memory_view_lines(report.data)]
     return ["### Memory", ""] + [f"- {md_escape(line)}" for line in mem] + [""] if mem else []
@@ -334,6 +342,7 @@ class MarkdownRenderer:
         _input_pipeline,
         _devices,
         _energy,
+        _critical_path,
         _flops,
         _memory,
         _recommendations,

@@ -264,6 +264,15 @@ def _devices(console: Console, report) -> None:
     _gpu_summary(console, sec.devices(report.data))
 
 
+# the chain that set each step's length (docs/metrics.md, "Critical path")
+def _critical_path(console: Console, report) -> None:
+    lines = sec.critical_path_lines(report.data, name_chars=96)
+    if lines:
+        console.print("Critical path", style="bold")
+    for line in lines:
+        console.print(line)
+
+
 def _flops(console: Console, report) -> None:
     for line in sec.flops_lines(report.data):
         console.print(line)
@@ -405,6 +414,7 @@ class TextRenderer:
         _collectives,
         _devices,
         _energy,
+        _critical_path,
         _flops,
         _memory,
         _top_tables,

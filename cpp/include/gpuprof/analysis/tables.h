@@ -10,6 +10,7 @@
 
 #include "gpuprof/analysis/breakdown.h"
 #include "gpuprof/analysis/collectives.h"
+#include "gpuprof/analysis/critical_path.h"
 #include "gpuprof/analysis/flops.h"
 #include "gpuprof/analysis/gpu_summary.h"
 #include "gpuprof/analysis/idle_time.h"
@@ -254,6 +255,7 @@ struct AnalysisTables {
   std::vector<StepMemoryRow> memory;
   std::vector<IdleTimeRow> idle_time;
   std::vector<LaunchStatsRow> launch_stats;
+  std::vector<StepCriticalPath> critical_path;   // one per step of `steps`
   MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
   ModuleView modules;                  // module rows, and each event's row (modules.h)

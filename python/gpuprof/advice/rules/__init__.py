@@ -4,8 +4,9 @@ Each rule states its trigger (thresholds in ``base``, the plugin's where it had 
 evidence, an Amdahl upper bound on the step-time saving (the time the fix can remove, as % of the
 mean step: never more than the time the bottleneck takes) and the change in the user's own terms.
 docs/advice.md explains each rule and justifies each bound; keep the two in step. The rules live by
-topic: ``input_pipeline``, ``host``, ``compute``, ``memory`` and ``distributed``; this module holds
-the registry and re-exports the thresholds and every rule under ``gpuprof.advice.rules``.
+topic: ``input_pipeline``, ``host``, ``compute``, ``memory``, ``distributed`` and ``critical_path``;
+this module holds the registry and re-exports the thresholds and every rule under
+``gpuprof.advice.rules``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from .._facts import Facts
 from .base import (
     COMMUNICATION_PCT,
     COPY_MIN_PCT,
+    CRITICAL_PATH_MIN_PCT,
     DATALOADER_PCT,
     FALLBACK_MIN_PCT,
     FRAGMENTATION_MIN_BYTES,
@@ -51,6 +53,7 @@ from .compute import (
     mixed_precision,
     optimizer,
 )
+from .critical_path import critical_path
 from .distributed import (
     LOW_BUSBW_MIN_MEAN_BYTES,
     LOW_BUSBW_PCT,
@@ -103,6 +106,7 @@ RULES: list[tuple[str, Rule]] = [
     ("communication", communication),
     ("small_collectives", small_collectives),
     ("low_bus_bandwidth", low_bus_bandwidth),
+    ("critical_path", critical_path),
 ]
 
 __all__ = [
@@ -110,6 +114,7 @@ __all__ = [
     "Facts",
     "COMMUNICATION_PCT",
     "COPY_MIN_PCT",
+    "CRITICAL_PATH_MIN_PCT",
     "DATALOADER_PCT",
     "FRAGMENTATION_MIN_BYTES",
     "FRAGMENTATION_MIN_PCT",
@@ -140,6 +145,7 @@ __all__ = [
     "UNEXPLAINED_IDLE_MIN_PCT",
     "recommendation",
     "no_gpu_work",
+    "critical_path",
     "dataloader",
     "pin_memory",
     "host_sync",

@@ -15,6 +15,8 @@ from .._facts import Facts
 DATALOADER_PCT = 5.0
 CPU_BOUND_WORKER_SHARE = 0.5  # a loading worker on a CPU at least half its time competes for CPUs
 COMMUNICATION_PCT = 10.0
+# critical_path: the share of the steps' chains one fixable cause must take to be named
+CRITICAL_PATH_MIN_PCT = 30.0
 LOW_UTILIZATION_PCT = 50.0
 MEMORY_HIGH_PCT = 90.0
 MEMORY_LOW_PCT = 50.0  # peak below this share of capacity = room for a larger batch

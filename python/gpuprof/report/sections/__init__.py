@@ -5,14 +5,15 @@ NVML samples, memory, advice); a report made on a CPU, or by an older gpuprof, h
 them. Every renderer asks here, gets an empty list for a missing section, and shows a short note
 instead of failing. Nothing here computes a metric: it picks columns, orders rows and formats
 numbers that the analysis already produced. One module per section (``tables``: the result tables
-and their cells; ``series``, ``modules``, ``memory``, ``flops``, ``energy``, ``notes``, ``ranks``);
-the renderers read them all through this package (``from . import sections as sec``).
+and their cells; ``series``, ``modules``, ``memory``, ``flops``, ``energy``, ``critical_path``,
+``notes``, ``ranks``); the renderers read them all through this package (``from . import sections as sec``).
 """
 
 from __future__ import annotations
 
 from ...analysis import CATEGORIES, section
 from .compiled import compiled_tables
+from .critical_path import critical_path_lines, critical_path_steps
 from .energy import energy_lines
 from .flops import flops, flops_lines, roofline
 from .memory import (
@@ -133,6 +134,8 @@ __all__ = [
     "roofline",
     "flops_lines",
     "energy_lines",
+    "critical_path_lines",
+    "critical_path_steps",
     "PERFETTO_URL",
     "trace_note",
     "warning_lines",

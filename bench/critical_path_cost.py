@@ -1,0 +1,80 @@
+"""What the critical path adds to the native analysis of a large trace.
+
+Times `_core.gpu_tables` (the one native pass: breakdown, links, tables and, in this build, the
+critical path) on the same imported trace with this checkout's gpuprof and with an earlier build
+without the critical path (`--before DIR`, a folder holding its `gpuprof` package), each in its own
+process, the two taking turns; the fastest of `--repeat` calls per process (wall and process CPU
+time), the best of `--rounds` processes. Input: the synthetic 2-million-event trace that
+bench/analyze_speed.py writes (`--trace`).
+
+    PYTHONPATH=python python bench/critical_path_cost.py --before DIR \
+        --trace /tmp/gpuprof-bench/synthetic_2m.pt.trace.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SIDE = r"""
+import json, sys, time
+from gpuprof._native import _core
+from gpuprof.analysis import process_groups
+trace, _ = _core.import_trace(sys.argv[1])
+best_wall = best_cpu = 1e9
+for _ in range(int(sys.argv[2])):
+    w, c = time.perf_counter(), time.process_time()
+    _core.gpu_tables(trace, True, process_groups(trace.metadata))
+    best_wall = min(best_wall, time.perf_counter() - w)
+    best_cpu = min(best_cpu, time.process_time() - c)
+print(json.dumps({"wall_s": best_wall, "cpu_s": best_cpu, "events": trace.num_events}))
+"""
+
+
+def side(pythonpath: str, trace: str, repeat: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    out = subprocess.run(
+        [sys.executable, "-c", SIDE, trace, str(repeat)], env=env, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, help="a folder holding the earlier build's gpuprof package")
+    ap.add_argument("--trace", required=True)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    runs: dict = {"before": [], "now": []}
+    for _ in range(args.rounds):
+        runs["before"].append(side(args.before, args.trace, args.repeat))
+        runs["now"].append(side(str(ROOT / "python"), args.trace, args.repeat))
+    best = {k: {m: min(r[m] for r in v) for m in ("wall_s", "cpu_s")} for k, v in runs.items()}
+    result = {
+        "trace": args.trace,
+        "events": runs["now"][0]["events"],
+        "best": best,
+        "ratio_wall": best["now"]["wall_s"] / best["before"]["wall_s"],
+        "ratio_cpu": best["now"]["cpu_s"] / best["before"]["cpu_s"],
+        "runs": runs,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    print(json.dumps({k: result[k] for k in ("events", "best", "ratio_wall", "ratio_cpu")}))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
