@@ -93,6 +93,22 @@ def _unexplained_idle_pct(f: Facts) -> float:
     return max(0.0, f.gpu_idle_pct - f.pct("dataloader"))
 
 
+def _launch_thresholds(f: Facts, mean_us: float, per_step: float) -> Optional[tuple[float, float]]:
+    """launch_bound's shape, which cuda_graphs shares: short kernels (mean under
+    LAUNCH_MAX_MEAN_KERNEL_US), many a step, the host busy in launches and operators and the GPU idle
+    for reasons input does not explain. (host %, unexplained GPU idle %) when met, else None."""
+    host_pct = f.pct("runtime") + f.pct("cpu_exec")
+    idle = _unexplained_idle_pct(f)
+    if (
+        mean_us >= LAUNCH_MAX_MEAN_KERNEL_US
+        or per_step < LAUNCH_MIN_PER_STEP
+        or host_pct < LAUNCH_MIN_HOST_PCT
+        or idle < 2 * UNEXPLAINED_IDLE_MIN_PCT
+    ):
+        return None
+    return host_pct, idle
+
+
 def _mean_device(f: Facts, key: str) -> Optional[float]:
     vals = [f.device_num(d, key) for d in f.busy_devices]
     vals = [v for v in vals if v is not None]

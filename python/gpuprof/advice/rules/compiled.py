@@ -10,14 +10,10 @@ from typing import Optional
 from .._facts import Facts
 from .base import (
     FALLBACK_MIN_PCT,
-    LAUNCH_MAX_MEAN_KERNEL_US,
-    LAUNCH_MIN_HOST_PCT,
-    LAUNCH_MIN_PER_STEP,
     RECOMPILE_MIN,
-    UNEXPLAINED_IDLE_MIN_PCT,
     Recommendation,
+    _launch_thresholds,
     _ms,
-    _unexplained_idle_pct,
     recommendation,
 )
 
@@ -178,15 +174,10 @@ def cuda_graphs(f: Facts) -> Optional[Recommendation]:
         return None  # most of them are replayed from a CUDA graph already (no launch call each)
     per_step = f.per_step(launched)
     mean_us = float(sum(r.get("total_us") or 0.0 for r in rows)) / calls
-    host_pct = f.pct("runtime") + f.pct("cpu_exec")
-    idle = _unexplained_idle_pct(f)
-    if (
-        mean_us >= LAUNCH_MAX_MEAN_KERNEL_US
-        or per_step < LAUNCH_MIN_PER_STEP
-        or host_pct < LAUNCH_MIN_HOST_PCT
-        or idle < 2 * UNEXPLAINED_IDLE_MIN_PCT
-    ):
+    met = _launch_thresholds(f, mean_us, per_step)
+    if met is None:
         return None
+    host_pct, idle = met
     return recommendation(
         "cuda_graphs",
         "The compiled model launches its kernels one by one while the GPU waits",

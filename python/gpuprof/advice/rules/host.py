@@ -8,13 +8,10 @@ from typing import Optional
 
 from .._facts import Facts
 from .base import (
-    LAUNCH_MAX_MEAN_KERNEL_US,
-    LAUNCH_MIN_HOST_PCT,
-    LAUNCH_MIN_PER_STEP,
     SYNC_MIN_BOUND_PCT,
     SYNC_MIN_PER_STEP,
-    UNEXPLAINED_IDLE_MIN_PCT,
     Recommendation,
+    _launch_thresholds,
     _ms,
     _num_or0,
     _unexplained_idle_pct,
@@ -157,15 +154,10 @@ def launch_bound(f: Facts) -> Optional[Recommendation]:
         return None  # a compiled model: cuda_graphs says it with the compiled model's fix
     per_step = f.per_step(calls)
     mean_us = f.kernel_total_us / calls
-    host_pct = f.pct("runtime") + f.pct("cpu_exec")
-    idle = _unexplained_idle_pct(f)
-    if (
-        mean_us >= LAUNCH_MAX_MEAN_KERNEL_US
-        or per_step < LAUNCH_MIN_PER_STEP
-        or host_pct < LAUNCH_MIN_HOST_PCT
-        or idle < 2 * UNEXPLAINED_IDLE_MIN_PCT
-    ):
+    met = _launch_thresholds(f, mean_us, per_step)
+    if met is None:
         return None
+    host_pct, idle = met
     dl = f.dataloader
     batch = dl.get("batch_size") if dl else None
     bigger = f"batch_size={2 * batch} (now {batch})" if isinstance(batch, int) and batch else "a larger batch"
