@@ -4,6 +4,7 @@
 // and the second thread read its half whole, and then appends that half as if it had read it.
 #include "import_driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <system_error>
 #include <thread>
@@ -17,6 +18,38 @@
 namespace gpuprof::kineto {
 
 namespace {
+
+// Publishes one stream's progress to opts.progress while it is read: the bytes it has read since it
+// last told, and the traceEvents entries its parse has counted meanwhile (stats is filled on the
+// thread that refills the stream, the one that calls this). Lives as long as the stream reads.
+class ProgressPublisher {
+ public:
+  ProgressPublisher(io::TextStream& in, const ImportStats& stats, const ImportOptions& opts)
+      : in_(in), stats_(stats), progress_(opts.progress) {
+    if (progress_ != nullptr) in_.set_progress([this](uint64_t at) { publish(at); });
+  }
+  ~ProgressPublisher() {
+    if (progress_ != nullptr) in_.set_progress(nullptr);
+  }
+  ProgressPublisher(const ProgressPublisher&) = delete;
+  ProgressPublisher& operator=(const ProgressPublisher&) = delete;
+  // The entries parsed since the last chunk: a parse that ends (or stops at the split) tells them.
+  void flush() { publish(bytes_); }
+
+ private:
+  void publish(uint64_t at) {
+    if (progress_ == nullptr) return;
+    if (at > bytes_) progress_->bytes.fetch_add(at - bytes_, std::memory_order_relaxed);
+    if (stats_.records > events_) progress_->events.fetch_add(stats_.records - events_, std::memory_order_relaxed);
+    bytes_ = std::max(bytes_, at);
+    events_ = std::max(events_, stats_.records);
+  }
+  io::TextStream& in_;
+  const ImportStats& stats_;
+  ImportProgress* progress_;
+  uint64_t bytes_ = 0;
+  uint64_t events_ = 0;
+};
 
 // ---- the second thread -------------------------------------------------------------------------
 
@@ -36,7 +69,9 @@ void read_second_half(const SplitSource& src, const ImportOptions& opts, const s
                       std::function<void(uint64_t)> found, SecondHalf* out) {
   try {
     std::unique_ptr<io::TextStream> in = src.open(stop, std::move(found));
+    ProgressPublisher progress(*in, out->stats, opts);
     const ParseResult r = parse_rest_of_events(*in, out->trace, out->stats, opts);
+    progress.flush();
     if (!r.json || !in->error().empty() || !r.abort_reason.empty()) return;
     out->unit_ns = r.unit_ns;
     out->unit_votes = r.unit_votes;
@@ -191,7 +226,9 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
     }
   }
 
+  ProgressPublisher progress(in, stats, opts);
   const ParseResult parsed = parse_text(in, trace, stats, opts, second.joinable() ? &point : nullptr);
+  progress.flush();
   const io::JsonResult& ok = parsed.json;
   const bool halves = parsed.stopped_at_split;
   const uint64_t text_bytes = halves ? point.at.load() + half.text_bytes : in.bytes_delivered();

@@ -2,6 +2,7 @@
 // Plain C++: no Python, no torch. docs/analyze.md documents the dialects, skips and errors.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,6 +25,14 @@ class TraceImportError : public std::runtime_error {
   int64_t event_index;   // index in traceEvents, -1 when not inside it
 };
 
+// How far an import has got, for a progress display that polls it from another thread while the
+// import runs: bytes of the file read (compressed bytes for gzip; the text's bytes for memory) and
+// traceEvents entries parsed, summed over the import's threads. Updated about every MiB.
+struct ImportProgress {
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> events{0};
+};
+
 struct ImportOptions {
   // Refuse a file whose (uncompressed) JSON text is longer than this; 0 = no limit. The text is
   // streamed, never held, so memory grows with the events kept, not with the file size.
@@ -36,6 +45,8 @@ struct ImportOptions {
   uint64_t max_token_bytes = uint64_t(64) << 20;
   // Asked about every MiB of text; true stops the import with a TraceImportError "interrupted".
   std::function<bool()> interrupted;
+  // Where to publish how far the import has got (nullptr: nowhere); must outlive the import.
+  ImportProgress* progress = nullptr;
   // A file or text of at least this many bytes of JSON is parsed by two threads when the process
   // may use two CPUs: one from the start, one from an event boundary near the middle; the first
   // checks the boundary when it gets there and takes the second's events only if that thread
