@@ -5,6 +5,7 @@ the read ends. Nothing when stderr is not a terminal (logs and CI output stay cl
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import threading
@@ -155,8 +156,18 @@ class ReadProgress:
         line = progress_line(
             self.label, done, self.total, self.unit, count, self.count_name, self.clock() - self._start
         )
+        # One terminal line at most: a longer one would wrap, and "\r" would redraw only its end.
+        width = self._width()
+        if width and len(line) >= width:
+            line = line[: max(1, width - 2)] + "…"
         self._write("\r" + line + "\x1b[K")
         self._drawn = True
+
+    def _width(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            return 0
 
     def _write(self, text: str) -> None:
         try:

@@ -180,3 +180,32 @@ def test_a_closed_stream_does_not_stop_the_read():
     with ReadProgress("r", 10, lambda: (5, None), stream=Gone(), enabled=True, after_s=0) as shown:
         pass
     assert not shown.enabled
+
+
+def test_a_line_wider_than_the_terminal_is_cut_to_one_line():
+    """A long path would wrap, and each redraw would then leave a line behind: the line is cut."""
+    main_fd, term_fd = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(term_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))  # 40 columns
+    with open(term_fd, "w", encoding="utf-8", closefd=True) as term:
+        label = "reading /a/very/long/path/to/a/trace/file.pt.trace.json"
+        with ReadProgress(label, 4e9, lambda: (1e9, 10), stream=term, enabled=True, after_s=0):
+            pass
+    shown = b""
+    while True:
+        try:
+            data = os.read(main_fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        shown += data
+    os.close(main_fd)
+    drawn = [part for part in shown.decode().split("\r") if part.strip() and part != "\x1b[K"]
+    assert drawn, shown
+    for part in drawn:
+        text = part.replace("\x1b[K", "").rstrip("\n")
+        assert len(text) <= 39 and text.endswith("…"), repr(text)
