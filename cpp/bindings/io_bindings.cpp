@@ -111,11 +111,10 @@ void bind_io(py::module_& m) {
                              "import_trace runs with the GIL released (gpuprof/cli/progress.py).")
       .def(py::init<>())
       .def_property_readonly(
-          "bytes", [](const ImportProgress& p) { return p.bytes.load(std::memory_order_relaxed); },
+          "bytes", [](const ImportProgress& p) { return p.total_bytes(); },
           "bytes of the file read so far (compressed bytes for a gzip file)")
       .def_property_readonly(
-          "events", [](const ImportProgress& p) { return p.events.load(std::memory_order_relaxed); },
-          "traceEvents entries parsed so far");
+          "events", [](const ImportProgress& p) { return p.total_events(); }, "traceEvents entries parsed so far");
   m.def(
       "import_trace",
       [](const std::string& path, uint64_t max_bytes, uint64_t max_events, int64_t max_token_bytes,

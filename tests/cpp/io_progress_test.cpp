@@ -1,8 +1,9 @@
 // The importer's progress (ImportOptions::progress): what a display polling it from another thread
 // sees at the end of an import. Every traceEvents entry is counted exactly once, whether one
-// thread or two read the text; the bytes are the file's (its compressed bytes for gzip) when one
-// thread reads it. Two threads each tell the bytes of their own stream, whose chunks may overlap
-// around the split by up to one chunk (1 MiB of text): the display clamps to the file's size.
+// thread or two read the text, and a second thread's count is dropped when its half is not taken;
+// the bytes are the file's (its compressed bytes for gzip) when one thread reads it. Two threads
+// each tell the bytes of their own stream, whose chunks may overlap around the split by up to one
+// chunk (1 MiB of text): the display clamps to the file's size.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -29,6 +30,21 @@ std::string ops_json(int n) {
     s += buf;
   }
   s += "\n],\n\"displayTimeUnit\": \"ms\"}\n";
+  return s;
+}
+
+// The same, each op's name a run of "}, {" (text that looks like the place between two events):
+// a second thread's start guessed near the middle lies inside a name.
+std::string ops_json_with_lookalikes(int n) {
+  const std::string plain = ops_json(n), name = "aten::op_";
+  std::string look, s;
+  for (int i = 0; i < 40; ++i) look += "}, {";
+  size_t from = 0;
+  for (size_t at = plain.find(name); at != std::string::npos; from = at, at = plain.find(name, at + 1)) {
+    s.append(plain, from, at - from);
+    s += look;
+  }
+  s.append(plain, from, std::string::npos);
   return s;
 }
 
@@ -70,8 +86,8 @@ TEST(ImportProgress, OneThreadCountsTheFileAndEveryEntryOnce) {
   ImportStats stats;
   const Trace t = import_kineto_trace(path, reading(1, &progress), &stats);
   EXPECT_EQ(stats.records, uint64_t(kEvents));
-  EXPECT_EQ(progress.events.load(), uint64_t(kEvents));
-  EXPECT_EQ(progress.bytes.load(), text.size());
+  EXPECT_EQ(progress.total_events(), uint64_t(kEvents));
+  EXPECT_EQ(progress.total_bytes(), text.size());
   std::remove(path.c_str());
 }
 
@@ -82,9 +98,28 @@ TEST(ImportProgress, TwoThreadsCountEveryEntryOnce) {
   ImportStats stats;
   import_kineto_trace(path, reading(2, &progress), &stats);
   if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) EXPECT_TRUE(stats.split);
-  EXPECT_EQ(progress.events.load(), uint64_t(kEvents));
-  EXPECT_GE(progress.bytes.load(), text.size());
-  EXPECT_LE(progress.bytes.load(), text.size() + kChunk);   // the first thread's last chunk passes the split
+  EXPECT_EQ(progress.total_events(), uint64_t(kEvents));
+  EXPECT_GE(progress.total_bytes(), text.size());
+  EXPECT_LE(progress.total_bytes(), text.size() + kChunk);   // the first thread's last chunk passes the split
+  std::remove(path.c_str());
+}
+
+TEST(ImportProgress, ASecondHalfNotTakenIsNotCounted) {
+  // The second thread starts inside a name and reads on (to an error, or to the end); the first
+  // finds it did not start between two events and reads the rest itself: counted once, by it.
+  const std::string text = ops_json_with_lookalikes(kEvents);
+  const std::string path = write_file("progress3.json", text);
+  ImportProgress progress;
+  ImportStats stats;
+  import_kineto_trace(path, reading(2, &progress), &stats);
+  EXPECT_FALSE(stats.split);   // read by the first thread alone
+  EXPECT_EQ(stats.records, uint64_t(kEvents));
+  EXPECT_EQ(progress.total_events(), uint64_t(kEvents));
+  EXPECT_EQ(progress.total_bytes(), text.size());
+  if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) {   // the second thread did count, and its count went
+    EXPECT_TRUE(progress.second_dropped.load());
+    EXPECT_GT(progress.second_events.load(), 0u);
+  }
   std::remove(path.c_str());
 }
 
@@ -92,8 +127,8 @@ TEST(ImportProgress, TextInMemoryCountsItsBytes) {
   const std::string text = ops_json(kEvents);
   ImportProgress progress;
   import_kineto_json(text, "memory", reading(1, &progress));
-  EXPECT_EQ(progress.events.load(), uint64_t(kEvents));
-  EXPECT_EQ(progress.bytes.load(), text.size());
+  EXPECT_EQ(progress.total_events(), uint64_t(kEvents));
+  EXPECT_EQ(progress.total_bytes(), text.size());
 }
 
 TEST(ImportProgress, AGzipFileCountsItsCompressedBytes) {
@@ -105,16 +140,16 @@ TEST(ImportProgress, AGzipFileCountsItsCompressedBytes) {
   ASSERT_LT(size, text.size() / 4);   // compressed bytes, not the text's, are what a display compares
   ImportProgress one;
   import_kineto_trace(gz, reading(1, &one));
-  EXPECT_EQ(one.events.load(), uint64_t(kEvents));
-  EXPECT_EQ(one.bytes.load(), size);
+  EXPECT_EQ(one.total_events(), uint64_t(kEvents));
+  EXPECT_EQ(one.total_bytes(), size);
   // Two threads: the second inflates the first half again, which is not counted; each thread's
   // read-ahead near the split may be (a chunk of text compresses to well under size / 4).
   ImportProgress two;
   ImportStats stats;
   import_kineto_trace(gz, reading(2, &two), &stats);
-  EXPECT_EQ(two.events.load(), uint64_t(kEvents));
-  EXPECT_GE(two.bytes.load(), size * 3 / 4);
-  EXPECT_LE(two.bytes.load(), size + size / 2);
+  EXPECT_EQ(two.total_events(), uint64_t(kEvents));
+  EXPECT_GE(two.total_bytes(), size * 3 / 4);
+  EXPECT_LE(two.total_bytes(), size + size / 2);
   std::remove(gz.c_str());
 }
 
@@ -123,10 +158,10 @@ TEST(ImportProgress, AFailedImportLeavesWhatItRead) {
   text.resize(text.size() / 2);   // cut off in the middle of traceEvents
   ImportProgress progress;
   EXPECT_THROW(import_kineto_json(text, "cut", reading(1, &progress)), TraceImportError);
-  EXPECT_EQ(progress.bytes.load(), text.size());
+  EXPECT_EQ(progress.total_bytes(), text.size());
   // The entries begun before the cut: the last, cut short, may or may not have been counted.
   uint64_t begun = 0;
   for (size_t at = text.find("{\"ph\""); at != std::string::npos; at = text.find("{\"ph\"", at + 1)) ++begun;
-  EXPECT_GE(progress.events.load(), begun - 1);
-  EXPECT_LE(progress.events.load(), begun);
+  EXPECT_GE(progress.total_events(), begun - 1);
+  EXPECT_LE(progress.total_events(), begun);
 }

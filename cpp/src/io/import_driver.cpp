@@ -24,9 +24,12 @@ namespace {
 // thread that refills the stream, the one that calls this). Lives as long as the stream reads.
 class ProgressPublisher {
  public:
-  ProgressPublisher(io::TextStream& in, const ImportStats& stats, const ImportOptions& opts)
+  ProgressPublisher(io::TextStream& in, const ImportStats& stats, const ImportOptions& opts, bool second_half)
       : in_(in), stats_(stats), progress_(opts.progress) {
-    if (progress_ != nullptr) in_.set_progress([this](uint64_t at) { publish(at); });
+    if (progress_ == nullptr) return;
+    bytes_to_ = second_half ? &progress_->second_bytes : &progress_->bytes;
+    events_to_ = second_half ? &progress_->second_events : &progress_->events;
+    in_.set_progress([this](uint64_t at) { publish(at); });
   }
   ~ProgressPublisher() {
     if (progress_ != nullptr) in_.set_progress(nullptr);
@@ -39,14 +42,16 @@ class ProgressPublisher {
  private:
   void publish(uint64_t at) {
     if (progress_ == nullptr) return;
-    if (at > bytes_) progress_->bytes.fetch_add(at - bytes_, std::memory_order_relaxed);
-    if (stats_.records > events_) progress_->events.fetch_add(stats_.records - events_, std::memory_order_relaxed);
+    if (at > bytes_) bytes_to_->fetch_add(at - bytes_, std::memory_order_relaxed);
+    if (stats_.records > events_) events_to_->fetch_add(stats_.records - events_, std::memory_order_relaxed);
     bytes_ = std::max(bytes_, at);
     events_ = std::max(events_, stats_.records);
   }
   io::TextStream& in_;
   const ImportStats& stats_;
   ImportProgress* progress_;
+  std::atomic<uint64_t>* bytes_to_ = nullptr;
+  std::atomic<uint64_t>* events_to_ = nullptr;
   uint64_t bytes_ = 0;
   uint64_t events_ = 0;
 };
@@ -69,7 +74,7 @@ void read_second_half(const SplitSource& src, const ImportOptions& opts, const s
                       std::function<void(uint64_t)> found, SecondHalf* out) {
   try {
     std::unique_ptr<io::TextStream> in = src.open(stop, std::move(found));
-    ProgressPublisher progress(*in, out->stats, opts);
+    ProgressPublisher progress(*in, out->stats, opts, true);
     const ParseResult r = parse_rest_of_events(*in, out->trace, out->stats, opts);
     progress.flush();
     if (!r.json || !in->error().empty() || !r.abort_reason.empty()) return;
@@ -200,7 +205,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       };
-      point.arrive = [&](bool here, int* unit, const UnitVote& first) {
+      const auto decide = [&](bool here, int* unit, const UnitVote& first) {
         if (!here) {   // the guess was not an event boundary: read on alone
           stop_second = true;
           return AtSplit::ReadOn;
@@ -223,10 +228,17 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
         // The second half's times were converted in its own unit: joined only when it is the same.
         return *unit == half.unit_ns ? AtSplit::TakeSecondHalf : AtSplit::ReadOn;
       };
+      point.arrive = [&, decide](bool here, int* unit, const UnitVote& first) {
+        const AtSplit next = decide(here, unit, first);
+        // Reading on alone, this thread counts the second half itself: the second's count goes.
+        if (next == AtSplit::ReadOn && opts.progress != nullptr)
+          opts.progress->second_dropped.store(true, std::memory_order_relaxed);
+        return next;
+      };
     }
   }
 
-  ProgressPublisher progress(in, stats, opts);
+  ProgressPublisher progress(in, stats, opts, false);
   const ParseResult parsed = parse_text(in, trace, stats, opts, second.joinable() ? &point : nullptr);
   progress.flush();
   const io::JsonResult& ok = parsed.json;

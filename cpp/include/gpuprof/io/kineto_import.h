@@ -27,10 +27,21 @@ class TraceImportError : public std::runtime_error {
 
 // How far an import has got, for a progress display that polls it from another thread while the
 // import runs: bytes of the file read (compressed bytes for gzip; the text's bytes for memory) and
-// traceEvents entries parsed, summed over the import's threads. Updated about every MiB.
+// traceEvents entries parsed, updated about every MiB. A split import's second thread counts apart,
+// and its count is dropped when the first thread reads on alone instead of taking its half.
 struct ImportProgress {
-  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> bytes{0};    // the first (or only) thread's
   std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> second_bytes{0};   // the second thread's, while its half may be taken
+  std::atomic<uint64_t> second_events{0};
+  std::atomic<bool> second_dropped{false};
+  uint64_t total_bytes() const { return bytes.load(std::memory_order_relaxed) + second(second_bytes); }
+  uint64_t total_events() const { return events.load(std::memory_order_relaxed) + second(second_events); }
+
+ private:
+  uint64_t second(const std::atomic<uint64_t>& n) const {
+    return second_dropped.load(std::memory_order_relaxed) ? 0 : n.load(std::memory_order_relaxed);
+  }
 };
 
 struct ImportOptions {
