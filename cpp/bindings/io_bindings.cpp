@@ -106,20 +106,31 @@ void bind_io(py::module_& m) {
     }
   });
 
+  py::class_<ImportProgress>(m, "ImportProgress",
+                             "How far a running import has got; another Python thread reads it while "
+                             "import_trace runs with the GIL released (gpuprof/cli/progress.py).")
+      .def(py::init<>())
+      .def_property_readonly(
+          "bytes", [](const ImportProgress& p) { return p.total_bytes(); },
+          "bytes of the file read so far (compressed bytes for a gzip file)")
+      .def_property_readonly(
+          "events", [](const ImportProgress& p) { return p.total_events(); }, "traceEvents entries parsed so far");
   m.def(
       "import_trace",
       [](const std::string& path, uint64_t max_bytes, uint64_t max_events, int64_t max_token_bytes,
-         int64_t import_cpus) {
-        const ImportOptions o = options(max_bytes, max_events, {max_token_bytes, import_cpus});
+         int64_t import_cpus, ImportProgress* progress) {
+        ImportOptions o = options(max_bytes, max_events, {max_token_bytes, import_cpus});
+        o.progress = progress;
         ImportStats stats;
         Trace t = run_releasing_gil([&] { return import_kineto_trace(path, o, &stats); });
         return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
       },
       py::arg("path"), py::arg("max_bytes") = 0, py::arg("max_events") = 0, py::kw_only(),
-      py::arg("max_token_bytes") = 0, py::arg("import_cpus") = 0,
+      py::arg("max_token_bytes") = 0, py::arg("import_cpus") = 0, py::arg("progress") = nullptr,
       "Read a Kineto Chrome trace (.json or gzip) into a Trace; returns (trace, import stats). "
       "max_token_bytes: the longest single JSON string or number, a whole number of MiB (0: 64 MiB); "
-      "import_cpus: the CPUs the import may count on for its threads (0: those this process may run on).");
+      "import_cpus: the CPUs the import may count on for its threads (0: those this process may run on); "
+      "progress: an ImportProgress the import keeps up to date.");
   m.def(
       "import_trace_json",
       [](py::bytes data, const std::string& label, uint64_t max_bytes, uint64_t max_events,

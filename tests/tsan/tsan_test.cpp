@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -205,6 +206,46 @@ TEST(Tsan, GzipReadByTwoThreads) {
                            write_gzip("late2.json.gz", broken_in_second_half(kEvents)),
                            write_gzip("cut2.json.gz", trace_text(kEvents, false), 300'000)},
                           two);
+}
+
+// 2d. Progress (ImportOptions::progress): a display's thread polls the counts while both parsing
+//     threads publish theirs, for a plain and a gzip file read in halves, and for a file whose
+//     second half is refused (its count dropped while the first thread reads on).
+TEST(Tsan, ProgressPolledWhileTwoThreadsRead) {
+  constexpr int kEvents = 60'000;
+  const std::string text = trace_text(kEvents, false);
+  const std::string plain = testing::TempDir() + "/progress.json";
+  FILE* f = std::fopen(plain.c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  const std::string gz = write_gzip("progress.json.gz", text);
+  const std::string late = write_gzip("progress_late.json.gz", broken_in_second_half(kEvents));
+  ImportOptions two;
+  two.split_min_bytes = 1;
+  two.gzip_split_cpus = 1;
+  for (const std::string& path : {plain, gz, late}) {
+    ImportProgress progress;
+    two.progress = &progress;
+    std::atomic<bool> done{false};
+    uint64_t polls = 0, last = 0;
+    std::thread display([&] {
+      while (!done.load()) {
+        last = std::max(last, progress.total_events());
+        progress.total_bytes();
+        ++polls;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    if (path == late) {
+      EXPECT_THROW(import_kineto_trace(path, two), TraceImportError);
+    } else {
+      import_kineto_trace(path, two);
+      EXPECT_EQ(progress.total_events(), uint64_t(kEvents + 1)) << path;
+    }
+    done.store(true);
+    display.join();
+    EXPECT_GT(polls, 0u);
+  }
 }
 
 // 3. The analysis: analyse_tables runs the launch links and the tables built on them on a second

@@ -4,6 +4,7 @@
 // and the second thread read its half whole, and then appends that half as if it had read it.
 #include "import_driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <system_error>
 #include <thread>
@@ -17,6 +18,43 @@
 namespace gpuprof::kineto {
 
 namespace {
+
+// Publishes one stream's progress to opts.progress while it is read: the bytes it has read since it
+// last told, and the traceEvents entries its parse has counted meanwhile (stats is filled on the
+// thread that refills the stream, the one that calls this). Lives as long as the stream reads.
+class ProgressPublisher {
+ public:
+  ProgressPublisher(io::TextStream& in, const ImportStats& stats, const ImportOptions& opts, bool second_half)
+      : in_(in), stats_(stats), progress_(opts.progress) {
+    if (progress_ == nullptr) return;
+    bytes_to_ = second_half ? &progress_->second_bytes : &progress_->bytes;
+    events_to_ = second_half ? &progress_->second_events : &progress_->events;
+    in_.set_progress([this](uint64_t at) { publish(at); });
+  }
+  ~ProgressPublisher() {
+    if (progress_ != nullptr) in_.set_progress(nullptr);
+  }
+  ProgressPublisher(const ProgressPublisher&) = delete;
+  ProgressPublisher& operator=(const ProgressPublisher&) = delete;
+  // The entries parsed since the last chunk: a parse that ends (or stops at the split) tells them.
+  void flush() { publish(bytes_); }
+
+ private:
+  void publish(uint64_t at) {
+    if (progress_ == nullptr) return;
+    if (at > bytes_) bytes_to_->fetch_add(at - bytes_, std::memory_order_relaxed);
+    if (stats_.records > events_) events_to_->fetch_add(stats_.records - events_, std::memory_order_relaxed);
+    bytes_ = std::max(bytes_, at);
+    events_ = std::max(events_, stats_.records);
+  }
+  io::TextStream& in_;
+  const ImportStats& stats_;
+  ImportProgress* progress_;
+  std::atomic<uint64_t>* bytes_to_ = nullptr;
+  std::atomic<uint64_t>* events_to_ = nullptr;
+  uint64_t bytes_ = 0;
+  uint64_t events_ = 0;
+};
 
 // ---- the second thread -------------------------------------------------------------------------
 
@@ -36,7 +74,9 @@ void read_second_half(const SplitSource& src, const ImportOptions& opts, const s
                       std::function<void(uint64_t)> found, SecondHalf* out) {
   try {
     std::unique_ptr<io::TextStream> in = src.open(stop, std::move(found));
+    ProgressPublisher progress(*in, out->stats, opts, true);
     const ParseResult r = parse_rest_of_events(*in, out->trace, out->stats, opts);
+    progress.flush();
     if (!r.json || !in->error().empty() || !r.abort_reason.empty()) return;
     out->unit_ns = r.unit_ns;
     out->unit_votes = r.unit_votes;
@@ -165,7 +205,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       };
-      point.arrive = [&](bool here, int* unit, const UnitVote& first) {
+      const auto decide = [&](bool here, int* unit, const UnitVote& first) {
         if (!here) {   // the guess was not an event boundary: read on alone
           stop_second = true;
           return AtSplit::ReadOn;
@@ -188,10 +228,19 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
         // The second half's times were converted in its own unit: joined only when it is the same.
         return *unit == half.unit_ns ? AtSplit::TakeSecondHalf : AtSplit::ReadOn;
       };
+      point.arrive = [&, decide](bool here, int* unit, const UnitVote& first) {
+        const AtSplit next = decide(here, unit, first);
+        // Reading on alone, this thread counts the second half itself: the second's count goes.
+        if (next == AtSplit::ReadOn && opts.progress != nullptr)
+          opts.progress->second_dropped.store(true, std::memory_order_relaxed);
+        return next;
+      };
     }
   }
 
+  ProgressPublisher progress(in, stats, opts, false);
   const ParseResult parsed = parse_text(in, trace, stats, opts, second.joinable() ? &point : nullptr);
+  progress.flush();
   const io::JsonResult& ok = parsed.json;
   const bool halves = parsed.stopped_at_split;
   const uint64_t text_bytes = halves ? point.at.load() + half.text_bytes : in.bytes_delivered();

@@ -332,16 +332,20 @@ bool TextStream::inflate_to_start(std::string* error) {
 
 void TextStream::post_end(const std::string& error) {   // (mu_ held)
   inflate_error_ = error;
-  filled_.push_back({0, 0});
+  filled_.push_back({0, 0, source_pos()});
   cv_.notify_all();
 }
 
 void TextStream::inflate_loop() {
   std::string error;
-  if (gzip_from_.boundary && !inflate_to_start(&error)) {
-    std::lock_guard<std::mutex> lock(mu_);
-    post_end(error);
-    return;
+  if (gzip_from_.boundary) {
+    const bool started = inflate_to_start(&error);
+    source_start_ = compressed_read_ - z_.avail_in;   // what it read before its start is not progress
+    if (!started) {
+      std::lock_guard<std::mutex> lock(mu_);
+      post_end(error);
+      return;
+    }
   }
   for (;;) {
     size_t slot;
@@ -355,7 +359,7 @@ void TextStream::inflate_loop() {
     const size_t got = fill_chunk(slots_[slot], &error);
     std::lock_guard<std::mutex> lock(mu_);
     // The good text before an error goes first, so the error says how far the text went.
-    if (got > 0) filled_.push_back({slot, got});
+    if (got > 0) filled_.push_back({slot, got, source_pos()});
     else free_.push_back(slot);
     if (got == 0 || !error.empty()) {
       post_end(error);
@@ -415,6 +419,7 @@ void TextStream::refill() {
         cv_.notify_all();
       }
     }
+    tell_progress(next.source_pos);
     if (next.bytes == 0) {
       if (!inflate_error.empty()) fail(inflate_error);
       else set_eof();
@@ -433,6 +438,7 @@ void TextStream::refill() {
       return;
     }
     base = plain_buf_.data();
+    tell_progress(consumed_ + got);
   }
   if (max_bytes_ != 0 && consumed_ + got > max_bytes_) {
     text_begin_ = chunk_begin_ = cur_ = end_ = sentinel_;   // the old chunk may be refilled already

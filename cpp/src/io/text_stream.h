@@ -79,6 +79,10 @@ class TextStream {
   // Asked before each chunk (about every MiB of text): true ends the text with error "interrupted"
   // (the Python binding checks for Ctrl-C here, so a long import stops within a moment).
   void set_interrupt_check(std::function<bool()> interrupted) { interrupted_ = std::move(interrupted); }
+  // Told, on the parser's thread as each chunk arrives (about every MiB) and at the end, how far
+  // into its source the stream has read: bytes of the file (compressed bytes for gzip) or of the
+  // memory, counted from where the stream starts (for GzipFrom: from where it found its start).
+  void set_progress(std::function<void(uint64_t source_bytes)> progress) { progress_ = std::move(progress); }
   ~TextStream();
   TextStream(const TextStream&) = delete;
   TextStream& operator=(const TextStream&) = delete;
@@ -212,6 +216,7 @@ class TextStream {
   struct Chunk {
     size_t slot = 0;
     size_t bytes = 0;   // 0: the end of the text (error_ says whether it ended well)
+    uint64_t source_pos = 0;   // compressed bytes inflated once this chunk was (set_progress)
   };
 
   void refill();
@@ -227,6 +232,10 @@ class TextStream {
   void inflate_loop();
   // Posts the end of the text (with its error, if any) for the parser; mu_ held.
   void post_end(const std::string& error);
+  uint64_t source_pos() const { return compressed_read_ - z_.avail_in - source_start_; }   // inflating thread
+  void tell_progress(uint64_t source_bytes) {
+    if (progress_) progress_(source_bytes);
+  }
   // GzipFrom: inflates up to the place the stream starts; its text up to what was inflated is then
   // in carry_. False (and *error set) when there is none or the text before it is bad.
   bool inflate_to_start(std::string* error);
@@ -274,6 +283,8 @@ class TextStream {
   uint64_t max_bytes_ = 0;
   uint64_t max_token_bytes_ = kDefaultMaxTokenBytes;
   std::function<bool()> interrupted_;
+  std::function<void(uint64_t)> progress_;
+  uint64_t source_start_ = 0;   // GzipFrom: the compressed bytes inflated before its start
   char* chunk_begin_ = nullptr;
   char* cur_ = nullptr;
   char* end_ = nullptr;

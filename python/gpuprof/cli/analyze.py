@@ -69,6 +69,12 @@ def add_parser(subparsers) -> None:
         "it or the trace ran on a CPU (docs/metrics.md, 'MFU and HFU')",
     )
     p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress line on stderr (shown on a terminal when a read takes over two seconds)",
+    )
+    p.add_argument(
         "--keep-incomplete-last-step",
         action="store_true",
         help="keep a last step with fewer than 0.8x the device work of the one before "
@@ -78,11 +84,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    import contextlib
     import stat
 
     from ..report.inputs import analyze
-    from ..report.text import progress
     from ..traces.read import TraceImportError, check_path, max_memory_setting, parse_size
+    from .progress import file_progress, folder_progress
 
     try:
         folder = stat.S_ISDIR(check_path(args.path).st_mode)
@@ -98,13 +105,6 @@ def run(args) -> int:
     if not folder:
         args.quick_exit = True  # only files read and written: cli.entry() may skip the teardown
 
-    def reading(files: list):
-        # On a terminal, a bar over the files (a pulsing one for a single file: the import runs in
-        # C++ without the GIL, so the bar keeps moving); nothing in logs and CI output.
-        size_mb = sum(os.path.getsize(f) for f in files) / 1e6
-        label = f"analysing {len(files)} {'file' if folder else 'trace file'}{'s' if len(files) > 1 else ''}"
-        return progress(f"{label} ({size_mb:.0f} MB)", total=len(files) if folder else None)
-
     try:
         if folder:
             result = analyze(
@@ -116,10 +116,11 @@ def run(args) -> int:
                 dask_address=args.dask,
                 max_memory=max_memory,
                 say=lambda line: print(f"gpuprof analyze: {line}", file=sys.stderr),
-                progress=reading,
+                progress=folder_progress(args.quiet),
             )
         else:
-            with reading([args.path]) as advance:
+            shown, counter = file_progress(args.path, args.quiet)
+            with shown or contextlib.nullcontext():
                 result = analyze(
                     args.path,
                     drop_incomplete_last_step=not args.keep_incomplete_last_step,
@@ -127,8 +128,8 @@ def run(args) -> int:
                     with_step_views=bool(args.json_out or args.html_out),
                     peak_tflops=args.peak_tflops,
                     max_memory=max_memory,
+                    import_progress=counter,
                 )
-                advance()
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None
     except RuntimeError as e:

@@ -225,11 +225,13 @@ def analyze_file(
     import_cpus: int = 0,
     max_memory: int = 0,
     memory_share: int = 1,
+    import_progress=None,
 ) -> Report:
     """The Report of one trace file: the one analysis of a file, for ``gpuprof analyze FILE``,
     ``gpuprof.analyze(file)`` and each worker of a folder (``inputs.summarize_file``), whose import
     counts on ``import_cpus`` CPUs (0: all this process may use) and on its ``memory_share`` of the
-    memory budget (``traces.read.memory_budget``)."""
+    memory budget (``traces.read.memory_budget``); ``import_progress`` (a ``_core.ImportProgress``)
+    is kept up to date while the file is read."""
     trace, stats = import_trace(
         path,
         max_bytes=max_bytes,
@@ -237,6 +239,7 @@ def analyze_file(
         import_cpus=import_cpus,
         max_memory=max_memory,
         memory_share=memory_share,
+        progress=import_progress,
     )
     return build_report(
         trace,

@@ -405,6 +405,7 @@ def analyze(
     dask_address: Optional[str] = None,
     say: Optional[Callable[[str], None]] = None,
     progress: Optional[Callable[[list], Any]] = None,
+    import_progress=None,
 ) -> Union[Report, list[Report]]:
     """Analyse existing PyTorch-profiler traces: the one entry for a file or a folder, which
     ``gpuprof analyze`` prints.
@@ -425,6 +426,8 @@ def analyze(
         ranks, workers, dask_address, say, progress: (a folder) as ``gpuprof analyze DIR
             --ranks --workers N --dask ADDRESS``; ``say`` gets each line about a file skipped or
             left out (default: a warning on the ``gpuprof`` logger). See ``analyze_folder``.
+        import_progress: (a trace file) a ``_core.ImportProgress`` the import keeps up to date,
+            for a progress display on another thread (``gpuprof.cli.progress``).
 
     Returns:
         For a file, its ``Report``. For a folder of the ranks of one job (files that carry a world
@@ -465,6 +468,7 @@ def analyze(
         max_memory=max_memory,
         with_step_views=with_step_views,
         peak_tflops=peak_tflops,
+        import_progress=import_progress,
     )
 
 

@@ -1,15 +1,13 @@
 """Terminal rendering: ``print(report)``. Colour only when writing to a terminal.
 
 Imports the report model and the standard library only (``term``: no rich, no torch), so
-``gpuprof analyze`` and ``gpuprof report`` start fast; rich draws the progress bar, on a terminal.
+``gpuprof analyze`` and ``gpuprof report`` start fast.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Optional
 
 from . import input_pipeline_view as pv
@@ -438,34 +436,3 @@ class TextRenderer:
 
 
 TEXT = TextRenderer()
-
-
-@contextmanager
-def progress(
-    description: str, total: Optional[float] = None, *, stream=None, enabled: Optional[bool] = None
-) -> Iterator:
-    """A progress bar for long work (importing a large trace, analysing a folder), on stderr.
-
-    Yields ``advance(amount=1)``; shows nothing unless stderr is a terminal (logs and CI output
-    stay clean) or ``enabled=True``.
-    """
-    stream = stream or sys.stderr
-    if enabled is None:
-        enabled = hasattr(stream, "isatty") and stream.isatty()
-    if not enabled:
-        yield lambda amount=1: None
-        return
-    from rich.console import Console as RichConsole
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-    console = RichConsole(file=stream, force_terminal=True)
-    with Progress(
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        TaskProgressColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda amount=1: bar.advance(task, amount)

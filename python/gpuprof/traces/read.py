@@ -240,6 +240,7 @@ def import_trace(
     import_cpus: int = 0,
     max_memory: int = 0,
     memory_share: int = 1,
+    progress=None,
 ):
     """Read one trace file into a native ``Trace``; returns ``(trace, stats)``.
 
@@ -248,7 +249,8 @@ def import_trace(
     ``import_cpus``: the CPUs the import may count on for threads of its own (0: those this
     process may use); a folder's worker processes each get their share. ``GPUPROF_IMPORT_CPUS``, when
     set, wins over it. ``max_memory`` and ``memory_share``: the memory budget (``memory_budget``)
-    that sets the event cap when ``max_events`` is 0.
+    that sets the event cap when ``max_events`` is 0. ``progress``: a ``_core.ImportProgress`` the
+    import keeps up to date (bytes of the file read, events parsed) for a display on another thread.
     """
     p = Path(path)
     st = check_path(p)
@@ -266,7 +268,7 @@ def import_trace(
             settings["import_cpus"] = import_cpus
         cap = max_events or default_max_events(memory_share, max_memory)
         try:
-            trace, stats = _core.import_trace(os.fsencode(p), max_bytes, cap, **settings)
+            trace, stats = _core.import_trace(os.fsencode(p), max_bytes, cap, **settings, progress=progress)
         except TraceImportError as e:
             if "no traceEvents list" in str(e) and _is_gpuprof_report(p):
                 import shlex

@@ -373,3 +373,25 @@ def test_compiled_kernels_cost_smoke_run_measures_every_condition(tmp_path):
         assert row["first_step_s_median"] > 0 and row["step_ms_median"] > 0, name
     assert doc["default"]["kernels"] == 0 and doc["default_warm"]["kernels"] == 0
     assert doc["opt_in"]["kernels_with_ops"] >= 5  # every fused kernel but the input layout copy
+
+
+def test_tokenizer_bound_times_every_reader_on_the_same_text(tmp_path):
+    """bench/tokenizer_bound.py on a small trace: every reader read it whole (the same number of
+    values where they visit the same ones), and the whole import counted its records."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"aten::op\\u00e9{i}", "pid": 1, "tid": 1, "ts": 1000.25 + i,
+         "dur": 0.5, "args": {"External id": i, "grid": [1, 2, 3]}}
+        for i in range(3000)
+    ]  # fmt: skip
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events, "traceName": "small"}, indent=1))
+    out = tmp_path / "bound.json"
+    proc = _bench("tokenizer_bound.py", "--repeat", "1", "--out", out, trace, cwd=REPO / "bench")
+    if proc.returncode == 2 and "cannot build" in proc.stderr:
+        pytest.skip("needs g++ and libsimdjson-dev (apt-get install libsimdjson-dev)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())["results"]["t.json"]
+    assert r["records"] == 3000
+    for reader in ("sax", "ondemand", "ondemand-chunks", "ondemand-skip-args", "dom", "gpuprof_import"):
+        assert r[f"{reader}_cpu_s"] > 0, reader
+    assert "gpuprof tokenizer" in proc.stdout

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import re
 
 from report_samples import cpu_report, gpu_report
 
 import gpuprof
-from gpuprof.report.text import progress
 
 ANSI = re.compile(r"\x1b\[")
 
@@ -64,18 +62,6 @@ def test_long_spans_show_first_and_last_steps():
     text = gpuprof.Report.from_dict(d).to_text(color=False)
     rows = [line.split()[0] for line in text.splitlines() if line.strip()]
     assert "0" in rows and "49" in rows and "…" in rows and "25" not in rows
-
-
-def test_progress_bar_is_silent_off_a_terminal_and_draws_on_one():
-    quiet = io.StringIO()
-    with progress("importing", total=3, stream=quiet) as advance:
-        for _ in range(3):
-            advance()
-    assert quiet.getvalue() == ""
-    shown = io.StringIO()
-    with progress("importing", total=3, stream=shown, enabled=True) as advance:
-        advance(3)
-    assert "importing" in shown.getvalue()
 
 
 def test_a_report_without_steps_renders_everywhere():

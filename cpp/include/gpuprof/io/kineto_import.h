@@ -2,6 +2,7 @@
 // Plain C++: no Python, no torch. docs/analyze.md documents the dialects, skips and errors.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,6 +25,25 @@ class TraceImportError : public std::runtime_error {
   int64_t event_index;   // index in traceEvents, -1 when not inside it
 };
 
+// How far an import has got, for a progress display that polls it from another thread while the
+// import runs: bytes of the file read (compressed bytes for gzip; the text's bytes for memory) and
+// traceEvents entries parsed, updated about every MiB. A split import's second thread counts apart,
+// and its count is dropped when the first thread reads on alone instead of taking its half.
+struct ImportProgress {
+  std::atomic<uint64_t> bytes{0};    // the first (or only) thread's
+  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> second_bytes{0};   // the second thread's, while its half may be taken
+  std::atomic<uint64_t> second_events{0};
+  std::atomic<bool> second_dropped{false};
+  uint64_t total_bytes() const { return bytes.load(std::memory_order_relaxed) + second(second_bytes); }
+  uint64_t total_events() const { return events.load(std::memory_order_relaxed) + second(second_events); }
+
+ private:
+  uint64_t second(const std::atomic<uint64_t>& n) const {
+    return second_dropped.load(std::memory_order_relaxed) ? 0 : n.load(std::memory_order_relaxed);
+  }
+};
+
 struct ImportOptions {
   // Refuse a file whose (uncompressed) JSON text is longer than this; 0 = no limit. The text is
   // streamed, never held, so memory grows with the events kept, not with the file size.
@@ -36,6 +56,8 @@ struct ImportOptions {
   uint64_t max_token_bytes = uint64_t(64) << 20;
   // Asked about every MiB of text; true stops the import with a TraceImportError "interrupted".
   std::function<bool()> interrupted;
+  // Where to publish how far the import has got (nullptr: nowhere); must outlive the import.
+  ImportProgress* progress = nullptr;
   // A file or text of at least this many bytes of JSON is parsed by two threads when the process
   // may use two CPUs: one from the start, one from an event boundary near the middle; the first
   // checks the boundary when it gets there and takes the second's events only if that thread
