@@ -5,7 +5,8 @@ and writes both sides: idle time per stream (`get_idle_time_breakdown`, threshol
 kernel launch statistics (`get_cuda_kernel_launch_stats`, cut-offs 50 us / 100 us) summed over the
 trace and per kernel name, queue length per stream (`get_queue_length_summary`,
 `get_time_spent_blocked_on_full_queue`), copy bandwidth per kind (`get_memory_bw_summary`) and
-operator launch delays per operator and kernel sequence (`get_aten_op_kernels_and_delay`).
+operator launch delays per operator and kernel sequence (`get_aten_op_kernels_and_delay`) and,
+for the operators of SEQUENCE_OPS, recurring kernel sequences (`get_frequent_cuda_kernel_sequences`).
 HTA runs twice: as shipped (it rounds fractional microsecond timestamps: starts up, ends down,
 so each duration loses up to 2 us) and with HTA_DISABLE_NS_ROUNDING=1, which keeps the trace's own
 times as gpuprof does; the tests hold the second set (tests/python/analysis/test_hta_quantities.py,
@@ -96,7 +97,15 @@ with tempfile.TemporaryDirectory() as d:
             "runtime_delay_us": float(r.avg_runtime_delay)} for r in ops.itertuples()}
     except Exception as e:
         op_delay = {"error": f"{type(e).__name__}: {e}"}
-    print(json.dumps({"idle_time": {str(k): v for k, v in sorted(streams.items())},
+    sequences = {}
+    for name in sys.argv[2:]:   # HTA takes one operator name a call
+        with tempfile.TemporaryDirectory() as out:
+            seq = a.get_frequent_cuda_kernel_sequences(operator_name=name, output_dir=out, rank=rank,
+                                                       visualize=False)
+        sequences[name] = [{"kernels": r.pattern.split("|")[1:], "count": int(r.count),
+                            "gpu_us": float(r[3]), "cpu_us": float(r[4])} for r in seq.itertuples()]
+    print(json.dumps({"kernel_sequences": sequences,
+                      "idle_time": {str(k): v for k, v in sorted(streams.items())},
                       "launch_stats": summary(ev), "launch_stats_by_name": per_name,
                       "queue_length": queue, "copy_bandwidth": copies, "op_launch_delay": op_delay}))
 """
@@ -120,17 +129,25 @@ queue = {str(r["stream"]): {k: r[k] for k in ("device", "samples", "mean", "max"
          for r in d["queue_length"]}
 copies = {r["kind"]: r for r in d["copy_bandwidth"]}
 full = d.get("long_names") or {}   # a sequence over 1024 bytes is shown shortened
+sequences = {name: [{"kernels": full.get(r["kernels"], r["kernels"]).split(" -> "),
+                     **{k: r[k] for k in ("count", "gpu_us", "cpu_us")}}
+                    for r in d["kernel_sequences"] if r["op"] == name] for name in sys.argv[2:]}
 op_delay = {full.get(r["op"], r["op"]) + " | " + full.get(r["kernels"], r["kernels"]):
             {k: r[k] for k in ("calls", "op_delay_us", "runtime_delay_us")} for r in d["op_launch_delay"]}
-print(json.dumps({"idle_time": idle, "launch_stats": tot, "launch_stats_by_name": by_name,
+print(json.dumps({"kernel_sequences": sequences, "idle_time": idle, "launch_stats": tot, "launch_stats_by_name": by_name,
                   "queue_length": queue, "copy_bandwidth": copies, "op_launch_delay": op_delay}))
 """
 
 
-def run(python: str, code: str, trace: Path, env: dict) -> tuple[dict, float]:
+# The operators whose kernel sequences are compared, per trace (HTA computes one name a call, and
+# writes the whole trace again each time).
+SEQUENCE_OPS = {"hta_a100_nccl/rank0.json.gz": ["aten::conv2d", "aten::convolution_backward"]}
+
+
+def run(python: str, code: str, trace: Path, env: dict, ops: list[str]) -> tuple[dict, float]:
     t0 = time.perf_counter()
     out = subprocess.run(
-        [python, "-c", code, str(trace)], env=env, capture_output=True, text=True, check=True
+        [python, "-c", code, str(trace), *ops], env=env, capture_output=True, text=True, check=True
     )
     return json.loads(out.stdout.strip().splitlines()[-1]), time.perf_counter() - t0
 
@@ -149,9 +166,10 @@ def main() -> int:
     for rel in GPU_TRACES:
         trace = TRACES / rel
         env = dict(os.environ)
-        hta_exact, t_hta = run(args.hta_python, HTA_SIDE, trace, {**env, "HTA_DISABLE_NS_ROUNDING": "1"})
-        hta_rounded, _ = run(args.hta_python, HTA_SIDE, trace, {**env, "HTA_DISABLE_NS_ROUNDING": "0"})
-        ours, t_ours = run(sys.executable, GPUPROF_SIDE, trace, env)
+        ops = SEQUENCE_OPS.get(rel, [])
+        hta_exact, t_hta = run(args.hta_python, HTA_SIDE, trace, {**env, "HTA_DISABLE_NS_ROUNDING": "1"}, ops)
+        hta_rounded, _ = run(args.hta_python, HTA_SIDE, trace, {**env, "HTA_DISABLE_NS_ROUNDING": "0"}, [])
+        ours, t_ours = run(sys.executable, GPUPROF_SIDE, trace, env, ops)
         results["traces"][rel] = {
             "hta_exact_times": hta_exact,
             "hta_as_shipped": {

@@ -390,6 +390,7 @@ const std::vector<ResultTable>& result_tables() {
       result_table("queue_length", &AnalysisTables::queue_length, kQueueLengthFields),
       result_table("copy_bandwidth", &AnalysisTables::copy_bandwidth, kCopyBandwidthFields),
       result_table("op_launch_delay", &AnalysisTables::op_launch_delay, kOpLaunchDelayFields),
+      result_table("kernel_sequences", &AnalysisTables::kernel_sequences, kKernelSequenceFields),
       result_table("memory", &AnalysisTables::memory, kStepMemoryFields),
       result_table("ranges", &AnalysisTables::ranges, kRangeFields),
       {"memory_ops", [](const AnalysisTables& a) { return row_dicts(a.memory_view.ops, kMemoryOpFields); }},

@@ -1,5 +1,6 @@
 // The field tables of Holistic Trace Analysis's quantities (gpuprof/analysis/idle_time.h,
-// launch_stats.h, hta_counters.h, op_launch_delay.h): one line a column, as in rows.h; registered as result tables
+// launch_stats.h, hta_counters.h, op_launch_delay.h,
+// kernel_sequences.h): one line a column, as in rows.h; registered as result tables
 // in analysis_bindings.cpp.
 #pragma once
 
@@ -7,6 +8,7 @@
 
 #include "gpuprof/analysis/hta_counters.h"
 #include "gpuprof/analysis/idle_time.h"
+#include "gpuprof/analysis/kernel_sequences.h"
 #include "gpuprof/analysis/launch_stats.h"
 #include "gpuprof/analysis/op_launch_delay.h"
 #include "rows.h"
@@ -64,6 +66,12 @@ inline const std::vector<Field<OpLaunchDelayRow>> kOpLaunchDelayFields = {
     {"op_delay_us", [](const OpLaunchDelayRow& r) { return py::object(py::float_(r.op_delay_ns / 1000.0)); }},
     {"runtime_delay_us",
      [](const OpLaunchDelayRow& r) { return py::object(py::float_(r.runtime_delay_ns / 1000.0)); }},
+};
+
+inline const std::vector<Field<KernelSequenceRow>> kKernelSequenceFields = {
+    member("op", &KernelSequenceRow::op),         member("kernels", &KernelSequenceRow::kernels),
+    member("count", &KernelSequenceRow::count),   micros("gpu_us", &KernelSequenceRow::gpu_ns),
+    micros("cpu_us", &KernelSequenceRow::cpu_ns),
 };
 
 }   // namespace gpuprof::bindings

@@ -317,6 +317,20 @@ TABLES: tuple[Table, ...] = (
         doc="Each aten operator's kernel sequences and launch delays, as HTA defines them (docs/metrics.md).",
     ),
     Table(
+        "kernel_sequences",
+        "Kernel sequences",
+        (
+            Field("op", "string", "the operator"),
+            Field("kernels", "string", "the kernels one call launched (itself and the ops inside), by start"),
+            Field("count", "integer", "calls of the operator that launched this sequence (2 or more)"),
+            Field("gpu_us", _US, "summed device time of those kernels"),
+            Field("cpu_us", _US, "summed host time of those calls"),
+        ),
+        shown=True,
+        analysed=True,
+        doc="Recurring kernel sequences per operator, as HTA's frequent CUDA kernel sequences (docs/metrics.md).",
+    ),
+    Table(
         "ranges",
         "User ranges",
         (

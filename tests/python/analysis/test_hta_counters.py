@@ -143,3 +143,31 @@ def test_the_reports_show_the_three_tables():
         pytest.skip(f"shared trace {path} is absent (tests read ../shared/traces beside the repo)")
     md = analyze_file(path).to_markdown()
     assert "Launch queue length" in md and "Copy bandwidth" in md and "Operator launch delay" in md
+
+
+# HTA's `get_frequent_cuda_kernel_sequences(operator_name)` on the A100 trace: each recurring
+# pattern as (count, device activities, summed kernel us, summed operator us).
+HTA_SEQUENCES = {
+    "aten::conv2d": [(12, 3, 1721.096, 4067.421), (12, 4, 1074.165, 4130.601), (10, 4, 1158.386, 3451.2)],
+    "aten::convolution_backward": [(30, 3, 5635.766, 8570.901), (12, 6, 2432.349, 3851.074)],
+}
+
+
+@pytest.mark.parametrize("op", sorted(HTA_SEQUENCES))
+def test_kernel_sequences_equal_htas(op):
+    d = _report(A100)
+    full = d["long_names"]
+    got = sorted(
+        (
+            (r["count"], len(full.get(r["kernels"], r["kernels"]).split(" -> ")), r["gpu_us"], r["cpu_us"])
+            for r in d["kernel_sequences"]
+            if r["op"] == op
+        ),
+        key=lambda row: (-row[0], row[2]),
+    )
+    want = {"aten::conv2d": 6, "aten::convolution_backward": 17}[op]  # HTA's patterns seen twice or more
+    assert len(got) == want
+    for expected in HTA_SEQUENCES[op]:
+        assert any(g[:2] == expected[:2] and g[2:] == pytest.approx(expected[2:], abs=1e-3) for g in got), (
+            expected
+        )
