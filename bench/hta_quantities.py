@@ -134,8 +134,9 @@ sequences = {name: [{"kernels": full.get(r["kernels"], r["kernels"]).split(" -> 
                     for r in d["kernel_sequences"] if r["op"] == name] for name in sys.argv[2:]}
 op_delay = {full.get(r["op"], r["op"]) + " | " + full.get(r["kernels"], r["kernels"]):
             {k: r[k] for k in ("calls", "op_delay_us", "runtime_delay_us")} for r in d["op_launch_delay"]}
-print(json.dumps({"kernel_sequences": sequences, "idle_time": idle, "launch_stats": tot, "launch_stats_by_name": by_name,
-                  "queue_length": queue, "copy_bandwidth": copies, "op_launch_delay": op_delay}))
+print(json.dumps({"kernel_sequences": sequences, "idle_time": idle, "launch_stats": tot,
+                  "launch_stats_by_name": by_name, "queue_length": queue, "copy_bandwidth": copies,
+                  "op_launch_delay": op_delay}))
 """
 
 

@@ -328,7 +328,7 @@ TABLES: tuple[Table, ...] = (
         ),
         shown=True,
         analysed=True,
-        doc="Recurring kernel sequences per operator, as HTA's frequent CUDA kernel sequences (docs/metrics.md).",
+        doc="Recurring kernel sequences per operator, as HTA's frequent kernel sequences (docs/metrics.md).",
     ),
     Table(
         "ranges",
