@@ -617,6 +617,14 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
   }
   for (RangeRow& r : a.ranges) shorten(r.name);
   for (LaunchStatsRow& r : a.launch_stats) shorten(r.name);
+  for (OpLaunchDelayRow& r : a.op_launch_delay) {
+    shorten(r.op);
+    shorten(r.kernels);
+  }
+  for (KernelSequenceRow& r : a.kernel_sequences) {
+    shorten(r.op);
+    shorten(r.kernels);
+  }
   for (SyncRow& r : a.syncs) {
     shorten(r.name);
     shorten(r.op);
@@ -724,9 +732,13 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.kernels = kernel_table(t);
     a.kernel_ops = kernel_op_table(t, a.links);
     a.copies = copy_table(t);
-    const int64_t launched_before = last_step_start(t);   // HTA's scope for the next two
+    const int64_t launched_before = last_step_start(t);   // HTA's scope for the next six
     a.idle_time = idle_time_table(t, a.links, launched_before);
     a.launch_stats = launch_stats_table(t, a.links, launched_before);
+    a.queue_length = queue_length_table(t, a.links, launched_before);
+    a.copy_bandwidth = copy_bandwidth_table(t, a.links, launched_before);
+    a.op_launch_delay = op_launch_delay_table(t, a.links, launched_before);
+    a.kernel_sequences = kernel_sequence_table(t, a.links, launched_before);
     a.ranges = range_table(t);
   };
   std::exception_ptr linked_error;

@@ -27,6 +27,38 @@ def _per_sample_lines(d: dict) -> list[str]:
     ]
 
 
+def _calls(v: float) -> str:
+    return f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
+def _call_change_lines(d: dict, show, markdown: bool = False) -> list[str]:
+    """HTA's trace diff categories of each table: their counts, then the names that changed with
+    their calls per step (``show`` makes a name safe for the output)."""
+    from ..report import sections as sec
+    from ..report.compare import CALL_CHANGES
+
+    titles = dict(sec.TABLES[:2])
+    lines: list[str] = []
+    for key, changes in (d.get("calls") or {}).items():
+        counts = ", ".join(f"{changes[c]['count']} {c}" for c in CALL_CHANGES)
+        head = f"{titles.get(key, key)} by calls per step: {counts}"
+        lines += ["", f"**{head}**" if markdown else head]
+        if markdown:
+            lines.append("")
+        for c in CALL_CHANGES[:4]:
+            rows = changes[c]["rows"]
+            more = changes[c]["count"] - len(rows)
+            for r in rows:
+                b, n = _calls(r["base_calls_per_step"]), _calls(r["new_calls_per_step"])
+                if markdown:
+                    lines.append(f"- {c}: {show(r['name'])} ({b} → {n})")
+                else:
+                    lines.append(f"  {c:<9}  {b:>10} -> {n:<10}  {show(r['name'])}")
+            if more > 0:
+                lines.append(f"- {c}: ... and {more} more" if markdown else f"  {c:<9}  ... and {more} more")
+    return lines
+
+
 def render_text(d: dict, base_name: str, new_name: str) -> str:
     from ..report.sections import printable
     from ..traces.read import display_path
@@ -58,6 +90,7 @@ def render_text(d: dict, base_name: str, new_name: str) -> str:
                 f"  {_signed(r['delta_us']):>12} us  {r['base_us']:>12,.1f} -> {r['new_us']:>12,.1f}  "
                 f"{printable(r['name'])}{mark}"
             )
+    lines += _call_change_lines(d, printable)
     return "\n".join(lines) + "\n"
 
 
@@ -105,6 +138,7 @@ def render_markdown(d: dict, base_name: str, new_name: str) -> str:
             ],
             [":--", "--:", "--:", "--:", ":--"],
         )
+    out += _call_change_lines(d, md_escape, markdown=True)
     return "\n".join(out) + "\n"
 
 

@@ -1,5 +1,6 @@
 """What changed between two reports: each category's mean time and share, each kernel's and
-operator's total time matched by name, and per sample when the batch size changed. Read by
+operator's total time matched by name, the kernels and operators added, removed, called more or
+less often per step (HTA's trace diff), and per sample when the batch size changed. Read by
 ``gpuprof diff`` (cli/diff.py) and the assistant interface (agents/).
 """
 
@@ -43,6 +44,50 @@ def _batch_size(report) -> int | None:
     return None
 
 
+# HTA's trace diff categories (traceinsight's TraceDiff.ops_diff), by calls per step.
+CALL_CHANGES = ("added", "removed", "increased", "decreased", "unchanged")
+
+
+def _calls_per_step(report, key: str) -> dict[str, float]:
+    """Each name's calls in the table ``key``, summed over its rows, per step of the report (its
+    calls when it has no steps): runs profiled for more steps still compare."""
+    from ..report import sections as sec
+
+    steps = len(report.data.get("steps") or []) or 1
+    out: dict[str, float] = {}
+    for r in sec.section(report.data, key):
+        name = sec.name_of(r)
+        out[name] = out.get(name, 0) + (r.get("calls") or 0)
+    return {name: calls / steps for name, calls in out.items()}
+
+
+def call_changes(base, new, key: str, top: int = TOP_ROWS) -> dict | None:
+    """The names of table ``key`` in HTA's five categories by calls per step: added (none in the
+    base), removed (none in the new run), increased, decreased, unchanged; each list by name, at
+    most ``top`` rows with the count of all. None when neither report has the table."""
+    b, n = _calls_per_step(base, key), _calls_per_step(new, key)
+    if not b and not n:
+        return None
+    lists: dict[str, list] = {c: [] for c in CALL_CHANGES}
+    for name in sorted(set(b) | set(n)):
+        bc, nc = b.get(name, 0), n.get(name, 0)
+        if bc == 0 and nc == 0:
+            continue
+        change = (
+            "added"
+            if bc == 0
+            else "removed"
+            if nc == 0
+            else "increased"
+            if nc > bc
+            else "decreased"
+            if nc < bc
+            else "unchanged"
+        )
+        lists[change].append({"name": name, "base_calls_per_step": bc, "new_calls_per_step": nc})
+    return {c: {"count": len(rows), "rows": rows[:top]} for c, rows in lists.items()}
+
+
 def compare(base, new, top: int = TOP_ROWS) -> dict:
     from ..report import sections as sec
     from ..report.model import CATEGORIES
@@ -84,6 +129,10 @@ def compare(base, new, top: int = TOP_ROWS) -> dict:
                 "new_pct": n_avg.get(f"{key}_pct", 0.0),
             }
         )
+    for key, _ in sec.TABLES[:2]:
+        changes = call_changes(base, new, key, top)
+        if changes is not None:
+            out.setdefault("calls", {})[key] = changes
     for key, title in sec.TABLES[:2]:
         time_key = _TABLE_TIME[key]
         b_rows = _time_by_name(sec.section(base.data, key), time_key)

@@ -52,6 +52,29 @@ def _gpu_trace(collective: bool = False):
     builders.add_kernel(
         t, "ncclKernel_AllReduce_RING_LL_Sum_float", 800_000, 100_000, device=0, stream=7, correlation=20
     )
+    # Two calls of an optimizer op launching the same three kernels: a recurring kernel sequence.
+    for call in range(2):
+        start = 600_000 + call * 40_000
+        t.add_event("host_op", "aten::_foreach_add_", start, 30_000, external_id=90 + call)
+        for k in range(3):
+            corr = 30 + 3 * call + k
+            t.add_event(
+                "runtime",
+                "cudaLaunchKernel",
+                start + 1_000 + k * 5_000,
+                2_000,
+                correlation=corr,
+                external_id=90 + call,
+            )
+            builders.add_kernel(
+                t,
+                f"multi_tensor_apply_{k}",
+                start + 20_000 + k * 3_000,
+                2_000,
+                device=0,
+                stream=7,
+                correlation=corr,
+            )
     return t
 
 

@@ -141,3 +141,77 @@ def test_diff_of_runs_with_other_batch_sizes_compares_per_sample(tmp_path, capsy
     d = json.loads(diff(base, same, "-f", "json"))
     assert "batch_size" not in d and "sample_time_us" not in d
     assert "batch size" not in diff(base, same)
+
+
+def _run_report(path, steps: int, ops_per_step: dict[str, int]):
+    """A saved report of ``steps`` steps of 1 ms, each calling every operator of ``ops_per_step``
+    that many times, one after the other; an operator named aten::X launches one kernel X_kernel
+    (none for aten::dropout, which runs on the host only here)."""
+    from gpuprof._native import _core
+    from gpuprof.report.build import build_report
+
+    t = _core.Trace()
+    corr = 0
+    for i in range(steps):
+        start = i * 1_000_000
+        t.add_event("step", f"ProfilerStep#{i}", start, 1_000_000)
+        at = start + 1_000
+        for name, calls in ops_per_step.items():
+            for _ in range(calls):
+                t.add_event("host_op", name, at, 10_000, tid=1)
+                if name != "aten::dropout":
+                    corr += 1
+                    t.add_event("runtime", "cudaLaunchKernel", at + 1_000, 2_000, correlation=corr, tid=1)
+                    kernel = name.split("::")[1] + "_kernel"
+                    t.add_event("kernel", kernel, at + 5_000, 3_000, correlation=corr, device=0, tid=7)
+                at += 20_000
+    build_report(t).to_json(path, trace=False)
+    return str(path)
+
+
+def test_diff_puts_kernels_and_operators_in_htas_categories_by_calls_per_step(tmp_path, capsys):
+    # The base profiled 2 steps, the new run 4: mm's 4 calls then 8 are 2 a step either way
+    # (unchanged); relu goes 1 -> 2 a step (increased), add 2 -> 1 (decreased), dropout is gone
+    # (removed), gelu is new (added). Each operator's kernel follows it; dropout has none.
+    base = _run_report(
+        tmp_path / "base.json", 2, {"aten::mm": 2, "aten::relu": 1, "aten::add": 2, "aten::dropout": 1}
+    )
+    new = _run_report(
+        tmp_path / "new.json", 4, {"aten::mm": 2, "aten::relu": 2, "aten::add": 1, "aten::gelu": 1}
+    )
+    assert main(["diff", base, new, "-f", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+
+    def names(key, change):
+        return [r["name"] for r in d["calls"][key][change]["rows"]]
+
+    ops = d["calls"]["operators"]
+    assert names("operators", "added") == ["aten::gelu"]
+    assert names("operators", "removed") == ["aten::dropout"]
+    assert names("operators", "increased") == ["aten::relu"]
+    assert names("operators", "decreased") == ["aten::add"]
+    assert names("operators", "unchanged") == ["aten::mm"]
+    assert ops["increased"]["rows"][0] == {
+        "name": "aten::relu",
+        "base_calls_per_step": 1.0,
+        "new_calls_per_step": 2.0,
+    }
+    assert {c: ops[c]["count"] for c in ops} == dict.fromkeys(ops, 1)
+    kernels = d["calls"]["kernels"]
+    assert names("kernels", "added") == ["gelu_kernel"]
+    assert kernels["removed"]["count"] == 0  # dropout launched nothing
+    assert names("kernels", "increased") == ["relu_kernel"]
+    assert names("kernels", "decreased") == ["add_kernel"]
+    assert names("kernels", "unchanged") == ["mm_kernel"]
+
+    assert main(["diff", base, new]) == 0
+    text = capsys.readouterr().out
+    assert "Operators by calls per step: 1 added, 1 removed, 1 increased, 1 decreased, 1 unchanged" in text
+    assert "  increased           1 -> 2           aten::relu" in text
+    assert "  removed             1 -> 0           aten::dropout" in text
+    assert main(["diff", base, new, "-f", "md"]) == 0
+    md = capsys.readouterr().out
+    assert (
+        "**GPU kernels by calls per step: 1 added, 0 removed, 1 increased, 1 decreased, 1 unchanged**" in md
+    )
+    assert "- added: gelu\\_kernel (0 → 1)" in md

@@ -13,11 +13,14 @@
 #include "gpuprof/analysis/critical_path.h"
 #include "gpuprof/analysis/flops.h"
 #include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/analysis/hta_counters.h"
 #include "gpuprof/analysis/idle_time.h"
+#include "gpuprof/analysis/kernel_sequences.h"
 #include "gpuprof/analysis/launch_links.h"
 #include "gpuprof/analysis/launch_stats.h"
 #include "gpuprof/analysis/memory.h"
 #include "gpuprof/analysis/modules.h"
+#include "gpuprof/analysis/op_launch_delay.h"
 #include "gpuprof/analysis/plausibility.h"
 #include "gpuprof/core/trace.h"
 
@@ -256,6 +259,10 @@ struct AnalysisTables {
   std::vector<IdleTimeRow> idle_time;
   std::vector<LaunchStatsRow> launch_stats;
   std::vector<StepCriticalPath> critical_path;   // one per step of `steps`
+  std::vector<QueueLengthRow> queue_length;
+  std::vector<CopyBandwidthRow> copy_bandwidth;
+  std::vector<OpLaunchDelayRow> op_launch_delay;
+  std::vector<KernelSequenceRow> kernel_sequences;
   MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
   ModuleView modules;                  // module rows, and each event's row (modules.h)

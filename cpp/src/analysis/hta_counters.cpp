@@ -1,0 +1,134 @@
+#include "gpuprof/analysis/hta_counters.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+namespace gpuprof {
+
+namespace {
+
+// One change of a step function: at `ts`, by `delta`; `order` breaks ties at one instant.
+template <typename T>
+struct Change {
+  int64_t ts;
+  int order;
+  T delta;
+};
+
+template <typename T>
+void sort_changes(std::vector<Change<T>>& changes) {
+  std::stable_sort(changes.begin(), changes.end(), [](const Change<T>& a, const Change<T>& b) {
+    return a.ts != b.ts ? a.ts < b.ts : a.order < b.order;
+  });
+}
+
+// The q-quantile of sorted values, interpolating linearly between the two nearest ranks.
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0.0;
+  const double h = q * double(sorted.size() - 1);
+  const size_t lo = size_t(std::floor(h));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (h - double(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+}  // namespace
+
+bool is_queue_launch_call(std::string_view n) {
+  return is_launch_call(n) || n == "cuLaunchKernel" || n == "cuLaunchKernelEx" || n == "hipMemcpyWithStream";
+}
+
+std::vector<QueueLengthRow> queue_length_table(const Trace& t, const LaunchLinks& links,
+                                               int64_t launched_before_ns, int64_t max_queue) {
+  std::vector<int8_t> launch_name(t.strings.size(), -1);   // each call name classified once
+  std::map<std::pair<int, uint32_t>, std::vector<Change<int64_t>>> by_stream;
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (!e.on_device() || i >= links.runtime_of.size()) continue;
+    const uint32_t c = links.runtime_of[i];
+    if (c == kNoIndex) continue;
+    const Event& call = t.events[c];
+    if (call.start_ns >= launched_before_ns) continue;
+    int8_t& is_launch = launch_name[call.name];
+    if (is_launch < 0) is_launch = is_queue_launch_call(t.name_of(call)) ? 1 : 0;
+    if (!is_launch) continue;
+    std::vector<Change<int64_t>>& changes = by_stream[{e.device, e.tid}];
+    changes.push_back({e.start_ns, 0, -1});
+    changes.push_back({call.start_ns, 1, +1});
+  }
+  std::vector<QueueLengthRow> rows;
+  rows.reserve(by_stream.size());
+  for (auto& [key, changes] : by_stream) {
+    sort_changes(changes);
+    QueueLengthRow row;
+    row.device = key.first;
+    row.stream = key.second;
+    row.samples = int64_t(changes.size());
+    int64_t length = 0, sum = 0;
+    for (size_t k = 0; k < changes.size(); ++k) {
+      length += changes[k].delta;
+      sum += length;
+      row.max = k ? std::max(row.max, length) : length;
+      if (length >= max_queue && k + 1 < changes.size()) row.blocked_ns += changes[k + 1].ts - changes[k].ts;
+    }
+    row.mean = double(sum) / double(changes.size());
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string copy_bandwidth_kind(std::string_view name) {
+  if (name.substr(0, 6) == "Memset") return "Memset";
+  if (name.substr(0, 6) != "Memcpy") return "Memcpy Unknown";
+  return std::string(name.substr(0, 11));
+}
+
+std::vector<CopyBandwidthRow> copy_bandwidth_table(const Trace& t, const LaunchLinks& links,
+                                                   int64_t launched_before_ns) {
+  std::map<std::string, std::pair<CopyBandwidthRow, std::vector<Change<double>>>> by_kind;
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.kind != EventKind::Memcpy && e.kind != EventKind::Memset) continue;
+    const uint32_t c = i < links.runtime_of.size() ? links.runtime_of[i] : kNoIndex;
+    if (c == kNoIndex || t.events[c].start_ns >= launched_before_ns) continue;
+    auto& [row, changes] = by_kind[copy_bandwidth_kind(t.name_of(e))];
+    const int64_t bytes = e.aux < t.copies.size() ? t.copies[e.aux].bytes : 0;
+    const int64_t dur = std::max<int64_t>(e.dur_ns, 1);
+    ++row.copies;
+    row.bytes += bytes;
+    row.time_ns += e.dur_ns;
+    const double gbps = double(bytes) / double(dur);   // bytes per ns = GB/s
+    changes.push_back({e.start_ns, 1, gbps});
+    changes.push_back({e.start_ns + dur, 0, -gbps});
+  }
+  std::vector<CopyBandwidthRow> rows;
+  rows.reserve(by_kind.size());
+  for (auto& [kind, entry] : by_kind) {
+    auto& [row, changes] = entry;
+    row.kind = kind;
+    row.gbps = row.time_ns ? double(row.bytes) / double(row.time_ns) : 0.0;
+    sort_changes(changes);
+    std::vector<double> levels;
+    double level = 0, sum = 0;
+    for (const Change<double>& c : changes) {
+      level += c.delta;
+      if (level > 0) {
+        levels.push_back(level);
+        sum += level;
+      }
+    }
+    if (!levels.empty()) {
+      row.samples = int64_t(levels.size());
+      row.mean_gbps = sum / double(levels.size());
+      std::sort(levels.begin(), levels.end());
+      row.min_gbps = levels.front();
+      row.p50_gbps = quantile(levels, 0.5);
+      row.max_gbps = levels.back();
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace gpuprof
