@@ -15,6 +15,7 @@ from typing import Callable, Optional, Union
 from ..collect.schedule import ProfilerAction
 from ..collect.schedule import schedule as make_schedule
 from ..session import profile
+from ..session.watch import DEFAULT_MAX_BYTES, _Watching
 
 #: The default window: skip the first steps (data loader start-up, first-call costs), warm up one,
 #: record five. A trainer run shorter than that records what it reaches.
@@ -124,6 +125,91 @@ class TrainerSpan:
             )
 
 
+#: What ``watch=True`` takes besides ``out``: gpuprof.watch's own options.
+WATCH_OPTIONS = ("openmetrics", "batch_size", "max_bytes")
+
+
+def watch_span(owner: str, *, watch: bool, schedule, out, trace: bool, auto_steps: bool, **kwargs):
+    """A ``TrainerWatch`` for ``watch=True``, None otherwise. ``watch=True`` takes ``out`` and
+    gpuprof.watch's options only: a profile schedule or profiler options have no meaning there
+    (a capture's options come from ``gpuprof capture``). ValueError, raised where the trainer is
+    set up (before training), when something else is given."""
+    if not watch:
+        return None
+    other = sorted(k for k in kwargs if k not in WATCH_OPTIONS)
+    if schedule is not None:
+        other.insert(0, "schedule")
+    if not trace:
+        other.append("trace")
+    if other:
+        raise ValueError(
+            f"{owner}(watch=True) watches every step without the profiler: it takes out= and "
+            f"{', '.join(WATCH_OPTIONS)}, not {', '.join(other)}; ask for a capture of N steps with "
+            "`gpuprof capture OUT --steps N [--modules] [--memory] [--shapes]` while it runs "
+            "(docs/watch.md)"
+        )
+    if out is None:
+        raise ValueError(
+            f"{owner}(watch=True) needs a folder: out= is where OUT/rank<N>/watch.jsonl goes "
+            "(gpuprof top OUT, gpuprof capture OUT read it)"
+        )
+    return TrainerWatch(out=out, auto_steps=auto_steps, **kwargs)
+
+
+class TrainerWatch:
+    """The always-on watcher (``gpuprof.watch()``'s) over a trainer's steps, in place of a
+    profile's schedule: ``OUT/rank<N>/watch.jsonl``, read by ``gpuprof top OUT`` and answering
+    ``gpuprof capture OUT`` (docs/watch.md). ``auto_steps``: the steps end where the optimizer
+    steps (the finder ``gpuprof.watch()`` installs); otherwise only at ``step()``, the trainer's
+    own step-end hook. No report is made while only watching: ``reports`` stays empty (a
+    capture's reports are under ``OUT/capture-<id>/``)."""
+
+    def __init__(
+        self,
+        *,
+        out: Union[str, os.PathLike],
+        auto_steps: bool,
+        openmetrics: Optional[str] = None,
+        batch_size: Optional[int] = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.out = Path(out)
+        self.reports: list = []
+        self.written: list[str] = []
+        self._options = dict(openmetrics=openmetrics, batch_size=batch_size, max_bytes=max_bytes)
+        self._auto_steps = auto_steps
+        self.watching: Optional[_Watching] = None
+        self._path: Optional[Path] = None
+
+    @property
+    def active(self) -> bool:
+        return self.watching is not None
+
+    @property
+    def path(self) -> Optional[Path]:
+        """``OUT/rank<N>/watch.jsonl``, once the first lines are written."""
+        return self.watching.path if self.watching is not None else self._path
+
+    def start(self) -> None:
+        if self.watching is not None:
+            return
+        self.watching = _Watching(
+            str(self.out), marker=None, backward_steps=False, auto_steps=self._auto_steps, **self._options
+        ).start()
+
+    def step(self) -> None:
+        if self.watching is not None:
+            self.watching.step()
+
+    def stop(self) -> None:
+        watching, self.watching = self.watching, None
+        if watching is not None:
+            watching.stop()
+            self._path = watching.path
+            if watching.path is not None and str(watching.path) not in self.written:
+                self.written.append(str(watching.path))
+
+
 class SpanOwner:
     """What every trainer adapter exposes of its span: ``reports`` and ``written``."""
 
@@ -138,3 +224,9 @@ class SpanOwner:
     def written(self) -> list:
         """The files written so far."""
         return self._span.written
+
+    @property
+    def watch_path(self):
+        """With ``watch=True``: ``OUT/rank<N>/watch.jsonl`` once written (None before; None
+        without ``watch``)."""
+        return getattr(self._span, "path", None)

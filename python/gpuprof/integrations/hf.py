@@ -14,7 +14,7 @@ import warnings
 
 from transformers import TrainerCallback
 
-from ._span import SpanOwner, TrainerSpan
+from ._span import SpanOwner, TrainerSpan, watch_span
 
 
 def _trainer_in_call_stack():
@@ -42,14 +42,33 @@ class GpuprofCallback(SpanOwner, TrainerCallback):
             ``OUT/``); None writes nothing (``callback.reports`` holds them).
         log: send the headline numbers through ``Trainer.log`` (default True).
         trace: write the Chrome trace beside the reports (default True).
+        watch: watch every step instead (``gpuprof.watch()``'s always-on numbers, no profiler):
+            ``OUT/rank<N>/watch.jsonl``, one line per optimizer step, for ``gpuprof top OUT`` and
+            ``gpuprof capture OUT`` (docs/watch.md). Takes ``out`` and gpuprof.watch's
+            ``openmetrics``, ``batch_size``, ``max_bytes``; no schedule, no profiler options.
         **profile_kwargs: passed to ``gpuprof.profile`` (``record_shapes``, ``profile_memory``...).
     """
 
     def __init__(
-        self, schedule=None, out="gpuprof-out", *, log: bool = True, trace: bool = True, **profile_kwargs
+        self,
+        schedule=None,
+        out="gpuprof-out",
+        *,
+        log: bool = True,
+        trace: bool = True,
+        watch: bool = False,
+        **profile_kwargs,
     ) -> None:
         self._trainer = None
-        self._span = TrainerSpan(
+        self._span = watch_span(
+            "GpuprofCallback",
+            watch=watch,
+            schedule=schedule,
+            out=out,
+            trace=trace,
+            auto_steps=False,
+            **profile_kwargs,
+        ) or TrainerSpan(
             schedule=schedule, out=out, trace=trace, log=self._log if log else None, **profile_kwargs
         )
 

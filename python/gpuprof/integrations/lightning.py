@@ -19,7 +19,7 @@ from typing import Optional
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler
 
-from ._span import SpanOwner, TrainerSpan
+from ._span import SpanOwner, TrainerSpan, watch_span
 
 
 class _ToTrainerLoggers(SpanOwner):
@@ -81,6 +81,10 @@ class GpuprofProfiler(_ToTrainerLoggers, Profiler):
         log: send the headline numbers to the Trainer's loggers (default True).
         ranges: also mark Lightning's actions as gpuprof ranges (default False: they are user
             ranges, which the breakdown counts as CPU Exec, so the step's Other time moves there).
+        watch: watch every optimizer step instead (``gpuprof.watch()``'s always-on numbers, no
+            profiler): ``OUT/rank<N>/watch.jsonl`` for ``gpuprof top OUT`` and ``gpuprof capture
+            OUT`` (docs/watch.md). Takes ``out`` and gpuprof.watch's ``openmetrics``,
+            ``batch_size``, ``max_bytes``; no schedule, no profiler options, no ranges.
         **profile_kwargs: passed to ``gpuprof.profile``.
     """
 
@@ -92,13 +96,22 @@ class GpuprofProfiler(_ToTrainerLoggers, Profiler):
         log: bool = True,
         ranges: bool = False,
         trace: bool = True,
+        watch: bool = False,
         **profile_kwargs,
     ) -> None:
         super().__init__(dirpath=None, filename=None)
         self._trainer = None
-        self._ranges = ranges
+        self._ranges = ranges and not watch
         self._open: dict = {}
-        self._span = _OptimizerStepSpan(
+        self._span = watch_span(
+            "GpuprofProfiler",
+            watch=watch,
+            schedule=schedule,
+            out=out,
+            trace=trace,
+            auto_steps=True,
+            **profile_kwargs,
+        ) or _OptimizerStepSpan(
             schedule=schedule, out=out, trace=trace, log=self._log if log else None, **profile_kwargs
         )
 
@@ -119,6 +132,8 @@ class GpuprofProfiler(_ToTrainerLoggers, Profiler):
             marker.__exit__(None, None, None)
 
     def summary(self) -> str:
+        if self.watch_path is not None:
+            return f"gpuprof: watched the steps, {self.watch_path} (gpuprof top {self._span.out})"
         if not self._span.reports:
             return "gpuprof: no span recorded"
         return self._span.reports[-1].to_text(color=False)
@@ -135,13 +150,28 @@ class GpuprofProfiler(_ToTrainerLoggers, Profiler):
 class GpuprofCallback(_ToTrainerLoggers, Callback):
     """``Trainer(callbacks=[GpuprofCallback(...)])``: the same profile as ``GpuprofProfiler``
     (optimizer steps, reports per rank, numbers to the loggers) without Lightning's action ranges,
-    for a Trainer whose ``profiler`` is taken by another."""
+    for a Trainer whose ``profiler`` is taken by another; ``watch=True`` as for the profiler."""
 
     def __init__(
-        self, schedule=None, out="gpuprof-out", *, log: bool = True, trace: bool = True, **profile_kwargs
+        self,
+        schedule=None,
+        out="gpuprof-out",
+        *,
+        log: bool = True,
+        trace: bool = True,
+        watch: bool = False,
+        **profile_kwargs,
     ) -> None:
         self._trainer = None
-        self._span = _OptimizerStepSpan(
+        self._span = watch_span(
+            "GpuprofCallback",
+            watch=watch,
+            schedule=schedule,
+            out=out,
+            trace=trace,
+            auto_steps=True,
+            **profile_kwargs,
+        ) or _OptimizerStepSpan(
             schedule=schedule, out=out, trace=trace, log=self._log if log else None, **profile_kwargs
         )
 

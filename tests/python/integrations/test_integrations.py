@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 
 import pytest
 
@@ -224,3 +225,129 @@ def test_a_failed_write_is_a_warning_and_the_report_stays(tmp_path):
             span.step()
     span.stop()
     assert len(span.reports) == 1 and len(span.reports[0].steps) == 2 and span.written == []
+
+
+# ---- watch=True: the always-on watcher over the trainer's steps ------------------------------------
+def _watch_lines(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "rank0" / "watch.jsonl").read_text().splitlines()]
+
+
+def _capture_at(out, after_step: int, start: int, steps: int):
+    """A capture request written once step ``after_step`` has ended, as `gpuprof capture OUT`
+    writes it (the watcher reads it at its next write: every step here, see _flush_every_step)."""
+    from gpuprof.session.capture import REQUEST_FILE
+
+    def maybe(step_num: int) -> None:
+        if step_num == after_step + 1 and not (out / REQUEST_FILE).exists():
+            req = {"id": 1, "start": start, "steps": steps, "t": time.time()}
+            (out / REQUEST_FILE).write_text(json.dumps(req))
+
+    return maybe
+
+
+@pytest.fixture
+def _flush_every_step(monkeypatch):
+    """The watcher writes (and looks for a capture request) once a second; these trainers run a few
+    steps in well under a second, so here it writes at every step."""
+    from gpuprof.session import watch as w
+
+    monkeypatch.setattr(w, "FLUSH_NS", 0)
+
+
+def _assert_watched_steps(out, steps: int, samples: int, wall_s: float) -> list[dict]:
+    lines = _watch_lines(out)
+    assert lines[0]["kind"] == "start" and lines[0]["rank"] == 0 and lines[0]["world"] == 1
+    assert lines[-1]["kind"] == "end" and lines[-1]["steps"] == steps
+    rows = [line for line in lines if line["kind"] == "step"]
+    # One line per optimizer step, numbered from 0, each one step.
+    assert [r["step"] for r in rows] == list(range(steps)) and all(r["steps"] == 1 for r in rows)
+    for r in rows:
+        assert r["step_ms"] > 0 and 0 <= r["dataloader_wait_ms"] < r["step_ms"]
+        assert r["cpu_ms"] > 0 and r["rss_bytes"] > 16 << 20  # torch alone holds more than that
+        assert r["samples_per_s"] > 0 and r["gpu_peak_allocated_bytes"] is None  # the CPU
+    # Two DataLoader batches per optimizer step (gradient accumulation of 2), counted when drawn:
+    # both trainers draw one batch ahead (to know the epoch's end), so step 0 holds a third and the
+    # last step one; every batch is counted once.
+    assert [r["samples"] for r in rows[1:-1]] == [samples] * (steps - 2)
+    assert sum(r["samples"] for r in rows) == steps * samples
+    # The steps' wall time lies inside the training call's (less its setup before step 0's start).
+    assert sum(r["step_ms"] for r in rows) < wall_s * 1000
+    return lines
+
+
+@_needs("transformers", "accelerate")
+def test_hf_callback_watch_writes_a_line_per_optimizer_step_and_answers_a_capture(
+    tmp_path, _flush_every_step
+):
+    from transformers import TrainerCallback
+
+    from gpuprof.integrations.hf import GpuprofCallback
+
+    out = tmp_path / "w"
+    cb = GpuprofCallback(watch=True, out=out)
+    ask = _capture_at(out, after_step=1, start=3, steps=2)
+
+    class Asker(TrainerCallback):  # after gpuprof's step end: the request is seen at the next one
+        def on_step_end(self, args, state, control, **kw):
+            ask(state.global_step)
+
+    began = time.monotonic()
+    _hf_train(tmp_path, accumulation=2, callbacks=[cb, Asker()], steps=7)
+    lines = _assert_watched_steps(out, 7, samples=8, wall_s=time.monotonic() - began)
+    assert cb.reports == [] and cb.watch_path == out / "rank0" / "watch.jsonl"
+    captures = [line for line in lines if line["kind"] == "capture"]
+    assert [c["state"] for c in captures] == ["armed", "done"] and captures[1]["recorded"] == [3, 4]
+    report = json.loads((out / "capture-1" / "report.json").read_text())
+    assert [s["step"] for s in report["steps"]] == [3, 4]
+    # The full profiler in those steps: one AdamW step and two forward passes each.
+    assert sum(o["calls"] for o in report["operators"] if o["name"] == "aten::embedding") == 2 * 2 * 2
+
+
+@_needs("lightning")
+def test_lightning_watch_writes_a_line_per_optimizer_step_for_top(tmp_path):
+    import subprocess
+    import sys
+
+    from gpuprof.integrations.lightning import GpuprofCallback, GpuprofProfiler
+
+    out = tmp_path / "w"
+    prof = GpuprofProfiler(watch=True, out=out)
+    began = time.monotonic()
+    _lightning_fit(tmp_path, profiler=prof, accumulation=2, steps=8)
+    _assert_watched_steps(out, 8, samples=32, wall_s=time.monotonic() - began)
+    assert prof.reports == [] and str(out / "rank0" / "watch.jsonl") in prof.summary()
+    top = subprocess.run(
+        [sys.executable, "-m", "gpuprof.cli", "top", str(out), "--json"], capture_output=True, text=True
+    )
+    assert top.returncode == 0, top.stderr
+    (rank,) = json.loads(top.stdout)["ranks"]
+    assert rank["rank"] == 0 and rank["step"] == 7 and rank["step_time_ms"] > 0
+    # The callback form, manual optimisation: one line per optimizer step as well.
+    cb = GpuprofCallback(watch=True, out=tmp_path / "cb")
+    _lightning_fit(tmp_path, callbacks=[cb], manual=True, steps=5)
+    steps = [line for line in _watch_lines(tmp_path / "cb") if line["kind"] == "step"]
+    assert [s["step"] for s in steps] == list(range(5))
+
+
+def test_watch_takes_out_and_the_watchers_options_only(tmp_path):
+    from gpuprof.integrations._span import watch_span
+
+    made = watch_span(
+        "X", watch=True, schedule=None, out=tmp_path, trace=True, auto_steps=False, batch_size=4
+    )
+    assert made is not None and not made.active
+    with pytest.raises(
+        ValueError, match=r"X\(watch=True\).*not schedule, record_shapes; .*gpuprof capture OUT"
+    ):
+        watch_span(
+            "X",
+            watch=True,
+            schedule=gpuprof.schedule(wait=1, warmup=0, active=1),
+            out=tmp_path,
+            trace=True,
+            auto_steps=False,
+            record_shapes=True,
+        )
+    with pytest.raises(ValueError, match="needs a folder"):
+        watch_span("X", watch=True, schedule=None, out=None, trace=True, auto_steps=False)
+    assert watch_span("X", watch=False, schedule=None, out=None, trace=True, auto_steps=False) is None
