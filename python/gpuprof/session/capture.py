@@ -12,6 +12,12 @@ and goes back to watching. What happened is a ``capture`` line in the rank's wat
 then ``done`` (or ``partial`` when the run ended inside the steps, ``failed`` when the profiler could
 not start), or ``missed`` when the rank was already past ``start`` when it saw the request.
 
+SIGUSR2 asks one process the same (``kill -USR2 PID``): its handler only sets a flag; the next step
+boundary takes it as a request for the next ``GPUPROF_CAPTURE_STEPS`` steps (10 by default) after
+one warm-up step, under the next free ``capture-<id>`` of the run folder, that rank alone (no
+cross-rank report: in a job, ``capture-<id>/rank<N>/``). The handler is installed only over the
+default action or "ignore"; a handler the program set is left in place (and said once in the log).
+
 Nothing here may end or alter the training run: every failure is a ``capture`` line and a warning.
 """
 
@@ -20,6 +26,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -29,6 +38,8 @@ log = logging.getLogger("gpuprof")
 REQUEST_FILE = "capture-request.json"
 CAPTURE_RANK_TIMEOUT_S = 20.0  # how long rank 0 waits for the other ranks' summaries at the end
 MAX_CAPTURE_STEPS = 1000
+CAPTURE_SIGNAL = getattr(signal, "SIGUSR2", None)
+DEFAULT_SIGNAL_STEPS = 10  # GPUPROF_CAPTURE_STEPS: the steps a SIGUSR2 capture records
 
 
 def registry() -> Path:
@@ -71,6 +82,40 @@ def capture_folder(run_dir, capture_id: int) -> Path:
     return Path(run_dir) / f"capture-{int(capture_id)}"
 
 
+def next_capture_id(run_dir, seen=()) -> int:
+    """One more than the highest capture id in ``run_dir``: its ``capture-<id>`` folders, the id of
+    its request file, and ``seen``."""
+    root = Path(run_dir)
+    ids = [0, *seen]
+    for p in root.glob("capture-*"):
+        m = re.fullmatch(r"capture-(\d+)", p.name)
+        if m:
+            ids.append(int(m.group(1)))
+    try:
+        with open(root / REQUEST_FILE, encoding="utf-8") as f:
+            ids.append(int(json.load(f).get("id", 0)))
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return max(ids) + 1
+
+
+def signal_steps() -> int:
+    """``GPUPROF_CAPTURE_STEPS`` (1 to MAX_CAPTURE_STEPS), else DEFAULT_SIGNAL_STEPS with a warning."""
+    text = os.environ.get("GPUPROF_CAPTURE_STEPS", "").strip()
+    if not text:
+        return DEFAULT_SIGNAL_STEPS
+    if text.isdigit() and 1 <= int(text) <= MAX_CAPTURE_STEPS:
+        return int(text)
+    log.warning(
+        "gpuprof watch: GPUPROF_CAPTURE_STEPS=%r is not a number of steps from 1 to %d; a SIGUSR2 "
+        "capture records %d (export GPUPROF_CAPTURE_STEPS=10)",
+        text,
+        MAX_CAPTURE_STEPS,
+        DEFAULT_SIGNAL_STEPS,
+    )
+    return DEFAULT_SIGNAL_STEPS
+
+
 def parse_request(text: str) -> Optional[dict]:
     """The request in ``text``, its fields checked, or None when it is not one."""
     try:
@@ -105,6 +150,64 @@ class CaptureListener:
         self._handled: set[int] = set()
         self._started_unix = time.time()
         self._result: dict = {}
+        self.signalled = False  # set by the SIGUSR2 handler, taken at the next step boundary
+        self._signal_previous = None  # the disposition ours replaced; None: ours is not installed
+
+    # ---- SIGUSR2 ---------------------------------------------------------------------------------
+    def install_signal(self) -> None:
+        """Our SIGUSR2 handler, over the default action or "ignore" only, from the main thread."""
+        if CAPTURE_SIGNAL is None or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            previous = signal.getsignal(CAPTURE_SIGNAL)
+            if previous not in (signal.SIG_DFL, signal.SIG_IGN):
+                log.warning(
+                    "gpuprof watch: the program has its own SIGUSR2 handler, kept: SIGUSR2 does not "
+                    "ask this process for a capture (gpuprof capture %s --steps N does)",
+                    self.watcher.out,
+                )
+                return
+            signal.signal(CAPTURE_SIGNAL, self._on_signal)
+            self._signal_previous = previous
+        except (ValueError, OSError):  # an embedding that does not allow it
+            return
+
+    def remove_signal(self) -> None:
+        previous, self._signal_previous = self._signal_previous, None
+        if previous is None:
+            return
+        try:
+            if signal.getsignal(CAPTURE_SIGNAL) == self._on_signal:  # not if the program set its own since
+                signal.signal(CAPTURE_SIGNAL, previous)
+        except (ValueError, OSError):
+            pass
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signalled = True  # nothing else here: the step boundary acts on it
+
+    def take_signal(self) -> None:
+        """At a step boundary after SIGUSR2: a request for the next ``GPUPROF_CAPTURE_STEPS`` steps
+        after one warm-up step (the step that starts now), armed as a request file's would be."""
+        self.signalled = False
+        now = self.watcher.step_num
+        root = self.watcher.out
+        req = {"id": None, "start": now + 1, "steps": signal_steps(), "t": time.time(), "signal": True}
+        req.update(modules=False, memory=False, shapes=False)
+        if self._request is not None:  # no id taken: a request file may still use the next one
+            what = "running" if self.running is not None else "armed"
+            self._line(req, "missed", reason=f"capture {self._request['id']} was still {what}", step=now)
+            return
+        req["id"] = capture_id = next_capture_id(root, self._handled)
+        self._handled.add(capture_id)
+        try:  # the folder now: a `gpuprof capture` asked meanwhile takes the next id
+            capture_folder(root, capture_id).mkdir(parents=True)
+        except OSError as e:
+            log.warning("gpuprof watch: no capture on SIGUSR2: %s", e)
+            self._line(req, "failed", reason=str(e), step=now)
+            return
+        self._request = req
+        self.begins = now
+        self._line(req, "armed", step=now)
 
     # ---- requests ------------------------------------------------------------------------------
     def poll(self) -> None:
@@ -157,7 +260,7 @@ class CaptureListener:
                 profile_memory=req["memory"],
                 record_shapes=req["shapes"],
                 batch_size=self.watcher.batch_size,
-                rank_timeout_s=CAPTURE_RANK_TIMEOUT_S,
+                rank_timeout_s=0.0 if req.get("signal") else CAPTURE_RANK_TIMEOUT_S,
                 journal=rank_folders(folder, rank, world)[0],
                 first_step=self.watcher.step_num,
             )
@@ -216,9 +319,10 @@ class CaptureListener:
 
         report = prof.report()
         rank, world = self.watcher.rank
-        written, failed = save_out_folder(
-            report, capture_folder(self.watcher.out, self._request["id"]), rank=rank, world=world
-        )
+        folder = capture_folder(self.watcher.out, self._request["id"])
+        if self._request.get("signal") and world > 1:  # that rank alone: its own folder only
+            folder, rank, world = folder / f"rank{rank}", 0, 1
+        written, failed = save_out_folder(report, folder, rank=rank, world=world)
         numbers = [s["step"] for s in report.steps]
         partial = bool(report.source.get("partial_span"))
         self._result = {
@@ -233,5 +337,7 @@ class CaptureListener:
     def _line(self, req: dict, state: str, **fields) -> None:
         line = {"kind": "capture", "id": req["id"], "state": state, "t": round(time.time(), 3)}
         line.update(start=req["start"], steps=req["steps"])
+        if req.get("signal"):
+            line["by"] = "SIGUSR2"
         line.update(fields)
         self.watcher.add_line(line)

@@ -310,6 +310,7 @@ class Watcher:
         self._t0, self._cpu0 = self._clock(), self._cpu()
         self._last_flush_ns = self._t0
         self._rank = job_rank()[:2]
+        self._capture.install_signal()
         self._pending.append(
             {
                 "kind": "start",
@@ -331,6 +332,7 @@ class Watcher:
             self._capture.close()  # a capture in progress: its steps so far, as a partial report
         except Exception:
             log.exception("gpuprof watch: the capture in progress could not be ended")
+        self._capture.remove_signal()
         self._waits.remove()
         self._pending.append({"kind": "end", "t": round(time.time(), 3), "steps": self.step_num})
         self.flush()
@@ -387,6 +389,11 @@ class Watcher:
         self.step_num += 1
         if now - self._last_flush_ns >= FLUSH_NS:
             self.flush(now)
+        if capture.signalled:  # SIGUSR2 came: a capture of the next steps, armed here
+            try:
+                capture.take_signal()
+            except Exception:
+                log.exception("gpuprof watch: the capture SIGUSR2 asked for could not be armed")
         if capture.running is not None:
             capture.step()
         elif capture.begins == self.step_num:

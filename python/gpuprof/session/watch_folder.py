@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .._errors import UserError
-from .capture import MAX_CAPTURE_STEPS, REQUEST_FILE, capture_folder, registry
+from .capture import MAX_CAPTURE_STEPS, REQUEST_FILE, capture_folder, next_capture_id, registry
 
 STRAGGLER_WINDOW = 50  # the last steps every rank wrote, compared by the straggler rule
 STRAGGLER_METRICS = (  # (step line field, what it is, only on ranks without a GPU)
@@ -261,17 +261,7 @@ def start_step(states: list[dict], now: float) -> int:
 
 
 def _next_id(root: Path) -> int:
-    ids = [0]
-    for p in root.glob("capture-*"):
-        m = re.fullmatch(r"capture-(\d+)", p.name)
-        if m:
-            ids.append(int(m.group(1)))
-    try:
-        with open(root / REQUEST_FILE, encoding="utf-8") as f:
-            ids.append(int(json.load(f).get("id", 0)))
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    return max(ids) + 1
+    return next_capture_id(root)
 
 
 def _write_request(root: Path, request: dict) -> None:
