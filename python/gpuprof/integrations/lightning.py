@@ -101,7 +101,12 @@ class GpuprofProfiler(_ToTrainerLoggers, Profiler):
     ) -> None:
         super().__init__(dirpath=None, filename=None)
         self._trainer = None
-        self._ranges = ranges and not watch
+        if watch and ranges:
+            raise ValueError(
+                "GpuprofProfiler(watch=True) marks no ranges (no profiler runs while watching); "
+                "drop ranges=True, or profile a schedule without watch=True"
+            )
+        self._ranges = ranges
         self._open: dict = {}
         self._span = watch_span(
             "GpuprofProfiler",

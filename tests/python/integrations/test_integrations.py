@@ -350,4 +350,9 @@ def test_watch_takes_out_and_the_watchers_options_only(tmp_path):
         )
     with pytest.raises(ValueError, match="needs a folder"):
         watch_span("X", watch=True, schedule=None, out=None, trace=True, auto_steps=False)
+    if importlib.util.find_spec("lightning") is not None:
+        from gpuprof.integrations.lightning import GpuprofProfiler
+
+        with pytest.raises(ValueError, match="marks no ranges"):
+            GpuprofProfiler(watch=True, out=tmp_path, ranges=True)
     assert watch_span("X", watch=False, schedule=None, out=None, trace=True, auto_steps=False) is None

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from gpuprof.session.capture import REQUEST_FILE
+from gpuprof.session.capture import DEFAULT_SIGNAL_STEPS, REQUEST_FILE, signal_steps
 from gpuprof.session.watch import Watcher
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGUSR2"), reason="no SIGUSR2 on this platform")
@@ -91,6 +91,19 @@ def test_the_programs_own_sigusr2_handler_is_kept_and_called(tmp_path, caplog):
     assert len(said) == 1 and "own SIGUSR2 handler, kept" in said[0]
     lines = _lines(tmp_path / "run" / "rank0" / "watch.jsonl")
     assert not [line for line in lines if line["kind"] == "capture"]
+
+
+def test_capture_steps_from_the_environment(monkeypatch, caplog):
+    monkeypatch.delenv("GPUPROF_CAPTURE_STEPS", raising=False)
+    assert signal_steps() == DEFAULT_SIGNAL_STEPS == 10
+    monkeypatch.setenv("GPUPROF_CAPTURE_STEPS", " 25 ")
+    assert signal_steps() == 25
+    for bad in ("0", "-3", "ten", "1001"):
+        monkeypatch.setenv("GPUPROF_CAPTURE_STEPS", bad)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gpuprof"):
+            assert signal_steps() == 10
+        assert f"GPUPROF_CAPTURE_STEPS={bad!r} is not a number of steps from 1 to 1000" in caplog.text
 
 
 # Runs until the test drops a "stop" file (or 3000 steps), prints its own line, exits with 3.
