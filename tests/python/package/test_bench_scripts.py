@@ -353,6 +353,7 @@ def test_watch_overhead_smoke_run_measures_both_loops(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(out.read_text())["wall_clock"]
     assert doc["unwatched_us_per_step"] > 0 and doc["watched_us_per_step"] > 0
+    assert doc["unwatched_thread_cpu_us_per_step"] > 0 and doc["watched_thread_cpu_us_per_step"] > 0
     assert doc["write_of_100_steps_us"] > 0
     # Two watched runs (200 + 50 steps), each a start line, its steps and an end line, and the
     # longer one a baseline line (a busy machine may add a flag line or two).
