@@ -19,6 +19,7 @@ using namespace gpuprof;
 void bind_collect(py::module_& m);   // collect_bindings.cpp (GPU collection)
 void bind_io(py::module_& m);        // io_bindings.cpp (trace import/export)
 void bind_analysis(py::module_& m);  // analysis_bindings.cpp (GPU metrics and tables)
+void bind_critical_path(py::module_& m);   // critical_path_bindings.cpp (the path's pieces)
 
 namespace {
 
@@ -275,6 +276,7 @@ PYBIND11_MODULE(_core, m) {
   bind_trace(m);
   bind_io(m);
   bind_analysis(m);
+  bind_critical_path(m);
   bind_collector(m);
   bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
 }

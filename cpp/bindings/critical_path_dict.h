@@ -1,6 +1,7 @@
 // The critical path as the report's `critical_path` section (gpuprof/analysis/critical_path.h;
 // docs/schema.md): per step its length, the share of each cause and the names with most time on
-// it. The chain's pieces stay in C++ (the Chrome export draws them).
+// it. The chain itself is drawn from its pieces (path_pieces): the Chrome export and the HTML timeline
+// (critical_path_bindings.cpp).
 #pragma once
 
 #include <string>

@@ -3,11 +3,14 @@
 // its start, each piece with its cause and the reason the walk took it.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 
 #include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/chrome_export.h"
 #include "gpuprof/analysis/critical_path.h"
 #include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/io/kineto_import.h"
 
 using namespace gpuprof;
 
@@ -133,6 +136,99 @@ TEST(CriticalPath, LaunchBoundStepRunsThroughTheLaunchCalls) {
   EXPECT_EQ(p.ns[KK] + p.ns[DL] + p.ns[COMM], 0);
   EXPECT_EQ(p.launch_calls_ns, 50 * us);   // launching: 50 + 26 of the 100 us
   expect_top(t, p, {{"cudaLaunchKernel", 50}, {"aten::add", 12}, {"cudaDeviceSynchronize", 4}, {"add_kernel", 3}});
+}
+
+// The launch-bound step above, whose chain is known piece by piece.
+Trace launch_bound_step() {
+  Trace t;
+  host(t, EventKind::StepMarker, "ProfilerStep#1", 0, 100);
+  op(t, "aten::add", 0, 30);
+  launch(t, "cudaLaunchKernel", 1, 2, 27, EventKind::Kernel, "add_kernel", 28, 30);
+  op(t, "aten::add", 30, 60);
+  launch(t, "cudaLaunchKernel", 2, 32, 57, EventKind::Kernel, "add_kernel", 58, 60);
+  op(t, "aten::add", 60, 89);
+  launch(t, "cudaLaunchKernel", 3, 62, 87, EventKind::Kernel, "add_kernel", 88, 91);
+  host(t, EventKind::Runtime, "cudaDeviceSynchronize", 89, 95);
+  return t;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+TEST(CriticalPath, PiecesMergeRunsOfTheSameCauseAndName) {
+  const Trace t = launch_bound_step();
+  const PathPieces got = path_pieces(t, only_path(t));
+  // The 11 segments as 9 pieces: the end of one aten::add and the start of the next (another call
+  // of the same operator on the same thread, both cpu_bound) are one piece, twice.
+  struct Want {
+    int64_t start, end;
+    int cause;
+    const char* name;
+    const char* place;
+  };
+  const Want want[] = {
+      {0, 2, CPU, "aten::add", "host thread 1"},     {2, 27, CPU, "cudaLaunchKernel", "host thread 1"},
+      {27, 32, CPU, "aten::add", "host thread 1"},   {32, 57, CPU, "cudaLaunchKernel", "host thread 1"},
+      {57, 62, CPU, "aten::add", "host thread 1"},   {62, 88, LAUNCH, "launch overhead", ""},
+      {88, 91, GPU, "add_kernel", "GPU 0 stream 7"}, {91, 95, CPU, "cudaDeviceSynchronize", "host thread 1"},
+      {95, 100, CPU, "host between operators", ""},
+  };
+  ASSERT_EQ(got.pieces.size(), std::size(want));
+  for (size_t k = 0; k < std::size(want); ++k) {
+    const PathPiece& g = got.pieces[k];
+    EXPECT_EQ(g.start_ns, want[k].start * us) << k;
+    EXPECT_EQ(g.end_ns, want[k].end * us) << k;
+    EXPECT_EQ(int(g.cause), want[k].cause) << k;
+    EXPECT_EQ(path_piece_name(t, g), want[k].name) << k;
+    EXPECT_EQ(path_piece_place(t, g), want[k].place) << k;
+  }
+  EXPECT_EQ(got.merged, 2u);
+  EXPECT_EQ(got.cut, 0u);
+  EXPECT_EQ(got.cut_ns, 0);
+}
+
+TEST(CriticalPath, PiecesPastTheBoundLeaveOutTheShortest) {
+  const Trace t = launch_bound_step();
+  const PathPieces got = path_pieces(t, only_path(t), 4);
+  // Kept: the 26, 25 and 25 us pieces and the first of the 5 us ones (ties: the earlier), in time
+  // order; left out: 2 + 5 + 3 + 4 + 5 us in five pieces.
+  ASSERT_EQ(got.pieces.size(), 4u);
+  const int64_t starts[] = {2, 27, 32, 62};
+  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(got.pieces[k].start_ns, starts[k] * us) << k;
+  EXPECT_EQ(got.cut, 5u);
+  EXPECT_EQ(got.cut_ns, 19 * us);
+  int64_t kept = 0;
+  for (const PathPiece& g : got.pieces) kept += g.end_ns - g.start_ns;
+  EXPECT_EQ(kept + got.cut_ns, 100 * us);
+}
+
+TEST(CriticalPath, ChromeExportHasATrackOfThePieces) {
+  const Trace t = launch_bound_step();
+  const std::string json = export_chrome_json(t);
+  // A process of its own, sorted first, named; one complete event per piece.
+  EXPECT_EQ(count_of(json, R"("name":"process_name","ph":"M","pid":"Critical path","tid":"steps",)"
+                           R"("args":{"name":"Critical path"})"),
+            1u);
+  EXPECT_EQ(count_of(json, R"("name":"process_sort_index","ph":"M","pid":"Critical path")"), 1u);
+  EXPECT_EQ(count_of(json, R"("name":"thread_name","ph":"M","pid":"Critical path","tid":"steps")"), 1u);
+  EXPECT_EQ(count_of(json, R"("cat":"gpuprof_critical_path")"), 9u);
+  EXPECT_EQ(count_of(json, R"("cat":"gpuprof_critical_path","name":"gpu_kernel_launch_overhead: launch overhead",)"
+                           R"("pid":"Critical path","tid":"steps","ts":62.000,"dur":26.000,)"
+                           R"("args":{"cause":"gpu_kernel_launch_overhead","step":1}})"),
+            1u);
+  EXPECT_EQ(count_of(json, R"("name":"gpu_compute_bound: add_kernel","pid":"Critical path","tid":"steps",)"
+                           R"("ts":88.000,"dur":3.000,"args":{"cause":"gpu_compute_bound","step":1,)"
+                           R"("where":"GPU 0 stream 7"}})"),
+            1u);
+  // The step's first piece says how it was bounded.
+  EXPECT_EQ(count_of(json, R"("step pieces":9,"merged":2,"cut":0,"cut us":0.000})"), 1u);
+  // The importer does not take the track for work: the trace reads back with its own events only.
+  ImportStats stats;
+  const Trace back = import_kineto_json(json, "critical_path.json", {}, &stats);
+  EXPECT_EQ(back.events.size(), t.events.size());
 }
 
 TEST(CriticalPath, StepHeldByTheDataLoader) {

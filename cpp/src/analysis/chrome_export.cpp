@@ -16,7 +16,10 @@
 #include <utility>
 
 #include "chrome_json.h"
+#include "gpuprof/analysis/breakdown.h"
+#include "gpuprof/analysis/critical_path.h"
 #include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/analysis/launch_links.h"
 #include "gpuprof/core/list_text.h"
 
 namespace gpuprof {
@@ -25,6 +28,9 @@ using chrome_json::BlockSink;
 using chrome_json::JsonWriter;
 
 namespace {
+
+constexpr const char* kCriticalPathPid = "Critical path";
+constexpr const char* kCriticalPathTid = "steps";
 
 void write_us(JsonWriter& w, int64_t ns) {
   char text[32];
@@ -487,6 +493,79 @@ void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
   out.counters();
 }
 
+// The critical path (docs/metrics.md, "Critical path") as a track of its own, sorted above the
+// others: one complete event per piece of each step's chain, named by its cause and what ran, with
+// the cause, the step and the place in args. Its category is one gpuprof's importer does not read
+// back: the path is re-computed from the events it was computed from.
+void write_critical_path(JsonWriter& w, const Trace& t) {
+  const BreakdownResult steps = compute_breakdown(t);
+  if (steps.steps.empty()) return;
+  const std::vector<StepCriticalPath> paths = critical_paths(t, link_launches(t), steps);
+  auto meta = [&](const char* what, const char* arg, const char* text, int64_t number) {
+    w.StartObject();
+    key(w, "name");
+    w.String(what);
+    key(w, "ph");
+    w.String("M");
+    key(w, "pid");
+    w.String(kCriticalPathPid);
+    key(w, "tid");
+    w.String(kCriticalPathTid);
+    key(w, "args");
+    w.StartObject();
+    key(w, arg);
+    if (text != nullptr) w.String(text);
+    else w.Int64(number);
+    w.EndObject();
+    w.EndObject();
+  };
+  meta("process_name", "name", kCriticalPathPid, 0);
+  meta("process_sort_index", "sort_index", nullptr, -1);
+  meta("thread_name", "name", kCriticalPathTid, 0);
+  for (const StepCriticalPath& p : paths) {
+    const PathPieces pieces = path_pieces(t, p);
+    bool first = true;
+    for (const PathPiece& g : pieces.pieces) {
+      const char* cause = path_cause_key(g.cause);
+      w.StartObject();
+      key(w, "ph");
+      w.String("X");
+      key(w, "cat");
+      w.String("gpuprof_critical_path");
+      key(w, "name");
+      str(w, std::string(cause) + ": " + path_piece_name(t, g));
+      key(w, "pid");
+      w.String(kCriticalPathPid);
+      key(w, "tid");
+      w.String(kCriticalPathTid);
+      key(w, "ts");
+      write_us(w, g.start_ns);
+      key(w, "dur");
+      write_us(w, g.end_ns - g.start_ns);
+      key(w, "args");
+      w.StartObject();
+      key(w, "cause");
+      w.String(cause);
+      key(w, "step");
+      w.Int64(p.step);
+      known(w, "where", path_piece_place(t, g));
+      if (first) {   // the step's first piece says what the track leaves out
+        key(w, "step pieces");
+        w.Uint64(pieces.pieces.size());
+        key(w, "merged");
+        w.Uint64(pieces.merged);
+        key(w, "cut");
+        w.Uint64(pieces.cut);
+        key(w, "cut us");
+        write_us(w, pieces.cut_ns);
+      }
+      first = false;
+      w.EndObject();
+      w.EndObject();
+    }
+  }
+}
+
 void write_trace(const Trace& t, BlockSink& sink) {
   JsonWriter w(sink);
   w.StartObject();
@@ -576,6 +655,7 @@ void write_trace(const Trace& t, BlockSink& sink) {
   key(w, "traceEvents");
   w.StartArray();
   write_events(w, t, Placement{});
+  write_critical_path(w, t);
   w.EndArray();
   key(w, "displayTimeUnit");
   w.String("ms");

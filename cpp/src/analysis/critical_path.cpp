@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -382,6 +384,61 @@ std::vector<StepCriticalPath> critical_paths(const Trace& trace, const LaunchLin
   out.reserve(steps.steps.size());
   for (const StepBreakdown& s : steps.steps) out.push_back(walker.walk(s));
   return out;
+}
+
+namespace {
+
+bool same_piece(const Trace& t, const PathPiece& a, const PathSegment& b) {
+  if (a.cause != b.cause) return false;
+  if (a.event == kNoIndex || b.event == kNoIndex) return a.event == b.event;
+  const Event& x = t.events[a.event];
+  const Event& y = t.events[b.event];
+  return x.name == y.name && x.kind == y.kind && x.device == y.device && x.tid == y.tid;
+}
+
+}  // namespace
+
+PathPieces path_pieces(const Trace& trace, const StepCriticalPath& path, size_t max_pieces) {
+  PathPieces out;
+  for (const PathSegment& g : path.segments) {
+    if (!out.pieces.empty() && out.pieces.back().end_ns == g.start_ns && same_piece(trace, out.pieces.back(), g)) {
+      out.pieces.back().end_ns = g.end_ns;
+      ++out.merged;
+      continue;
+    }
+    out.pieces.push_back({g.start_ns, g.end_ns, g.cause, g.event});
+  }
+  if (out.pieces.size() <= max_pieces) return out;
+  std::vector<size_t> order(out.pieces.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  auto dur = [&](size_t k) { return out.pieces[k].end_ns - out.pieces[k].start_ns; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return dur(a) > dur(b); });
+  for (size_t k = max_pieces; k < order.size(); ++k) out.cut_ns += dur(order[k]);
+  order.resize(max_pieces);
+  std::sort(order.begin(), order.end());
+  std::vector<PathPiece> kept;
+  kept.reserve(order.size());
+  for (size_t k : order) kept.push_back(out.pieces[k]);
+  out.cut = out.pieces.size() - kept.size();
+  out.pieces = std::move(kept);
+  return out;
+}
+
+std::string path_piece_name(const Trace& trace, const PathPiece& piece) {
+  if (piece.event != kNoIndex) return trace.strings.at(trace.events[piece.event].name);
+  switch (piece.cause) {
+    case PathCause::GpuKernelLaunchOverhead: return "launch overhead";
+    case PathCause::GpuKernelKernelOverhead: return "kernel-kernel gap";
+    case PathCause::DataLoading: return "waiting for a batch";
+    default: return "host between operators";
+  }
+}
+
+std::string path_piece_place(const Trace& trace, const PathPiece& piece) {
+  if (piece.event == kNoIndex) return "";
+  const Event& e = trace.events[piece.event];
+  if (e.on_device()) return "GPU " + std::to_string(e.device) + " stream " + std::to_string(e.tid);
+  return "host thread " + std::to_string(e.tid);
 }
 
 }  // namespace gpuprof

@@ -575,6 +575,10 @@ class KinetoHandler {
       case 0: skip("missing ph"); return;
       default: skip("unknown ph"); return;
     }
+    if (p.cat == Cat::Derived) {   // computed from the trace's own events: re-computed, not read
+      ++stats_.ignored_records;
+      return;
+    }
     if (!p.ts.present) return skip("missing ts");
     if (!p.dur.present) return skip("missing dur");
     if (p.bad_number) return skip("number out of 64-bit range");

@@ -39,6 +39,7 @@ enum class Cat : uint8_t {
   Overhead,
   Nvtx,
   InputStage,
+  Derived,   // gpuprof's own drawing of an analysis (the critical path's track): not read back
   Unknown
 };
 
@@ -67,6 +68,7 @@ inline Cat classify_cat(std::string_view c) {
       {"cuda_profiler_range", Cat::Overhead},
       {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
       {"gpuprof_input", Cat::InputStage},   // gpuprof's export of the input pipeline's stages
+      {"gpuprof_critical_path", Cat::Derived},
   };
   for (const auto& e : entries)
     if (eq_ci(c, e.name)) return e.cat;

@@ -71,6 +71,7 @@ def report_dict(
     if native is not None:
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
         native["module_of_event"] = analysed.get("module_of_event")
+        native["breakdown_steps"] = analysed["breakdown"]["steps"]  # the critical path's drawing
     bd = analysed["breakdown"]
     copied = {t.key for t in fields.TABLES if t.analysed}
     steps = []
@@ -475,6 +476,9 @@ MAX_COLLECTIVE_CALLS = 100_000
 # says how many were left out. Two steps are drawn: the slowest and a typical (median) one.
 TIMELINE_EVENT_CAP = 4000
 TOP_PER_STEP = 5
+# At most this many pieces of a drawn step's critical path are kept (the longest; docs/metrics.md,
+# "Critical path").
+CRITICAL_PATH_PIECES = 2000
 
 
 def _median_step(steps: list[dict]) -> dict:
@@ -488,6 +492,7 @@ def step_views(
     *,
     repeated_op_calls: Optional[bytes] = None,
     module_of_event: Optional[bytes] = None,
+    breakdown_steps: Optional[list[dict]] = None,
 ) -> dict:
     """Computed by the report builder when the report will be saved or drawn (``build_report``'s
     ``with_step_views``), not by ``report_dict``: a text report does not need it. The per-step tables
@@ -495,7 +500,9 @@ def step_views(
     timeline another (rows come to Python as lists, not one dict per event).
 
     The events of the slowest and the median step (capped), per-step top kernels and
-    operators, and which steps are outliers: what the HTML report draws and drills into."""
+    operators, and which steps are outliers: what the HTML report draws and drills into. With the
+    native breakdown's steps (``breakdown_steps``), each drawn step also carries its critical path
+    (``critical_path``: pieces [start_us, dur_us, cause, name, where], merged, cut, cut_us)."""
     if not steps:
         return {"timelines": [], "per_step": {}, "outliers": [], "event_cap": TIMELINE_EVENT_CAP}
     slowest = max(steps, key=lambda s: s["total_us"])
@@ -514,6 +521,9 @@ def step_views(
         lanes = tl["lane_order"]
         # With a module view: each event's module row (index into `modules`, -1 none).
         extra = {"module_of": tl["module_of"]} if "module_of" in tl else {}
+        path = _critical_path_of(trace, step, breakdown_steps)
+        if path is not None:
+            extra["critical_path"] = path
         timelines.append(
             {
                 "label": label,
@@ -546,6 +556,23 @@ def step_views(
         "outliers": outlier_steps(steps),
         "event_cap": TIMELINE_EVENT_CAP,
     }
+
+
+def _critical_path_of(trace, step: dict, breakdown_steps: Optional[list[dict]]) -> Optional[dict]:
+    """The drawn step's critical path as merged pieces (at most CRITICAL_PATH_PIECES, the shortest
+    left out past them), or None when the native breakdown's step is not at hand."""
+    native_step = next(
+        (
+            s
+            for s in breakdown_steps or []
+            if (s["step"], s["start_ns"], s["end_ns"]) == (step["step"], step["start_ns"], step["end_ns"])
+        ),
+        None,
+    )
+    if native_step is None:
+        return None
+    (path,) = _core.critical_path_pieces(trace, [native_step], CRITICAL_PATH_PIECES)
+    return {k: path[k] for k in ("pieces", "merged", "cut", "cut_us")}
 
 
 def _lane_order(lane: str) -> tuple:

@@ -132,6 +132,7 @@ def build_report(
             ordered["steps"],
             repeated_op_calls=native.get("repeated_op_calls"),
             module_of_event=native.get("module_of_event"),
+            breakdown_steps=native.get("breakdown_steps"),
         )
     return Report(ordered, trace)
 

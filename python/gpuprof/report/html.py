@@ -25,6 +25,15 @@ CATEGORY_COLORS = {
     "cpu_exec": "#4b7bec",
     "other": "#a5b1c2",
 }
+# The critical path's causes (sections.PATH_CAUSES), for its band over the timeline.
+PATH_CAUSE_COLORS = {
+    "cpu_bound": "#4b7bec",
+    "data_loading": "#eb3b5a",
+    "gpu_compute_bound": "#2e9e44",
+    "gpu_communication_bound": "#a55eea",
+    "gpu_kernel_kernel_overhead": "#fa8231",
+    "gpu_kernel_launch_overhead": "#f7b731",
+}
 SERIES_COLORS = ["#3867d6", "#eb3b5a", "#2e9e44", "#f7b731", "#a55eea", "#17a2b8", "#fa8231", "#778ca3"]
 
 CHART_W, CHART_H = 760, 240
@@ -407,6 +416,7 @@ def _views(report, shown) -> dict:
         "memory": sec.section(report.data, "memory"),
         "categories": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
         "categories_all": [{"key": k, "name": n, "color": CATEGORY_COLORS[k]} for k, n in sec.CATEGORIES],
+        "path_causes": [{"key": k, "name": n, "color": PATH_CAUSE_COLORS[k]} for k, n in sec.PATH_CAUSES],
         # The module rows' paths and subtrees, for the tree's "show in the timeline" (bounded: a
         # model of more modules links none of them).
         "modules": sec.module_subtrees(report.data)
@@ -425,6 +435,9 @@ def _overview(report) -> dict:
         "timelines": views["timelines"],
         "outliers": views["outliers"],
         "categories_all": views["categories_all"],
+        "path_causes": views["path_causes"]
+        if any(t.get("critical_path") for t in views["timelines"])
+        else [],
         "event_cap": sec.step_views(data).get("event_cap", 0),
         "title": "gpuprof report"
         + (f": {data['source']['path']}" if data.get("source", {}).get("path") else ""),

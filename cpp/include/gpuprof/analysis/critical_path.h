@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gpuprof/analysis/breakdown.h"
@@ -68,5 +69,36 @@ struct StepCriticalPath {
 // stream. O(n log n) to index the trace, then O(k log n) per step of k events.
 std::vector<StepCriticalPath> critical_paths(const Trace& trace, const LaunchLinks& links,
                                              const BreakdownResult& steps);
+
+// The chain as drawn (the Chrome export's "Critical path" track, the HTML timeline's band): runs of
+// segments with the same cause, name and place merged into one piece. `event` is the first
+// segment's (kNoIndex for the host between operators and for launch and kernel-kernel gaps); the
+// place is the event's host thread or device stream.
+struct PathPiece {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  PathCause cause = PathCause::CpuBound;
+  uint32_t event = kNoIndex;
+};
+
+// A step's pieces, at most `max_pieces`: past that, the shortest are left out (`cut` of them,
+// `cut_ns` in all), the rest stay in time order, so the pieces plus cut_ns make the step's length.
+struct PathPieces {
+  std::vector<PathPiece> pieces;
+  size_t merged = 0;   // segments folded into the piece before them
+  size_t cut = 0;
+  int64_t cut_ns = 0;
+};
+
+constexpr size_t kMaxPathPieces = 2000;
+
+PathPieces path_pieces(const Trace& trace, const StepCriticalPath& path, size_t max_pieces = kMaxPathPieces);
+
+// What a piece is called: the event's name, or for a gap its cause's words ("launch overhead",
+// "kernel-kernel gap", "host between operators").
+std::string path_piece_name(const Trace& trace, const PathPiece& piece);
+
+// Where it ran: "host thread T", "GPU d stream s", or "" for a gap.
+std::string path_piece_place(const Trace& trace, const PathPiece& piece);
 
 }  // namespace gpuprof

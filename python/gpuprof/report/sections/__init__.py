@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ...analysis import CATEGORIES, section
 from .compiled import compiled_tables
+from .critical_path import CAUSES as PATH_CAUSES
 from .critical_path import critical_path_lines, critical_path_steps
 from .energy import energy_lines
 from .flops import flops, flops_lines, roofline
@@ -134,6 +135,7 @@ __all__ = [
     "roofline",
     "flops_lines",
     "energy_lines",
+    "PATH_CAUSES",
     "critical_path_lines",
     "critical_path_steps",
     "PERFETTO_URL",
