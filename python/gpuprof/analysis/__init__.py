@@ -502,7 +502,8 @@ def step_views(
     The events of the slowest and the median step (capped), per-step top kernels and
     operators, and which steps are outliers: what the HTML report draws and drills into. With the
     native breakdown's steps (``breakdown_steps``), each drawn step also carries its critical path
-    (``critical_path``: pieces [start_us, dur_us, cause, name, where], merged, cut, cut_us)."""
+    (``critical_path``: pieces [start_us, dur_us, cause, name index, place index] into its names
+    and places, merged, cut, cut_us)."""
     if not steps:
         return {"timelines": [], "per_step": {}, "outliers": [], "event_cap": TIMELINE_EVENT_CAP}
     slowest = max(steps, key=lambda s: s["total_us"])
@@ -572,7 +573,20 @@ def _critical_path_of(trace, step: dict, breakdown_steps: Optional[list[dict]]) 
     if native_step is None:
         return None
     (path,) = _core.critical_path_pieces(trace, [native_step], CRITICAL_PATH_PIECES)
-    return {k: path[k] for k in ("pieces", "merged", "cut", "cut_us")}
+    # Names and places once each (a kernel-bound step repeats a few kernel names thousands of
+    # times), the pieces pointing into them.
+    names: dict[str, int] = {}
+    places: dict[str, int] = {}
+    pieces = [
+        [start, dur, cause, names.setdefault(name, len(names)), places.setdefault(where, len(places))]
+        for start, dur, cause, name, where in path["pieces"]
+    ]
+    return {
+        "pieces": pieces,
+        "names": list(names),
+        "places": list(places),
+        **{k: path[k] for k in ("merged", "cut", "cut_us")},
+    }
 
 
 def _lane_order(lane: str) -> tuple:

@@ -94,6 +94,14 @@ def test_drawn_steps_carry_their_critical_path():
         cp = tl["critical_path"]
         assert 0 < len(cp["pieces"]) <= 2000 and cp["merged"] >= 0
         assert {p[2] for p in cp["pieces"]} <= CAUSES
+        # Each name and place once, every one used.
+        assert sorted({p[3] for p in cp["pieces"]}) == list(range(len(cp["names"]))) and len(
+            set(cp["names"])
+        ) == len(cp["names"])
+        assert sorted({p[4] for p in cp["pieces"]}) == list(range(len(cp["places"])))
+        # The V100 steps are kernel-bound: the path runs through the step's kernels on their streams.
+        kernels = {tl["names"][e[1]] for e in tl["events"] if e[5] == "kernel"}
+        assert any(n in kernels for n in cp["names"]) and any(w.startswith("GPU ") for w in cp["places"])
         if cp["cut"] == 0:
             assert cp["pieces"][0][0] == 0
             for a, b in zip(cp["pieces"], cp["pieces"][1:]):
@@ -158,7 +166,9 @@ def test_html_timeline_draws_the_critical_path_band(tmp_path):
     ]
     for drawn, tl in zip(result["timelines"], timelines):
         for title, piece in zip(drawn["titles"], tl["critical_path"]["pieces"]):
-            assert title.startswith(piece[3] + " \u2014 ") and "critical path, " in title
+            name, place = tl["critical_path"]["names"][piece[3]], tl["critical_path"]["places"][piece[4]]
+            assert title.startswith(name + " \u2014 ") and "critical path, " in title
+            assert title.endswith(f" ({place})") if place else not title.endswith(")")
 
 
 @needs_chromium
@@ -185,7 +195,7 @@ def test_html_critical_path_names_stay_text(tmp_path):
     page = path.read_text()
     assert "</script><img" not in page
     timelines = report.to_dict()["step_views"]["timelines"]
-    names = {p[3] for tl in timelines for p in tl["critical_path"]["pieces"]}
+    names = {tl["critical_path"]["names"][p[3]] for tl in timelines for p in tl["critical_path"]["pieces"]}
     assert hostile in names
     result = _probe(page, tmp_path)
     titles = [t for tl in result["timelines"] for t in tl["titles"]]
