@@ -5,7 +5,8 @@ critical path) on the same imported trace with this checkout's gpuprof and with 
 without the critical path (`--before DIR`, a folder holding its `gpuprof` package), each in its own
 process, the two taking turns; the fastest of `--repeat` calls per process (wall and process CPU
 time), the best of `--rounds` processes. Input: the synthetic 2-million-event trace that
-bench/analyze_speed.py writes (`--trace`).
+bench/analyze_speed.py writes (`--trace`). `--export` times the Chrome export instead, against a
+build whose export does not draw the path (the "Critical path" track).
 
     PYTHONPATH=python python bench/critical_path_cost.py --before DIR \
         --trace /tmp/gpuprof-bench/synthetic_2m.pt.trace.json.gz
@@ -24,24 +25,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 SIDE = r"""
-import json, sys, time
+import json, os, sys, tempfile, time
 from gpuprof._native import _core
 from gpuprof.analysis import process_groups
 trace, _ = _core.import_trace(sys.argv[1])
+out = os.path.join(tempfile.mkdtemp(), "t.trace.json.gz")
+if sys.argv[3] == "export":
+    run = lambda: _core.export_chrome_trace(trace, out)
+else:
+    run = lambda: _core.gpu_tables(trace, True, process_groups(trace.metadata))
 best_wall = best_cpu = 1e9
 for _ in range(int(sys.argv[2])):
     w, c = time.perf_counter(), time.process_time()
-    _core.gpu_tables(trace, True, process_groups(trace.metadata))
+    run()
     best_wall = min(best_wall, time.perf_counter() - w)
     best_cpu = min(best_cpu, time.process_time() - c)
 print(json.dumps({"wall_s": best_wall, "cpu_s": best_cpu, "events": trace.num_events}))
 """
 
 
-def side(pythonpath: str, trace: str, repeat: int) -> dict:
+def side(pythonpath: str, trace: str, repeat: int, what: str) -> dict:
     env = {**os.environ, "PYTHONPATH": pythonpath}
     out = subprocess.run(
-        [sys.executable, "-c", SIDE, trace, str(repeat)], env=env, capture_output=True, text=True
+        [sys.executable, "-c", SIDE, trace, str(repeat), what], env=env, capture_output=True, text=True
     )
     if out.returncode != 0:
         raise SystemExit(out.stderr[-2000:])
@@ -55,14 +61,21 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--export",
+        action="store_true",
+        help="time the Chrome export (export_chrome_trace, gzip), which draws the path, not gpu_tables",
+    )
     args = ap.parse_args()
     runs: dict = {"before": [], "now": []}
     for _ in range(args.rounds):
-        runs["before"].append(side(args.before, args.trace, args.repeat))
-        runs["now"].append(side(str(ROOT / "python"), args.trace, args.repeat))
+        what = "export" if args.export else "gpu_tables"
+        runs["before"].append(side(args.before, args.trace, args.repeat, what))
+        runs["now"].append(side(str(ROOT / "python"), args.trace, args.repeat, what))
     best = {k: {m: min(r[m] for r in v) for m in ("wall_s", "cpu_s")} for k, v in runs.items()}
     result = {
         "trace": args.trace,
+        "timed": "export_chrome_trace" if args.export else "gpu_tables",
         "events": runs["now"][0]["events"],
         "best": best,
         "ratio_wall": best["now"]["wall_s"] / best["before"]["wall_s"],
