@@ -8,6 +8,7 @@
 #include "gpuprof/analysis/breakdown.h"
 #include "gpuprof/analysis/critical_path.h"
 #include "gpuprof/analysis/launch_links.h"
+#include "gpuprof/analysis/tables.h"
 #include "gpuprof/core/trace.h"
 
 namespace py = pybind11;
@@ -42,7 +43,7 @@ void bind_critical_path(py::module_& m) {
             r[0] = double(g.start_ns - p.start_ns) / 1000.0;
             r[1] = double(g.end_ns - g.start_ns) / 1000.0;
             r[2] = path_cause_key(g.cause);
-            r[3] = path_piece_name(t, g);
+            r[3] = display_name(path_piece_name(t, g));   // bounded, as the timeline's names
             r[4] = path_piece_place(t, g);
             rows.append(r);
           }
@@ -58,7 +59,8 @@ void bind_critical_path(py::module_& m) {
       },
       py::arg("trace"), py::arg("steps"), py::arg("max_pieces") = kMaxPathPieces,
       "Each step's critical path as pieces (steps: dicts with step, start_ns, end_ns, host_start_ns, "
-      "host_end_ns, as report steps have them): per step a dict with pieces [start_us (from the "
-      "step's start), dur_us, cause, name, where], merged (segments folded into the one before), cut "
+      "host_end_ns, as the native breakdown's steps have them): per step a dict with pieces [start_us "
+      "(from the step's start), dur_us, cause, name (display_name: long names shortened), where], merged "
+      "(segments folded into the one before), cut "
       "(pieces left out past max_pieces, the shortest) and cut_us.");
 }
