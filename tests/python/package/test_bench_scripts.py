@@ -396,3 +396,20 @@ def test_tokenizer_bound_times_every_reader_on_the_same_text(tmp_path):
     for reader in ("sax", "ondemand", "ondemand-chunks", "ondemand-skip-args", "dom", "gpuprof_import"):
         assert r[f"{reader}_cpu_s"] > 0, reader
     assert "gpuprof tokenizer" in proc.stdout
+
+
+@pytest.mark.parametrize("export", [False, True])
+def test_critical_path_cost_times_the_analysis_or_the_export_of_two_builds(tmp_path, export):
+    """`bench/critical_path_cost.py` times `gpu_tables` (or, with `--export`, the Chrome export that
+    draws the path) of both builds in processes taking turns (here both are this checkout)."""
+    files = sorted((REPO.parent / "shared" / "traces" / "hta_v100_ns").glob("*.json.gz"))
+    if not files:
+        pytest.skip("the stored traces (../shared/traces/hta_v100_ns) are not here")
+    out = tmp_path / "cost.json"
+    args = ["--before", REPO / "python", "--trace", files[0], "--repeat", 1, "--rounds", 1, "--out", out]
+    proc = _bench("critical_path_cost.py", *args, *(["--export"] if export else []), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["timed"] == ("export_chrome_trace" if export else "gpu_tables")
+    assert len(result["runs"]["before"]) == len(result["runs"]["now"]) == 1
+    assert result["best"]["now"]["wall_s"] > 0 and result["ratio_cpu"] > 0
