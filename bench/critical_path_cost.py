@@ -54,9 +54,25 @@ def side(pythonpath: str, trace: str, repeat: int, what: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _installed() -> str:
+    """The folder holding the gpuprof package this Python imports (a checkout's python/ has no
+    native pieces until it is built into; the installed package has them)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gpuprof")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("gpuprof is not installed for this Python: bash .ci/setup, or pass --now DIR")
+    return str(Path(list(spec.submodule_search_locations)[0]).parent)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, help="a folder holding the earlier build's gpuprof package")
+    ap.add_argument(
+        "--now",
+        default=None,
+        help="a folder holding this build's gpuprof package (default: the gpuprof this Python imports)",
+    )
     ap.add_argument("--trace", required=True)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
@@ -67,11 +83,12 @@ def main() -> int:
         help="time the Chrome export (export_chrome_trace, gzip), which draws the path, not gpu_tables",
     )
     args = ap.parse_args()
+    now = args.now or _installed()
     runs: dict = {"before": [], "now": []}
     for _ in range(args.rounds):
         what = "export" if args.export else "gpu_tables"
         runs["before"].append(side(args.before, args.trace, args.repeat, what))
-        runs["now"].append(side(str(ROOT / "python"), args.trace, args.repeat, what))
+        runs["now"].append(side(now, args.trace, args.repeat, what))
     best = {k: {m: min(r[m] for r in v) for m in ("wall_s", "cpu_s")} for k, v in runs.items()}
     result = {
         "trace": args.trace,

@@ -411,7 +411,7 @@ def test_the_report_shows_the_pipeline_in_every_format(tmp_path):
     path = tmp_path / "t.json"
     prof.export_chrome_trace(path)
     trace = json.loads(path.read_text())
-    named = {e["args"]["name"] for e in trace["traceEvents"] if e.get("ph") == "M"}
+    named = {e["args"].get("name") for e in trace["traceEvents"] if e.get("ph") == "M"}
     workers = {w["worker"] for w in report.data["input_pipeline"]["workers"] if w["batches"]}
     assert {f"DataLoader worker {w}" for w in workers} <= named
     pids = {e["pid"] for e in trace["traceEvents"] if e.get("cat") == "gpuprof_input"}

@@ -406,7 +406,10 @@ def test_critical_path_cost_times_the_analysis_or_the_export_of_two_builds(tmp_p
     if not files:
         pytest.skip("the stored traces (../shared/traces/hta_v100_ns) are not here")
     out = tmp_path / "cost.json"
-    args = ["--before", REPO / "python", "--trace", files[0], "--repeat", 1, "--rounds", 1, "--out", out]
+    import gpuprof
+
+    installed = Path(gpuprof.__file__).resolve().parents[1]  # both builds: the gpuprof tests run on
+    args = ["--before", installed, "--trace", files[0], "--repeat", 1, "--rounds", 1, "--out", out]
     proc = _bench("critical_path_cost.py", *args, *(["--export"] if export else []), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
