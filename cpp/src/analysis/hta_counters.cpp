@@ -45,11 +45,10 @@ std::vector<QueueLengthRow> queue_length_table(const Trace& t, const LaunchLinks
   std::map<std::pair<int, uint32_t>, std::vector<Change<int64_t>>> by_stream;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (!e.on_device() || i >= links.runtime_of.size()) continue;
-    const uint32_t c = links.runtime_of[i];
+    if (!e.on_device()) continue;
+    const uint32_t c = links.call_before(t, i, launched_before_ns);
     if (c == kNoIndex) continue;
     const Event& call = t.events[c];
-    if (call.start_ns >= launched_before_ns) continue;
     int8_t& is_launch = launch_name[call.name];
     if (is_launch < 0) is_launch = is_queue_launch_call(t.name_of(call)) ? 1 : 0;
     if (!is_launch) continue;
@@ -90,8 +89,7 @@ std::vector<CopyBandwidthRow> copy_bandwidth_table(const Trace& t, const LaunchL
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     if (e.kind != EventKind::Memcpy && e.kind != EventKind::Memset) continue;
-    const uint32_t c = i < links.runtime_of.size() ? links.runtime_of[i] : kNoIndex;
-    if (c == kNoIndex || t.events[c].start_ns >= launched_before_ns) continue;
+    if (links.call_before(t, i, launched_before_ns) == kNoIndex) continue;
     auto& [row, changes] = by_kind[copy_bandwidth_kind(t.name_of(e))];
     const int64_t bytes = e.aux < t.copies.size() ? t.copies[e.aux].bytes : 0;
     const int64_t dur = std::max<int64_t>(e.dur_ns, 1);

@@ -25,9 +25,9 @@ std::vector<KernelSequenceRow> kernel_sequence_table(const Trace& t, const Launc
   std::map<uint32_t, std::vector<uint32_t>> kernels_of;
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
-    if (!e.on_device() || i >= links.runtime_of.size()) continue;
-    const uint32_t c = links.runtime_of[i];
-    if (c == kNoIndex || t.events[c].start_ns >= launched_before_ns) continue;
+    if (!e.on_device()) continue;
+    const uint32_t c = links.call_before(t, i, launched_before_ns);
+    if (c == kNoIndex) continue;
     for (uint32_t op = links.op_of[c]; op != kNoIndex; op = links.parent_op[op]) {
       if (depth[op] >= 0 && depth[op] == least_depth[t.events[op].name]) kernels_of[op].push_back(i);
     }

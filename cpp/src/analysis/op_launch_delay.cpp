@@ -21,11 +21,10 @@ std::vector<OpLaunchDelayRow> op_launch_delay_table(const Trace& t, const Launch
   std::unordered_map<uint32_t, std::vector<std::tuple<int64_t, uint32_t, uint32_t>>> by_op;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (!e.on_device() || i >= links.runtime_of.size()) continue;
-    const uint32_t c = links.runtime_of[i];
+    if (!e.on_device()) continue;
+    const uint32_t c = links.call_before(t, i, launched_before_ns);
     if (c == kNoIndex) continue;
     const Event& call = t.events[c];
-    if (call.start_ns >= launched_before_ns) continue;
     int8_t& is_launch = launch_name[call.name];
     if (is_launch < 0) is_launch = is_kernel_launch_name(t.name_of(call)) ? 1 : 0;
     if (!is_launch) continue;

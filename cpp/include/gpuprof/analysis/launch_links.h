@@ -22,6 +22,12 @@ struct LaunchLinks {
   uint32_t launching_op(uint32_t event_index) const {
     return event_index < op_of.size() ? op_of[event_index] : kNoIndex;
   }
+  // The runtime call that launched a device event, when the event has one made before
+  // `before_ns` (HTA's scope: calls before the last step marker); kNoIndex otherwise.
+  uint32_t call_before(const Trace& t, uint32_t device_event, int64_t before_ns) const {
+    const uint32_t c = device_event < runtime_of.size() ? runtime_of[device_event] : kNoIndex;
+    return c != kNoIndex && t.events[c].start_ns < before_ns ? c : kNoIndex;
+  }
 };
 
 // O(n log n): one sort of each thread's host events, hash maps for the ids.
