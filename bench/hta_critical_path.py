@@ -21,15 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT.parent / "shared" / "traces"
-GPU_TRACES = [
-    "hta_a100_nccl/rank0.json.gz",
-    "hta_v100_ns/rank-0.pt.trace.json.gz",
-    "hta_2xv100_ddp/rank0.json.gz",
-    "hta_mi250_rocm/rank0.json.gz",
-    "tb_resnet50_v100_nw0/worker0.1623143089861.pt.trace.json.gz",
-]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hta_quantities import GPU_TRACES, ROOT, TRACES  # noqa: E402  (the same traces, compared the same way)
 
 HTA_SIDE = r"""
 import json, logging, os, re, shutil, sys, tempfile
