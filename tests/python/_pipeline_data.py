@@ -56,9 +56,12 @@ class SleepCollate:
 
 
 class GcCollate:
-    """A collate_fn that makes `garbage` cyclic objects (with the collector off, so that none of its
-    automatic runs falls here), sleeps `seconds`, then runs a full collection that frees them: the
-    pause Python's collector takes when it runs inside a batch. It times itself: row
+    """A collate_fn that makes `garbage` cyclic objects, sleeps `seconds`, then runs a full
+    collection that frees them: the pause Python's collector takes when it runs inside a batch. The
+    collector stays off from the garbage's making to that collection: once on again, the next
+    allocation on any thread (a loader's or gpuprof's own thread, while this one sleeps) would run
+    the collection there, on that thread, and this thread's ``gc.collect()`` would then find nothing
+    to do (or return at once, the other collection still running). It times itself: row
     ``[index, whole_s, collect_s, 0]``, the whole call and the collection in it."""
 
     def __init__(self, seconds: float, garbage: int = 200_000) -> None:
@@ -73,13 +76,13 @@ class GcCollate:
             for a in junk:
                 a.append(a)  # each list holds itself: only the cycle collector frees it
             del junk
+            _sleep(self.seconds)
+            c = time.perf_counter()
+            gc.collect()
+            collect_s = time.perf_counter() - c
         finally:
             if was_on:
                 gc.enable()
-        _sleep(self.seconds)
-        c = time.perf_counter()
-        gc.collect()
-        collect_s = time.perf_counter() - c
         out = torch.stack(samples)
         out[:, 1] = time.perf_counter() - t
         out[:, 2] = collect_s

@@ -321,34 +321,38 @@ def _transforms_timed(dataset: Any) -> bool:
 
 def timed_map_fetch(self, possibly_batched_index):
     """torch's ``_MapDatasetFetcher.fetch``, each sample and the collate timed."""
+    _fetch_began()
     try:
-        b = _Batch(_transforms_timed(self.dataset))
-    except Exception:  # gpuprof's own setup failed: torch's fetch, untimed
-        return _ORIGINALS["map_fetch"](self, possibly_batched_index)
-    idx = None
-    try:
-        if self.auto_collation:
-            if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
-                data = self.dataset.__getitems__(possibly_batched_index)
-                b.whole(len(possibly_batched_index), monotonic_ns() - b.start)
+        try:
+            b = _Batch(_transforms_timed(self.dataset))
+        except Exception:  # gpuprof's own setup failed: torch's fetch, untimed
+            return _ORIGINALS["map_fetch"](self, possibly_batched_index)
+        idx = None
+        try:
+            if self.auto_collation:
+                if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
+                    data = self.dataset.__getitems__(possibly_batched_index)
+                    b.whole(len(possibly_batched_index), monotonic_ns() - b.start)
+                else:
+                    data = []
+                    dataset, times, clock = self.dataset, b.times, monotonic_ns
+                    b.indices = possibly_batched_index
+                    for idx in possibly_batched_index:
+                        t = clock()
+                        data.append(dataset[idx])
+                        times.append(clock() - t)
             else:
-                data = []
-                dataset, times, clock = self.dataset, b.times, monotonic_ns
-                b.indices = possibly_batched_index
-                for idx in possibly_batched_index:
-                    t = clock()
-                    data.append(dataset[idx])
-                    times.append(clock() - t)
-        else:
-            idx = possibly_batched_index
-            b.indices = [idx]
-            t = monotonic_ns()
-            data = self.dataset[possibly_batched_index]
-            b.times.append(monotonic_ns() - t)
-    except Exception as e:
-        _emit_error("fetch", e, idx)
-        raise
-    return _collated(self, b, data)
+                idx = possibly_batched_index
+                b.indices = [idx]
+                t = monotonic_ns()
+                data = self.dataset[possibly_batched_index]
+                b.times.append(monotonic_ns() - t)
+        except Exception as e:
+            _emit_error("fetch", e, idx)
+            raise
+        return _collated(self, b, data)
+    finally:
+        _fetch_ended()
 
 
 def timed_iterable_fetch(self, possibly_batched_index):
@@ -356,42 +360,46 @@ def timed_iterable_fetch(self, possibly_batched_index):
     index is its position in the worker's stream."""
     if self.ended:
         raise StopIteration
+    _fetch_began()
     try:
-        b = _Batch(_transforms_timed(self.dataset))
-    except Exception:  # gpuprof's own setup failed: torch's fetch, untimed
-        return _ORIGINALS["iterable_fetch"](self, possibly_batched_index)
-    position = getattr(self, "_gpuprof_position", 0)
-    b.indices = range(
-        position, position + len(possibly_batched_index) if self.auto_collation else position + 1
-    )
-    try:
-        if self.auto_collation:
-            data = []
-            times, clock = b.times, monotonic_ns
-            for _ in possibly_batched_index:
-                t = clock()
-                try:
-                    data.append(next(self.dataset_iter))
-                except StopIteration:
-                    self.ended = True
-                    break
-                times.append(clock() - t)
+        try:
+            b = _Batch(_transforms_timed(self.dataset))
+        except Exception:  # gpuprof's own setup failed: torch's fetch, untimed
+            return _ORIGINALS["iterable_fetch"](self, possibly_batched_index)
+        position = getattr(self, "_gpuprof_position", 0)
+        b.indices = range(
+            position, position + len(possibly_batched_index) if self.auto_collation else position + 1
+        )
+        try:
+            if self.auto_collation:
+                data = []
+                times, clock = b.times, monotonic_ns
+                for _ in possibly_batched_index:
+                    t = clock()
+                    try:
+                        data.append(next(self.dataset_iter))
+                    except StopIteration:
+                        self.ended = True
+                        break
+                    times.append(clock() - t)
+                    position += 1
+                if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
+                    raise StopIteration
+            else:
+                t = monotonic_ns()
+                data = next(self.dataset_iter)
+                b.times.append(monotonic_ns() - t)
                 position += 1
-            if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
-                raise StopIteration
-        else:
-            t = monotonic_ns()
-            data = next(self.dataset_iter)
-            b.times.append(monotonic_ns() - t)
-            position += 1
-    except StopIteration:
+        except StopIteration:
+            self._gpuprof_position = position
+            raise
+        except Exception as e:
+            _emit_error("fetch", e, position)
+            raise
         self._gpuprof_position = position
-        raise
-    except Exception as e:
-        _emit_error("fetch", e, position)
-        raise
-    self._gpuprof_position = position
-    return _collated(self, b, data)
+        return _collated(self, b, data)
+    finally:
+        _fetch_ended()
 
 
 def _collated(fetcher, b: _Batch, data):
@@ -511,20 +519,59 @@ def _remember_originals() -> bool:
     return True
 
 
+class _Fetches:
+    """The timed fetches in flight, and whether the collector's clock is to leave once they end.
+
+    The clock is in ``gc.callbacks`` before the first timed fetch and stays until the last one is
+    gone: a worker switched on or off by its control thread may be inside a timed fetch (or about to
+    enter one it looked up before the swap) when the swap happens, and a collection in that batch
+    without the clock would leave its pause in the batch's stages with ``gc_ns`` 0."""
+
+    __slots__ = ("lock", "running", "clock_in", "timing")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.clock_in = False
+        self.timing = False
+
+    def clock(self, on: bool) -> None:
+        if on != self.clock_in:
+            _gc_clock_in(on)
+            self.clock_in = on
+
+
+_fetches = _Fetches()
+
+
+def _fetch_began() -> None:
+    f = _fetches
+    with f.lock:
+        f.running += 1
+        f.clock(True)
+
+
+def _fetch_ended() -> None:
+    f = _fetches
+    with f.lock:
+        f.running -= 1
+        if not f.running and not f.timing:
+            f.clock(False)
+
+
 def _swap_fetch(on: bool) -> None:
     fetch, _ = _torch_parts()
     if fetch is None or not _ORIGINALS:
         return
-    # The collector's clock is in place before the first timed fetch and stays until the last one
-    # is gone: a worker switched on by its control thread may start a timed fetch the moment the
-    # fetch is swapped, and a collection holds the GIL until it ends, so a clock added after the
-    # swap could miss the whole pause of that batch.
-    if on:
-        _gc_clock_in(True)
-    fetch._MapDatasetFetcher.fetch = timed_map_fetch if on else _ORIGINALS["map_fetch"]
-    fetch._IterableDatasetFetcher.fetch = timed_iterable_fetch if on else _ORIGINALS["iterable_fetch"]
-    if not on:
-        _gc_clock_in(False)
+    f = _fetches
+    with f.lock:
+        f.timing = on
+        if on:
+            f.clock(True)
+        fetch._MapDatasetFetcher.fetch = timed_map_fetch if on else _ORIGINALS["map_fetch"]
+        fetch._IterableDatasetFetcher.fetch = timed_iterable_fetch if on else _ORIGINALS["iterable_fetch"]
+        if not on and not f.running:
+            f.clock(False)
 
 
 def _gc_clock_in(on: bool) -> None:
