@@ -126,6 +126,9 @@ def report_dict(
         for dim in ("grid", "block"):
             if row[dim] == [0, 0, 0]:
                 row[dim] = None
+    compiled = _compiled_regions(data["operators"], dynamo, data["kernels"], compiled_kernels)
+    # The kernels Inductor generated count their fused operators' FLOPs (analysis/compiled_flops.py)
+    facts = _compiled_flops(trace, data, analysed, compiled, compiled_kernels)
     # FLOPs: the flops section, each step's FLOPs and the roofline's rows
     _add_flops(data, analysed["flops"], source=source, host=host, peak_tflops=peak_tflops)
     # The chain that set each step's length, by cause (cpp/src/analysis/critical_path.cpp)
@@ -136,8 +139,9 @@ def report_dict(
     data["collectives"] = analysed["collectives"]
     calls = analysed["collective_calls"]
     data["collective_calls"] = [list(c) for c in calls] if len(calls) <= MAX_COLLECTIVE_CALLS else None
-    compiled = _compiled_regions(data["operators"], dynamo, data["kernels"], compiled_kernels)
     if compiled:
+        if compiled.get("compiled_kernels"):
+            _add_compiled_kernel_facts(compiled, facts, data["operators"], data["kernels"])
         data["compiled"] = compiled
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
     # "not reported by this device" and becomes None.
@@ -167,6 +171,29 @@ def report_dict(
     # "Bounded tables and names"); {} when none is.
     data["long_names"] = analysed["long_names"]
     return data
+
+
+def _compiled_flops(trace, data: dict, analysed: dict, compiled: dict, provenance: Optional[list]) -> dict:
+    """The generated kernels' FLOPs per call from Inductor's provenance, added to the native pass's
+    per-step FLOPs and the operator rows before the FLOPs section is built; {} without any."""
+    from .compiled_flops import add_compiled_flops, kernel_facts
+
+    facts = kernel_facts(provenance) if compiled and provenance else {}
+    if facts:
+        add_compiled_flops(
+            trace, data["steps"], analysed["flops"], facts, data["operators"], analysed["repeated_op_calls"]
+        )
+    return facts
+
+
+def _add_compiled_kernel_facts(compiled: dict, facts: dict, operators: list, kernels: list) -> None:
+    """Each generated kernel's ``module``, ``source`` and ``flops``, and their time by module."""
+    from .compiled_flops import add_kernel_facts, compiled_modules
+
+    add_kernel_facts(compiled["compiled_kernels"], facts, operators, kernels)
+    modules = compiled_modules(compiled["compiled_kernels"])
+    if modules:
+        compiled["modules"] = modules
 
 
 def _add_flops(data: dict, native_flops: dict, *, source, host, peak_tflops) -> None:

@@ -29,6 +29,8 @@ import re
 import sys
 from typing import Optional
 
+from .inductor_graph import graph_kernel_facts
+
 log = logging.getLogger("gpuprof")
 
 _SETTINGS = (
@@ -90,6 +92,26 @@ def kernel_rows(nodes: dict, kernel_nodes: dict, stack_traces: dict) -> list:
                 sources.append(nodes[n][1])
         rows.append({"kernel": kernel_key(handle), "ops": ops, "sources": sources})
     return rows
+
+
+def _graph_facts(kernel_nodes: dict) -> list:
+    """``graph_kernel_facts`` of the graph Inductor is compiling (its ``V.graph``, whose module is the
+    post-grad graph the provenance names), at the moment it emits the provenance."""
+    virtualized = sys.modules.get("torch._inductor.virtualized")
+    graph = getattr(virtualized, "V", None)
+    graph = getattr(graph, "graph", None) if graph is not None else None
+    module = getattr(graph, "module", None)
+    if module is None or not hasattr(module, "graph"):
+        return []
+    from .._native import _core
+
+    return graph_kernel_facts(
+        {n.name: n for n in module.graph.nodes},
+        kernel_nodes,
+        graph_id=getattr(graph, "graph_id", None),
+        backward=bool(getattr(graph, "is_backward", False)),
+        op_flops=_core.op_flops,
+    )
 
 
 class _Listener(logging.Handler):
@@ -171,8 +193,18 @@ class InductorKernels:
             debug = sys.modules.get("torch._inductor.debug")
             kernel_nodes = dict(getattr(debug, "_inductor_triton_kernel_to_post_grad_node_info", {}) or {})
             traces = json.loads(payload) if isinstance(payload, str) else {}
-            self._rows.extend(kernel_rows(self._nodes, kernel_nodes, traces))
+            rows = kernel_rows(self._nodes, kernel_nodes, traces)
             self._nodes = {}
+            try:  # the module, line and FLOPs of each kernel, from the graph being compiled now
+                facts = _graph_facts(kernel_nodes)
+            except Exception as e:
+                facts = []
+                self.errors += 1
+                log.debug("gpuprof: cannot read the FLOPs of Inductor's kernels: %s", e)
+            by_kernel = {f["kernel"]: f for f in facts}
+            for row in rows:
+                row.update(by_kernel.get(row["kernel"], {}))
+            self._rows.extend(rows)
 
 
 # Inductor's output code writes, above each Triton kernel it defines, the operators it came from:

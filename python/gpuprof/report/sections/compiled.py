@@ -1,6 +1,6 @@
 """The ``compiled`` section's lists as flat rows for the table renderers: the kernels Inductor
-generated (their operators joined), the recompilations and the graph breaks. Each row keeps the
-analysis' numbers; only lists become text."""
+generated (their operators joined), their time by module, the recompilations and the graph
+breaks. Each row keeps the analysis' numbers; only lists become text."""
 
 from __future__ import annotations
 
@@ -34,11 +34,29 @@ def compiled_tables(data: dict) -> list[tuple[str, str, list[dict]]]:
                 "total_us": r.get("total_us"),
                 "time_on": r.get("time_on"),
                 "ops": _ops(r),
-                "source": (r.get("sources") or [""])[0],
+                "source": r.get("source") or (r.get("sources") or [""])[0],
             }
             for r in kernels
         ]
+        if any(r.get("module") is not None or r.get("flops") is not None for r in kernels):
+            for row, r in zip(rows, kernels):  # what the provenance read of the graph gives
+                row["module"] = r.get("module")
+                row["flops"] = r.get("flops")
         out.append(("compiled_kernels", "Kernels torch.compile generated", rows))
+    modules = [r for r in compiled.get("modules") or [] if isinstance(r, dict)]
+    if modules:
+        rows = [
+            {
+                "module": r.get("path") or "(the compiled root)",
+                "kernels": r.get("kernels"),
+                "calls": r.get("calls"),
+                "total_us": r.get("total_us"),
+                "flops": r.get("flops"),
+            }
+            for r in modules
+        ]
+        title = "Modules inside torch.compile's regions (the time of inductor's kernels by module)"
+        out.append(("compiled_modules", title, rows))
     recompiles = [r for r in compiled.get("recompilations") or [] if isinstance(r, dict)]
     if recompiles:
         rows = [
