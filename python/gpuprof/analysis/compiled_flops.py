@@ -75,11 +75,15 @@ def add_compiled_flops(
         return 0
     other = any(s.get("other_flops") for s in per_step.values())
     tables = _core.step_event_tables(trace, [(s["start_ns"], s["end_ns"]) for s in timed], 1 << 30, repeated)
+    # A Triton kernel is a device kernel and, where torch records its launch, a host operator of
+    # the same name: its calls count once, the device's.
+    on_device = {name for table in tables for name, _, _ in table["kernels"] if name in counting}
     total_calls = 0
     by_name: dict = {}
     for s, table in zip(timed, tables):
         row = per_step[s["step"]]
-        for name, calls, _ in list(table["operators"]) + list(table["kernels"]):
+        ops = [r for r in table["operators"] if r[0] not in on_device]
+        for name, calls, _ in ops + list(table["kernels"]):
             f = counting.get(name)
             if f is None or not calls:
                 continue

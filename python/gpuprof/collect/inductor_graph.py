@@ -190,8 +190,8 @@ def graph_kernel_facts(
     op_flops: Callable[..., dict],
 ) -> list[dict]:
     """One row per kernel Inductor generated in one graph: ``kernel`` (provenance's key without its
-    handle), ``event`` (the name its C++ kernel records, ``graph_N_`` prefixed, or the kernel's
-    name), ``module``, ``source``, ``flops``/``matmul_flops``/``other_flops`` per call,
+    handle), ``event`` (the name its C++ kernel's profiling event has, ``graph_N_`` prefixed, or a
+    Triton kernel's own name), ``module``, ``source``, ``flops``/``matmul_flops``/``other_flops`` per call,
     ``matmul_dtype`` and ``backward``. ``nodes``: the post-grad graph's name -> fx node;
     ``kernel_nodes``: Inductor's "kernel:handle" -> node names."""
     aten_run: set = set()
@@ -213,7 +213,11 @@ def graph_kernel_facts(
         own = [nodes[n] for n in names if n in nodes and n not in aten_run]
         row = {
             "kernel": kernel,
-            "event": f"graph_{graph_id}_{kernel}" if graph_id is not None else kernel,
+            # Only the C++ backend's profiled kernels carry the graph's prefix (Triton's are named
+            # as they are defined).
+            "event": f"graph_{graph_id}_{kernel}"
+            if graph_id is not None and kernel.startswith("cpp")
+            else kernel,
             "module": common_module(node_module(n) for n in own),
             "source": next((s for s in (node_source(n) for n in own) if s), None),
             "flops": 0,
