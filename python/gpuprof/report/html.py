@@ -657,6 +657,8 @@ def _modules(report) -> dict:
             "module_flops": False,
         }
     timelines = sec.step_views(report.data).get("timelines") or []
+    compiled = sec.compiled_modules_line(report.data)
+    note = f"{note}. {compiled}" if note and compiled else (note or compiled)
     return {
         "module_tree": _module_nodes(rows),
         "module_linked": any("module_of" in t for t in timelines)

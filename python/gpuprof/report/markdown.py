@@ -303,6 +303,9 @@ def _modules(report, title: str, top: int) -> list[str]:
     out = [heading, "", "Forward and backward: a backward op counts in the module whose forward made it.", ""]
     out += table(headers, body, [":--", ":--"] + ["--:"] * (len(headers) - 2))
     out.append("")
+    compiled = sec.compiled_modules_line(report.data)
+    if compiled:
+        out += [md_escape(compiled), ""]
     return out
 
 

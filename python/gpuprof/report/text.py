@@ -343,6 +343,9 @@ def _modules(console: Console, report) -> None:
         cells.append("" if r["share_pct"] is None else f"{r['share_pct']:.1f}")
         t.add_row(*cells)
     console.table(t)
+    compiled = sec.compiled_modules_line(report.data)
+    if compiled:
+        console.print(sec.printable(compiled))
 
 
 def _recommendations(console: Console, report) -> None:

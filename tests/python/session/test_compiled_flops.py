@@ -75,14 +75,14 @@ def _eager_flops(model, x) -> int:
     return counter.get_total_flops()
 
 
-def _compiled_report(model, x):
+def _compiled_report(model, x, **options):
     torch._dynamo.reset()
     compiled = torch.compile(model)
-    with gpuprof.profile(compiled_kernels=True, gpu=False) as prof:
+    with gpuprof.profile(compiled_kernels=True, gpu=False, **options) as prof:
         for _ in range(STEPS):
             compiled(x).sum().backward()
             prof.step()
-    return prof.report().data
+    return prof.report()
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,8 @@ def resnet():
     torch.manual_seed(0)
     model, x = ResNet(), torch.randn(1, 3, 8, 8)
     eager = _eager_flops(model, x)
-    return eager, _compiled_report(model, x)
+    report = _compiled_report(model, x, with_modules=True)
+    return eager, report.data, report
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +99,13 @@ def transformer():
     torch.manual_seed(0)
     model, x = TransformerBlock(), torch.randn(2, 8, 32)
     eager = _eager_flops(model, x)
-    return eager, _compiled_report(model, x)
+    report = _compiled_report(model, x)
+    return eager, report.data, report
 
 
 @pytest.mark.parametrize("case", ["resnet", "transformer"])
 def test_compiled_flops_per_step_equal_flopcountermode_on_the_eager_model(case, request):
-    eager, data = request.getfixturevalue(case)
+    eager, data, _ = request.getfixturevalue(case)
     flops = data["flops"]
     # Without recorded shapes only the matrix class counts, as for an eager span: exactly
     # FlopCounterMode's count, in every step.
@@ -113,7 +115,7 @@ def test_compiled_flops_per_step_equal_flopcountermode_on_the_eager_model(case, 
 
 
 def test_a_product_inductor_generates_counts_at_its_kernel_only(resnet):
-    eager, data = resnet
+    eager, data, _ = resnet
     rows = data["compiled"]["compiled_kernels"]
     # The head's product (2 x 16 x 10) and its weight gradient (2 x 10 x 16): in generated kernels.
     generated = sum(r["matmul_flops"] * r["calls"] for r in rows) // STEPS
@@ -129,7 +131,7 @@ def test_a_product_inductor_generates_counts_at_its_kernel_only(resnet):
 
 @pytest.mark.parametrize("case", ["resnet", "transformer"])
 def test_compiled_time_is_attributed_to_operators_and_modules(case, request):
-    _, data = request.getfixturevalue(case)
+    _, data, _ = request.getfixturevalue(case)
     rows = data["compiled"]["compiled_kernels"]
     total = sum(r["total_us"] for r in rows)
     named = sum(r["total_us"] for r in rows if r["ops"] and r["module"] is not None)
@@ -144,6 +146,20 @@ def test_compiled_time_is_attributed_to_operators_and_modules(case, request):
     tables = {key: table for key, _, table in compiled_tables(data)}
     assert all("module" in r and "flops" in r for r in tables["compiled_kernels"])
     assert [r["total_us"] for r in tables["compiled_modules"]] == [m["total_us"] for m in modules]
+
+
+def test_the_module_section_says_where_the_compiled_time_went(resnet):
+    _, data, report = resnet
+    # The module view (with_modules=True) has one row for the compiled model: hooks do not fire
+    # inside compiled code. The section says so and names the modules inductor's kernels came from.
+    assert [r["type"] for r in data["modules"]] == ["OptimizedModule"]
+    heaviest = data["compiled"]["modules"][0]
+    name = heaviest["path"] or "(the compiled root)"
+    said = f"{name} {heaviest['total_us'] / 1000:.3f} ms"
+    for text in (str(report), report.to_markdown().replace("\\", ""), report.to_html()):
+        text = " ".join(text.split())  # the terminal wraps its lines
+        assert "the kernels inductor generated there ran, by the module each came from" in text
+        assert said in text
 
 
 def test_module_path_reads_dynamo_names():

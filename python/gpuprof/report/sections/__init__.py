@@ -12,7 +12,7 @@ and their cells; ``series``, ``modules``, ``memory``, ``flops``, ``energy``, ``c
 from __future__ import annotations
 
 from ...analysis import CATEGORIES, section
-from .compiled import compiled_tables
+from .compiled import compiled_modules_line, compiled_tables
 from .critical_path import CAUSES as PATH_CAUSES
 from .critical_path import critical_path_lines, critical_path_steps
 from .energy import energy_lines
@@ -83,6 +83,7 @@ from .tables import (
 )
 
 __all__ = [
+    "compiled_modules_line",
     "compiled_tables",
     "CATEGORIES",
     "section",

@@ -18,6 +18,31 @@ def _ops(row: dict) -> str:
     return shown + (f", ... (+{len(ops) - OPS_SHOWN})" if len(ops) > OPS_SHOWN else "")
 
 
+# At most this many modules are named in the module section's line about the compiled regions.
+MODULES_NAMED = 5
+
+
+def compiled_modules_line(data: dict) -> str:
+    """What the module section says of the compiled regions, whose modules its rows cannot show
+    (module hooks do not fire inside compiled code): inductor's kernels' time by the module each
+    came from, heaviest first; "" without ``compiled.modules``."""
+    compiled = data.get("compiled")
+    modules = compiled.get("modules") if isinstance(compiled, dict) else None
+    rows = [m for m in modules or [] if isinstance(m, dict)]
+    if not rows:
+        return ""
+    named = ", ".join(
+        f"{m.get('path') or '(the compiled root)'} {float(m.get('total_us') or 0.0) / 1000:.3f} ms"
+        for m in rows[:MODULES_NAMED]
+    )
+    more = f" and {len(rows) - MODULES_NAMED} more" if len(rows) > MODULES_NAMED else ""
+    return (
+        "Inside torch.compile's regions module hooks do not fire, so the compiled model is one row "
+        f"here; the kernels inductor generated there ran, by the module each came from: {named}{more} "
+        "(compiled.modules; a kernel fusing two modules' operators counts in their common parent)"
+    )
+
+
 def compiled_tables(data: dict) -> list[tuple[str, str, list[dict]]]:
     """(key, title, rows) of each non-empty list in the report's ``compiled`` section."""
     compiled = data.get("compiled")
