@@ -141,7 +141,7 @@ def report_dict(
     data["collective_calls"] = [list(c) for c in calls] if len(calls) <= MAX_COLLECTIVE_CALLS else None
     if compiled:
         if compiled.get("compiled_kernels"):
-            _add_compiled_kernel_facts(compiled, facts, data["operators"], data["kernels"])
+            _add_compiled_kernel_facts(compiled, facts, data)
         data["compiled"] = compiled
     # NVML samples of the span (utilization, memory used, power, SM clock, temperature); -1 is
     # "not reported by this device" and becomes None.
@@ -186,14 +186,18 @@ def _compiled_flops(trace, data: dict, analysed: dict, compiled: dict, provenanc
     return facts
 
 
-def _add_compiled_kernel_facts(compiled: dict, facts: dict, operators: list, kernels: list) -> None:
-    """Each generated kernel's ``module``, ``source`` and ``flops``, and their time by module."""
-    from .compiled_flops import add_kernel_facts, compiled_modules
+def _add_compiled_kernel_facts(compiled: dict, facts: dict, data: dict) -> None:
+    """Each generated kernel's ``module``, ``source`` and ``flops``, their time by module, and the
+    FLOPs note's word on kernels whose FLOPs are unknown."""
+    from .compiled_flops import add_kernel_facts, compiled_modules, unknown_flops_note
 
-    add_kernel_facts(compiled["compiled_kernels"], facts, operators, kernels)
+    add_kernel_facts(compiled["compiled_kernels"], facts, data["operators"], data["kernels"])
     modules = compiled_modules(compiled["compiled_kernels"])
     if modules:
         compiled["modules"] = modules
+    note = unknown_flops_note(compiled["compiled_kernels"], facts)
+    if note and isinstance(data.get("flops"), dict):
+        data["flops"]["note"] = "; ".join(n for n in (data["flops"].get("note"), note) if n)
 
 
 def _add_flops(data: dict, native_flops: dict, *, source, host, peak_tflops) -> None:

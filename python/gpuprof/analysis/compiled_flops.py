@@ -17,18 +17,21 @@ _KEYS = ("flops", "matmul_flops", "other_flops")
 
 
 def kernel_facts(provenance: Optional[list]) -> dict:
-    """Event name -> the FLOPs per call (``flops``, ``matmul_flops``, ``other_flops``), ``backward``,
+    """Event name -> the FLOPs per call (``flops``, ``matmul_flops``, ``other_flops``), ``unknown``
+    (the keys some of whose FLOPs were not countable: symbolic sizes), ``backward``,
     ``matmul_dtype``, ``module`` and ``source`` of each generated kernel whose provenance carries
     them. Two graphs that name a kernel alike (a forward and a backward graph both numbered 0, a
     recompile) are one event: its FLOPs per call are their mean, exact where each graph runs as
     often as the other."""
     grouped: dict = {}
     for p in provenance or []:
-        if p.get("event") and p.get("flops") is not None:
+        if p.get("event") and "flops" in p:
             grouped.setdefault(str(p["event"]), []).append(p)
     out = {}
     for event, rows in grouped.items():
+        # A class whose sizes were symbolic (null) counts 0 in the span; the row says null.
         fact = {k: sum(int(r.get(k) or 0) for r in rows) / len(rows) for k in _KEYS}
+        fact["unknown"] = sorted({k for r in rows for k in _KEYS if r.get(k) is None})
         fact["backward"] = all(r.get("backward") for r in rows)
         fact["matmul_dtype"] = next((r["matmul_dtype"] for r in rows if r.get("matmul_dtype")), None)
         fact["module"] = rows[0].get("module")
@@ -53,7 +56,7 @@ def add_kernel_facts(rows: list, facts: dict, operators: list, kernels: list) ->
         for key in ("flops", "matmul_flops"):
             weighted = [(calls.get(event, 0), f[key]) for event, f in found]
             n = sum(c for c, _ in weighted)
-            if not found:
+            if not found or any(key in f["unknown"] for _, f in found):
                 row[key] = None
             elif n:
                 row[key] = round(sum(c * f for c, f in weighted) / n)
@@ -68,7 +71,7 @@ def add_compiled_flops(
     steps, counted calls) and to their operator rows' ``flops``, in place; the other class only where
     the span counted other-class FLOPs of its own (recorded shapes), as for eager operators. Returns
     the kernel calls counted."""
-    counting = {e: f for e, f in facts.items() if f["flops"]}
+    counting = {e: f for e, f in facts.items() if f["matmul_flops"] or f["other_flops"]}
     per_step = {s["step"]: s for s in native_flops.get("steps", [])}
     timed = [s for s in steps if s["step"] in per_step]
     if not counting or not timed:
@@ -126,3 +129,16 @@ def compiled_modules(rows: list) -> list:
         m["total_us"] = round(m["total_us"] + float(r.get("total_us") or 0.0), 3)
         m["flops"] += int(r.get("calls") or 0) * int(r.get("flops") or 0)
     return sorted(out.values(), key=lambda m: (-m["total_us"], m["path"]))
+
+
+def unknown_flops_note(rows: list, facts: dict) -> str:
+    """What the FLOPs section says of generated kernels whose FLOPs could not be counted; ""
+    when there are none."""
+    kernels = {f["kernel"] for f in facts.values() if f["unknown"]}
+    ran = [r for r in rows if r.get("kernel") in kernels and r.get("calls")]
+    if not ran:
+        return ""
+    return (
+        f"the FLOPs of {len(ran)} of inductor's generated kernels ({sum(int(r['calls']) for r in ran)} "
+        "calls) are not counted: their sizes are symbolic (a graph compiled for dynamic shapes)"
+    )

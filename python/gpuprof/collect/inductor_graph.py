@@ -103,10 +103,11 @@ def _is_tensor(v: Any) -> bool:
 
 
 def _shape(v: Any) -> list[int]:
-    try:
-        return [int(d) for d in v.shape]
-    except (TypeError, ValueError):  # a symbolic size: no count
-        raise ValueError("symbolic shape") from None
+    # A symbolic size (SymInt) is not read: int() on it would add a guard to the graph being
+    # compiled. ValueError: no count.
+    if not all(isinstance(d, int) for d in v.shape):
+        raise ValueError("symbolic shape")
+    return list(v.shape)
 
 
 def _concrete(x: Any) -> str:
@@ -153,7 +154,9 @@ def node_inputs(node: Any) -> tuple[str, str, str]:
 
 
 def node_flops(node: Any, op_flops: Callable[..., dict]) -> tuple[str, int, str]:
-    """(class, FLOPs, dtype) of one post-grad node: ("", 0, "") where no rule counts it."""
+    """(class, FLOPs, dtype) of one post-grad node: ("", 0, "") where no rule counts it, FLOPs -1
+    where a rule does but the sizes are symbolic (a graph compiled for dynamic shapes: its calls
+    differ in size, so no count per call holds)."""
     name = _op_name(getattr(node, "target", None))
     if name is None:
         return "", 0, ""
@@ -167,13 +170,14 @@ def node_flops(node: Any, op_flops: Callable[..., dict]) -> tuple[str, int, str]
                 for d in _shape(out):
                     count *= d
             except ValueError:
-                return "", 0, ""
+                return "matmul", -1, ""
             return "matmul", 2 * count, _DTYPES.get(_type(out), "other")
         return "", 0, ""
     try:
         shapes, types, concrete = node_inputs(node)
     except ValueError:
-        return "", 0, ""
+        cls = op_flops(f"aten::{name}", "", "", "").get("flop_class") or ""
+        return str(cls), (-1 if cls else 0), ""
     f = op_flops(f"aten::{name}", shapes, types, concrete)
     if not f.get("flop_class") or f.get("flops") is None:
         return "", 0, ""
@@ -191,9 +195,10 @@ def graph_kernel_facts(
 ) -> list[dict]:
     """One row per kernel Inductor generated in one graph: ``kernel`` (provenance's key without its
     handle), ``event`` (the name its C++ kernel's profiling event has, ``graph_N_`` prefixed, or a
-    Triton kernel's own name), ``module``, ``source``, ``flops``/``matmul_flops``/``other_flops`` per call,
-    ``matmul_dtype`` and ``backward``. ``nodes``: the post-grad graph's name -> fx node;
-    ``kernel_nodes``: Inductor's "kernel:handle" -> node names."""
+    Triton kernel's own name), ``module``, ``source``, ``flops``/``matmul_flops``/``other_flops``
+    per call (null where a node's sizes are symbolic), ``matmul_dtype`` and ``backward``.
+    ``nodes``: the post-grad graph's name -> fx node; ``kernel_nodes``: Inductor's "kernel:handle"
+    -> node names."""
     aten_run: set = set()
     for key, names in kernel_nodes.items():
         kernel = str(key).split(":", 1)[0]
@@ -233,8 +238,12 @@ def graph_kernel_facts(
             cls, flops, dtype = node_flops(n, op_flops)
             if not cls:
                 continue
-            row["flops"] += flops
-            row[f"{cls}_flops"] += flops
+            if flops < 0:  # unknown: symbolic sizes
+                row["flops"] = row[f"{cls}_flops"] = None
+                continue
+            for key in ("flops", f"{cls}_flops"):
+                if row[key] is not None:
+                    row[key] += flops
             if cls == "matmul" and dtype and row["matmul_dtype"] is None:
                 row["matmul_dtype"] = dtype
         rows.append(row)

@@ -6,7 +6,12 @@ run eagerly, and the provenance reader's rules on hand-built fx graphs."""
 import pytest
 
 import gpuprof
-from gpuprof.analysis.compiled_flops import compiled_modules, kernel_facts
+from gpuprof.analysis.compiled_flops import (
+    add_kernel_facts,
+    compiled_modules,
+    kernel_facts,
+    unknown_flops_note,
+)
 from gpuprof.collect.inductor_graph import common_module, graph_kernel_facts, module_path
 from gpuprof.report.sections import compiled_tables
 
@@ -245,3 +250,39 @@ def test_kernel_facts_average_two_graphs_that_name_a_kernel_alike():
         {"kernel": "c", "module": None, "calls": 9, "total_us": 9.0, "flops": None},
     ]
     assert compiled_modules(rows) == [{"path": "enc", "kernels": 2, "calls": 3, "total_us": 6.0, "flops": 14}]
+
+
+def test_symbolic_sizes_leave_a_kernels_flops_unknown_and_add_no_guard():
+    """A graph compiled for dynamic shapes: its sizes are SymInts, whose calls differ in size, so no
+    FLOPs per call hold. Reading them must not specialise them (int() on a SymInt adds a guard)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    from gpuprof._native import _core
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
+    g = torch.fx.Graph()
+    x, w = g.placeholder("x"), g.placeholder("w")
+    x.meta["val"] = mode.from_tensor(torch.empty(4, 8), symbolic_context=dynamic)
+    w.meta["val"] = torch.empty(8, 8)
+    mul = g.call_function(_aten.mul.Tensor, (x, x), name="mul")
+    mul.meta["val"] = x.meta["val"]
+    mm = g.call_function(_aten.mm.default, (w, w), name="mm")  # a template's product, static
+    mm.meta["val"] = torch.empty(8, 8)
+    nodes = {n.name: n for n in g.nodes}
+    rows = graph_kernel_facts(
+        nodes, {"cpp_fused_mm_mul_0:1": ["mul", "mm"]}, graph_id=0, backward=False, op_flops=_core.op_flops
+    )
+    assert (rows[0]["flops"], rows[0]["matmul_flops"], rows[0]["other_flops"]) == (None, 2 * 8 * 8 * 8, None)
+    assert not env.guards  # nothing specialised
+    facts = kernel_facts(rows)
+    assert facts["graph_0_cpp_fused_mm_mul_0"]["unknown"] == ["flops", "other_flops"]
+    # The known product still counts; the row says which count is unknown.
+    out = [{"kernel": "cpp_fused_mm_mul_0", "calls": 2, "total_us": 1.0}]
+    add_kernel_facts(out, facts, [{"name": "graph_0_cpp_fused_mm_mul_0", "calls": 2}], [])
+    assert (out[0]["flops"], out[0]["matmul_flops"]) == (None, 1024)
+    assert unknown_flops_note(out, facts).startswith(
+        "the FLOPs of 1 of inductor's generated kernels (2 calls)"
+    )
