@@ -15,7 +15,8 @@ it found:
 
 and listens to Inductor's structured trace (the ``torch.__trace`` logger that ``TORCH_TRACE`` and
 tlparse read) for each compile's post-grad graph and kernel stack traces. The kernel-to-nodes table
-is read at the moment the compile emits its stack traces (Inductor resets it per compile). All of
+is read at the moment the compile emits its stack traces (Inductor resets it per compile), and with
+it the graph being compiled, for each kernel's module, line and FLOPs (``inductor_graph.py``). All of
 this runs when a graph is compiled, never per step. Graphs compiled before the session keep the
 settings they had, and so have no provenance: those kernels' rows have ``ops: null``.
 """
