@@ -175,14 +175,18 @@ def report_dict(
 
 def _compiled_flops(trace, data: dict, analysed: dict, compiled: dict, provenance: Optional[list]) -> dict:
     """The generated kernels' FLOPs per call from Inductor's provenance, added to the native pass's
-    per-step FLOPs and the operator rows before the FLOPs section is built; {} without any."""
-    from .compiled_flops import add_compiled_flops, kernel_facts
+    per-step FLOPs, the operator rows and the roofline's rows before the FLOPs section is built; {}
+    without any."""
+    from .compiled_flops import add_compiled_flops, kernel_facts, roofline_rows
 
     facts = kernel_facts(provenance) if compiled and provenance else {}
     if facts:
+        native = analysed["flops"]
         add_compiled_flops(
-            trace, data["steps"], analysed["flops"], facts, data["operators"], analysed["repeated_op_calls"]
+            trace, data["steps"], native, facts, data["operators"], analysed["repeated_op_calls"]
         )
+        rows = list(native.get("roofline") or []) + roofline_rows(facts, data["operators"], data["kernels"])
+        native["roofline"] = sorted(rows, key=lambda r: -float(r.get("time_us") or 0.0))
     return facts
 
 

@@ -18,11 +18,11 @@ _KEYS = ("flops", "matmul_flops", "other_flops")
 
 def kernel_facts(provenance: Optional[list]) -> dict:
     """Event name -> the FLOPs per call (``flops``, ``matmul_flops``, ``other_flops``), ``unknown``
-    (the keys some of whose FLOPs were not countable: symbolic sizes), ``backward``,
-    ``matmul_dtype``, ``module`` and ``source`` of each generated kernel whose provenance carries
-    them. Two graphs that name a kernel alike (a forward and a backward graph both numbered 0, a
-    recompile) are one event: its FLOPs per call are their mean, exact where each graph runs as
-    often as the other."""
+    (the keys some of whose FLOPs were not countable: symbolic sizes), ``bytes`` per call,
+    ``backward``, ``matmul_dtype``, ``module`` and ``source`` of each generated kernel whose
+    provenance carries them. Two graphs that name a kernel alike (a forward and a backward graph
+    both numbered 0, a recompile) are one event: its FLOPs per call are their mean, exact where
+    each graph runs as often as the other."""
     grouped: dict = {}
     for p in provenance or []:
         if p.get("event") and "flops" in p:
@@ -32,6 +32,8 @@ def kernel_facts(provenance: Optional[list]) -> dict:
         # A class whose sizes were symbolic (null) counts 0 in the span; the row says null.
         fact = {k: sum(int(r.get(k) or 0) for r in rows) / len(rows) for k in _KEYS}
         fact["unknown"] = sorted({k for r in rows for k in _KEYS if r.get(k) is None})
+        sizes = [r.get("bytes") for r in rows]
+        fact["bytes"] = sum(sizes) / len(sizes) if all(isinstance(b, int) for b in sizes) else None
         fact["backward"] = all(r.get("backward") for r in rows)
         fact["matmul_dtype"] = next((r["matmul_dtype"] for r in rows if r.get("matmul_dtype")), None)
         fact["module"] = rows[0].get("module")
@@ -110,6 +112,40 @@ def add_compiled_flops(
         if add:
             r["flops"] = int(r.get("flops") or 0) + add
     return total_calls
+
+
+def roofline_rows(facts: dict, operators: list, kernels: list) -> list:
+    """The roofline's rows of the generated kernels that ran with FLOPs (docs/metrics.md,
+    "Roofline"): their time (a GPU kernel's device time, else its C++ kernel's host time), FLOPs
+    and bytes over the span, the bytes being what ``kernel_bytes`` counts per call."""
+    device = {str(r.get("name")): r for r in kernels}
+    host = {str(r.get("name")): r for r in operators}
+    out = []
+    for event, f in facts.items():
+        timed = device.get(event)
+        on_device = timed is not None
+        timed = timed if on_device else host.get(event)
+        calls = int((timed or {}).get("calls") or 0)
+        flops = round(calls * (f["matmul_flops"] + f["other_flops"]))
+        if not calls or not flops:
+            continue
+        time_us = float(timed.get("total_us" if on_device else "host_total_us") or 0.0)
+        size = round(calls * f["bytes"]) if f["bytes"] else None
+        out.append(
+            {
+                "name": event,
+                "input_shapes": "",
+                "flop_class": "matmul" if f["matmul_flops"] else "other",
+                "calls": calls,
+                "flops": flops,
+                "bytes": size,
+                "time_us": time_us,
+                "on_device": on_device,
+                "intensity_flop_per_byte": flops / size if size else None,
+                "achieved_tflops": flops / (time_us * 1e-6) / 1e12 if time_us > 0 else 0.0,
+            }
+        )
+    return out
 
 
 def compiled_modules(rows: list) -> list:

@@ -185,6 +185,44 @@ def node_flops(node: Any, op_flops: Callable[..., dict]) -> tuple[str, int, str]
     return str(f["flop_class"]), int(f["flops"]), "" if dtype == "unknown" else dtype
 
 
+def _nbytes(v: Any) -> Optional[int]:
+    if not _is_tensor(v):
+        return 0
+    try:
+        count = 1
+        for d in _shape(v):
+            count *= d
+    except ValueError:
+        return None
+    size = getattr(v, "itemsize", None)
+    return count * int(size) if isinstance(size, int) else None
+
+
+def kernel_bytes(own: list) -> Optional[int]:
+    """The bytes one call of a fused kernel moves, for the roofline: the tensors it reads from outside
+    itself (each once) and those it leaves for others (used outside it, or by nothing: a graph
+    output or an in-place write), at their dtypes; None where a size is symbolic."""
+    names = {n.name for n in own}
+    read: set = set()
+    total = 0
+    for n in own:
+        for a in getattr(n, "all_input_nodes", []):
+            if a.name in names or a.name in read:
+                continue
+            read.add(a.name)
+            b = _nbytes(_val(a))
+            if b is None:
+                return None
+            total += b
+        users = getattr(n, "users", {})
+        if not users or any(u.name not in names for u in users):
+            b = _nbytes(_val(n))
+            if b is None:
+                return None
+            total += b
+    return total
+
+
 def graph_kernel_facts(
     nodes: dict,
     kernel_nodes: dict,
@@ -196,7 +234,8 @@ def graph_kernel_facts(
     """One row per kernel Inductor generated in one graph: ``kernel`` (provenance's key without its
     handle), ``event`` (the name its C++ kernel's profiling event has, ``graph_N_`` prefixed, or a
     Triton kernel's own name), ``module``, ``source``, ``flops``/``matmul_flops``/``other_flops``
-    per call (null where a node's sizes are symbolic), ``matmul_dtype`` and ``backward``.
+    per call (null where a node's sizes are symbolic), ``matmul_dtype``, ``backward`` and
+    ``bytes`` (``kernel_bytes``).
     ``nodes``: the post-grad graph's name -> fx node; ``kernel_nodes``: Inductor's "kernel:handle"
     -> node names."""
     aten_run: set = set()
@@ -230,6 +269,7 @@ def graph_kernel_facts(
             "other_flops": 0,
             "matmul_dtype": None,
             "backward": bool(backward),
+            "bytes": kernel_bytes(own),
         }
         for n in own:
             if n.name in counted:

@@ -36,6 +36,7 @@ PROVENANCE = [
         "other_flops": 0,
         "matmul_dtype": "bf16",
         "backward": False,
+        "bytes": 8192,  # A [64, 16] and B [16, 32] read, C [64, 32] written, in bf16
     }
 ]
 
@@ -82,6 +83,17 @@ def test_each_call_counts_its_flops_once_in_its_step(tmp_path):
     ]
     # The launch operator's row carries the FLOPs, so the operator column adds up to the span's.
     assert sum(r["flops"] for r in data["operators"]) == 3 * 65536
+    # On the roofline: 8 FLOP per byte, far below an H100's ridge point, so memory-bound.
+    (row,) = [r for r in data["roofline"] if r["name"] == KERNEL]
+    assert (row["calls"], row["flops"], row["bytes"], row["time_us"], row["on_device"]) == (
+        3,
+        3 * 65536,
+        3 * 8192,
+        150.0,
+        True,
+    )
+    assert row["intensity_flop_per_byte"] == 8.0 and row["flop_class"] == "matmul"
+    assert row["bound"] == "memory" and flops["memory_bound_pct"] == 100.0
 
 
 def test_without_provenance_a_trace_counts_no_generated_flops(tmp_path):

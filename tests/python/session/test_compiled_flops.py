@@ -130,6 +130,9 @@ def test_a_product_inductor_generates_counts_at_its_kernel_only(resnet):
     # The convolutions stay aten's, counted at their calls: the rest of the count.
     convs = sum(r["flops"] for r in data["operators"] if r["name"].startswith("aten::convolution"))
     assert convs // STEPS + generated + 2 * 10 * 16 == eager  # the head's input gradient is aten's mm
+    # The head's generated product is on the roofline, with the bytes its kernel moves.
+    heads = [r for r in data["roofline"] if "cpp_fused" in r["name"] and r["flop_class"] == "matmul"]
+    assert heads and all(r["bytes"] > 0 and r["time_us"] > 0 for r in heads)
     # The kernels' operator rows carry their FLOPs, so the operator column adds up to the span's.
     assert sum(r["flops"] for r in data["operators"]) == data["flops"]["per_step_flops"] * STEPS
 
@@ -213,6 +216,8 @@ def test_graph_kernel_facts_count_each_flop_once():
         by["cpp_fused_addmm_1"]["matmul_flops"] == 2 * 4 * 8 and by["cpp_fused_addmm_1"]["other_flops"] == 0
     )
     assert by["cpp_fused_addmm_1"]["matmul_dtype"] == "fp32" and by["cpp_fused_addmm_1"]["module"] == "head"
+    # Its bytes: v [1, 8] and a [4, 8] read, the sum [8] left for the graph (fp32): 4 x (8 + 32 + 8).
+    assert by["cpp_fused_addmm_1"]["bytes"] == 4 * (8 + 32 + 8)
     assert by["cpp_fused_add_2"]["other_flops"] == 4 * 6 and by["cpp_fused_add_2"]["matmul_flops"] == 0
     assert by["cpp_fused_add_2"]["module"] == "" and by["cpp_fused_add_2"]["source"] == "/m.py:7"
     assert by["cpp_fused_add_2"]["event"] == "graph_3_cpp_fused_add_2"
