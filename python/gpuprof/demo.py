@@ -229,7 +229,13 @@ def pipeline_lines(report) -> list[str]:
     )
     if isinstance(law.get("cpu_limit"), int):
         law_line += (
-            f"; {law['cpu_budget']:g} CPUs less {law['training_cpus']:g} for training fit "
+            f"; {law['cpu_budget']:g} CPUs less {law['training_cpus']:g} for training"
+            + (
+                f" and {law['other_cpus_subtracted']:g} that other processes kept busy"
+                if isinstance(law.get("other_cpus_subtracted"), (int, float))
+                else ""
+            )
+            + " fit "
             f"{law['cpu_limit']} at {100 * law['worker_cpu_share']:.0f}% of a CPU each"
         )
     lines.append(law_line + f": num_workers={ip['recommended_num_workers']}")
@@ -303,7 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         settings.update(num_workers=args.workers, persistent_workers=args.workers > 0)
     workers = int(settings.get("num_workers", 0))
     if not settings:
-        print("\nNo DataLoader advice for run 1: run 2 repeats its settings")
+        print(
+            "\nThe DataLoader advice for run 1 changes no setting: run 2 repeats its settings"
+            if dl_advice
+            else "\nNo DataLoader advice for run 1: run 2 repeats its settings"
+        )
     shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "num_workers=0"
     how = "as the advice says" if dl_advice and args.workers is None else "as given"
 

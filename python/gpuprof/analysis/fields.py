@@ -887,9 +887,20 @@ INPUT_PIPELINE_OBJECTS: dict = {
             "other_cpus",
             "number|null",
             "CPUs of the budget's that other processes (and the hypervisor's steal) kept busy over the "
-            "span, from /proc/stat (null: not readable); not yet in `cpu_limit`",
+            "span, from /proc/stat (null: not readable)",
         ),
-        Field("cpu_limit", "integer|null", "floor((budget - training) / max(share, 0.1)), at least 1"),
+        Field(
+            "other_cpus_subtracted",
+            "number|null",
+            "`other_cpus` where `cpu_limit` takes them out: workers that load on a CPU (share >= 0.5); "
+            "null: not taken out (not measured, none, or workers that mostly wait)",
+        ),
+        Field(
+            "cpu_limit",
+            "integer|null",
+            "floor((budget - training - other_cpus_subtracted) / max(share, 0.1)); at least 1, except 0 "
+            "where num_workers=0 and other processes left no CPU for a first worker",
+        ),
     ),
 }
 INPUT_PIPELINE_ROWS: dict = {

@@ -35,6 +35,10 @@ from typing import Optional
 # A worker is charged at least this share of a CPU while it loads, however much of its time it
 # waits on files or sleeps: Little's law's CPU bound then allows at most 10 such workers per free CPU.
 MIN_WORKER_CPU_SHARE = 0.1
+# A worker on a CPU at least this share of its time competes for CPUs: the CPUs other processes keep
+# busy are taken out of what it may use. One that mostly waits (files, the network) still gets its
+# small share from a busy scheduler, so for it they are not.
+CPU_BOUND_WORKER_SHARE = 0.5
 # The slowest 1% of samples (at least one) dominate when they hold at least this share of all the
 # samples' time, and at least 10 times their fair share.
 SLOW_SAMPLES_SHARE_PCT = 20.0
@@ -261,7 +265,8 @@ def _law(
 ) -> dict:
     """Little's law: a step takes one batch every T_step (its time without the wait, per batch), a
     worker makes one every T_batch, so N = ceil(T_batch / T_step) workers keep up; bounded by the
-    CPUs the process may use less what training takes, shared by workers as their CPU share says.
+    CPUs the process may use less what training takes (and, for workers that load on a CPU, less
+    what other processes kept busy), shared by workers as their CPU share says.
     The limits, in the order the advice takes them: ``pin`` (one pin-memory thread pins slower than
     the steps use batches), ``copy`` (the batch's copy to the device takes a fifth of the step's own
     time or more), ``cpu`` (the workers needed, or those running, exceed what the CPUs run),
@@ -275,6 +280,7 @@ def _law(
         "cpu_budget_source": None,
         "training_cpus": None,
         "other_cpus": None,
+        "other_cpus_subtracted": None,
         "cpu_limit": None,
     }
     result = {
@@ -324,9 +330,14 @@ def _law(
     if copy and copy["mean"] >= COPY_SHARE_OF_STEP * t_step:
         limits.append("copy")
     if isinstance(budget, (int, float)) and budget > 0:
-        free = max(0.0, float(budget) - training)
-        limit = max(1, math.floor(free / max(share, MIN_WORKER_CPU_SHARE)))
-        law.update(cpu_budget=budget, cpu_budget_source=source, cpu_limit=limit)
+        # CPU-bound workers share what other processes left. One worker always fits (it takes over
+        # the training process's own loading), except a first one where other processes left no CPU
+        # for it: with num_workers=0 the limit is then 0.
+        taken = other if other and share >= CPU_BOUND_WORKER_SHARE else None
+        free = max(0.0, float(budget) - training - (taken or 0.0))
+        limit = math.floor(free / max(share, MIN_WORKER_CPU_SHARE))
+        limit = limit if taken and out["num_workers"] == 0 else max(1, limit)
+        law.update(cpu_budget=budget, cpu_budget_source=source, other_cpus_subtracted=taken, cpu_limit=limit)
         if needed > limit:
             recommended = limit
             limits.append("cpu")

@@ -133,7 +133,13 @@ def detail_lines(ip: dict) -> list[str]:
             share = 100 * (law.get("worker_cpu_share") or 0)
             line += (
                 f"; {law.get('cpu_budget'):g} CPUs ({law.get('cpu_budget_source') or '?'}) - "
-                f"{law.get('training_cpus') or 0:g} for training, at {share:.0f}% "
+                f"{law.get('training_cpus') or 0:g} for training"
+                + (
+                    f" - {law['other_cpus_subtracted']:g} for other processes"
+                    if isinstance(law.get("other_cpus_subtracted"), (int, float))
+                    else ""
+                )
+                + f", at {share:.0f}% "
                 f"CPU each: room for {law['cpu_limit']}"
             )
         line += (

@@ -188,3 +188,37 @@ def test_advice_and_rendering_never_import_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "dataloader" in out.stdout
+
+
+@contextlib.contextmanager
+def spinning(n):
+    """`n` processes that keep a CPU busy each (plain Python loops), on the CPUs this process may use."""
+    code = "while True:\n    pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@needs_affinity
+def test_busy_cpus_beside_the_loop_take_back_the_workers_saving():
+    # Two CPUs, two processes spinning on them, and a loop that loads CPU-heavy batches itself
+    # (num_workers=0): the loop waits for data, but a worker would need a whole CPU that the
+    # spinners hold. The advice keeps num_workers=0, says why, and claims at most the part of the
+    # wait the CPUs left free could load: never the whole wait, never a change of setting.
+    with cpus(2) as n, spinning(n):
+        report = profile_loop(HeavyTransforms(), num_workers=0, steps=4)
+    ip = report.data["input_pipeline"]
+    law = ip["law"]
+    assert ip["wait_pct"] > 20 and law["worker_cpu_share"] >= 0.5
+    # /proc/stat saw the spinners: nearly two CPUs busy beyond this process, taken out of the bound.
+    assert law["other_cpus"] is not None and law["other_cpus"] >= 1.0
+    assert law["other_cpus_subtracted"] == law["other_cpus"] and law["cpu_limit"] == 0
+    a = {x["rule"]: x for x in report.advice}["dataloader"]
+    assert a["title"] == "Other processes hold the CPUs that DataLoader workers would need"
+    assert "change" not in a and a["confidence"] == "low"
+    assert a["saving_bound_pct"] < ip["wait_pct"]
+    assert a["fix"].startswith("keep num_workers=0") and "gpuprof diff" in a["fix"]

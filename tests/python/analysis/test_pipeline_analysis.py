@@ -261,31 +261,68 @@ def test_the_advice_shows_the_arithmetic():
     assert a["evidence"]["t_batch_us"] == 40_000 and a["evidence"]["workers_needed"] == 4
 
 
-def test_cpus_busy_with_other_processes_lower_the_confidence_of_cpu_bound_workers():
-    # CPU-bound loading (a 20 ms batch all on a CPU: share 1) against a 12 ms step: N = 2 workers.
-    # 8 CPUs, 0.2 busy with training: room for 7 by the budget. Over the run other processes kept
-    # 7 CPUs busy (0.98 s of the 8 CPUs' busy time beyond this process's 0.028 s and the worker's
-    # 0.2 s, over 0.14 s): 0.8 CPUs free, less than the two workers' 2 CPUs of need.
+def test_cpus_other_processes_kept_busy_are_taken_out_of_the_cpu_bound_for_cpu_bound_workers():
+    # num_workers=0: the training process loads each batch itself, 20 ms all on a CPU (share 1),
+    # and the loop waits those 20 ms of each 32 ms step: T_step = 12 ms, N = ceil(20 / 12) = 2.
+    # Its CPU time over the 0.32 s span is 0.264 s, 0.2 s of it loading: 0.064 / 0.32 = 0.2 CPUs
+    # train. 8 CPUs: room for floor((8 - 0.2) / 1) = 7 with nothing else running.
     host = {"cpu_budget": 8.0, "cpu_budget_source": "affinity mask", "cpus_available": 8}
-    bs = [batch(0, 14 * i, 20, cpu_ms=20) for i in range(10)]
-    recs = records(bs)
-    quiet = input_pipeline(recs, steps(), host)
-    assert quiet["law"]["workers_needed"] == 2 and quiet["law"]["cpu_limit"] == 7
+    span_s, mine_s = 0.32, 0.264
+    bs = [batch(-1, 32 * i, 20, cpu_ms=20) for i in range(10)]
+    recs = records(bs, step_ms=32.0, wait_ms=20.0, workers=0, cpu_s=mine_s)
+    st = steps(step_ms=32.0)
+    quiet = input_pipeline(recs, st, host)
+    assert quiet["law"]["training_cpus"] == 0.2 and quiet["law"]["workers_needed"] == 2
+    assert quiet["law"]["cpu_limit"] == 7 and quiet["law"]["other_cpus_subtracted"] is None
+    assert quiet["wait_pct"] == 62.5
     (a,) = advise(report_dict(quiet))
-    assert a["confidence"] == "high" and a["evidence"]["other_cpus"] is None
-    recs["cpus_busy_ns"] = int((0.028 + 0.2 + 0.98) * 1e9)
-    busy = input_pipeline(recs, steps(), host)
-    assert busy["law"]["other_cpus"] == 7.0 and busy["recommended_num_workers"] == 2
+    assert a["confidence"] == "high" and a["change"]["DataLoader"]["num_workers"] == 2
+    # Other processes kept 4 CPUs busy (1.28 s of the CPUs' busy time beyond this process's 0.264 s):
+    # 8 - 0.2 - 4 = 3.8 CPUs free, floor(3.8 / 1) = 3 workers fit; the law's 2 still do, and the
+    # fix says the CPUs were counted.
+    recs["cpus_busy_ns"] = int((mine_s + 4 * span_s) * 1e9)
+    some = input_pipeline(recs, st, host)
+    assert some["law"]["other_cpus"] == some["law"]["other_cpus_subtracted"] == 4.0
+    assert (
+        some["law"]["cpu_limit"] == 3 and some["recommended_num_workers"] == 2 and some["bound"] == "workers"
+    )
+    (a,) = advise(report_dict(some))
+    assert a["confidence"] == "high" and a["change"]["DataLoader"]["num_workers"] == 2
+    assert "less 0.2 busy with training and 4 that other processes kept busy over the run" in a["fix"]
+    assert "leave room for 3" in a["fix"] and "the 4 CPUs other processes kept busy" in a["confidence_reason"]
+    # They kept 7 busy: 8 - 0.2 - 7 = 0.8 CPUs free, less than a worker's whole CPU: no first worker
+    # fits. The advice keeps num_workers=0, claims only the part of the wait 0.8 CPUs could load
+    # beside the step (0.8 / 1 of the 62.5% wait: 50%), and says how to check before changing.
+    recs["cpus_busy_ns"] = int((mine_s + 7 * span_s) * 1e9)
+    busy = input_pipeline(recs, st, host)
+    assert busy["law"]["other_cpus"] == 7.0 and busy["law"]["cpu_limit"] == 0
+    assert busy["recommended_num_workers"] == 0 and busy["bound"] == "cpu"
     (a,) = advise(report_dict(busy))
-    assert a["confidence"] == "medium" and a["evidence"]["other_cpus"] == 7.0
+    assert a["title"] == "Other processes hold the CPUs that DataLoader workers would need"
+    assert a["confidence"] == "low" and "change" not in a and a["saving_bound_pct"] == 50.0
     assert "other processes kept 7 of the 8 CPUs busy" in a["confidence_reason"]
-    assert "while other processes kept 7 of them busy over the run" in a["fix"]
-    # Workers that mostly wait (2 ms of CPU per 20 ms batch) need little CPU: the confidence stands.
+    assert a["fix"].startswith("keep num_workers=0 while the CPUs are this busy")
+    assert "0.80 CPUs were left free, and a worker needs 1.00" in a["fix"] and "gpuprof diff" in a["fix"]
+    # A loader that already has a worker keeps its floor of one (the worker that replaced the
+    # training process's own loading): the CPUs bound it to 1, against the law's 2.
+    workers = [batch(0, 14 * i, 20, cpu_ms=20) for i in range(10)]
+    recs = records(workers)
+    recs["cpus_busy_ns"] = int((0.028 + 0.2 + 7 * 0.14) * 1e9)
+    one = input_pipeline(recs, steps(), host)
+    assert one["law"]["other_cpus_subtracted"] == 7.0 and one["law"]["cpu_limit"] == 1
+    assert one["recommended_num_workers"] == 1 and one["bound"] == "cpu"
+    (a,) = advise(report_dict(one))
+    assert a["title"] == "Loading the batches needs more CPUs than this process has"
+    # Workers that mostly wait (2 ms of CPU per 20 ms batch) get their small share from a busy
+    # scheduler: the other processes' CPUs are said, not taken out, and the confidence stands.
     idle = [batch(0, 14 * i, 20, cpu_ms=2) for i in range(10)]
     recs = records(idle)
-    recs["cpus_busy_ns"] = int((0.028 + 0.02 + 0.98) * 1e9)
-    (a,) = advise(report_dict(input_pipeline(recs, steps(), host)))
-    assert a["confidence"] == "high"
+    recs["cpus_busy_ns"] = int((0.028 + 0.02 + 7 * 0.14) * 1e9)
+    ip = input_pipeline(recs, steps(), host)
+    assert ip["law"]["other_cpus"] == 7.0 and ip["law"]["other_cpus_subtracted"] is None
+    assert ip["law"]["cpu_limit"] == math.floor(7.8 / 0.1)
+    (a,) = advise(report_dict(ip))
+    assert a["confidence"] == "high" and "other processes kept 7 of them busy over the run" in a["fix"]
 
 
 def test_every_format_shows_the_section_and_escapes_what_comes_from_outside():

@@ -261,11 +261,13 @@ def test_cpu_bound_loading_is_held_to_what_the_cpus_run():
 def test_a_loader_that_keeps_up_gets_no_input_advice():
     # Samples with no cost, loaded in the loop itself (num_workers=0), against a 100 ms step: the
     # loader takes well under 5% of the step (a few hundred us here, a few ms when other processes
-    # hold the CPUs).
+    # hold the CPUs). The law asks for one worker; where other processes held the CPUs a first
+    # worker would need, the CPUs fit none (cpu_limit 0) and that is the recommendation.
     loader = torch.utils.data.DataLoader(Injected(0.0), batch_size=BATCH, num_workers=0)
     report = profile(loader, steps=6, step_s=0.100).report()
     ip = report.data["input_pipeline"]
-    assert ip["wait_pct"] < 5 and ip["recommended_num_workers"] == 1
+    assert ip["wait_pct"] < 5 and ip["law"]["workers_needed"] == 1
+    assert ip["recommended_num_workers"] == min(1, ip["law"]["cpu_limit"])
     assert [a for a in report.advice if a["rule"] == "dataloader"] == []
 
 

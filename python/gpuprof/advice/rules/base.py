@@ -13,7 +13,6 @@ from .._facts import Facts
 # Thresholds (docs/advice.md gives the plugin's: DataLoader > 5%, communication > 10%,
 # utilization < 50%, memory > 90%).
 DATALOADER_PCT = 5.0
-CPU_BOUND_WORKER_SHARE = 0.5  # a loading worker on a CPU at least half its time competes for CPUs
 COMMUNICATION_PCT = 10.0
 # critical_path: the share of the steps' chains one fixable cause must take to be named
 CRITICAL_PATH_MIN_PCT = 30.0

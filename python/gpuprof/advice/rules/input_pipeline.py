@@ -6,7 +6,7 @@ import math
 from typing import Callable, Optional
 
 from .._facts import Facts
-from .base import COPY_MIN_PCT, CPU_BOUND_WORKER_SHARE, DATALOADER_PCT, Recommendation, _ms, recommendation
+from .base import COPY_MIN_PCT, DATALOADER_PCT, Recommendation, _ms, recommendation
 
 
 # ---- no_gpu_work ----------------------------------------------------------------------------------
@@ -205,27 +205,48 @@ def _cpu_text(ip: dict) -> str:
         return ""
     budget = law["cpu_budget"]
     budget_text = f"{budget:g}" if isinstance(budget, (int, float)) else str(budget)
+    taken, other = law.get("other_cpus_subtracted"), law.get("other_cpus")
     return (
         f"the {budget_text} CPUs this process may use ({law.get('cpu_budget_source') or 'affinity mask'}), "
-        f"less {law['training_cpus']:g} busy with training, at {100 * law['worker_cpu_share']:.0f}% of a "
-        f"CPU per loading worker, leave room for {law['cpu_limit']}"
+        f"less {law['training_cpus']:g} busy with training"
+        + (f" and {taken:g} that other processes kept busy over the run" if taken else "")
+        + f", at {100 * law['worker_cpu_share']:.0f}% of a CPU per loading worker, leave room for "
+        f"{law['cpu_limit']}"
         + (
-            f" (while other processes kept {law['other_cpus']:g} of them busy over the run)"
-            if isinstance(law.get("other_cpus"), (int, float))
+            f" (other processes kept {other:g} of them busy over the run; a worker that mostly waits "
+            "still gets its small share)"
+            if isinstance(other, (int, float)) and other > 0 and not taken
             else ""
         )
     )
 
 
-def _crowded(ip: dict, workers: int) -> bool:
-    """The workers' CPU need does not fit in the CPUs other processes left free over the run, and
-    they need CPUs (decoding, augmenting), not mostly waiting."""
+def _dataloader_cpus_taken(ip: dict, advise: Callable) -> Recommendation:
+    """num_workers=0, and other processes kept busy the CPUs a first loading worker would need: it
+    would take its CPU from them or from the training, so no worker count can promise the wait back."""
     law = ip["law"]
-    other, budget = law.get("other_cpus"), law.get("cpu_budget")
-    share, training = law.get("worker_cpu_share") or 0.0, law.get("training_cpus") or 0.0
-    if not isinstance(other, (int, float)) or not isinstance(budget, (int, float)):
-        return False
-    return share >= CPU_BOUND_WORKER_SHARE and workers * share > budget - training - other
+    nw = int(ip.get("num_workers") or 0)
+    budget, training, taken = law["cpu_budget"], law["training_cpus"], law["other_cpus_subtracted"]
+    share = law["worker_cpu_share"] or 1.0
+    free = max(0.0, budget - training - taken)
+    # A worker can overlap with the step at most the CPU time left free, against the CPU its batches
+    # need: that fraction of the wait is all it can hide.
+    hidden = min(1.0, free / share)
+    return advise(
+        "Other processes hold the CPUs that DataLoader workers would need",
+        f"keep num_workers={nw} while the CPUs are this busy: {_cpu_text(ip)}, so another worker "
+        f"would take its CPU from the training or from them ({free:.2f} CPUs were left free, and a "
+        f"worker needs {share:.2f}); {_law_text(ip)} once the CPUs are free: stop or renice the other "
+        "jobs on this node, or ask the scheduler for CPUs of your own (SLURM --cpus-per-task with "
+        "--exclusive, taskset), then profile again; compare both settings (gpuprof diff) before keeping "
+        "any",
+        "low",
+        f"other processes kept {law['other_cpus']:g} of the {budget:g} CPUs busy over the run (/proc/stat), "
+        "and the workers load on a CPU; how the scheduler would share the CPUs with one more process is "
+        "not measured",
+        change=False,
+        bound_pct=(ip.get("wait_pct") or 0.0) * hidden,
+    )
 
 
 def _dataloader_cpu_bound(ip: dict, settings: dict, cpu: str, advise: Callable) -> Recommendation:
@@ -312,13 +333,13 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
         f"({_ms((ip.get('batch_us') or {}).get('std') or 0.0)})"
     )
 
-    def advise(title, fix, confidence, reason, change=True):
+    def advise(title, fix, confidence, reason, change=True, bound_pct=None):
         return recommendation(
             "dataloader",
             title,
             summary=summary,
             numbers=numbers,
-            bound_pct=wait_pct,
+            bound_pct=wait_pct if bound_pct is None else bound_pct,
             confidence=confidence,
             confidence_reason=reason,
             fix=fix,
@@ -355,6 +376,8 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
             "depends on the link",
             change=False,
         )
+    if bound == "cpu" and law.get("cpu_limit") == 0:
+        return _dataloader_cpus_taken(ip, advise)
     if bound == "cpu":
         return _dataloader_cpu_bound(ip, settings, cpu, advise)
     if bound == "samples":
@@ -371,19 +394,16 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
             "per-sample times are measured in the workers; why those samples are slow is not",
         )
     if bound == "workers":
-        crowded = _crowded(ip, recommended)
+        taken = law.get("other_cpus_subtracted")
         return advise(
             "The input pipeline starves the training loop",
             f"{_dataloader_call(settings)}: {_law_text(ip)}"
             + (f"; {cpu}" if cpu else "")
             + f"; {prefetch_text}",
-            "medium" if crowded else "high",
-            f"other processes kept {law['other_cpus']:g} of the {law['cpu_budget']:g} CPUs busy over the "
-            f"run, fewer than the {recommended} workers' CPU need is left free: they may slow the training "
-            "rather than feed it; compare both settings (gpuprof diff) before keeping it"
-            if crowded
-            else "T_batch is measured inside the workers and T_step in the loop: Little's law gives the "
-            "workers that keep up, as long as the CPUs stay as free as they were",
+            "high",
+            "T_batch is measured inside the workers and T_step in the loop: Little's law gives the "
+            "workers that keep up, as long as the CPUs stay as free as they were"
+            + (f" (the {taken:g} CPUs other processes kept busy are left to them)" if taken else ""),
         )
     # By the law the workers keep up, yet the loop waits.
     empty = ip.get("queue_empty_pct")
