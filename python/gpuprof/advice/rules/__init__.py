@@ -4,9 +4,9 @@ Each rule states its trigger (thresholds in ``base``, the plugin's where it had 
 evidence, an Amdahl upper bound on the step-time saving (the time the fix can remove, as % of the
 mean step: never more than the time the bottleneck takes) and the change in the user's own terms.
 docs/advice.md explains each rule and justifies each bound; keep the two in step. The rules live by
-topic: ``input_pipeline``, ``host``, ``compute``, ``memory``, ``distributed`` and ``critical_path``;
-this module holds the registry and re-exports the thresholds and every rule under
-``gpuprof.advice.rules``.
+topic: ``input_pipeline``, ``host`` (syncs, launches, a small batch on a CPU), ``compute``,
+``memory``, ``distributed`` and ``critical_path``; this module holds the registry and re-exports the
+thresholds and every rule under ``gpuprof.advice.rules``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from .base import (
     MEMORY_LOW_PCT,
     OPTIMIZER_MIN_PCT,
     RECOMPILE_MIN,
+    SMALL_BATCH_MATRIX_FLOPS,
+    SMALL_BATCH_MIN_PCT,
     SMALL_MATMUL_FLOPS,
     SYNC_MIN_BOUND_PCT,
     SYNC_MIN_PER_STEP,
@@ -68,7 +70,7 @@ from .distributed import (
     small_collectives,
     straggler,
 )
-from .host import host_sync, launch_bound
+from .host import host_sync, launch_bound, small_batch
 from .input_pipeline import dataloader, no_gpu_work, pin_memory
 from .memory import (
     batch_size,
@@ -96,6 +98,7 @@ RULES: list[tuple[str, Rule]] = [
     ("optimizer", optimizer),
     ("low_utilization", low_utilization),
     ("batch_size", batch_size),
+    ("small_batch", small_batch),
     ("out_of_memory", out_of_memory),
     ("memory_capacity", memory_capacity),
     ("memory_leak", memory_leak),
@@ -138,6 +141,8 @@ __all__ = [
     "RECOMPILE_MIN",
     "Recommendation",
     "Rule",
+    "SMALL_BATCH_MATRIX_FLOPS",
+    "SMALL_BATCH_MIN_PCT",
     "SMALL_MATMUL_FLOPS",
     "SYNC_MIN_BOUND_PCT",
     "SYNC_MIN_PER_STEP",
@@ -160,6 +165,7 @@ __all__ = [
     "optimizer",
     "low_utilization",
     "batch_size",
+    "small_batch",
     "out_of_memory",
     "memory_capacity",
     "memory_leak",

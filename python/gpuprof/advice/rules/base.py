@@ -50,6 +50,15 @@ RECOMPILE_MIN = 2  # a matrix-class call below a 256 x 256 x 256 product is smal
 # torch.compile: the operators Inductor left to eager kernels inside its graphs, as a share of the
 # span's time, from which they are worth a rule (their calls outside the graphs count too: a bound).
 FALLBACK_MIN_PCT = 5.0
+# small_batch (a CPU run): the matrix operators' mean work per call below which the batch is too small
+# to pay for each operator call's fixed cost. One CPU core multiplies at about 50-100 GFLOP/s, so
+# 2 MFLOP is 20-40 us of work: about what the dispatch, autograd and Python around each matrix call
+# of a training step cost (an MLP at batch 2: 48 us of step per matrix call, 12 of them in the call).
+SMALL_BATCH_MATRIX_FLOPS = 2e6
+# ... and the share of the step outside the matrix operators' own time from which it is worth a rule.
+SMALL_BATCH_MIN_PCT = 30.0
+# The suggested batch gives each matrix call this multiple of the threshold's work (at most 64x).
+SMALL_BATCH_TARGET_FACTOR = 4.0
 
 Recommendation = dict
 Rule = Callable[[Facts], Optional[Recommendation]]

@@ -1,5 +1,5 @@
-"""Rules on the host holding the device back: syncs that block it (on a CPU: the `.item()` habit)
-and launch-bound steps."""
+"""Rules on the host holding the device back: syncs that block it (on a CPU: the `.item()` habit),
+launch-bound steps, and on a CPU a batch too small to pay for each operator call."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from typing import Optional
 
 from .._facts import Facts
 from .base import (
+    SMALL_BATCH_MATRIX_FLOPS,
+    SMALL_BATCH_MIN_PCT,
+    SMALL_BATCH_TARGET_FACTOR,
     SYNC_MIN_BOUND_PCT,
     SYNC_MIN_PER_STEP,
     Recommendation,
+    _bigger_batch,
     _launch_thresholds,
     _ms,
     _num_or0,
@@ -180,4 +184,65 @@ def launch_bound(f: Facts) -> Optional[Recommendation]:
         fix="model = torch.compile(model, mode='reduce-overhead') (fuses kernels and replays them as a CUDA "
         f"graph), or capture the step with torch.cuda.graphs; or {bigger} so the same launches do "
         "more work each",
+    )
+
+
+# ---- small_batch ----------------------------------------------------------------------------------
+def small_batch(f: Facts) -> Optional[Recommendation]:
+    """A CPU run whose matrix operators do too little work per call for the fixed cost around each:
+    Python, dispatch, autograd and the small operators between them take most of the step, and a
+    larger batch spreads that cost over more samples (docs/advice.md#small_batch)."""
+    if not _cpu_only(f) or f.num_steps == 0 or f.step_us <= 0:
+        return None
+    from .compute import _MATRIX_OP
+
+    rows = [r for r in f.operators_matching(_MATRIX_OP) if _num_or0(r.get("flops")) > 0]
+    calls = sum(_num_or0(r.get("calls")) for r in rows)
+    if calls <= 0:
+        return None  # no matrix work counted (a trace without shapes): nothing to size it by
+    flops_per_call = sum(_num_or0(r.get("flops")) for r in rows) / calls
+    if flops_per_call >= SMALL_BATCH_MATRIX_FLOPS:
+        return None
+    matrix_us = f.per_step(sum(_num_or0(r.get("host_self_us")) for r in f.operators_matching(_MATRIX_OP)))
+    own_us = max(0.0, f.step_us - f.us("dataloader"))
+    outside_pct = 100.0 * max(0.0, own_us - matrix_us) / f.step_us
+    if outside_pct < SMALL_BATCH_MIN_PCT:
+        return None
+    factor = 2
+    while factor < 64 and flops_per_call * factor < SMALL_BATCH_TARGET_FACTOR * SMALL_BATCH_MATRIX_FLOPS:
+        factor *= 2
+    batch = f.batch_size
+    loader_batch = (f.dataloader or {}).get("batch_size")
+    loader_batch = loader_batch if isinstance(loader_batch, int) and loader_batch > 0 else None
+    op_calls = f.per_step(sum(_num_or0(r.get("calls")) for r in f.operators))
+    numbers = {
+        "matrix_flops_per_call": flops_per_call,
+        "matrix_calls_per_step": f.per_step(calls),
+        "matrix_self_pct": 100.0 * matrix_us / f.step_us,
+        "outside_matrix_pct": outside_pct,
+        "operator_calls_per_step": op_calls,
+        "batch_size": batch,
+        "samples_per_s": 1e6 * batch / f.step_us if batch else None,
+        "batch_factor": factor,
+    }
+    return recommendation(
+        "small_batch",
+        "The batch is too small for the CPU: each operator call's fixed cost outweighs its work",
+        summary=f"the matrix operators do {flops_per_call / 1e6:.2f} MFLOP per call on average "
+        f"({f.per_step(calls):.0f} calls per step, {numbers['matrix_self_pct']:.0f}% of the step); "
+        f"{outside_pct:.0f}% of the step is spent outside them: the Python, dispatch and autograd work "
+        f"around {op_calls:.0f} operator calls per step, which costs much the same whatever the batch"
+        + (f" (batch {batch}: {numbers['samples_per_s']:.0f} samples/s)" if batch else ""),
+        numbers=numbers,
+        bound_pct=outside_pct,
+        confidence="medium",
+        confidence_reason="the matrix calls' work and the time outside them are measured; how the "
+        "per-sample work and the training's convergence change with a larger batch are not: compare "
+        "samples/s (gpuprof diff) before keeping it",
+        fix=f"{_bigger_batch(f, factor)}, so that each matrix call does about "
+        f"{flops_per_call * factor / 1e6:.0f} MFLOP for the same per-call cost; scale the learning rate "
+        "with the batch (linearly, with a warm-up) and watch the loss; then `gpuprof diff` the two runs' "
+        "reports: it compares the time per sample when the batch size changed. The bound is per sample: "
+        "the time outside the matrix work, which a larger batch spreads over more samples",
+        change={"DataLoader": {"batch_size": loader_batch * factor}} if loader_batch else None,
     )
