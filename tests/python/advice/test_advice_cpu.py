@@ -207,8 +207,8 @@ def spinning(n):
 def test_busy_cpus_beside_the_loop_take_back_the_workers_saving():
     # Two CPUs, two processes spinning on them, and a loop that loads CPU-heavy batches itself
     # (num_workers=0): the loop waits for data, but a worker would need a whole CPU that the
-    # spinners hold. The advice keeps num_workers=0, says why, and claims at most the part of the
-    # wait the CPUs left free could load: never the whole wait, never a change of setting.
+    # spinners hold. The advice keeps num_workers=0 and says why: no change of setting, low
+    # confidence, and how to check (the wait stays its upper bound).
     with cpus(2) as n, spinning(n):
         report = profile_loop(HeavyTransforms(), num_workers=0, steps=4)
     ip = report.data["input_pipeline"]
@@ -220,5 +220,5 @@ def test_busy_cpus_beside_the_loop_take_back_the_workers_saving():
     a = {x["rule"]: x for x in report.advice}["dataloader"]
     assert a["title"] == "Other processes hold the CPUs that DataLoader workers would need"
     assert "change" not in a and a["confidence"] == "low"
-    assert a["saving_bound_pct"] < ip["wait_pct"]
+    assert a["saving_bound_pct"] == pytest.approx(ip["wait_pct"], abs=0.05)
     assert a["fix"].startswith("keep num_workers=0") and "gpuprof diff" in a["fix"]

@@ -291,15 +291,15 @@ def test_cpus_other_processes_kept_busy_are_taken_out_of_the_cpu_bound_for_cpu_b
     assert "less 0.2 busy with training and 4 that other processes kept busy over the run" in a["fix"]
     assert "leave room for 3" in a["fix"] and "the 4 CPUs other processes kept busy" in a["confidence_reason"]
     # They kept 7 busy: 8 - 0.2 - 7 = 0.8 CPUs free, less than a worker's whole CPU: no first worker
-    # fits. The advice keeps num_workers=0, claims only the part of the wait 0.8 CPUs could load
-    # beside the step (0.8 / 1 of the 62.5% wait: 50%), and says how to check before changing.
+    # fits. The advice keeps num_workers=0 (no change, low confidence), keeps the wait as its upper
+    # bound, and says how to free the CPUs and check before changing.
     recs["cpus_busy_ns"] = int((mine_s + 7 * span_s) * 1e9)
     busy = input_pipeline(recs, st, host)
     assert busy["law"]["other_cpus"] == 7.0 and busy["law"]["cpu_limit"] == 0
     assert busy["recommended_num_workers"] == 0 and busy["bound"] == "cpu"
     (a,) = advise(report_dict(busy))
     assert a["title"] == "Other processes hold the CPUs that DataLoader workers would need"
-    assert a["confidence"] == "low" and "change" not in a and a["saving_bound_pct"] == 50.0
+    assert a["confidence"] == "low" and "change" not in a and a["saving_bound_pct"] == 62.5
     assert "other processes kept 7 of the 8 CPUs busy" in a["confidence_reason"]
     assert a["fix"].startswith("keep num_workers=0 while the CPUs are this busy")
     assert "0.80 CPUs were left free, and a worker needs 1.00" in a["fix"] and "gpuprof diff" in a["fix"]

@@ -9,7 +9,7 @@ from typing import Optional
 from .._facts import Facts
 from .base import (
     SMALL_BATCH_MATRIX_FLOPS,
-    SMALL_BATCH_MIN_PCT,
+    SMALL_BATCH_MIN_PYTHON_PCT,
     SMALL_BATCH_TARGET_FACTOR,
     SYNC_MIN_BOUND_PCT,
     SYNC_MIN_PER_STEP,
@@ -201,13 +201,20 @@ def small_batch(f: Facts) -> Optional[Recommendation]:
     if calls <= 0:
         return None  # no matrix work counted (a trace without shapes): nothing to size it by
     flops_per_call = sum(_num_or0(r.get("flops")) for r in rows) / calls
-    if flops_per_call >= SMALL_BATCH_MATRIX_FLOPS:
+    python = f.median_own_share("other")
+    step = f.median_step_us
+    if flops_per_call >= SMALL_BATCH_MATRIX_FLOPS or python is None or not step:
         return None
-    matrix_us = f.per_step(sum(_num_or0(r.get("host_self_us")) for r in f.operators_matching(_MATRIX_OP)))
-    own_us = max(0.0, f.step_us - f.us("dataloader"))
-    outside_pct = 100.0 * max(0.0, own_us - matrix_us) / f.step_us
-    if outside_pct < SMALL_BATCH_MIN_PCT:
-        return None
+    if 100.0 * python < SMALL_BATCH_MIN_PYTHON_PCT:
+        return None  # the time is inside operators: not the per-call cost a batch amortizes
+    # The saving per sample is at most what the step spends beyond its counted FLOPs at the CPU's
+    # peak (the least a sample's work can take); without a peak, its time outside the loader's wait.
+    peak, step_flops = f.flops_num("peak_tflops"), f.flops_num("per_step_flops")
+    if peak and step_flops:
+        least_us = step_flops / (peak * 1e6)
+        bound = 100.0 * max(0.0, 1.0 - least_us / step)
+    else:
+        bound = 100.0 - f.pct("dataloader")
     factor = 2
     while factor < 64 and flops_per_call * factor < SMALL_BATCH_TARGET_FACTOR * SMALL_BATCH_MATRIX_FLOPS:
         factor *= 2
@@ -215,34 +222,36 @@ def small_batch(f: Facts) -> Optional[Recommendation]:
     loader_batch = (f.dataloader or {}).get("batch_size")
     loader_batch = loader_batch if isinstance(loader_batch, int) and loader_batch > 0 else None
     op_calls = f.per_step(sum(_num_or0(r.get("calls")) for r in f.operators))
+    mfu = f.flops_num("mfu_pct")
     numbers = {
         "matrix_flops_per_call": flops_per_call,
         "matrix_calls_per_step": f.per_step(calls),
-        "matrix_self_pct": 100.0 * matrix_us / f.step_us,
-        "outside_matrix_pct": outside_pct,
         "operator_calls_per_step": op_calls,
+        "python_pct": 100.0 * python,
+        "median_step_us": step,
+        "mfu_pct": mfu,
         "batch_size": batch,
-        "samples_per_s": 1e6 * batch / f.step_us if batch else None,
+        "samples_per_s": 1e6 * batch / step if batch else None,
         "batch_factor": factor,
     }
     return recommendation(
         "small_batch",
         "The batch is too small for the CPU: each operator call's fixed cost outweighs its work",
         summary=f"the matrix operators do {flops_per_call / 1e6:.2f} MFLOP per call on average "
-        f"({f.per_step(calls):.0f} calls per step, {numbers['matrix_self_pct']:.0f}% of the step); "
-        f"{outside_pct:.0f}% of the step is spent outside them: the Python, dispatch and autograd work "
-        f"around {op_calls:.0f} operator calls per step, which costs much the same whatever the batch"
-        + (f" (batch {batch}: {numbers['samples_per_s']:.0f} samples/s)" if batch else ""),
+        f"({f.per_step(calls):.0f} calls per step), while {100 * python:.0f}% of the typical step's own "
+        f"time is Python outside any operator, around {op_calls:.0f} operator calls per step: costs per "
+        "call, the same whatever the batch"
+        + (f"; the step runs at {mfu:.1f}% of the CPU's estimated peak" if mfu is not None else "")
+        + (f" (batch {batch}: {numbers['samples_per_s']:.0f} samples/s in the median step)" if batch else ""),
         numbers=numbers,
-        bound_pct=outside_pct,
+        bound_pct=bound,
         confidence="medium",
-        confidence_reason="the matrix calls' work and the time outside them are measured; how the "
-        "per-sample work and the training's convergence change with a larger batch are not: compare "
+        confidence_reason="the matrix calls' work and the Python time around them are measured; how the "
+        "per-sample time and the training's convergence change with a larger batch are not: compare "
         "samples/s (gpuprof diff) before keeping it",
         fix=f"{_bigger_batch(f, factor)}, so that each matrix call does about "
         f"{flops_per_call * factor / 1e6:.0f} MFLOP for the same per-call cost; scale the learning rate "
         "with the batch (linearly, with a warm-up) and watch the loss; then `gpuprof diff` the two runs' "
-        "reports: it compares the time per sample when the batch size changed. The bound is per sample: "
-        "the time outside the matrix work, which a larger batch spreads over more samples",
+        "reports: it compares the time per sample when the batch size changed. The bound is per sample",
         change={"DataLoader": {"batch_size": loader_batch * factor}} if loader_batch else None,
     )

@@ -229,9 +229,6 @@ def _dataloader_cpus_taken(ip: dict, advise: Callable) -> Recommendation:
     budget, training, taken = law["cpu_budget"], law["training_cpus"], law["other_cpus_subtracted"]
     share = law["worker_cpu_share"] or 1.0
     free = max(0.0, budget - training - taken)
-    # A worker can overlap with the step at most the CPU time left free, against the CPU its batches
-    # need: that fraction of the wait is all it can hide.
-    hidden = min(1.0, free / share)
     return advise(
         "Other processes hold the CPUs that DataLoader workers would need",
         f"keep num_workers={nw} while the CPUs are this busy: {_cpu_text(ip)}, so another worker "
@@ -243,9 +240,8 @@ def _dataloader_cpus_taken(ip: dict, advise: Callable) -> Recommendation:
         "low",
         f"other processes kept {law['other_cpus']:g} of the {budget:g} CPUs busy over the run (/proc/stat), "
         "and the workers load on a CPU; how the scheduler would share the CPUs with one more process is "
-        "not measured",
+        "not measured: a worker has run both slower and faster than none on such a machine",
         change=False,
-        bound_pct=(ip.get("wait_pct") or 0.0) * hidden,
     )
 
 
@@ -333,13 +329,13 @@ def _dataloader_measured(f: Facts, ip: dict) -> Optional[Recommendation]:
         f"({_ms((ip.get('batch_us') or {}).get('std') or 0.0)})"
     )
 
-    def advise(title, fix, confidence, reason, change=True, bound_pct=None):
+    def advise(title, fix, confidence, reason, change=True):
         return recommendation(
             "dataloader",
             title,
             summary=summary,
             numbers=numbers,
-            bound_pct=wait_pct if bound_pct is None else bound_pct,
+            bound_pct=wait_pct,
             confidence=confidence,
             confidence_reason=reason,
             fix=fix,
