@@ -201,3 +201,53 @@ def test_batch_2_is_named_batch_256_is_not_and_the_advised_batch_trains_faster_p
     assert out.returncode == 0, out.stderr
     assert "batch size changed: 2 -> 64 samples per step" in out.stdout and "per sample:" in out.stdout
     assert json.loads((tmp_path / "after.json").read_text())["dataloaders"][0]["batch_size"] == 64
+
+
+def torch_profiler_trace(batch_size, path):
+    """The same MLP loop recorded by torch.profiler with shapes (the FLOPs need them in a trace)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    n = batch_size * 14
+    data = torch.utils.data.TensorDataset(torch.randn(n, 784), torch.randint(0, 10, (n,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=batch_size, num_workers=0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(*LAYERS[0]),
+        torch.nn.ReLU(),
+        torch.nn.Linear(*LAYERS[1]),
+        torch.nn.ReLU(),
+        torch.nn.Linear(*LAYERS[2]),
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=schedule(wait=1, warmup=2, active=8),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
+        for i, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+            if i >= 11:
+                break
+    return path
+
+
+def test_a_torch_profiler_trace_of_the_same_loops_gets_the_same_advice(tmp_path, one_thread):
+    # The same evidence, read from a trace: the FLOPs per call are the shapes' (equal to the live
+    # run's), and the median step's Python share (30-33% measured, below the live run's 38-43%: the
+    # trace's per-operator recording lengthens the operators) is over the 20%. No batch size is in
+    # a trace, so the fix says how much larger and changes nothing; no peak, so the bound is the
+    # step outside the DataLoader's wait.
+    import gpuprof
+
+    tiny = gpuprof.analyze(str(torch_profiler_trace(2, tmp_path / "b2.json")))
+    (a,) = [x for x in tiny.advice if x["rule"] == "small_batch"]
+    assert a["evidence"]["matrix_flops_per_call"] == matrix_flops_per_call(2)
+    assert a["fix"].startswith("a 32x larger batch") and "change" not in a
+    big = gpuprof.analyze(str(torch_profiler_trace(256, tmp_path / "b256.json")))
+    assert "small_batch" not in [x["rule"] for x in big.advice]
