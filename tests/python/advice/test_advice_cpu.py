@@ -204,6 +204,9 @@ def spinning(n):
 
 
 @needs_affinity
+@pytest.mark.skipif(
+    not os.access("/proc/stat", os.R_OK), reason="the other processes' CPUs come from /proc/stat"
+)
 def test_busy_cpus_beside_the_loop_take_back_the_workers_saving():
     # Two CPUs, two processes spinning on them, and a loop that loads CPU-heavy batches itself
     # (num_workers=0): the loop waits for data, but a worker would need a whole CPU that the
