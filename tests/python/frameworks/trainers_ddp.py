@@ -1,7 +1,9 @@
 """A Hugging Face Trainer or a Lightning Trainer under torchrun with DDP on the CPU (gloo), profiled
 by gpuprof's adapter, with gradient accumulation (two micro-batches per optimizer step).
 
-    torchrun --standalone --nproc-per-node 2 trainers_ddp.py hf|lightning OUT
+    torchrun --standalone --nproc-per-node 2 trainers_ddp.py hf|hf-watch|lightning OUT
+
+``hf-watch``: the Hugging Face callback with ``watch=True`` (every step watched, nothing recorded).
 
 Each rank writes OUT/steps-rank<N>.json: the trainer's own count of optimizer steps and the number
 of optimizer.step() calls that ran, so the test compares gpuprof's steps with the trainer's.
@@ -33,7 +35,7 @@ rank = int(os.environ["RANK"])
 optimizer_steps = []
 register_optimizer_step_post_hook(lambda opt, args, kwargs: optimizer_steps.append(1))
 
-if kind == "hf":
+if kind in ("hf", "hf-watch"):
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     from gpuprof.integrations.hf import GpuprofCallback
@@ -69,7 +71,11 @@ if kind == "hf":
         model=model,
         args=args,
         train_dataset=Tokens(),
-        callbacks=[GpuprofCallback(schedule=gpuprof.schedule(**SCHEDULE), out=out)],
+        callbacks=[
+            GpuprofCallback(watch=True, out=out)
+            if kind == "hf-watch"
+            else GpuprofCallback(schedule=gpuprof.schedule(**SCHEDULE), out=out)
+        ],
     )
     trainer.train()
     trainer_steps = trainer.state.global_step

@@ -95,3 +95,39 @@ def test_a_trainer_under_ddp_writes_each_rank_and_one_cross_rank_report(tmp_path
         timeout=300,
     )
     assert [row["rank"] for row in json.loads((tmp_path / "a.json").read_text())["ranks"]] == [0, 1]
+
+
+@_needs("transformers", "accelerate")
+def test_the_hf_callback_watching_under_ddp_writes_every_rank_one_line_per_optimizer_step(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={WORLD}",
+            SCRIPT,
+            "hf-watch",
+            out,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for r in range(WORLD):
+        ran = json.loads((out / f"steps-rank{r}.json").read_text())
+        assert ran == {"trainer_steps": STEPS, "optimizer_steps": STEPS}
+        lines = [json.loads(line) for line in (out / f"rank{r}" / "watch.jsonl").read_text().splitlines()]
+        # Each rank its own file, knowing its rank in the gloo group; watching only: no report.
+        assert (lines[0]["kind"], lines[0]["rank"], lines[0]["world"]) == ("start", r, WORLD)
+        assert lines[-1]["kind"] == "end" and lines[-1]["steps"] == STEPS
+        steps = [line for line in lines if line["kind"] == "step"]
+        # One line per optimizer step (two micro-batches of 4 samples each), numbered 0..5.
+        assert [s["step"] for s in steps] == list(range(STEPS)) and all(s["steps"] == 1 for s in steps)
+        assert all(s["step_ms"] > 0 and s["cpu_ms"] > 0 for s in steps)
+        assert sum(s["samples"] for s in steps) == STEPS * ACCUMULATION * 4
+        assert not (out / f"rank{r}" / "report.json").exists()
