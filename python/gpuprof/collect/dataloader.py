@@ -311,11 +311,17 @@ def add_pipeline_events(trace, pipeline: dict) -> None:
             trace.add_event("input_stage", names["pin"], p["start_ns"], p["pin_ns"], 0, 0, -1, p["tid"])
 
 
+def _nothing() -> None:
+    return None
+
+
 class BatchWaits:
     """The light version of ``DataLoaderCapture`` for watching a run (``gpuprof run --watch``): the
     same ``__next__`` wrap, but it only adds up how long the loop waited for its batches and how
     many samples they held (the loader's ``batch_size``, when it has a number), for the step that
-    takes them. No worker hooks, no per-batch records: two clock reads and two additions a batch.
+    takes them. No worker hooks, no per-batch records: two clock reads, two additions and one look
+    at the iterator the last batch came from a batch (its batch size is kept beside a weak
+    reference to it; another iterator's is looked up by iterator, read from its settings once).
     ``take`` returns (wait ns, samples or -1 when a batch of unknown size came) since the last call."""
 
     def __init__(self) -> None:
@@ -323,6 +329,8 @@ class BatchWaits:
         self.samples = 0
         self.unknown = False
         self._sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # iterator -> batch size
+        self._last = _nothing  # a weak reference to the iterator of the last batch
+        self._last_size = -1
         self._base = None
         self._original = None
 
@@ -338,19 +346,12 @@ class BatchWaits:
         original = base.__next__
         waits = self
         clock = time.perf_counter_ns
-        sizes = self._sizes
 
         def __next__(it):
             t0 = clock()
             batch = original(it)  # StopIteration passes through uncounted
             waits.wait_ns += clock() - t0
-            size = sizes.get(it)
-            if size is None:
-                try:
-                    size = _settings_of(it)["batch_size"] or -1
-                    sizes[it] = size
-                except Exception:  # an iterator gpuprof cannot read: its samples are unknown
-                    size = -1
+            size = waits._last_size if waits._last() is it else waits._size_of(it)
             if size > 0:
                 waits.samples += size
             else:
@@ -361,6 +362,22 @@ class BatchWaits:
         base.__next__ = __next__
         self._base, self._original = base, original
         return True
+
+    def _size_of(self, it) -> int:
+        """The batch size of a batch from iterator ``it`` (-1: not a number, or unreadable), kept
+        as the last iterator's."""
+        size = self._sizes.get(it)
+        if size is None:
+            try:
+                size = _settings_of(it)["batch_size"] or -1
+            except Exception:  # an iterator gpuprof cannot read: its samples are unknown
+                size = -1
+            try:
+                self._sizes[it] = size
+            except TypeError:  # no weak references to it: read again at its next batch
+                return size
+        self._last, self._last_size = weakref.ref(it), size
+        return size
 
     def remove(self) -> None:
         if self._original is not None:
