@@ -24,6 +24,7 @@ import weakref
 from typing import Callable, Optional
 
 _ACTIVE: Optional[OptimizerSteps] = None
+_NO_DICT: dict = {}
 
 
 def _returning(step_fn):
@@ -39,7 +40,7 @@ def _returning(step_fn):
             return step_fn(self, *args, **kwargs)
         finally:
             active._depth -= 1
-            if active._depth == 0:
+            if active._depth == 0 and active._pending:
                 active._take_pending()
 
     step._gpuprof_wrapped = step_fn  # type: ignore[attr-defined]
@@ -111,12 +112,16 @@ class OptimizerSteps:
             pass
 
     def _after_step(self, optimizer, args, kwargs) -> None:
-        if self._pacer is None:
-            self._pacer = id(optimizer)
+        pacer = self._pacer
+        if pacer is None:
+            pacer = self._pacer = id(optimizer)
             self._wrap(type(optimizer))
-        if id(optimizer) == self._pacer:
+        if id(optimizer) != pacer:
+            return
+        own = getattr(optimizer, "__dict__", _NO_DICT).get("step")
+        if own is not None and getattr(own, "_gpuprof_wrapped", None) is None:
             self._wrap_object(optimizer)  # a scheduler made after the first step wraps it again
-        if id(optimizer) != self._pacer or self.user_steps:
+        if self.user_steps:
             return
         self.optimizer_steps += 1
         if self._depth > 0:
@@ -130,9 +135,11 @@ class OptimizerSteps:
             self._take()
 
     def _take(self) -> None:
+        # The step method the session had before install(): what prof.step() calls from inside
+        # the hook (the wrappers install() puts on prof.step only watch for the script's calls).
         self._in_hook = True
         try:
-            self.prof.step()
+            self._user_step()
         finally:
             self._in_hook = False
 
@@ -214,6 +221,7 @@ class StepFinder(OptimizerSteps):
         self._hint_after_s = hint_after_s
         self._thread = threading.get_ident()  # the training thread: boundaries are taken only there
         self._backward_depth = 0
+        self._backward: Optional[tuple] = None  # (the finder's torch.autograd.backward, torch's)
         self._optimizers_made = 0
         self._restore: list[Callable[[], None]] = []
         self._timer: Optional[threading.Timer] = None
@@ -271,20 +279,35 @@ class StepFinder(OptimizerSteps):
     def _decide(self, source: str, words: str) -> None:
         if self.source is None:
             self.source = source
+            if source != "backward":
+                self._unwatch_backward()  # its wrapper would only cost each backward pass a call
             self._announce(f"gpuprof run: {words}")
 
     def _after_step(self, optimizer, args, kwargs) -> None:  # torch's optimizer post hook
-        if self.source in (None, "optimizer") and not self.user_steps:
+        source = self.source
+        if source is None:
+            if self.user_steps:
+                return
             self._decide("optimizer", f"steps end at each {type(optimizer).__name__}.step() (torch.optim)")
-        if self.source == "optimizer":
-            super()._after_step(optimizer, args, kwargs)
+        elif source != "optimizer":
+            return
+        OptimizerSteps._after_step(self, optimizer, args, kwargs)
 
     def _take_pending(self) -> None:
-        if self.source in (None, "optimizer"):
-            super()._take_pending()
+        if self._pending and not self.user_steps and self.source in (None, "optimizer"):
+            self._pending = False
+            self._in_hook = True  # _take(), one call less on every step
+            try:
+                self._user_step()
+            finally:
+                self._in_hook = False
 
     # ---- backward passes ------------------------------------------------------------------------
     def _watch_backward(self) -> None:
+        """Count the optimizers made and watch where backward passes end, for a loop without
+        torch.optim (``backward_steps``); nothing when the steps cannot end there."""
+        if not self._backward_steps:
+            return
         import torch
 
         finder = self
@@ -314,7 +337,20 @@ class StepFinder(OptimizerSteps):
                     finder._backward_ended()
 
         torch.autograd.backward = watched
-        self._restore.append(lambda: setattr(torch.autograd, "backward", backward))
+        self._backward = (watched, backward)
+        self._restore.append(self._unwatch_backward)
+
+    def _unwatch_backward(self) -> None:
+        """torch.autograd.backward as it was, unless something wrapped it after the finder did
+        (then the finder's wrapper stays, and its calls do nothing once a boundary is chosen)."""
+        if self._backward is None:
+            return
+        import torch
+
+        watched, backward = self._backward
+        if torch.autograd.backward is watched:
+            torch.autograd.backward = backward
+        self._backward = None
 
     def _backward_ended(self) -> None:
         if (
