@@ -87,6 +87,13 @@ _STEP_TEMPLATE = (
     '"cpu_ms":%.3f,"rss_bytes":%s,"samples":%s,"samples_per_s":%s,"gpu_peak_allocated_bytes":%s,'
     '"gpu_util_pct":%s,"gpu_mem_bytes":%s,"gpu_power_w":%s}'
 )
+# The same line where the GPU fields are all null (no GPU) and RSS and samples are numbers.
+_CPU_STEP_TEMPLATE = (
+    '{"kind":"step","step":%d,"steps":1,"t":%.3f,"step_ms":%.3f,"dataloader_wait_ms":%.3f,'
+    '"cpu_ms":%.3f,"rss_bytes":%d,"samples":%d,"samples_per_s":%.3f,"gpu_peak_allocated_bytes":null,'
+    '"gpu_util_pct":null,"gpu_mem_bytes":null,"gpu_power_w":null}'
+)
+_NO_GPU = (None, None, None)
 
 
 def _int(value) -> str:
@@ -101,7 +108,8 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class _Rss:
-    """Resident set size from /proc/self/statm (one pread of a file kept open), or -1."""
+    """Resident set size from /proc/self/statm (one pread of a file kept open), or -1. ``raw()``
+    is the file's text as read (b"" when unreadable), for ``parse`` later, off the step."""
 
     def __init__(self) -> None:
         try:
@@ -109,13 +117,23 @@ class _Rss:
         except OSError:
             self._fd = -1
 
-    def read(self) -> int:
+    def raw(self) -> bytes:
         if self._fd < 0:
-            return -1
+            return b""
         try:
-            return int(os.pread(self._fd, 128, 0).split()[1]) * _PAGE
-        except (OSError, ValueError, IndexError):
+            return os.pread(self._fd, 128, 0)
+        except OSError:
+            return b""
+
+    @staticmethod
+    def parse(raw: bytes) -> int:
+        try:
+            return int(raw.split()[1]) * _PAGE
+        except (ValueError, IndexError):
             return -1
+
+    def read(self) -> int:
+        return self.parse(self.raw())
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -290,7 +308,7 @@ class Watcher:
         self._rank = (0, 1)
         self._torch_cuda = None
         self._nvml = None
-        self._gpu_sample: tuple = (None, None, None)
+        self._gpu_sample: tuple = _NO_GPU
         self._last_flush_ns = 0
         self._t0 = self._clock()
         self._cpu0 = self._cpu()
@@ -362,14 +380,10 @@ class Watcher:
 
     # ---- a step ends -----------------------------------------------------------------------------
     def step(self) -> None:
-        # Raw numbers only (ns, bytes); made into the line's units at the write, once a second.
+        # Raw numbers only (ns, statm's text): made into the line's units, and the slow-step rule
+        # run over them, at the write, once a second; nothing here builds more than the tuple.
         now, cpu = self._clock(), self._cpu()
-        step_ns = now - self._t0
-        waits = self._waits
-        wait_ns, samples = waits.wait_ns, (-1 if waits.unknown else waits.samples)
-        waits.wait_ns = waits.samples = 0
-        waits.unknown = False
-        rss = self._rss.read()
+        raw = self._rss.raw()
         peak = None
         cuda = self._torch_cuda
         if cuda is not None:
@@ -378,15 +392,26 @@ class Watcher:
                 cuda.reset_peak_memory_stats()
             except Exception:
                 peak = None
+        waits, capture, number = self._waits, self._capture, self.step_num
         self._pending.append(
-            (self.step_num, now, step_ns, wait_ns, cpu - self._cpu0, rss, samples, peak) + self._gpu_sample
+            (
+                number,
+                now,
+                now - self._t0,
+                waits.wait_ns,
+                cpu - self._cpu0,
+                raw,
+                -1 if waits.unknown else waits.samples,
+                peak,
+                self._gpu_sample,
+                capture.running is not None,  # a captured step's time holds the profiler's
+            )
         )
-        capture = self._capture
-        if capture.running is None:  # a captured step's time holds the profiler's
-            self._check_slow(step_ns / 1e6)
-        if (self.step_num + 1) % GROWTH_WINDOW_STEPS == 0:
-            self._check_growth(rss)
-        self.step_num += 1
+        waits.wait_ns = waits.samples = 0
+        waits.unknown = False
+        if (number + 1) % GROWTH_WINDOW_STEPS == 0:
+            self._check_growth(_Rss.parse(raw))
+        self.step_num = number + 1
         if now - self._last_flush_ns >= FLUSH_NS:
             self.flush(now)
         if capture.signalled:  # SIGUSR2 came: a capture of the next steps, armed here
@@ -406,15 +431,32 @@ class Watcher:
         return json.loads(self._step_text(item, wall, at))
 
     def _step_text(self, item: tuple, wall: float, at: int) -> str:
-        """One step's line, formatted from a template (a dict through json.dumps costs 3x more,
-        once per step)."""
-        number, end, step_ns, wait_ns, cpu_ns, rss, samples, peak, util, mem, power = item
+        """One step's line, formatted from a template (a dict through json.dumps costs 3x more);
+        ``wall``/``at``: the time of day and the step clock at the write, for the step's ``t``."""
+        number, end, step_ns, wait_ns, cpu_ns, raw, samples, peak, gpu, _ = item
+        try:
+            rss = int(raw.split()[1]) * _PAGE
+        except (ValueError, IndexError):
+            rss = -1
         if samples <= 0:
             samples = self.batch_size or None
+        t = wall - (at - end) / 1e9
+        if gpu is _NO_GPU and peak is None and samples and rss >= 0 and step_ns > 0:
+            return _CPU_STEP_TEMPLATE % (
+                number,
+                t,
+                step_ns / 1e6,
+                wait_ns / 1e6,
+                cpu_ns / 1e6,
+                rss,
+                samples,
+                samples * 1e9 / step_ns,
+            )
         rate = samples * 1e9 / step_ns if samples and step_ns > 0 else None
+        util, mem, power = gpu
         return _STEP_TEMPLATE % (
             number,
-            wall - (at - end) / 1e9,
+            t,
             step_ns / 1e6,
             wait_ns / 1e6,
             cpu_ns / 1e6,
@@ -428,26 +470,28 @@ class Watcher:
         )
 
     # ---- flags -----------------------------------------------------------------------------------
-    def _flag(self, flag: str, message: str, **numbers) -> None:
-        line = {"kind": "flag", "flag": flag, "step": self.step_num, "t": round(time.time(), 3)}
+    def _flag(self, flag: str, message: str, step: int, t: float, **numbers) -> dict:
+        line = {"kind": "flag", "flag": flag, "step": step, "t": round(t, 3)}
         line.update(numbers)
         line["message"] = message
-        self._pending.append(line)
+        return line
 
-    def _check_slow(self, step_ms: float) -> None:
+    def _check_slow(self, step_ms: float, step: int, t: float, out: list) -> None:
+        """The slow-step rule at the end of step ``step`` (ended at time of day ``t``), run at the
+        write over the steps it writes: its lines go to ``out``."""
         recent = self._recent
         recent.append(step_ms)
         if len(recent) > SLOW_WINDOW:
             del recent[0]
         if self.baseline_ms is None:
-            if self.step_num >= SKIP_STEPS:
+            if step >= SKIP_STEPS:
                 self._baseline.append(step_ms)
                 if len(self._baseline) == BASELINE_STEPS:
                     self.baseline_ms = round(_median(self._baseline), 3)
-                    self._pending.append(
+                    out.append(
                         {
                             "kind": "baseline",
-                            "step": self.step_num,
+                            "step": step,
                             "baseline_ms": self.baseline_ms,
                             "steps": [SKIP_STEPS, SKIP_STEPS + BASELINE_STEPS],
                         }
@@ -460,22 +504,30 @@ class Watcher:
         if not self.flags.get("slow_steps"):
             if median > base * SLOW_RATIO and median - base >= SLOW_MIN_MS:
                 self.flags["slow_steps"] = True
+                out.append(
+                    self._flag(
+                        "slow_steps",
+                        f"steps slowed down: the last {SLOW_WINDOW} steps' median {median:.3f} ms is "
+                        f"{median / base:.2f}x the run's baseline {base:.3f} ms",
+                        step,
+                        t,
+                        median_ms=round(median, 3),
+                        baseline_ms=base,
+                        ratio=round(median / base, 3),
+                    )
+                )
+        elif median < base * RECOVER_RATIO:
+            self.flags["slow_steps"] = False
+            out.append(
                 self._flag(
-                    "slow_steps",
-                    f"steps slowed down: the last {SLOW_WINDOW} steps' median {median:.3f} ms is "
-                    f"{median / base:.2f}x the run's baseline {base:.3f} ms",
+                    "slow_steps_over",
+                    f"steps are back near the baseline: median {median:.3f} ms, baseline {base:.3f} ms",
+                    step,
+                    t,
                     median_ms=round(median, 3),
                     baseline_ms=base,
                     ratio=round(median / base, 3),
                 )
-        elif median < base * RECOVER_RATIO:
-            self.flags["slow_steps"] = False
-            self._flag(
-                "slow_steps_over",
-                f"steps are back near the baseline: median {median:.3f} ms, baseline {base:.3f} ms",
-                median_ms=round(median, 3),
-                baseline_ms=base,
-                ratio=round(median / base, 3),
             )
 
     def _check_growth(self, rss: int) -> None:
@@ -501,14 +553,18 @@ class Watcher:
             self.flags["memory_growing"] = True
             steps = GROWTH_WINDOWS * GROWTH_WINDOW_STEPS
             what, first, last = grew[0]
-            self._flag(
-                "memory_growing",
-                f"{what} grew in each of the last {GROWTH_WINDOWS} windows of {GROWTH_WINDOW_STEPS} "
-                f"steps: {first / 2**20:.1f} MiB to {last / 2**20:.1f} MiB over {steps} steps",
-                what=what,
-                from_bytes=first,
-                to_bytes=last,
-                over_steps=steps,
+            self._pending.append(
+                self._flag(
+                    "memory_growing",
+                    f"{what} grew in each of the last {GROWTH_WINDOWS} windows of {GROWTH_WINDOW_STEPS} "
+                    f"steps: {first / 2**20:.1f} MiB to {last / 2**20:.1f} MiB over {steps} steps",
+                    self.step_num,
+                    time.time(),
+                    what=what,
+                    from_bytes=first,
+                    to_bytes=last,
+                    over_steps=steps,
+                )
             )
         elif not grew and self.flags.get("memory_growing"):
             self.flags["memory_growing"] = False
@@ -554,10 +610,16 @@ class Watcher:
         wall, at = time.time(), self._clock()
         text = []
         last = None
+        flags: list = []
         for item in pending:
             if isinstance(item, tuple):
                 text.append(self._step_text(item, wall, at))
                 last = item
+                if not item[9]:  # not a captured step
+                    self._check_slow(item[2] / 1e6, item[0], wall - (at - item[1]) / 1e9, flags)
+                    if flags:
+                        text.extend(_dump(line) for line in flags)
+                        flags.clear()
             else:
                 if item.get("kind") == "start":
                     item["rank"], item["world"] = self._rank
