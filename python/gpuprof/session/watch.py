@@ -53,7 +53,7 @@ DEFAULT_MAX_BYTES = 16 << 20
 MIN_MAX_BYTES = 16 << 10
 SKIP_STEPS = 3
 BASELINE_STEPS = 20
-SLOW_WINDOW = 5
+SLOW_WINDOW = 5  # odd: its median holds a bound when more than half its steps hold it
 SLOW_RATIO = 1.5
 RECOVER_RATIO = 1.25
 SLOW_MIN_MS = 0.5
@@ -310,6 +310,7 @@ class Watcher:
         self._nvml = None
         self._gpu_sample: tuple = _NO_GPU
         self._last_flush_ns = 0
+        self._slow_counts = [0, 0]  # steps in the window over the slow bound, under the recovery one
         self._t0 = self._clock()
         self._cpu0 = self._cpu()
         self._capture = CaptureListener(self)
@@ -478,16 +479,21 @@ class Watcher:
 
     def _check_slow(self, step_ms: float, step: int, t: float, out: list) -> None:
         """The slow-step rule at the end of step ``step`` (ended at time of day ``t``), run at the
-        write over the steps it writes: its lines go to ``out``."""
+        write over the steps it writes: its lines go to ``out``. The window's median is over the
+        slow bound exactly when more than half its steps are (under the recovery bound likewise):
+        those steps are counted as they come and go, the median taken only for a flag's line."""
         recent = self._recent
         recent.append(step_ms)
-        if len(recent) > SLOW_WINDOW:
-            del recent[0]
-        if self.baseline_ms is None:
+        gone = recent.pop(0) if len(recent) > SLOW_WINDOW else None
+        base = self.baseline_ms
+        counts = self._slow_counts
+        if base is None:
             if step >= SKIP_STEPS:
                 self._baseline.append(step_ms)
                 if len(self._baseline) == BASELINE_STEPS:
-                    self.baseline_ms = round(_median(self._baseline), 3)
+                    self.baseline_ms = base = round(_median(self._baseline), 3)
+                    counts[0] = sum(1 for v in recent if v > base * SLOW_RATIO and v - base >= SLOW_MIN_MS)
+                    counts[1] = sum(1 for v in recent if v < base * RECOVER_RATIO)
                     out.append(
                         {
                             "kind": "baseline",
@@ -497,12 +503,20 @@ class Watcher:
                         }
                     )
             return
+        if step_ms > base * SLOW_RATIO and step_ms - base >= SLOW_MIN_MS:
+            counts[0] += 1
+        elif step_ms < base * RECOVER_RATIO:
+            counts[1] += 1
+        if gone is not None:
+            if gone > base * SLOW_RATIO and gone - base >= SLOW_MIN_MS:
+                counts[0] -= 1
+            elif gone < base * RECOVER_RATIO:
+                counts[1] -= 1
         if len(recent) < SLOW_WINDOW:
             return
-        median = _median(recent)
-        base = self.baseline_ms
         if not self.flags.get("slow_steps"):
-            if median > base * SLOW_RATIO and median - base >= SLOW_MIN_MS:
+            if counts[0] > SLOW_WINDOW // 2:
+                median = _median(recent)
                 self.flags["slow_steps"] = True
                 out.append(
                     self._flag(
@@ -516,7 +530,8 @@ class Watcher:
                         ratio=round(median / base, 3),
                     )
                 )
-        elif median < base * RECOVER_RATIO:
+        elif counts[1] > SLOW_WINDOW // 2:
+            median = _median(recent)
             self.flags["slow_steps"] = False
             out.append(
                 self._flag(
