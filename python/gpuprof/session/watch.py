@@ -2,7 +2,9 @@
 (``gpuprof run --watch``, ``gpuprof.watch()``; docs/watch.md).
 
 Per step: its wall time, the time the loop waited for DataLoader batches, the process's CPU time,
-host RSS, the samples it drew when the loader's batch size is a number, and on a GPU torch's
+host RSS (read when the last reading is ``RSS_EVERY_NS`` old, and at the memory rule's window ends;
+the steps between carry it), the samples it drew when the loader's batch size is a number, and on a
+GPU torch's
 allocator peak and NVML's utilization, memory in use and power (read at most once a second, and
 given to the steps of that second). No profiler, no RecordFunction hook, nothing per operator: the
 steps are found where ``gpuprof run`` finds them (collect/autostep.py), the waits by the light wrap
@@ -60,6 +62,7 @@ SLOW_MIN_MS = 0.5
 GROWTH_WINDOW_STEPS = 25
 GROWTH_WINDOWS = 4
 GROWTH_MIN_BYTES = 32 << 20
+RSS_EVERY_NS = 100_000_000  # RSS read at a step's end when the last read is this old (and at window ends)
 MAX_FLAG_LINES = 200  # kept when the file is compacted (the newest)
 
 # The fields of a step line, in the order they are written.
@@ -310,6 +313,9 @@ class Watcher:
         self._nvml = None
         self._gpu_sample: tuple = _NO_GPU
         self._last_flush_ns = 0
+        self._rss_raw = b""  # statm's text as last read, and when (step clock)
+        self._rss_ns: Optional[int] = None
+        self._rss_parsed: tuple = (b"", -1)  # the last text parsed at the write, and its bytes
         self._slow_counts = [0, 0]  # steps in the window over the slow bound, under the recovery one
         self._t0 = self._clock()
         self._cpu0 = self._cpu()
@@ -384,7 +390,11 @@ class Watcher:
         # Raw numbers only (ns, statm's text): made into the line's units, and the slow-step rule
         # run over them, at the write, once a second; nothing here builds more than the tuple.
         now, cpu = self._clock(), self._cpu()
-        raw = self._rss.raw()
+        number = self.step_num
+        window_end = (number + 1) % GROWTH_WINDOW_STEPS == 0
+        if window_end or self._rss_ns is None or now - self._rss_ns >= RSS_EVERY_NS:
+            self._rss_raw, self._rss_ns = self._rss.raw(), now
+        raw = self._rss_raw
         peak = None
         cuda = self._torch_cuda
         if cuda is not None:
@@ -393,7 +403,7 @@ class Watcher:
                 cuda.reset_peak_memory_stats()
             except Exception:
                 peak = None
-        waits, capture, number = self._waits, self._capture, self.step_num
+        waits, capture = self._waits, self._capture
         self._pending.append(
             (
                 number,
@@ -410,7 +420,7 @@ class Watcher:
         )
         waits.wait_ns = waits.samples = 0
         waits.unknown = False
-        if (number + 1) % GROWTH_WINDOW_STEPS == 0:
+        if window_end:
             self._check_growth(_Rss.parse(raw))
         self.step_num = number + 1
         if now - self._last_flush_ns >= FLUSH_NS:
@@ -435,10 +445,12 @@ class Watcher:
         """One step's line, formatted from a template (a dict through json.dumps costs 3x more);
         ``wall``/``at``: the time of day and the step clock at the write, for the step's ``t``."""
         number, end, step_ns, wait_ns, cpu_ns, raw, samples, peak, gpu, _ = item
-        try:
-            rss = int(raw.split()[1]) * _PAGE
-        except (ValueError, IndexError):
-            rss = -1
+        parsed = self._rss_parsed
+        if raw is parsed[0]:  # the steps between two reads share one
+            rss = parsed[1]
+        else:
+            rss = _Rss.parse(raw)
+            self._rss_parsed = (raw, rss)
         if samples <= 0:
             samples = self.batch_size or None
         t = wall - (at - end) / 1e9

@@ -189,6 +189,33 @@ def test_memory_growing_step_over_step_is_flagged(tmp_path):
     del kept
 
 
+def test_rss_is_read_every_100_ms_and_at_each_growth_window_end(tmp_path):
+    clock = _Clock()
+    watcher = w.Watcher(str(tmp_path / "out"), clock=clock).start()
+    reads = []
+    raw = watcher._rss.raw
+
+    def counted():  # the real read, counted by the step it ends
+        reads.append(watcher.step_num)
+        return raw()
+
+    watcher._rss.raw = counted
+    # 22 ms steps: step 0 reads, then every fifth step (110 ms after the last read; four are 88 ms);
+    # step 24 ends the first growth window and reads although step 20's read is 88 ms old; the count
+    # starts again from there (step 29). Then 150 ms steps: each reads.
+    for _ in range(30):
+        clock.ns += 22_000_000
+        watcher.step()
+    for _ in range(3):
+        clock.ns += 150_000_000
+        watcher.step()
+    watcher.close()
+    assert reads == [0, 5, 10, 15, 20, 24, 29, 30, 31, 32]
+    steps = [line for line in _lines(watcher.path) if line["kind"] == "step"]
+    # Every line has the process's RSS (torch is loaded: more than 20 MiB), the last read's.
+    assert len(steps) == 33 and all(s["rss_bytes"] > 20 << 20 for s in steps)
+
+
 def test_merging_step_lines():
     a = {
         "kind": "step",
