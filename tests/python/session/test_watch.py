@@ -416,3 +416,42 @@ def test_the_loops_own_steps_take_over_from_the_optimizers(tmp_path):
     # The first round: two optimizer steps, then the loop's own call; from there one step a round.
     steps = [line for line in _lines(watching.path) if line["kind"] == "step"]
     assert len(steps) == 3 + 3
+
+
+def test_the_step_finder_leaves_backward_passes_alone_once_the_optimizer_ends_the_steps(tmp_path):
+    import torch
+
+    from gpuprof.session.watch import _Watching
+
+    backward = torch.autograd.backward
+    model = torch.nn.Linear(4, 1)
+
+    def train(watching, steps: int) -> None:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)  # made under the finder: counted
+        for _ in range(steps):
+            opt.zero_grad()
+            model(torch.ones(2, 4)).sum().backward()
+            opt.step()
+
+    # gpuprof run --watch: backward passes may end the steps (a loop without torch.optim), so the
+    # finder wraps torch.autograd.backward until the first optimizer step chooses the optimizer;
+    # from then on each backward pass runs torch's own function, without gpuprof's call.
+    watching = _Watching(
+        str(tmp_path / "run"), openmetrics=None, batch_size=None, max_bytes=1 << 20, marker=None
+    )
+    watching.start()
+    assert torch.autograd.backward is not backward
+    train(watching, 3)
+    assert torch.autograd.backward is backward
+    watching.stop()
+    assert torch.autograd.backward is backward
+    steps = [line for line in _lines(watching.path) if line["kind"] == "step"]
+    assert [s["step"] for s in steps] == [0, 1, 2]
+    # gpuprof.watch() in code: the optimizers may predate it, so backward passes never end the steps
+    # and are never wrapped.
+    import gpuprof
+
+    with gpuprof.watch(out=str(tmp_path / "code")) as watching:
+        assert torch.autograd.backward is backward
+        train(watching, 2)
+    assert len([line for line in _lines(watching.path) if line["kind"] == "step"]) == 2
