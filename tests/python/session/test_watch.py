@@ -104,10 +104,13 @@ def test_a_slowdown_after_n_steps_is_flagged(tmp_path):
     assert base["steps"] == [w.SKIP_STEPS, w.SKIP_STEPS + w.BASELINE_STEPS]
     assert base["baseline_ms"] >= 5.0
     flags = [line for line in lines if line["kind"] == "flag" and line["flag"].startswith("slow_steps")]
-    # By step 42 the median of the last 5 steps is a 60 ms one: flagged then at the latest (a busy
-    # machine's noise may flag a step or two earlier), and still slow at the end.
-    slow = [f for f in flags if f["flag"] == "slow_steps" and f["step"] >= 40]
-    assert slow and slow[0]["step"] <= 42, flags
+    # By step 42 the median of the last 5 steps is a 60 ms one: flagged then at the latest, and still
+    # slow at the end. A busy machine's noise may flag a step or two earlier, or (5 ms sleeps that
+    # overslept) before step 40, a flag that then still holds at step 40: the state at step 42 is
+    # what must be slow.
+    held = [f for f in flags if f["step"] <= 42]
+    assert held and held[-1]["flag"] == "slow_steps", flags
+    slow = [f for f in flags if f["flag"] == "slow_steps" and f["step"] >= 40] or held[-1:]
     assert flags[-1]["flag"] == "slow_steps"
     assert slow[0]["ratio"] >= w.SLOW_RATIO and slow[0]["median_ms"] > slow[0]["baseline_ms"] * w.SLOW_RATIO
     assert "slowed down" in slow[0]["message"]
