@@ -238,3 +238,35 @@ def fallback_rows(provenance: Optional[list], operators: list) -> list:
             }
         )
     return sorted(out, key=lambda r: (-(r["device_total_us"] or r["host_total_us"]), r["op"]))
+
+
+def with_launch_args(rows: list, launches: Optional[list]) -> list:
+    """``compiled_kernels`` rows with the backend the trace's launch args name (``kernel_backend``,
+    ``Trace.compiled_launches``) where it names one."""
+    backend: dict = {}
+    for launch in launches or []:
+        if launch.get("backend"):
+            backend.setdefault(str(launch.get("name")), str(launch["backend"]))
+    for row in rows:
+        if row["kernel"] in backend:
+            row["backend"] = backend[row["kernel"]]
+    return rows
+
+
+def unnamed_in_trace(rows: list, launches: Optional[list]) -> str:
+    """Why a trace's generated kernels have no operators (the note's words; "" when all have)."""
+    launched = {str(launch.get("name")) for launch in launches or [] if launch.get("kernel_file")}
+    triton = [r for r in rows if r["ops"] is None and r["kernel"] in launched]
+    cpp = [r for r in rows if r["ops"] is None and r["backend"] == "cpp"]
+    out = ""
+    if triton:
+        out += (
+            f"; {len(triton)} Triton kernels without their aten operators: the output code beside "
+            "their kernel_file (Inductor's cache) is not on this machine"
+        )
+    if cpp:
+        out += (
+            f"; {len(cpp)} C++ kernels without their aten operators: a trace records none for them "
+            "(gpuprof.profile(compiled_kernels=True) names them)"
+        )
+    return out

@@ -394,7 +394,7 @@ _LAYOUT: dict = {
                         ],
                         "properties": {
                             "kernel": _STR,
-                            "backend": {"enum": ["cpp", "triton"]},
+                            "backend": _STR,
                             "time_on": {"enum": ["host", "device"]},
                             "calls": _INT,
                             "total_us": _NUM,
