@@ -436,6 +436,8 @@ def _compiled_regions(
         dynamo_lines,
         dynamo_section,
         fallback_rows,
+        guard_line,
+        guard_time,
         unnamed_in_trace,
         with_launch_args,
     )
@@ -451,6 +453,7 @@ def _compiled_regions(
         "graph_calls": int(total(calls, "calls")),
         "region_host_total_us": total(regions, "host_total_us"),
         "cache_lookup_us": total(lookups, "host_total_us"),
+        **guard_time(operators),
         "graph_device_self_us": total(graphs, "device_self_us"),
         "unattributed_host_us": total(graphs, "host_self_us"),
     }
@@ -473,6 +476,7 @@ def _compiled_regions(
             else ""
         )
     )
+    out["note"] += guard_line(out)
     fallbacks = fallback_rows(provenance, operators)
     if fallbacks:
         out["fallbacks"] = fallbacks

@@ -237,3 +237,8 @@ def test_a_torch_profiler_trace_has_the_live_sessions_kernels(tmp_path):
         f"; {len(traced)} C++ kernels without their aten operators: a trace records none"
         in traced_section["note"]
     )
+    # One guard evaluation (Dynamo's cache lookup) per call of the compiled model once it is
+    # compiled: the trace's 2 recorded steps; the live span's 3 steps less the first, whose call
+    # compiled the frame (torch records no lookup of the empty cache)
+    assert traced_section["guard_calls"] == 2 and lived_section["guard_calls"] == 2
+    assert traced_section["guard_us"] > 0 and lived_section["guard_us"] > 0
