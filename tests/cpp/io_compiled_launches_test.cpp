@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "gpuprof/analysis/chrome_export.h"
 #include "gpuprof/io/kineto_import.h"
 #include "trace_dump.h"
 
@@ -75,6 +76,29 @@ TEST(CompiledLaunches, OneRowPerKernelAndArgsWithItsLaunchesCounted) {
     }
   }
   EXPECT_EQ(kernels, 5u);
+}
+
+TEST(CompiledLaunches, GpuprofsChromeExportWritesThemBackOnEachLaunch) {
+  // Two launches of triton_red_fused_sum_1 (one file, grid text) and one each of two graphs'
+  // triton_poi_fused_add_0 (two files): the export writes the sum's args on both its launches and
+  // none on the adds' (which launch had which file is not kept), so reading it back gives the
+  // sum's row alone, with its two launches.
+  const std::string json = R"({"traceEvents":[)" +
+                           launch("triton_red_fused_sum_1", "/c/cd/ccd.py", 10, 1, "grid(64)") + "," +
+                           launch("triton_poi_fused_add_0", "/c/ab/cab.py", 100, 2) + "," +
+                           launch("triton_poi_fused_add_0", "/c/ef/cef.py", 200, 3) + "," +
+                           launch("triton_red_fused_sum_1", "/c/cd/ccd.py", 300, 4, "grid(64)") + "]}";
+  const Trace t = import_text(json);
+  ASSERT_EQ(t.compiled_launches.size(), 3u);
+  const Trace back = import_text(export_chrome_json(t));
+  ASSERT_EQ(back.compiled_launches.size(), 1u);
+  const CompiledLaunch& sum = back.compiled_launches[0];
+  EXPECT_EQ(sum.name, "triton_red_fused_sum_1");
+  EXPECT_EQ(sum.backend, "triton");
+  EXPECT_EQ(sum.file, "/c/cd/ccd.py");
+  EXPECT_EQ(sum.hash, "cab");
+  EXPECT_EQ(sum.grid, "grid(64)");
+  EXPECT_EQ(sum.launches, 2);
 }
 
 TEST(CompiledLaunches, NothingIsKeptForATraceWithoutThem) {

@@ -8,6 +8,7 @@ import os
 import pytest
 
 import gpuprof
+from gpuprof._native import _core
 
 
 def _x(cat, name, ts, dur, pid=1, tid=1, **args):
@@ -165,6 +166,13 @@ def test_a_traces_triton_kernels_are_named_from_the_output_code_beside_their_fil
     note = report.data["compiled"]["note"]
     assert "(2 named with their aten operators" in note
     assert "; 1 Triton kernels without their aten operators" in note
+    # The Chrome trace gpuprof writes beside a report keeps the launch args: read back, the same rows
+    again = tmp_path / "again.json"
+    _core.export_chrome_trace(report.trace, str(again))
+    assert (
+        gpuprof.analyze(again).data["compiled"]["compiled_kernels"]
+        == report.data["compiled"]["compiled_kernels"]
+    )
 
 
 def test_a_kernel_file_outside_inductors_cache_layout_is_not_followed(tmp_path):
