@@ -79,6 +79,7 @@ struct PendingEvent {
   // Back to an empty entry, field by field: the strings keep their capacity (no allocation per
   // event).
   void reset();
+  void clear_collective();
 };
 
 }  // namespace gpuprof::kineto
