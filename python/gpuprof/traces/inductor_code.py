@@ -17,7 +17,8 @@ definition::
 (torch/_inductor/codegen/triton.py, ``define_kernel``; the live session reads the same comments
 from the output code its process loaded). Only the cache a launch names is read, only where the
 named file lies where Inductor puts it (``<cache>/<hash[1:3]>/<hash>.py``), and at most
-OUTPUT_CODE_FILES files and OUTPUT_CODE_BYTES bytes of it, oldest first from the kernels' own time.
+OUTPUT_CODE_FILES files and OUTPUT_CODE_BYTES bytes of it, those written nearest the kernels' own
+time first.
 Inductor's C++ kernels record no such args, and their output code no such comment: a trace names
 none of their operators.
 """
@@ -30,9 +31,10 @@ from typing import Optional
 
 OUTPUT_CODE_FILES = 2000
 OUTPUT_CODE_BYTES = 64 << 20
-# Output code is written after the kernels it defines; a file older than the oldest kernel by more
-# than this is another compile's.
-_SLACK_S = 5.0
+# A graph's output code and its kernels' modules are written within moments of each other (the
+# kernels' when the output code is loaded, or earlier by a parallel compile; a kernel taken from the
+# cache keeps an older time): only modules written within this of the kernels' are read.
+_WINDOW_S = 3600.0
 
 _PATH = re.compile(r"^# kernel path: (.+?)\s*$")
 _ORIGIN = re.compile(
@@ -74,8 +76,9 @@ def kernels_in_output_code(text: str, wanted: set) -> list:
     return rows
 
 
-def _candidates(root: str, since: float) -> list:
-    """The cache's modules written since ``since``, oldest first, at most OUTPUT_CODE_FILES."""
+def _candidates(root: str, near: float) -> list:
+    """The cache's modules written within _WINDOW_S of ``near``, nearest first, at most
+    OUTPUT_CODE_FILES."""
     found = []
     try:
         with os.scandir(root) as subdirs:
@@ -87,8 +90,8 @@ def _candidates(root: str, since: float) -> list:
                         if not f.name.endswith(".py") or not f.is_file(follow_symlinks=False):
                             continue
                         st = f.stat(follow_symlinks=False)
-                        if st.st_mtime >= since:
-                            found.append((st.st_mtime, f.path, st.st_size))
+                        if abs(st.st_mtime - near) <= _WINDOW_S:
+                            found.append((abs(st.st_mtime - near), f.path, st.st_size))
     except OSError:
         pass
     found.sort()
@@ -109,10 +112,10 @@ def output_code_provenance(launches: list) -> Optional[list]:
     read = 0
     for root, wanted in sorted(by_root.items()):
         try:
-            since = min(os.stat(p).st_mtime for p in wanted) - _SLACK_S
+            near = min(os.stat(p).st_mtime for p in wanted)
         except OSError:
             continue
-        for _, path, size in _candidates(root, since):
+        for _, path, size in _candidates(root, near):
             if wanted <= named or read + size > OUTPUT_CODE_BYTES:
                 break
             if path in wanted:

@@ -191,6 +191,26 @@ def test_a_kernel_file_outside_inductors_cache_layout_is_not_followed(tmp_path):
     assert output_code_provenance([{"name": "aten::mm"}]) is None  # no launch args: nothing to read
 
 
+def test_output_code_is_looked_for_near_the_kernels_time(tmp_path):
+    """The output code written a minute before its kernel's module (the kernels' modules are
+    written when the output code is loaded) is found; a graph's written two hours away is another
+    compile's and is not read."""
+    from gpuprof.traces.inductor_code import output_code_provenance
+
+    kernel = tmp_path / "q3" / "cq3abc.py"
+    kernel.parent.mkdir()
+    kernel.write_text("import triton\n")
+    code = tmp_path / "zz" / "czzout.py"
+    code.parent.mkdir()
+    code.write_text(OUTPUT_CODE.format(add=kernel, sum=kernel))
+    launch = {"name": "triton_poi_fused_add_cos_0", "kernel_file": str(kernel), "kernel_hash": "cq3abc"}
+    now = kernel.stat().st_mtime
+    os.utime(code, (now - 60, now - 60))
+    assert [r["ops"] for r in output_code_provenance([launch])][0] == ["aten.add", "aten.cos"]
+    os.utime(code, (now - 7200, now - 7200))
+    assert output_code_provenance([launch]) == []
+
+
 torch = pytest.importorskip("torch")
 
 
