@@ -131,14 +131,34 @@ void bind_trace(py::module_& m) {
             return out;
           },
           py::arg("kind"), "Names of the events of one kind, in recording order (for tests and tools).")
-      .def("thread_ids", [](const Trace& t) {
-        std::vector<uint32_t> tids;
-        for (const Event& e : t.events)
-          if (!e.on_device()) tids.push_back(e.tid);
-        std::sort(tids.begin(), tids.end());
-        tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
-        return tids;
-      });
+      .def("thread_ids",
+           [](const Trace& t) {
+             std::vector<uint32_t> tids;
+             for (const Event& e : t.events)
+               if (!e.on_device()) tids.push_back(e.tid);
+             std::sort(tids.begin(), tids.end());
+             tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+             return tids;
+           })
+      .def_property_readonly(
+          "compiled_launches",
+          [](const Trace& t) {
+            py::list out;
+            for (const CompiledLaunch& c : t.compiled_launches) {
+              py::dict row;
+              row["name"] = c.name;
+              row["backend"] = c.backend;
+              row["kernel_file"] = c.file;
+              row["kernel_hash"] = c.hash;
+              row["grid"] = c.grid;
+              row["launches"] = c.launches;
+              out.append(std::move(row));
+            }
+            return out;
+          },
+          "The launches of kernels torch.compile's Inductor generated that the trace records with their "
+          "args (kernel_backend, kernel_file, kernel_hash, grid): one dict per distinct name and args, with "
+          "its launches, in first-seen order; [] for a trace without them (and for live sessions).");
 
   m.def(
       "trace_events",

@@ -44,6 +44,9 @@ std::string dump_of(Import import, ImportStats* stats_out) {
     for (const OpArgs& a : t.op_args)   // FLOPs: types, concrete inputs, the flops arg, by event
       o << "args " << a.event << " " << a.types << " '" << t.strings.at(a.types) << "' " << a.concrete << " '"
         << t.strings.at(a.concrete) << "' " << a.trace_flops << "\n";
+    for (const CompiledLaunch& c : t.compiled_launches)
+      o << "launch '" << c.name << "' '" << c.backend << "' '" << c.file << "' '" << c.hash << "' '" << c.grid
+        << "' " << c.launches << "\n";
     for (const MemorySample& m : t.memory)
       o << "mem " << m.ts_ns << " " << m.bytes_delta << " " << m.total_allocated << " " << m.total_reserved << " "
         << m.device << " " << m.addr << " " << m.tid << "\n";

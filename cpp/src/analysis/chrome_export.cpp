@@ -123,6 +123,14 @@ void write_collective_args(JsonWriter& w, const CollectiveInfo& c) {
   known(w, "Process Group Ranks", c.group_ranks);
 }
 
+// An Inductor kernel's launch args, under the names torch's Triton launcher gives them.
+void write_launch_args(JsonWriter& w, const CompiledLaunch& c) {
+  known(w, "kernel_backend", c.backend);
+  known(w, "kernel_file", c.file);
+  known(w, "kernel_hash", c.hash);
+  known(w, "grid", c.grid);
+}
+
 int64_t host_pid(const Trace& t) {
   auto it = t.metadata.find("pid");
   if (it != t.metadata.end()) {
@@ -154,6 +162,10 @@ struct EventWriter {
   std::unordered_map<uint64_t, const CollectiveInfo*> collective_by_id;
   // Flows only where both ends exist: a launch without its kernel would dangle in a viewer.
   std::unordered_set<uint64_t> device_correlations;
+  // An Inductor kernel's launch args, by the kernel's name id, on each of its launches; a name
+  // launched with several sets of args (two graphs' kernels of one name) gets none, null here:
+  // which launch had which is not kept.
+  std::unordered_map<uint32_t, const CompiledLaunch*> launch_by_name;
 
   EventWriter(JsonWriter& writer, const Trace& trace, const Placement& placement)
       : w(writer), t(trace), at(placement), pid(placement.merged ? placement.rank : host_pid(trace)) {
@@ -161,6 +173,12 @@ struct EventWriter {
       if (c.external_id != 0) collective_by_id.emplace(c.external_id, &c);
     for (const Event& e : t.events)
       if (e.on_device() && e.correlation != 0) device_correlations.insert(e.correlation);
+    for (const CompiledLaunch& c : t.compiled_launches) {
+      const uint32_t id = t.strings.find(c.name);
+      if (id == kNoIndex) continue;
+      const auto [it, added] = launch_by_name.emplace(id, &c);
+      if (!added) it->second = nullptr;
+    }
   }
 
   void ts(int64_t ns) { write_us(w, ns + at.offset_ns); }
@@ -342,6 +360,10 @@ struct EventWriter {
           key(w, "flops");
           w.Int64(a->trace_flops);
         }
+      }
+      if (!launch_by_name.empty()) {
+        const auto it = launch_by_name.find(e.name);
+        if (it != launch_by_name.end() && it->second != nullptr) write_launch_args(w, *it->second);
       }
       // The op recorded autograd history, its number not kept (written above when it was).
       if ((e.flags & kGradRecordedFlag) && !autograd_link(e).present) {

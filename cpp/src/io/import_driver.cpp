@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../core/thread_start.h"
+#include "compiled_launches.h"
 #include "json_sax.h"
 #include "kineto_handler.h"
 #include "split_point.h"
@@ -126,6 +127,7 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
   t.copies.insert(t.copies.end(), h.trace.copies.begin(), h.trace.copies.end());
   t.memory.insert(t.memory.end(), h.trace.memory.begin(), h.trace.memory.end());
   t.collectives.insert(t.collectives.end(), h.trace.collectives.begin(), h.trace.collectives.end());
+  merge_compiled_launches(t.compiled_launches, h.trace.compiled_launches);
   t.devices.insert(t.devices.end(), h.trace.devices.begin(), h.trace.devices.end());
   t.gpu_samples.insert(t.gpu_samples.end(), h.trace.gpu_samples.begin(), h.trace.gpu_samples.end());
   for (auto& [k, v] : h.trace.metadata) t.metadata[k] = v;   // later keys win, as in one pass

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "compiled_launches.h"
 #include "gpuprof/core/trace.h"
 #include "kineto_vocabulary.h"
 
@@ -68,10 +69,17 @@ struct PendingEvent {
   // A collective's own facts (collective == true when the event has any of them).
   bool collective = false;
   CollectiveInfo coll;
+  // An Inductor-generated kernel's launch args (compiled_launch == true when it has any).
+  bool compiled_launch = false;
+  CompiledLaunch launch;
+
+  // Keeps `v` when `arg` is a text arg of a launch (kernel_backend, kernel_file, kernel_hash, grid).
+  void keep_launch_arg(Arg arg, std::string_view v);
 
   // Back to an empty entry, field by field: the strings keep their capacity (no allocation per
   // event).
   void reset();
+  void clear_collective();
 };
 
 }  // namespace gpuprof::kineto

@@ -370,7 +370,7 @@ class KinetoHandler {
 
   bool event_arg(Scalar type, std::string_view v) {
     if (arg_ == Arg::Ignore) return true;
-    if (type == Scalar::String) return collective_text_arg(v);
+    if (type == Scalar::String) return text_arg(v);
     if (type != Scalar::Number) return true;
     auto as_int = [&](int64_t* out) {
       if (!parse_int(v, out)) ev_.bad_number = true;
@@ -427,8 +427,10 @@ class KinetoHandler {
     return true;
   }
 
-  // The text facts of a collective ("Collective name", "dtype", the process group's).
-  bool collective_text_arg(std::string_view v) {
+  // The text facts of a collective ("Collective name", "dtype", the process group's), and of an
+  // Inductor kernel's launch (kept as read: cleaned once per distinct launch, compiled_launches.h).
+  bool text_arg(std::string_view v) {
+    ev_.keep_launch_arg(arg_, v);
     std::string* to = nullptr;
     switch (arg_) {
       case Arg::CollectiveName: to = &ev_.coll.name; break;
@@ -638,6 +640,7 @@ class KinetoHandler {
       e.tid = static_cast<uint32_t>(p.tid >= 0 ? p.tid : 0);
       if (host_pid_ < 0 && p.pid >= 0 && kind != EventKind::Other) host_pid_ = p.pid;
     }
+    if (p.compiled_launch && kind == EventKind::HostOp) launches_.add(trace_.strings.at(e.name), p.launch, trace_);
     if (e.external_id != 0 &&
         (kind == EventKind::HostOp || kind == EventKind::UserRange || kind == EventKind::Kernel))
       add_collective_info(p, e);
@@ -751,6 +754,7 @@ class KinetoHandler {
   std::string abort_reason_;
   uint64_t invalid_utf8_ = 0;
   std::unordered_map<uint32_t, CopyInfo> copy_by_name_;
+  CompiledLaunchRows launches_;
   // Capture of other top-level values as compact JSON.
   io::JsonWriter capture_;
   int capture_depth_ = 0;

@@ -143,7 +143,11 @@ enum class Arg : uint8_t {
   PgRanks,
   Addr,
   Worker,   // an input stage's DataLoader worker id (gpuprof's export)
-  Batch     // an input stage's batch number in its worker (gpuprof's export)
+  Batch,    // an input stage's batch number in its worker (gpuprof's export)
+  // An Inductor-generated kernel's launch (Trace::compiled_launches); its `grid` is a text there.
+  KernelBackend,
+  KernelFile,
+  KernelHash
 };
 
 // `k` is the literal `lit`: compared as whole machine words loaded from both (a word of a length
@@ -233,6 +237,8 @@ inline Arg arg_of(std::string_view k) {
       if (is(k, "correlation")) return Arg::Correlation;
       if (is(k, "External id") || is(k, "external id")) return Arg::ExternalId;
       if (is(k, "Device Type")) return Arg::DeviceType;
+      if (is(k, "kernel_file")) return Arg::KernelFile;
+      if (is(k, "kernel_hash")) return Arg::KernelHash;
       break;
     case 12:
       if (is(k, "warps per SM")) return Arg::WarpsPerSm;
@@ -246,6 +252,7 @@ inline Arg arg_of(std::string_view k) {
     case 14:
       if (is(k, "Total Reserved")) return Arg::TotalReserved;
       if (is(k, "Out msg nelems")) return Arg::OutMsgNelems;
+      if (is(k, "kernel_backend")) return Arg::KernelBackend;
       break;
     case 15:
       if (is(k, "Total Allocated")) return Arg::TotalAllocated;

@@ -126,7 +126,13 @@ def report_dict(
         for dim in ("grid", "block"):
             if row[dim] == [0, 0, 0]:
                 row[dim] = None
-    compiled = _compiled_regions(data["operators"], dynamo, data["kernels"], compiled_kernels)
+    # A trace file's Triton launch args (Trace.compiled_launches; None for a live span)
+    launches = (
+        list(getattr(trace, "compiled_launches", None) or [])
+        if data["source"].get("kind") == "trace"
+        else None
+    )
+    compiled = _compiled_regions(data["operators"], dynamo, data["kernels"], compiled_kernels, launches)
     # The kernels Inductor generated count their fused operators' FLOPs (analysis/compiled_flops.py)
     facts = _compiled_flops(trace, data, analysed, compiled, compiled_kernels)
     # FLOPs: the flops section, each step's FLOPs and the roofline's rows
@@ -414,6 +420,7 @@ def _compiled_regions(
     dynamo: Optional[list] = None,
     kernels: Optional[list] = None,
     provenance: Optional[list] = None,
+    launches: Optional[list] = None,
 ) -> dict:
     """What torch.compile's regions hold (docs/metrics.md, ``compiled``): the kernels the graphs
     launched themselves (inductor's, attributed by their launch correlation) and the host time no
@@ -424,6 +431,16 @@ def _compiled_regions(
     graphs = [r for r in operators if str(r.get("name", "")).startswith(_COMPILED_GRAPH)]
     if not graphs and not any(str(r.get("name", "")).startswith(_COMPILED_OTHER) for r in operators):
         return {}
+    from .compiled import (
+        compiled_kernel_rows,
+        dynamo_lines,
+        dynamo_section,
+        fallback_rows,
+        guard_line,
+        guard_time,
+        unnamed_in_trace,
+        with_launch_args,
+    )
 
     def total(rows, key):
         return float(sum(r.get(key) or 0.0 for r in rows))
@@ -436,6 +453,7 @@ def _compiled_regions(
         "graph_calls": int(total(calls, "calls")),
         "region_host_total_us": total(regions, "host_total_us"),
         "cache_lookup_us": total(lookups, "host_total_us"),
+        **guard_time(operators),
         "graph_device_self_us": total(graphs, "device_self_us"),
         "unattributed_host_us": total(graphs, "host_self_us"),
     }
@@ -458,12 +476,11 @@ def _compiled_regions(
             else ""
         )
     )
-    from .compiled import compiled_kernel_rows, dynamo_lines, dynamo_section, fallback_rows
-
+    out["note"] += guard_line(out)
     fallbacks = fallback_rows(provenance, operators)
     if fallbacks:
         out["fallbacks"] = fallbacks
-    generated = compiled_kernel_rows(operators, kernels or [], provenance)
+    generated = with_launch_args(compiled_kernel_rows(operators, kernels or [], provenance), launches)
     if generated:
         out["compiled_kernels"] = generated
         named = sum(1 for r in generated if r["ops"])
@@ -472,6 +489,8 @@ def _compiled_regions(
             f"{sum(r['total_us'] for r in generated) / 1000:.3f} ms ({named} named with their aten "
             "operators: compiled_kernels)"
         )
+        if launches is not None:
+            out["note"] += unnamed_in_trace(generated, launches)
     elif dynamo is not None and provenance is None:
         out["note"] += (
             "; gpuprof.profile(compiled_kernels=True) (gpuprof run --compiled-kernels) times "

@@ -238,3 +238,65 @@ def fallback_rows(provenance: Optional[list], operators: list) -> list:
             }
         )
     return sorted(out, key=lambda r: (-(r["device_total_us"] or r["host_total_us"]), r["op"]))
+
+
+# The ranges in which Dynamo evaluates a compiled frame's guards: on each call its cache lookup
+# runs the guards of the frame's cache entries until one passes (torch/csrc/dynamo/eval_frame_cpp.cpp,
+# "TorchDynamo Cache Lookup"). torch up to 2.13 records no other guard range.
+_GUARD_RANGES = ("TorchDynamo Cache Lookup",)
+
+
+def guard_time(operators: list) -> dict:
+    """``guard_us`` and ``guard_calls``: the host time of Dynamo's guard evaluation and cache
+    lookups in the span, and how many there were (one per call of a compiled frame); None when
+    the span or trace recorded no lookup at all (an older torch records none: not measured, which
+    is not zero)."""
+    rows = [r for r in operators if str(r.get("name", "")) in _GUARD_RANGES]
+    if not rows:
+        return {"guard_us": None, "guard_calls": None}
+    return {
+        "guard_us": round(float(sum(r.get("host_total_us") or 0.0 for r in rows)), 3),
+        "guard_calls": int(sum(r.get("calls") or 0 for r in rows)),
+    }
+
+
+def guard_line(section: dict) -> str:
+    """The note's words on guards ("" when the span recorded no lookup)."""
+    calls = section.get("guard_calls") or 0
+    if not calls:
+        return ""
+    each = section["guard_us"] / calls
+    total_ms = section["guard_us"] / 1000
+    return f"; guards and cache lookups {total_ms:.3f} ms over {calls} calls ({each:.1f} us each)"
+
+
+def with_launch_args(rows: list, launches: Optional[list]) -> list:
+    """``compiled_kernels`` rows with the backend the trace's launch args name (``kernel_backend``,
+    ``Trace.compiled_launches``) where it names one."""
+    backend: dict = {}
+    for launch in launches or []:
+        if launch.get("backend"):
+            backend.setdefault(str(launch.get("name")), str(launch["backend"]))
+    for row in rows:
+        if row["kernel"] in backend:
+            row["backend"] = backend[row["kernel"]]
+    return rows
+
+
+def unnamed_in_trace(rows: list, launches: Optional[list]) -> str:
+    """Why a trace's generated kernels have no operators (the note's words; "" when all have)."""
+    launched = {str(launch.get("name")) for launch in launches or [] if launch.get("kernel_file")}
+    triton = [r for r in rows if r["ops"] is None and r["kernel"] in launched]
+    cpp = [r for r in rows if r["ops"] is None and r["backend"] == "cpp"]
+    out = ""
+    if triton:
+        out += (
+            f"; {len(triton)} Triton kernels without their aten operators: the output code beside "
+            "their kernel_file (Inductor's cache) is not on this machine"
+        )
+    if cpp:
+        out += (
+            f"; {len(cpp)} C++ kernels without their aten operators: a trace records none for them "
+            "(gpuprof.profile(compiled_kernels=True) names them)"
+        )
+    return out

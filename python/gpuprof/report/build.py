@@ -18,6 +18,7 @@ from .._build_info import GPUPROF_VERSION
 from ..advice import advise
 from ..analysis import SCHEMA_VERSION, average, report_dict, step_views
 from ..analysis.implausible import clamp_percentages
+from ..traces.inductor_code import output_code_provenance
 from ..traces.read import import_trace, read_json, trace_source
 from .model import Report
 
@@ -242,12 +243,16 @@ def analyze_file(
         memory_share=memory_share,
         progress=import_progress,
     )
+    # The aten operators of the Triton kernels it launched, from Inductor's output code if it is
+    # still here (traces/inductor_code.py)
+    launches = list(getattr(trace, "compiled_launches", None) or [])
     return build_report(
         trace,
         source=trace_source(path, stats),
         drop_incomplete_last_step=drop_incomplete_last_step,
         with_step_views=with_step_views,
         peak_tflops=peak_tflops,
+        compiled_kernels=output_code_provenance(launches) if launches else None,
     )
 
 

@@ -321,6 +321,8 @@ _LAYOUT: dict = {
                 "graph_calls": _INT,
                 "region_host_total_us": _NUM,
                 "cache_lookup_us": _NUM,
+                "guard_us": _NUM_OR_NULL,
+                "guard_calls": {"type": ["integer", "null"]},
                 "graph_device_self_us": _NUM,
                 "unattributed_host_us": _NUM,
                 "note": _STR,
@@ -394,7 +396,7 @@ _LAYOUT: dict = {
                         ],
                         "properties": {
                             "kernel": _STR,
-                            "backend": {"enum": ["cpp", "triton"]},
+                            "backend": _STR,
                             "time_on": {"enum": ["host", "device"]},
                             "calls": _INT,
                             "total_us": _NUM,

@@ -109,6 +109,23 @@ struct CollectiveInfo {
   int64_t out_nelems = -1;
 };
 
+// A kernel torch.compile's Inductor generated, as torch.profiler records its launches: a cpu_op
+// named after the kernel with the args `kernel_backend` ("triton"), `kernel_file` (the kernel's
+// module in Inductor's cache), `kernel_hash` (that file's name) and, in older torch, `grid`
+// ("grid(1024)"); torch/_inductor/runtime/triton_heuristics.py, get_profiler_kwargs. One row per
+// distinct name and args, with its launches counted: a trace holds a handful of generated kernels
+// and millions of launches, so nothing is kept per event, and nothing at all for a trace without
+// these args (live sessions have none either). Plain strings, not interned, so that a split import
+// merges the second half's rows as they are.
+struct CompiledLaunch {
+  std::string name;      // the kernel ("triton_poi_fused_add_cos_0")
+  std::string backend;   // kernel_backend
+  std::string file;      // kernel_file
+  std::string hash;      // kernel_hash
+  std::string grid;      // grid, "" when not recorded
+  int64_t launches = 0;
+};
+
 struct Trace {
   StringTable strings;
   std::vector<Event> events;
@@ -121,6 +138,7 @@ struct Trace {
   std::vector<HostMemorySample> host_memory;   // live sessions only
   std::vector<CollectiveInfo> collectives;     // by external id: the collective calls' own facts
   std::vector<OpArgs> op_args;   // FLOPs: host ops' input types and scalar inputs, by event index
+  std::vector<CompiledLaunch> compiled_launches;   // Inductor's kernels' launch args, in first-seen order
   std::map<std::string, std::string> metadata;   // distributedInfo, source file, torch version, ...
   uint64_t dropped_events = 0;   // lost to full buffers (ours) or CUPTI's own count
   uint64_t skipped_events = 0;   // imported records we could not use (documented reasons)
