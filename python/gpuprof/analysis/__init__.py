@@ -463,7 +463,7 @@ def _compiled_regions(
         f"{out['graph_calls']} graph calls"
         if calls or not graphs
         else f"{int(total(graphs, 'calls'))} compiled-graph calls (counted by their CompiledFunction "
-        "wrappers: the torch that wrote this trace records no separate graph-call event)"
+        "wrappers: the torch that ran them records no separate graph-call event)"
     )
     out["note"] = (
         f"torch.compile: {counted}; {out['unattributed_host_us'] / 1000:.3f} ms "

@@ -265,7 +265,7 @@ def test_compiled_note_counts_what_the_trace_marks():
     assert old["graph_calls"] == 0 and old["unattributed_host_us"] == 1000.0
     assert old["note"].startswith(
         "torch.compile: 10 compiled-graph calls (counted by their CompiledFunction wrappers: the "
-        "torch that wrote this trace records no separate graph-call event); 1.000 ms of host time "
+        "torch that ran them records no separate graph-call event); 1.000 ms of host time "
         "inside the compiled graphs"
     )
     new = _compiled_regions(
