@@ -3,6 +3,9 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <optional>
+#include <tuple>
+#include <vector>
 
 #include "gpuprof/analysis/chrome_export.h"
 #include "gpuprof/core/trace.h"
@@ -25,6 +28,15 @@ py::dict stats_to_dict(const ImportStats& s) {
   d["time_unit"] = s.timestamps_ns ? "ns" : "us";
   d["read_s"] = s.decompress_parse_s;
   d["threads"] = s.split ? 2 : 1;   // parsing threads (a large text is read in two halves)
+  d["outside_window"] = s.outside_window;   // windowed reads (ImportOptions::scan_steps, windowed)
+  d["context_events"] = s.context_events;
+  if (!s.start_histogram.empty()) {   // a scan's events by start: [(bucket's first ns, events)]
+    py::list h;
+    for (const auto& [bucket, n] : s.start_histogram)
+      h.append(py::make_tuple(py::int_(bucket * (int64_t(1) << s.histogram_shift)), py::int_(n)));
+    d["start_histogram"] = h;
+    d["histogram_bucket_ns"] = int64_t(1) << s.histogram_shift;
+  }
   return d;
 }
 
@@ -78,6 +90,33 @@ auto run_releasing_gil(F&& import) {
   }
 }
 
+// A window import's bounds (ImportOptions::windowed), checked.
+void set_window(ImportOptions& o, const std::array<int64_t, 4>& w) {
+  if (!(w[0] <= w[1] && w[1] <= w[2] && w[2] <= w[3]))
+    throw py::value_error("window must be (keep_from, own_from, own_to, keep_to) in ns, in that order");
+  o.windowed = true;
+  o.keep_from_ns = w[0];
+  o.own_from_ns = w[1];
+  o.own_to_ns = w[2];
+  o.keep_to_ns = w[3];
+}
+
+py::dict spill_windows_py(const std::string& path, int unit_ns,
+                          const std::vector<std::tuple<int64_t, int64_t, std::string>>& windows,
+                          int64_t max_token_bytes) {
+  if (unit_ns != 1 && unit_ns != 1000) throw py::value_error("unit_ns must be 1 or 1000");
+  const ImportOptions o = options(0, 0, {max_token_bytes, 0});
+  std::vector<SpillWindow> w;
+  for (const auto& [from, to, file] : windows) w.push_back({from, to, file});
+  const SpillStats st = run_releasing_gil([&] { return spill_windows(path, unit_ns, w, o); });
+  py::dict d;
+  d["json_bytes"] = st.json_bytes;
+  d["records"] = st.records;
+  d["copies"] = st.copies;
+  d["unrouted"] = st.unrouted;
+  return d;
+}
+
 }  // namespace
 
 void bind_io(py::module_& m) {
@@ -118,19 +157,32 @@ void bind_io(py::module_& m) {
   m.def(
       "import_trace",
       [](const std::string& path, uint64_t max_bytes, uint64_t max_events, int64_t max_token_bytes,
-         int64_t import_cpus, ImportProgress* progress) {
+         int64_t import_cpus, ImportProgress* progress, bool scan_steps,
+         std::optional<std::array<int64_t, 4>> window) {
         ImportOptions o = options(max_bytes, max_events, {max_token_bytes, import_cpus});
         o.progress = progress;
+        o.scan_steps = scan_steps;
+        if (window) set_window(o, *window);
         ImportStats stats;
         Trace t = run_releasing_gil([&] { return import_kineto_trace(path, o, &stats); });
         return py::make_tuple(py::cast(std::move(t)), stats_to_dict(stats));
       },
       py::arg("path"), py::arg("max_bytes") = 0, py::arg("max_events") = 0, py::kw_only(),
       py::arg("max_token_bytes") = 0, py::arg("import_cpus") = 0, py::arg("progress") = nullptr,
+      py::arg("scan_steps") = false, py::arg("window") = py::none(),
       "Read a Kineto Chrome trace (.json or gzip) into a Trace; returns (trace, import stats). "
+      "scan_steps: keep only the step markers, and count the other events by start time in "
+      "stats['start_histogram']; window: (keep_from, own_from, own_to, keep_to) in ns, keep only the "
+      "events overlapping [keep_from, keep_to), those not starting in [own_from, own_to) as context "
+      "(ImportOptions, gpuprof/io/kineto_import.h). "
       "max_token_bytes: the longest single JSON string or number, a whole number of MiB (0: 64 MiB); "
       "import_cpus: the CPUs the import may count on for its threads (0: those this process may run on); "
       "progress: an ImportProgress the import keeps up to date.");
+  m.def("spill_windows", &spill_windows_py, py::arg("path"), py::arg("unit_ns"), py::arg("windows"), py::kw_only(),
+        py::arg("max_token_bytes") = 0,
+        "Copy each traceEvents entry of the trace at `path` to the file of every window it overlaps: "
+        "windows are (keep_from_ns, keep_to_ns, file path); unit_ns: 1000 when ts and dur are "
+        "microseconds, 1 when nanoseconds. Returns stats (records, copies, unrouted).");
   m.def(
       "import_trace_json",
       [](py::bytes data, const std::string& label, uint64_t max_bytes, uint64_t max_events,

@@ -294,7 +294,7 @@ CollectiveTable collective_table(const Trace& t, const LaunchLinks& links, const
     const Candidate& cand = calls[c];
     const Event& e = t.events[cand.event];
     const StepBreakdown* step = step_of(e.start_ns);
-    if (step == nullptr) continue;
+    if (step == nullptr || (e.flags & kContextFlag)) continue;   // a window's context: counted where owned
     CollectiveInfo info = cand.info != nullptr ? *cand.info : CollectiveInfo{};
     fill_group(info, groups);
     CollectiveCall call;

@@ -148,7 +148,8 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
   };
   std::unordered_map<uint32_t, Acc> by_name;
   for (const Event& e : t.events) {
-    if (e.kind != EventKind::Kernel) continue;
+    if (e.kind != EventKind::Kernel || (e.flags & kContextFlag))
+      continue;   // a window's context: counted where owned
     Acc& a = by_name[e.name];
     KernelRow& r = a.row;
     if (r.calls == 0) {
@@ -275,6 +276,7 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
   for (uint32_t i : ops) {
     if (keep_as[i] != i) continue;
     const Event& e = t.events[i];
+    if (e.flags & kContextFlag) continue;   // a window's context: counted in the window that owns it
     if (e.name < torch_range.size()) {
       if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
       if (torch_range[e.name] == 1) continue;   // a range, not an operator (range_table)
@@ -344,7 +346,7 @@ std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& link
   std::map<Key, Acc> by_key;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (e.kind != EventKind::Kernel) continue;
+    if (e.kind != EventKind::Kernel || (e.flags & kContextFlag)) continue;
     const KernelInfo* k = e.aux < t.kernels.size() ? &t.kernels[e.aux] : nullptr;
     const uint32_t op = links.launching_op(i);
     const uint32_t op_name = op == kNoIndex ? 0 : t.events[op].name;
@@ -441,7 +443,7 @@ std::vector<RangeRow> range_table(const Trace& t) {
       continue;
     }
     const std::string& name = t.name_of(e);
-    if (is_step_marker_name(name)) continue;
+    if (is_step_marker_name(name) || (e.flags & kContextFlag)) continue;
     RangeRow& r = by_name[e.name];
     if (r.calls == 0) r.name = name;
     ++r.calls;
@@ -472,7 +474,7 @@ std::vector<RangeRow> range_table(const Trace& t) {
 std::vector<CopyRow> copy_table(const Trace& t) {
   std::map<std::pair<std::string, std::string>, CopyRow> by_key;
   for (const Event& e : t.events) {
-    if (e.kind != EventKind::Memcpy && e.kind != EventKind::Memset) continue;
+    if ((e.kind != EventKind::Memcpy && e.kind != EventKind::Memset) || (e.flags & kContextFlag)) continue;
     const CopyInfo* c = e.aux < t.copies.size() ? &t.copies[e.aux] : nullptr;
     std::string kind = e.kind == EventKind::Memset ? "Memset" : copy_kind_key(c ? c->kind : CopyKind::Unknown);
     std::string host = (e.kind == EventKind::Memcpy && c) ? host_memory_name(*c) : "";

@@ -140,4 +140,18 @@ void PendingEvent::reset() {
   coll = CollectiveInfo{};
 }
 
+KernelInfo PendingEvent::kernel_info() const {
+  KernelInfo k;
+  for (int i = 0; i < 3; ++i) {
+    k.grid[i] = grid[i];
+    k.block[i] = block[i];
+  }
+  k.registers_per_thread = registers > INT32_MAX ? -1 : int32_t(registers);
+  k.shared_mem_bytes = shared_mem;
+  k.blocks_per_sm = float(blocks_per_sm);
+  k.warps_per_sm = float(warps_per_sm);
+  k.est_occupancy_pct = float(occupancy);
+  return k;
+}
+
 }  // namespace gpuprof::kineto

@@ -80,6 +80,8 @@ struct PendingEvent {
   // event).
   void reset();
   void clear_collective();
+  // A kernel's launch properties as the event recorded them.
+  KernelInfo kernel_info() const;
 };
 
 }  // namespace gpuprof::kineto

@@ -2,6 +2,7 @@
 // Trace records an event becomes when its object closes. Numbers arrive as their raw text
 // (decimal.h converts timestamps exactly).
 #include "kineto_handler.h"
+#include "window_filter.h"
 
 #include <string_view>
 #include <unordered_map>
@@ -590,6 +591,8 @@ class KinetoHandler {
     if (!times_ok) return skip("time out of range");
     if (dur_ns < 0) return skip("negative dur");
     if (start_ns > INT64_MAX - dur_ns) return skip("time out of range");
+    uint8_t window_flags = 0;   // kContextFlag for a window's context (window_filter.h)
+    if ((opts_.scan_steps || opts_.windowed) && !in_window(p, start_ns, dur_ns, &window_flags)) return;
     if (opts_.max_events != 0 && trace_.events.size() >= opts_.max_events) {
       abort_reason_ = "more than " + std::to_string(opts_.max_events) +
                       " events (the max_events limit; raise it to read this trace)";
@@ -603,6 +606,7 @@ class KinetoHandler {
         is_step_marker_name(trace_.strings.at(e.name)))
       kind = EventKind::StepMarker;
     e.kind = kind;
+    e.flags |= window_flags;
     e.start_ns = start_ns;
     e.dur_ns = dur_ns;
     e.correlation = p.correlation > 0 ? uint64_t(p.correlation) : 0;
@@ -645,18 +649,8 @@ class KinetoHandler {
         (kind == EventKind::HostOp || kind == EventKind::UserRange || kind == EventKind::Kernel))
       add_collective_info(p, e);
     if (kind == EventKind::Kernel) {
-      KernelInfo k;
-      for (int i = 0; i < 3; ++i) {
-        k.grid[i] = p.grid[i];
-        k.block[i] = p.block[i];
-      }
-      k.registers_per_thread = p.registers > INT32_MAX ? -1 : int32_t(p.registers);
-      k.shared_mem_bytes = p.shared_mem;
-      k.blocks_per_sm = float(p.blocks_per_sm);
-      k.warps_per_sm = float(p.warps_per_sm);
-      k.est_occupancy_pct = float(p.occupancy);
       e.aux = static_cast<uint32_t>(trace_.kernels.size());
-      trace_.kernels.push_back(k);
+      trace_.kernels.push_back(p.kernel_info());
     } else if (kind == EventKind::Memcpy || kind == EventKind::Memset) {
       // Parsing the name once per distinct name: a trace has a handful of copy names. A set's
       // `bytes` are what it wrote; its name says only the memory it wrote to ("Memset (Device)").
@@ -703,6 +697,16 @@ class KinetoHandler {
                          : "timestamp in nanoseconds in a microsecond trace";
   }
 
+  // A windowed read's filter (window_filter.h): whether the event is kept, and whether as context.
+  bool in_window(const PendingEvent& p, int64_t start_ns, int64_t dur_ns, uint8_t* flags) {
+    const EventKind k = kind_of(p.cat);
+    const bool marker = (k == EventKind::HostOp || k == EventKind::UserRange) && is_step_marker_name(p.name);
+    if (opts_.scan_steps && !marker && host_pid_ < 0 && p.pid >= 0 && !is_device_kind(k) &&
+        k != EventKind::InputStage && k != EventKind::Other)
+      host_pid_ = p.pid;   // the profiled process, as a whole import finds it (use_event)
+    return window_keeps(opts_, stats_, marker, start_ns, dur_ns, flags);
+  }
+
   void add_memory_sample(PendingEvent& p) {
     if (!p.ts.present) return skip("missing ts");
     if (p.bad_number) return skip("number out of 64-bit range");
@@ -710,6 +714,7 @@ class KinetoHandler {
     const bool ok = to_ns(p.ts, true, &m.ts_ns);
     if (p.ts.other_unit) return skip(other_unit_reason());
     if (!ok) return skip("time out of range");
+    if ((opts_.scan_steps || opts_.windowed) && !memory_sample_kept(opts_, stats_, m.ts_ns)) return;
     m.bytes_delta = p.has_bytes ? p.bytes : 0;
     m.total_allocated = p.total_allocated;
     m.total_reserved = p.total_reserved;

@@ -63,6 +63,7 @@ constexpr uint64_t kMinEventBytes = 16;
 // keep before refusing.
 bool split_wanted(uint64_t text_bytes, const ImportOptions& opts, bool exact_bytes) {
   if (opts.split_min_bytes == 0 || text_bytes < opts.split_min_bytes || opts.max_bytes != 0) return false;
+  if (opts.scan_steps || opts.windowed) return false;
   if (opts.max_events != 0 && (!exact_bytes || text_bytes / kMinEventBytes >= opts.max_events)) return false;
   return usable_cpus(opts) >= 2;
 }

@@ -40,6 +40,10 @@ constexpr uint32_t kNoIndex = std::numeric_limits<uint32_t>::max();
 // checkpointing: the ops that compute gradients run with recording off (docs/metrics.md, "FLOPs").
 constexpr uint8_t kGradRecordedFlag = 0x01;
 
+// Event::flags bit of any event: kept by a windowed import as the context of its window (before or
+// after the time the window owns), counted in the name-keyed tables of the window that owns it.
+constexpr uint8_t kContextFlag = 0x80;
+
 struct Event {
   int64_t start_ns = 0;
   int64_t dur_ns = 0;

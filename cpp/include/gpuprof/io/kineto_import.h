@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpuprof/core/trace.h"
 
@@ -75,6 +76,20 @@ struct ImportOptions {
   // running several imports at once gives each its share (Python passes $GPUPROF_IMPORT_CPUS,
   // which a folder's worker processes set: python/gpuprof/analyze.py).
   uint32_t cpus = 0;
+  // Windowed analysis (docs/design.md, "Memory"): a trace too large for the memory budget is read
+  // in several imports, each keeping one time window of it. Pass 1 (`scan_steps`) keeps only the
+  // step markers and counts every other event in ImportStats::start_histogram. A window import
+  // (`windowed`) keeps the events overlapping [keep_from_ns, keep_to_ns) (step markers and memory
+  // samples only when they start in it); those that do not start in [own_from_ns, own_to_ns) are
+  // the window's context, kept for the step boundaries and the launch links around it, and carry
+  // kContextFlag: the name-keyed tables count them in the window that owns them. Both read the
+  // text on one thread.
+  bool scan_steps = false;
+  bool windowed = false;
+  int64_t keep_from_ns = INT64_MIN;
+  int64_t own_from_ns = INT64_MIN;
+  int64_t own_to_ns = INT64_MAX;
+  int64_t keep_to_ns = INT64_MAX;
 };
 
 // How the import went, beyond the Trace itself.
@@ -87,6 +102,15 @@ struct ImportStats {
   bool timestamps_ns = false;     // ts/dur were nanoseconds (magnitude rule), not microseconds
   double decompress_parse_s = 0;  // wall time of the streaming read (inflate + JSON + building)
   bool split = false;             // two threads read the text, each one half (split_min_bytes)
+  // Windowed reads (ImportOptions::scan_steps, windowed): the events left out (outside the window,
+  // or not a step marker in a scan) and the kept events that are the window's context.
+  uint64_t outside_window = 0;
+  uint64_t context_events = 0;
+  // A scan's count of the events it left out by start time: bucket (start_ns >> shift) -> events,
+  // at most kMaxHistogramBuckets buckets (the shift grows as the trace's time span needs).
+  static constexpr size_t kMaxHistogramBuckets = size_t(1) << 16;
+  int histogram_shift = 20;
+  std::map<int64_t, uint64_t> start_histogram;
 };
 
 // Reads a `.json` or gzip-compressed (`.json.gz`, detected by its magic bytes) Kineto trace.
@@ -97,6 +121,28 @@ Trace import_kineto_trace(const std::string& path, const ImportOptions& options 
 // The same, from JSON text in memory (for tests and fuzzing); `label` names it in errors.
 Trace import_kineto_json(std::string_view json, const std::string& label, const ImportOptions& options = {},
                          ImportStats* stats = nullptr);
+
+// Windowed analysis's linear read (docs/design.md, "Memory"): one pass over the trace at `path`
+// that copies each traceEvents entry's text, unparsed but for its "ts" and "dur" (in `unit_ns` ns
+// per unit: 1000 for microseconds, 1 for nanoseconds, as the scan decided), to the file of every
+// window whose kept time [keep_from_ns, keep_to_ns) it overlaps, a microsecond either side (the
+// window's import then keeps exactly its own: ImportOptions::windowed). An entry without a usable
+// ts goes to the first window. Each file is a trace: its events, then the rest of the top-level
+// object (deviceProperties, distributedInfo...). Throws TraceImportError for text that is not a JSON
+// object or a file that cannot be written.
+struct SpillWindow {
+  int64_t keep_from_ns = INT64_MIN;
+  int64_t keep_to_ns = INT64_MAX;
+  std::string path;
+};
+struct SpillStats {
+  uint64_t json_bytes = 0;
+  uint64_t records = 0;    // traceEvents entries
+  uint64_t copies = 0;     // entries written to more than one window: the extra copies
+  uint64_t unrouted = 0;   // entries in no window's time
+};
+SpillStats spill_windows(const std::string& path, int unit_ns, const std::vector<SpillWindow>& windows,
+                         const ImportOptions& options = {});
 
 // Exact decimal-to-integer conversion used for timestamps: `text` is a JSON number, the result is
 // its value times 10^scale_exp, rounded half away from zero. False when it is not a number or does

@@ -1,0 +1,59 @@
+// The windowed reads' filter (ImportOptions::scan_steps, windowed; docs/design.md, "Memory"):
+// which events an import keeps, which of them are its window's context, and a scan's count of the
+// events it leaves out, by start time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "gpuprof/io/kineto_import.h"
+
+namespace gpuprof::kineto {
+
+// One more event starting at start_ns in a scan's histogram; past its bucket bound, the buckets
+// are made twice as wide.
+inline void count_start(ImportStats& stats, int64_t start_ns) {
+  auto& h = stats.start_histogram;
+  ++h[start_ns >> stats.histogram_shift];
+  while (h.size() > ImportStats::kMaxHistogramBuckets) {
+    std::map<int64_t, uint64_t> wider;
+    for (const auto& [bucket, n] : h) wider[bucket >> 1] += n;
+    h.swap(wider);
+    ++stats.histogram_shift;
+  }
+}
+
+// Whether an event (a step marker or not) is kept: a scan keeps the markers and counts the rest;
+// a window keeps a marker that starts in its kept time and any other event that overlaps it, and
+// marks (*flags |= kContextFlag) what does not start in the time it owns.
+inline bool window_keeps(const ImportOptions& o, ImportStats& stats, bool marker, int64_t start_ns, int64_t dur_ns,
+                         uint8_t* flags) {
+  if (o.scan_steps) {
+    if (marker) return true;
+    count_start(stats, start_ns);
+    ++stats.outside_window;
+    return false;
+  }
+  const bool kept = marker ? start_ns >= o.keep_from_ns && start_ns < o.keep_to_ns
+                           : start_ns < o.keep_to_ns && (start_ns >= o.keep_from_ns || start_ns + dur_ns > o.keep_from_ns);
+  if (!kept) {
+    ++stats.outside_window;
+    return false;
+  }
+  if (start_ns < o.own_from_ns || start_ns >= o.own_to_ns) {
+    *flags |= kContextFlag;
+    ++stats.context_events;
+  }
+  return true;
+}
+
+// A memory sample: a scan keeps none; a window those in the time it owns.
+inline bool memory_sample_kept(const ImportOptions& o, ImportStats& stats, int64_t ts_ns) {
+  if (o.scan_steps || ts_ns < o.own_from_ns || ts_ns >= o.own_to_ns) {
+    ++stats.outside_window;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace gpuprof::kineto
