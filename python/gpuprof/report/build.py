@@ -19,7 +19,7 @@ from ..advice import advise
 from ..analysis import SCHEMA_VERSION, average, report_dict, step_views
 from ..analysis.implausible import clamp_percentages
 from ..traces.inductor_code import output_code_provenance
-from ..traces.read import import_trace, read_json, trace_source
+from ..traces.read import TooManyEvents, import_trace, read_json, trace_source
 from .model import Report
 
 # The cross-rank analysis (and its statistics module) loads only for reports that have ranks: a
@@ -234,15 +234,29 @@ def analyze_file(
     counts on ``import_cpus`` CPUs (0: all this process may use) and on its ``memory_share`` of the
     memory budget (``traces.read.memory_budget``); ``import_progress`` (a ``_core.ImportProgress``)
     is kept up to date while the file is read."""
-    trace, stats = import_trace(
-        path,
-        max_bytes=max_bytes,
-        max_events=max_events,
-        import_cpus=import_cpus,
-        max_memory=max_memory,
-        memory_share=memory_share,
-        progress=import_progress,
-    )
+    try:
+        trace, stats = import_trace(
+            path,
+            max_bytes=max_bytes,
+            max_events=max_events,
+            import_cpus=import_cpus,
+            max_memory=max_memory,
+            memory_share=memory_share,
+            progress=import_progress,
+        )
+    except TooManyEvents as e:
+        # More events than the memory budget holds: read in windows of steps (analysis/windowed.py).
+        from ..analysis.windowed import windowed_report_dict
+
+        analysed = windowed_report_dict(
+            path,
+            cap=e.cap,
+            reason=e.reason,
+            drop_incomplete_last_step=drop_incomplete_last_step,
+            peak_tflops=peak_tflops,
+            import_cpus=import_cpus,
+        )
+        return build_report(analysed=analysed)
     # The aten operators of the Triton kernels it launched, from Inductor's output code if it is
     # still here (traces/inductor_code.py)
     launches = list(getattr(trace, "compiled_launches", None) or [])

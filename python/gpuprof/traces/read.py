@@ -279,15 +279,19 @@ def import_trace(
                 ) from None
             if max_events or "(the max_events limit;" not in str(e):
                 raise
-            raise TraceImportError(
-                f"{display_path(p)}: more than {cap:,} events, {_cap_reason(memory_share, max_memory)} "
+            error = TooManyEvents if not _setting("GPUPROF_MAX_EVENTS", 0) else TraceImportError
+            reason = _cap_reason(memory_share, max_memory)
+            err = error(
+                f"{display_path(p)}: more than {cap:,} events, {reason} "
                 + (
                     "(set GPUPROF_MAX_EVENTS to a larger number of events if the memory is there)"
                     if _setting("GPUPROF_MAX_EVENTS", 0)
                     else "(if the memory is there: gpuprof analyze --max-memory SIZE, or for any verb "
                     "GPUPROF_MAX_MEMORY=SIZE or GPUPROF_MAX_EVENTS=N)"
                 )
-            ) from None
+            )
+            err.cap, err.reason = cap, reason
+            raise err from None
         records = stats["records"]
         if records and stats["skipped_by_reason"].get("not an object", 0) == records:
             # A JSON list of numbers or strings: nothing in it is an event, so no report of it
@@ -300,6 +304,15 @@ def import_trace(
     finally:
         if held is not None:
             os.close(held)
+
+
+class TooManyEvents(TraceImportError):
+    """A trace with more events than its memory budget's cap (``default_max_events``): the one the
+    analysis reads in windows instead (``analysis/windowed.py``). Its message is the refusal's;
+    ``cap`` is the cap and ``reason`` the setting that set it."""
+
+    cap = 0
+    reason = ""
 
 
 def _is_gpuprof_report(path: Path) -> bool:

@@ -1,0 +1,351 @@
+"""Windowed analysis: the report dict of a trace too large for its memory budget, from the analyses
+of its windows (``traces/windows.py``; docs/design.md, "Memory").
+
+Each window is imported alone and analysed by ``report_dict``; the results are merged as they come,
+so that memory holds one window's trace and the merged rows (in proportion to the steps and the
+distinct names, not to the events):
+
+- the steps a window owns are its rows, in order (the critical path's too); the averages are
+  recomputed from them;
+- the name-keyed tables (kernels, kernels by operator, operators, operators by shape, copies,
+  collectives, ranges) are summed row by row: calls, totals, minima and maxima exactly (to the
+  rounding of each window's microseconds, 0.001 us), means recomputed from the sums, and the
+  per-row shares weighted by the time they are shares of;
+- what needs the whole trace at once, or counts the windows' context, is cut: left as a trace with
+  no events has it, and named in ``source.windowed.cut`` and in a warning that says which setting
+  avoids it (``--max-memory``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Optional
+
+from .._native import _core
+from ..traces.read import import_settings
+
+#: The sections a windowed report leaves out (what a trace of step markers alone shows for them):
+#: each needs every event at once (the memory curve and view, the GPU summary's window, the GPU
+#: timeline) or would count a window's context events in its rows.
+CUT_SECTIONS = (
+    "devices",
+    "modules",
+    "syncs",
+    "idle_time",
+    "launch_stats",
+    "queue_length",
+    "copy_bandwidth",
+    "op_launch_delay",
+    "kernel_sequences",
+    "memory",
+    "flops",
+    "roofline",
+    "gpu_samples",
+    "gpu_timeline",
+    "memory_curve",
+    "memory_ops",
+    "memory_peak",
+    "memory_composition",
+    "memory_growth",
+)
+
+
+def _weighted(rows: list, value: str, weight: str) -> Optional[float]:
+    """The mean of ``value`` over rows weighted by ``weight``; None when no row knows it."""
+    num = den = 0.0
+    for r in rows:
+        v, w = r.get(value), r.get(weight) or 0.0
+        if v is not None and w > 0:
+            num += v * w
+            den += w
+    return num / den if den > 0 else None
+
+
+def _sum_known(rows: list, key: str):
+    """The sum of a field over rows; None when every row's is None."""
+    known = [r[key] for r in rows if r.get(key) is not None]
+    return sum(known) if known else None
+
+
+def _timed(rows: list, count: str) -> dict:
+    """calls (or count), total, min, max and mean of rows of one key."""
+    out = {count: sum(r[count] for r in rows), "total_us": round(sum(r["total_us"] for r in rows), 3)}
+    if "min_us" in rows[0]:
+        out["min_us"] = min(r["min_us"] for r in rows)
+        out["max_us"] = max(r["max_us"] for r in rows)
+    if "mean_us" in rows[0]:
+        out["mean_us"] = out["total_us"] / out[count] if out[count] else 0.0
+    return out
+
+
+def _kernels(rows):
+    out = _timed(rows, "calls")
+    out["mean_blocks_per_sm"] = _weighted(rows, "mean_blocks_per_sm", "total_us")
+    out["mean_occupancy_pct"] = _weighted(rows, "mean_occupancy_pct", "total_us")
+    return out
+
+
+def _kernel_ops(rows):
+    out = _timed(rows, "calls")
+    out["blocks_per_sm"] = _weighted(rows, "blocks_per_sm", "total_us")
+    out["occupancy_pct"] = _weighted(rows, "occupancy_pct", "total_us")
+    return out
+
+
+def _operators(rows):
+    out = {"calls": sum(r["calls"] for r in rows)}
+    for k in ("host_self_us", "host_total_us", "device_self_us", "device_total_us"):
+        out[k] = round(sum(r[k] for r in rows), 3)
+    out["tc_self_pct"] = _weighted(rows, "tc_self_pct", "device_self_us")
+    out["tc_total_pct"] = _weighted(rows, "tc_total_pct", "device_total_us")
+    out["flops"] = _sum_known(rows, "flops")
+    return out
+
+
+def _copies(rows):
+    out = _timed(rows, "count")
+    out["bytes"] = sum(r["bytes"] for r in rows)
+    out["gb_per_s"] = out["bytes"] / (out["total_us"] * 1e3) if out["total_us"] > 0 else 0.0
+    return out
+
+
+def _collectives(rows):
+    out = _timed(rows, "calls")
+    out["bytes"] = _sum_known(rows, "bytes")
+    out["transfer_us"] = _sum_known(rows, "transfer_us")
+    out["wait_us"] = _sum_known(rows, "wait_us")
+    size = rows[0].get("group_size")
+    if out["bytes"] is not None:
+        out["algbw_gbps"], out["busbw_gbps"] = _core.collective_bandwidths(
+            rows[0]["name"], out["bytes"], round(out["total_us"] * 1000), size if size is not None else -1
+        )
+    return out
+
+
+def _ranges(rows):
+    return {
+        "calls": sum(r["calls"] for r in rows),
+        "host_total_us": round(sum(r["host_total_us"] for r in rows), 3),
+        "closure_us": round(sum(r["closure_us"] for r in rows), 3),
+    }
+
+
+def _key(*fields):
+    return lambda r: json.dumps([r.get(f) for f in fields])
+
+
+# (section, the row's key, how rows of one key merge, the sort: largest first by this field)
+TABLES = (
+    ("kernels", _key("name"), _kernels, "total_us"),
+    (
+        "kernel_ops",
+        _key("kernel", "operator", "grid", "block", "registers_per_thread", "shared_memory_bytes"),
+        _kernel_ops,
+        "total_us",
+    ),
+    ("operators", _key("name", "input_shapes"), _operators, "host_total_us"),
+    ("operators_by_shape", _key("name", "input_shapes"), _operators, "host_total_us"),
+    ("copies", _key("kind", "host_memory"), _copies, "total_us"),
+    (
+        "collectives",
+        _key("name", "process_group", "pg_desc", "group_size", "group_ranks", "timed_by"),
+        _collectives,
+        "total_us",
+    ),
+    ("ranges", _key("name"), _ranges, "host_total_us"),
+)
+
+
+class WindowMerge:
+    """The merged report dict, window by window: ``add`` each window's report dict with the step
+    numbers it owns (in order), then ``result``."""
+
+    def __init__(self) -> None:
+        self.first: Optional[dict] = None
+        self.last: Optional[dict] = None
+        self.steps: list = []
+        self.critical: list = []  # the critical path's steps
+        self.rows: dict = {name: {} for name, *_ in TABLES}
+        self.collective_calls: Optional[list] = []
+        self.events = 0
+        self.skewed = 0
+        self.warnings: dict = {}
+
+    def add(self, data: dict, owned_steps: set, context_events: int) -> None:
+        if self.first is None:
+            self.first = {k: v for k, v in data.items() if k not in ("steps", "collective_calls")}
+        self.last = {"step_rules": data["step_rules"], "counts": data["counts"]}
+        kept = [s for s in data["steps"] if s["step"] in owned_steps]
+        self.steps.extend(kept)
+        path = data.get("critical_path") or {}
+        self.critical.extend(s for s in path.get("steps", []) if s["step"] in owned_steps)
+        self.events += data["counts"]["events"] - context_events
+        self.skewed += data["step_rules"].get("skewed_device_events", 0)
+        for w in data.get("warnings", []):
+            self.warnings.setdefault(w["kind"], w)
+        moved = {}  # this window's collective row -> the merged row's key
+        for name, key, _merge, _sort in TABLES:
+            for i, row in enumerate(data.get(name) or []):
+                k = key(row)
+                self.rows[name].setdefault(k, []).append(row)
+                if name == "collectives":
+                    moved[i] = k
+        calls = data.get("collective_calls")
+        if calls is None or self.collective_calls is None:
+            self.collective_calls = None  # a window past MAX_COLLECTIVE_CALLS: none, as a whole trace
+        else:
+            # The window's own calls only (its context's are not rows): a call it owns may fall in
+            # the step before its first, as in the whole trace, when that step's kernels ran late.
+            self.collective_calls.extend([moved[c[0]], *c[1:]] for c in calls)
+        # Each key's rows folded into one as they come: memory in proportion to the names.
+        for name, _key, merge, _sort in TABLES:
+            for rows in self.rows[name].values():
+                if len(rows) > 1:
+                    rows[:] = [{**rows[0], **merge(rows)}]
+
+    def result(self, *, scan_breakdown: dict, note: dict, average) -> dict:
+        """The merged dict: the first window's other keys, the steps and tables merged, the cut
+        sections empty (as ``empty`` has them), the step rules from the scan of the markers (and the
+        last window's trailing-step rules), and the windowed note in ``source`` and ``warnings``."""
+        data = dict(self.first or {})
+        data["steps"] = self.steps
+        data["average"] = average(self.steps)
+        if "critical_path" in data:
+            data["critical_path"] = {**data["critical_path"], "steps": self.critical}
+        rules = dict(data.get("step_rules", {}))
+        for k in (
+            "had_step_markers",
+            "duplicate_step_markers",
+            "nested_step_markers",
+            "malformed_step_markers",
+        ):
+            rules[k] = scan_breakdown[k]
+        for k in ("dropped_trailing_steps", "dropped_incomplete_last"):
+            rules[k] = self.last["step_rules"][k]
+        rules["skewed_device_events"] = self.skewed
+        data["step_rules"] = rules
+        data["counts"] = {
+            **self.last["counts"],
+            "events": self.events,
+            "skipped": note["skipped"],
+            "steps": len(self.steps),
+        }
+        for name, _key, _merge, sort in TABLES:
+            if name not in data:
+                continue
+            rows = [r[0] for r in self.rows[name].values()]
+            rows.sort(key=lambda r: (-(r.get(sort) or 0), json.dumps([r.get("name"), r.get("kind")])))
+            data[name] = rows
+        if "collective_calls" in data or self.collective_calls:
+            order = {k: i for i, k in enumerate(_key_row(r) for r in data.get("collectives", []))}
+            data["collective_calls"] = (
+                None
+                if self.collective_calls is None
+                else [[order[c[0]], *c[1:]] for c in self.collective_calls]
+            )
+        for name in CUT_SECTIONS:
+            if name in note["empty"]:
+                data[name] = note["empty"][name]
+        data["metadata"] = note["metadata"]
+        data["source"] = {**note["source"], "windowed": note["windowed"]}
+        data["warnings"] = [*self.warnings.values(), note["warning"]]
+        return data
+
+
+def _key_row(row: dict) -> str:
+    return next(key for name, key, *_ in TABLES if name == "collectives")(row)
+
+
+@contextlib.contextmanager
+def spilled(path, scan, windows):
+    """The windows' spill files (``_core.spill_windows``: one pass over the trace routes each event's
+    text to the windows it overlaps), in a temporary folder removed afterwards; an empty list when
+    the folder's disk has no room for the trace's JSON text (each window then reads the trace)."""
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="gpuprof-windows-")
+    try:
+        if shutil.disk_usage(tmp).free < scan.stats["json_bytes"] * 1.2:
+            yield []
+            return
+        files = [os.path.join(tmp, f"window{i}.json") for i in range(len(windows))]
+        unit_ns = 1 if scan.stats["time_unit"] == "ns" else 1000
+        _core.spill_windows(
+            os.fsencode(path),
+            unit_ns,
+            [(w.keep_from, w.keep_to, os.fsencode(f)) for w, f in zip(windows, files)],
+            max_token_bytes=import_settings()["max_token_bytes"],
+        )
+        yield files
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def windowed_report_dict(
+    path,
+    *,
+    cap: int,
+    reason: str,
+    drop_incomplete_last_step: bool = True,
+    peak_tflops: Optional[float] = None,
+    import_cpus: int = 0,
+) -> dict:
+    """The report dict (no advice) of the trace at ``path``, which has more than ``cap`` events
+    (the cap its memory budget sets: ``reason`` names the setting), read in windows of steps of at
+    most ``cap`` events each. Raises TraceImportError when the trace has no step markers to cut."""
+    from ..traces.read import TraceImportError, trace_source
+    from ..traces.windows import no_steps_message, plan_windows, read_window, scan_steps
+    from . import average, report_dict
+
+    scan = scan_steps(path, import_cpus)
+    if not scan.steps:
+        raise TraceImportError(no_steps_message(path, cap, reason))
+    windows = plan_windows(scan, cap)
+    merge = WindowMerge()
+    with spilled(path, scan, windows) as files:
+        for i, w in enumerate(windows):
+            source = files[i] if files else path
+            trace, stats = read_window(source, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus)
+            data = report_dict(
+                trace,
+                drop_incomplete_last_step=drop_incomplete_last_step and i == len(windows) - 1,
+                peak_tflops=peak_tflops,
+            )
+            del trace
+            if files:
+                os.unlink(files[i])  # its disk space back at once
+            merge.add(
+                data, {scan.steps[j]["step"] for j in range(w.first, w.last + 1)}, stats["context_events"]
+            )
+            del data
+    empty = report_dict(scan.trace, source={})
+    cut = [k for k in CUT_SECTIONS if k in empty]
+    most = max(w.events for w in windows)
+    message = (
+        f"this trace has more than {cap:,} events, {reason}: it was analysed in {len(windows)} windows "
+        f"of consecutive steps (at most about {most:,} events each), its steps, kernels, operators, copies, "
+        "collectives, ranges and critical path merged from them; left out, as they need every event at "
+        "once: the GPU summary, idle time, launch statistics, queue length, copy bandwidth, operator "
+        "launch delay, kernel sequences, syncs, modules, FLOPs and roofline, the memory view and curve, "
+        "GPU samples and timeline, and the step timelines (gpuprof analyze --max-memory SIZE with more "
+        "memory reads it whole)"
+    )
+    note = {
+        "source": trace_source(path, scan.stats),
+        "skipped": int(scan.trace.skipped_events),
+        "metadata": empty["metadata"],  # the whole file's, as the scan read it
+        "windowed": {
+            "windows": len(windows),
+            "max_events": cap,
+            "spilled": bool(files),
+            "steps_per_window": [w.last - w.first + 1 for w in windows],
+            "cut": cut + ["step_views"],
+        },
+        "warning": {"kind": "windowed", "count": len(windows), "message": message},
+        # FLOPs: {} (the section's "not there"), not the markers' own numbers of no FLOPs.
+        "empty": {k: {} if k == "flops" else empty[k] for k in cut},
+    }
+    return merge.result(scan_breakdown=scan.breakdown, note=note, average=average)
