@@ -5,7 +5,10 @@ all-reduces), and the stored traces (inflated), each through `gpuprof analyze FI
 `gpuprof analyze FILE --json OUT`, in its own process: wall time, peak RSS (the child's ru_maxrss
 from wait4), events kept, bytes per event and peak RSS / JSON size.
 
-    python bench/trace_memory.py [--sizes-gb 1 2 4] [--stored] [--json OUT] [--keep DIR]
+    python bench/trace_memory.py [--sizes-gb 1 2 4] [--stored] [--json OUT] [--keep DIR] [--max-memory SIZE]
+
+With --max-memory (512M), traces with more events than the budget holds are read in windows of
+steps (analysis/windowed.py): each row says in how many.
 
 The synthetic traces are written into a temporary folder (or --keep DIR, reused) and removed.
 """
@@ -81,10 +84,13 @@ def write_trace(path: Path, size_bytes: int) -> int:
     return step
 
 
-def run_one(path: Path, label: str, tmp: Path, timeout: float) -> dict:
+def run_one(path: Path, label: str, tmp: Path, timeout: float, max_memory: str = "") -> dict:
     size = path.stat().st_size
     row = {"trace": label, "json_mb": round(size / 1e6, 1)}
-    for mode, extra in (("text", []), ("json", ["--json", str(tmp / "out.json")])):
+    budget = ["--max-memory", max_memory] if max_memory else []
+    if max_memory:
+        row["max_memory"] = max_memory
+    for mode, extra in (("text", budget), ("json", [*budget, "--json", str(tmp / "out.json")])):
         # A fresh interpreter per command, so that ru_maxrss is this command's alone.
         wrapper = (
             "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
@@ -111,6 +117,9 @@ def run_one(path: Path, label: str, tmp: Path, timeout: float) -> dict:
             "rss_bytes_per_event": round(rss / events, 1) if events else None,
             "rss_per_json_byte": round(rss / size, 3),
         }
+        if mode == "json":  # read in windows (analysis/windowed.py): how many
+            windowed = json.loads((tmp / "out.json").read_text())["source"].get("windowed")
+            row["windows"] = windowed["windows"] if windowed else 1
         print(label, mode, row[mode], flush=True)
     return row
 
@@ -122,8 +131,14 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, default=None)
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", default="")
+    ap.add_argument("--max-memory", default="", help="gpuprof analyze --max-memory SIZE (windowed past it)")
     args = ap.parse_args()
-    results = {"cores": os.cpu_count(), "python": platform.python_version(), "rows": []}
+    results = {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "max_memory": args.max_memory or None,
+        "rows": [],
+    }
     with tempfile.TemporaryDirectory(prefix="gpuprof-trace-memory-") as t:
         tmp = Path(t)
         where = args.keep or tmp
@@ -140,7 +155,7 @@ def main() -> int:
                 t0 = time.monotonic()
                 steps = write_trace(path, int(gb * 1e9))
                 print(f"wrote {path} ({steps} steps) in {time.monotonic() - t0:.0f} s", flush=True)
-            results["rows"].append(run_one(path, f"synthetic {gb:g} GB", tmp, args.timeout))
+            results["rows"].append(run_one(path, f"synthetic {gb:g} GB", tmp, args.timeout, args.max_memory))
             if not args.keep:
                 path.unlink()
     if args.json:

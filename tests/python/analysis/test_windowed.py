@@ -1,6 +1,7 @@
 """Windowed analysis (docs/design.md, "Memory"): a trace with more events than its memory budget
 holds is read in windows of steps and the windows' results merged. The specification: the same
-synthetic trace analysed whole and in windows (forced with a 1 MiB budget, 4,096 events a window)
+synthetic trace analysed whole and in windows (forced with a 1 MiB budget: a cap of 4,096 events,
+windows of 2,048)
 gives the same steps, breakdown and name-keyed tables, and the report says it was windowed and what
 it left out."""
 
@@ -76,7 +77,7 @@ def test_the_scan_keeps_the_steps_and_counts_every_event(synthetic):
 
 def test_windowed_steps_and_breakdown_equal_the_whole_trace(both):
     whole, windowed = both
-    assert windowed["source"]["windowed"]["windows"] == 3
+    assert windowed["source"]["windowed"]["windows"] == 6
     # Every step row (its wall time, each category's time, its start and end) to the nanosecond:
     # a window draws its first step's start from the step before it, kept as context, and its last
     # step's end from its own kernels, which the context step after it keeps.
@@ -119,11 +120,11 @@ def test_collective_calls_and_critical_paths_are_every_steps_once_in_order(both)
 
 
 def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
-    # (both traces: 10,324 and 10,681 events, three windows each)
+    # (both traces: 10,324 and 10,681 events, six windows each: a window keeps half the cap)
     whole, windowed = both
     (note,) = [w for w in windowed["warnings"] if w["kind"] == "windowed"]
     assert "more than 4,096 events, the cap from --max-memory 1 MiB at 256 bytes an event" in note["message"]
-    assert "3 windows" in note["message"]
+    assert "6 windows" in note["message"]
     assert "--max-memory SIZE" in note["message"]
     cut = windowed["source"]["windowed"]["cut"]
     assert "devices" in cut and "memory_curve" in cut and "step_views" in cut
@@ -141,7 +142,7 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())  # the warning is wrapped to the terminal's width
     assert "warning: this trace has more than 4,096 events" in text
-    assert "analysed in 3 windows of consecutive steps" in text
+    assert "analysed in 6 windows of consecutive steps" in text
     assert "116 steps, mean step time 17.140 ms" in text
 
 
