@@ -34,8 +34,9 @@ inline bool window_keeps(const ImportOptions& o, ImportStats& stats, bool marker
     ++stats.outside_window;
     return false;
   }
-  const bool kept = marker ? start_ns >= o.keep_from_ns && start_ns < o.keep_to_ns
-                           : start_ns < o.keep_to_ns && (start_ns >= o.keep_from_ns || start_ns + dur_ns > o.keep_from_ns);
+  const bool kept =
+      marker ? start_ns >= o.keep_from_ns && start_ns < o.keep_to_ns
+             : start_ns < o.keep_to_ns && (start_ns >= o.keep_from_ns || start_ns + dur_ns > o.keep_from_ns);
   if (!kept) {
     ++stats.outside_window;
     return false;
