@@ -37,8 +37,7 @@ std::string three_steps() {
           std::to_string(t + 12) + R"(,"dur":5,"args":{"correlation":)" + corr + R"(,"External id":)" + corr +
           "}},";
     ev += R"({"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":)" + std::to_string(t + 50) +
-          R"(,"dur":70,"args":{"device":0,"stream":7,"correlation":)" + corr + R"(,"External id":)" + corr +
-          "}},";
+          R"(,"dur":70,"args":{"device":0,"stream":7,"correlation":)" + corr + R"(,"External id":)" + corr + "}},";
     ev += R"({"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":)" +
           std::to_string(t) + R"(,"args":{"Bytes":64,"Total Allocated":64,"Device Type":1,"Device Id":0}},)";
   }
@@ -170,7 +169,8 @@ namespace {
 
 std::string temp_path(const std::string& name) {
   const char* dir = std::getenv("TMPDIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/gpuprof_window_test_" + std::to_string(::getpid()) + "_" + name;
+  return std::string(dir && *dir ? dir : "/tmp") + "/gpuprof_window_test_" + std::to_string(::getpid()) + "_" +
+         name;
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -199,7 +199,8 @@ TEST(WindowSpill, EachWindowFileHoldsWhatTheWindowKeeps) {
                              {1000 * kUs, 1100 * kUs, 1200 * kUs, 1300 * kUs},
                              {1100 * kUs, 1200 * kUs, hi, hi}};
   std::vector<SpillWindow> windows;
-  for (int k = 0; k < 3; ++k) windows.push_back({cuts[k][0], cuts[k][3], temp_path("w" + std::to_string(k) + ".json")});
+  for (int k = 0; k < 3; ++k)
+    windows.push_back({cuts[k][0], cuts[k][3], temp_path("w" + std::to_string(k) + ".json")});
   const SpillStats st = spill_windows(src, 1000, windows);
   EXPECT_EQ(st.records, 15u);
   EXPECT_EQ(st.unrouted, 0u);
@@ -224,8 +225,9 @@ TEST(WindowSpill, TextThatIsNotATraceIsOneError) {
   // Not JSON, a truncated list, text after the object: each a TraceImportError naming the file,
   // never a crash.
   const std::string src = temp_path("bad.json"), out = temp_path("bad_w.json");
-  for (const std::string& bad : {std::string("not json"), std::string(R"({"traceEvents":[{"ts":1,"dur":)"),
-                                 std::string(R"({"traceEvents":[]} x)"), std::string(R"({"traceEvents":[{"ts":"1)")}) {
+  for (const std::string& bad :
+       {std::string("not json"), std::string(R"({"traceEvents":[{"ts":1,"dur":)"),
+        std::string(R"({"traceEvents":[]} x)"), std::string(R"({"traceEvents":[{"ts":"1)")}) {
     write_file(src, bad);
     EXPECT_THROW(spill_windows(src, 1000, {{INT64_MIN, INT64_MAX, out}}), TraceImportError) << bad;
   }

@@ -136,26 +136,37 @@ def _key(*fields):
     return lambda r: json.dumps([r.get(f) for f in fields])
 
 
-# (section, the row's key, how rows of one key merge, the sort: largest first by this field)
+# (section, the row's key, how rows of one key merge, the sort: largest first by this field, ties
+# by these, as the native tables order them; collectives' ties keep their first call's order)
 TABLES = (
-    ("kernels", _key("name"), _kernels, "total_us"),
+    ("kernels", ("name",), _kernels, "total_us"),
     (
         "kernel_ops",
-        _key("kernel", "operator", "grid", "block", "registers_per_thread", "shared_memory_bytes"),
+        ("kernel", "operator", "grid", "block", "registers_per_thread", "shared_memory_bytes"),
         _kernel_ops,
         "total_us",
     ),
-    ("operators", _key("name", "input_shapes"), _operators, "host_total_us"),
-    ("operators_by_shape", _key("name", "input_shapes"), _operators, "host_total_us"),
-    ("copies", _key("kind", "host_memory"), _copies, "total_us"),
+    ("operators", ("name", "input_shapes"), _operators, "host_total_us"),
+    ("operators_by_shape", ("name", "input_shapes"), _operators, "host_total_us"),
+    ("copies", ("kind", "host_memory"), _copies, "total_us"),
     (
         "collectives",
-        _key("name", "process_group", "pg_desc", "group_size", "group_ranks", "timed_by"),
+        ("name", "process_group", "pg_desc", "group_size", "group_ranks", "timed_by"),
         _collectives,
         "total_us",
     ),
-    ("ranges", _key("name"), _ranges, "host_total_us"),
+    ("ranges", ("name",), _ranges, "host_total_us"),
 )
+
+
+def _key(row: dict, fields: tuple) -> str:
+    return json.dumps([row.get(f) for f in fields])
+
+
+def _order(row: dict, sort: str, fields: tuple, ties: bool) -> tuple:
+    """A row's place: largest ``sort`` first, then its key fields (absent ones first)."""
+    tie = tuple((row.get(f) is not None, row.get(f) if row.get(f) is not None else 0) for f in fields)
+    return (-(row.get(sort) or 0), tie if ties else ())
 
 
 class WindowMerge:
@@ -192,9 +203,9 @@ class WindowMerge:
         for w in data.get("warnings", []):
             self.warnings.setdefault(w["kind"], w)
         moved = []  # this window's collective row -> the merged row's number
-        for name, key, _merge, _sort in TABLES:
+        for name, fields, _merge, _sort in TABLES:
             for row in data.get(name) or []:
-                k = key(row)
+                k = _key(row, fields)
                 self.rows[name].setdefault(k, []).append(row)
                 if name == "collectives":
                     moved.append(self.call_rows.setdefault(k, len(self.call_rows)))
@@ -207,7 +218,7 @@ class WindowMerge:
             self.calls += len(calls)
             self.chunks["collective_calls"].append(json.dumps([[moved[c[0]], *c[1:]] for c in calls]))
         # Each key's rows folded into one as they come: memory in proportion to the names.
-        for name, _key, merge, _sort in TABLES:
+        for name, _fields, merge, _sort in TABLES:
             for rows in self.rows[name].values():
                 if len(rows) > 1:
                     rows[:] = [{**rows[0], **merge(rows)}]
@@ -242,14 +253,15 @@ class WindowMerge:
             "skipped": note["skipped"],
             "steps": len(data["steps"]),
         }
-        for name, _key, _merge, sort in TABLES:
+        for name, fields, _merge, sort in TABLES:
             if name not in self.keys:
                 continue
             rows = [r[0] for r in self.rows[name].values()]
-            rows.sort(key=lambda r: (-(r.get(sort) or 0), json.dumps([r.get("name"), r.get("kind")])))
+            rows.sort(key=lambda r: _order(r, sort, fields, name != "collectives"))
             data[name] = rows
         if "collective_calls" in self.keys:
-            merged = {k: i for i, k in enumerate(_key_row(r) for r in data.get("collectives", []))}
+            fields = next(f for name, f, *_ in TABLES if name == "collectives")
+            merged = {_key(r, fields): i for i, r in enumerate(data.get("collectives", []))}
             final = {n: merged[k] for k, n in self.call_rows.items()}  # a call's row, renumbered
             calls = self._rows("collective_calls")
             too_many = self.calls is None or self.calls > max_calls
@@ -261,10 +273,6 @@ class WindowMerge:
         data["source"] = {**note["source"], "windowed": note["windowed"]}
         data["warnings"] = [*self.warnings.values(), note["warning"]]
         return {k: data[k] for k in self.keys if k in data}
-
-
-def _key_row(row: dict) -> str:
-    return next(key for name, key, *_ in TABLES if name == "collectives")(row)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ gives the same steps, breakdown and name-keyed tables, and the report says it wa
 it left out."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,61 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert "warning: this trace has more than 4,096 events" in text
     assert "analysed in 6 windows of consecutive steps" in text
     assert "116 steps, mean step time 17.140 ms" in text
+
+
+def _differences(a, b, where: str, out: list) -> None:
+    """Where two report sections differ: every value equal, floats to rel 1e-9 (a mean of the same
+    sums divided in another order differs in its last bits)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            out.append((where, sorted(a.keys() ^ b.keys())))
+            return
+        for k in a:
+            _differences(a[k], b[k], f"{where}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append((where, len(a), len(b)))
+        for i, (x, y) in enumerate(zip(a, b)):
+            _differences(x, y, f"{where}[{i}]", out)
+    elif isinstance(a, float) and isinstance(b, (float, int)):
+        if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9):
+            out.append((where, a, b))
+    elif a != b:
+        out.append((where, a, b))
+
+
+@pytest.mark.parametrize(
+    "name, windows",
+    [("hta_2xv100_ddp", 5), ("hta_a100_nccl", 3), ("hta_v100_ns", 5), ("tb_resnet50_v100_nw0", 6)],
+)
+def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, name, windows):
+    # The real traces (DDP on two V100s, NCCL on A100s, a ResNet-50 with its DataLoader...), each
+    # forced into windows with a 1 MiB budget (2,048 events a window: 3 to 6 of them): every step,
+    # the averages, every row of the name-keyed tables (ties in the native order), the collective
+    # calls, the critical paths, the step rules, counts and metadata are the whole report's.
+    path = sorted((shared_traces / name).glob("*.json.gz"))[0]
+    whole = gpuprof.analyze(path, with_step_views=False).to_dict()
+    windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
+    assert windowed["source"]["windowed"]["windows"] == windows
+    out: list = []
+    for key in (
+        "steps",
+        "average",
+        "kernels",
+        "kernel_ops",
+        "operators",
+        "operators_by_shape",
+        "copies",
+        "collectives",
+        "ranges",
+        "collective_calls",
+        "critical_path",
+        "step_rules",
+        "counts",
+        "metadata",
+    ):
+        _differences(whole[key], windowed[key], key, out)
+    assert out == []
 
 
 def test_a_trace_without_step_markers_is_still_refused(tmp_path):
