@@ -83,6 +83,7 @@ def test_each_worker_gets_its_share_of_max_memory(two_ranks):
     text = " ".join(shared.stdout.split())
     assert "more than 2,048 events, the cap from this worker's 1/2 share of --max-memory 1 MiB" in text
     assert "it was analysed in 5 windows of consecutive steps" in text  # of 1,024 events at most
+
     # The steps read in windows are the steps read whole.
     def step_table(out: str) -> list[str]:
         lines = out.splitlines()
