@@ -35,10 +35,10 @@ STORED = REPO.parent / "shared" / "traces"
 SHIFTED = ("ts", "External id", "correlation")
 
 
-def _step_template() -> tuple[list[str], list[tuple[str, float]], float]:
+def _step_template(layers: int = 8, buckets: int = 4) -> tuple[list[str], list[tuple[str, float]], float]:
     """One step's events as text pieces around the numbers that move from step to step: (pieces,
     (key, first step's value) of each number in text order, the step period in us)."""
-    doc = rank_trace(0, 1, steps=1, layers=8, buckets=4, factors=[1.0], slowest=[1.0])
+    doc = rank_trace(0, 1, steps=1, layers=layers, buckets=buckets, factors=[1.0], slowest=[1.0])
     events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     values: list = []
     for e in events:
@@ -56,12 +56,12 @@ def _step_template() -> tuple[list[str], list[tuple[str, float]], float]:
     for i in range(1, len(parts), 3):
         slots.append(values[int(parts[i] or parts[i + 1])])
         pieces.append(parts[i + 2])
-    return pieces, slots, _step_len_us(1.0, 8, 4) + GAP_US
+    return pieces, slots, _step_len_us(1.0, layers, buckets) + GAP_US
 
 
-def write_trace(path: Path, size_bytes: int) -> int:
+def write_trace(path: Path, size_bytes: int, layers: int = 8) -> int:
     """A plain JSON trace of about `size_bytes`; returns its step count."""
-    pieces, slots, period = _step_template()
+    pieces, slots, period = _step_template(layers, 4 if layers <= 8 else 16)
     with open(path, "w") as f:
         f.write('{"schemaVersion":1,"traceEvents":[\n')
         written, step = 0, 0
@@ -84,13 +84,16 @@ def write_trace(path: Path, size_bytes: int) -> int:
     return step
 
 
-def run_one(path: Path, label: str, tmp: Path, timeout: float, max_memory: str = "") -> dict:
+def run_one(
+    path: Path, label: str, tmp: Path, timeout: float, max_memory: str = "", text_only: bool = False
+) -> dict:
     size = path.stat().st_size
     row = {"trace": label, "json_mb": round(size / 1e6, 1)}
     budget = ["--max-memory", max_memory] if max_memory else []
     if max_memory:
         row["max_memory"] = max_memory
-    for mode, extra in (("text", budget), ("json", [*budget, "--json", str(tmp / "out.json")])):
+    modes = [("text", budget), ("json", [*budget, "--json", str(tmp / "out.json")])]
+    for mode, extra in modes[:1] if text_only else modes:
         # A fresh interpreter per command, so that ru_maxrss is this command's alone.
         wrapper = (
             "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
@@ -117,9 +120,9 @@ def run_one(path: Path, label: str, tmp: Path, timeout: float, max_memory: str =
             "rss_bytes_per_event": round(rss / events, 1) if events else None,
             "rss_per_json_byte": round(rss / size, 3),
         }
-        if mode == "json":  # read in windows (analysis/windowed.py): how many
-            windowed = json.loads((tmp / "out.json").read_text())["source"].get("windowed")
-            row["windows"] = windowed["windows"] if windowed else 1
+        if mode == "text":  # read in windows (analysis/windowed.py): how many, as the warning says
+            said = re.search(r"analysed in ([\d,]+) windows", " ".join(p.stdout.split()))
+            row["windows"] = int(said.group(1).replace(",", "")) if said else 1
         print(label, mode, row[mode], flush=True)
     return row
 
@@ -132,11 +135,19 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", default="")
     ap.add_argument("--max-memory", default="", help="gpuprof analyze --max-memory SIZE (windowed past it)")
+    ap.add_argument(
+        "--layers",
+        type=int,
+        default=8,
+        help="layers of the synthetic step: 8 (89 events), 800 (5,681 events)",
+    )
+    ap.add_argument("--text-only", action="store_true", help="only `gpuprof analyze FILE`, not --json")
     args = ap.parse_args()
     results = {
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "max_memory": args.max_memory or None,
+        "layers": args.layers,
         "rows": [],
     }
     with tempfile.TemporaryDirectory(prefix="gpuprof-trace-memory-") as t:
@@ -150,12 +161,15 @@ def main() -> int:
                 results["rows"].append(run_one(plain, f"{gz.parent.name}/{gz.name}", tmp, args.timeout))
                 plain.unlink()
         for gb in args.sizes_gb:
-            path = where / f"synthetic_{gb:g}gb.json"
+            path = where / (
+                f"synthetic_{gb:g}gb.json" if args.layers == 8 else f"synthetic_{gb:g}gb_{args.layers}l.json"
+            )
             if not path.exists():
                 t0 = time.monotonic()
-                steps = write_trace(path, int(gb * 1e9))
+                steps = write_trace(path, int(gb * 1e9), args.layers)
                 print(f"wrote {path} ({steps} steps) in {time.monotonic() - t0:.0f} s", flush=True)
-            results["rows"].append(run_one(path, f"synthetic {gb:g} GB", tmp, args.timeout, args.max_memory))
+            label = f"synthetic {gb:g} GB" + (f", {args.layers} layers a step" if args.layers != 8 else "")
+            results["rows"].append(run_one(path, label, tmp, args.timeout, args.max_memory, args.text_only))
             if not args.keep:
                 path.unlink()
     if args.json:
