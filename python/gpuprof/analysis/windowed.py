@@ -377,8 +377,8 @@ def windowed_report_dict(
             "cut": cut + ["step_views"],
         },
         "warning": {"kind": "windowed", "count": len(windows), "message": message},
-        # FLOPs: {} (the section's "not there"), not the markers' own numbers of no FLOPs.
-        "empty": {k: {} if k == "flops" else empty[k] for k in cut},
+        # FLOPs: left out whole (a report without the section), not a trace's numbers of no FLOPs.
+        "empty": {k: empty[k] for k in cut if k != "flops"},
     }
     return merge.result(
         scan_breakdown=scan.breakdown, note=note, average=average, max_calls=MAX_COLLECTIVE_CALLS

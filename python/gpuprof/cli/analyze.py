@@ -57,8 +57,9 @@ def add_parser(subparsers) -> None:
         metavar="SIZE",
         default=None,
         help="the most memory the analysis may hold, e.g. 4G or 512M (default: GPUPROF_MAX_MEMORY, "
-        "else half the memory left); a trace with more events than fit stops with a message "
-        "saying so; a folder's workers divide it (docs/analyze.md, 'Limits')",
+        "else half the memory left); a trace with more events than fit is analysed in windows of "
+        "steps, its report saying what that left out; a folder's workers divide it (docs/analyze.md, "
+        "'Limits')",
     )
     p.add_argument(
         "--peak-tflops",

@@ -126,8 +126,9 @@ def read_json(path: Union[str, os.PathLike]):
 def default_max_events(memory_share: int = 1, max_memory: int = 0) -> int:
     """The most events one import keeps: ``GPUPROF_MAX_EVENTS`` when set, else as many as its
     memory budget (``memory_budget``) holds at ``EVENT_BYTES`` each (at least 100,000). Past it the
-    import stops with a message naming the setting, rather than the process running out of memory
-    in the middle (a gzip file of a few MB can inflate to tens of GB of events)."""
+    import stops (``TooManyEvents`` when the budget set it: the analysis then reads the trace in
+    windows), rather than the process running out of memory in the middle (a gzip file of a few MB
+    can inflate to tens of GB of events)."""
     set_by_user = _setting("GPUPROF_MAX_EVENTS", 0)
     if set_by_user:
         return set_by_user
