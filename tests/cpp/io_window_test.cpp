@@ -231,6 +231,20 @@ TEST(WindowSpill, TextThatIsNotATraceIsOneError) {
     write_file(src, bad);
     EXPECT_THROW(spill_windows(src, 1000, {{INT64_MIN, INT64_MAX, out}}), TraceImportError) << bad;
   }
+  // Held text is bounded: an event longer than max_token_bytes (a list of 2,000 numbers against
+  // 1 KiB), top-level keys past it, and nesting past 256 levels each fail in one error.
+  ImportOptions small;
+  small.max_token_bytes = 1024;
+  std::string long_event = R"({"traceEvents":[{"ts":1,"args":[)";
+  for (int i = 0; i < 2000; ++i) long_event += "1,";
+  long_event += "1]}]}";
+  std::string keys = R"({"traceEvents":[])";
+  for (int i = 0; i < 2000; ++i) keys += ",\"k" + std::to_string(i) + "\":1";
+  keys += "}";
+  const std::string deep = R"({"traceEvents":[)" + std::string(300, '[') + std::string(300, ']') + "]}";
+  for (const std::string& bad : {long_event, keys, deep})
+    EXPECT_THROW(spill_windows_json(bad, "bad.json", 1000, {{INT64_MIN, INT64_MAX, "/dev/null"}}, small),
+                 TraceImportError);
   std::remove(src.c_str());
   std::remove(out.c_str());
 }

@@ -62,6 +62,7 @@ class Spiller {
           members_ += key;
           members_ += ':';
           raw_value(&members_, 0);
+          grow_check(members_);
         }
         ws();
         const char c = in_.Take();
@@ -102,8 +103,11 @@ class Spiller {
     if (in_.Peek() != c) fail(std::string("expected '") + c + "'");
     in_.Take();
   }
+  // One event's text, and the top-level keys besides traceEvents together, are held whole: each at
+  // most the longest JSON value accepted.
   void grow_check(const std::string& s) {
-    if (s.size() > max_token_) fail("a value longer than the longest JSON value accepted (GPUPROF_MAX_TOKEN_MIB)");
+    if (s.size() > max_token_)
+      fail("an event or the top-level keys longer than the longest JSON value accepted (GPUPROF_MAX_TOKEN_MIB)");
   }
   // A string, its quotes and escapes as written, appended to *out.
   void raw_string(std::string* out) {
@@ -146,6 +150,7 @@ class Spiller {
           out->push_back(':');
         }
         raw_value(out, depth + 1);
+        grow_check(*out);
         ws();
         const char n = in_.Take();
         out->push_back(n);
@@ -272,6 +277,15 @@ SpillStats spill_windows(const std::string& path, int unit_ns, const std::vector
   if (opts.interrupted) in.set_interrupt_check(opts.interrupted);
   if (!in.error().empty()) throw TraceImportError(path, in.error(), in.error_offset());
   Spiller s(in, path, unit_ns, windows, opts.max_token_bytes);
+  return s.run();
+}
+
+SpillStats spill_windows_json(std::string_view json, const std::string& label, int unit_ns,
+                              const std::vector<SpillWindow>& windows, const ImportOptions& opts) {
+  if (windows.empty()) return {};
+  io::TextStream in(json, 0, opts.max_token_bytes);
+  if (!in.error().empty()) throw TraceImportError(label, in.error(), in.error_offset());
+  Spiller s(in, label, unit_ns, windows, opts.max_token_bytes);
   return s.run();
 }
 

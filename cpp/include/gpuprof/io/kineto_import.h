@@ -143,6 +143,9 @@ struct SpillStats {
 };
 SpillStats spill_windows(const std::string& path, int unit_ns, const std::vector<SpillWindow>& windows,
                          const ImportOptions& options = {});
+// The same, from JSON text in memory (for tests and fuzzing); `label` names it in errors.
+SpillStats spill_windows_json(std::string_view json, const std::string& label, int unit_ns,
+                              const std::vector<SpillWindow>& windows, const ImportOptions& options = {});
 
 // Exact decimal-to-integer conversion used for timestamps: `text` is a JSON number, the result is
 // its value times 10^scale_exp, rounded half away from zero. False when it is not a number or does
