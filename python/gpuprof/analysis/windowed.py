@@ -324,22 +324,32 @@ def windowed_report_dict(
 ) -> dict:
     """The report dict (no advice) of the trace at ``path``, which has more than ``cap`` events
     (the cap its memory budget sets: ``reason`` names the setting), read in windows of steps of at
-    most ``cap`` events each. Raises TraceImportError when the trace has no step markers to cut."""
-    from ..traces.read import TraceImportError, trace_source
+    most half the cap each (where a step allows). Raises TraceImportError when the trace has no step
+    markers to cut, or a window cannot be read (the message names the trace and the window's steps)."""
+    from ..traces.read import TraceImportError, display_path, trace_source
     from ..traces.windows import no_steps_message, plan_windows, read_window, scan_steps
     from . import MAX_COLLECTIVE_CALLS, average, report_dict, report_metadata
 
     scan = scan_steps(path, import_cpus)
     if not scan.steps:
         raise TraceImportError(no_steps_message(path, cap, reason))
-    # A window's analysis peaks at about twice its import's bytes an event (330 measured on 2 million
-    # events of the synthetic trace, against the cap's 256 for a whole report): windows of half the cap.
+    # A window's import and analysis peak at about 330 bytes an event (measured on 2 million events of
+    # the synthetic trace), more than the 256 the cap counts for a whole report: windows of half the cap.
     windows = plan_windows(scan, max(1, cap // 2))
     merge = WindowMerge()
     with spilled(path, scan, windows) as files:
         for i, w in enumerate(windows):
             source = files[i] if files else path
-            trace, stats = read_window(source, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus)
+            try:
+                trace, stats = read_window(
+                    source, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus
+                )
+            except TraceImportError as e:
+                steps = f"steps {scan.steps[w.first]['step']} to {scan.steps[w.last]['step']}"
+                why = str(e).removeprefix(f"{display_path(source)}: ")
+                raise TraceImportError(
+                    f"{display_path(path)}: window {i + 1} of {len(windows)} ({steps}): {why}"
+                ) from None
             data = report_dict(
                 trace,
                 drop_incomplete_last_step=drop_incomplete_last_step and i == len(windows) - 1,
