@@ -242,6 +242,12 @@ TEST(WindowSpill, TextThatIsNotATraceIsOneError) {
   for (int i = 0; i < 2000; ++i) keys += ",\"k" + std::to_string(i) + "\":1";
   keys += "}";
   const std::string deep = R"({"traceEvents":[)" + std::string(300, '[') + std::string(300, ']') + "]}";
+  // Times at the ends of int64 route without overflow: one event each, to the window they overlap.
+  const std::string ends =
+      R"({"traceEvents":[{"ts":-9223372036854775,"dur":9223372036854775},{"ts":9223372036854775,"dur":1}]})";
+  const SpillStats routed = spill_windows_json(ends, "ends.json", 1000, {{INT64_MIN, INT64_MAX, "/dev/null"}});
+  EXPECT_EQ(routed.records, 2u);
+  EXPECT_EQ(routed.unrouted, 0u);
   for (const std::string& bad : {long_event, keys, deep})
     EXPECT_THROW(spill_windows_json(bad, "bad.json", 1000, {{INT64_MIN, INT64_MAX, "/dev/null"}}, small),
                  TraceImportError);

@@ -237,8 +237,8 @@ class Spiller {
     // One microsecond either side: the window's import applies the exact bounds.
     const int64_t slack = 1000;
     const int64_t lo = start > INT64_MIN + slack ? start - slack : INT64_MIN;
-    const int64_t hi =
-        dur < INT64_MAX - start - 2 * slack && start < INT64_MAX - 2 * slack ? start + dur + slack : INT64_MAX;
+    int64_t hi = 0;   // the end plus the slack, or the end of time where that does not fit
+    if (__builtin_add_overflow(start, dur, &hi) || __builtin_add_overflow(hi, slack, &hi)) hi = INT64_MAX;
     size_t sent = 0;
     for (size_t k = 0; k < windows_.size(); ++k) {
       const SpillWindow& w = windows_[k];
