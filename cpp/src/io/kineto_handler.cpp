@@ -592,7 +592,9 @@ class KinetoHandler {
     if (dur_ns < 0) return skip("negative dur");
     if (start_ns > INT64_MAX - dur_ns) return skip("time out of range");
     uint8_t window_flags = 0;   // kContextFlag for a window's context (window_filter.h)
-    if ((opts_.scan_steps || opts_.windowed) && !in_window(p, start_ns, dur_ns, &window_flags)) return;
+    if ((opts_.scan_steps || opts_.windowed) &&
+        !window_keeps(opts_, stats_, kind_of(p.cat), p, &host_pid_, start_ns, dur_ns, &window_flags))
+      return;
     if (opts_.max_events != 0 && trace_.events.size() >= opts_.max_events) {
       abort_reason_ = "more than " + std::to_string(opts_.max_events) +
                       " events (the max_events limit; raise it to read this trace)";
@@ -695,16 +697,6 @@ class KinetoHandler {
   const char* other_unit_reason() const {
     return unit_ns_ == 1 ? "timestamp in microseconds in a nanosecond trace"
                          : "timestamp in nanoseconds in a microsecond trace";
-  }
-
-  // A windowed read's filter (window_filter.h): whether the event is kept, and whether as context.
-  bool in_window(const PendingEvent& p, int64_t start_ns, int64_t dur_ns, uint8_t* flags) {
-    const EventKind k = kind_of(p.cat);
-    const bool marker = (k == EventKind::HostOp || k == EventKind::UserRange) && is_step_marker_name(p.name);
-    if (opts_.scan_steps && !marker && host_pid_ < 0 && p.pid >= 0 && !is_device_kind(k) &&
-        k != EventKind::InputStage && k != EventKind::Other)
-      host_pid_ = p.pid;   // the profiled process, as a whole import finds it (use_event)
-    return window_keeps(opts_, stats_, marker, start_ns, dur_ns, flags);
   }
 
   void add_memory_sample(PendingEvent& p) {

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <map>
 
+#include "gpuprof/core/names.h"
 #include "gpuprof/io/kineto_import.h"
+#include "kineto_event.h"
+#include "kineto_vocabulary.h"
 
 namespace gpuprof::kineto {
 
@@ -23,13 +26,17 @@ inline void count_start(ImportStats& stats, int64_t start_ns) {
   }
 }
 
-// Whether an event (a step marker or not) is kept: a scan keeps the markers and counts the rest;
-// a window keeps a marker that starts in its kept time and any other event that overlaps it, and
-// marks (*flags |= kContextFlag) what does not start in the time it owns.
-inline bool window_keeps(const ImportOptions& o, ImportStats& stats, bool marker, int64_t start_ns, int64_t dur_ns,
-                         uint8_t* flags) {
+// Whether an event of kind `k` is kept: a scan keeps the step markers and counts the rest (noting
+// the profiled process as a whole import does: the first host event's pid); a window keeps a marker
+// that starts in its kept time and any other event that overlaps it, and marks (*flags |=
+// kContextFlag) what does not start in the time it owns.
+inline bool window_keeps(const ImportOptions& o, ImportStats& stats, EventKind k, const PendingEvent& p,
+                         int64_t* host_pid, int64_t start_ns, int64_t dur_ns, uint8_t* flags) {
+  const bool marker = (k == EventKind::HostOp || k == EventKind::UserRange) && is_step_marker_name(p.name);
   if (o.scan_steps) {
     if (marker) return true;
+    if (*host_pid < 0 && p.pid >= 0 && !is_device_kind(k) && k != EventKind::InputStage && k != EventKind::Other)
+      *host_pid = p.pid;
     count_start(stats, start_ns);
     ++stats.outside_window;
     return false;

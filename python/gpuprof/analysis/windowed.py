@@ -49,6 +49,7 @@ CUT_SECTIONS = (
     "memory_peak",
     "memory_composition",
     "memory_growth",
+    "compiled",  # torch.compile's regions, from the kernel and operator rows of one window
 )
 
 
@@ -364,7 +365,7 @@ def windowed_report_dict(
             del data
             _trim()
     empty = report_dict(_core.Trace(), source={})  # each section as a trace without events has it
-    cut = [k for k in CUT_SECTIONS if k in empty]
+    cut = [k for k in CUT_SECTIONS if k in empty or k in merge.keys]
     most = max(w.events for w in windows)
     message = (
         f"this trace has more than {cap:,} events, {reason}: it was analysed in {len(windows)} windows "
@@ -372,8 +373,8 @@ def windowed_report_dict(
         "collectives, ranges and critical path merged from them; left out, as they need every event at "
         "once: the GPU summary, idle time, launch statistics, queue length, copy bandwidth, operator "
         "launch delay, kernel sequences, syncs, modules, FLOPs and roofline, the memory view and curve, "
-        "GPU samples and timeline, and the step timelines (gpuprof analyze --max-memory SIZE with more "
-        "memory reads it whole)"
+        f"GPU samples and timeline, {'torch.compile regions, ' if 'compiled' in cut else ''}and the step "
+        "timelines (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
     )
     note = {
         "source": trace_source(path, scan.stats),
@@ -388,7 +389,7 @@ def windowed_report_dict(
         },
         "warning": {"kind": "windowed", "count": len(windows), "message": message},
         # FLOPs: left out whole (a report without the section), not a trace's numbers of no FLOPs.
-        "empty": {k: empty[k] for k in cut if k != "flops"},
+        "empty": {k: empty[k] for k in cut if k != "flops" and k in empty},
     }
     return merge.result(
         scan_breakdown=scan.breakdown, note=note, average=average, max_calls=MAX_COLLECTIVE_CALLS
