@@ -59,10 +59,16 @@ def _step_template(layers: int = 8, buckets: int = 4) -> tuple[list[str], list[t
     return pieces, slots, _step_len_us(1.0, layers, buckets) + GAP_US
 
 
-def write_trace(path: Path, size_bytes: int, layers: int = 8) -> int:
-    """A plain JSON trace of about `size_bytes`; returns its step count."""
+def write_trace(path: Path, size_bytes: int, layers: int = 8) -> tuple[int, int]:
+    """A JSON trace of about `size_bytes` of JSON text, gzip'd (level 1) where `path` ends in .gz;
+    returns its step count and the JSON's size in bytes."""
     pieces, slots, period = _step_template(layers, 4 if layers <= 8 else 16)
-    with open(path, "w") as f:
+    opener = (
+        (lambda: gzip.open(path, "wt", compresslevel=1))
+        if path.suffix == ".gz"
+        else (lambda: open(path, "w"))
+    )
+    with opener() as f:
         f.write('{"schemaVersion":1,"traceEvents":[\n')
         written, step = 0, 0
         while written < size_bytes:
@@ -79,16 +85,37 @@ def write_trace(path: Path, size_bytes: int, layers: int = 8) -> int:
             f.write(text)
             written += len(text)
             step += 1
-        f.write('{"ph":"M","name":"process_name","pid":10000,"args":{"name":"rank 0"}}\n')
-        f.write('],"displayTimeUnit":"ms"}\n')
-    return step
+        tail = '{"ph":"M","name":"process_name","pid":10000,"args":{"name":"rank 0"}}\n'
+        tail += '],"displayTimeUnit":"ms"}\n'
+        f.write(tail)
+    return step, written + len(tail) + len('{"schemaVersion":1,"traceEvents":[\n')
+
+
+def _json_bytes(path: Path) -> int:
+    """The JSON's size: the file's, or what a gzip'd one inflates to (counted, not read from its
+    trailer, which holds it modulo 4 GiB)."""
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    n = 0
+    with gzip.open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            n += len(chunk)
+    return n
 
 
 def run_one(
-    path: Path, label: str, tmp: Path, timeout: float, max_memory: str = "", text_only: bool = False
+    path: Path,
+    label: str,
+    tmp: Path,
+    timeout: float,
+    max_memory: str = "",
+    text_only: bool = False,
+    json_bytes: int = 0,
 ) -> dict:
-    size = path.stat().st_size
+    size = json_bytes or _json_bytes(path)
     row = {"trace": label, "json_mb": round(size / 1e6, 1)}
+    if path.suffix == ".gz":
+        row["gzip_mb"] = round(path.stat().st_size / 1e6, 1)
     budget = ["--max-memory", max_memory] if max_memory else []
     if max_memory:
         row["max_memory"] = max_memory
@@ -142,6 +169,12 @@ def main() -> int:
         help="layers of the synthetic step: 8 (89 events), 800 (5,681 events)",
     )
     ap.add_argument("--text-only", action="store_true", help="only `gpuprof analyze FILE`, not --json")
+    ap.add_argument(
+        "--gzip",
+        action="store_true",
+        help="write the synthetic traces gzip'd (a 20 GB trace and its windows' spill files need 40 GB of "
+        "disk as plain JSON)",
+    )
     args = ap.parse_args()
     results = {
         "cores": os.cpu_count(),
@@ -162,14 +195,23 @@ def main() -> int:
                 plain.unlink()
         for gb in args.sizes_gb:
             path = where / (
-                f"synthetic_{gb:g}gb.json" if args.layers == 8 else f"synthetic_{gb:g}gb_{args.layers}l.json"
+                (
+                    f"synthetic_{gb:g}gb.json"
+                    if args.layers == 8
+                    else f"synthetic_{gb:g}gb_{args.layers}l.json"
+                )
+                + (".gz" if args.gzip else "")
             )
+            json_bytes = 0
             if not path.exists():
                 t0 = time.monotonic()
-                steps = write_trace(path, int(gb * 1e9), args.layers)
+                steps, json_bytes = write_trace(path, int(gb * 1e9), args.layers)
                 print(f"wrote {path} ({steps} steps) in {time.monotonic() - t0:.0f} s", flush=True)
             label = f"synthetic {gb:g} GB" + (f", {args.layers} layers a step" if args.layers != 8 else "")
-            results["rows"].append(run_one(path, label, tmp, args.timeout, args.max_memory, args.text_only))
+            label += ", gzip'd" if args.gzip else ""
+            results["rows"].append(
+                run_one(path, label, tmp, args.timeout, args.max_memory, args.text_only, json_bytes)
+            )
             if not args.keep:
                 path.unlink()
     if args.json:
