@@ -51,6 +51,7 @@ py::dict event_dict(const Trace& t, const Event& e) {
     d["blocks_per_sm"] = k.blocks_per_sm;
     d["warps_per_sm"] = k.warps_per_sm;
     d["est_occupancy_pct"] = k.est_occupancy_pct;
+    d["graph_id"] = k.graph_id;
   } else if ((e.kind == EventKind::Memcpy || e.kind == EventKind::Memset) && e.aux < t.copies.size()) {
     const CopyInfo& c = t.copies[e.aux];
     d["bytes"] = c.bytes;

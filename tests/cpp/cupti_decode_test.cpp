@@ -82,6 +82,30 @@ TEST(CuptiDecode, KernelCarriesLaunchGeometryRegistersSharedMemoryAndCorrelation
   EXPECT_EQ(ki.registers_per_thread, 40);
   EXPECT_EQ(ki.shared_mem_bytes, 4096 + 8192);   // static + dynamic
   EXPECT_EQ(ki.est_occupancy_pct, -1.0f);         // not Kineto's to give here
+  EXPECT_EQ(ki.graph_id, 0u);                     // launched on its own
+}
+
+TEST(CuptiDecode, AGraphKernelKeepsItsGraphIdAndItsLaunchCorrelation) {
+  // A kernel replayed from a CUDA graph: CUPTI gives the graph's id and the correlation id of the
+  // cudaGraphLaunch call, which every kernel of that replay shares.
+  Trace t;
+  auto names = test_names();
+  for (uint64_t node = 1; node <= 2; ++node) {
+    auto k = zeroed<CUpti_ActivityKernel10>();
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = 1'000 * node;
+    k.end = k.start + 500;
+    k.correlationId = 91;
+    k.graphId = 12;
+    k.graphNodeId = node;
+    k.name = "_Z4nodev";
+    ASSERT_EQ(decode_record(as_activity(&k), names, t).what, DecodeResult::What::Event);
+  }
+  ASSERT_EQ(t.kernels.size(), 2u);
+  for (const Event& e : t.events) {
+    EXPECT_EQ(e.correlation, 91u);
+    EXPECT_EQ(t.kernels[e.aux].graph_id, 12u);
+  }
 }
 
 TEST(CuptiDecode, UnmangledKernelNameIsKeptAndNullNameIsNamed) {

@@ -231,6 +231,7 @@ DecodeResult decode_record(const CUpti_Activity& record, ApiNames& names, Trace&
       info.block[0] = k.blockX, info.block[1] = k.blockY, info.block[2] = k.blockZ;
       info.registers_per_thread = k.registersPerThread;
       info.shared_mem_bytes = int64_t(k.staticSharedMemory) + int64_t(k.dynamicSharedMemory);
+      info.graph_id = k.graphId;
       Event& e = add(out, EventKind::Kernel, names.kernel_name(k.name), k.start, k.end);
       e.device = int16_t(k.deviceId);
       e.tid = k.streamId;

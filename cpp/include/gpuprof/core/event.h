@@ -104,6 +104,9 @@ struct KernelInfo {
   float blocks_per_sm = -1.0f;         // as written by Kineto, -1 if absent
   float warps_per_sm = -1.0f;
   float est_occupancy_pct = -1.0f;     // Kineto's `est. achieved occupancy %`, -1 if absent
+  // The CUDA graph the kernel was replayed from (CUPTI's graphId; 0: launched on its own). Its
+  // Event::correlation is then that of the cudaGraphLaunch call, shared by the graph's kernels.
+  uint32_t graph_id = 0;
 
   int64_t blocks() const { return int64_t(grid[0]) * grid[1] * grid[2]; }
   int64_t threads_per_block() const { return int64_t(block[0]) * block[1] * block[2]; }
