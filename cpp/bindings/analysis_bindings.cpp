@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "critical_path_dict.h"
+#include "cuda_graph_fields.h"
 #include "gpuprof/analysis/breakdown.h"
 #include "gpuprof/analysis/collectives.h"
 #include "gpuprof/analysis/energy.h"
@@ -391,6 +392,7 @@ const std::vector<ResultTable>& result_tables() {
       result_table("copy_bandwidth", &AnalysisTables::copy_bandwidth, kCopyBandwidthFields),
       result_table("op_launch_delay", &AnalysisTables::op_launch_delay, kOpLaunchDelayFields),
       result_table("kernel_sequences", &AnalysisTables::kernel_sequences, kKernelSequenceFields),
+      result_table("cuda_graphs", &AnalysisTables::cuda_graphs, kCudaGraphFields),
       result_table("memory", &AnalysisTables::memory, kStepMemoryFields),
       result_table("ranges", &AnalysisTables::ranges, kRangeFields),
       {"memory_ops", [](const AnalysisTables& a) { return row_dicts(a.memory_view.ops, kMemoryOpFields); }},

@@ -56,7 +56,7 @@ void bind_event_builders(py::module_& m) {
       [](Trace& t, const std::string& name, int64_t start_ns, int64_t dur_ns, int device, uint32_t stream,
          uint64_t correlation, uint64_t external_id, const std::vector<int64_t>& grid,
          const std::vector<int64_t>& block, int registers_per_thread, int64_t shared_mem_bytes,
-         float blocks_per_sm, float warps_per_sm, float est_occupancy_pct) {
+         float blocks_per_sm, float warps_per_sm, float est_occupancy_pct, uint32_t graph_id) {
         if (dur_ns < 0)
           throw py::value_error("kernel '" + name + "' has a negative duration (" + std::to_string(dur_ns) +
                                 " ns)");
@@ -71,6 +71,7 @@ void bind_event_builders(py::module_& m) {
         k.blocks_per_sm = blocks_per_sm;
         k.warps_per_sm = warps_per_sm;
         k.est_occupancy_pct = est_occupancy_pct;
+        k.graph_id = graph_id;
         Event& e = t.add(EventKind::Kernel, name, start_ns, dur_ns);
         e.device = static_cast<int16_t>(device);
         e.tid = stream;
@@ -83,7 +84,9 @@ void bind_event_builders(py::module_& m) {
       py::arg("correlation") = 0, py::arg("external_id") = 0, py::arg("grid") = std::vector<int64_t>{},
       py::arg("block") = std::vector<int64_t>{}, py::arg("registers_per_thread") = -1,
       py::arg("shared_mem_bytes") = -1, py::arg("blocks_per_sm") = -1.0f, py::arg("warps_per_sm") = -1.0f,
-      py::arg("est_occupancy_pct") = -1.0f, "Add a kernel with its launch shape (-1 / empty: not known).");
+      py::arg("est_occupancy_pct") = -1.0f, py::arg("graph_id") = 0,
+      "Add a kernel with its launch shape (-1 / empty: not known) and the CUDA graph it was replayed from "
+      "(0: none).");
 
   m.def(
       "add_copy",

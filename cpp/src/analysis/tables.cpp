@@ -627,6 +627,7 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
     shorten(r.op);
     shorten(r.kernels);
   }
+  for (CudaGraphRow& r : a.cuda_graphs) shorten(r.launched_from);
   for (SyncRow& r : a.syncs) {
     shorten(r.name);
     shorten(r.op);
@@ -742,6 +743,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.op_launch_delay = op_launch_delay_table(t, a.links, launched_before);
     a.kernel_sequences = kernel_sequence_table(t, a.links, launched_before);
     a.ranges = range_table(t);
+    a.cuda_graphs = cuda_graph_table(t, a.links);
   };
   std::exception_ptr linked_error;
   std::thread side;

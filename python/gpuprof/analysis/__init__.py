@@ -74,6 +74,7 @@ def report_dict(
         native["breakdown_steps"] = analysed["breakdown"]["steps"]  # the critical path's drawing
     bd = analysed["breakdown"]
     copied = {t.key for t in fields.TABLES if t.analysed}
+    omitted_when_empty = {t.key for t in fields.TABLES if t.omit_empty}
     steps = []
     for s in bd["steps"]:
         row = {"step": s["step"], "total_us": _us(s["total_ns"])}
@@ -118,7 +119,7 @@ def report_dict(
     # rows computed in C++ (cpp/src/analysis/gpu_summary.cpp, tables.cpp), the tables fields.py
     # declares ``analysed``; unknown numbers are None. docs/metrics.md defines every field.
     for key, rows in analysed.items():
-        if key in copied:
+        if key in copied and (rows or key not in omitted_when_empty):
             data[key] = rows
     # A launch dimension the trace did not record reads [0, 0, 0] in C++ (no launch has a 0
     # dimension): null, as the plugin shows it; its rows stay apart all the same.

@@ -44,6 +44,7 @@ class Table(NamedTuple):
     terminal: bool = False  # and in the terminal's too (the terminal shows few: it has one screen)
     analysed: bool = False  # rows the native analysis makes, copied into the report as they are
     doc: str = ""  # what the Report's accessor says of it (the title when empty)
+    omit_empty: bool = False  # an analysed table left out of the report when it has no rows
 
 
 _US = "number"
@@ -329,6 +330,31 @@ TABLES: tuple[Table, ...] = (
         shown=True,
         analysed=True,
         doc="Recurring kernel sequences per operator, as HTA's frequent kernel sequences (docs/metrics.md).",
+    ),
+    Table(
+        "cuda_graphs",
+        "CUDA graphs",
+        (
+            Field("graph_id", "integer", "the graph's id (CUPTI's `graphId`)"),
+            Field(
+                "launches", "integer", "its launches (`cudaGraphLaunch` calls) whose kernels ran in the span"
+            ),
+            Field("kernels", "integer", "kernel executions replayed from it"),
+            Field("kernels_per_launch", _NULLABLE_NUM, "`kernels` / `launches` (null: no launch recorded)"),
+            Field("device_us", _US, "summed device time of those kernels"),
+            Field(
+                "launched_from",
+                "string|null",
+                "the innermost operator, user range (a compiled region) or module call around its launch "
+                "calls, the one most launches share: where the graph is replayed, not where it was "
+                "captured (null: no host event around its launch calls, or they were not recorded)",
+            ),
+        ),
+        shown=True,
+        terminal=True,
+        analysed=True,
+        omit_empty=True,
+        doc="CUDA graphs replayed in the span: launches, kernels, device time per graph (absent when none).",
     ),
     Table(
         "ranges",

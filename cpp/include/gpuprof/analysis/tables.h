@@ -11,6 +11,7 @@
 #include "gpuprof/analysis/breakdown.h"
 #include "gpuprof/analysis/collectives.h"
 #include "gpuprof/analysis/critical_path.h"
+#include "gpuprof/analysis/cuda_graphs.h"
 #include "gpuprof/analysis/flops.h"
 #include "gpuprof/analysis/gpu_summary.h"
 #include "gpuprof/analysis/hta_counters.h"
@@ -263,6 +264,7 @@ struct AnalysisTables {
   std::vector<CopyBandwidthRow> copy_bandwidth;
   std::vector<OpLaunchDelayRow> op_launch_delay;
   std::vector<KernelSequenceRow> kernel_sequences;
+  std::vector<CudaGraphRow> cuda_graphs;   // one per CUDA graph replayed ([] for none)
   MemoryView memory_view;   // the curve's levels, per-operator statistics, peaks, growth
   std::vector<uint8_t> repeated_ops;   // repeated_op_calls(trace, links), for step_event_tables
   ModuleView modules;                  // module rows, and each event's row (modules.h)
