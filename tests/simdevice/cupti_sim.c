@@ -443,24 +443,14 @@ CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
 
 /* ---- the simulated device ---------------------------------------------------------------------- */
 
-/* One API call (runtime cbid) on the calling thread and the device work it starts. kind: 0 kernel,
- * 1 HtoD copy, 2 memset. in_flight: the work has not finished (zero times, as a forced flush
- * delivers it). Under g_mu. */
-static void launch_locked(int what, const char *kernel_name, uint64_t device_ns, uint64_t bytes, int in_flight) {
-  const uint32_t corr = g_next_correlation++;
-  const uint64_t api_start = now_ts();
-  static const CUpti_CallbackId cbids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                                           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-                                           CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020};
-  uint64_t start = api_start > g_device_free ? api_start : g_device_free;
-  uint64_t end = start + (uint64_t)((double)device_ns * g_ticks_per_ns + 0.5);
-  if (!in_flight) g_device_free = end;
-  const uint64_t api_end = now_ts();
-  if (api_recorded(CUPTI_ACTIVITY_KIND_RUNTIME, cbids[what])) {
+/* The runtime call `cbid` made on the calling thread, and its correlation with the thread's pushed
+ * external id (if any). Under g_mu. */
+static void api_call_locked(CUpti_CallbackId cbid, uint32_t corr, uint64_t api_start, uint64_t api_end) {
+  if (api_recorded(CUPTI_ACTIVITY_KIND_RUNTIME, cbid)) {
     CUpti_ActivityAPI a;
     memset(&a, 0, sizeof a);
     a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-    a.cbid = cbids[what];
+    a.cbid = cbid;
     a.start = api_start, a.end = api_end;
     a.processId = 1, a.threadId = (uint32_t)pthread_self();
     a.correlationId = corr;
@@ -477,6 +467,21 @@ static void launch_locked(int what, const char *kernel_name, uint64_t device_ns,
     append(&x, x.kind);
     ++g_stats.external_records;
   }
+}
+
+/* One API call (runtime cbid) on the calling thread and the device work it starts. kind: 0 kernel,
+ * 1 HtoD copy, 2 memset. in_flight: the work has not finished (zero times, as a forced flush
+ * delivers it). Under g_mu. */
+static void launch_locked(int what, const char *kernel_name, uint64_t device_ns, uint64_t bytes, int in_flight) {
+  const uint32_t corr = g_next_correlation++;
+  const uint64_t api_start = now_ts();
+  static const CUpti_CallbackId cbids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                                           CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020};
+  uint64_t start = api_start > g_device_free ? api_start : g_device_free;
+  uint64_t end = start + (uint64_t)((double)device_ns * g_ticks_per_ns + 0.5);
+  if (!in_flight) g_device_free = end;
+  api_call_locked(cbids[what], corr, api_start, now_ts());
   if (in_flight) start = end = 0, ++g_stats.in_flight;
   if (what == 0 && (on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) || on(CUPTI_ACTIVITY_KIND_KERNEL))) {
     CUpti_ActivityKernel10 k;
@@ -571,6 +576,40 @@ void simdev_launch(int what, const char *kernel_name, uint64_t device_ns, uint64
   pthread_mutex_lock(&g_mu);
   const char *name = kernel_name ? intern_locked(kernel_name) : "_Z13simdev_kernelPfi";
   for (int i = 0; i < count; ++i) launch_locked(what, name, device_ns, bytes, in_flight);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* A captured CUDA graph of `nodes` kernels replayed `count` times from the calling thread: each
+ * replay is one cudaGraphLaunch call, and its kernels carry `graph_id`, their node's id and the
+ * call's correlation id (as CUPTI records a graph's kernels), one after the other on the device,
+ * `node_ns` each. */
+void simdev_graph_launch(uint32_t graph_id, const char *kernel_name, int nodes, uint64_t node_ns, int count) {
+  pthread_mutex_lock(&g_mu);
+  const char *name = intern_locked(kernel_name ? kernel_name : "_Z10graph_nodev");
+  const int kinds = on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) || on(CUPTI_ACTIVITY_KIND_KERNEL);
+  for (int i = 0; i < count; ++i) {
+    const uint32_t corr = g_next_correlation++;
+    const uint64_t api_start = now_ts();
+    api_call_locked(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, corr, api_start, now_ts());
+    for (int node = 0; node < nodes && kinds; ++node) {
+      CUpti_ActivityKernel10 k;
+      memset(&k, 0, sizeof k);
+      k.kind = on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL;
+      k.start = api_start > g_device_free ? api_start : g_device_free;
+      k.end = k.start + (uint64_t)((double)node_ns * g_ticks_per_ns + 0.5);
+      g_device_free = k.end;
+      k.deviceId = g_launch_device, k.contextId = 1, k.streamId = 7;
+      k.gridX = 132, k.gridY = k.gridZ = 1;
+      k.blockX = 128, k.blockY = k.blockZ = 1;
+      k.registersPerThread = 32;
+      k.correlationId = corr;
+      k.graphId = graph_id;
+      k.graphNodeId = (uint64_t)node + 1;
+      k.name = name;
+      append(&k, k.kind);
+      ++g_stats.kernels, g_stats.kernel_ns += node_ns;
+    }
+  }
   pthread_mutex_unlock(&g_mu);
 }
 

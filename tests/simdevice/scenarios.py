@@ -179,6 +179,29 @@ def forked_workers(dev: SimDevice) -> dict:
     return {"report": prof.report().to_dict(), "batches": batches}
 
 
+GRAPH_ID, GRAPH_NODES, GRAPH_REPLAYS, GRAPH_NODE_NS = 7, 5, 3, 3_000
+
+
+def cuda_graphs(dev: SimDevice) -> dict:
+    """A captured CUDA graph of GRAPH_NODES kernels replayed GRAPH_REPLAYS times a step (one
+    cudaGraphLaunch each, its kernels carrying the graph's id) inside the range "graph_replay",
+    itself inside "outer", beside the operators' own kernels."""
+    import gpuprof
+
+    dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS)
+
+    def replay(i: int) -> None:
+        with gpuprof.range("outer"), gpuprof.range("graph_replay"):
+            dev.graph_launch(
+                GRAPH_ID, GRAPH_NODES, GRAPH_NODE_NS, name="_Z10graph_nodev", count=GRAPH_REPLAYS
+            )
+
+    with _profile() as prof:
+        _loop(prof, between=replay)
+    dev.set_rule(0)
+    return {"report": prof.report().to_dict()}
+
+
 H100 = {
     "name": "NVIDIA H100 80GB HBM3", "total_global_mem": 85520809984, "compute_major": 9, "compute_minor": 0,
     "max_threads_per_block": 1024, "max_threads_per_sm": 2048, "regs_per_block": 65536, "regs_per_sm": 65536,
@@ -325,6 +348,7 @@ SCENARIOS = {
         exit_inside,
         multi_gpu,
         other_client_between,
+        cuda_graphs,
     )
 }
 

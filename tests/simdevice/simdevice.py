@@ -108,6 +108,7 @@ class SimDevice:
         self.nvml.simnvml_set_devices.argtypes = [c_int, ctypes.POINTER(ctypes.c_char_p)]
         self.nvml.simnvml_set_device.argtypes = [c_int] + [ctypes.c_uint] * 4
         self.cupti.simdev_set_launch_device.argtypes = [ctypes.c_uint32]
+        self.cupti.simdev_graph_launch.argtypes = [ctypes.c_uint32, ctypes.c_char_p, c_int, u64, c_int]
 
     def set_rule(self, kernels_per_op=1, kernel_ns=0, copy_every=0, copy_ns=0, set_every=0, set_ns=0) -> None:
         """At each external-id push (each host operator gpuprof's hooks see): `kernels_per_op`
@@ -121,6 +122,11 @@ class SimDevice:
         self.cupti.simdev_launch(
             what, name.encode() if name else None, device_ns, nbytes, int(in_flight), count
         )
+
+    def graph_launch(self, graph_id: int, nodes: int, node_ns: int, name: str | None = None, count=1) -> None:
+        """Replay a captured CUDA graph of `nodes` kernels (`node_ns` each, all named `name`)
+        `count` times: one cudaGraphLaunch call a replay, its kernels carrying `graph_id`."""
+        self.cupti.simdev_graph_launch(graph_id, name.encode() if name else None, nodes, node_ns, count)
 
     def take_subscriber(self, taken=True) -> None:
         self.cupti.simdev_take_subscriber(int(taken))

@@ -19,7 +19,18 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from scenarios import COPY_NS, KERNEL_NS, MULTI_KERNELS, MULTI_NVML, SET_NS, STEPS  # noqa: E402
+from scenarios import (  # noqa: E402
+    COPY_NS,
+    GRAPH_ID,
+    GRAPH_NODE_NS,
+    GRAPH_NODES,
+    GRAPH_REPLAYS,
+    KERNEL_NS,
+    MULTI_KERNELS,
+    MULTI_NVML,
+    SET_NS,
+    STEPS,
+)
 
 _results: dict = {}
 NS = 1e-3  # one nanosecond, in the report's microseconds
@@ -323,3 +334,34 @@ def test_live_on_the_tsc_clock(simdevice_libdir, tmp_path_factory):
     assert sum(s["kernel_us"] for s in r["steps"]) == pytest.approx(st["kernel_ns"] / 1e3, rel=0.01)
     copies = {c["kind"]: c for c in r["copies"]}
     assert copies["HtoD"]["total_us"] == pytest.approx(st["memcpy_ns"] / 1e3, rel=0.01)
+
+
+def test_cuda_graph_replays_are_counted_per_graph_and_named_by_the_range_around_them(
+    simdevice_libdir, tmp_path_factory
+):
+    r = run_scenario("cuda_graphs", simdevice_libdir, tmp_path_factory)
+    report, st = r["report"], r["stats"]
+    launches = GRAPH_REPLAYS * STEPS
+    kernels = GRAPH_NODES * launches
+    (row,) = report["cuda_graphs"]
+    assert row["graph_id"] == GRAPH_ID
+    assert row["launches"] == launches  # one cudaGraphLaunch correlation a replay
+    assert row["kernels"] == kernels
+    assert row["kernels_per_launch"] == GRAPH_NODES
+    assert row["device_us"] == pytest.approx(kernels * GRAPH_NODE_NS / 1e3, abs=NS * kernels)
+    assert row["launched_from"] == "graph_replay"  # the innermost of "outer" and "graph_replay"
+    # The graph's kernels are kernels as before: a row of the kernel table, and in the steps'
+    # Kernel category with the operators' own (the stand-in's total of both).
+    (graph_row,) = [k for k in report["kernels"] if k["name"] == "graph_node()"]
+    assert graph_row["calls"] == kernels
+    assert graph_row["total_us"] == pytest.approx(kernels * GRAPH_NODE_NS / 1e3, abs=NS * kernels)
+    assert sum(k["calls"] for k in report["kernels"]) == st["kernels"]
+    assert len(report["steps"]) == STEPS
+    assert sum(s["kernel_us"] for s in report["steps"]) == pytest.approx(st["kernel_ns"] / 1e3, rel=0.01)
+    # No operator is around the launches (a range is none), as for the rule's kernels in ranges.
+    (op_row,) = [k for k in report["kernel_ops"] if k["kernel"] == "graph_node()"]
+    assert op_row["operator"] in ("", None) and op_row["calls"] == kernels
+
+
+def test_a_span_without_cuda_graphs_has_no_cuda_graphs_table(live):
+    assert "cuda_graphs" not in live["report"]
