@@ -101,13 +101,14 @@ class GpuprofProfiler(_ToTrainerLoggers, Profiler):
     ) -> None:
         super().__init__(dirpath=None, filename=None)
         self._trainer = None
+        self._open: dict = {}
+        self._span = None  # Lightning's __del__ calls teardown() even when this __init__ raised
         if watch and ranges:
             raise ValueError(
                 "GpuprofProfiler(watch=True) marks no ranges (no profiler runs while watching); "
                 "drop ranges=True, or profile a schedule without watch=True"
             )
         self._ranges = ranges
-        self._open: dict = {}
         self._span = watch_span(
             "GpuprofProfiler",
             watch=watch,
@@ -147,7 +148,8 @@ class GpuprofProfiler(_ToTrainerLoggers, Profiler):
         for marker in reversed(list(self._open.values())):
             marker.__exit__(None, None, None)
         self._open.clear()
-        self._span.stop()
+        if self._span is not None:
+            self._span.stop()
         self._trainer = None
         super().teardown(stage)
 

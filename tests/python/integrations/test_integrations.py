@@ -355,4 +355,9 @@ def test_watch_takes_out_and_the_watchers_options_only(tmp_path):
 
         with pytest.raises(ValueError, match="marks no ranges"):
             GpuprofProfiler(watch=True, out=tmp_path, ranges=True)
+        # Lightning's Profiler.__del__ tears down even a profiler whose __init__ raised: quietly.
+        refused = object.__new__(GpuprofProfiler)
+        with pytest.raises(ValueError):
+            refused.__init__(watch=True, out=tmp_path, ranges=True)
+        refused.teardown(stage=None)
     assert watch_span("X", watch=False, schedule=None, out=None, trace=True, auto_steps=False) is None
