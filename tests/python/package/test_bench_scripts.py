@@ -399,12 +399,10 @@ def test_tokenizer_bound_times_every_reader_on_the_same_text(tmp_path):
 
 
 @pytest.mark.parametrize("export", [False, True])
-def test_critical_path_cost_times_the_analysis_or_the_export_of_two_builds(tmp_path, export):
+def test_critical_path_cost_times_the_analysis_or_the_export_of_two_builds(tmp_path, export, shared_traces):
     """`bench/critical_path_cost.py` times `gpu_tables` (or, with `--export`, the Chrome export that
     draws the path) of both builds in processes taking turns (here both are this checkout)."""
-    files = sorted((REPO.parent / "shared" / "traces" / "hta_v100_ns").glob("*.json.gz"))
-    if not files:
-        pytest.skip("the stored traces (../shared/traces/hta_v100_ns) are not here")
+    files = sorted((shared_traces / "hta_v100_ns").glob("*.json.gz"))
     out = tmp_path / "cost.json"
     import gpuprof
 

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-TRACE = ROOT.parent / "shared" / "traces" / "hta_v100_ns"
 CHROMIUM = next(
     (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
 )
@@ -34,17 +32,15 @@ CAUSES = {
 }
 
 
-def _stored_trace() -> Path:
-    files = sorted(TRACE.glob("*.json.gz")) if TRACE.is_dir() else []
-    if not files:
-        pytest.skip(f"the real trace folder {TRACE} is not here")
-    return files[0]
+def _stored_trace(shared_traces: Path) -> Path:
+    """The V100 sample (the ``shared_traces`` fixture skips without ../shared)."""
+    return sorted((shared_traces / "hta_v100_ns").glob("*.json.gz"))[0]
 
 
-def test_chrome_export_has_the_critical_path_track(tmp_path):
+def test_chrome_export_has_the_critical_path_track(tmp_path, shared_traces):
     import gpuprof
 
-    report = gpuprof.analyze(_stored_trace())
+    report = gpuprof.analyze(_stored_trace(shared_traces))
     out = tmp_path / "t.trace.json.gz"
     gpuprof.export_chrome_trace(report.trace, out)
     events = json.loads(gzip.decompress(out.read_bytes()))["traceEvents"]
@@ -82,10 +78,10 @@ def test_chrome_export_has_the_critical_path_track(tmp_path):
     assert again.to_dict()["critical_path"] == report.to_dict()["critical_path"]
 
 
-def test_drawn_steps_carry_their_critical_path():
+def test_drawn_steps_carry_their_critical_path(shared_traces):
     import gpuprof
 
-    report = gpuprof.analyze(_stored_trace())
+    report = gpuprof.analyze(_stored_trace(shared_traces))
     data = report.to_dict()
     lengths = {s["step"]: s["length_us"] for s in data["critical_path"]["steps"]}
     timelines = data["step_views"]["timelines"]
@@ -150,10 +146,10 @@ def _probe(page: str, tmp_path: Path) -> dict:
 
 
 @needs_chromium
-def test_html_timeline_draws_the_critical_path_band(tmp_path):
+def test_html_timeline_draws_the_critical_path_band(tmp_path, shared_traces):
     import gpuprof
 
-    report = gpuprof.analyze(_stored_trace())
+    report = gpuprof.analyze(_stored_trace(shared_traces))
     path = tmp_path / "gpu.html"
     report.to_html(path, trace=False)
     page = path.read_text()
