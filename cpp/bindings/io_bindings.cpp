@@ -103,9 +103,10 @@ void set_window(ImportOptions& o, const std::array<int64_t, 4>& w) {
 
 py::dict spill_windows_py(const std::string& path, int unit_ns,
                           const std::vector<std::tuple<int64_t, int64_t, std::string>>& windows,
-                          int64_t max_token_bytes) {
+                          int64_t max_token_bytes, ImportProgress* progress) {
   if (unit_ns != 1 && unit_ns != 1000) throw py::value_error("unit_ns must be 1 or 1000");
-  const ImportOptions o = options(0, 0, {max_token_bytes, 0});
+  ImportOptions o = options(0, 0, {max_token_bytes, 0});
+  o.progress = progress;
   std::vector<SpillWindow> w;
   for (const auto& [from, to, file] : windows) w.push_back({from, to, file});
   const SpillStats st = run_releasing_gil([&] { return spill_windows(path, unit_ns, w, o); });
@@ -179,10 +180,11 @@ void bind_io(py::module_& m) {
       "import_cpus: the CPUs the import may count on for its threads (0: those this process may run on); "
       "progress: an ImportProgress the import keeps up to date.");
   m.def("spill_windows", &spill_windows_py, py::arg("path"), py::arg("unit_ns"), py::arg("windows"), py::kw_only(),
-        py::arg("max_token_bytes") = 0,
+        py::arg("max_token_bytes") = 0, py::arg("progress") = nullptr,
         "Copy each traceEvents entry of the trace at `path` to the file of every window it overlaps: "
         "windows are (keep_from_ns, keep_to_ns, file path); unit_ns: 1000 when ts and dur are "
-        "microseconds, 1 when nanoseconds. Returns stats (records, copies, unrouted).");
+        "microseconds, 1 when nanoseconds; progress: an ImportProgress whose bytes follow the read. "
+        "Returns stats (records, copies, unrouted).");
   m.def(
       "import_trace_json",
       [](py::bytes data, const std::string& label, uint64_t max_bytes, uint64_t max_events,

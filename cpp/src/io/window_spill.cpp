@@ -276,6 +276,9 @@ SpillStats spill_windows(const std::string& path, int unit_ns, const std::vector
   io::TextStream in(path, 0, opts.max_token_bytes);
   if (opts.interrupted) in.set_interrupt_check(opts.interrupted);
   if (!in.error().empty()) throw TraceImportError(path, in.error(), in.error_offset());
+  // The bytes of the file read so far (compressed bytes for gzip), for a progress line.
+  if (opts.progress != nullptr)
+    in.set_progress([p = opts.progress](uint64_t at) { p->bytes.store(at, std::memory_order_relaxed); });
   Spiller s(in, path, unit_ns, windows, opts.max_token_bytes);
   return s.run();
 }

@@ -277,7 +277,7 @@ class WindowMerge:
 
 
 @contextlib.contextmanager
-def spilled(path, scan, windows):
+def spilled(path, scan, windows, progress=None):
     """The windows' spill files (``_core.spill_windows``: one pass over the trace routes each event's
     text to the windows it overlaps), in a temporary folder removed afterwards; an empty list when
     the folder's disk has no room for the trace's JSON text (each window then reads the trace)."""
@@ -296,10 +296,29 @@ def spilled(path, scan, windows):
             unit_ns,
             [(w.keep_from, w.keep_to, os.fsencode(f)) for w, f in zip(windows, files)],
             max_token_bytes=import_settings()["max_token_bytes"],
+            progress=_pass(progress, f"copying it into {len(windows)} windows", _file_size(path)),
         )
         yield files
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _file_size(path) -> Optional[int]:
+    """The size of the file at ``path`` in bytes (what a pass over it reads), None when unknown."""
+    try:
+        return os.path.getsize(path) or None
+    except OSError:
+        return None
+
+
+def _pass(progress, what: str, total: Optional[int]):
+    """A fresh ``_core.ImportProgress`` for the next pass over the trace, announced to ``progress``
+    (``progress(what, total_bytes, counter)``, a progress line's ``phase``); None without one."""
+    if progress is None:
+        return None
+    counter = _core.ImportProgress()
+    progress(what, total, counter)
+    return counter
 
 
 def _trim() -> None:
@@ -322,6 +341,7 @@ def windowed_report_dict(
     drop_incomplete_last_step: bool = True,
     peak_tflops: Optional[float] = None,
     import_cpus: int = 0,
+    progress=None,
 ) -> dict:
     """The report dict (no advice) of the trace at ``path``, which has more than ``cap`` events
     (the cap its memory budget sets: ``reason`` names the setting), read in windows of steps of at
@@ -331,19 +351,21 @@ def windowed_report_dict(
     from ..traces.windows import no_steps_message, plan_windows, read_window, scan_steps
     from . import MAX_COLLECTIVE_CALLS, average, report_dict, report_metadata
 
-    scan = scan_steps(path, import_cpus)
+    size = _file_size(path)
+    scan = scan_steps(path, import_cpus, progress=_pass(progress, "finding its steps", size))
     if not scan.steps:
         raise TraceImportError(no_steps_message(path, cap, reason))
     # A window's import and analysis peak at about 330 bytes an event (measured on 2 million events of
     # the synthetic trace), more than the 256 the cap counts for a whole report: windows of half the cap.
     windows = plan_windows(scan, max(1, cap // 2))
     merge = WindowMerge()
-    with spilled(path, scan, windows) as files:
+    with spilled(path, scan, windows, progress) as files:
         for i, w in enumerate(windows):
             source = files[i] if files else path
+            counter = _pass(progress, f"window {i + 1} of {len(windows)}", _file_size(source))
             try:
                 trace, stats = read_window(
-                    source, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus
+                    source, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus, progress=counter
                 )
             except TraceImportError as e:
                 steps = f"steps {scan.steps[w.first]['step']} to {scan.steps[w.last]['step']}"

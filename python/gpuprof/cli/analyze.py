@@ -130,6 +130,7 @@ def run(args) -> int:
                     peak_tflops=args.peak_tflops,
                     max_memory=max_memory,
                     import_progress=counter,
+                    read_pass=shown.phase if shown else None,
                 )
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None

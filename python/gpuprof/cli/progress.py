@@ -117,16 +117,19 @@ class ReadProgress:
             enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.enabled = enabled
         self.label, self.total, self.poll, self.unit, self.count_name = label, total, poll, unit, count_name
+        # What the line shows now, (label, total, poll): one tuple, swapped whole by phase().
+        self._view = (label, total, poll)
         self.after_s = delay_s() if after_s is None else after_s
         self.clock = clock
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._drawn = False
-        self._start = 0.0
+        self._begun = self._start = 0.0  # when the read began; when the pass shown began
+        self._lock = threading.Lock()  # the drawing thread's and phase()'s draws, one at a time
 
     def __enter__(self):
         if self.enabled:
-            self._start = self.clock()
+            self._begun = self._start = self.clock()
             self._thread = threading.Thread(target=self._run, name="gpuprof-progress", daemon=True)
             self._thread.start()
         return self
@@ -138,7 +141,7 @@ class ReadProgress:
         self._thread.join()
         # A read that ended past the delay shows where it ended before the line is cleared, so
         # that a read finishing between two redraws still showed its progress once.
-        if exc[0] is None and self.clock() - self._start >= self.after_s:
+        if exc[0] is None and self.clock() - self._begun >= self.after_s:
             self._draw()
         if self._drawn:
             self._write("\r\x1b[K")
@@ -151,10 +154,29 @@ class ReadProgress:
             if self._stop.wait(INTERVAL_S):
                 return
 
+    def phase(self, what: str, total: Optional[float], counter) -> None:
+        """The read moves on to another pass over the file (a windowed read: its steps found, its
+        events copied into windows, each window read): the line shows ``what`` after the label,
+        with ``counter``'s bytes of ``total`` and its own rate and time left. The pass before is
+        drawn as it ended first, so that each pass that ran past the delay was seen complete."""
+        if self.enabled and self._thread is not None and self.clock() - self._begun >= self.after_s:
+            self._draw()
+
+        def poll() -> tuple:
+            return counter.bytes, (counter.events or None)
+
+        self._view = (f"{self.label} ({what})", total, poll)
+        self._start = self.clock()
+
     def _draw(self) -> None:
-        done, count = self.poll()
+        with self._lock:
+            self._draw_now()
+
+    def _draw_now(self) -> None:
+        label, total, poll = self._view
+        done, count = poll()
         line = progress_line(
-            self.label, done, self.total, self.unit, count, self.count_name, self.clock() - self._start
+            label, done, total, self.unit, count, self.count_name, self.clock() - self._start
         )
         # One terminal line at most: a longer one would wrap, and "\r" would redraw only its end.
         width = self._width()

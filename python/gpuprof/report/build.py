@@ -228,12 +228,15 @@ def analyze_file(
     max_memory: int = 0,
     memory_share: int = 1,
     import_progress=None,
+    read_pass=None,
 ) -> Report:
     """The Report of one trace file: the one analysis of a file, for ``gpuprof analyze FILE``,
     ``gpuprof.analyze(file)`` and each worker of a folder (``inputs.summarize_file``), whose import
     counts on ``import_cpus`` CPUs (0: all this process may use) and on its ``memory_share`` of the
     memory budget (``traces.read.memory_budget``); ``import_progress`` (a ``_core.ImportProgress``)
-    is kept up to date while the file is read."""
+    is kept up to date while the file is read; ``read_pass(what, total_bytes, counter)`` is told
+    when a trace read in windows moves to its next pass over the file (``cli.progress``'s
+    ``ReadProgress.phase``), with the ``_core.ImportProgress`` that pass keeps up to date."""
     try:
         trace, stats = import_trace(
             path,
@@ -255,6 +258,7 @@ def analyze_file(
             drop_incomplete_last_step=drop_incomplete_last_step,
             peak_tflops=peak_tflops,
             import_cpus=import_cpus,
+            progress=read_pass,
         )
         return build_report(analysed=analysed)
     # The aten operators of the Triton kernels it launched, from Inductor's output code if it is

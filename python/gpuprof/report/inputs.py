@@ -406,6 +406,7 @@ def analyze(
     say: Optional[Callable[[str], None]] = None,
     progress: Optional[Callable[[list], Any]] = None,
     import_progress=None,
+    read_pass=None,
 ) -> Union[Report, list[Report]]:
     """Analyse existing PyTorch-profiler traces: the one entry for a file or a folder, which
     ``gpuprof analyze`` prints.
@@ -427,7 +428,9 @@ def analyze(
             --ranks --workers N --dask ADDRESS``; ``say`` gets each line about a file skipped or
             left out (default: a warning on the ``gpuprof`` logger). See ``analyze_folder``.
         import_progress: (a trace file) a ``_core.ImportProgress`` the import keeps up to date,
-            for a progress display on another thread (``gpuprof.cli.progress``).
+            for a progress display on another thread (``gpuprof.cli.progress``); ``read_pass``
+            (a trace file too large for the memory budget, read in windows) is told each pass over
+            the file with the ImportProgress it keeps (``ReadProgress.phase``).
 
     Returns:
         For a file, its ``Report``. For a folder of the ranks of one job (files that carry a world
@@ -469,6 +472,7 @@ def analyze(
         with_step_views=with_step_views,
         peak_tflops=peak_tflops,
         import_progress=import_progress,
+        read_pass=read_pass,
     )
 
 

@@ -114,13 +114,18 @@ def plan_windows(scan: Scan, max_events: int) -> list[Window]:
     return windows
 
 
-def read_window(path: Union[str, os.PathLike], window: Window, max_events: int = 0, import_cpus: int = 0):
+def read_window(
+    path: Union[str, os.PathLike], window: Window, max_events: int = 0, import_cpus: int = 0, progress=None
+):
     """One window's import: ``(trace, stats)`` of the events overlapping its kept time, its context
-    marked. ``max_events`` bounds what it keeps (0: no bound)."""
+    marked. ``max_events`` bounds what it keeps (0: no bound); ``progress``: a ``_core.ImportProgress``
+    the read keeps up to date."""
     settings = import_settings()
     if import_cpus and not settings["import_cpus"]:
         settings["import_cpus"] = import_cpus
-    return _core.import_trace(os.fsencode(Path(path)), 0, max_events, **settings, window=window.bounds)
+    return _core.import_trace(
+        os.fsencode(Path(path)), 0, max_events, **settings, window=window.bounds, progress=progress
+    )
 
 
 def no_steps_message(path: Union[str, os.PathLike], cap: int, reason: str) -> str:

@@ -209,3 +209,47 @@ def test_a_line_wider_than_the_terminal_is_cut_to_one_line():
     for part in drawn:
         text = part.replace("\x1b[K", "").rstrip("\n")
         assert len(text) <= 39 and text.endswith("…"), repr(text)
+
+
+@pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
+def test_a_trace_read_in_windows_shows_each_pass_over_the_file(tmp_path, name):
+    # Six steps of 1,000 events and a memory budget of 1 MiB (4,096 events at 256 bytes each): the
+    # trace is read in windows of one step each (half the cap, with a context step on each side), after a pass that finds the steps and one that copies each window's events
+    # into a file of its own. Each pass's line is drawn as it ended before the next begins.
+    path = tmp_path / name
+    trace_file(path, steps=6, ops=999)
+    size = path.stat().st_size
+    main_fd, term_fd = pty.openpty()
+    env = dict(os.environ, GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "analyze", "--max-memory", "1M", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=term_fd,
+        env=env,
+    )
+    os.close(term_fd)
+    shown = b""
+    while True:
+        try:
+            data = os.read(main_fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        shown += data
+    out, _ = proc.communicate(timeout=300)
+    os.close(main_fd)
+    text = shown.decode("utf-8", "replace")
+    assert proc.returncode == 0, text
+    assert b"in 6 windows of consecutive steps" in out, out[:600]
+    whole = f"{size_text(size)} of {size_text(size)} (100%)"
+    assert f"reading {path} (finding its steps): {whole}, " in text, text
+    assert f"reading {path} (copying it into 6 windows): {whole}, " in text, text
+    # Each window reads its own file (plain JSON): all of it, with its events per second.
+    for i in range(1, 7):
+        line = text.split(f"reading {path} (window {i} of 6): ", 1)
+        assert len(line) == 2, text
+        drawn = line[1].split("\r", 1)[0]
+        assert "(100%)" in drawn and " events/s" in drawn, drawn
+    assert "windows" in text and "window 7" not in text
+    assert text.rstrip("\r\n").endswith("\r\x1b[K"), repr(text[-200:])
