@@ -14,8 +14,10 @@ With --repeat N each tool runs N times per input, the tools taking turns, and th
 tool's fastest run (the run least disturbed by other work on a shared machine) with its CPU time
 and peak RSS; the median wall time of the N runs is printed beside it.
 
-Run by hand (not in CI). HTA and the plugin must be installed in the same environment:
-pip install holistictraceanalysis torch-tb-profiler psutil
+Run by hand (not in CI). HTA and the plugin must be installed in the same environment. HTA is
+published as `traceinsight` since 0.6 (same `hta` import); in a venv beside the installed gpuprof:
+python3 -m venv --system-site-packages VENV && VENV/bin/pip install traceinsight torch-tb-profiler psutil
+VENV/bin/python bench/analyze_speed.py ...   (the results record each tool's version)
 """
 
 from __future__ import annotations
@@ -369,8 +371,55 @@ def main() -> int:
                     f"{g['peak_rss_kib'] / 1024:.0f} MiB ({100 * (g['wall_s'] / b['wall_s'] - 1):+.0f}% wall)"
                 )
     if args.out:
+        results["_environment"] = environment()
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def hta_distribution():
+    """The distribution whose `hta` package this Python imports (traceinsight or the older
+    HolisticTraceAnalysis), None when there is none."""
+    import importlib.util
+    from importlib import metadata
+
+    spec = importlib.util.find_spec("hta")
+    if spec is None or not spec.origin:
+        return None
+    for dist in ("traceinsight", "HolisticTraceAnalysis"):
+        try:
+            if str(metadata.distribution(dist).locate_file("hta/__init__.py")) == spec.origin:
+                return dist
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def environment() -> dict:
+    """What the figures were measured with: each tool's installed version, pandas', Python's, the
+    gpuprof commit, the machine's CPUs and load."""
+    from importlib import metadata
+
+    def version(dist: str):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "gpuprof_commit": commit or None,
+        "python": sys.version.split()[0],
+        "traceinsight": version("traceinsight"),
+        "holistictraceanalysis": version("HolisticTraceAnalysis"),
+        # Both may be installed (a venv over the system's site-packages): the one `import hta` finds.
+        "hta_imported_from": hta_distribution(),
+        "torch_tb_profiler": version("torch-tb-profiler"),
+        "pandas": version("pandas"),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+    }
 
 
 def _gunzip_chunks(path: Path):
