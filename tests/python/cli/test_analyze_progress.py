@@ -214,8 +214,9 @@ def test_a_line_wider_than_the_terminal_is_cut_to_one_line():
 @pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
 def test_a_trace_read_in_windows_shows_each_pass_over_the_file(tmp_path, name):
     # Six steps of 1,000 events and a memory budget of 1 MiB (4,096 events at 256 bytes each): the
-    # trace is read in windows of one step each (half the cap, with a context step on each side), after a pass that finds the steps and one that copies each window's events
-    # into a file of its own. Each pass's line is drawn as it ended before the next begins.
+    # trace is read in windows of one step each (half the cap, with a context step on each side),
+    # after a pass that finds the steps and one that copies each window's events into a file of
+    # its own. Each pass's line is drawn as it ended before the next begins.
     path = tmp_path / name
     trace_file(path, steps=6, ops=999)
     size = path.stat().st_size
