@@ -20,6 +20,7 @@ void bind_collect(py::module_& m);   // collect_bindings.cpp (GPU collection)
 void bind_io(py::module_& m);        // io_bindings.cpp (trace import/export)
 void bind_analysis(py::module_& m);  // analysis_bindings.cpp (GPU metrics and tables)
 void bind_critical_path(py::module_& m);   // critical_path_bindings.cpp (the path's pieces)
+void bind_json_writer(py::module_& m);   // json_writer_bindings.cpp (the report's indented JSON)
 
 namespace {
 
@@ -298,6 +299,7 @@ PYBIND11_MODULE(_core, m) {
   bind_io(m);
   bind_analysis(m);
   bind_critical_path(m);
+  bind_json_writer(m);
   bind_collector(m);
   bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
 }

@@ -393,10 +393,10 @@ def _file_href(path: Optional[str]) -> str:
 
 def _json_for_script(value) -> str:
     """JSON safe inside <script>: no "<", ">" or "&" as such (a name holding "</script>" stays data)."""
-    import json
+    from .renderers import dumps_compact
 
     return (
-        json.dumps(value, separators=(",", ":"))
+        dumps_compact(value)
         .replace("<", "\\u003c")
         .replace(">", "\\u003e")
         .replace("&", "\\u0026")

@@ -34,13 +34,44 @@ def dumps_report(data: dict, *, indent: Optional[int] = 2) -> str:
     events, nine tenths of the file), which is written compact on one line, last. Indenting it made
     the file 3x larger and was the slowest part of ``gpuprof analyze --json`` after the import."""
     if indent is None or "step_views" not in data:
-        return json.dumps(data, indent=indent)
+        return dumps_indented(data, indent)
     rest = {k: v for k, v in data.items() if k != "step_views"}
-    views = json.dumps(data["step_views"], separators=(",", ":"))
+    views = dumps_compact(data["step_views"])
     if not rest:
         return '{"step_views": ' + views + "}"
-    text = json.dumps(rest, indent=indent)
+    text = dumps_indented(rest, indent)
     return text[:-2] + ",\n" + " " * indent + '"step_views": ' + views + "\n}"
+
+
+def dumps_indented(obj: Any, indent: Optional[int]) -> str:
+    """``json.dumps(obj, indent=indent)``, byte for byte. With an indent, CPython writes through its
+    pure-Python encoder (its C encoder only writes compact text): the core's writer
+    (``_core.json_dumps_indented``) does the same 8x faster. What it does not take (another type
+    than json's own, a cycle, containers nested over 512 deep) goes to ``json.dumps``, which writes
+    it or raises as it always did. A core built before the writer (a checkout whose native pieces
+    are older than its Python) writes through ``json.dumps`` too."""
+    if type(indent) is int:
+        return _native_or_json("json_dumps_indented", obj, indent) or json.dumps(obj, indent=indent)
+    return json.dumps(obj, indent=indent)
+
+
+def dumps_compact(obj: Any) -> str:
+    """``json.dumps(obj, separators=(",", ":"))``, byte for byte, through the core's writer (2-3x
+    CPython's C encoder, whose floats go through ``float.__repr__``); the same fallback."""
+    return _native_or_json("json_dumps_compact", obj) or json.dumps(obj, separators=(",", ":"))
+
+
+def _native_or_json(name: str, *args) -> Optional[str]:
+    """The core writer's text, or None where json.dumps must answer (see dumps_indented)."""
+    from .._native import _core
+
+    write = getattr(_core, name, None)
+    if write is None:
+        return None
+    try:
+        return write(*args)
+    except (TypeError, ValueError):
+        return None
 
 
 JSON = JsonRenderer()
