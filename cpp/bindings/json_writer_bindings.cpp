@@ -374,10 +374,6 @@ class Writer {
   }
 };
 
-}  // namespace
-
-namespace {
-
 py::str ascii_str(const std::string& s) {
   // Every byte is ASCII (ensure_ascii): the str is made without decoding.
   PyObject* r = PyUnicode_New(static_cast<Py_ssize_t>(s.size()), 127);
