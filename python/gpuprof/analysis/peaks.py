@@ -14,15 +14,10 @@ The foundation MFU and the roofline read (docs/metrics.md, "Peaks"). Pure Python
 
 from __future__ import annotations
 
-import csv
-import io
 import os
-import platform
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from importlib import resources
-from typing import Optional
+from typing import NamedTuple, Optional
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 ENGINES = ("tensor", "vector")
@@ -30,8 +25,7 @@ SPARSITIES = ("dense", "sparse")
 MANUAL_PEAK_HINT = "pass the device's dense peak by hand: gpuprof.profile(peak_tflops=...)"
 
 
-@dataclass(frozen=True)
-class PeakRow:
+class PeakRow(NamedTuple):
     """One row of peaks.csv, as the vendor prints it. ``peak`` is TFLOPS (TOPS for int8) for the
     whole package; ``per_device`` divides by the devices one package shows as (two GCDs for an
     MI250X), which is what one CUDA/ROCm device can reach."""
@@ -64,23 +58,25 @@ def table() -> tuple[PeakRow, ...]:
     """Every row of the packaged peaks.csv, in file order."""
     global _TABLE
     if _TABLE is None:
-        text = resources.files(__package__).joinpath("peaks.csv").read_text(encoding="utf-8")
-        _TABLE = tuple(
-            PeakRow(
-                device=r["device"],
-                dtype=r["dtype"],
-                engine=r["engine"],
-                sparsity=r["sparsity"],
-                peak=float(r["peak"]),
-                unit=r["unit"],
-                memory_bandwidth_gbps=float(r["memory_bandwidth_gbps"]),
-                memory_gb=float(r["memory_gb"]),
-                devices_per_package=int(r["devices_per_package"]),
-                source=r["source"],
-                note=r["note"],
+        import csv
+
+        with open(os.path.join(os.path.dirname(__file__), "peaks.csv"), encoding="utf-8", newline="") as f:
+            _TABLE = tuple(
+                PeakRow(
+                    device=r["device"],
+                    dtype=r["dtype"],
+                    engine=r["engine"],
+                    sparsity=r["sparsity"],
+                    peak=float(r["peak"]),
+                    unit=r["unit"],
+                    memory_bandwidth_gbps=float(r["memory_bandwidth_gbps"]),
+                    memory_gb=float(r["memory_gb"]),
+                    devices_per_package=int(r["devices_per_package"]),
+                    source=r["source"],
+                    note=r["note"],
+                )
+                for r in csv.DictReader(f)
             )
-            for r in csv.DictReader(io.StringIO(text))
-        )
     return _TABLE
 
 
@@ -93,14 +89,13 @@ def devices() -> list[str]:
 # Matching a reported device name
 
 
-@dataclass(frozen=True)
-class DeviceMatch:
+class DeviceMatch(NamedTuple):
     """What ``match_device`` found: ``device`` is the table's key (None when unknown), ``rows`` its
     rows, ``reason`` a sentence (how it matched, or why not and what to do)."""
 
     name: str
     device: Optional[str]
-    rows: tuple[PeakRow, ...] = field(default=(), repr=False)
+    rows: tuple[PeakRow, ...] = ()
     reason: str = ""
 
     @property
@@ -211,8 +206,7 @@ def ridge_flop_per_byte(peak_tflops: float, bandwidth_gbps: float) -> float:
 # The CPU's peak (an estimate)
 
 
-@dataclass(frozen=True)
-class CpuPeak:
+class CpuPeak(NamedTuple):
     """The CPU's peak for the cores this process may use: always an estimate (``estimate`` is
     True; ``derivation`` says how it was reached). TFLOPS are None when the clock or the ISA could
     not be read (``derivation`` says which)."""
@@ -310,7 +304,7 @@ def cpu_peak(
     if cpuinfo is None:
         cpuinfo = _read("/proc/cpuinfo") or ""
     allowed = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
-    machine = (machine or platform.machine()).lower()
+    machine = (machine or os.uname().machine).lower()
     blocks = {int(b["processor"]): b for b in _cpuinfo_blocks(cpuinfo) if b["processor"].isdigit()}
     mine = [blocks[c] for c in allowed if c in blocks]
     first = mine[0] if mine else (next(iter(blocks.values())) if blocks else {})

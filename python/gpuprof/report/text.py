@@ -6,7 +6,6 @@ Imports the report model and the standard library only (``term``: no rich, no to
 
 from __future__ import annotations
 
-import shutil
 import sys
 from typing import Optional
 
@@ -430,7 +429,11 @@ class TextRenderer:
             color = sys.stdout.isatty()
         if width is None:
             # The terminal's width when there is one; 120 columns in files and CI logs.
-            width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+            width = 120
+            if sys.stdout.isatty():
+                import shutil
+
+                width = shutil.get_terminal_size((120, 24)).columns
             width = max(80, min(width, 200))
         console = Console(width=width, color=color)
         for section in self.sections:

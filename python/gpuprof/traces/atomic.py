@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from typing import Callable, Union
 
@@ -94,7 +93,7 @@ def _new_temporary(folder: str, base: str) -> str:
     # gzip file), which no folder scan takes for a trace or a report if a kill leaves it behind.
     suffix = ".tmp.gz" if base.endswith(".gz") else ".tmp"
     for _ in range(100):
-        tmp = os.path.join(folder, f".{base}.{secrets.token_hex(4)}{suffix}")
+        tmp = os.path.join(folder, f".{base}.{os.urandom(4).hex()}{suffix}")
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             return tmp

@@ -16,13 +16,17 @@ breakdown of the completed steps. It is append-only, flushed once per step, and 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import socket
 from pathlib import Path
 from typing import Optional, Union
 
-log = logging.getLogger("gpuprof")
+
+def _warn(message: str, *args) -> None:
+    # logging loads here, not with the module: `gpuprof analyze` imports this module and never warns.
+    import logging
+
+    logging.getLogger("gpuprof").warning(message, *args)
+
 
 JOURNAL_FILE = "steps.partial.jsonl"
 JOURNAL_FORMAT = "gpuprof-step-journal"
@@ -45,6 +49,8 @@ class StepJournal:
     def _open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "wb")
+        import socket
+
         from .._host import job_rank
 
         rank, world, _how = job_rank()  # the launcher's (torchrun, srun, mpirun), or 0 of 1
@@ -82,7 +88,7 @@ class StepJournal:
                 self._open()
             if self._written + len(line) > self.max_bytes:
                 self._off = True
-                log.warning(
+                _warn(
                     "gpuprof: the step journal %s reached its bound of %d bytes; later steps are not "
                     "journaled (a killed job keeps the steps up to here)",
                     self.path,
@@ -92,7 +98,7 @@ class StepJournal:
             self._write(line)
         except (OSError, ValueError) as e:
             self._off = True
-            log.warning(
+            _warn(
                 "gpuprof: cannot write the step journal %s (%s); training goes on, but a killed job "
                 "will keep no steps",
                 self.path,
@@ -110,7 +116,7 @@ class StepJournal:
             f.close()
             self.path.unlink()
         except OSError as e:
-            log.warning("gpuprof: cannot remove the step journal %s: %s", self.path, e.strerror or e)
+            _warn("gpuprof: cannot remove the step journal %s: %s", self.path, e.strerror or e)
 
 
 def is_journal(path: Union[str, os.PathLike]) -> bool:
