@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Optional
+from typing import Optional, Union
 
 from ..analysis import section
 
@@ -242,8 +242,8 @@ class Facts:
     def ran_gpu_work(self) -> bool:
         return bool(self.kernels) or any(self.us(c) > 0 for c in ("kernel", "memcpy", "memset"))
 
-    def kernel_time_matching(self, pattern: re.Pattern) -> float:
-        return sum(_total_us(k) for k in self.kernels if pattern.search(_name(k)))
+    def kernel_time_matching(self, pattern: Union[str, re.Pattern]) -> float:
+        return sum(_total_us(k) for k in self.kernels if re.search(pattern, _name(k)))
 
     @property
     def layout_conversion_us(self) -> float:
@@ -279,16 +279,16 @@ class Facts:
         device = _num(row, "device_total_us") or 0.0
         return max(host, device)
 
-    def operators_matching(self, pattern: re.Pattern) -> list[dict]:
-        return [r for r in self.operators if pattern.search(_name(r))]
+    def operators_matching(self, pattern: Union[str, re.Pattern]) -> list[dict]:
+        return [r for r in self.operators if re.search(pattern, _name(r))]
 
     @property
     def ranges(self) -> list[dict]:
         """User ranges (record_function, gpuprof.range, torch's Optimizer.step#... ranges)."""
         return section(self.data, "ranges")
 
-    def ranges_matching(self, pattern: re.Pattern) -> list[dict]:
-        return [r for r in self.ranges if pattern.search(_name(r))]
+    def ranges_matching(self, pattern: Union[str, re.Pattern]) -> list[dict]:
+        return [r for r in self.ranges if re.search(pattern, _name(r))]
 
     def range_own_us(self, row: dict) -> float:
         """A range's total less the closure run inside it (forward and backward of an optimizer

@@ -8,20 +8,22 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-_RESUME = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
-_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
-_COMPILE_ID = re.compile(r"(\d+)/(\d+)")
-_PREFIX = re.compile(r"^\s*\d+/\d+:\s*")
-_SIZE = re.compile(r"tensor '([^']+)' (size|stride) mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+# Patterns as text, compiled on first use (re keeps them): most traces match none, and their
+# compilation at import was start-up time for every `gpuprof analyze`.
+_RESUME = r"^torch_dynamo_resume_in_(.+)_at_(\d+)$"
+_REGION = r"^Torch-Compiled Region: (\d+)/(\d+)"
+_COMPILE_ID = r"(\d+)/(\d+)"
+_PREFIX = r"^\s*\d+/\d+:\s*"
+_SIZE = r"tensor '([^']+)' (size|stride) mismatch at index (\d+)\. expected (\d+), actual (\d+)"
 
 
 def _frame(compile_id) -> Optional[int]:
-    m = _COMPILE_ID.search(str(compile_id or ""))
+    m = re.search(_COMPILE_ID, str(compile_id or ""))
     return int(m.group(1)) if m else None
 
 
 def _base(name: str) -> str:
-    m = _RESUME.match(name)
+    m = re.match(_RESUME, name)
     return _base(m.group(1)) if m else name
 
 
@@ -29,7 +31,7 @@ def region_calls_by_frame(operators: list) -> dict:
     """Calls of each Dynamo frame's compiled regions in the span (all its compiles together)."""
     calls: dict = {}
     for row in operators:
-        m = _REGION.match(str(row.get("name", "")))
+        m = re.match(_REGION, str(row.get("name", "")))
         if m:
             frame = int(m.group(1))
             calls[frame] = calls.get(frame, 0) + int(row.get("calls") or 0)
@@ -39,8 +41,8 @@ def region_calls_by_frame(operators: list) -> dict:
 def _guard(reason: str) -> tuple[str, Optional[str], Optional[int]]:
     """The failed guard's first line without Dynamo's "frame/compile: " prefix, the dimension it
     names ("x.size(0)") and the new value, where it is a tensor's size or stride."""
-    first = _PREFIX.sub("", reason.strip().splitlines()[0] if reason.strip() else "")
-    m = _SIZE.search(first)
+    first = re.sub(_PREFIX, "", reason.strip().splitlines()[0] if reason.strip() else "")
+    m = re.search(_SIZE, first)
     if not m:
         return first, None, None
     return first, f"{m.group(1)}.{m.group(2)}({m.group(3)})", int(m.group(5))
@@ -59,8 +61,8 @@ def dynamo_section(records: list, operators: list) -> dict:
     firsts = [
         i
         for i, r in enumerate(records)
-        if _COMPILE_ID.search(str(r.get("compile_id") or ""))
-        and _COMPILE_ID.search(str(r.get("compile_id"))).groups() == ("0", "0")
+        if re.search(_COMPILE_ID, str(r.get("compile_id") or ""))
+        and re.search(_COMPILE_ID, str(r.get("compile_id"))).groups() == ("0", "0")
     ]
     records = records[firsts[-1] :] if firsts else records
     recompilations: dict = {}
@@ -98,12 +100,12 @@ def dynamo_section(records: list, operators: list) -> dict:
                 for later in records[i + 1 :]
                 if later.get("co_filename") == row.get("co_filename")
                 and str(later.get("co_name") or "") != name
-                and _RESUME.match(str(later.get("co_name") or ""))
+                and re.match(_RESUME, str(later.get("co_name") or ""))
                 and _base(str(later.get("co_name"))) == _base(name)
             ),
             None,
         )
-        line = int(_RESUME.match(str(resume["co_name"])).group(2)) if resume else None
+        line = int(re.match(_RESUME, str(resume["co_name"])).group(2)) if resume else None
         resume_frame = _frame(resume.get("compile_id")) if resume else None
         runs = calls.get(resume_frame, 0) if resume_frame is not None else None
         if not runs and not row.get("in_span"):
@@ -132,7 +134,7 @@ def dynamo_section(records: list, operators: list) -> dict:
             {
                 str(r.get("name"))
                 for r in operators
-                if _REGION.match(str(r.get("name", ""))) and r.get("calls")
+                if re.match(_REGION, str(r.get("name", ""))) and r.get("calls")
             }
         ),
         "recompilations": sorted(recompilations.values(), key=lambda r: -r["count"]),
@@ -158,12 +160,12 @@ def dynamo_lines(section: dict) -> list[str]:
 
 # The kernels Inductor generates: its C++ backend's ("cpp_fused_...", recorded as operators
 # "graph_0_cpp_fused_..." when its kernel profiling is on) and Triton's ("triton_poi_fused_...").
-_GENERATED = re.compile(r"^(?:graph_\d+_)?((?:cpp_fused|cpp_CppMicroGemm|triton)_\w+)$")
-_FUSED = re.compile(r"^(?:cpp|triton_(?:poi|red|per|tem|for|mm|bmm|\w+?))_fused_(.+?)_\d+$")
+_GENERATED = r"^(?:graph_\d+_)?((?:cpp_fused|cpp_CppMicroGemm|triton)_\w+)$"
+_FUSED = r"^(?:cpp|triton_(?:poi|red|per|tem|for|mm|bmm|\w+?))_fused_(.+?)_\d+$"
 
 
 def _kernel_key(name: str) -> Optional[str]:
-    m = _GENERATED.match(name)
+    m = re.match(_GENERATED, name)
     return m.group(1) if m else None
 
 
@@ -189,7 +191,7 @@ def compiled_kernel_rows(operators: list, kernels: list, provenance: Optional[li
                     "time_on": on,
                     "calls": 0,
                     "total_us": 0.0,
-                    "fused": (_FUSED.match(key).group(1) if _FUSED.match(key) else None),
+                    "fused": (re.match(_FUSED, key).group(1) if re.match(_FUSED, key) else None),
                     "ops": None,
                     "sources": None,
                 },
@@ -206,7 +208,7 @@ def compiled_kernel_rows(operators: list, kernels: list, provenance: Optional[li
     return sorted(rows.values(), key=lambda r: (-r["total_us"], r["kernel"]))
 
 
-_FALLBACK = re.compile(r"^torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?$")
+_FALLBACK = r"^torch\.ops\.(\w+)\.(\w+)(?:\.\w+)?$"
 
 
 def fallback_rows(provenance: Optional[list], operators: list) -> list:
@@ -218,7 +220,7 @@ def fallback_rows(provenance: Optional[list], operators: list) -> list:
     by_name = {str(r.get("name")): r for r in operators}
     rows: dict = {}
     for p in provenance or []:
-        m = _FALLBACK.match(str(p.get("kernel", "")))
+        m = re.match(_FALLBACK, str(p.get("kernel", "")))
         if not m:
             continue
         op = f"{m.group(1)}::{m.group(2)}"

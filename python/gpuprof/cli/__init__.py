@@ -32,9 +32,40 @@ VERBS = [
 from .._errors import UserError  # noqa: E402, F401 (the CLI's name for it)
 
 
+def _terminal_columns() -> int:
+    """The width argparse's help takes (shutil.get_terminal_size's columns: $COLUMNS, else the
+    terminal's, else 80), without importing shutil, which loads bz2 and lzma: argparse makes a help
+    formatter for every option it adds, so `gpuprof analyze` paid for them on every run."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(
+            prog, indent_increment, max_help_position, _terminal_columns() - 2 if width is None else width
+        )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with ``_HelpFormatter``; the verbs' parsers (``add_subparsers``) are of this
+    class too."""
+
+    def __init__(self, *args, formatter_class=_HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
 def build_parser(verbs: list[str] | None = None) -> argparse.ArgumentParser:
     """The command's parser with the given verbs' subcommands (all of them by default)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpuprof", description="Profile PyTorch training loops and explain where each step's time goes."
     )
     from .._build_info import GPUPROF_VERSION

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-import threading
 import time
 from typing import Callable, Optional
 
@@ -121,6 +120,8 @@ class ReadProgress:
         self._view = (label, total, poll)
         self.after_s = delay_s() if after_s is None else after_s
         self.clock = clock
+        import threading  # only where a progress line may show: a plain `gpuprof analyze` skips it
+
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._drawn = False
@@ -130,6 +131,8 @@ class ReadProgress:
     def __enter__(self):
         if self.enabled:
             self._begun = self._start = self.clock()
+            import threading
+
             self._thread = threading.Thread(target=self._run, name="gpuprof-progress", daemon=True)
             self._thread.start()
         return self

@@ -29,7 +29,7 @@ from ..traces.read import TraceImportError, check_path, display_path, read_json
 from .build import analyze_file, build_report, cross_rank_report
 from .model import Report
 
-_HOST_FROM_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(\.gz)?$")
+_HOST_FROM_NAME = r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(\.gz)?$"
 
 #: A file this large or larger is one task of a worker's ``tasks_per_worker``; a smaller one is its
 #: share of one (a folder of 10,000 small rank files would otherwise start a pool every 50 files).
@@ -93,7 +93,7 @@ def summarize_file(
     from ..analysis.ranks import summary_from_report  # the cross-rank module: only for folders
 
     info = dict(data.get("distributed") or {})
-    m = _HOST_FROM_NAME.match(p.name)
+    m = re.match(_HOST_FROM_NAME, p.name)
     if m and not info.get("hostname"):
         info["hostname"] = m.group("host")  # tensorboard_trace_handler's default worker name
     summary = summary_from_report(data, rank_info=info)

@@ -31,15 +31,15 @@ def report_files(folder: Union[str, os.PathLike]) -> list[Path]:
     return out
 
 
-_FAILURE_KIND = re.compile(rb'"source":\s*\{\s*"kind":\s*"out_of_memory"')
+_FAILURE_KIND = rb'"source":\s*\{\s*"kind":\s*"out_of_memory"'
 
 
 def _is_failure_report(p: Path) -> bool:
     with open(p, "rb") as f:
-        return _FAILURE_KIND.search(f.read(_SNIFF)) is not None
+        return re.search(_FAILURE_KIND, f.read(_SNIFF)) is not None
 
 
-_TRACE_PATH = re.compile(rb'"trace_path":\s*"((?:[^"\\]|\\.)*)"')
+_TRACE_PATH = rb'"trace_path":\s*"((?:[^"\\]|\\.)*)"'
 _HEAD = 1 << 16
 
 
@@ -49,7 +49,7 @@ def own_trace(report: Path) -> Optional[Path]:
     folder that was moved is matched by the file's name beside the report."""
     try:
         with open(report, "rb") as f:
-            m = _TRACE_PATH.search(f.read(_HEAD))
+            m = re.search(_TRACE_PATH, f.read(_HEAD))
         written = Path(json.loads(b'"' + m.group(1) + b'"')) if m else None
     except (OSError, ValueError):
         return None

@@ -36,11 +36,9 @@ OUTPUT_CODE_BYTES = 64 << 20
 # cache keeps an older time): only modules written within this of the kernels' are read.
 _WINDOW_S = 3600.0
 
-_PATH = re.compile(r"^# kernel path: (.+?)\s*$")
-_ORIGIN = re.compile(
-    r"^# (?:Topologically Sorted|Unsorted) Source Nodes: \[.*\], Original ATen: \[(.*)\]\s*$"
-)
-_DEFINED = re.compile(r"^(\w+) = async_compile\.\w+\(")
+_PATH = r"^# kernel path: (.+?)\s*$"
+_ORIGIN = r"^# (?:Topologically Sorted|Unsorted) Source Nodes: \[.*\], Original ATen: \[(.*)\]\s*$"
+_DEFINED = r"^(\w+) = async_compile\.\w+\("
 
 
 def _kernel_file(launch: dict) -> Optional[str]:
@@ -60,15 +58,15 @@ def kernels_in_output_code(text: str, wanted: set) -> list:
     path: Optional[str] = None
     ops: Optional[list] = None
     for line in text.splitlines():
-        m = _PATH.match(line)
+        m = re.match(_PATH, line)
         if m:
             path, ops = m.group(1), None
             continue
-        m = _ORIGIN.match(line)
+        m = re.match(_ORIGIN, line)
         if m:
             ops = [o.strip() for o in m.group(1).split(",") if o.strip()]
             continue
-        m = _DEFINED.match(line)
+        m = re.match(_DEFINED, line)
         if m:
             if path in wanted and ops is not None:
                 rows.append({"kernel": m.group(1), "kernel_file": path, "ops": ops})

@@ -100,7 +100,7 @@ def channels_last(f: Facts) -> Optional[Recommendation]:
 _OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#(\w+)\.step|optimizer\.step", re.IGNORECASE)
 _FUSED_KERNEL = re.compile(r"fused_adam|fused_sgd|_fused_|FusedAdam|fused_adamw", re.IGNORECASE)
 _FUSED_OP = re.compile(r"^aten::_fused_(adam|adamw|sgd|adagrad)", re.IGNORECASE)
-_FOREACH_KERNEL = re.compile(r"multi_tensor_apply", re.IGNORECASE)
+_FOREACH_KERNEL = r"(?i)multi_tensor_apply"
 
 
 def optimizer(f: Facts) -> Optional[Recommendation]:
@@ -161,13 +161,13 @@ def optimizer(f: Facts) -> Optional[Recommendation]:
 _LOW_PRECISION = ("bf16", "fp16", "tf32", "fp8", "int8")
 # What a compiler fuses: pointwise operators (activations, dropout, arithmetic) and normalisations,
 # forward and backward. Matrix products and convolutions stay calls into cuBLAS/cuDNN/oneDNN.
-_FUSABLE_OP = re.compile(
+_FUSABLE_OP = (
     r"^aten::(relu|gelu|silu|sigmoid|tanh|hardtanh|leaky_relu|elu|threshold|clamp|clamp_min|clamp_max|"
     r"(native_)?dropout|bernoulli|add|sub|rsub|mul|div|neg|exp|log|pow|sqrt|rsqrt|where|masked_fill|"
     r"(native_|cudnn_|miopen_)?(layer|batch|group)_norm|_batch_norm_impl_index|(_fused_)?rms_norm|"
     r"_?(log_)?softmax)(_backward(_data)?)?_?$"
 )
-_MATRIX_OP = re.compile(r"conv|^aten::(_?(add)?b?mm|addmv|mv|matmul|linear|dot|vdot|_?scaled_|.*attention)")
+_MATRIX_OP = r"conv|^aten::(_?(add)?b?mm|addmv|mv|matmul|linear|dot|vdot|_?scaled_|.*attention)"
 
 
 def _fusable_pct(f: Facts) -> float:
@@ -188,7 +188,7 @@ def _outside_text(f: Facts) -> str:
     key = "device_self_us" if f.ran_gpu_work else "host_self_us"
     total = f.step_us * max(f.num_steps, 1)
     rows = sorted(
-        (r for r in f.operators if not _MATRIX_OP.search(row_name(r)) and _num_or0(r.get(key)) > 0),
+        (r for r in f.operators if not re.search(_MATRIX_OP, row_name(r)) and _num_or0(r.get(key)) > 0),
         key=lambda r: -_num_or0(r.get(key)),
     )[:3]
     if not rows or total <= 0:

@@ -56,7 +56,7 @@ def _sync_fix(op: str, call: str) -> str:
     )
 
 
-_SCALAR_OP = re.compile(r"^aten::(_local_scalar_dense|item)$")
+_SCALAR_OP = r"^aten::(_local_scalar_dense|item)$"
 
 
 def _times(n: float) -> str:
