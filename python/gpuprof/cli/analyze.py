@@ -154,11 +154,12 @@ def _run(args, folder: bool, max_memory: int) -> int:
 
 @contextlib.contextmanager
 def _fewer_collections():
-    """Python's cycle collector less often while one file is analysed: the report is some 10^5 dicts
-    and lists built from the native tables, none of them in a cycle, and at the default threshold
-    (a collection every 700 new containers) the collector ran some 50 times over them (4 to 10 ms
-    of a 0.15 to 0.3 s command, docs/performance.md). Every 100,000 it runs a dozen times; the
-    threshold is put back afterwards."""
+    """Python's cycle collector less often while one file is analysed: the report is tens of
+    thousands of dicts and lists built from the native tables, none of them in a cycle, and at the
+    default threshold (a collection every 700 new containers) the collector ran some 40 times over
+    them (docs/performance.md, "Start-up"). Every 100,000 it runs once or twice; the thresholds are
+    put back afterwards."""
+
     import gc
 
     old = gc.get_threshold()

@@ -61,3 +61,68 @@ def test_a_verb_loads_only_its_own_module_and_help_lists_every_verb(tmp_path):
     assert proc.returncode == 0
     for verb in VERBS:
         assert verb in proc.stdout
+
+
+# Standard modules `gpuprof analyze FILE` has no use for; each was loaded by a module on its path
+# and together they were some 20 ms of its start-up (docs/performance.md, "Start-up").
+_NOT_FOR_ANALYZE = (
+    "dataclasses",  # and inspect, dis, ast, tokenize: peaks.py's rows
+    "inspect",
+    "importlib.resources",  # peaks.csv is read beside the module
+    "platform",
+    "logging",  # the step journal's warnings
+    "socket",
+    "secrets",  # atomic writes' temporary names (and hmac, hashlib, random)
+    "hmac",
+    "tempfile",
+    "shutil",  # argparse's help width and the text report's (and bz2, lzma)
+    "lzma",
+    "threading",  # the progress line, off when stderr is not a terminal
+)
+
+
+def test_analyze_of_a_file_leaves_the_modules_it_does_not_need_unloaded(shared_traces, tmp_path):
+    """`gpuprof analyze FILE --json OUT` on the DDP sample (torch.compile, NCCL, a V100: the peak
+    table, the compiled-graph and distributed rules all run) loads none of ``_NOT_FOR_ANALYZE``
+    (those the interpreter loaded before gpuprof, e.g. a site hook's, do not count), writes its
+    report, and leaves the cycle collector's thresholds as it found them."""
+    trace = shared_traces / "hta_2xv100_ddp" / "rank0.json.gz"
+    out_json = tmp_path / "r.json"
+    out = _run(
+        "import gc, sys\nbefore = set(sys.modules)\nthresholds = gc.get_threshold()\n"
+        "from gpuprof.cli import main\n"
+        f"rc = main(['analyze', {str(trace)!r}, '--json', {str(out_json)!r}])\n"
+        f"loaded = sorted(m for m in {_NOT_FOR_ANALYZE!r} if m in sys.modules and m not in before)\n"
+        "print(rc, loaded, gc.get_threshold() == thresholds)"
+    )
+    assert out.splitlines()[-1] == "0 [] True"
+    assert out_json.stat().st_size > 0
+
+
+def test_help_still_fits_the_width_columns_gives():
+    """The help's width comes from $COLUMNS (else the terminal, else 80 columns), as argparse's own
+    lookup gives it, though shutil is no longer imported for it: argparse wraps at the width less 2."""
+    import os
+
+    widths = {}
+    for columns in ("60", "200"):
+        env = dict(os.environ, COLUMNS=columns)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuprof", "analyze", "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr
+        widths[columns] = max(len(line) for line in proc.stdout.splitlines())
+    assert widths["60"] <= 58 < widths["200"] <= 198
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run(  # no terminal (a pipe) and no $COLUMNS: argparse's 80 columns
+        [sys.executable, "-m", "gpuprof", "analyze", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 78
