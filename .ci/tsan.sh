@@ -14,6 +14,9 @@ mkdir -p "$out"
 srcs=(cpp/src/core/*.cpp cpp/src/collect/collector.cpp cpp/src/io/*.cpp
       cpp/src/analysis/*.cpp tests/tsan/tsan_test.cpp)
 flags=(-std=c++17 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Icpp/include -pthread)
+# The gzip reader's ISA-L decoder where its headers are installed (as the CMake build), zlib's otherwise.
+libs=(-lgtest -lgtest_main -lz)
+if [ -f /usr/include/isa-l/igzip_lib.h ]; then flags+=(-DGPUPROF_HAVE_ISAL=1); libs+=(-lisal); fi
 objs=()
 pids=()
 for s in "${srcs[@]}"; do
@@ -26,6 +29,6 @@ for s in "${srcs[@]}"; do
   fi
 done
 for p in "${pids[@]}"; do wait "$p"; done
-"$CXX" "${flags[@]}" "${objs[@]}" -o "$out/tsan_test" -lgtest -lgtest_main -lz
+"$CXX" "${flags[@]}" "${objs[@]}" -o "$out/tsan_test" "${libs[@]}"
 # halt_on_error: the first race fails the run; second_deadlock_stack for readable lock reports.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" "$out/tsan_test"

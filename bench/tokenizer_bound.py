@@ -33,7 +33,8 @@ IO = REPO / "cpp" / "src" / "io"
 def build(out: Path) -> Path:
     exe = out / "tokenizer_bound"
     cmd = ["g++", "-O3", "-std=c++17", f"-I{IO}", f"-I{REPO / 'cpp' / 'src'}",
-           str(REPO / "bench" / "tokenizer_bound.cpp"), str(IO / "text_stream.cpp"), str(IO / "crc32.cpp"),
+           str(REPO / "bench" / "tokenizer_bound.cpp"), str(IO / "text_stream.cpp"),
+           str(IO / "raw_inflate.cpp"), str(IO / "crc32.cpp"),
            "-lsimdjson", "-lz", "-lpthread", "-o", str(exe)]  # fmt: skip
     subprocess.run(cmd, check=True)
     return exe

@@ -96,13 +96,12 @@ void TextStream::start(bool gzip_only) {
   }
   if (compressed_) {
     in_buf_.resize(kCompressedBytes);
-    // 15 + 16: gzip wrapper only (a zlib or raw stream in a .gz file is not what Kineto writes).
-    if (inflateInit2(&z_, 15 + 16) != Z_OK) {
-      fail("cannot start gzip decompression (zlib out of memory)");
+    std::string why;
+    decoder_ = RawInflater::create(&why);
+    if (!decoder_) {
+      fail(why);
       return;
     }
-    z_open_ = true;
-    inflateValidate(&z_, 0);   // check_member_trailer() does it
     slots_.assign(kSlots, std::vector<char>());
     for (size_t i = 0; i < kSlots; ++i) free_.push_back(i);
     inflater_ = std::thread([this] {
@@ -130,7 +129,6 @@ TextStream::~TextStream() {
     cv_.notify_all();
     inflater_.join();
   }
-  if (z_open_) inflateEnd(&z_);
   if (file_ != nullptr) std::fclose(file_);
 }
 
@@ -167,60 +165,114 @@ size_t TextStream::read_file(char* dst, size_t n) {
 }
 
 size_t TextStream::read_compressed(std::string* error) {
-  // Keep the last 8 bytes read so far: a member's trailer may straddle two reads.
-  const size_t n = in_buf_bytes_;
-  if (n >= 8) {
-    std::memcpy(read_tail_, in_buf_.data() + n - 8, 8);
-  } else if (n > 0) {
-    std::memmove(read_tail_, read_tail_ + n, 8 - n);
-    std::memcpy(read_tail_ + 8 - n, in_buf_.data(), n);
-  }
   const size_t got = read_file(in_buf_.data(), in_buf_.size());
   if (got < in_buf_.size() && std::ferror(file_)) *error = std::string("read error: ") + std::strerror(errno);
   compressed_read_ += got;
-  in_buf_bytes_ = got;
-  z_.next_in = reinterpret_cast<Bytef*>(in_buf_.data());
-  z_.avail_in = static_cast<uInt>(got);
+  in_next_ = reinterpret_cast<const unsigned char*>(in_buf_.data());
+  in_avail_ = got;
+  if (got == 0) input_eof_ = true;
   return got;
 }
 
-size_t TextStream::inflate_some(char* dst, size_t n, std::string* error) {
-  z_.next_out = reinterpret_cast<Bytef*>(dst);
-  z_.avail_out = static_cast<uInt>(n);
-  while (z_.avail_out > 0 && error->empty()) {
-    if (z_member_done_) {
-      // A gzip file may hold several members back to back (`cat a.gz b.gz`); anything else after
-      // a member is ignored, as gunzip does with zero padding.
-      if (z_.avail_in == 0 && read_compressed(error) == 0) break;
-      if (z_.avail_in < 2 || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b) {
-        z_.avail_in = 0;
-        std::fseek(file_, 0, SEEK_END);
-        break;
-      }
-      inflateReset(&z_);
-      z_member_done_ = false;
-    }
-    if (z_.avail_in == 0 && read_compressed(error) == 0) {
-      if (error->empty())
-        *error = "the gzip data ends early (truncated file: " + std::to_string(compressed_read_) +
-                 " compressed bytes read)";
-      break;
-    }
-    Bytef* const out_before = z_.next_out;
-    const int rc = inflate(&z_, Z_NO_FLUSH);
-    const size_t produced = static_cast<size_t>(z_.next_out - out_before);
-    member_crc_ = gzip_crc32(member_crc_, out_before, produced);
-    member_bytes_ += produced;
-    if (rc == Z_STREAM_END) {
-      z_member_done_ = true;
-      check_member_trailer(error);
-    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      const uint64_t at = compressed_read_ - z_.avail_in;
-      *error = std::string("corrupt gzip data near compressed byte ") + std::to_string(at) + ": " +
-               (z_.msg ? z_.msg : zError(rc));
+int TextStream::next_byte(std::string* error) {
+  if (pending_at_ < pending_end_) return pending_[pending_at_++];
+  if (in_avail_ == 0 && (input_eof_ || read_compressed(error) == 0)) return -1;
+  --in_avail_;
+  return *in_next_++;
+}
+
+void TextStream::truncated(std::string* error) const {
+  if (error->empty())
+    *error = "the gzip data ends early (truncated file: " + std::to_string(compressed_read_) +
+             " compressed bytes read)";
+}
+
+bool TextStream::start_member(std::string* error) {
+  // A gzip file may hold several members back to back (`cat a.gz b.gz`); anything else after a
+  // member is ignored, as gunzip does with zero padding.
+  const int id1 = next_byte(error);
+  const int id2 = id1 == 0x1f ? next_byte(error) : -1;
+  if (id1 != 0x1f || id2 != 0x8b) return false;
+  // RFC 1952: method, flags, mtime (4), extra flags, OS; then the optional fields the flags name.
+  auto corrupt = [&](const char* what) {
+    *error =
+        "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - in_avail_) + ": " + what;
+    return false;
+  };
+  int b[8];
+  for (int& x : b) {
+    if ((x = next_byte(error)) < 0) {
+      truncated(error);
+      return false;
     }
   }
-  return n - z_.avail_out;
+  if (b[0] != 8) return corrupt("unknown compression method");
+  const int flags = b[1];
+  if ((flags & 0xE0) != 0) return corrupt("unknown header flags set");
+  auto skip = [&](uint64_t n) {
+    for (; n > 0; --n)
+      if (next_byte(error) < 0) return false;
+    return true;
+  };
+  auto skip_zero_terminated = [&] {
+    for (;;) {
+      const int c = next_byte(error);
+      if (c <= 0) return c == 0;
+    }
+  };
+  bool whole = true;
+  if (flags & 0x04) {   // FEXTRA: a 2-byte length, then that many bytes
+    const int lo = next_byte(error), hi = lo < 0 ? -1 : next_byte(error);
+    whole = hi >= 0 && skip(static_cast<uint64_t>(lo | hi << 8));
+  }
+  if (whole && (flags & 0x08)) whole = skip_zero_terminated();   // FNAME
+  if (whole && (flags & 0x10)) whole = skip_zero_terminated();   // FCOMMENT
+  if (whole && (flags & 0x02)) whole = skip(2);   // FHCRC (not checked, as zlib does not by default)
+  if (!whole) {
+    truncated(error);
+    return false;
+  }
+  return error->empty();
+}
+
+size_t TextStream::inflate_some(char* dst, size_t n, std::string* error) {
+  unsigned char* const out = reinterpret_cast<unsigned char*>(dst);
+  size_t done = 0;
+  while (done < n && error->empty() && !members_done_) {
+    if (!in_member_) {
+      if (!start_member(error)) {
+        members_done_ = true;
+        break;
+      }
+      decoder_->reset();
+      in_member_ = true;
+    }
+    if (in_avail_ == 0 && !input_eof_) read_compressed(error);
+    if (!error->empty()) break;
+    const RawInflater::Step s = decoder_->run(in_next_, in_avail_, out + done, n - done);
+    in_next_ += s.consumed;
+    in_avail_ -= s.consumed;
+    member_crc_ = gzip_crc32(member_crc_, out + done, s.produced);
+    member_bytes_ += s.produced;
+    done += s.produced;
+    if (s.status == RawInflater::Status::kError) {
+      *error = "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - in_avail_) + ": " +
+               s.message;
+    } else if (s.status == RawInflater::Status::kEnd) {
+      std::memcpy(pending_, s.leftover, s.leftover_bytes);
+      pending_at_ = 0;
+      pending_end_ = s.leftover_bytes;
+      in_member_ = false;
+      check_member_trailer(error);
+    } else if (s.produced == 0 && s.consumed == 0) {
+      // Nothing more from what there is: the file ended inside the member (or the decoder, given
+      // input and room, did nothing, which would otherwise loop here for ever).
+      if (in_avail_ == 0) truncated(error);
+      else
+        *error = "the gzip decoder stopped near compressed byte " + std::to_string(compressed_read_ - in_avail_);
+    }
+  }
+  return done;
 }
 
 size_t TextStream::produce(char* dst, size_t n, std::string* error) {
@@ -271,15 +323,15 @@ size_t TextStream::fill_chunk(std::vector<char>& buf, std::string* error) {
 }
 
 void TextStream::check_member_trailer(std::string* error) {
-  // At Z_STREAM_END zlib has consumed the member exactly: its 8-byte trailer (CRC-32 and length
-  // mod 2^32, little-endian) ends at next_in.
-  const size_t k = static_cast<size_t>(reinterpret_cast<const char*>(z_.next_in) - in_buf_.data());
+  // The member's 8-byte trailer follows its deflate data: CRC-32 and length mod 2^32, little-endian.
   unsigned char t[8];
-  if (k >= 8) {
-    std::memcpy(t, in_buf_.data() + k - 8, 8);
-  } else {
-    std::memcpy(t, read_tail_ + k, 8 - k);
-    std::memcpy(t + 8 - k, in_buf_.data(), k);
+  for (unsigned char& c : t) {
+    const int x = next_byte(error);
+    if (x < 0) {
+      truncated(error);
+      return;
+    }
+    c = static_cast<unsigned char>(x);
   }
   auto le32 = [](const unsigned char* p) {
     return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
@@ -289,7 +341,7 @@ void TextStream::check_member_trailer(std::string* error) {
                                                                : nullptr;
   if (wrong != nullptr)
     *error =
-        "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - z_.avail_in) + ": " + wrong;
+        "corrupt gzip data near compressed byte " + std::to_string(compressed_read_ - in_avail_) + ": " + wrong;
   member_crc_ = 0;
   member_bytes_ = 0;
 }
@@ -340,7 +392,7 @@ void TextStream::inflate_loop() {
   std::string error;
   if (gzip_from_.boundary) {
     const bool started = inflate_to_start(&error);
-    source_start_ = compressed_read_ - z_.avail_in;   // what it read before its start is not progress
+    source_start_ = compressed_read_ - in_avail_;   // what it read before its start is not progress
     if (!started) {
       std::lock_guard<std::mutex> lock(mu_);
       post_end(error);

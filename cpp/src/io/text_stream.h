@@ -13,14 +13,13 @@
 // before the read position.
 #pragma once
 
-#include <zlib.h>
-
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -30,6 +29,8 @@
 #include <emmintrin.h>
 #endif
 #include <vector>
+
+#include "raw_inflate.h"
 
 namespace gpuprof::io {
 
@@ -232,7 +233,7 @@ class TextStream {
   void inflate_loop();
   // Posts the end of the text (with its error, if any) for the parser; mu_ held.
   void post_end(const std::string& error);
-  uint64_t source_pos() const { return compressed_read_ - z_.avail_in - source_start_; }   // inflating thread
+  uint64_t source_pos() const { return compressed_read_ - in_avail_ - source_start_; }   // inflating thread
   void tell_progress(uint64_t source_bytes) {
     if (progress_) progress_(source_bytes);
   }
@@ -242,8 +243,15 @@ class TextStream {
   size_t inflate_some(char* dst, size_t n, std::string* error);
   size_t read_compressed(std::string* error);
   size_t read_file(char* dst, size_t n);   // the kept first bytes, then the file
-  // The inflating thread checks each gzip member's CRC-32 and length itself, on the text it has
-  // just produced while that is still in cache (zlib's own check is switched off).
+  // The gzip framing, read here for either deflate decoder (raw_inflate.h), byte by byte (headers
+  // and trailers are a few bytes per member). The next compressed byte, -1 at the end of the file.
+  int next_byte(std::string* error);
+  // Reads the next member's header; false at the end of the members (the end of the file, or
+  // bytes that are not a gzip member: ignored, as gunzip does with zero padding) or on an error.
+  bool start_member(std::string* error);
+  void truncated(std::string* error) const;   // the "ends early" error
+  // Checks each gzip member's CRC-32 and length (its 8-byte trailer) against the text the
+  // inflating thread has just produced, computed while that is still in cache.
   void check_member_trailer(std::string* error);
 
   std::FILE* file_ = nullptr;
@@ -258,14 +266,17 @@ class TextStream {
   bool source_done_ = false;
 
   // gzip: the inflating thread fills slots, the parser returns them.
-  z_stream z_{};
-  bool z_open_ = false;
-  bool z_member_done_ = false;
+  std::unique_ptr<RawInflater> decoder_;
+  bool in_member_ = false;      // between a member's header and its trailer
+  bool members_done_ = false;   // no more members: the rest of the file is not read
+  bool input_eof_ = false;      // the file gave all it has
   GzipFrom gzip_from_;   // a second thread's gzip stream when gzip_from_.boundary is set
   uint64_t compressed_read_ = 0;
   std::vector<char> in_buf_;
-  size_t in_buf_bytes_ = 0;                // bytes of the last read in in_buf_
-  unsigned char read_tail_[8] = {};        // the last 8 compressed bytes before in_buf_'s
+  const unsigned char* in_next_ = nullptr;   // the compressed bytes read and not yet taken
+  size_t in_avail_ = 0;
+  unsigned char pending_[8] = {};   // bytes the decoder read past a member's data (its leftover)
+  size_t pending_at_ = 0, pending_end_ = 0;
   uint32_t member_crc_ = 0;                // CRC-32 of the current member's text so far
   uint64_t member_bytes_ = 0;
   std::vector<std::vector<char>> slots_;

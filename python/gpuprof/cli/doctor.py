@@ -2,9 +2,9 @@
 
 For users and HPC support staff before a profiling run: the build and the installed torch, whether
 torch sees CUDA, whether GPU collection starts (the very call a session makes: CUPTI found where,
-loaded, subscribed; NVML), the NVTX injection value, the clock, and the CPUs this process may use.
-Each line is ``ok``, ``--`` (not available here, with why) or ``!!`` (a problem to fix). Exit code 0
-whatever it finds (it is a report, not a check), 2 on a mistake.
+loaded, subscribed; NVML), the NVTX injection value, the clock, the CPUs this process may use, and
+the gzip decoder. Each line is ``ok``, ``--`` (not available here, with why) or ``!!`` (a problem to
+fix). Exit code 0 whatever it finds (it is a report, not a check), 2 on a mistake.
 """
 
 from __future__ import annotations
@@ -126,7 +126,23 @@ def findings() -> dict:
         f"{n} CPU{'' if n == 1 else 's'} available to this process (of {total}): "
         "DataLoader advice sizes num_workers from this",
     )
+    out["gzip"] = _gzip_fact()
     return out
+
+
+def _gzip_fact() -> tuple:
+    """Which deflate decoder reads .json.gz traces (cpp/src/io/raw_inflate.h)."""
+    from .._build_info import GPUPROF_INFLATER
+
+    if GPUPROF_INFLATER != "isa-l":
+        return (
+            "--",
+            ".json.gz traces inflated with zlib: ISA-L was not found when gpuprof was built "
+            "(apt-get install libisal-dev, then reinstall gpuprof, for 2-3x faster inflating)",
+        )
+    if os.environ.get("GPUPROF_INFLATER") == "zlib":
+        return ("ok", ".json.gz traces inflated with zlib (GPUPROF_INFLATER=zlib; this build also has ISA-L)")
+    return ("ok", ".json.gz traces inflated with ISA-L's igzip")
 
 
 def run(args) -> int:

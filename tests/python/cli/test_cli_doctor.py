@@ -12,6 +12,7 @@ import pytest
 def _doctor(*extra_env, prefix=()):
     env = dict(os.environ)
     env.pop("NVTX_INJECTION64_PATH", None)
+    env.pop("GPUPROF_INFLATER", None)
     env.update(dict(extra_env))
     done = subprocess.run(
         [*prefix, sys.executable, "-m", "gpuprof", "doctor", "--json"],
@@ -71,5 +72,21 @@ def test_doctor_text_has_one_line_per_finding():
     lines = done.stdout.splitlines()
     assert lines[0].startswith("gpuprof ") and lines[1].startswith("torch: ")
     keys = [ln.split(":")[0].split()[-1] for ln in lines[2:]]
-    assert keys == ["hooks", "cuda", "gpu_collection", "nvml", "nvtx_injection", "clock", "cpus"]
+    assert keys == ["hooks", "cuda", "gpu_collection", "nvml", "nvtx_injection", "clock", "cpus", "gzip"]
     assert all(ln[:2] in ("ok", "--", "!!") for ln in lines[2:])
+
+
+def test_doctor_names_the_gzip_decoder_of_the_build_and_the_environment():
+    from gpuprof._build_info import GPUPROF_INFLATER
+
+    default, forced = _doctor()["gzip"], _doctor(("GPUPROF_INFLATER", "zlib"))["gzip"]
+    if GPUPROF_INFLATER == "isa-l":
+        assert default == {"state": "ok", "detail": ".json.gz traces inflated with ISA-L's igzip"}
+        assert forced["state"] == "ok" and forced["detail"].startswith(".json.gz traces inflated with zlib (")
+    else:  # a build without ISA-L says how to get it, whatever the environment asks for
+        assert GPUPROF_INFLATER == "zlib"
+        assert (
+            default == forced
+            and default["state"] == "--"
+            and "apt-get install libisal-dev" in default["detail"]
+        )
