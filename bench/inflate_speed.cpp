@@ -38,7 +38,7 @@ uint32_t le32(const std::string& d, size_t p) {
 }
 
 // Inflates every member; returns the text's length (0 on any error, said on stderr).
-uint64_t inflate_all(const std::string& gz, RawInflater& d, std::vector<unsigned char>& out) {
+__attribute__((noinline)) uint64_t inflate_all(const std::string& gz, RawInflater& d, std::vector<unsigned char>& out) {
   const auto* in = reinterpret_cast<const unsigned char*>(gz.data());
   uint64_t total = 0;
   size_t at = 0;

@@ -140,7 +140,8 @@ class GzipRead : public testing::TestWithParam<std::string> {
 
 TEST_P(GzipRead, MembersBackToBackIncludingAnEmptyOneAndEveryHeaderField) {
   const std::string a = json_lines(3000, 1), b = json_lines(10, 2);
-  const Read r = read_file_bytes(stored_member(a) + stored_member("") + stored_member(b, true) + stored_member(""));
+  const Read r =
+      read_file_bytes(stored_member(a) + stored_member("") + stored_member(b, true) + stored_member(""));
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.text, a + b);
 }
@@ -175,10 +176,11 @@ TEST_P(GzipRead, ATruncatedFileEndsEarlyWhereverItIsCut) {
   const std::string gz = gzip_program(text);
   const std::string m = gz.empty() ? stored_member(text) : gz;
   // In the header, in the deflate data, in the trailer (each of its 8 bytes missing).
-  for (const size_t keep : {size_t(2), size_t(5), size_t(9), m.size() / 2, m.size() - 8, m.size() - 5, m.size() - 1}) {
+  for (const size_t keep :
+       {size_t(2), size_t(5), size_t(9), m.size() / 2, m.size() - 8, m.size() - 5, m.size() - 1}) {
     const Read r = read_file_bytes(m.substr(0, keep));
-    EXPECT_TRUE(contains(r.error, "the gzip data ends early (truncated file: " + std::to_string(keep) +
-                                      " compressed bytes read)"))
+    EXPECT_TRUE(contains(
+        r.error, "the gzip data ends early (truncated file: " + std::to_string(keep) + " compressed bytes read)"))
         << keep << ": " << r.error;
   }
   // A second member cut in its header.
@@ -246,7 +248,9 @@ TEST_P(GzipRead, AFileNamedGzThatIsNotGzipIsReadAsText) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoders, GzipRead, testing::Values("isa-l", "zlib"),
-                         [](const testing::TestParamInfo<std::string>& p) { return p.param == "isa-l" ? "isal" : "zlib"; });
+                         [](const testing::TestParamInfo<std::string>& p) {
+                           return p.param == "isa-l" ? "isal" : "zlib";
+                         });
 
 // The decoders themselves: raw deflate fed in pieces of every size down to one byte, into output
 // room of every size, followed by other bytes. Each gives the text, and at the end says exactly
@@ -275,16 +279,17 @@ TEST(RawInflater, EveryDecoderStopsExactlyAtTheEndOfTheDeflateData) {
       bool ended = false;
       for (int guard = 0; guard < 10000000 && !ended; ++guard) {
         if (in_at == in_end) in_end = std::min(input.size(), in_end + in_step);
-        const auto s = d->run(reinterpret_cast<const unsigned char*>(input.data()) + in_at, in_end - in_at,
-                              reinterpret_cast<unsigned char*>(&out[out_at]),
-                              std::min(out_step, out.size() - out_at));
+        const auto s =
+            d->run(reinterpret_cast<const unsigned char*>(input.data()) + in_at, in_end - in_at,
+                   reinterpret_cast<unsigned char*>(&out[out_at]), std::min(out_step, out.size() - out_at));
         ASSERT_NE(s.status, RawInflater::Status::kError) << name << ": " << s.message;
         in_at += s.consumed;
         out_at += s.produced;
         if (s.status == RawInflater::Status::kEnd) {
           ended = true;
           leftover = s.leftover_bytes;
-          EXPECT_EQ(std::string(reinterpret_cast<const char*>(s.leftover), leftover), input.substr(in_at - leftover, leftover))
+          EXPECT_EQ(std::string(reinterpret_cast<const char*>(s.leftover), leftover),
+                    input.substr(in_at - leftover, leftover))
               << name;
         }
       }

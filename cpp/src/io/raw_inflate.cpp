@@ -81,10 +81,11 @@ class IsalInflater final : public RawInflater {
     s.produced = out_given - st.avail_out;
     if (rc < 0) {
       s.status = Status::kError;
-      s.message = rc == ISAL_INVALID_BLOCK      ? "invalid deflate block"
-                  : rc == ISAL_INVALID_SYMBOL   ? "invalid deflate symbol"
-                  : rc == ISAL_INVALID_LOOKBACK ? "invalid lookback distance"
-                                                : "deflate data not understood (ISA-L code " + std::to_string(rc) + ")";
+      s.message = rc == ISAL_INVALID_BLOCK    ? "invalid deflate block"
+                  : rc == ISAL_INVALID_SYMBOL ? "invalid deflate symbol"
+                  : rc == ISAL_INVALID_LOOKBACK
+                      ? "invalid lookback distance"
+                      : "deflate data not understood (ISA-L code " + std::to_string(rc) + ")";
     } else if (st.block_state == ISAL_BLOCK_FINISH) {
       s.status = Status::kEnd;
       // igzip keeps up to 64 bits read ahead in read_in; past the end of the deflate data its
