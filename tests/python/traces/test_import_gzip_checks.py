@@ -1,5 +1,7 @@
-"""Every gzip member's CRC-32 and length are checked (on the inflating thread, with zlib's
-crc32_z): a damaged trailer is an error naming it, wherever the trailer lies."""
+"""Every gzip member's CRC-32 and length are checked (on the inflating thread): a damaged trailer is
+an error naming it, wherever the trailer lies. Each test runs with the build's default deflate
+decoder (ISA-L's igzip where the build has it) and with zlib (GPUPROF_INFLATER=zlib, read at each
+file opened): the framing is read by gpuprof for both, so the errors are the same."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ from gpuprof.traces.read import TraceImportError, import_trace
 
 # The importer reads gzip input 64 KiB at a time (cpp/src/io/text_stream.cpp).
 READ_BYTES = 1 << 16
+
+
+@pytest.fixture(autouse=True, params=["default", "zlib"])
+def decoder(request, monkeypatch):
+    if request.param == "zlib":
+        monkeypatch.setenv("GPUPROF_INFLATER", "zlib")
+    else:
+        monkeypatch.delenv("GPUPROF_INFLATER", raising=False)
+    return request.param
 
 
 def trace_text(n_events: int) -> bytes:
@@ -81,3 +92,19 @@ def test_members_back_to_back_are_each_checked(tmp_path):
     path.write_bytes(damaged(first, 8) + second)
     with pytest.raises(TraceImportError, match="incorrect data check"):
         import_trace(path)
+
+
+def test_truncated_or_corrupt_deflate_data_is_one_line(tmp_path):
+    text = trace_text(3000)
+    gz = gzip_member(text)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gz[: len(gz) // 2])
+    with pytest.raises(TraceImportError, match=r"the gzip data ends early \(truncated file: \d+ compressed"):
+        import_trace(path)
+    # A stored block (level 0) whose length is not the complement its header gives.
+    stored = bytearray(gzip_member(text[:1000], level=0))
+    stored[13] ^= 0x01  # 10 header bytes, the block's type byte, LEN (2), then NLEN
+    path.write_bytes(bytes(stored))
+    with pytest.raises(TraceImportError, match="corrupt gzip data near compressed byte") as err:
+        import_trace(path)
+    assert "\n" not in str(err.value)
