@@ -108,3 +108,25 @@ def test_truncated_or_corrupt_deflate_data_is_one_line(tmp_path):
     with pytest.raises(TraceImportError, match="corrupt gzip data near compressed byte") as err:
         import_trace(path)
     assert "\n" not in str(err.value)
+
+
+def stored_member(text: bytes) -> bytes:
+    """One gzip member of one stored deflate block: 23 bytes of framing around the text."""
+    n = len(text)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"
+    block = b"\x01" + n.to_bytes(2, "little") + (n ^ 0xFFFF).to_bytes(2, "little")
+    return header + block + text + zlib.crc32(text).to_bytes(4, "little") + n.to_bytes(4, "little")
+
+
+def test_a_second_member_whose_magic_bytes_straddle_two_reads_is_read(tmp_path):
+    # The first member ends one byte before the first read does: the next member's first magic
+    # byte is the read's last, its second the next read's first.
+    events = json.loads(trace_text(10))["traceEvents"]
+    head = b'{"traceEvents": [' + b",".join(json.dumps(e).encode() for e in events[:5])
+    first = head[:-1] + b" " * (READ_BYTES - 1 - 23 - len(head)) + head[-1:]
+    second = b"," + b",".join(json.dumps(e).encode() for e in events[5:]) + b"]}"
+    assert len(stored_member(first)) == READ_BYTES - 1
+    path = tmp_path / "straddle.json.gz"
+    path.write_bytes(stored_member(first) + stored_member(second))
+    trace, stats = import_trace(path)
+    assert trace.num_events == 10 and stats["json_bytes"] == len(first) + len(second)
