@@ -4,7 +4,8 @@
 #                          CPU) and this checkout installed by a plain `pip install .` (no torch in
 #                          the isolated build: the operator hooks are compiled on first use);
 #   build/ci-wheelhouse/   a wheel built with default build isolation the way a user without root
-#                          builds one (zlib from PyPI, nothing from the system's -dev packages),
+#                          builds one (zlib from PyPI, nothing from the system's -dev packages:
+#                          not ISA-L either, so this wheel inflates with zlib),
 #                          carrying the operator hooks prebuilt for torch 2.13.0 (this Python's) and
 #                          2.14.1 (venv-torch214's), then repaired by auditwheel (LibTorch is left
 #                          out: the hooks use the torch the user has);
@@ -45,7 +46,7 @@ step "the wheel, with the hooks prebuilt for torch 2.13.0 and 2.14.1 (the longes
 prebuild="$("$PY" -c "import sys; print(sys.executable)");$PWD/$v214/bin/python"
 "$PY" -m pip wheel -q . --no-deps -w "$out/ci-wheel-raw" -C build-dir=build/ci-wheel \
   -C "cmake.define.GPUPROF_PREBUILT_TORCH_PYTHONS=$prebuild" -C cmake.define.GPUPROF_BUILD_KERNELS=OFF \
-  -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
+  -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON -C cmake.define.GPUPROF_WITH_ISAL=OFF
 "$PY" -m auditwheel repair --exclude libtorch_cpu.so --exclude libc10.so -w "$wheels" \
   "$out"/ci-wheel-raw/*.whl >/dev/null
 step "auditwheel repair, then $out/venv-notorch (the wheel, no torch)"
