@@ -6,7 +6,8 @@ without the critical path (`--before DIR`, a folder holding its `gpuprof` packag
 process, the two taking turns; the fastest of `--repeat` calls per process (wall and process CPU
 time), the best of `--rounds` processes. Input: the synthetic 2-million-event trace that
 bench/analyze_speed.py writes (`--trace`). `--export` times the Chrome export instead, against a
-build whose export does not draw the path (the "Critical path" track).
+build whose export does not draw the path (the "Critical path" track). `--drawn` times what the
+report's step views add: `critical_path_pieces` for the two drawn steps, after `gpu_tables`.
 
     PYTHONPATH=python python bench/critical_path_cost.py --before DIR \
         --trace /tmp/gpuprof-bench/synthetic_2m.pt.trace.json.gz
@@ -32,6 +33,16 @@ trace, _ = _core.import_trace(sys.argv[1])
 out = os.path.join(tempfile.mkdtemp(), "t.trace.json.gz")
 if sys.argv[3] == "export":
     run = lambda: _core.export_chrome_trace(trace, out)
+elif sys.argv[3] == "drawn":
+    # The two critical_path_pieces calls of step_views (the slowest and the median step), passing the
+    # analysis pass's kept paths where this build has them.
+    analysed = _core.gpu_tables(trace, True, process_groups(trace.metadata))
+    steps = analysed["breakdown"]["steps"]
+    kept = analysed.get("critical_path_kept")
+    by_length = sorted(steps, key=lambda s: s["total_ns"])
+    drawn = [max(steps, key=lambda s: s["total_ns"]), by_length[(len(steps) - 1) // 2]]
+    more = [kept] if kept is not None else []
+    run = lambda: [_core.critical_path_pieces(trace, [s], 2000, *more) for s in drawn]
 else:
     run = lambda: _core.gpu_tables(trace, True, process_groups(trace.metadata))
 best_wall = best_cpu = 1e9
@@ -82,17 +93,25 @@ def main() -> int:
         action="store_true",
         help="time the Chrome export (export_chrome_trace, gzip), which draws the path, not gpu_tables",
     )
+    ap.add_argument(
+        "--drawn",
+        action="store_true",
+        help="time critical_path_pieces for the two steps a report draws (after gpu_tables), not gpu_tables",
+    )
     args = ap.parse_args()
     now = args.now or _installed()
     runs: dict = {"before": [], "now": []}
+    what = "export" if args.export else "drawn" if args.drawn else "gpu_tables"
+    timed = {"export": "export_chrome_trace", "drawn": "critical_path_pieces", "gpu_tables": "gpu_tables"}[
+        what
+    ]
     for _ in range(args.rounds):
-        what = "export" if args.export else "gpu_tables"
         runs["before"].append(side(args.before, args.trace, args.repeat, what))
         runs["now"].append(side(now, args.trace, args.repeat, what))
     best = {k: {m: min(r[m] for r in v) for m in ("wall_s", "cpu_s")} for k, v in runs.items()}
     result = {
         "trace": args.trace,
-        "timed": "export_chrome_trace" if args.export else "gpu_tables",
+        "timed": timed,
         "events": runs["now"][0]["events"],
         "best": best,
         "ratio_wall": best["now"]["wall_s"] / best["before"]["wall_s"],

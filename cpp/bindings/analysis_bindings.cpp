@@ -423,6 +423,8 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
                                        a.modules.row_of.size() * sizeof(uint32_t));
   out["flops"] = flops_dict(t, a);   // FLOPs
   out["critical_path"] = critical_path_dict(t, a.critical_path);
+  // The drawn steps' paths, for step_views (moved out of a.critical_path: nothing reads it after).
+  out["critical_path_kept"] = kept_drawn_paths(t, a.steps.steps, a.critical_path);
   const MemoryView& v = a.memory_view;
   out["memory_peak"] = by_device(v.peaks, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });
   out["memory_end"] = by_device(v.ends, [](const MemoryMoment& m) { return row_dict(m, kMemoryMomentFields); });

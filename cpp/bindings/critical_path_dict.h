@@ -4,7 +4,9 @@
 // (critical_path_bindings.cpp).
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuprof/analysis/critical_path.h"
@@ -42,6 +44,48 @@ inline py::dict critical_path_dict(const Trace& t, const std::vector<StepCritica
   py::dict out;
   out["steps"] = steps;
   return out;
+}
+
+// The analysis pass's paths of the steps the report draws (the slowest and the median, chosen as
+// analysis/__init__.py's step_views chooses them), kept so that drawing them does not link the
+// launches and walk the trace again (critical_path_pieces' `kept`). `trace`, `events` and `count`
+// say which trace they belong to: a path is only used for the same one.
+struct KeptCriticalPaths {
+  const Trace* trace = nullptr;
+  const Event* events = nullptr;
+  size_t count = 0;
+  std::vector<StepCriticalPath> paths;
+
+  bool of(const Trace& t) const { return trace == &t && events == t.events.data() && count == t.events.size(); }
+  const StepCriticalPath* find(const Trace& t, const StepBreakdown& s) const {
+    if (!of(t)) return nullptr;
+    for (const StepCriticalPath& p : paths)
+      if (p.step == s.step && p.start_ns == s.start_ns && p.end_ns == s.end_ns) return &p;
+    return nullptr;
+  }
+};
+
+// Keeps the paths of the slowest step (the first of the longest) and of the median one (sorted by
+// length, stable, the ((n - 1) / 2)th), moving them out of `paths` (one per step of `steps`).
+inline py::object kept_drawn_paths(const Trace& t, const std::vector<StepBreakdown>& steps,
+                                   std::vector<StepCriticalPath>& paths) {
+  KeptCriticalPaths kept;
+  kept.trace = &t;
+  kept.events = t.events.data();
+  kept.count = t.events.size();
+  if (!steps.empty() && steps.size() == paths.size()) {
+    size_t slowest = 0;
+    for (size_t k = 1; k < steps.size(); ++k)
+      if (steps[k].total_ns() > steps[slowest].total_ns()) slowest = k;
+    std::vector<size_t> order(steps.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return steps[a].total_ns() < steps[b].total_ns(); });
+    const size_t typical = order[(order.size() - 1) / 2];
+    kept.paths.push_back(std::move(paths[slowest]));
+    if (typical != slowest) kept.paths.push_back(std::move(paths[typical]));
+  }
+  return py::cast(std::move(kept));
 }
 
 }  // namespace gpuprof::bindings

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -409,16 +408,19 @@ PathPieces path_pieces(const Trace& trace, const StepCriticalPath& path, size_t 
     out.pieces.push_back({g.start_ns, g.end_ns, g.cause, g.event});
   }
   if (out.pieces.size() <= max_pieces) return out;
-  std::vector<size_t> order(out.pieces.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  auto dur = [&](size_t k) { return out.pieces[k].end_ns - out.pieces[k].start_ns; };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return dur(a) > dur(b); });
-  for (size_t k = max_pieces; k < order.size(); ++k) out.cut_ns += dur(order[k]);
+  // The max_pieces longest, the earlier first among equal lengths: a selection, not a sort (a
+  // kernel-bound step has tens of thousands of pieces for the 2,000 kept).
+  std::vector<std::pair<int64_t, uint32_t>> order;   // (-length, position): the kept ones first
+  order.reserve(out.pieces.size());
+  for (size_t k = 0; k < out.pieces.size(); ++k)
+    order.emplace_back(out.pieces[k].start_ns - out.pieces[k].end_ns, uint32_t(k));
+  if (max_pieces > 0) std::nth_element(order.begin(), order.begin() + ptrdiff_t(max_pieces - 1), order.end());
+  for (size_t k = max_pieces; k < order.size(); ++k) out.cut_ns -= order[k].first;
   order.resize(max_pieces);
-  std::sort(order.begin(), order.end());
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   std::vector<PathPiece> kept;
   kept.reserve(order.size());
-  for (size_t k : order) kept.push_back(out.pieces[k]);
+  for (const auto& [neg_len, k] : order) kept.push_back(out.pieces[k]);
   out.cut = out.pieces.size() - kept.size();
   out.pieces = std::move(kept);
   return out;

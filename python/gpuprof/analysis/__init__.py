@@ -72,6 +72,7 @@ def report_dict(
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
         native["module_of_event"] = analysed.get("module_of_event")
         native["breakdown_steps"] = analysed["breakdown"]["steps"]  # the critical path's drawing
+        native["critical_path_kept"] = analysed["critical_path_kept"]  # the drawn steps' paths
     bd = analysed["breakdown"]
     copied = {t.key for t in fields.TABLES if t.analysed}
     omitted_when_empty = {t.key for t in fields.TABLES if t.omit_empty}
@@ -548,6 +549,7 @@ def step_views(
     repeated_op_calls: Optional[bytes] = None,
     module_of_event: Optional[bytes] = None,
     breakdown_steps: Optional[list[dict]] = None,
+    critical_path_kept=None,
 ) -> dict:
     """Computed by the report builder when the report will be saved or drawn (``build_report``'s
     ``with_step_views``), not by ``report_dict``: a text report does not need it. The per-step tables
@@ -558,7 +560,8 @@ def step_views(
     operators, and which steps are outliers: what the HTML report draws and drills into. With the
     native breakdown's steps (``breakdown_steps``), each drawn step also carries its critical path
     (``critical_path``: pieces [start_us, dur_us, cause, name index, place index] into its names
-    and places, merged, cut, cut_us)."""
+    and places, merged, cut, cut_us); ``critical_path_kept`` (the analysis pass's paths of the drawn
+    steps, ``gpu_tables``' ``critical_path_kept``) spares walking them again."""
     if not steps:
         return {"timelines": [], "per_step": {}, "outliers": [], "event_cap": TIMELINE_EVENT_CAP}
     slowest = max(steps, key=lambda s: s["total_us"])
@@ -577,7 +580,7 @@ def step_views(
         lanes = tl["lane_order"]
         # With a module view: each event's module row (index into `modules`, -1 none).
         extra = {"module_of": tl["module_of"]} if "module_of" in tl else {}
-        path = _critical_path_of(trace, step, breakdown_steps)
+        path = _critical_path_of(trace, step, breakdown_steps, critical_path_kept)
         if path is not None:
             extra["critical_path"] = path
         timelines.append(
@@ -614,9 +617,11 @@ def step_views(
     }
 
 
-def _critical_path_of(trace, step: dict, breakdown_steps: Optional[list[dict]]) -> Optional[dict]:
+def _critical_path_of(trace, step: dict, breakdown_steps: Optional[list[dict]], kept=None) -> Optional[dict]:
     """The drawn step's critical path as merged pieces (at most CRITICAL_PATH_PIECES, the shortest
-    left out past them), or None when the native breakdown's step is not at hand."""
+    left out past them), or None when the native breakdown's step is not at hand. Names and places
+    come once each (a kernel-bound step repeats a few kernel names thousands of times), the pieces
+    pointing into them. ``kept``: the analysis pass's paths, taken when they hold this step."""
     native_step = next(
         (
             s
@@ -627,21 +632,8 @@ def _critical_path_of(trace, step: dict, breakdown_steps: Optional[list[dict]]) 
     )
     if native_step is None:
         return None
-    (path,) = _core.critical_path_pieces(trace, [native_step], CRITICAL_PATH_PIECES)
-    # Names and places once each (a kernel-bound step repeats a few kernel names thousands of
-    # times), the pieces pointing into them.
-    names: dict[str, int] = {}
-    places: dict[str, int] = {}
-    pieces = [
-        [start, dur, cause, names.setdefault(name, len(names)), places.setdefault(where, len(places))]
-        for start, dur, cause, name, where in path["pieces"]
-    ]
-    return {
-        "pieces": pieces,
-        "names": list(names),
-        "places": list(places),
-        **{k: path[k] for k in ("merged", "cut", "cut_us")},
-    }
+    (path,) = _core.critical_path_pieces(trace, [native_step], CRITICAL_PATH_PIECES, kept)
+    return path
 
 
 def _lane_order(lane: str) -> tuple:

@@ -134,6 +134,7 @@ def build_report(
             repeated_op_calls=native.get("repeated_op_calls"),
             module_of_event=native.get("module_of_event"),
             breakdown_steps=native.get("breakdown_steps"),
+            critical_path_kept=native.get("critical_path_kept"),
         )
     return Report(ordered, trace)
 

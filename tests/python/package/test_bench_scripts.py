@@ -398,19 +398,23 @@ def test_tokenizer_bound_times_every_reader_on_the_same_text(tmp_path):
     assert "gpuprof tokenizer" in proc.stdout
 
 
-@pytest.mark.parametrize("export", [False, True])
-def test_critical_path_cost_times_the_analysis_or_the_export_of_two_builds(tmp_path, export, shared_traces):
-    """`bench/critical_path_cost.py` times `gpu_tables` (or, with `--export`, the Chrome export that
-    draws the path) of both builds in processes taking turns (here both are this checkout)."""
+@pytest.mark.parametrize("mode", ["gpu_tables", "export", "drawn"])
+def test_critical_path_cost_times_the_analysis_or_the_export_of_two_builds(tmp_path, mode, shared_traces):
+    """`bench/critical_path_cost.py` times `gpu_tables` (with `--export`, the Chrome export that
+    draws the path; with `--drawn`, the drawn steps' pieces) of both builds in processes taking turns
+    (here both are this checkout)."""
     files = sorted((shared_traces / "hta_v100_ns").glob("*.json.gz"))
     out = tmp_path / "cost.json"
     import gpuprof
 
     installed = Path(gpuprof.__file__).resolve().parents[1]  # both builds: the gpuprof tests run on
     args = ["--before", installed, "--trace", files[0], "--repeat", 1, "--rounds", 1, "--out", out]
-    proc = _bench("critical_path_cost.py", *args, *(["--export"] if export else []), timeout=600)
+    proc = _bench(
+        "critical_path_cost.py", *args, *([f"--{mode}"] if mode != "gpu_tables" else []), timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["timed"] == ("export_chrome_trace" if export else "gpu_tables")
+    timed = {"gpu_tables": "gpu_tables", "export": "export_chrome_trace", "drawn": "critical_path_pieces"}
+    assert result["timed"] == timed[mode]
     assert len(result["runs"]["before"]) == len(result["runs"]["now"]) == 1
     assert result["best"]["now"]["wall_s"] > 0 and result["ratio_cpu"] > 0
