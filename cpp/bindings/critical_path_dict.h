@@ -49,8 +49,10 @@ inline py::dict critical_path_dict(const Trace& t, const std::vector<StepCritica
 // The analysis pass's paths of the steps the report draws (the slowest and the median, chosen as
 // analysis/__init__.py's step_views chooses them), kept so that drawing them does not link the
 // launches and walk the trace again (critical_path_pieces' `kept`). `trace`, `events` and `count`
-// say which trace they belong to: a path is only used for the same one.
+// say which trace they belong to: a path is only used for the same one. `owner` (the trace's Python
+// object) keeps it alive, so that no other trace can come to stand at its address.
 struct KeptCriticalPaths {
+  py::object owner;
   const Trace* trace = nullptr;
   const Event* events = nullptr;
   size_t count = 0;
@@ -70,6 +72,7 @@ struct KeptCriticalPaths {
 inline py::object kept_drawn_paths(const Trace& t, const std::vector<StepBreakdown>& steps,
                                    std::vector<StepCriticalPath>& paths) {
   KeptCriticalPaths kept;
+  kept.owner = py::cast(&t, py::return_value_policy::reference);
   kept.trace = &t;
   kept.events = t.events.data();
   kept.count = t.events.size();
