@@ -681,7 +681,7 @@ void bind_series(py::module_& m) {
         std::vector<GpuTimeline> timelines;
         {
           py::gil_scoped_release release;
-          timelines = gpu_timelines(t);
+          timelines = gpu_timelines(t, /*with_sm_levels=*/false);
         }
         py::dict out;
         for (const GpuTimeline& tl : timelines)

@@ -162,6 +162,50 @@ std::vector<int8_t> categories_by_event(const Trace& trace) {
   return out;
 }
 
+// The start of the first runtime or driver call with each correlation id: ids are mostly a counter,
+// then a vector indexed by id holds the calls (no node per call); otherwise a hash map.
+class LaunchTimes {
+ public:
+  explicit LaunchTimes(const Trace& t) : t_(t) {
+    uint64_t max_id = 0, calls = 0;
+    for (const Event& e : t.events)
+      if (is_call(e)) {
+        max_id = std::max(max_id, e.correlation);
+        ++calls;
+      }
+    dense_ = max_id <= 4 * calls + 4096;
+    if (dense_) call_by_id_.assign(size_t(max_id) + 1, kNoIndex);
+    else ts_by_id_.reserve(calls);
+    for (uint32_t k = 0; k < t.events.size(); ++k) {
+      const Event& e = t.events[k];
+      if (!is_call(e)) continue;
+      if (!dense_) ts_by_id_.emplace(e.correlation, e.start_ns);
+      else if (call_by_id_[size_t(e.correlation)] == kNoIndex) call_by_id_[size_t(e.correlation)] = k;
+    }
+  }
+  // The start of the call that launched device event `e`, when there is one.
+  bool find(const Event& e, int64_t* ts) const {
+    if (e.correlation == 0) return false;
+    if (dense_) {
+      const uint32_t c = e.correlation < call_by_id_.size() ? call_by_id_[size_t(e.correlation)] : kNoIndex;
+      if (c != kNoIndex) *ts = t_.events[c].start_ns;
+      return c != kNoIndex;
+    }
+    const auto it = ts_by_id_.find(e.correlation);
+    if (it != ts_by_id_.end()) *ts = it->second;
+    return it != ts_by_id_.end();
+  }
+
+ private:
+  static bool is_call(const Event& e) {
+    return (e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && e.correlation != 0;
+  }
+  const Trace& t_;
+  bool dense_ = false;
+  std::vector<uint32_t> call_by_id_;
+  std::unordered_map<uint64_t, int64_t> ts_by_id_;
+};
+
 }  // namespace
 
 BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& opts) {
@@ -190,11 +234,7 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
   merge_step_markers(host_steps, result);
 
   // 2. Attribute device work to the step whose host range holds the runtime call that launched it.
-  std::unordered_map<uint64_t, int64_t> launch_ts;
-  launch_ts.reserve(trace.events.size() / 4 + 1);
-  for (const Event& e : trace.events)
-    if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && e.correlation != 0)
-      launch_ts.emplace(e.correlation, e.start_ns);
+  const LaunchTimes launch_times(trace);
 
   const size_t n = host_steps.size();
   std::vector<int64_t> device_count(n, 0), device_end(n, INT64_MIN);
@@ -205,9 +245,8 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
     if (!e.on_device()) continue;
     size_t i = n;   // the step whose host range holds the launch; n: none
     bool skewed = false;
-    auto it = e.correlation == 0 ? launch_ts.end() : launch_ts.find(e.correlation);
-    if (it != launch_ts.end()) {
-      const int64_t ts = it->second;
+    int64_t ts = 0;
+    if (launch_times.find(e, &ts)) {
       auto s = std::upper_bound(host_steps.begin(), host_steps.end(), ts,
                                 [](int64_t t, const HostStep& h) { return t < h.start; });
       if (s != host_steps.begin() && ts < (s - 1)->end) i = static_cast<size_t>(s - host_steps.begin()) - 1;

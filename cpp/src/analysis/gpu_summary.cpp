@@ -232,7 +232,7 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
   return out;
 }
 
-std::vector<GpuTimeline> gpu_timelines(const Trace& t) {
+std::vector<GpuTimeline> gpu_timelines(const Trace& t, bool with_sm_levels) {
   int64_t lo = 0, hi = 0;
   bool any = false;
   std::map<int, std::vector<uint32_t>> kernels_by_device;
@@ -275,7 +275,7 @@ std::vector<GpuTimeline> gpu_timelines(const Trace& t) {
       }
       tl.buckets.push_back(g);
     }
-    tl.sm_levels = sm_efficiency_levels(t, kernels, d, TimeWindow{lo, hi});
+    if (with_sm_levels) tl.sm_levels = sm_efficiency_levels(t, kernels, d, TimeWindow{lo, hi});
     out.push_back(std::move(tl));
   }
   return out;

@@ -42,7 +42,15 @@ bool is_queue_launch_call(std::string_view n) {
 std::vector<QueueLengthRow> queue_length_table(const Trace& t, const LaunchLinks& links,
                                                int64_t launched_before_ns, int64_t max_queue) {
   std::vector<int8_t> launch_name(t.strings.size(), -1);   // each call name classified once
-  std::map<std::pair<int, uint32_t>, std::vector<Change<int64_t>>> by_stream;
+  // Per stream, the kernels' starts (-1) and their calls' starts (+1) apart: each list is mostly in
+  // order already, so each is sorted only when not, and the two are merged (a kernel's start before
+  // a call's at the same instant), which is the order sort_changes gives.
+  struct Starts {
+    std::vector<int64_t> kernels, calls;
+  };
+  std::map<std::pair<int, uint32_t>, Starts> by_stream;
+  std::pair<int, uint32_t> last_key{0, 0};
+  Starts* last = nullptr;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     if (!e.on_device()) continue;
@@ -52,14 +60,28 @@ std::vector<QueueLengthRow> queue_length_table(const Trace& t, const LaunchLinks
     int8_t& is_launch = launch_name[call.name];
     if (is_launch < 0) is_launch = is_queue_launch_call(t.name_of(call)) ? 1 : 0;
     if (!is_launch) continue;
-    std::vector<Change<int64_t>>& changes = by_stream[{e.device, e.tid}];
-    changes.push_back({e.start_ns, 0, -1});
-    changes.push_back({call.start_ns, 1, +1});
+    const std::pair<int, uint32_t> key{e.device, e.tid};
+    if (last == nullptr || key != last_key) {
+      last = &by_stream[key];
+      last_key = key;
+    }
+    last->kernels.push_back(e.start_ns);
+    last->calls.push_back(call.start_ns);
   }
   std::vector<QueueLengthRow> rows;
   rows.reserve(by_stream.size());
-  for (auto& [key, changes] : by_stream) {
-    sort_changes(changes);
+  std::vector<Change<int64_t>> changes;
+  for (auto& [key, starts] : by_stream) {
+    for (std::vector<int64_t>* v : {&starts.kernels, &starts.calls})
+      if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
+    changes.clear();
+    changes.reserve(starts.kernels.size() + starts.calls.size());
+    const std::vector<int64_t>& ks = starts.kernels;
+    const std::vector<int64_t>& cs = starts.calls;
+    for (size_t ki = 0, ci = 0; ki < ks.size() || ci < cs.size();) {
+      if (ci == cs.size() || (ki < ks.size() && ks[ki] <= cs[ci])) changes.push_back({ks[ki++], 0, -1});
+      else changes.push_back({cs[ci++], 1, +1});
+    }
     QueueLengthRow row;
     row.device = key.first;
     row.stream = key.second;

@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
+
+#include "name_sequences.h"
 
 namespace gpuprof {
 
@@ -17,8 +18,8 @@ std::vector<OpLaunchDelayRow> op_launch_delay_table(const Trace& t, const Launch
                                                     int64_t launched_before_ns) {
   std::vector<int8_t> launch_name(t.strings.size(), -1);   // each name classified once
   std::vector<int8_t> aten_name(t.strings.size(), -1);
-  // Each operator's launches: (call start, call, device activity).
-  std::unordered_map<uint32_t, std::vector<std::tuple<int64_t, uint32_t, uint32_t>>> by_op;
+  // Each operator's launches, by (op, call start, call, device activity).
+  std::vector<OpLaunch> launches;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     if (!e.on_device()) continue;
@@ -36,24 +37,35 @@ std::vector<OpLaunchDelayRow> op_launch_delay_table(const Trace& t, const Launch
       if (is_aten && o.start_ns <= call.start_ns && o.end_ns() >= call.end_ns()) break;
       op = links.parent_op[op];
     }
-    if (op != kNoIndex) by_op[op].emplace_back(call.start_ns, c, i);
+    if (op != kNoIndex) launches.push_back({op, call.start_ns, c, i});
   }
+  sort_launches(launches, t.events.size());
   struct Sums {
     int64_t calls = 0, op_delay = 0, runtime_delay = 0;
   };
-  std::map<std::pair<uint32_t, std::string>, Sums> sums;   // by (operator name id, sequence)
-  for (auto& [op, launches] : by_op) {
-    std::sort(launches.begin(), launches.end());
-    std::string sequence;
-    for (const auto& [start, call, activity] : launches) {
-      if (!sequence.empty()) sequence += " -> ";
-      sequence += t.name_of(t.events[activity]);
-    }
-    const auto& [first_start, first_call, first_activity] = launches.front();
-    Sums& s = sums[{t.events[op].name, std::move(sequence)}];
+  // Each distinct (operator name, sequence of activity names) summed by its number first.
+  NameSequences sequences;
+  std::vector<Sums> by_sequence;
+  std::vector<uint32_t> names;
+  for (size_t a = 0; a < launches.size();) {
+    const uint32_t op = launches[a].op;
+    size_t b = a;
+    names.clear();
+    for (; b < launches.size() && launches[b].op == op; ++b) names.push_back(t.events[launches[b].event].name);
+    const uint32_t k = sequences.intern(t.events[op].name, names);
+    if (k == by_sequence.size()) by_sequence.emplace_back();
+    Sums& s = by_sequence[k];
     ++s.calls;
-    s.op_delay += first_start - t.events[op].start_ns;
-    s.runtime_delay += t.events[first_activity].start_ns - first_start;
+    s.op_delay += launches[a].at - t.events[op].start_ns;
+    s.runtime_delay += t.events[launches[a].event].start_ns - launches[a].at;
+    a = b;
+  }
+  std::map<std::pair<uint32_t, std::string>, Sums> sums;   // by (operator name id, sequence)
+  for (uint32_t k = 0; k < by_sequence.size(); ++k) {
+    Sums& s = sums[{sequences.head(k), sequences.joined(t, k)}];
+    s.calls += by_sequence[k].calls;
+    s.op_delay += by_sequence[k].op_delay;
+    s.runtime_delay += by_sequence[k].runtime_delay;
   }
   std::vector<OpLaunchDelayRow> rows;
   rows.reserve(sums.size());

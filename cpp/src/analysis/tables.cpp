@@ -343,7 +343,15 @@ std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& link
   };
   // (kernel name id, op name id, grid, block, registers, shared memory) -> row
   using Key = std::tuple<uint32_t, uint32_t, std::array<int32_t, 6>, int32_t, int64_t>;
-  std::map<Key, Acc> by_key;
+  struct KeyHash {   // FNV-1a over the fields
+    size_t operator()(const Key& k) const {
+      uint64_t h = (uint64_t(std::get<0>(k)) << 32) ^ std::get<1>(k);
+      for (int32_t v : std::get<2>(k)) h = (h ^ uint32_t(v)) * 1099511628211ull;
+      return size_t((h ^ uint32_t(std::get<3>(k)) ^ (uint64_t(std::get<4>(k)) << 24)) * 1099511628211ull);
+    }
+  };
+  std::unordered_map<Key, uint32_t, KeyHash> number_of;   // each key's accumulator (a hash per kernel)
+  std::vector<Acc> accs;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     if (e.kind != EventKind::Kernel || (e.flags & kContextFlag)) continue;
@@ -361,7 +369,10 @@ std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& link
       registers = k->registers_per_thread;
       shared = k->shared_mem_bytes;
     }
-    Acc& a = by_key[{e.name, op_name, dims, registers, shared}];
+    const auto [at, added] =
+        number_of.try_emplace({e.name, op_name, dims, registers, shared}, uint32_t(accs.size()));
+    if (added) accs.emplace_back();
+    Acc& a = accs[at->second];
     KernelOpRow& r = a.row;
     if (r.calls == 0) {
       r.kernel = t.name_of(e);
@@ -393,9 +404,11 @@ std::vector<KernelOpRow> kernel_op_table(const Trace& t, const LaunchLinks& link
       a.occ_weight += w;
     }
   }
+  const std::map<Key, uint32_t> in_order(number_of.begin(), number_of.end());   // rows by key
   std::vector<KernelOpRow> rows;
-  rows.reserve(by_key.size());
-  for (auto& [key, a] : by_key) {
+  rows.reserve(accs.size());
+  for (const auto& [key, k] : in_order) {
+    Acc& a = accs[k];
     if (a.blocks_weight > 0.0) a.row.blocks_per_sm = a.blocks_weighted / a.blocks_weight;
     if (a.occ_weight > 0.0) a.row.occupancy_pct = a.occ_weighted / a.occ_weight;
     rows.push_back(std::move(a.row));
@@ -741,7 +754,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.queue_length = queue_length_table(t, a.links, launched_before);
     a.copy_bandwidth = copy_bandwidth_table(t, a.links, launched_before);
     a.op_launch_delay = op_launch_delay_table(t, a.links, launched_before);
-    a.kernel_sequences = kernel_sequence_table(t, a.links, launched_before);
+    a.kernel_sequences = kernel_sequence_table(t, a.links, launched_before, kMinKernelSequence, &outer_first);
     a.ranges = range_table(t);
     a.cuda_graphs = cuda_graph_table(t, a.links);
   };

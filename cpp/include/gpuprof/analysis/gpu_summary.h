@@ -74,8 +74,9 @@ struct GpuTimeline {
   std::vector<GpuBucket> buckets;
   std::vector<SmLevel> sm_levels;
 };
-// One timeline per device that ran a kernel, ordered by device id.
-std::vector<GpuTimeline> gpu_timelines(const Trace& trace);
+// One timeline per device that ran a kernel, ordered by device id; `sm_levels` only when
+// `with_sm_levels` (the Chrome export draws them; the report's timeline does not).
+std::vector<GpuTimeline> gpu_timelines(const Trace& trace, bool with_sm_levels = true);
 
 // The memory curve of one device (-1: the host), from the allocator's samples in time order:
 // (ts_ns, allocated, reserved), the levels of gpuprof/analysis/memory.h's device_memory: the allocator's own

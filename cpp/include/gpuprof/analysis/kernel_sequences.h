@@ -28,9 +28,11 @@ struct KernelSequenceRow {
 // by operator and sequence). For each operator name, its calls at the least nesting depth at
 // which the name occurs (LaunchLinks::parent_op) that launched at least `min_kernels` kernels;
 // a kernel belongs to every operator around its launch call. HTA's scope: operators that started,
-// and kernels whose launch call started, before `launched_before_ns`.
+// and kernels whose launch call started, before `launched_before_ns`. `outer_first`: the host ops
+// as host_ops_outer_first gives them, when the caller has them already.
 std::vector<KernelSequenceRow> kernel_sequence_table(const Trace& trace, const LaunchLinks& links,
                                                      int64_t launched_before_ns = kNoEndNs,
-                                                     int64_t min_kernels = kMinKernelSequence);
+                                                     int64_t min_kernels = kMinKernelSequence,
+                                                     const std::vector<uint32_t>* outer_first = nullptr);
 
 }  // namespace gpuprof
