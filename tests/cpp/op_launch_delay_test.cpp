@@ -74,3 +74,24 @@ TEST(OpLaunchDelay, KernelLaunchNames) {
   EXPECT_FALSE(is_kernel_launch_name("hipLaunchKernel"));   // HTA's pattern knows no HIP call
   EXPECT_FALSE(is_kernel_launch_name("cudaGraphLaunch"));
 }
+
+TEST(OpLaunchDelay, RowsKeyedByTheirTextWhateverOrderTheTraceListsThem) {
+  Trace t;
+  // The second call of aten::mm comes first in the trace, its launches listed latest first: its
+  // sequence still follows the launch calls' starts (a, then b); 10 us to the first launch, 30 us
+  // from there to kernel a.
+  op(t, "aten::mm", 200, 300);
+  launch(t, "cudaLaunchKernel", 230, EventKind::Kernel, "b", 260, 3);
+  launch(t, "cudaLaunchKernel", 210, EventKind::Kernel, "a", 240, 2);
+  // The first call launches one kernel whose name reads as that same sequence: one row, two calls
+  // (20 us to the launch, 30 us to the kernel).
+  op(t, "aten::mm", 0, 100);
+  launch(t, "cudaLaunchKernel", 20, EventKind::Kernel, "a -> b", 50, 1);
+  const std::vector<OpLaunchDelayRow> rows = op_launch_delay_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].op, "aten::mm");
+  EXPECT_EQ(rows[0].kernels, "a -> b");
+  EXPECT_EQ(rows[0].calls, 2);
+  EXPECT_DOUBLE_EQ(rows[0].op_delay_ns, 15.0 * us);        // (10 + 20) / 2
+  EXPECT_DOUBLE_EQ(rows[0].runtime_delay_ns, 30.0 * us);   // (30 + 30) / 2
+}
