@@ -191,6 +191,8 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
     s.achieved_occupancy_pct = achieved_occupancy_pct(t, kernels, d, w);
 
     IntervalList busy, comm, compute;
+    busy.reserve(kernels.size());
+    compute.reserve(kernels.size());
     int64_t tensor_core_ns = 0, eligible_ns = 0;
     for (uint32_t i : kernels) {
       const Event& e = t.events[i];

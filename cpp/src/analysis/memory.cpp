@@ -13,6 +13,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "gpuprof/analysis/tables.h"
+
 namespace gpuprof {
 namespace {
 
@@ -570,6 +572,57 @@ void name_memory_modules(const Trace& t, const ModuleView& modules, MemoryView& 
         m.top_modules = owners([&](auto f) { each_live_made(*d, m.ts_ns, f); });
   for (MemoryGrowth& g : v.growth)
     if (const DeviceMemory* d = device(g.device)) g.modules = owners([&](auto f) { each_survivor(*d, g, f); });
+}
+
+// The table's order, by device then self increase, is kept for the rows shown.
+void cap_memory_ops(std::vector<MemoryOpRow>& rows, size_t max_rows) {
+  std::map<int, size_t> per_device;
+  for (const MemoryOpRow& r : rows) ++per_device[r.device];
+  bool over = false;
+  for (const auto& [device, n] : per_device) over = over || n > max_rows;
+  if (!over) return;
+  std::vector<MemoryOpRow> out;
+  size_t begin = 0;
+  while (begin < rows.size()) {   // rows are grouped by device
+    size_t end = begin;
+    while (end < rows.size() && rows[end].device == rows[begin].device) ++end;
+    std::vector<MemoryOpRow> group(std::make_move_iterator(rows.begin() + begin),
+                                   std::make_move_iterator(rows.begin() + end));
+    if (group.size() > max_rows) {
+      std::vector<size_t> order(group.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        return group[x].alloc_bytes != group[y].alloc_bytes
+                   ? group[x].alloc_bytes > group[y].alloc_bytes
+                   : group[x].self_alloc_bytes > group[y].self_alloc_bytes;
+      });
+      std::vector<uint8_t> keep(group.size(), 0);
+      for (size_t i = 0; i < max_rows - 1; ++i) keep[order[i]] = 1;
+      MemoryOpRow other;
+      other.device = group.front().device;
+      std::vector<MemoryOpRow> kept;
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (keep[i]) {
+          kept.push_back(std::move(group[i]));
+          continue;
+        }
+        const MemoryOpRow& r = group[i];
+        other.calls += r.calls;
+        other.size_increase_bytes += r.size_increase_bytes;
+        other.self_size_increase_bytes += r.self_size_increase_bytes;
+        other.alloc_count += r.alloc_count;
+        other.self_alloc_count += r.self_alloc_count;
+        other.alloc_bytes += r.alloc_bytes;
+        other.self_alloc_bytes += r.self_alloc_bytes;
+      }
+      other.name = other_names(group.size() - kept.size());
+      kept.push_back(std::move(other));
+      group = std::move(kept);
+    }
+    for (MemoryOpRow& r : group) out.push_back(std::move(r));
+    begin = end;
+  }
+  rows = std::move(out);
 }
 
 }  // namespace gpuprof

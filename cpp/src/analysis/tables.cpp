@@ -656,70 +656,22 @@ void shorten_long_names(const Trace& t, AnalysisTables& a) {
       for (MemoryOwner& o : *owners) shorten(o.name);
 }
 
-// memory_ops, bounded like the name tables: per device, the kMaxNameRows - 1 rows that allocated
-// the most, and one "other names (N)" row with the rest's sums, last among the device's rows (the
-// table's order, by device then self increase, is kept for the rows shown).
-void cap_memory_ops(std::vector<MemoryOpRow>& rows) {
-  std::map<int, size_t> per_device;
-  for (const MemoryOpRow& r : rows) ++per_device[r.device];
-  bool over = false;
-  for (const auto& [device, n] : per_device) over = over || n > kMaxNameRows;
-  if (!over) return;
-  std::vector<MemoryOpRow> out;
-  size_t begin = 0;
-  while (begin < rows.size()) {   // rows are grouped by device
-    size_t end = begin;
-    while (end < rows.size() && rows[end].device == rows[begin].device) ++end;
-    std::vector<MemoryOpRow> group(std::make_move_iterator(rows.begin() + begin),
-                                   std::make_move_iterator(rows.begin() + end));
-    if (group.size() > kMaxNameRows) {
-      std::vector<size_t> order(group.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-        return group[x].alloc_bytes != group[y].alloc_bytes
-                   ? group[x].alloc_bytes > group[y].alloc_bytes
-                   : group[x].self_alloc_bytes > group[y].self_alloc_bytes;
-      });
-      std::vector<uint8_t> keep(group.size(), 0);
-      for (size_t i = 0; i < kMaxNameRows - 1; ++i) keep[order[i]] = 1;
-      MemoryOpRow other;
-      other.device = group.front().device;
-      std::vector<MemoryOpRow> kept;
-      for (size_t i = 0; i < group.size(); ++i) {
-        if (keep[i]) {
-          kept.push_back(std::move(group[i]));
-          continue;
-        }
-        const MemoryOpRow& r = group[i];
-        other.calls += r.calls;
-        other.size_increase_bytes += r.size_increase_bytes;
-        other.self_size_increase_bytes += r.self_size_increase_bytes;
-        other.alloc_count += r.alloc_count;
-        other.self_alloc_count += r.self_alloc_count;
-        other.alloc_bytes += r.alloc_bytes;
-        other.self_alloc_bytes += r.self_alloc_bytes;
-      }
-      other.name = other_names(group.size() - kept.size());
-      kept.push_back(std::move(other));
-      group = std::move(kept);
-    }
-    for (MemoryOpRow& r : group) out.push_back(std::move(r));
-    begin = end;
-  }
-  rows = std::move(out);
-}
-
 }  // namespace
 
 AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
                               const std::vector<ProcessGroupInfo>& process_groups) {
   AnalysisTables a;
   // The second thread links launches first and says so, then builds the operator, module, sync,
-  // kernel, copy and range tables; this one builds the breakdown and the memory table, then the device
-  // summary, which needs the links (ready long before) but none of those tables: the two halves
-  // take about as long on a trace of 2 million events.
-  std::promise<void> links_ready;
-  std::future<void> links_done = links_ready.get_future();
+  // kernel, copy and range tables, then the memory view and table once this one says the steps are
+  // ready; this one builds the breakdown, then the device summary, which needs the links (ready long
+  // before) but none of those tables, and the critical paths: the two halves take about as long.
+  std::promise<void> links_ready, steps_ready;
+  std::future<void> links_done = links_ready.get_future(), steps_done = steps_ready.get_future();
+  const auto memory = [&] {
+    a.memory_view = memory_view(t, a.steps);
+    a.memory = step_memory_table(t, a.steps, a.memory_view.devices);
+  };
+  bool memory_on_side = true;   // set before the thread starts; false when there is none
   auto linked = [&] {
     try {
       a.links = link_launches(t);
@@ -757,6 +709,9 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     a.kernel_sequences = kernel_sequence_table(t, a.links, launched_before, kMinKernelSequence, &outer_first);
     a.ranges = range_table(t);
     a.cuda_graphs = cuda_graph_table(t, a.links);
+    if (!memory_on_side) return;
+    steps_done.get();   // rethrows the breakdown's exception, if it failed
+    memory();
   };
   std::exception_ptr linked_error;
   std::thread side;
@@ -770,12 +725,18 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
       }
     });
   } catch (const std::system_error&) {
+    memory_on_side = false;
     linked();   // no thread to be had
   }
   try {
-    a.steps = compute_breakdown(t, options);
-    a.memory_view = memory_view(t, a.steps);
-    a.memory = step_memory_table(t, a.steps, a.memory_view.devices);
+    try {
+      a.steps = compute_breakdown(t, options);
+    } catch (...) {
+      steps_ready.set_exception(std::current_exception());
+      throw;
+    }
+    steps_ready.set_value();
+    if (!memory_on_side) memory();
     a.plausibility = check_plausibility(t);
     links_done.get();   // rethrows the linking's exception, if it failed
     a.devices = summarize_devices(t, steps_window(a.steps), a.links);
@@ -789,7 +750,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
   a.step_flops = step_flops(t, a.flops, a.steps);
   a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
   name_memory_modules(t, a.modules, a.memory_view);   // both views are done
-  cap_memory_ops(a.memory_view.ops);
+  cap_memory_ops(a.memory_view.ops, kMaxNameRows);
   shorten_long_names(t, a);
   return a;
 }

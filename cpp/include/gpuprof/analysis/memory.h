@@ -162,4 +162,8 @@ MemoryView memory_view(const Trace& trace, const BreakdownResult& steps, size_t 
 // which analyse_tables builds on two threads.
 void name_memory_modules(const Trace& trace, const ModuleView& modules, MemoryView& memory, size_t top = 10);
 
+// memory_ops bounded like the name tables: per device, the `max_rows` - 1 rows that allocated the
+// most and one "other names (N)" row with the rest's sums, last among the device's rows.
+void cap_memory_ops(std::vector<MemoryOpRow>& rows, size_t max_rows);
+
 }   // namespace gpuprof
