@@ -186,7 +186,6 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
       s.memory_total_bytes = d->total_global_mem;
     }
     s.window_ns = w.length_ns();
-    s.utilization_pct = utilization_pct(t, kernels, w);
     s.sm_efficiency_pct = sm_efficiency_pct(t, kernels, d, w);
     s.achieved_occupancy_pct = achieved_occupancy_pct(t, kernels, d, w);
 
@@ -210,6 +209,8 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
     }
     merge_intervals(busy);
     s.kernel_busy_ns = length_within(busy, w.start_ns, w.end_ns);
+    // utilization_pct's figure: kernels outside the window add nothing to the union within it.
+    if (w.length_ns() > 0) s.utilization_pct = 100.0 * double(s.kernel_busy_ns) / double(w.length_ns());
     if (!comm.empty()) {
       // |comm ∩ other| = |comm| - |comm \ other|, each a union of intervals clipped to the window.
       merge_intervals(comm);
