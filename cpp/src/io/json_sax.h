@@ -275,19 +275,29 @@ class JsonSax {
   // In situ: the decoded text is written over the string's own text (it only shrinks), then a NUL.
   // Bytes are kept as they are (invalid UTF-8 is the handler's to clean); a lone low surrogate
   // escape is encoded as its three bytes, which the handler's clean-up replaces.
-  bool string(bool key) {
+  // Inline for what most strings are, plain text up to the closing quote (one scan, no escape);
+  // a string with an escape, or one the chunk's end cuts, goes on in escaped_string().
+  __attribute__((always_inline)) bool string(bool key) {
     in_.Take();   // the opening quote
     char* const head = in_.PutBegin();
-    for (;;) {
-      in_.scan_unescaped();
+    in_.scan_unescaped();
+    if (in_.Peek() != '"') return escaped_string(key, head);
+    return string_end(key, head);
+  }
+
+  __attribute__((always_inline)) bool string_end(bool key, char* head) {
+    in_.Take();
+    in_.Put('\0');
+    const size_t len = in_.PutEnd(head) - 1;
+    const bool ok = key ? h_.Key(head, len) : h_.String(head, len);
+    return ok || fail(JsonError::Stopped, in_.Tell());
+  }
+
+  [[gnu::noinline]] bool escaped_string(bool key, char* const head) {
+    for (bool scanned = true;; scanned = false) {
+      if (!scanned) in_.scan_unescaped();
       const char c = in_.Peek();
-      if (c == '"') {
-        in_.Take();
-        in_.Put('\0');
-        const size_t len = in_.PutEnd(head) - 1;
-        const bool ok = key ? h_.Key(head, len) : h_.String(head, len);
-        return ok || fail(JsonError::Stopped, in_.Tell());
-      }
+      if (c == '"') return string_end(key, head);
       if (c == '\\') {
         const size_t escape_at = in_.Tell();
         in_.Take();

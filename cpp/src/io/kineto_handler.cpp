@@ -11,6 +11,7 @@
 
 #include "decimal.h"
 #include "gpuprof/core/names.h"
+#include "intern_cache.h"
 #include "kineto_devices.h"
 #include "kineto_event.h"
 #include "kineto_vocabulary.h"
@@ -235,7 +236,16 @@ class KinetoHandler {
     return true;
   }
 
-  bool scalar(Scalar type, std::string_view v) {
+  // The hot cases first, inline in the reader: a value of an event's field or of one of its args.
+  __attribute__((always_inline)) bool scalar(Scalar type, std::string_view v) {
+    if (in_event_ && capture_depth_ == 0) {
+      if (depth_ == ev_depth_) return event_field(type, v);
+      if (in_args_ && depth_ == ev_depth_ + 1) return event_arg(type, v);
+    }
+    return other_scalar(type, v);
+  }
+
+  [[gnu::noinline]] bool other_scalar(Scalar type, std::string_view v) {
     if (capture_depth_ > 0) return capture_scalar(type, v);
     if (depth_ == 0) {
       top_seen_ = true;
@@ -524,16 +534,8 @@ class KinetoHandler {
     else n.text.assign(v.data(), v.size());
   }
 
-  uint32_t intern_clean(const std::string& text) {
-    const uint32_t id = trace_.strings.find(text);
-    if (id != kNoIndex) return id;
-    std::string fixed;
-    if (sanitize_utf8(text, &fixed)) {
-      ++invalid_utf8_;
-      return trace_.strings.intern(fixed);
-    }
-    return trace_.strings.intern(text);
-  }
+  // Names and shapes as ids of the table, made valid UTF-8 first (intern_cache.h).
+  uint32_t intern_clean(const std::string& text) { return interned_.intern(text, trace_.strings, &invalid_utf8_); }
 
   uint32_t intern_name(const PendingEvent& p) { return intern_clean(p.name); }
 
@@ -751,6 +753,7 @@ class KinetoHandler {
   std::string abort_reason_;
   uint64_t invalid_utf8_ = 0;
   std::unordered_map<uint32_t, CopyInfo> copy_by_name_;
+  InternCache interned_;
   CompiledLaunchRows launches_;
   // Capture of other top-level values as compact JSON.
   io::JsonWriter capture_;

@@ -1,0 +1,99 @@
+// The importer's per-event shortcuts give what the general paths give: kernels' launch properties
+// read as doubles (a short decimal read without from_chars), names interned through the
+// importer's cache (texts that share its slot), and integers read by the short-integer loop.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gpuprof/io/kineto_import.h"
+
+using namespace gpuprof;
+
+namespace {
+
+std::string kernel_event(const std::string& name, const std::string& blocks_per_sm, int64_t ts) {
+  return R"({"ph":"X","cat":"kernel","name":")" + name + R"(","pid":0,"tid":7,"ts":)" + std::to_string(ts) +
+         R"(,"dur":1,"args":{"device":0,"stream":7,"blocks per SM":)" + blocks_per_sm + "}}";
+}
+
+Trace import_events(const std::vector<std::string>& events) {
+  std::string json = R"({"traceEvents":[)";
+  for (size_t i = 0; i < events.size(); ++i) json += (i ? "," : "") + events[i];
+  json += "]}";
+  return import_kineto_json(json, "test.json", {});
+}
+
+}  // namespace
+
+TEST(ImportShortcuts, ShortDecimalsReadAsDoublesAsStrtodReadsThem) {
+  // Short decimals (the shortcut: at most 15 digits, no exponent) and texts past it (16 digits,
+  // an exponent), each against the C library's correctly rounded strtod, as a float.
+  const std::vector<std::string> texts = {"0.1",
+                                          "2.675",
+                                          "1.2",
+                                          "9.6",
+                                          "50",
+                                          "-0",
+                                          "0",
+                                          "0.625",
+                                          "99.99",
+                                          "123456789012345",
+                                          "0.000000000000001",
+                                          "-3.3",
+                                          "1234567890123456",
+                                          "1.5e3",
+                                          "12345678.9012345"};
+  std::vector<std::string> events;
+  for (size_t i = 0; i < texts.size(); ++i) events.push_back(kernel_event("k", texts[i], int64_t(1000 + i)));
+  const Trace t = import_events(events);
+  ASSERT_EQ(t.kernels.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const float expected = float(std::strtod(texts[i].c_str(), nullptr));
+    EXPECT_EQ(t.kernels[t.events[i].aux].blocks_per_sm, expected) << texts[i];
+  }
+}
+
+TEST(ImportShortcuts, NamesSharingACacheSlotKeepTheirOwnIds) {
+  // Three 40-byte names equal in their first, middle and last eight bytes (what the cache's slot
+  // is chosen by), different at byte 10: they share a slot and take turns in it; each event must
+  // still carry its own name. A short name and the same names again follow.
+  const std::string a = std::string(10, 'a') + "X" + std::string(29, 'b');
+  const std::string b = std::string(10, 'a') + "Y" + std::string(29, 'b');
+  const std::string c = std::string(10, 'a') + "Z" + std::string(29, 'b');
+  const std::vector<std::string> names = {a, b, a, c, "k", b, a, "k", c, c};
+  std::vector<std::string> events;
+  for (size_t i = 0; i < names.size(); ++i) events.push_back(kernel_event(names[i], "1", int64_t(1000 + i)));
+  const Trace t = import_events(events);
+  ASSERT_EQ(t.events.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(t.strings.at(t.events[i].name), names[i]) << i;
+  EXPECT_EQ(t.events[0].name, t.events[2].name);
+  EXPECT_EQ(t.events[0].name, t.events[6].name);
+  EXPECT_EQ(t.events[1].name, t.events[5].name);
+  EXPECT_NE(t.events[0].name, t.events[1].name);
+  EXPECT_NE(t.events[1].name, t.events[3].name);
+  EXPECT_EQ(t.strings.size(), 5u);   // "", a, b, c, k: each interned once
+}
+
+TEST(ImportShortcuts, IntegersOfEveryLengthAndSign) {
+  // Stream ids as integers of 1 to 18 digits (the short-integer loop), 19 digits (scaled_decimal),
+  // negative ones (kept as "no stream": the event's tid is then its own), and a fraction.
+  const std::vector<std::pair<std::string, uint32_t>> cases = {
+      {"7", 7u},   {"0", 0u}, {"123456789", 123456789u}, {"-5", 9u}, {"4294967295", 4294967295u},
+      {"7.0", 7u}, {"-0", 0u}};
+  std::vector<std::string> events;
+  for (size_t i = 0; i < cases.size(); ++i)
+    events.push_back(R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":9,"ts":)" + std::to_string(1000 + i) +
+                     R"(,"dur":1,"args":{"device":0,"stream":)" + cases[i].first + "}}");
+  const Trace t = import_events(events);
+  ASSERT_EQ(t.events.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(t.events[i].tid, cases[i].second) << cases[i].first;
+  // Correlation ids past 18 digits, and past int64 (the event is skipped: a number out of range).
+  const Trace big = import_events({R"({"ph":"X","cat":"cuda_runtime","name":"r","pid":1,"tid":1,"ts":1,"dur":1,)"
+                                   R"("args":{"correlation":1234567890123456789}})",
+                                   R"({"ph":"X","cat":"cuda_runtime","name":"r","pid":1,"tid":1,"ts":2,"dur":1,)"
+                                   R"("args":{"correlation":12345678901234567890}})"});
+  ASSERT_EQ(big.events.size(), 1u);
+  EXPECT_EQ(big.events[0].correlation, 1234567890123456789u);
+}
