@@ -57,10 +57,19 @@ def trace_file(path, steps: int = 3, ops: int = 400) -> int:
 
 def analyze_on_a_terminal(*args: str, after_s: str = "0") -> tuple[int, str]:
     """Runs `gpuprof analyze ARGS`, stderr on a pseudo-terminal; returns (exit code, all it wrote there)."""
+    rc, _, shown = analyze_on_a_terminal_with_output(*args, env=dict(GPUPROF_PROGRESS_AFTER_S=after_s))
+    return rc, shown
+
+
+def analyze_on_a_terminal_with_output(*args: str, env: dict) -> tuple[int, bytes, str]:
+    """Runs `gpuprof analyze ARGS` with `env` added to the environment, stderr on a pseudo-terminal;
+    returns (exit code, its stdout, all it wrote on the terminal)."""
     main_fd, term_fd = pty.openpty()
-    env = dict(os.environ, GPUPROF_PROGRESS_AFTER_S=after_s)
     proc = subprocess.Popen(
-        [sys.executable, "-c", CLI, "analyze", *args], stdout=subprocess.PIPE, stderr=term_fd, env=env
+        [sys.executable, "-c", CLI, "analyze", *args],
+        stdout=subprocess.PIPE,
+        stderr=term_fd,
+        env=dict(os.environ, **env),
     )
     os.close(term_fd)
     shown = b""
@@ -72,9 +81,9 @@ def analyze_on_a_terminal(*args: str, after_s: str = "0") -> tuple[int, str]:
         if not data:
             break
         shown += data
-    proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=300)
     os.close(main_fd)
-    return proc.returncode, shown.decode("utf-8", "replace")
+    return proc.returncode, out, shown.decode("utf-8", "replace")
 
 
 @pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
@@ -220,28 +229,10 @@ def test_a_trace_read_in_windows_shows_each_pass_over_the_file(tmp_path, name):
     path = tmp_path / name
     trace_file(path, steps=6, ops=999)
     size = path.stat().st_size
-    main_fd, term_fd = pty.openpty()
-    env = dict(os.environ, GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CLI, "analyze", "--max-memory", "1M", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=term_fd,
-        env=env,
+    rc, out, text = analyze_on_a_terminal_with_output(
+        "--max-memory", "1M", str(path), env=dict(GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path))
     )
-    os.close(term_fd)
-    shown = b""
-    while True:
-        try:
-            data = os.read(main_fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        shown += data
-    out, _ = proc.communicate(timeout=300)
-    os.close(main_fd)
-    text = shown.decode("utf-8", "replace")
-    assert proc.returncode == 0, text
+    assert rc == 0, text
     assert b"in 6 windows of consecutive steps" in out, out[:600]
     whole = f"{size_text(size)} of {size_text(size)} (100%)"
     assert f"reading {path} (finding its steps): {whole}, " in text, text
