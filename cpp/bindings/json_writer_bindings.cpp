@@ -91,7 +91,8 @@ class Writer {
   }
 
   // _json.encode_basestring_ascii: printable ASCII as is except '"' and '\\'; the usual short
-  // escapes; everything else as \uXXXX (lowercase hex), a UTF-16 pair above the BMP.
+  // escapes; every other code point as "\u" and four lowercase hex digits (above the BMP, a
+  // UTF-16 surrogate pair of two such escapes).
   void string(PyObject* s) {
     if (PyUnicode_READY(s) < 0) throw py::error_already_set();
     const Py_ssize_t n = PyUnicode_GET_LENGTH(s);
@@ -291,10 +292,15 @@ class Writer {
     out_ += ']';
   }
 
-  void item(PyObject* v, bool& first) {
+  // Before each member or item: the comma after the one before, then its line.
+  void next(bool& first) {
     if (!first) out_ += ',';
     first = false;
     newline();
+  }
+
+  void item(PyObject* v, bool& first) {
+    next(first);
     value(v);
   }
 
@@ -326,7 +332,9 @@ class Writer {
 
   void object(PyObject* o) {
     const bool exact = PyDict_CheckExact(o);
-    if (exact || compact_ ? PyDict_GET_SIZE(o) == 0 : PyObject_Not(o) == 1) {
+    // Empty: by its size for a dict and in compact text (the C encoder's test), by `not o` for an
+    // indented subclass (the Python encoder's).
+    if ((exact || compact_) ? PyDict_GET_SIZE(o) == 0 : PyObject_Not(o) == 1) {
       if (!exact && PyErr_Occurred()) throw py::error_already_set();
       out_ += "{}";
       return;
@@ -336,9 +344,7 @@ class Writer {
     out_ += '{';
     bool first = true;
     auto member = [&](PyObject* k, PyObject* v) {
-      if (!first) out_ += ',';
-      first = false;
-      newline();
+      next(first);
       key(k);
       out_ += compact_ ? ":" : ": ";
       value(v);

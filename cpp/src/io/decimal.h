@@ -166,10 +166,9 @@ inline bool parse_double(std::string_view s, double* out) {
   static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                       1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
   {
-    size_t i = 0;
     const size_t n = s.size();
     const bool neg = n > 0 && s[0] == '-';
-    i = neg ? 1 : 0;
+    size_t i = neg ? 1 : 0;
     uint64_t m = 0;
     int digits = 0, frac = -1;   // frac: digits after the point, -1 before it
     for (; i < n; ++i) {
