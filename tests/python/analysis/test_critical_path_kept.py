@@ -6,7 +6,6 @@ otherwise it walks the trace again. Either way the pieces are the same."""
 from __future__ import annotations
 
 import pytest
-from _traces import TRACES
 
 from gpuprof import _core_testing as builders
 from gpuprof._native import _core
@@ -93,10 +92,8 @@ def test_kept_paths_are_not_taken_once_the_trace_has_grown():
 
 
 @pytest.mark.parametrize("rel", ["hta_2xv100_ddp/rank0.json.gz", "hta_v100_ns/rank-0.pt.trace.json.gz"])
-def test_stored_traces_draw_the_kept_paths_as_walked_again(rel):
-    if not TRACES.is_dir():
-        pytest.skip(f"the stored traces are absent: {TRACES}")
-    report = analyze_file(str(TRACES / rel))
+def test_stored_traces_draw_the_kept_paths_as_walked_again(rel, shared_traces):
+    report = analyze_file(str(shared_traces / rel))
     views = report.data["step_views"]["timelines"]
     a = _analysed(report.trace)
     kept = a["critical_path_kept"]
