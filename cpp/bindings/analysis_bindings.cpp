@@ -16,6 +16,7 @@
 
 #include "critical_path_dict.h"
 #include "cuda_graph_fields.h"
+#include "device_sum_fields.h"
 #include "gpuprof/analysis/breakdown.h"
 #include "gpuprof/analysis/collectives.h"
 #include "gpuprof/analysis/energy.h"
@@ -157,10 +158,12 @@ py::dict flops_dict(const Trace& t, const AnalysisTables& a) {
   for (const StepFlops& s : a.step_flops) steps.append(step_flops_dict(s));
   d["steps"] = steps;
   d["roofline"] = row_dicts(a.roofline, kRooflineFields);   // every row: the bounds need the peak (Python)
-  d["counted_calls"] = a.flops.ops.size();
-  d["uncounted_calls"] = a.flops.uncounted.size();
+  const auto owned = [&t](uint32_t i) { return !(t.events[i].flags & kContextFlag); };   // a window's own
+  d["counted_calls"] =
+      std::count_if(a.flops.ops.begin(), a.flops.ops.end(), [&](const CountedOp& c) { return owned(c.event); });
+  d["uncounted_calls"] = std::count_if(a.flops.uncounted.begin(), a.flops.uncounted.end(), owned);
   std::map<std::string, int64_t> uncounted_by_op;   // which ops lacked their inputs
-  for (uint32_t i : a.flops.uncounted) ++uncounted_by_op[t.name_of(t.events[i])];
+  for (uint32_t i : a.flops.uncounted) uncounted_by_op[t.name_of(t.events[i])] += owned(i) ? 1 : 0;
   d["uncounted_by_op"] = uncounted_by_op;
   d["trace_flops_checked"] = a.flops.trace_args_checked;
   d["trace_flops_differ"] = a.flops.trace_args_differ;
@@ -416,6 +419,7 @@ py::dict tables_to_dict(const Trace& t, bool drop_incomplete_last_step, const py
   out["repeated_op_calls"] =
       py::bytes(reinterpret_cast<const char*>(a.repeated_ops.data()), a.repeated_ops.size());
   for (const ResultTable& table : result_tables()) out[table.key] = table.rows(a);
+  out["device_sums"] = row_dicts(a.devices, kDeviceSumFields);   // the GPU summary's sums, for windows
   // Each event's module row (uint32, native order; 0xffffffff none), for the step timelines: only
   // when the trace has module calls.
   if (!a.modules.row_of.empty())

@@ -427,3 +427,60 @@ TEST(GpuSummary, MemoryCurveLevelsAndDownSampling) {
   EXPECT_EQ(kept, (std::vector<int64_t>{1, 5, 9, 0}));   // slices {1,5,2,3} and {9,4,0,2}
   EXPECT_EQ(d[0].samples, 8u);
 }
+
+// A windowed import's trace (traces/windows.py): three steps of 1000 ns, the window owning step 2,
+// steps 1 and 3 its context (their markers flagged). Each step launches a 100 ns kernel of 10
+// blocks (SM share 1) in its middle; two kernels no launch claims run across the steps' edges:
+// KX [900, 1100) (5 blocks, share 0.5) and KY [1950, 2050) (5 blocks).
+Trace window_of_three_steps(bool flagged) {
+  Trace t;
+  t.devices = {small_gpu(0)};
+  for (int s = 0; s < 3; ++s) {
+    const int64_t at = 1000 * s;
+    Event& marker = t.add(EventKind::StepMarker, "ProfilerStep#" + std::to_string(s + 1), at, 1000);
+    if (flagged && s != 1) marker.flags |= kContextFlag;
+    host(t, "aten::mm", at + 100, at + 300, uint64_t(s + 1));
+    runtime(t, at + 150, at + 160, uint64_t(11 + s), uint64_t(s + 1));
+    add_kernel(t, "volta_sgemm_128x64_nn", at + 400, at + 500, uint64_t(11 + s), 10, 50.0f);
+  }
+  add_kernel(t, "vectorized_elementwise_kernel", 900, 1100, 0, 5, 25.0f);
+  add_kernel(t, "vectorized_elementwise_kernel", 1950, 2050, 0, 5, 25.0f);
+  return t;
+}
+
+TEST(GpuSummary, AWindowSummarisesItsOwnStepsAndCountsTheKernelsThatStartInThem) {
+  const Trace t = window_of_three_steps(true);
+  const BreakdownResult steps = compute_breakdown(t, BreakdownOptions{false});
+  ASSERT_EQ(steps.steps.size(), 3u);
+  // Its own step 2: [1000, 2000); a context step before it, so kernels that started earlier (KX)
+  // are the window before's to count.
+  const OwnSteps own = own_steps_window(t, steps);
+  EXPECT_EQ(own.window.start_ns, 1000);
+  EXPECT_EQ(own.window.end_ns, 2000);
+  EXPECT_EQ(own.counted_from_ns, 1000);
+  const DeviceSummary d = summarize_devices(t, own, link_launches(t))[0];
+  // Inside [1000, 2000): KX's last 100 ns, step 2's kernel (100), KY's first 50: 250 ns, and the
+  // two that started in it.
+  EXPECT_EQ(d.window_ns, 1000);
+  EXPECT_EQ(d.kernel_ns, 250);
+  EXPECT_EQ(d.kernel_busy_ns, 250);
+  EXPECT_EQ(d.kernels, 2);
+  EXPECT_DOUBLE_EQ(d.utilization_pct, 25.0);
+  // SM share x ns: KX 0.5 x 100 + 1 x 100 + KY 0.5 x 50 = 175: 17.5 %.
+  EXPECT_DOUBLE_EQ(d.sm_weighted_ns, 175.0);
+  EXPECT_DOUBLE_EQ(d.sm_efficiency_pct, 17.5);
+  EXPECT_DOUBLE_EQ(d.occupancy_weight_ns, 250.0);
+
+  // The whole trace (nothing flagged): the steps' window [0, 3000), every kernel counted; the
+  // three windows' sums (step 1's [0, 1000): its kernel and KX's first 100; step 3's: KY's last
+  // 50 and its kernel) add up to it: 200 + 250 + 150 = 600 ns, 2 + 2 + 1 = 5 kernels.
+  const Trace whole = window_of_three_steps(false);
+  const BreakdownResult all = compute_breakdown(whole, BreakdownOptions{false});
+  const OwnSteps everything = own_steps_window(whole, all);
+  EXPECT_EQ(everything.window.start_ns, 0);
+  EXPECT_EQ(everything.window.end_ns, 3000);
+  EXPECT_EQ(everything.counted_from_ns, INT64_MIN);
+  const DeviceSummary w = summarize_devices(whole, everything, link_launches(whole))[0];
+  EXPECT_EQ(w.kernel_ns, 600);
+  EXPECT_EQ(w.kernels, 5);
+}

@@ -114,10 +114,13 @@ TEST(WindowedImport, WindowKeepsWhatOverlapsItAndMarksItsContext) {
   EXPECT_EQ(owned, 4);
   EXPECT_EQ(context, 4);   // step 1's kernel, step 3's marker, op and launch
   EXPECT_EQ(stats.context_events, 4u);
-  // Left out: step 1's marker, op, launch; step 3's kernel; memory samples of steps 1 and 3.
-  EXPECT_EQ(stats.outside_window, 6u);
-  ASSERT_EQ(t.memory.size(), 1u);   // the sample at 1100 is owned
+  // Left out: step 1's marker, op, launch; step 3's kernel; step 1's memory sample (1000, before the
+  // kept time). Kept: the samples at 1100 (owned) and 1200 (step 3's, in the kept time: the level
+  // its device work runs on into, for the window's per-step memory rows and peaks).
+  EXPECT_EQ(stats.outside_window, 5u);
+  ASSERT_EQ(t.memory.size(), 2u);
   EXPECT_EQ(t.memory[0].ts_ns, 1100 * kUs);
+  EXPECT_EQ(t.memory[1].ts_ns, 1200 * kUs);
 
   // The kernel table counts the owned kernel only (step 2's: 70 us); the operator table step 2's
   // op, whose device time is its kernel's.

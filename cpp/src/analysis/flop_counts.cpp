@@ -179,7 +179,7 @@ FlopCounts count_flops(const Trace& t, const LaunchLinks& links, const std::vect
       if (f.flops >= 0) {
         s |= kCounted;
         out.ops.push_back({i, f.flops, f.bytes, c, phase, f.dtype, false});
-        if (args != nullptr && args->trace_flops >= 0) {
+        if (args != nullptr && args->trace_flops >= 0 && !(e.flags & kContextFlag)) {   // counted where owned
           ++out.trace_args_checked;
           if (args->trace_flops != f.flops) ++out.trace_args_differ;
         }

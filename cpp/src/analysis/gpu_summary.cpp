@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "gpuprof/analysis/intervals.h"
 #include "gpuprof/analysis/memory.h"
 #include "gpuprof/analysis/occupancy.h"
 #include "gpuprof/analysis/tensor_cores.h"
+#include "gpuprof/core/names.h"
 
 namespace gpuprof {
 
@@ -97,13 +100,40 @@ void sweep_sm_levels(const Trace& t, const std::vector<uint32_t>& kernels, const
 
 }  // namespace
 
-double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
-                         const TimeWindow& w) {
-  if (w.length_ns() == 0) return 0.0;
+namespace {
+
+// The SMs' busy share summed over the window's time (share x ns): sm_efficiency_pct's numerator.
+double sm_weighted_ns(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
+                      const TimeWindow& w) {
   double weighted_ns = 0.0;
   sweep_sm_levels(t, kernels, d, w,
                   [&](int64_t from, int64_t to, double level) { weighted_ns += level * double(to - from); });
-  return 100.0 * weighted_ns / double(w.length_ns());
+  return weighted_ns;
+}
+
+// achieved_occupancy_pct's sums: occupancy x ns, and ns, over the kernels with a known occupancy.
+std::pair<double, double> occupancy_sums(const Trace& t, const std::vector<uint32_t>& kernels,
+                                         const DeviceProps* d, const TimeWindow& w) {
+  double weighted = 0.0, weight_ns = 0.0;
+  for (uint32_t i : kernels) {
+    const Event& e = t.events[i];
+    const KernelInfo* k = kernel_info(t, e);
+    if (k == nullptr) continue;
+    const double occ = kernel_occupancy_pct(d, *k);
+    const int64_t ns = clipped_ns(e, w);
+    if (occ < 0.0 || ns == 0) continue;
+    weighted += occ * double(ns);
+    weight_ns += double(ns);
+  }
+  return {weighted, weight_ns};
+}
+
+}  // namespace
+
+double sm_efficiency_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
+                         const TimeWindow& w) {
+  if (w.length_ns() == 0) return 0.0;
+  return 100.0 * sm_weighted_ns(t, kernels, d, w) / double(w.length_ns());
 }
 
 std::vector<SmLevel> sm_efficiency_levels(const Trace& t, const std::vector<uint32_t>& kernels,
@@ -117,21 +147,53 @@ std::vector<SmLevel> sm_efficiency_levels(const Trace& t, const std::vector<uint
 
 double achieved_occupancy_pct(const Trace& t, const std::vector<uint32_t>& kernels, const DeviceProps* d,
                               const TimeWindow& w) {
-  double weighted = 0.0, weight_ns = 0.0;
-  for (uint32_t i : kernels) {
-    const Event& e = t.events[i];
-    const KernelInfo* k = kernel_info(t, e);
-    if (k == nullptr) continue;
-    const double occ = kernel_occupancy_pct(d, *k);
-    const int64_t ns = clipped_ns(e, w);
-    if (occ < 0.0 || ns == 0) continue;
-    weighted += occ * double(ns);
-    weight_ns += double(ns);
-  }
+  const auto [weighted, weight_ns] = occupancy_sums(t, kernels, d, w);
   return weight_ns > 0.0 ? weighted / weight_ns : -1.0;
 }
 
+OwnSteps own_steps_window(const Trace& t, const BreakdownResult& r) {
+  std::vector<int64_t> context_starts;   // the host starts of the context's step markers
+  std::vector<int8_t> marker_by_name(t.strings.size(), -1);
+  for (const Event& e : t.events) {
+    if (!(e.flags & kContextFlag)) continue;
+    if (e.kind != EventKind::StepMarker) {
+      if ((e.kind != EventKind::HostOp && e.kind != EventKind::UserRange) || e.name >= marker_by_name.size())
+        continue;
+      if (marker_by_name[e.name] < 0) marker_by_name[e.name] = is_step_marker_name(t.strings.at(e.name)) ? 1 : 0;
+      if (marker_by_name[e.name] != 1) continue;
+    }
+    context_starts.push_back(e.start_ns);
+  }
+  if (context_starts.empty()) return {steps_window(r)};
+  std::sort(context_starts.begin(), context_starts.end());
+  const auto context = [&](const StepBreakdown& s) {
+    return std::binary_search(context_starts.begin(), context_starts.end(), s.host_start_ns);
+  };
+  TimeWindow w;
+  bool any = false, context_before = false, context_after = false;
+  for (const StepBreakdown& s : r.steps) {
+    if (context(s)) {
+      context_before = context_before || !any;
+      // The time up to the next step's start is this window's: the steps' window has no gaps.
+      if (any && !context_after) w.end_ns = std::max(w.end_ns, s.start_ns);
+      context_after = context_after || any;
+      continue;
+    }
+    if (!any) w.start_ns = s.start_ns;
+    w.end_ns = s.end_ns;
+    any = true;
+  }
+  if (!any) return {};
+  return {w, context_before ? w.start_ns : INT64_MIN};
+}
+
 std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w, const LaunchLinks& links) {
+  return summarize_devices(t, OwnSteps{w}, links);
+}
+
+std::vector<DeviceSummary> summarize_devices(const Trace& t, const OwnSteps& own, const LaunchLinks& links) {
+  const TimeWindow& w = own.window;
+  const int64_t counted_from_ns = own.counted_from_ns;
   // The devices this run used: those that ran a kernel or allocated memory (a trace lists the
   // properties of every GPU in the machine, used or not).
   std::map<int, std::vector<uint32_t>> kernels_by_device;
@@ -186,8 +248,10 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
       s.memory_total_bytes = d->total_global_mem;
     }
     s.window_ns = w.length_ns();
-    s.sm_efficiency_pct = sm_efficiency_pct(t, kernels, d, w);
-    s.achieved_occupancy_pct = achieved_occupancy_pct(t, kernels, d, w);
+    s.sm_weighted_ns = sm_weighted_ns(t, kernels, d, w);
+    if (s.window_ns > 0) s.sm_efficiency_pct = 100.0 * s.sm_weighted_ns / double(s.window_ns);
+    std::tie(s.occupancy_weighted_ns, s.occupancy_weight_ns) = occupancy_sums(t, kernels, d, w);
+    if (s.occupancy_weight_ns > 0.0) s.achieved_occupancy_pct = s.occupancy_weighted_ns / s.occupancy_weight_ns;
 
     IntervalList busy, comm, compute;
     busy.reserve(kernels.size());
@@ -197,7 +261,7 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
       const Event& e = t.events[i];
       const int64_t ns = clipped_ns(e, w);
       if (ns == 0) continue;
-      ++s.kernels;
+      if (e.start_ns >= counted_from_ns) ++s.kernels;
       s.kernel_ns += ns;
       busy.push_back({e.start_ns, e.end_ns()});
       (communication_kernel(e.name) ? comm : compute).push_back({e.start_ns, e.end_ns()});
@@ -224,6 +288,8 @@ std::vector<DeviceSummary> summarize_devices(const Trace& t, const TimeWindow& w
         s.comm_overlap_copy_ns = s.comm_kernel_ns - total_length(subtract(in_window, copies->second));
       }
     }
+    s.tensor_core_ns = tensor_core_ns;
+    s.tc_eligible_ns = eligible_ns;
     if (s.kernel_ns > 0) {
       s.tensor_core_pct = 100.0 * double(tensor_core_ns) / double(s.kernel_ns);
       s.tc_eligible_pct = 100.0 * double(eligible_ns) / double(s.kernel_ns);

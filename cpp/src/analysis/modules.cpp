@@ -128,9 +128,10 @@ class ViewBuilder {
       auto [it, added] = row_by_key.try_emplace({parent, name.segment, name.type}, uint32_t(rows.size()));
       if (added) rows.push_back({name.segment, name.type, parent, 0, 0});
       Building& r = rows[it->second];
+      row_of[c] = it->second;
+      if (e.flags & kContextFlag) continue;   // a window's context: nests its calls, counted where owned
       ++r.calls;
       r.forward_ns += e.dur_ns;
-      row_of[c] = it->second;
     }
 
     // 4. Host events inside a call belong to its row.
@@ -216,7 +217,8 @@ class ViewBuilder {
         it->second = forward_row(root);
         // Its time counts once, for the root op; unless a module call holds it (then it is inside
         // that call's own time already).
-        if (it->second != kNoIndex && call_of[root] == kNoIndex) backward_ns[it->second] += t.events[root].dur_ns;
+        if (it->second != kNoIndex && call_of[root] == kNoIndex && !(t.events[root].flags & kContextFlag))
+          backward_ns[it->second] += t.events[root].dur_ns;
       }
       row_of[i] = it->second;
     }
@@ -242,7 +244,8 @@ class ViewBuilder {
     const size_t m = rows.size();
     std::vector<int64_t> device_self(m, 0);
     for (uint32_t i = 0; i < n; ++i)
-      if (row_of[i] != kNoIndex && t.events[i].on_device()) device_self[row_of[i]] += t.events[i].dur_ns;
+      if (row_of[i] != kNoIndex && t.events[i].on_device() && !(t.events[i].flags & kContextFlag))
+        device_self[row_of[i]] += t.events[i].dur_ns;
     std::vector<int64_t> backward_total = backward_ns, device_total = device_self;
     std::vector<int64_t> descendants(m, 0);
     for (size_t r = m; r-- > 0;) {
@@ -312,8 +315,10 @@ class ViewBuilder {
       view.rows.push_back(std::move(out));
       for (size_t k = children[r].size(); k-- > 0;) stack.emplace_back(children[r][k], depth + 1);
     }
-    for (uint32_t& r : row_of)
-      if (r != kNoIndex) r = new_index[r];
+    // A window's context events count in no row here (self_sums, total_sums): the window that
+    // owns them counts them.
+    for (uint32_t i = 0; i < n; ++i)
+      if (row_of[i] != kNoIndex) row_of[i] = (t.events[i].flags & kContextFlag) ? kNoIndex : new_index[row_of[i]];
     view.row_of = std::move(row_of);
     return view;
   }

@@ -567,7 +567,7 @@ std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
   };
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (!blocking(e)) continue;
+    if (!blocking(e) || (e.flags & kContextFlag)) continue;   // a window's context: counted where owned
     // A CUPTI sync record of a call we already count is the same wait seen twice.
     if (e.kind == EventKind::Sync && links.runtime_of[i] != kNoIndex && blocking(t.events[links.runtime_of[i]]))
       continue;
@@ -739,7 +739,7 @@ AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
     if (!memory_on_side) memory();
     a.plausibility = check_plausibility(t);
     links_done.get();   // rethrows the linking's exception, if it failed
-    a.devices = summarize_devices(t, steps_window(a.steps), a.links);
+    a.devices = summarize_devices(t, own_steps_window(t, a.steps), a.links);
     a.critical_path = critical_paths(t, a.links, a.steps);   // beside the other thread's tables
   } catch (...) {
     if (side.joinable()) side.join();

@@ -55,9 +55,10 @@ inline bool window_keeps(const ImportOptions& o, ImportStats& stats, EventKind k
   return true;
 }
 
-// A memory sample: a scan keeps none; a window those in the time it owns.
+// A memory sample: a scan keeps none; a window those in its kept time (its context steps' samples
+// give its own steps the level they start with, and the peaks of their device work that runs on).
 inline bool memory_sample_kept(const ImportOptions& o, ImportStats& stats, int64_t ts_ns) {
-  if (o.scan_steps || ts_ns < o.own_from_ns || ts_ns >= o.own_to_ns) {
+  if (o.scan_steps || ts_ns < o.keep_from_ns || ts_ns >= o.keep_to_ns) {
     ++stats.outside_window;
     return false;
   }

@@ -73,6 +73,8 @@ def report_dict(
         native["module_of_event"] = analysed.get("module_of_event")
         native["breakdown_steps"] = analysed["breakdown"]["steps"]  # the critical path's drawing
         native["critical_path_kept"] = analysed["critical_path_kept"]  # the drawn steps' paths
+        native["device_sums"] = analysed["device_sums"]  # what a windowed read adds up (windowed.py)
+        native["flops"] = analysed["flops"]
     bd = analysed["breakdown"]
     copied = {t.key for t in fields.TABLES if t.analysed}
     omitted_when_empty = {t.key for t in fields.TABLES if t.omit_empty}

@@ -8,9 +8,11 @@ distinct names, not to the events):
 - the steps a window owns are its rows, in order (the critical path's too); the averages are
   recomputed from them;
 - the name-keyed tables (kernels, kernels by operator, operators, operators by shape, copies,
-  collectives, ranges) are summed row by row: calls, totals, minima and maxima exactly (to the
-  rounding of each window's microseconds, 0.001 us), means recomputed from the sums, and the
+  collectives, ranges, syncs) are summed row by row: calls, totals, minima and maxima exactly (to
+  the rounding of each window's microseconds, 0.001 us), means recomputed from the sums, and the
   per-row shares weighted by the time they are shares of;
+- the GPU summary, the module tree, the per-step memory rows and FLOPs (with the roofline) are
+  merged by ``window_sections.py`` from each window's own steps and sums;
 - what needs the whole trace at once, or counts the windows' context, is cut: left as a trace with
   no events has it, and named in ``source.windowed.cut`` and in a warning that says which setting
   avoids it (``--max-memory``).
@@ -25,23 +27,18 @@ from typing import Optional
 
 from .._native import _core
 from ..traces.read import import_settings
+from .window_sections import SectionMerge
 
 #: The sections a windowed report leaves out (as a trace without events has them):
-#: each needs every event at once (the memory curve and view, the GPU summary's window, the GPU
-#: timeline) or would count a window's context events in its rows.
+#: each needs every event at once (the memory curve and view, the GPU timeline) or would count a
+#: window's context events in its rows.
 CUT_SECTIONS = (
-    "devices",
-    "modules",
-    "syncs",
     "idle_time",
     "launch_stats",
     "queue_length",
     "copy_bandwidth",
     "op_launch_delay",
     "kernel_sequences",
-    "memory",
-    "flops",
-    "roofline",
     "gpu_samples",
     "gpu_timeline",
     "memory_curve",
@@ -133,6 +130,10 @@ def _ranges(rows):
     }
 
 
+def _syncs(rows):
+    return _timed(rows, "count")
+
+
 def _key(*fields):
     return lambda r: json.dumps([r.get(f) for f in fields])
 
@@ -157,6 +158,7 @@ TABLES = (
         "total_us",
     ),
     ("ranges", ("name",), _ranges, "host_total_us"),
+    ("syncs", ("name", "op"), _syncs, "total_us"),
 )
 
 
@@ -186,8 +188,9 @@ class WindowMerge:
         self.events = 0
         self.skewed = 0
         self.warnings: dict = {}
+        self.sections = SectionMerge()  # the GPU summary, modules, per-step memory and FLOPs
 
-    def add(self, data: dict, owned_steps: set, context_events: int) -> None:
+    def add(self, data: dict, owned_steps: set, context_events: int, native: Optional[dict] = None) -> None:
         if not self.keys:
             self.keys = list(data)
             skip = {"steps", "collective_calls", *CUT_SECTIONS}
@@ -200,6 +203,7 @@ class WindowMerge:
         path = (data.get("critical_path") or {}).get("steps", [])
         self.chunks["critical_path"].append(json.dumps([s for s in path if s["step"] in owned_steps]))
         self.events += data["counts"]["events"] - context_events
+        self.sections.add(data, native or {}, owned_steps)
         self.skewed += data["step_rules"].get("skewed_device_events", 0)
         for w in data.get("warnings", []):
             self.warnings.setdefault(w["kind"], w)
@@ -227,7 +231,15 @@ class WindowMerge:
     def _rows(self, key: str) -> list:
         return [row for chunk in self.chunks.pop(key) for row in json.loads(chunk)]
 
-    def result(self, *, scan_breakdown: dict, note: dict, average, max_calls: int) -> dict:
+    def result(
+        self,
+        *,
+        scan_breakdown: dict,
+        note: dict,
+        average,
+        max_calls: int,
+        peak_tflops: Optional[float] = None,
+    ) -> dict:
         """The merged dict: the first window's other keys, the steps and tables merged, the cut
         sections empty (as ``empty`` has them), the step rules from the scan of the markers (and the
         last window's trailing-step rules), and the windowed note in ``source`` and ``warnings``."""
@@ -273,6 +285,7 @@ class WindowMerge:
         data["metadata"] = note["metadata"]
         data["source"] = {**note["source"], "windowed": note["windowed"]}
         data["warnings"] = [*self.warnings.values(), note["warning"]]
+        self.sections.result(data, self.keys, peak_tflops=peak_tflops)
         return {k: data[k] for k in self.keys if k in data}
 
 
@@ -373,30 +386,35 @@ def windowed_report_dict(
                 raise TraceImportError(
                     f"{display_path(path)}: window {i + 1} of {len(windows)} ({steps}): {why}"
                 ) from None
+            native: dict = {}
             data = report_dict(
                 trace,
                 drop_incomplete_last_step=drop_incomplete_last_step and i == len(windows) - 1,
                 peak_tflops=peak_tflops,
+                native=native,
             )
             del trace
             if files:
                 os.unlink(files[i])  # its disk space back at once
             merge.add(
-                data, {scan.steps[j]["step"] for j in range(w.first, w.last + 1)}, stats["context_events"]
+                data,
+                {scan.steps[j]["step"] for j in range(w.first, w.last + 1)},
+                stats["context_events"],
+                native,
             )
-            del data
+            del data, native
             _trim()
     empty = report_dict(_core.Trace(), source={})  # each section as a trace without events has it
     cut = [k for k in CUT_SECTIONS if k in empty or k in merge.keys]
     most = max(w.events for w in windows)
     message = (
         f"this trace has more than {cap:,} events, {reason}: it was analysed in {len(windows)} windows "
-        f"of consecutive steps (at most about {most:,} events each), its steps, kernels, operators, copies, "
-        "collectives, ranges and critical path merged from them; left out, as they need every event at "
-        "once: the GPU summary, idle time, launch statistics, queue length, copy bandwidth, operator "
-        "launch delay, kernel sequences, syncs, modules, FLOPs and roofline, the memory view and curve, "
-        f"GPU samples and timeline, {'torch.compile regions, ' if 'compiled' in cut else ''}and the step "
-        "timelines (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
+        f"of consecutive steps (at most about {most:,} events each), its steps, GPU summary, kernels, "
+        "operators, copies, collectives, ranges, syncs, modules, per-step memory, FLOPs, roofline and "
+        "critical path merged from them; left out, as they need every event at once: idle time, launch "
+        "statistics, queue length, copy bandwidth, operator launch delay, kernel sequences, the memory "
+        f"view and curve, GPU samples and timeline, {'torch.compile regions, ' if 'compiled' in cut else ''}"
+        "and the step timelines (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
     )
     note = {
         "source": trace_source(path, scan.stats),
@@ -414,5 +432,9 @@ def windowed_report_dict(
         "empty": {k: empty[k] for k in cut if k != "flops" and k in empty},
     }
     return merge.result(
-        scan_breakdown=scan.breakdown, note=note, average=average, max_calls=MAX_COLLECTIVE_CALLS
+        scan_breakdown=scan.breakdown,
+        note=note,
+        average=average,
+        max_calls=MAX_COLLECTIVE_CALLS,
+        peak_tflops=peak_tflops,
     )

@@ -51,6 +51,59 @@ def lagged(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory):
+    # The lagged job for 60 steps (its kernels 60% of a step late) with what the sections below
+    # count: each step's forward in module calls (Model_0 around its 8 aten::linear, each one a
+    # Linear_k), the addmm's shapes (2 x 64 x 512 x 256 FLOPs a call, 8 a step), a
+    # cudaStreamSynchronize of 150 us inside the input copy, and three allocator samples a step
+    # (64, 512 and 256 MiB plus the step's number in MiB): 6,120 events, four windows.
+    steps = 60
+    doc = rank_trace(0, 1, steps=steps, layers=8, buckets=4, factors=[1.0] * steps, slowest=[1.0] * steps)
+    period = _step_len_us(1.0, 8, 4) + GAP_US
+    added, step, linears = [], 0, []
+
+    def modules():
+        if linears:
+            first, last = linears[0], linears[-1]
+            span = round(last["ts"] + last["dur"] - first["ts"], 3)
+            added.append(
+                {**first, "cat": "python_function", "name": "nn.Module: Model_0", "dur": span, "args": {}}
+            )
+            for k, e in enumerate(linears):
+                added.append({**e, "cat": "python_function", "name": f"nn.Module: Linear_{k}", "args": {}})
+            linears.clear()
+
+    for e in doc["traceEvents"]:
+        name = e.get("name", "")
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            e["ts"] += 0.6 * period
+        if name.startswith("ProfilerStep#"):
+            modules()
+            step += 1
+        elif name == "aten::linear":
+            linears.append(e)
+        elif name == "aten::addmm":
+            e["args"].update({"Input Dims": [[256], [64, 512], [512, 256]], "Input type": ["float"] * 3})
+        elif name == "aten::copy_":
+            sync = {**e, "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "args": {}}
+            added.append({**sync, "ts": e["ts"] + 200, "dur": 150.0})
+            for i, (dt, mib) in enumerate(((100, 64), (1500, 512), (9000, 256))):
+                levels = {"Total Allocated": (mib + step) << 20, "Total Reserved": (1024 + step) << 20}
+                args = {**levels, "Bytes": 1 << 20, "Device Type": 1, "Device Id": 0, "Addr": 4096 * step + i}
+                added.append(
+                    {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": e["pid"]}
+                    | {"tid": e["tid"], "ts": e["ts"] + dt, "args": args}
+                )
+    modules()
+    doc["traceEvents"] += added
+    path = tmp_path_factory.mktemp("windowed") / "rich.json"
+    path.write_text(json.dumps(doc))
+    whole = gpuprof.analyze(path).to_dict()
+    windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
+    return whole, windowed
+
+
 @pytest.fixture(scope="module", params=["synthetic", "lagged"])
 def both(request):
     path = request.getfixturevalue(request.param)
@@ -129,11 +182,12 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert "6 windows" in note["message"]
     assert "--max-memory SIZE" in note["message"]
     cut = windowed["source"]["windowed"]["cut"]
-    assert "devices" in cut and "memory_curve" in cut and "step_views" in cut
+    assert "memory_curve" in cut and "step_views" in cut
     for key in cut:
-        if key in CUT_SECTIONS:  # as a trace without events has them; FLOPs absent
+        if key in CUT_SECTIONS:  # as a trace without events has them
             assert windowed.get(key, {}) in ([], {}), key
-    assert "flops" not in windowed
+    # merged, not cut (test_windowed_sections_equal_the_whole_trace)
+    assert not {"devices", "syncs", "modules", "memory", "flops", "roofline"} & set(cut)
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(windowed, schema())  # the report's schema (docs/schema.md) holds
     assert "windowed" not in whole["source"] and not whole["warnings"]
@@ -151,22 +205,22 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert "116 steps, mean step time 17.140 ms" in text
 
 
-def _differences(a, b, where: str, out: list) -> None:
-    """Where two report sections differ: every value equal, floats to rel 1e-9 (a mean of the same
+def _differences(a, b, where: str, out: list, rel: float = 1e-9) -> None:
+    """Where two report sections differ: every value equal, floats to ``rel`` (a mean of the same
     sums divided in another order differs in its last bits)."""
     if isinstance(a, dict) and isinstance(b, dict):
         if a.keys() != b.keys():
             out.append((where, sorted(a.keys() ^ b.keys())))
             return
         for k in a:
-            _differences(a[k], b[k], f"{where}.{k}", out)
+            _differences(a[k], b[k], f"{where}.{k}", out, rel)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             out.append((where, len(a), len(b)))
         for i, (x, y) in enumerate(zip(a, b)):
-            _differences(x, y, f"{where}[{i}]", out)
+            _differences(x, y, f"{where}[{i}]", out, rel)
     elif isinstance(a, float) and isinstance(b, (float, int)):
-        if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9):
+        if not math.isclose(a, b, rel_tol=rel, abs_tol=1e-9):
             out.append((where, a, b))
     elif a != b:
         out.append((where, a, b))
@@ -203,6 +257,12 @@ def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, 
         "step_rules",
         "counts",
         "metadata",
+        "devices",
+        "syncs",
+        "modules",
+        "memory",
+        "flops",
+        "roofline",
     ):
         _differences(whole[key], windowed[key], key, out)
     assert out == []
@@ -219,3 +279,75 @@ def test_a_trace_without_step_markers_is_still_refused(tmp_path):
         gpuprof.traces.read.TraceImportError, match="no ProfilerStep markers to read it in windows"
     ):
         gpuprof.analyze(path, max_memory=MIB)
+
+
+def _same(whole, windowed, keys, rel: float) -> None:
+    out: list = []
+    for key in keys:
+        _differences(whole[key], windowed[key], key, out, rel)
+    assert out == []
+
+
+def test_windowed_gpu_summary_equals_the_whole_trace(both):
+    whole, windowed = both
+    # Each window summarises the time from its first own step's start to the next step's start:
+    # the windows' spans tile the steps' window, so its length, the kernel time, busy time (a
+    # union clipped to each span) and the communication overlap add up to the whole trace's to the
+    # nanosecond; a kernel is counted once, in the window it started in. The percentages are the
+    # summed SM-share and occupancy weights divided once: the same quotient of sums added in
+    # another order (rel 1e-12).
+    (device,) = windowed["devices"]
+    assert device["kernels"] == whole["devices"][0]["kernels"] > 0
+    assert device["window_us"] == whole["devices"][0]["window_us"]
+    _same(whole, windowed, ["devices"], 1e-12)
+
+
+def test_windowed_sections_equal_the_whole_trace(rich):
+    whole, windowed = rich
+    assert windowed["source"]["windowed"]["windows"] == 4
+    _same(whole, windowed, ["steps", "devices", "syncs", "modules", "memory", "flops", "roofline"], 1e-12)
+    # What they hold, so that the equality is not of empty sections:
+    # one sync row, 60 calls of 150 us, each inside the input copy;
+    assert windowed["syncs"] == [
+        {"name": "cudaStreamSynchronize", "op": "aten::copy_", "count": 60, "total_us": 9000.0}
+    ]
+    # the module tree: the model and its 8 Linear children, 60 calls each, the forward's kernels
+    # (450 us each, 8 a step) attributed to them, the model's own host time the 2 us gaps between
+    # its children (7 a step);
+    model, *linears = windowed["modules"]
+    assert (model["path"], model["calls"], len(linears)) == ("", 60, 8)
+    assert model["device_total_us"] == 60 * 8 * 450.0 and model["host_self_us"] == 60 * 7 * 2.0
+    assert all(m["calls"] == 60 and m["parent"] == "" and m["device_self_us"] == 60 * 450.0 for m in linears)
+    # each step's peak: a step starts where the one before it ends, its device work 60% of a step
+    # late, after its own three samples: it starts with the level of its last (256 MiB plus its
+    # number) and runs on into the next step's 512 MiB one (the last step: no next one);
+    peaks = [m["peak_allocated_bytes"] >> 20 for m in windowed["memory"]]
+    assert peaks == [512 + s + 1 for s in range(1, 60)] + [256 + 60]
+    assert windowed["devices"][0]["peak_allocated_bytes"] == (512 + 60) << 20
+    # FLOPs: 8 addmm a step of 2 x 64 x 512 x 256.
+    assert windowed["flops"]["per_step_flops"] == 8 * 2 * 64 * 512 * 256
+    assert windowed["flops"]["counted_calls"] == 480
+
+
+def test_the_restored_sections_render_as_for_the_whole_trace(rich, tmp_path):
+    # Every format shows what the whole report shows of them: the GPU summary, the peak, the FLOPs,
+    # the module tree and the syncs (the formats that draw each).
+    whole, windowed = rich
+    needles = (
+        "GPU utilization",
+        "77.8%",
+        "Peak allocated",
+        "572.0 MiB",
+        "FLOPs per step",
+        "Linear_7",
+        "cudaStreamSynchronize",
+    )
+    shown: set = set()
+    for fmt in ("to_text", "to_markdown", "to_html"):
+        a = getattr(gpuprof.Report.from_dict(whole), fmt)()
+        b = getattr(gpuprof.Report.from_dict(windowed), fmt)()
+        for needle in needles:
+            if needle in a:
+                shown.add(needle)
+                assert needle in b, (fmt, needle)
+    assert shown == set(needles)

@@ -34,6 +34,14 @@ struct DeviceSummary {
   int64_t comm_kernel_ns = 0;
   int64_t comm_overlap_compute_ns = 0;
   int64_t comm_overlap_copy_ns = 0;
+  // The sums the percentages above divide (not in the report's row): a windowed read adds them
+  // over its windows and divides once (analysis/windowed.py). SM share x ns, occupancy x ns over
+  // the kernels with a known occupancy and their ns, tensor-core and eligible kernel ns.
+  double sm_weighted_ns = 0.0;
+  double occupancy_weighted_ns = 0.0;
+  double occupancy_weight_ns = 0.0;
+  int64_t tensor_core_ns = 0;
+  int64_t tc_eligible_ns = 0;
 };
 
 struct TimeWindow {
@@ -45,9 +53,24 @@ struct TimeWindow {
 // From the first step's start to the last step's end; empty when there are no steps.
 TimeWindow steps_window(const BreakdownResult& steps);
 
+// The time a windowed import's own steps span (those whose markers are not its context, kContextFlag):
+// from the first one's start to the next step's start (the last one's end where no context step
+// follows), so that the windows' spans tile the whole trace's steps_window; and where its kernel
+// counts start: its first own step's start when a context step precedes it (a kernel that started
+// before it is counted by the window before), INT64_MIN otherwise. A trace without context:
+// steps_window(steps), INT64_MIN.
+struct OwnSteps {
+  TimeWindow window;
+  int64_t counted_from_ns = INT64_MIN;
+};
+OwnSteps own_steps_window(const Trace& trace, const BreakdownResult& steps);
+
 // One summary per device that ran a kernel or has allocator samples, ordered by device id.
 std::vector<DeviceSummary> summarize_devices(const Trace& trace, const TimeWindow& window,
                                              const LaunchLinks& links);
+// The same over a windowed import's own steps: kernels overlapping them are counted when they
+// start at or after `own.counted_from_ns`.
+std::vector<DeviceSummary> summarize_devices(const Trace& trace, const OwnSteps& own, const LaunchLinks& links);
 // Convenience: computes the breakdown's steps and the links itself.
 std::vector<DeviceSummary> summarize_devices(const Trace& trace);
 
