@@ -327,6 +327,8 @@ def test_windowed_sections_equal_the_whole_trace(rich):
     # FLOPs: 8 addmm a step of 2 x 64 x 512 x 256.
     assert windowed["flops"]["per_step_flops"] == 8 * 2 * 64 * 512 * 256
     assert windowed["flops"]["counted_calls"] == 480
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(windowed, schema())
 
 
 def test_the_restored_sections_render_as_for_the_whole_trace(rich, tmp_path):
