@@ -101,6 +101,33 @@ Trace forward_only() {
   return t;
 }
 
+// A windowed import (traces/windows.py) owning the time from 40 us on: what started before is its
+// context (kContextFlag): the Net, layer1 and Conv2d calls, aten::conv2d, its launch and kernel.
+// The context calls still nest the owned ones (the same rows and paths), but count nothing: the
+// window before counts them, and the merge adds the windows' rows by path.
+TEST(ModuleView, AWindowsContextNestsItsCallsAndCountsNothing) {
+  Trace t = forward_only();
+  for (Event& e : t.events)
+    if (e.start_ns < 40 * kUs) e.flags |= kContextFlag;
+  const ModuleView v = module_view(t, link_launches(t));
+  EXPECT_EQ(paths(v), (std::vector<std::string>{"", "fc", "layer1", "layer1.1", "layer1.0", "CrossEntropyLoss"}));
+  const ModuleRow& net = *row(v, "");
+  EXPECT_EQ(net.calls, 0);
+  EXPECT_EQ(net.host_total_ns, 0);
+  EXPECT_EQ(net.device_total_ns, 5 * kUs);   // the ReLU's kernel [60, 65); the conv's is context
+  const ModuleRow& relu = *row(v, "layer1.1");
+  EXPECT_EQ(relu.calls, 1);
+  EXPECT_EQ(relu.host_total_ns, 16 * kUs);
+  EXPECT_EQ(relu.device_self_ns, 5 * kUs);
+  const ModuleRow& conv = *row(v, "layer1.0");
+  EXPECT_EQ(conv.calls, 0);
+  EXPECT_EQ(conv.device_self_ns, 0);
+  EXPECT_EQ(row(v, "fc")->host_total_ns, 20 * kUs);
+  // Context events are attributed to no row (sums over events skip them); owned ones as before.
+  EXPECT_EQ(v.row_of[index_of(t, "aten::conv2d")], kNoIndex);
+  EXPECT_EQ(v.rows[v.row_of[index_of(t, "aten::relu")]].path, "layer1.1");
+}
+
 TEST(ModuleView, ForwardTimesNestAndTheModelIsTheRoot) {
   const Trace t = forward_only();
   const ModuleView v = module_view(t, link_launches(t));

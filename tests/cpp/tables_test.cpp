@@ -584,6 +584,21 @@ TEST(SyncTable, HostBlockingCallsAttributedToTheOutermostOp) {
   EXPECT_EQ(rows[2].op, "aten::to");
 }
 
+TEST(SyncTable, AWindowsContextCountsInTheWindowThatOwnsIt) {
+  // Two item() waits; the first is a windowed import's context (kContextFlag: it started before
+  // the time the window owns): only the second, 100 ns, counts here.
+  Trace t;
+  add(t, EventKind::HostOp, "aten::item", 0, 500, 0, 1).flags |= kContextFlag;
+  add(t, EventKind::Runtime, "cudaStreamSynchronize", 100, 480, 32, 1).flags |= kContextFlag;
+  add(t, EventKind::HostOp, "aten::item", 600, 800, 0, 3);
+  add(t, EventKind::Runtime, "cudaStreamSynchronize", 650, 750, 33, 3);
+  const std::vector<SyncRow> rows = sync_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].op, "aten::item");
+  EXPECT_EQ(rows[0].count, 1);
+  EXPECT_EQ(rows[0].total_ns, 100);
+}
+
 TEST(SyncTable, CuptiSyncRecordsWithoutACallStillCount) {
   // A live session may keep only CUPTI's sync record (runtime API activity off): it still shows.
   Trace t;
