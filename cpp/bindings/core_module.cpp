@@ -21,6 +21,7 @@ void bind_io(py::module_& m);        // io_bindings.cpp (trace import/export)
 void bind_analysis(py::module_& m);  // analysis_bindings.cpp (GPU metrics and tables)
 void bind_critical_path(py::module_& m);   // critical_path_bindings.cpp (the path's pieces)
 void bind_json_writer(py::module_& m);   // json_writer_bindings.cpp (the report's indented JSON)
+void bind_window_parts(py::module_& m);   // window_bindings.cpp (a window's parts of HTA's tables)
 
 namespace {
 
@@ -300,6 +301,7 @@ PYBIND11_MODULE(_core, m) {
   bind_analysis(m);
   bind_critical_path(m);
   bind_json_writer(m);
+  bind_window_parts(m);
   bind_collector(m);
   bind_collect(m);   // GPU collection: CUPTI, NVML, NVTX
 }

@@ -13,6 +13,9 @@ distinct names, not to the events):
   per-row shares weighted by the time they are shares of;
 - the GPU summary, the module tree, the per-step memory rows and FLOPs (with the roofline) are
   merged by ``window_sections.py`` from each window's own steps and sums;
+- HTA's six tables (idle time, launch statistics, queue length, copy bandwidth, operator launch
+  delay, kernel sequences) from each window's parts, joined across the windows' edges
+  (``windowed_hta.py``);
 - what needs the whole trace at once, or counts the windows' context, is cut: left as a trace with
   no events has it, and named in ``source.windowed.cut`` and in a warning that says which setting
   avoids it (``--max-memory``).
@@ -28,17 +31,12 @@ from typing import Optional
 from .._native import _core
 from ..traces.read import import_settings
 from .window_sections import SectionMerge
+from .windowed_hta import HtaMerge
 
 #: The sections a windowed report leaves out (as a trace without events has them):
 #: each needs every event at once (the memory curve and view, the GPU timeline) or would count a
 #: window's context events in its rows.
 CUT_SECTIONS = (
-    "idle_time",
-    "launch_stats",
-    "queue_length",
-    "copy_bandwidth",
-    "op_launch_delay",
-    "kernel_sequences",
     "gpu_samples",
     "gpu_timeline",
     "memory_curve",
@@ -372,6 +370,7 @@ def windowed_report_dict(
     # the synthetic trace), more than the 256 the cap counts for a whole report: windows of half the cap.
     windows = plan_windows(scan, max(1, cap // 2))
     merge = WindowMerge()
+    hta = HtaMerge(_core.last_step_start(scan.trace))  # HTA's scope: the whole trace's last step
     with spilled(path, scan, windows, progress) as files:
         for i, w in enumerate(windows):
             source = files[i] if files else path
@@ -393,6 +392,7 @@ def windowed_report_dict(
                 peak_tflops=peak_tflops,
                 native=native,
             )
+            hta.add(trace, w.own_from, w.own_to)
             del trace
             if files:
                 os.unlink(files[i])  # its disk space back at once
@@ -410,9 +410,9 @@ def windowed_report_dict(
     message = (
         f"this trace has more than {cap:,} events, {reason}: it was analysed in {len(windows)} windows "
         f"of consecutive steps (at most about {most:,} events each), its steps, GPU summary, kernels, "
-        "operators, copies, collectives, ranges, syncs, modules, per-step memory, FLOPs, roofline and "
-        "critical path merged from them; left out, as they need every event at once: idle time, launch "
-        "statistics, queue length, copy bandwidth, operator launch delay, kernel sequences, the memory "
+        "operators, copies, collectives, ranges, syncs, modules, per-step memory, FLOPs, roofline, critical "
+        "path and HTA's tables (idle time, launch statistics, queue length, copy bandwidth, operator launch "
+        "delay, kernel sequences) merged from them; left out, as they need every event at once: the memory "
         f"view and curve, GPU samples and timeline, {'torch.compile regions, ' if 'compiled' in cut else ''}"
         "and the step timelines (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
     )
@@ -426,15 +426,23 @@ def windowed_report_dict(
             "spilled": bool(files),
             "steps_per_window": [w.last - w.first + 1 for w in windows],
             "cut": cut + ["step_views"],
+            "approximate": hta.approximate(),
         },
         "warning": {"kind": "windowed", "count": len(windows), "message": message},
         # FLOPs: left out whole (a report without the section), not a trace's numbers of no FLOPs.
         "empty": {k: empty[k] for k in cut if k != "flops" and k in empty},
     }
-    return merge.result(
+    data = merge.result(
         scan_breakdown=scan.breakdown,
         note=note,
         average=average,
         max_calls=MAX_COLLECTIVE_CALLS,
         peak_tflops=peak_tflops,
     )
+    long_names = dict(data.get("long_names") or {})
+    for name, rows in hta.result(long_names).items():
+        if name in data:
+            data[name] = rows
+    if "long_names" in data:
+        data["long_names"] = long_names
+    return data
