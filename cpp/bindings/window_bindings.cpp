@@ -20,7 +20,7 @@ using namespace gpuprof;
 
 namespace {
 
-using Carried = std::vector<std::tuple<std::string, double, std::vector<std::pair<int64_t, double>>>>;
+using Carried = std::vector<std::tuple<std::string, double, double, std::vector<std::pair<int64_t, double>>>>;
 
 py::dict parts_dict(const WindowParts& w) {
   py::list idle, launches, queue, copies, delays, sequences;
@@ -37,9 +37,9 @@ py::dict parts_dict(const WindowParts& w) {
   for (const CopyBandwidthPart& p : w.copy_bandwidth) {
     std::vector<std::pair<int64_t, double>> open;
     for (const OpenCopy& o : p.carry.open) open.emplace_back(o.end_ns, o.gbps);
-    copies.append(py::make_tuple(p.carry.kind, p.copies, p.bytes, p.time_ns, p.samples, p.sum,
+    copies.append(py::make_tuple(p.carry.kind, p.copies, p.bytes, p.time_ns, p.samples,
                                  std::vector<std::pair<double, int64_t>>(p.levels.begin(), p.levels.end()),
-                                 p.carry.level, open));
+                                 p.carry.level, p.carry.levels_sum, open));
   }
   for (const OpLaunchDelayPart& p : w.op_launch_delay)
     delays.append(py::make_tuple(p.op, p.kernels, p.calls, p.op_delay_ns, p.runtime_delay_ns));
@@ -63,10 +63,11 @@ void bind_window_parts(py::module_& m) {
       "window_hta_parts",
       [](const Trace& t, int64_t own_from, int64_t own_to, int64_t launched_before, const Carried& carried) {
         std::vector<CopyCarry> carry;
-        for (const auto& [kind, level, open] : carried) {
+        for (const auto& [kind, level, levels_sum, open] : carried) {
           CopyCarry& c = carry.emplace_back();
           c.kind = kind;
           c.level = level;
+          c.levels_sum = levels_sum;
           for (const auto& [end, gbps] : open) c.open.push_back({end, gbps});
         }
         WindowParts w;
@@ -80,7 +81,7 @@ void bind_window_parts(py::module_& m) {
       "A window's parts of HTA's six tables (idle_time, launch_stats, queue_length, copy_bandwidth, "
       "op_launch_delay, kernel_sequences) over the span [own_from, own_to) it owns, in the scope of "
       "launches made before `launched_before` (the whole trace's last step start); `carried`: the copy "
-      "bandwidth's (kind, level, [(end_ns, gbps)]) from the window before.");
+      "bandwidth's (kind, level, sum of the levels, [(end_ns, gbps)]) from the window before.");
   m.def(
       "last_step_start",
       [](const Trace& t) -> py::object {

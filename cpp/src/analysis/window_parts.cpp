@@ -142,6 +142,7 @@ std::vector<CopyBandwidthPart> copy_parts(const Trace& t, const LaunchLinks& lin
   for (const CopyCarry& c : carried) {
     auto& [part, changes] = by_kind[c.kind];
     part.carry.level = c.level;
+    part.carry.levels_sum = c.levels_sum;
     for (const OpenCopy& o : c.open) changes.push_back({o.end_ns, 0, -o.gbps});
   }
   for (uint32_t i = 0; i < t.events.size(); ++i) {
@@ -174,7 +175,7 @@ std::vector<CopyBandwidthPart> copy_parts(const Trace& t, const LaunchLinks& lin
       level += c.delta;
       if (level > 0) {
         ++part.samples;
-        part.sum += level;
+        part.carry.levels_sum += level;
         ++part.levels[level];
       }
     }

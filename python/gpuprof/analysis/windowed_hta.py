@@ -46,15 +46,15 @@ class _Values:
     def _round(self, v):
         if self.bits is None or v == 0:
             return v
-        m, e = math.frexp(v)
-        return math.ldexp(round(m * (1 << self.bits)) / (1 << self.bits), e)
+        m, e = math.frexp(v)  # v = m * 2**e, 0.5 <= |m| < 1
+        return math.ldexp(round(math.ldexp(m, self.bits)), e - self.bits)
 
     def add(self, pairs) -> None:
         for v, c in pairs:
             k = self._round(v)
             self.counts[k] = self.counts.get(k, 0) + c
             self.n += c
-        while len(self.counts) > MAX_DISTINCT:
+        while len(self.counts) > MAX_DISTINCT and self.bits != 0:
             self.bits = 52 if self.bits is None else self.bits - 1
             rounded: dict = {}
             for v, c in self.counts.items():
@@ -100,13 +100,13 @@ class HtaMerge:
         self.launches: dict = {}  # name -> [sums..., _Values]
         self.queue: dict = {}  # (device, stream) -> [samples, sum, max, blocked, last ts, last length]
         self.copies: dict = {}  # kind -> [copies, bytes, time, samples, sum, _Values]
-        self.carry: dict = {}  # kind -> the copy bandwidth's (level, open copies) for the next window
+        self.carry: dict = {}  # kind -> the copy bandwidth's (level, sum, open copies) for the next window
         self.delays: dict = {}  # (op, kernels) -> [calls, op delay, runtime delay]
         self.sequences: dict = {}  # (op, kernels, depth) -> [count, gpu, cpu]
         self.least: dict = {}  # op name -> least depth
 
     def add(self, trace, own_from: int, own_to: int) -> None:
-        carried = [(kind, level, open_copies) for kind, (level, open_copies) in self.carry.items()]
+        carried = [(kind, *carry) for kind, carry in self.carry.items()]
         parts = _core.window_hta_parts(trace, own_from, own_to, self.launched_before, carried)
         for dev, stream, n, host, kernel, other, first, first_call, last_end in parts["idle_time"]:
             r = self.idle.get((dev, stream))
@@ -138,15 +138,15 @@ class HtaMerge:
             r[2] = max(r[2], top)
             r[3] += blocked
             r[4], r[5] = last, length
-        for kind, n, nbytes, time_ns, samples, total, levels, level, open_copies in parts["copy_bandwidth"]:
+        for kind, n, nbytes, time_ns, samples, levels, level, total, open_copies in parts["copy_bandwidth"]:
             r = self.copies.setdefault(kind, [0, 0, 0, 0, 0.0, _Values()])
             r[0] += n
             r[1] += nbytes
             r[2] += time_ns
             r[3] += samples
-            r[4] += total
+            r[4] = total  # summed in the whole trace's order, from the first window on
             r[5].add(levels)
-            self.carry[kind] = (level, open_copies)
+            self.carry[kind] = (level, total, open_copies)
         for op, kernels, calls, op_delay, runtime_delay in parts["op_launch_delay"]:
             r = self.delays.setdefault((op, kernels), [0, 0, 0])
             r[0] += calls

@@ -23,6 +23,15 @@ from gpuprof.report.json_schema import schema  # noqa: E402
 from gpuprof.traces.windows import plan_windows, scan_steps  # noqa: E402
 
 MIB = 1 << 20
+# HTA's tables, merged from the windows' parts (analysis/windowed_hta.py)
+HTA_TABLES = (
+    "idle_time",
+    "launch_stats",
+    "queue_length",
+    "copy_bandwidth",
+    "op_launch_delay",
+    "kernel_sequences",
+)
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +263,7 @@ def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, 
         "ranges",
         "collective_calls",
         "critical_path",
+        *HTA_TABLES,
         "step_rules",
         "counts",
         "metadata",
@@ -353,3 +363,207 @@ def test_the_restored_sections_render_as_for_the_whole_trace(rich, tmp_path):
                 shown.add(needle)
                 assert needle in b, (fmt, needle)
     assert shown == set(needles)
+
+@pytest.mark.parametrize("table", HTA_TABLES)
+def test_windowed_hta_tables_equal_the_whole_trace(both, table):
+    whole, windowed = both
+    # Each window counts the launches it owns within the whole trace's scope (before its last step's
+    # start), and the merge joins what crosses its edges; the lagged trace's kernels run 60% of a
+    # step late, so every edge has launches waiting, and each stream's gap across it counts once.
+    # Kernel sequences need an operator of 3 kernels or more: these traces launch one an operator.
+    assert windowed[table] == whole[table] or _close(windowed[table], whole[table]), table
+    assert table == "kernel_sequences" or whole[table], table
+    assert table not in windowed["source"]["windowed"]["cut"]
+    (note,) = [w for w in windowed["warnings"] if w["kind"] == "windowed"]
+    left_out = note["message"].split("left out")[1]
+    assert not any(
+        words in left_out
+        for words in ("idle time", "launch statistics", "queue length", "copy bandwidth", "launch delay")
+    )
+
+
+def _close(a, b) -> bool:
+    out: list = []
+    _differences(a, b, "", out)
+    return out == []
+
+
+def _window_parts(path, cap: int) -> list:
+    """Each window's parts of HTA's tables, as windowed_report_dict reads them with ``cap``."""
+    from gpuprof._native import _core
+    from gpuprof.traces.windows import read_window
+
+    scan = scan_steps(path)
+    before = _core.last_step_start(scan.trace)
+    out, carried = [], []
+    for w in plan_windows(scan, cap // 2):
+        trace, _stats = read_window(path, w)
+        parts = _core.window_hta_parts(trace, w.own_from, w.own_to, before, carried)
+        carried = [(c[0], *c[6:]) for c in parts["copy_bandwidth"]]
+        out.append(parts)
+    return out
+
+
+def test_the_lagged_traces_edges_carry_waiting_launches_and_idle_gaps(lagged):
+    # The lagged trace's windows (the 1 MiB budget's cap) each end with launches made and not yet
+    # started: 11 on the main stream, 4 on the backward one, counted into the next window's queue
+    # lengths; without them its points would read up to 11 too few.
+    whole = gpuprof.analyze(lagged).to_dict()
+    parts = _window_parts(lagged, 4096)
+    assert len(parts) == 6
+    assert [sorted(q[8] for q in p["queue_length"]) for p in parts[:-1]] == [[4, 11]] * 5
+    # Each stream's idle time is its gaps inside the windows plus one gap at each of the 5 edges
+    # (the windows' parts alone leave 0.2 ms an edge out on the main stream).
+    for (device, stream), row in {(r["device"], r["stream"]): r for r in whole["idle_time"]}.items():
+        inside = sum(
+            i[3] + i[4] + i[5] for p in parts for i in p["idle_time"] if (i[0], i[1]) == (device, stream)
+        )
+        assert inside < round(row["idle_us"] * 1000)
+        assert (
+            sum(i[2] for p in parts for i in p["idle_time"] if (i[0], i[1]) == (device, stream))
+            == (row["activities"])
+        )
+
+
+def _edge_trace(steps: int = 40, period: float = 1000.0, lag: float = 600.0) -> dict:
+    """A hand-built Kineto trace whose device work runs 600 us into a 1,000 us step: per step an
+    aten::mm launching 3 kernels (launch delays varying by step), an aten::linear whose aten::addmm
+    launches 3 more, every tenth step (5, 15, ...) a top-level aten::addmm of 3 kernels, and two
+    copies of one kind on two streams (1,000 + step and 3,000 + step bytes, 3 and 7 us) that overlap
+    each other and run across the step's end into the next step."""
+    events: list = []
+    corr = [0]
+
+    def x(cat, name, tid, ts, dur, pid=1, **args):
+        events.append(
+            {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        )
+
+    def launch(ts, name, start, dur, stream, runtime="cudaLaunchKernel", nbytes=None):
+        corr[0] += 1
+        x("cuda_runtime", runtime, 1, ts, 4.0, correlation=corr[0])
+        args = {"device": 0, "stream": stream, "correlation": corr[0]}
+        if nbytes is not None:
+            args["bytes"] = nbytes
+        x("gpu_memcpy" if nbytes is not None else "kernel", name, stream, start, dur, pid=0, **args)
+
+    for s in range(steps):
+        t0 = 1_000_000.0 + s * period
+        x("user_annotation", f"ProfilerStep#{s + 1}", 1, t0, period)
+        x("cpu_op", "aten::mm", 1, t0 + 10, 100)
+        for k, name in enumerate(("gemm_a", "gemm_b", "gemm_c")):
+            call = t0 + 20 + 25 * k
+            launch(call, name, call + 4 + lag + (s * (k + 1)) % 7, 20, 7)
+        x("cpu_op", "aten::linear", 1, t0 + 150, 300)
+        x("cpu_op", "aten::addmm", 1, t0 + 160, 280)
+        for k, name in enumerate(("bias", "gemm_d", "relu")):
+            call = t0 + 170 + 60 * k
+            launch(call, name, call + 4 + lag + 40 * (s % 3), 15 + k, 7)
+        if s % 10 == 5:
+            x("cpu_op", "aten::addmm", 1, t0 + 700, 100)
+            for k in range(3):
+                launch(t0 + 710 + 20 * k, "gemm_e", t0 + 1350 + 20 * k, 10, 7)
+        for k, stream in enumerate((8, 9)):
+            launch(
+                t0 + 500 + 10 * k,
+                "Memcpy HtoD (Pageable -> Device)",
+                t0 + period - 3 + k,
+                3 + 4 * k,
+                stream,
+                "cudaMemcpyAsync",
+                nbytes=1000 + 2000 * k + s,
+            )
+    return {"traceEvents": events}
+
+
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory):
+    path = tmp_path_factory.mktemp("windowed") / "edges.json"
+    path.write_text(json.dumps(_edge_trace()))
+    whole = gpuprof.analyze(path).to_dict()
+    return path, whole
+
+
+def test_hta_tables_across_window_edges_equal_the_whole_trace(edges):
+    from gpuprof.analysis.windowed import windowed_report_dict
+
+    path, whole = edges
+    # A cap of 200 events: windows of 100, two or three steps of 20 to 26 events (17 windows).
+    windowed = windowed_report_dict(path, cap=200, reason="a test's cap")
+    assert windowed["source"]["windowed"]["windows"] == 17
+    assert windowed["source"]["windowed"]["approximate"] == []
+    for table in HTA_TABLES:
+        assert windowed[table] == whole[table], table  # every number to the bit
+    # HTA's scope ends at the last step's start: 39 steps of 6 kernels, 4 of 3 more, 2 copies.
+    assert [(r["stream"], r["activities"]) for r in whole["idle_time"]] == [
+        (7, 6 * 39 + 3 * 4),
+        (8, 39),
+        (9, 39),
+    ]
+    # The copies overlap across each step's end: the running sum of their bandwidths comes back to
+    # a rounding residue, not 0, and every point after it counts (the whole trace's own arithmetic,
+    # which the windows carry from one to the next: without the carry 106 points, not 149).
+    (copies,) = whole["copy_bandwidth"]
+    assert (copies["copies"], copies["samples"]) == (78, 149)
+    assert 0 < copies["min_gb_per_s"] < 1e-15
+    # aten::addmm is a root at depth 0 (steps 5, 15, 25, 35), so its calls inside aten::linear
+    # (depth 1, in every window, the only ones in most) are not: three sequences.
+    assert [(r["op"], r["count"]) for r in whole["kernel_sequences"]] == [
+        ("aten::linear", 39),
+        ("aten::mm", 39),
+        ("aten::addmm", 4),
+    ]
+    assert whole["kernel_sequences"][2]["kernels"] == "gemm_e -> gemm_e -> gemm_e"
+    # Every window but the last ends with both copies running (the lagged trace's edges carry the
+    # waiting launches).
+    parts = _window_parts(path, 200)
+    assert [len(c[8]) for p in parts for c in p["copy_bandwidth"]] == [2] * 16 + [0]
+
+
+def test_percentiles_past_the_distinct_value_bound_are_rounded_and_said(edges, monkeypatch):
+    from gpuprof.analysis import windowed_hta
+    from gpuprof.analysis.windowed import windowed_report_dict
+
+    path, whole = edges
+    # gemm_a's launch delays take 7 values (the step's number mod 7, in us, past 600 us): held to 3
+    # distinct values a row, they are rounded to fewer significant bits, and the report says which
+    # fields and by how much at most.
+    monkeypatch.setattr(windowed_hta, "MAX_DISTINCT", 3)
+    windowed = windowed_report_dict(path, cap=200, reason="a test's cap")
+    approximate = {(a["section"], a["field"]): a for a in windowed["source"]["windowed"]["approximate"]}
+    assert set(approximate) == {
+        ("launch_stats", "delay_p50_us"),
+        ("launch_stats", "delay_p95_us"),
+        ("copy_bandwidth", "p50_gb_per_s"),
+    }
+    # The delays (600 to 606 us) fit 3 values at 8 significant bits (0.4%); the copies' levels span
+    # 17 binary orders (a rounding residue of 5.6e-17 GB/s to 0.78), rounded down to 1 bit (100%).
+    assert approximate[("launch_stats", "delay_p50_us")]["max_relative_error"] <= 2**-7
+    for (section, field), a in approximate.items():
+        assert 0 < a["max_relative_error"] <= 1
+        for w, h in zip(windowed[section], whole[section]):
+            assert w[field] == pytest.approx(h[field], rel=a["max_relative_error"], abs=1e-12), (
+                section,
+                field,
+            )
+    # Counts, sums and maxima stay exact.
+    for w, h in zip(windowed["launch_stats"], whole["launch_stats"]):
+        assert (w["name"], w["launches"], w["delay_total_us"], w["delay_max_us"]) == (
+            h["name"],
+            h["launches"],
+            h["delay_total_us"],
+            h["delay_max_us"],
+        )
+
+
+def test_a_percentile_from_counted_values_is_the_native_interpolation():
+    from gpuprof.analysis.windowed_hta import _Values
+
+    v = _Values()
+    v.add([(10, 1), (0, 1)])  # two windows' values, in any order
+    v.add([(50, 1), (10, 1), (20, 1)])
+    # sorted 0, 10, 10, 20, 50: the median is rank 2 (10); the 95th is 3.8 between ranks 3 and 4.
+    assert v.quantile(0.5) == 10
+    assert v.quantile(0.95) == pytest.approx(20 + 0.8 * 30)
+    assert v.error() is None
+    assert _Values().quantile(0.5) == 0.0

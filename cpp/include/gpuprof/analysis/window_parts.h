@@ -78,21 +78,23 @@ struct OpenCopy {
 };
 
 // What the copy bandwidth of a kind carries from one window into the next: the summed bandwidth
-// at the edge (as the whole trace's running sum has it, to the bit) and the copies still running.
+// at the edge (as the whole trace's running sum has it, to the bit), the sum of its levels so far
+// (summed in the whole trace's order) and the copies still running.
 struct CopyCarry {
   std::string kind;
   double level = 0;
+  double levels_sum = 0;
   std::vector<OpenCopy> open;
 };
 
 // A kind's owned copies (counts and sums) and the points of its bandwidth in the owned span where
-// it is above 0: their number, sum and each level with its count; `carry` for the next window.
+// it is above 0: their number and each level with its count; `carry` for the next window (its
+// levels_sum: every window's so far).
 struct CopyBandwidthPart {
   int64_t copies = 0;
   int64_t bytes = 0;
   int64_t time_ns = 0;
   int64_t samples = 0;
-  double sum = 0;
   std::map<double, int64_t> levels;
   CopyCarry carry;
 };
