@@ -530,7 +530,11 @@ def test_percentiles_past_the_distinct_value_bound_are_rounded_and_said(edges, m
     # fields and by how much at most.
     monkeypatch.setattr(windowed_hta, "MAX_DISTINCT", 3)
     windowed = windowed_report_dict(path, cap=200, reason="a test's cap")
-    approximate = {(a["section"], a["field"]): a for a in windowed["source"]["windowed"]["approximate"]}
+    listed = windowed["source"]["windowed"]["approximate"]
+    approximate = {(a["section"], a["field"]): a for a in listed}
+    assert len(listed) == len(approximate)  # one entry a field, its rows counted
+    # gemm_a, gemm_b and gemm_c (7 delays each); the other rows hold 3 values or fewer
+    assert approximate[("launch_stats", "delay_p50_us")]["rows"] == 3
     assert set(approximate) == {
         ("launch_stats", "delay_p50_us"),
         ("launch_stats", "delay_p95_us"),
