@@ -365,6 +365,7 @@ def test_the_restored_sections_render_as_for_the_whole_trace(rich, tmp_path):
                 assert needle in b, (fmt, needle)
     assert shown == set(needles)
 
+
 @pytest.mark.parametrize("table", HTA_TABLES)
 def test_windowed_hta_tables_equal_the_whole_trace(both, table):
     whole, windowed = both
