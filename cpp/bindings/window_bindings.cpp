@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpuprof/analysis/gpu_summary.h"
 #include "gpuprof/analysis/launch_stats.h"
 #include "gpuprof/analysis/tables.h"
 #include "gpuprof/analysis/window_parts.h"
@@ -89,5 +90,38 @@ void bind_window_parts(py::module_& m) {
         return s == kNoEndNs ? py::object(py::none()) : py::object(py::int_(s));
       },
       "The start of the trace's last step marker (HTA's scope ends there); None with fewer than two.");
+  m.def(
+      "gpu_timeline_parts",
+      [](const Trace& t, int64_t lo, const std::vector<int64_t>& widths, int64_t own_from, int64_t own_to) {
+        std::vector<GpuTimelinePart> parts;
+        {
+          py::gil_scoped_release release;
+          parts = gpu_timeline_parts(t, lo, widths, own_from, own_to);
+        }
+        py::dict out;
+        for (const GpuTimelinePart& p : parts) {
+          py::list by_width;
+          for (const std::vector<GpuBucketPart>& buckets : p.by_width) {
+            py::list rows;
+            for (const GpuBucketPart& b : buckets)
+              rows.append(py::make_tuple(b.bucket, b.busy_ns, b.sm_weighted_ns));
+            by_width.append(rows);
+          }
+          out[py::int_(p.device)] = by_width;
+        }
+        return out;
+      },
+      py::arg("trace"), py::arg("lo"), py::arg("widths"), py::arg("own_from"), py::arg("own_to"),
+      "A window's share of the GPU timeline over the time [own_from, own_to) it owns: {device: one list "
+      "per width of [(bucket, busy_ns, sm_weighted_ns)]}, bucket b being [lo + b * width, lo + (b + 1) * "
+      "width), for the buckets its kernels overlap there.");
+  m.def(
+      "event_extent",
+      [](const Trace& t) -> py::object {
+        int64_t lo = 0, hi = 0;
+        if (!event_extent(t, &lo, &hi)) return py::none();
+        return py::make_tuple(lo, hi);
+      },
+      py::arg("trace"), "(first event start, last event end) in ns; None without events.");
   m.def("display_name", &display_name, "The name the tables show for a name (itself up to 1,024 bytes).");
 }

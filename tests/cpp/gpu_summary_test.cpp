@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 
 #include "gpuprof/analysis/gpu_summary.h"
 #include "gpuprof/analysis/launch_links.h"
@@ -396,6 +397,50 @@ TEST(GpuSummary, TimelineLastBucketRunsToTheEnd) {
   EXPECT_EQ(b.back().start_ns, 240'000);
   EXPECT_EQ(b.back().dur_ns, 15'000);
   EXPECT_NEAR(b.back().utilization_pct, 100.0 * 10 / 15, 1e-9);
+}
+
+// A windowed read's parts of the timeline: the 255 us trace's 10 us buckets over the owned times
+// [.., 120 us) and [120 us, ..). Kernels: a [100, 135 us) of 5 blocks on 10 SMs (share 0.5)
+// crossing the edge, b [125, 130 us) of 10 blocks (share 1) beside it. The first part holds a's
+// [100, 120 us): 10 us busy and 5 us of SM share in each of buckets 10 and 11. The second holds
+// [120, 135 us) of a and b: bucket 12 busy 10 us (a covers it), SM share 2.5 (a alone) + 5 (a and
+// b together, capped at 1) = 7.5 us; bucket 13 busy 5 us, share 2.5 us. Each bucket's sum is
+// gpu_timelines' numerator; the width past the span gives one bucket over the owned time.
+TEST(GpuSummary, TimelinePartsOfOwnedTimesSumToTheWholeTimeline) {
+  Trace t;
+  t.devices = {small_gpu(0)};
+  t.add(EventKind::StepMarker, "ProfilerStep#1", 0, 255'000);
+  add_kernel(t, "a", 100'000, 135'000, 0, 5, 50.0f);
+  add_kernel(t, "b", 125'000, 130'000, 0, 10, 50.0f);
+  int64_t lo = -1, hi = -1;
+  ASSERT_TRUE(event_extent(t, &lo, &hi));
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, 255'000);
+  const std::vector<int64_t> widths = {10'000, INT64_MAX};
+  const auto first = gpu_timeline_parts(t, lo, widths, INT64_MIN, 120'000);
+  const auto second = gpu_timeline_parts(t, lo, widths, 120'000, INT64_MAX);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  const std::vector<GpuBucketPart>& a = first[0].by_width[0];
+  const std::vector<GpuBucketPart>& b = second[0].by_width[0];
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].bucket, 10);
+  EXPECT_EQ(a[1].bucket, 11);
+  EXPECT_EQ(a[1].busy_ns, 10'000);
+  EXPECT_NEAR(a[1].sm_weighted_ns, 5'000.0, 1e-9);
+  EXPECT_EQ(b[0].bucket, 12);
+  EXPECT_EQ(b[0].busy_ns, 10'000);
+  EXPECT_NEAR(b[0].sm_weighted_ns, 7'500.0, 1e-9);
+  EXPECT_EQ(b[1].bucket, 13);
+  EXPECT_EQ(b[1].busy_ns, 5'000);
+  EXPECT_NEAR(b[1].sm_weighted_ns, 2'500.0, 1e-9);
+  const std::vector<GpuBucket> whole = gpu_timelines(t)[0].buckets;
+  for (const GpuBucketPart& p : a) EXPECT_NEAR(whole[size_t(p.bucket)].utilization_pct, 100.0, 1e-9);
+  EXPECT_NEAR(whole[12].sm_efficiency_pct, 75.0, 1e-9);
+  EXPECT_NEAR(whole[13].utilization_pct, 50.0, 1e-9);
+  // One bucket over everything: the owned times' busy 20 + 15 us.
+  EXPECT_EQ(first[0].by_width[1][0].busy_ns + second[0].by_width[1][0].busy_ns, 35'000);
 }
 
 // The memory curve: samples with the allocator's level are taken as they are; a trace with only

@@ -1,6 +1,7 @@
 #include "gpuprof/analysis/gpu_summary.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -346,6 +347,57 @@ std::vector<GpuTimeline> gpu_timelines(const Trace& t, bool with_sm_levels) {
     }
     if (with_sm_levels) tl.sm_levels = sm_efficiency_levels(t, kernels, d, TimeWindow{lo, hi});
     out.push_back(std::move(tl));
+  }
+  return out;
+}
+
+bool event_extent(const Trace& t, int64_t* first_start_ns, int64_t* last_end_ns) {
+  if (t.events.empty()) return false;
+  int64_t lo = t.events.front().start_ns, hi = t.events.front().end_ns();
+  for (const Event& e : t.events) {
+    lo = std::min(lo, e.start_ns);
+    hi = std::max(hi, e.end_ns());
+  }
+  *first_start_ns = lo;
+  *last_end_ns = hi;
+  return true;
+}
+
+std::vector<GpuTimelinePart> gpu_timeline_parts(const Trace& t, int64_t lo, const std::vector<int64_t>& widths,
+                                                int64_t own_from, int64_t own_to) {
+  std::map<int, std::vector<uint32_t>> kernels_by_device;
+  for (uint32_t i = 0; i < t.events.size(); ++i)
+    if (t.events[i].kind == EventKind::Kernel && t.events[i].device >= 0)
+      kernels_by_device[t.events[i].device].push_back(i);
+  // A bucket's edge, held within the int64 range (a width past the trace's span makes one bucket).
+  const auto edge = [lo](int64_t b, int64_t width) {
+    const int64_t room = lo >= 0 ? INT64_MAX - lo : INT64_MAX;
+    return b > room / width ? INT64_MAX : lo + b * width;
+  };
+  std::vector<GpuTimelinePart> out;
+  for (const auto& [id, kernels] : kernels_by_device) {
+    GpuTimelinePart part;
+    part.device = id;
+    const DeviceProps* d = t.device(id);
+    for (const int64_t width : widths) {
+      std::map<int64_t, std::vector<uint32_t>> in_bucket;
+      for (uint32_t i : kernels) {
+        const Event& e = t.events[i];
+        const int64_t from = std::max({e.start_ns, own_from, lo}), to = std::min(e.end_ns(), own_to);
+        if (e.dur_ns <= 0 || to <= from || width <= 0) continue;
+        for (int64_t b = (from - lo) / width; b <= (to - 1 - lo) / width; ++b) in_bucket[b].push_back(i);
+      }
+      std::vector<GpuBucketPart>& buckets = part.by_width.emplace_back();
+      for (const auto& [b, ks] : in_bucket) {
+        const TimeWindow w{std::max(edge(b, width), own_from), std::min(edge(b + 1, width), own_to)};
+        IntervalList busy;
+        busy.reserve(ks.size());
+        for (uint32_t i : ks) busy.push_back({t.events[i].start_ns, t.events[i].end_ns()});
+        merge_intervals(busy);
+        buckets.push_back({b, length_within(busy, w.start_ns, w.end_ns), sm_weighted_ns(t, ks, d, w)});
+      }
+    }
+    out.push_back(std::move(part));
   }
   return out;
 }

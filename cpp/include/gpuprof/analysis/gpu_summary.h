@@ -101,6 +101,26 @@ struct GpuTimeline {
 // `with_sm_levels` (the Chrome export draws them; the report's timeline does not).
 std::vector<GpuTimeline> gpu_timelines(const Trace& trace, bool with_sm_levels = true);
 
+// A windowed read's share of gpu_timelines (python/gpuprof/analysis/window_views.py): over the time
+// [own_from, own_to) a window owns, each device's busy time (the union of its kernels) and SM-share
+// time (the numerator of Est. SM efficiency) in the buckets [lo + b * width, lo + (b + 1) * width)
+// that overlap it, for each of `widths`. The windows' owned times tile the trace, so the sums of
+// their parts are the whole trace's buckets' numerators, each kernel clipped as gpu_timelines
+// clips it. `extent`: the trace's first event start and last event end (empty: no events).
+struct GpuBucketPart {
+  int64_t bucket = 0;
+  int64_t busy_ns = 0;
+  double sm_weighted_ns = 0.0;
+};
+struct GpuTimelinePart {
+  int device = 0;
+  std::vector<std::vector<GpuBucketPart>> by_width;   // one list per width, in `widths`' order
+};
+std::vector<GpuTimelinePart> gpu_timeline_parts(const Trace& trace, int64_t lo, const std::vector<int64_t>& widths,
+                                                int64_t own_from, int64_t own_to);
+// The first event start and the last event end of a trace; false without events.
+bool event_extent(const Trace& trace, int64_t* first_start_ns, int64_t* last_end_ns);
+
 // The memory curve of one device (-1: the host), from the allocator's samples in time order:
 // (ts_ns, allocated, reserved), the levels of gpuprof/analysis/memory.h's device_memory: the allocator's own
 // totals where recorded; else, where allocations carry addresses (live host allocations), the
