@@ -566,39 +566,73 @@ def step_views(
     steps, ``gpu_tables``' ``critical_path_kept``) spares walking them again."""
     if not steps:
         return {"timelines": [], "per_step": {}, "outliers": [], "event_cap": TIMELINE_EVENT_CAP}
-    slowest = max(steps, key=lambda s: s["total_us"])
-    typical = _median_step(steps)
-    drawn = [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
     # Per-step kernels and operators (the operator table's same-name rule), in one native pass.
     tables = _core.step_event_tables(
         trace, [(s["start_ns"], s["end_ns"]) for s in steps], TOP_PER_STEP, repeated_op_calls
     )
-    timelines = []
-    for label, step in drawn:
-        # Host threads and GPU streams, device work kept first up to the cap, then the longest host
-        # events; rows [lane, name, start_us, dur_us, category, kind], lane and name pointing into the
-        # first-seen lists lane_order and names; the category is the breakdown's (one native pass).
-        tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP, module_of_event)
-        lanes = tl["lane_order"]
-        # With a module view: each event's module row (index into `modules`, -1 none).
-        extra = {"module_of": tl["module_of"]} if "module_of" in tl else {}
-        path = _critical_path_of(trace, step, breakdown_steps, critical_path_kept)
-        if path is not None:
-            extra["critical_path"] = path
-        timelines.append(
-            {
-                "label": label,
-                "step": step["step"],
-                "total_us": step["total_us"],
-                "lanes": sorted(lanes, key=_lane_order),
-                "lane_order": lanes,
-                "names": tl["names"],
-                "events": tl["events"],
-                "counts": tl["counts"],
-                "left_out": tl["total"] - len(tl["events"]),
-                **extra,
-            }
+    timelines = [
+        step_timeline_view(
+            trace,
+            label,
+            step,
+            module_of_event=module_of_event,
+            breakdown_steps=breakdown_steps,
+            critical_path_kept=critical_path_kept,
         )
+        for label, step in drawn_steps(steps)
+    ]
+    return {
+        "timelines": timelines,
+        "per_step": step_tops(steps, tables),
+        "outliers": outlier_steps(steps),
+        "event_cap": TIMELINE_EVENT_CAP,
+    }
+
+
+def drawn_steps(steps: list[dict]) -> list[tuple[str, dict]]:
+    """The steps the HTML draws: the slowest, and the median one when it is another."""
+    slowest = max(steps, key=lambda s: s["total_us"])
+    typical = _median_step(steps)
+    return [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
+
+
+def step_timeline_view(
+    trace,
+    label: str,
+    step: dict,
+    *,
+    module_of_event: Optional[bytes] = None,
+    breakdown_steps: Optional[list[dict]] = None,
+    critical_path_kept=None,
+) -> dict:
+    """One drawn step's timeline (``step_views``' ``timelines`` entry) from a trace holding its events."""
+    # Host threads and GPU streams, device work kept first up to the cap, then the longest host
+    # events; rows [lane, name, start_us, dur_us, category, kind], lane and name pointing into the
+    # first-seen lists lane_order and names; the category is the breakdown's (one native pass).
+    tl = _core.step_timeline(trace, step["start_ns"], step["end_ns"], TIMELINE_EVENT_CAP, module_of_event)
+    lanes = tl["lane_order"]
+    # With a module view: each event's module row (index into `modules`, -1 none).
+    extra = {"module_of": tl["module_of"]} if "module_of" in tl else {}
+    path = _critical_path_of(trace, step, breakdown_steps, critical_path_kept)
+    if path is not None:
+        extra["critical_path"] = path
+    return {
+        "label": label,
+        "step": step["step"],
+        "total_us": step["total_us"],
+        "lanes": sorted(lanes, key=_lane_order),
+        "lane_order": lanes,
+        "names": tl["names"],
+        "events": tl["events"],
+        "counts": tl["counts"],
+        "left_out": tl["total"] - len(tl["events"]),
+        **extra,
+    }
+
+
+def step_tops(steps: list[dict], tables: list) -> dict:
+    """``step_views``' ``per_step``: each step's top kernels and operators (``_core.step_event_tables``'
+    rows of the same steps), keyed by its number; steps with neither left out."""
     tops = {}
     for step, table in zip(steps, tables):
         if not (table["kernels_count"] or table["operators_count"]):
@@ -611,12 +645,7 @@ def step_views(
                 for key in ("kernels", "operators")
             },
         }
-    return {
-        "timelines": timelines,
-        "per_step": tops,
-        "outliers": outlier_steps(steps),
-        "event_cap": TIMELINE_EVENT_CAP,
-    }
+    return tops
 
 
 def _critical_path_of(trace, step: dict, breakdown_steps: Optional[list[dict]], kept=None) -> Optional[dict]:

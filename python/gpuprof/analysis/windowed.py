@@ -16,6 +16,9 @@ distinct names, not to the events):
 - HTA's six tables (idle time, launch statistics, queue length, copy bandwidth, operator launch
   delay, kernel sequences) from each window's parts, joined across the windows' edges
   (``windowed_hta.py``);
+- the GPU timeline, the GPU samples and energy per step, torch.compile's regions and the HTML's step
+  views by ``window_views.py`` (the step timelines from the window(s) holding the drawn steps, read
+  again);
 - what needs the whole trace at once, or counts the windows' context, is cut: left as a trace with
   no events has it, and named in ``source.windowed.cut`` and in a warning that says which setting
   avoids it (``--max-memory``).
@@ -31,20 +34,18 @@ from typing import Optional
 from .._native import _core
 from ..traces.read import import_settings
 from .window_sections import SectionMerge
+from .window_views import LaunchRows, StepViewMerge, TimelineMerge, add_whole_views
 from .windowed_hta import HtaMerge
 
 #: The sections a windowed report leaves out (as a trace without events has them):
-#: each needs every event at once (the memory curve and view, the GPU timeline) or would count a
-#: window's context events in its rows.
+#: each needs every event at once (the memory curve and view) or would count a window's context
+#: events in its rows.
 CUT_SECTIONS = (
-    "gpu_samples",
-    "gpu_timeline",
     "memory_curve",
     "memory_ops",
     "memory_peak",
     "memory_composition",
     "memory_growth",
-    "compiled",  # torch.compile's regions, from the kernel and operator rows of one window
 )
 
 
@@ -353,11 +354,14 @@ def windowed_report_dict(
     peak_tflops: Optional[float] = None,
     import_cpus: int = 0,
     progress=None,
+    with_step_views: bool = False,
 ) -> dict:
     """The report dict (no advice) of the trace at ``path``, which has more than ``cap`` events
     (the cap its memory budget sets: ``reason`` names the setting), read in windows of steps of at
-    most half the cap each (where a step allows). Raises TraceImportError when the trace has no step
-    markers to cut, or a window cannot be read (the message names the trace and the window's steps)."""
+    most half the cap each (where a step allows); with ``with_step_views``, its ``step_views`` too
+    (the window(s) holding the drawn steps read again). Raises TraceImportError when the trace has
+    no step markers to cut, or a window cannot be read (the message names the trace and the
+    window's steps)."""
     from ..traces.read import TraceImportError, display_path, trace_source
     from ..traces.windows import no_steps_message, plan_windows, read_window, scan_steps
     from . import MAX_COLLECTIVE_CALLS, average, report_dict, report_metadata
@@ -371,6 +375,7 @@ def windowed_report_dict(
     windows = plan_windows(scan, max(1, cap // 2))
     merge = WindowMerge()
     hta = HtaMerge(_core.last_step_start(scan.trace))  # HTA's scope: the whole trace's last step
+    timeline, launches, views = TimelineMerge(), LaunchRows(), StepViewMerge()
     with spilled(path, scan, windows, progress) as files:
         for i, w in enumerate(windows):
             source = files[i] if files else path
@@ -393,15 +398,15 @@ def windowed_report_dict(
                 native=native,
             )
             hta.add(trace, w.own_from, w.own_to)
+            timeline.add(trace, w.own_from, w.own_to)
+            launches.add(trace)
+            owned = {scan.steps[j]["step"] for j in range(w.first, w.last + 1)}
+            if with_step_views:
+                views.add(i, trace, native, [s for s in data["steps"] if s["step"] in owned])
             del trace
             if files:
                 os.unlink(files[i])  # its disk space back at once
-            merge.add(
-                data,
-                {scan.steps[j]["step"] for j in range(w.first, w.last + 1)},
-                stats["context_events"],
-                native,
-            )
+            merge.add(data, owned, stats["context_events"], native)
             del data, native
             _trim()
     empty = report_dict(_core.Trace(), source={})  # each section as a trace without events has it
@@ -412,9 +417,9 @@ def windowed_report_dict(
         f"of consecutive steps (at most about {most:,} events each), its steps, GPU summary, kernels, "
         "operators, copies, collectives, ranges, syncs, modules, per-step memory, FLOPs, roofline, critical "
         "path and HTA's tables (idle time, launch statistics, queue length, copy bandwidth, operator launch "
-        "delay, kernel sequences) merged from them; left out, as they need every event at once: the memory "
-        f"view and curve, GPU samples and timeline, {'torch.compile regions, ' if 'compiled' in cut else ''}"
-        "and the step timelines (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
+        "delay, kernel sequences), GPU timeline and samples, energy and torch.compile regions merged from "
+        "them; left out, as they need every event at once: the memory view and curve (gpuprof analyze "
+        "--max-memory SIZE with more memory reads it whole)"
     )
     note = {
         "source": trace_source(path, scan.stats),
@@ -425,7 +430,7 @@ def windowed_report_dict(
             "max_events": cap,
             "spilled": bool(files),
             "steps_per_window": [w.last - w.first + 1 for w in windows],
-            "cut": cut + ["step_views"],
+            "cut": cut,
             "approximate": hta.approximate(),
         },
         "warning": {"kind": "windowed", "count": len(windows), "message": message},
@@ -445,4 +450,41 @@ def windowed_report_dict(
             data[name] = rows
     if "long_names" in data:
         data["long_names"] = long_names
+    data = add_whole_views(data, timeline=timeline, samples_trace=scan.trace, launches=launches)
+    if with_step_views:
+        data["step_views"] = _step_views(
+            path, windows, views, data, cap, import_cpus, progress, drop_incomplete_last_step
+        )
     return data
+
+
+def _step_views(path, windows, views, data, cap, import_cpus, progress, drop_incomplete_last_step) -> dict:
+    """The merged report's ``step_views``: the drawn steps' timelines from the window(s) owning them,
+    each read again from ``path`` (one more pass over the file a window)."""
+    from ..traces.windows import read_window
+    from . import report_dict
+
+    held: dict = {}  # the last window read again: both drawn steps are often in one
+
+    def reread(i: int):
+        if i not in held:
+            held.clear()
+            w = windows[i]
+            counter = _pass(
+                progress, f"window {i + 1} of {len(windows)} again, for the step timelines", _file_size(path)
+            )
+            trace, _stats = read_window(
+                path, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus, progress=counter
+            )
+            native: dict = {}
+            window_data = report_dict(
+                trace,
+                drop_incomplete_last_step=drop_incomplete_last_step and i == len(windows) - 1,
+                native=native,
+            )
+            held[i] = (trace, window_data, native)
+        return held[i]
+
+    out = views.result(data["steps"], data.get("modules") or [], reread)
+    held.clear()
+    return out

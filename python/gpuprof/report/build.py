@@ -53,6 +53,7 @@ def build_report(
     failure: Optional[dict] = None,
     dynamo: Optional[list] = None,
     compiled_kernels: Optional[list] = None,
+    step_views_of_windows: Optional[dict] = None,
 ) -> Report:
     """The Report of one native ``trace`` (or of an ``analysed`` report dict: a worker's analysis
     of a rank's file, or a saved report).
@@ -80,6 +81,8 @@ def build_report(
             for the ``compiled`` section's graphs, recompilations and graph breaks.
         compiled_kernels: the kernels Inductor generated in the span with their aten operators and
             source lines (``collect/inductor.py``; None when the opt-in was off).
+        step_views_of_windows: the ``step_views`` of a trace read in windows (``analysis/windowed.py``),
+            placed where a whole trace's go.
     """
     native: dict = {}
     if trace is not None:
@@ -136,6 +139,8 @@ def build_report(
             breakdown_steps=native.get("breakdown_steps"),
             critical_path_kept=native.get("critical_path_kept"),
         )
+    elif step_views_of_windows is not None:
+        ordered["step_views"] = step_views_of_windows
     return Report(ordered, trace)
 
 
@@ -260,8 +265,10 @@ def analyze_file(
             peak_tflops=peak_tflops,
             import_cpus=import_cpus,
             progress=read_pass,
+            with_step_views=with_step_views,
         )
-        return build_report(analysed=analysed)
+        views = analysed.pop("step_views", None)
+        return build_report(analysed=analysed, step_views_of_windows=views)
     # The aten operators of the Triton kernels it launched, from Inductor's output code if it is
     # still here (traces/inductor_code.py)
     launches = list(getattr(trace, "compiled_launches", None) or [])

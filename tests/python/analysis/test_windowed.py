@@ -191,7 +191,7 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert "6 windows" in note["message"]
     assert "--max-memory SIZE" in note["message"]
     cut = windowed["source"]["windowed"]["cut"]
-    assert "memory_curve" in cut and "step_views" in cut
+    assert "memory_curve" in cut and "step_views" not in cut
     for key in cut:
         if key in CUT_SECTIONS:  # as a trace without events has them
             assert windowed.get(key, {}) in ([], {}), key
@@ -243,13 +243,13 @@ def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, 
     # The real traces (DDP on two V100s, NCCL on A100s, a ResNet-50 with its DataLoader...), each
     # forced into windows with a 1 MiB budget (2,048 events a window: 3 to 6 of them): every step,
     # the averages, every row of the name-keyed tables (ties in the native order), the collective
-    # calls, the critical paths, the step rules, counts and metadata are the whole report's.
+    # calls, the critical paths, the step rules, counts and metadata are the whole report's; so are
+    # the GPU timeline, torch.compile's regions (the DDP sample's CompiledFunction) and the step views.
     path = sorted((shared_traces / name).glob("*.json.gz"))[0]
-    whole = gpuprof.analyze(path, with_step_views=False).to_dict()
+    whole = gpuprof.analyze(path).to_dict()
     windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
     assert windowed["source"]["windowed"]["windows"] == windows
-    if "compiled" in whole:  # torch.compile's regions (the DDP sample's CompiledFunction): left out
-        assert "compiled" not in windowed and "compiled" in windowed["source"]["windowed"]["cut"]
+    assert ("compiled" in whole) == (name == "hta_2xv100_ddp")
     out: list = []
     for key in (
         "steps",
@@ -274,6 +274,10 @@ def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, 
         "memory",
         "flops",
         "roofline",
+        "gpu_timeline",
+        "gpu_samples",
+        *(["compiled"] if "compiled" in whole else []),
+        "step_views",
     ):
         _differences(whole[key], windowed[key], key, out)
     assert out == []
@@ -573,3 +577,101 @@ def test_a_percentile_from_counted_values_is_the_native_interpolation():
     assert v.quantile(0.95) == pytest.approx(20 + 0.8 * 30)
     assert v.error() is None
     assert _Values().quantile(0.5) == 0.0
+
+
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory):
+    # The lagged job for 70 steps (its kernels 60% of a step late, 1.9 ms each and 108 blocks on
+    # the 108 SMs: full SM share) with NVML samples every 500 us over it: device 0 with an energy
+    # counter and its power (200 W, 300 W every third sample), device 1 with its power alone; from
+    # step 30 on, torch.compile's regions (a Torch-Compiled Region around a CompiledFunction in
+    # each step), so that the first windows have none.
+    steps = 70
+    doc = rank_trace(0, 1, steps=steps, layers=8, buckets=4, factors=[1.0] * steps, slowest=[1.0] * steps)
+    period = _step_len_us(1.0, 8, 4) + GAP_US
+    compiled = []
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            e["ts"] += 0.6 * period
+        name = e.get("name", "")
+        if name.startswith("ProfilerStep#") and int(name.split("#")[1]) >= 30:
+            region = {**e, "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "args": {}}
+            region.update(ts=e["ts"] + 1, dur=round(0.05 * period))
+            inner = {**region, "name": "CompiledFunction", "ts": e["ts"] + 2, "dur": round(0.04 * period)}
+            compiled += [region, inner]
+    doc["traceEvents"] += compiled
+    starts = [e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X"]
+    t0, t1 = min(starts), max(e["ts"] + e["dur"] for e in doc["traceEvents"] if e.get("ph") == "X")
+    samples, energy = [], 0
+    for k in range(int((t1 - t0) / 500) + 2):
+        power = 300_000 if k % 3 == 0 else 200_000
+        ts = round((t0 + 500 * k) * 1000)
+        samples.append({"ts_ns": ts, "device": 0, "power_mw": power, "energy_mj": energy})
+        samples.append({"ts_ns": ts, "device": 1, "power_mw": power // 2})
+        energy += power // 2000  # mW over 500 us, in mJ
+    doc["gpuprofGpuSamples"] = samples
+    path = tmp_path_factory.mktemp("windowed") / "sampled.json"
+    path.write_text(json.dumps(doc))
+    whole = gpuprof.analyze(path).to_dict()
+    windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
+    return whole, windowed
+
+
+def test_windowed_gpu_timeline_equals_the_whole_trace(both):
+    whole, windowed = both
+    # The bucket width is the whole trace's (2 s: 20 buckets of 100 ms), known after the last window;
+    # each window gave its owned time's busy and SM-share time in the widths still possible (10 ms
+    # while the span was under 1 s, 100 ms and 1 s): the utilization's numerators are unions of
+    # whole nanoseconds, exact; the SM shares are sums of doubles added in another order (rel 1e-12).
+    (device,) = whole["gpu_timeline"]
+    buckets = whole["gpu_timeline"][device]
+    assert len(buckets) == 20 and buckets[0]["dur_us"] == 100_000.0
+    assert all(b["utilization_pct"] > 0 for b in buckets)
+    assert [b["utilization_pct"] for b in windowed["gpu_timeline"][device]] == [
+        b["utilization_pct"] for b in buckets
+    ]
+    _same(whole, windowed, ["gpu_timeline"], 1e-12)
+    assert "gpu_timeline" not in windowed["source"]["windowed"]["cut"]
+
+
+def test_windowed_gpu_timeline_of_short_windows_equals_the_whole_trace(edges):
+    from gpuprof.analysis.windowed import windowed_report_dict
+
+    path, whole = edges
+    # 40 ms in 17 windows of 2 or 3 steps: buckets of 1 ms (a window spans 2 or 3 of them), the
+    # device work 600 us late, so every window's last kernels and copies run past its owned time.
+    windowed = windowed_report_dict(path, cap=200, reason="a test's cap")
+    (buckets,) = whole["gpu_timeline"].values()
+    assert len(buckets) == 40 and buckets[0]["dur_us"] == 1000.0
+    assert windowed["gpu_timeline"] == whole["gpu_timeline"]
+
+
+def test_windowed_gpu_samples_energy_and_compiled_regions_equal_the_whole_trace(sampled):
+    whole, windowed = sampled
+    assert windowed["source"]["windowed"]["windows"] == 4
+    # The samples are a section of the file, not events: the scan keeps them all, and each step's
+    # energy (device 0 from its counter, device 1 from its power) is drawn from them as for the
+    # whole trace; the table of devices and the averages too.
+    assert len(windowed["gpu_samples"]) == len(whole["gpu_samples"]) == 2 * 2448
+    _same(whole, windowed, ["gpu_samples", "energy", "steps", "average", "compiled"], 1e-12)
+    assert [r["method"] for r in windowed["energy"]] == ["counter", "power"]
+    assert all(s["energy_j"] > 0 and set(s["device_energy_j"]) == {"0", "1"} for s in windowed["steps"])
+    # torch.compile's regions from steps 30 to 70 (none in the first window), from the merged
+    # operator rows: 41 region calls, in the report where a whole trace has them.
+    assert windowed["compiled"]["region_calls"] == 41
+    keys = [k for k in whole if k in windowed]
+    assert list(windowed) == keys
+    assert not {"gpu_samples", "energy", "compiled"} & set(windowed["source"]["windowed"]["cut"])
+
+
+def test_windowed_step_views_equal_the_whole_trace(both, rich):
+    # The slowest and the median step are chosen from the merged steps and drawn from the window
+    # owning each, read again; every step's top kernels and operators come from the window owning
+    # it; the rich trace's module rows are renumbered from its window's tree into the merged one.
+    for whole, windowed in (both, rich):
+        views = windowed["step_views"]
+        assert [t["label"] for t in views["timelines"]] == ["slowest", "typical"]
+        assert len(views["per_step"]) == len(windowed["steps"])
+        _same(whole, windowed, ["step_views"], 1e-12)
+        assert "step_views" not in windowed["source"]["windowed"]["cut"]
+    assert any(r >= 0 for r in rich[1]["step_views"]["timelines"][0]["module_of"])

@@ -245,3 +245,26 @@ def test_a_trace_read_in_windows_shows_each_pass_over_the_file(tmp_path, name):
         assert "(100%)" in drawn and " events/s" in drawn, drawn
     assert "windows" in text and "window 7" not in text
     assert text.rstrip("\r\n").endswith("\r\x1b[K"), repr(text[-200:])
+
+
+def test_a_trace_read_in_windows_for_html_reads_the_drawn_steps_windows_again(tmp_path):
+    # The same six windows of one step each, for an HTML report: after the windows, the window of
+    # the slowest step and that of the median one (each a window of its own here) are read again
+    # from the trace itself, each its own pass on the line.
+    path = tmp_path / "trace.json"
+    trace_file(path, steps=6, ops=999)
+    size = path.stat().st_size
+    rc, _out, text = analyze_on_a_terminal_with_output(
+        "--max-memory",
+        "1M",
+        str(path),
+        "--html",
+        str(tmp_path / "r.html"),
+        env=dict(GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path)),
+    )
+    assert rc == 0, text
+    again = [part for part in text.split(f"reading {path} (window ")[1:] if "again" in part.split(")")[0]]
+    assert len(again) == 2, text
+    for part in again:
+        assert " of 6 again, for the step timelines): " in part
+        assert f"{size_text(size)} of {size_text(size)} (100%)" in part.split("\r", 1)[0]
