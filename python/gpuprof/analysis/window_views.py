@@ -134,7 +134,7 @@ def _insert(data: dict, key: str, value, after: tuple) -> dict:
 def add_whole_views(data: dict, *, timeline: TimelineMerge, samples_trace, launches: LaunchRows) -> dict:
     """The GPU timeline, the GPU samples with each step's energy, and torch.compile's regions into
     the merged report dict (its steps, operators and kernels done); returns it."""
-    from . import _add_energy, _compiled_regions, _gpu_sample_row
+    from . import _add_compiled_kernel_facts, _add_energy, _compiled_regions, _gpu_sample_row
 
     data["gpu_timeline"] = timeline.result()
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(samples_trace)]
@@ -148,14 +148,20 @@ def add_whole_views(data: dict, *, timeline: TimelineMerge, samples_trace, launc
         data = _insert(data, "energy", energy, ("gpu_samples",))
     rows = launches.result()
     from ..traces.inductor_code import output_code_provenance
+    from .compiled_flops import kernel_facts
 
+    provenance = output_code_provenance(rows) if rows else None
     compiled = _compiled_regions(
         data.get("operators") or [],
         None,
         data.get("kernels") or [],
-        output_code_provenance(rows) if rows else None,
+        provenance,
         rows if (data.get("source") or {}).get("kind") == "trace" else None,
     )
+    if compiled.get("compiled_kernels"):
+        # A trace's provenance names operators, not FLOPs (those come from a live span's Inductor):
+        # each row's module, source and FLOPs stay null, as in the whole trace's report.
+        _add_compiled_kernel_facts(compiled, kernel_facts(provenance), data)
     data.pop("compiled", None)
     if compiled:
         data = _insert(data, "compiled", compiled, ("collectives", "collective_calls"))

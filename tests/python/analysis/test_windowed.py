@@ -675,3 +675,57 @@ def test_windowed_step_views_equal_the_whole_trace(both, rich):
         _same(whole, windowed, ["step_views"], 1e-12)
         assert "step_views" not in windowed["source"]["windowed"]["cut"]
     assert any(r >= 0 for r in rich[1]["step_views"]["timelines"][0]["module_of"])
+
+
+_OUTPUT_CODE = """
+# kernel path: {add}
+# Topologically Sorted Source Nodes: [x, y], Original ATen: [aten.add, aten.cos]
+triton_poi_fused_add_cos_0 = async_compile.triton('triton_poi_fused_add_cos_0', '''
+import triton
+''', device_str='cuda')
+"""
+
+
+def test_windowed_triton_kernels_are_the_whole_traces(tmp_path):
+    # 600 steps of a compiled graph launching two Triton kernels (12 events a step: 7,200, over the
+    # 1 MiB budget's 4,096), one of them named in Inductor's output code beside its kernel_file, the
+    # other's code gone: the compiled_kernels rows (calls, device time, operators, the null module,
+    # source and FLOPs a trace's provenance leaves) and the note are the whole trace's.
+    cache = tmp_path / "torchinductor_user"
+    add = cache / "q3" / "cq3abc.py"
+    add.parent.mkdir(parents=True)
+    add.write_text("import triton\n")
+    (cache / "zz").mkdir()
+    (cache / "zz" / "czzout.py").write_text(_OUTPUT_CODE.format(add=add))
+    gone = cache / "x9" / "cx9ghi.py"
+    events = []
+    for s in range(600):
+        t0 = 1000.0 * s
+
+        def x(cat, name, ts, dur, pid=1, tid=1, **args):
+            events.append(
+                {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": t0 + ts, "dur": dur}
+                | {"args": args}
+            )
+
+        x("user_annotation", f"ProfilerStep#{s + 1}", 0, 1000)
+        x("cpu_op", "Torch-Compiled Region: 0/0", 10, 500)
+        x("cpu_op", "## Call CompiledFxGraph fabc ##", 20, 400)
+        for k, (name, file) in enumerate(
+            (("triton_poi_fused_add_cos_0", add), ("triton_per_fused_mean_2", gone))
+        ):
+            corr = 2 * s + k + 1
+            launch = {"kernel_backend": "triton", "kernel_file": str(file), "kernel_hash": file.stem}
+            x("cpu_op", name, 30 + 40 * k, 8, **{"External id": corr, **launch, "grid": "grid(1024)"})
+            x("cuda_runtime", "cudaLaunchKernel", 32 + 40 * k, 4, correlation=corr, **{"External id": corr})
+            x("kernel", name, 600 + 50 * k, 40 - 28 * k, pid=0, tid=7, device=0, stream=7, correlation=corr)
+    path = tmp_path / "compiled.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    whole = gpuprof.analyze(path).to_dict()
+    windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
+    assert windowed["source"]["windowed"]["windows"] > 1
+    rows = {r["kernel"]: r for r in whole["compiled"]["compiled_kernels"]}
+    assert rows["triton_poi_fused_add_cos_0"]["ops"] == ["aten.add", "aten.cos"]
+    assert rows["triton_per_fused_mean_2"]["ops"] is None
+    assert [r["calls"] for r in rows.values()] == [600, 600]
+    _same(whole, windowed, ["compiled", "kernels", "operators"], 1e-12)
