@@ -699,26 +699,43 @@ def test_windowed_triton_kernels_are_the_whole_traces(tmp_path):
     (cache / "zz" / "czzout.py").write_text(_OUTPUT_CODE.format(add=add))
     gone = cache / "x9" / "cx9ghi.py"
     events = []
+
+    def x(cat, name, ts, dur, pid=1, tid=1, **args):
+        events.append(
+            {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        )
+
     for s in range(600):
         t0 = 1000.0 * s
 
-        def x(cat, name, ts, dur, pid=1, tid=1, **args):
-            events.append(
-                {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": t0 + ts, "dur": dur}
-                | {"args": args}
-            )
-
-        x("user_annotation", f"ProfilerStep#{s + 1}", 0, 1000)
-        x("cpu_op", "Torch-Compiled Region: 0/0", 10, 500)
-        x("cpu_op", "## Call CompiledFxGraph fabc ##", 20, 400)
+        x("user_annotation", f"ProfilerStep#{s + 1}", t0, 1000)
+        x("cpu_op", "Torch-Compiled Region: 0/0", t0 + 10, 500)
+        x("cpu_op", "## Call CompiledFxGraph fabc ##", t0 + 20, 400)
         for k, (name, file) in enumerate(
             (("triton_poi_fused_add_cos_0", add), ("triton_per_fused_mean_2", gone))
         ):
             corr = 2 * s + k + 1
             launch = {"kernel_backend": "triton", "kernel_file": str(file), "kernel_hash": file.stem}
-            x("cpu_op", name, 30 + 40 * k, 8, **{"External id": corr, **launch, "grid": "grid(1024)"})
-            x("cuda_runtime", "cudaLaunchKernel", 32 + 40 * k, 4, correlation=corr, **{"External id": corr})
-            x("kernel", name, 600 + 50 * k, 40 - 28 * k, pid=0, tid=7, device=0, stream=7, correlation=corr)
+            x("cpu_op", name, t0 + 30 + 40 * k, 8, **{"External id": corr, **launch, "grid": "grid(1024)"})
+            x(
+                "cuda_runtime",
+                "cudaLaunchKernel",
+                t0 + 32 + 40 * k,
+                4,
+                correlation=corr,
+                **{"External id": corr},
+            )
+            x(
+                "kernel",
+                name,
+                t0 + 600 + 50 * k,
+                40 - 28 * k,
+                pid=0,
+                tid=7,
+                device=0,
+                stream=7,
+                correlation=corr,
+            )
     path = tmp_path / "compiled.json"
     path.write_text(json.dumps({"traceEvents": events}))
     whole = gpuprof.analyze(path).to_dict()
