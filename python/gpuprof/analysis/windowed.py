@@ -409,6 +409,14 @@ def windowed_report_dict(
             merge.add(data, owned, stats["context_events"], native)
             del data, native
             _trim()
+    views_out = None
+    if with_step_views:  # drawn before the merged report is built: one window's analysis at a time
+        steps = [row for chunk in merge.chunks["steps"] for row in json.loads(chunk)]
+        modules = merge.sections._modules() if "modules" in merge.keys else []
+        views_out = _step_views(
+            path, windows, views, steps, modules, cap, import_cpus, progress, drop_incomplete_last_step
+        )
+        del steps, modules
     empty = report_dict(_core.Trace(), source={})  # each section as a trace without events has it
     cut = [k for k in CUT_SECTIONS if k in empty or k in merge.keys]
     most = max(w.events for w in windows)
@@ -451,16 +459,17 @@ def windowed_report_dict(
     if "long_names" in data:
         data["long_names"] = long_names
     data = add_whole_views(data, timeline=timeline, samples_trace=scan.trace, launches=launches)
-    if with_step_views:
-        data["step_views"] = _step_views(
-            path, windows, views, data, cap, import_cpus, progress, drop_incomplete_last_step
-        )
+    if views_out is not None:
+        data["step_views"] = views_out
     return data
 
 
-def _step_views(path, windows, views, data, cap, import_cpus, progress, drop_incomplete_last_step) -> dict:
-    """The merged report's ``step_views``: the drawn steps' timelines from the window(s) owning them,
-    each read again from ``path`` (one more pass over the file a window)."""
+def _step_views(
+    path, windows, views, steps, modules, cap, import_cpus, progress, drop_incomplete_last_step
+) -> dict:
+    """The merged report's ``step_views`` (``steps``: the merged steps; ``modules``: the merged
+    module rows): the drawn steps' timelines from the window(s) owning them, each read again from
+    ``path`` (one more pass over the file a window)."""
     from ..traces.windows import read_window
     from . import report_dict
 
@@ -485,6 +494,6 @@ def _step_views(path, windows, views, data, cap, import_cpus, progress, drop_inc
             held[i] = (trace, window_data, native)
         return held[i]
 
-    out = views.result(data["steps"], data.get("modules") or [], reread)
+    out = views.result(steps, modules, reread)
     held.clear()
     return out
