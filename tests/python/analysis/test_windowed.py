@@ -746,3 +746,37 @@ def test_windowed_triton_kernels_are_the_whole_traces(tmp_path):
     assert rows["triton_per_fused_mean_2"]["ops"] is None
     assert [r["calls"] for r in rows.values()] == [600, 600]
     _same(whole, windowed, ["compiled", "kernels", "operators"], 1e-12)
+
+
+def test_a_timeline_width_reached_after_the_first_windows_equals_the_whole_trace(tmp_path):
+    # Three steps of 100 us, then 37 of 10 ms, each launching one kernel of 108 blocks (the first
+    # steps' 60 us long, the others' 6 ms, half of them a step late): 370 ms, buckets of 10 ms.
+    # Read a step a window (a cap of 8 events), the first windows span well under 10 ms: that width
+    # starts from everything before it, which lies in its first bucket.
+    events, t, corr = [], 0.0, 0
+    for s in range(40):
+        period, kernel = (100.0, 60.0) if s < 3 else (10_000.0, 6_000.0)
+        corr += 1
+        late = period if s % 2 else 0.0
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s + 1}", "ts": t, "dur": period}
+            | {"pid": 1, "tid": 1, "args": {}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 5, "dur": 4.0}
+            | {"pid": 1, "tid": 1, "args": {"correlation": corr}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "ts": t + 20 + late, "dur": kernel, "pid": 0}
+            | {"tid": 7, "args": {"device": 0, "stream": 7, "correlation": corr}},
+        ]
+        events[-1]["args"].update(grid=[108, 1, 1], block=[256, 1, 1])
+        t += period
+    doc = {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "A100", "numSms": 108}]}
+    path = tmp_path / "growing.json"
+    path.write_text(json.dumps(doc))
+    from gpuprof.analysis.windowed import windowed_report_dict
+
+    whole = gpuprof.analyze(path).to_dict()
+    windowed = windowed_report_dict(path, cap=8, reason="a test's cap")
+    assert windowed["source"]["windowed"]["windows"] == 40
+    (buckets,) = whole["gpu_timeline"].values()
+    assert buckets[0]["dur_us"] == 10_000.0 and len(buckets) == 37
+    assert buckets[0]["utilization_pct"] > 0 and buckets[0]["sm_efficiency_pct"] > 0
+    _same(whole, windowed, ["gpu_timeline"], 1e-12)
