@@ -12,6 +12,7 @@
 
 #include "gpuprof/analysis/gpu_summary.h"
 #include "gpuprof/analysis/launch_stats.h"
+#include "gpuprof/analysis/memory.h"
 #include "gpuprof/analysis/tables.h"
 #include "gpuprof/analysis/window_parts.h"
 #include "gpuprof/core/trace.h"
@@ -123,5 +124,20 @@ void bind_window_parts(py::module_& m) {
         return py::make_tuple(lo, hi);
       },
       py::arg("trace"), "(first event start, last event end) in ns; None without events.");
+  m.def(
+      "memory_op_calls",
+      [](const Trace& t) {
+        std::vector<std::pair<std::string, int64_t>> calls;
+        {
+          py::gil_scoped_release release;
+          calls = owned_memory_op_calls(t);
+        }
+        py::dict out;
+        for (const auto& [name, n] : calls) out[py::str(name)] = n;
+        return out;
+      },
+      py::arg("trace"),
+      "A window's calls of each memory operator it owns (not its context), {name: calls}, rows in "
+      "memory_ops or not (python/gpuprof/analysis/window_memory.py).");
   m.def("display_name", &display_name, "The name the tables show for a name (itself up to 1,024 bytes).");
 }

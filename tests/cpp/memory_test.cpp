@@ -131,6 +131,52 @@ TEST(Memory, OperatorStatisticsFollowThePluginsRule) {
   for (const MemoryOpRow& r : rows) EXPECT_EQ(r.device, -1);
 }
 
+// A windowed import's window: ProfilerStep#1 [0, 1000) is its context (the step before the one it
+// owns), its events and records marked kContextFlag; it owns ProfilerStep#2 [1000, 2000).
+//   step 1: aten::empty [10, 40) +100 @20; aten::linear [100, 200) +8 @150
+//   step 2: aten::empty [1010, 1040) +30 @1020; aten::linear [1100, 1200), no record;
+//           aten::mul [1300, 1400) +5 @1310 and -5 @1390
+// The table counts the owned records only: empty +30 (one allocation), mul 0 (+5 -5, one
+// allocation); linear's context record is not counted, so it has no row. The owned calls, rows or
+// not: empty 1, linear 1, mul 1 (unmarked: empty 2, linear 2, mul 1).
+TEST(Memory, AWindowCountsTheRecordsAndCallsItOwns) {
+  Trace t;
+  node(t, EventKind::StepMarker, "ProfilerStep#1", 0, 1000);
+  op(t, "aten::empty", 10, 40);
+  op(t, "aten::linear", 100, 200);
+  rec(t, 20, 100, 0xA0);
+  rec(t, 150, 8, 0xB0);
+  node(t, EventKind::StepMarker, "ProfilerStep#2", 1000, 2000);
+  op(t, "aten::empty", 1010, 1040);
+  op(t, "aten::linear", 1100, 1200);
+  op(t, "aten::mul", 1300, 1400);
+  rec(t, 1020, 30, 0xC0);
+  rec(t, 1310, 5, 0xD0);
+  rec(t, 1390, -5, 0xD0);
+  const std::vector<std::pair<std::string, int64_t>> whole = {
+      {"aten::empty", 2}, {"aten::linear", 2}, {"aten::mul", 1}};
+  EXPECT_EQ(owned_memory_op_calls(t), whole);   // nothing marked: every call
+  for (Event& e : t.events)
+    if (e.start_ns < 1000) e.flags |= kContextFlag;
+  for (MemorySample& m : t.memory)
+    if (m.ts_ns < 1000) m.flags |= kContextFlag;
+  const MemoryView v = memory_view(t, steps_of(t));
+  ASSERT_EQ(v.ops.size(), 2u);
+  const MemoryOpRow* empty = row(v.ops, "aten::empty");
+  ASSERT_NE(empty, nullptr);
+  EXPECT_EQ(empty->calls, 1);
+  EXPECT_EQ(empty->self_alloc_bytes, 30);
+  EXPECT_EQ(empty->alloc_count, 1);
+  const MemoryOpRow* mul = row(v.ops, "aten::mul");
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(mul->size_increase_bytes, 0);
+  EXPECT_EQ(mul->alloc_count, 1);
+  EXPECT_EQ(row(v.ops, "aten::linear"), nullptr);
+  const std::vector<std::pair<std::string, int64_t>> calls = {
+      {"aten::empty", 1}, {"aten::linear", 1}, {"aten::mul", 1}};
+  EXPECT_EQ(owned_memory_op_calls(t), calls);
+}
+
 // Blocks, levels and the composition at the peak, on the host allocator (levels not recorded:
 // rebuilt from the blocks on top of those known to predate the trace).
 //   a parameter's storage 0xA (1000 bytes) seen at 5, never allocated in the trace: before the trace

@@ -50,10 +50,10 @@ struct Attributions {
   std::vector<uint32_t> parent, merged_into;
 };
 
-Attributions attribute(const Trace& t) {
+Attributions attribute(const Trace& t, bool nodes_anyway = false) {
   Attributions a;
   a.of_sample.resize(t.memory.size());
-  if (t.memory.empty()) return a;
+  if (t.memory.empty() && !nodes_anyway) return a;
   const uint32_t n_events = static_cast<uint32_t>(t.events.size());
   a.parent.assign(n_events, kNoIndex);
   a.merged_into.resize(n_events);
@@ -461,7 +461,8 @@ std::vector<MemoryOpRow> memory_op_table(const Trace& t, const Attributions& att
   for (uint32_t s = 0; s < t.memory.size(); ++s) {
     const MemorySample& m = t.memory[s];
     const uint32_t node = attr.of_sample[s].node;
-    if (node == kNoIndex || !is_op(node) || m.device < -1) continue;
+    // a window's context: counted in the window that owns it
+    if (node == kNoIndex || !is_op(node) || m.device < -1 || (m.flags & kContextFlag)) continue;
     const int64_t alloc = m.bytes_delta > 0 ? m.bytes_delta : 0;
     const int64_t count = m.bytes_delta > 0 ? 1 : 0;
     Totals& self = by_key[{t.events[node].name, m.device}];
@@ -479,7 +480,7 @@ std::vector<MemoryOpRow> memory_op_table(const Trace& t, const Attributions& att
   std::unordered_map<uint32_t, int64_t> calls;
   if (!by_key.empty())
     for (uint32_t i = 0; i < t.events.size(); ++i)
-      if (is_op(i) && attr.merged_into[i] == i) ++calls[t.events[i].name];
+      if (is_op(i) && attr.merged_into[i] == i && !(t.events[i].flags & kContextFlag)) ++calls[t.events[i].name];
   std::vector<MemoryOpRow> rows;
   for (const auto& [key, v] : by_key) {
     if (!(v.increase || v.alloc_count || v.alloc_bytes || v.self_increase || v.self_alloc_count ||
@@ -518,6 +519,21 @@ std::vector<DeviceMemory> device_memory(const Trace& t, bool attributed) {
 }
 
 std::vector<MemoryOpRow> memory_op_table(const Trace& t) { return memory_op_table(t, attribute(t)); }
+
+std::vector<std::pair<std::string, int64_t>> owned_memory_op_calls(const Trace& t) {
+  const Attributions attr = attribute(t, /*nodes_anyway=*/true);
+  std::map<uint32_t, int64_t> by_name;
+  std::vector<int8_t> op_name(t.strings.size(), -1);
+  for (uint32_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.kind != EventKind::HostOp || (e.flags & kContextFlag) || attr.merged_into[i] != i) continue;
+    if (op_name[e.name] < 0) op_name[e.name] = is_memory_operator(t, e) ? 1 : 0;
+    if (op_name[e.name] == 1) ++by_name[e.name];
+  }
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& [name, n] : by_name) out.emplace_back(t.strings.at(name), n);
+  return out;
+}
 
 MemoryView memory_view(const Trace& t, const BreakdownResult& steps, size_t top) {
   MemoryView v;

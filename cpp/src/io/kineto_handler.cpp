@@ -708,7 +708,7 @@ class KinetoHandler {
     const bool ok = to_ns(p.ts, true, &m.ts_ns);
     if (p.ts.other_unit) return skip(other_unit_reason());
     if (!ok) return skip("time out of range");
-    if ((opts_.scan_steps || opts_.windowed) && !memory_sample_kept(opts_, stats_, m.ts_ns)) return;
+    if ((opts_.scan_steps || opts_.windowed) && !memory_sample_kept(opts_, stats_, m.ts_ns, &m.flags)) return;
     m.bytes_delta = p.has_bytes ? p.bytes : 0;
     m.total_allocated = p.total_allocated;
     m.total_reserved = p.total_reserved;

@@ -56,12 +56,14 @@ inline bool window_keeps(const ImportOptions& o, ImportStats& stats, EventKind k
 }
 
 // A memory sample: a scan keeps none; a window those in its kept time (its context steps' samples
-// give its own steps the level they start with, and the peaks of their device work that runs on).
-inline bool memory_sample_kept(const ImportOptions& o, ImportStats& stats, int64_t ts_ns) {
+// give its own steps the level they start with, and the peaks of their device work that runs on),
+// marking (*flags |= kContextFlag) those outside the time it owns.
+inline bool memory_sample_kept(const ImportOptions& o, ImportStats& stats, int64_t ts_ns, uint8_t* flags) {
   if (o.scan_steps || ts_ns < o.keep_from_ns || ts_ns >= o.keep_to_ns) {
     ++stats.outside_window;
     return false;
   }
+  if (ts_ns < o.own_from_ns || ts_ns >= o.own_to_ns) *flags |= kContextFlag;
   return true;
 }
 

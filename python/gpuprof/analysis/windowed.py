@@ -19,6 +19,8 @@ distinct names, not to the events):
 - the GPU timeline, the GPU samples and energy per step, torch.compile's regions and the HTML's step
   views by ``window_views.py`` (the step timelines from the window(s) holding the drawn steps, read
   again);
+- the memory curve from each window's own allocator samples, the level carried across the windows'
+  edges, and the per-operator memory statistics summed by operator (``window_memory.py``);
 - what needs the whole trace at once, or counts the windows' context, is cut: left as a trace with
   no events has it, and named in ``source.windowed.cut`` and in a warning that says which setting
   avoids it (``--max-memory``).
@@ -33,16 +35,17 @@ from typing import Optional
 
 from .._native import _core
 from ..traces.read import import_settings
+from .window_memory import MAX_NAME_ROWS, CurveMerge, OpsMerge
 from .window_sections import SectionMerge
 from .window_views import LaunchRows, StepViewMerge, TimelineMerge, add_whole_views
 from .windowed_hta import HtaMerge
 
 #: The sections a windowed report leaves out (as a trace without events has them):
-#: each needs every event at once (the memory curve and view) or would count a window's context
-#: events in its rows.
+#: each needs every event at once (the memory view) or would count a window's context events in its
+#: rows. The memory curve and the per-operator memory statistics are merged (``window_memory.py``),
+#: and cut only where they cannot be exact (``source.windowed``'s ``memory_curve`` and ``memory_ops``
+#: say why).
 CUT_SECTIONS = (
-    "memory_curve",
-    "memory_ops",
     "memory_peak",
     "memory_composition",
     "memory_growth",
@@ -364,7 +367,7 @@ def windowed_report_dict(
     window's steps)."""
     from ..traces.read import TraceImportError, display_path, trace_source
     from ..traces.windows import no_steps_message, plan_windows, read_window, scan_steps
-    from . import MAX_COLLECTIVE_CALLS, average, report_dict, report_metadata
+    from . import MAX_COLLECTIVE_CALLS, MEMORY_CURVE_POINTS, average, report_dict, report_metadata
 
     size = _file_size(path)
     scan = scan_steps(path, import_cpus, progress=_pass(progress, "finding its steps", size))
@@ -376,6 +379,7 @@ def windowed_report_dict(
     merge = WindowMerge()
     hta = HtaMerge(_core.last_step_start(scan.trace))  # HTA's scope: the whole trace's last step
     timeline, launches, views = TimelineMerge(), LaunchRows(), StepViewMerge()
+    curve, memory_ops = CurveMerge(MEMORY_CURVE_POINTS), OpsMerge(MAX_NAME_ROWS)
     with spilled(path, scan, windows, progress) as files:
         for i, w in enumerate(windows):
             source = files[i] if files else path
@@ -403,6 +407,8 @@ def windowed_report_dict(
             owned = {scan.steps[j]["step"] for j in range(w.first, w.last + 1)}
             if with_step_views:
                 views.add(i, trace, native, [s for s in data["steps"] if s["step"] in owned])
+            curve.add(trace, w.own_from, w.own_to, data)
+            memory_ops.add(trace, data)
             del trace
             if files:
                 os.unlink(files[i])  # its disk space back at once
@@ -418,16 +424,22 @@ def windowed_report_dict(
         )
         del steps, modules
     empty = report_dict(_core.Trace(), source={})  # each section as a trace without events has it
-    cut = [k for k in CUT_SECTIONS if k in empty or k in merge.keys]
+    memory = {"memory_curve": curve.result(), "memory_ops": memory_ops.result()}
+    cut = [k for k, v in memory.items() if v is None] + [
+        k for k in CUT_SECTIONS if k in empty or k in merge.keys
+    ]
     most = max(w.events for w in windows)
+    named = {"memory_curve": "the memory curve", "memory_ops": "the per-operator memory statistics"}
+    kept = [named[k] for k, v in memory.items() if v is not None]
+    left = ["the memory peak, composition and growth", *(named[k] for k, v in memory.items() if v is None)]
     message = (
         f"this trace has more than {cap:,} events, {reason}: it was analysed in {len(windows)} windows "
         f"of consecutive steps (at most about {most:,} events each), its steps, GPU summary, kernels, "
         "operators, copies, collectives, ranges, syncs, modules, per-step memory, FLOPs, roofline, critical "
         "path and HTA's tables (idle time, launch statistics, queue length, copy bandwidth, operator launch "
-        "delay, kernel sequences), GPU timeline and samples, energy and torch.compile regions merged from "
-        "them; left out, as they need every event at once: the memory view and curve (gpuprof analyze "
-        "--max-memory SIZE with more memory reads it whole)"
+        "delay, kernel sequences), GPU timeline and samples, energy, torch.compile regions"
+        f"{''.join(f', {what}' for what in kept)} merged from them; left out, as they need every event at "
+        f"once: {', '.join(left)} (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
     )
     note = {
         "source": trace_source(path, scan.stats),
@@ -440,6 +452,7 @@ def windowed_report_dict(
             "steps_per_window": [w.last - w.first + 1 for w in windows],
             "cut": cut,
             "approximate": hta.approximate(),
+            **{k: why for k, why in (("memory_curve", curve.why), ("memory_ops", memory_ops.why)) if why},
         },
         "warning": {"kind": "windowed", "count": len(windows), "message": message},
         # FLOPs: left out whole (a report without the section), not a trace's numbers of no FLOPs.
@@ -452,6 +465,9 @@ def windowed_report_dict(
         max_calls=MAX_COLLECTIVE_CALLS,
         peak_tflops=peak_tflops,
     )
+    for key, merged in memory.items():
+        if key in data:
+            data[key] = merged if merged is not None else empty[key]
     long_names = dict(data.get("long_names") or {})
     for name, rows in hta.result(long_names).items():
         if name in data:

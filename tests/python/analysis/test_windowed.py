@@ -191,12 +191,21 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert "6 windows" in note["message"]
     assert "--max-memory SIZE" in note["message"]
     cut = windowed["source"]["windowed"]["cut"]
-    assert "memory_curve" in cut and "step_views" not in cut
+    assert "memory_peak" in cut and "step_views" not in cut
     for key in cut:
         if key in CUT_SECTIONS:  # as a trace without events has them
             assert windowed.get(key, {}) in ([], {}), key
     # merged, not cut (test_windowed_sections_equal_the_whole_trace)
-    assert not {"devices", "syncs", "modules", "memory", "flops", "roofline"} & set(cut)
+    assert not {
+        "devices",
+        "syncs",
+        "modules",
+        "memory",
+        "flops",
+        "roofline",
+        "memory_curve",
+        "memory_ops",
+    } & set(cut)
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(windowed, schema())  # the report's schema (docs/schema.md) holds
     assert "windowed" not in whole["source"] and not whole["warnings"]
@@ -278,6 +287,8 @@ def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, 
         "gpu_samples",
         *(["compiled"] if "compiled" in whole else []),
         "step_views",
+        "memory_curve",  # (the DDP pair's 28,010 allocator samples thinned to 2,000 points on GPU 1)
+        "memory_ops",
     ):
         _differences(whole[key], windowed[key], key, out)
     assert out == []
@@ -780,3 +791,121 @@ def test_a_timeline_width_reached_after_the_first_windows_equals_the_whole_trace
     assert buckets[0]["dur_us"] == 10_000.0 and len(buckets) == 37
     assert buckets[0]["utilization_pct"] > 0 and buckets[0]["sm_efficiency_pct"] > 0
     _same(whole, windowed, ["gpu_timeline"], 1e-12)
+
+
+def _allocator_trace(*, host_addresses: bool) -> dict:
+    # The DDP rank for 60 steps with allocator samples spread over each step's host time: 40 a step
+    # on GPU 0 (2,400: past the curve's 2,000, so it keeps each of 1,000 slices' lowest and highest
+    # sample), their levels a saw of (100 + step + i mod 7) MiB recorded as Kineto's totals, every
+    # tenth sample without a total (1 MiB more than the level before it: the level carried from
+    # sample to sample, across window edges too); and 10 a step on the host with sizes only: the
+    # first frees 3 MiB allocated before the trace, then +2, -1, +2, -1... MiB (the running sum's
+    # lowest point -3 MiB: lifted to 0 at the end).
+    steps = 60
+    doc = rank_trace(0, 1, steps=steps, layers=8, buckets=4, factors=[1.0] * steps, slowest=[1.0] * steps)
+    added, host = [], 0
+    for e in doc["traceEvents"]:
+        if not e.get("name", "").startswith("ProfilerStep#"):
+            continue
+        step = int(e["name"].split("#")[1])
+        for i in range(40):
+            args = {"Bytes": 1 << 20, "Device Type": 1, "Device Id": 0}
+            if i % 10:
+                args |= {"Total Allocated": (100 + step + i % 7) << 20, "Total Reserved": (1024 + step) << 20}
+            added.append((e, e["ts"] + 10 + i * e["dur"] / 41, args))
+        for i in range(10):
+            size = -3 if host == 0 else (2 if host % 2 else -1)
+            args = {"Bytes": size << 20, "Device Type": 0, "Device Id": -1}
+            if host_addresses:
+                args["Addr"] = 1 << 30 | host
+            host += 1
+            added.append((e, e["ts"] + 15 + i * e["dur"] / 11, args))
+    doc["traceEvents"] += [
+        {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": e["pid"]}
+        | {"tid": e["tid"], "ts": round(ts, 3), "args": args}
+        for e, ts, args in added
+    ]
+    return doc
+
+
+@pytest.fixture(scope="module")
+def allocator(tmp_path_factory):
+    path = tmp_path_factory.mktemp("windowed") / "allocator.json"
+    path.write_text(json.dumps(_allocator_trace(host_addresses=False)))
+    return gpuprof.analyze(path).to_dict(), gpuprof.analyze(path, max_memory=MIB).to_dict()
+
+
+def test_windowed_memory_curve_equals_the_whole_trace(allocator):
+    whole, windowed = allocator
+    # three windows, each starting at a step whose first GPU sample has no total
+    assert windowed["source"]["windowed"]["windows"] == 3
+    assert not {"memory_curve", "memory_ops"} & {
+        *windowed["source"]["windowed"]["cut"],
+        *windowed["source"]["windowed"],
+    }
+    _same(whole, windowed, ["memory_curve", "memory_ops"], 0.0)
+    gpu, host = windowed["memory_curve"]["0"], windowed["memory_curve"]["-1"]
+    # GPU 0: 2,400 samples in 1,000 slices of 2 or 3, each slice's lowest and highest (one point
+    # where they are the same sample), in time order: the levels built here from the definition.
+    levels, level = [], 0
+    for step in range(1, 61):
+        for i in range(40):
+            level = (100 + step + i % 7) << 20 if i % 10 else level + (1 << 20)
+            levels.append(level)
+    expected = []
+    for k in range(1000):
+        part = range(2400 * k // 1000, 2400 * (k + 1) // 1000)
+        low = min(part, key=lambda j: (levels[j], j))
+        high = min(part, key=lambda j: (-levels[j], j))
+        expected += [levels[j] for j in sorted({low, high})]
+    assert [p[1] for p in gpu] == expected and len(gpu) > 1000
+    assert [p[0] for p in gpu] == sorted(p[0] for p in gpu)
+    # reserved: each step's total, None for a sample without totals (the first one)
+    assert gpu[0][2] is None and {p[2] for p in gpu} == {None} | {(1024 + s) << 20 for s in range(1, 61)}
+    # The host: 600 samples, every one kept; no totals, so no reserved; the running sum lifted by
+    # the 3 MiB freed first: it starts at 0 and ends at 3 - 3 + 300 x 2 - 299 x 1 MiB.
+    assert len(host) == 600
+    assert host[0][1] == 0 and min(p[1] for p in host) == 0
+    assert host[-1][1] == (3 - 3 + 300 * 2 - 299) << 20
+    assert all(p[2] is None for p in host)
+    # memory_ops: each window counts the samples at its own times, and every window's calls of an
+    # operator (the addmm's 8 a step, 480, from windows with samples in them or not).
+    rows = {(r["name"], r["device"]): r for r in windowed["memory_ops"]}
+    assert rows and all(r["calls"] == 480 for (name, _), r in rows.items() if name == "aten::addmm")
+    assert sum(r["self_alloc_count"] for (_, dev), r in rows.items() if dev == 0) <= 2400
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(windowed, schema())
+
+
+def test_a_curve_rebuilt_from_blocks_is_left_out_and_said(tmp_path):
+    # The host's samples carry addresses and no totals: the whole trace levels them from the blocks
+    # live across it (the 3 MiB freed first predates the trace), which no window sees whole.
+    path = tmp_path / "blocks.json"
+    path.write_text(json.dumps(_allocator_trace(host_addresses=True)))
+    windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
+    note = windowed["source"]["windowed"]
+    assert "memory_curve" in note["cut"] and windowed["memory_curve"] == {}
+    assert note["memory_curve"] == (
+        "device -1's samples carry addresses and no allocator totals: its level is rebuilt from the "
+        "blocks live across the whole trace"
+    )
+    (warning,) = [w for w in windowed["warnings"] if w["kind"] == "windowed"]
+    left = "every event at once: the memory peak, composition and growth, the memory curve (gpuprof"
+    assert left in " ".join(warning["message"].split())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(windowed, schema())
+
+
+def test_memory_ops_past_the_row_bound_are_left_out_and_said(tmp_path, monkeypatch):
+    # With a bound of 3 rows a device (the native 2,000, lowered here), the merged rows of GPU 0
+    # (more than 3 operators allocate there) would need an "other names" row no window made.
+    import gpuprof.analysis.windowed as windowed_module
+
+    path = tmp_path / "allocator.json"
+    path.write_text(json.dumps(_allocator_trace(host_addresses=False)))
+    monkeypatch.setattr(windowed_module, "MAX_NAME_ROWS", 3)
+    windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
+    note = windowed["source"]["windowed"]
+    assert "memory_ops" in note["cut"] and windowed["memory_ops"] == []
+    assert note["memory_ops"] == "more than 3 operators with allocations on a device"
+    assert "memory_curve" not in note["cut"]

@@ -162,6 +162,11 @@ MemoryView memory_view(const Trace& trace, const BreakdownResult& steps, size_t 
 // which analyse_tables builds on two threads.
 void name_memory_modules(const Trace& trace, const ModuleView& modules, MemoryView& memory, size_t top = 10);
 
+// A windowed import's window: each memory operator's calls it owns (not marked kContextFlag), by
+// name, whether it has a row in memory_op_table or not (a windowed report's rows count every window's
+// calls of their name); merged calls count once, as memory_op_table counts them.
+std::vector<std::pair<std::string, int64_t>> owned_memory_op_calls(const Trace& trace);
+
 // memory_ops bounded like the name tables: per device, the `max_rows` - 1 rows that allocated the
 // most and one "other names (N)" row with the rest's sums, last among the device's rows.
 void cap_memory_ops(std::vector<MemoryOpRow>& rows, size_t max_rows);

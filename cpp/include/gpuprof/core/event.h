@@ -142,6 +142,7 @@ struct MemorySample {
   int64_t total_allocated = -1;   // -1: not recorded (old Kineto traces carry only the delta)
   int64_t total_reserved = -1;
   int16_t device = -1;   // -1: host
+  uint8_t flags = 0;     // kContextFlag: kept by a windowed import as its window's context
   uint64_t addr = 0;     // 0: not recorded (traces before torch 1.10, allocator statistics)
   uint32_t tid = 0;      // the thread that allocated or freed; 0: not recorded
 };
