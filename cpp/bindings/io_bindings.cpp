@@ -118,6 +118,46 @@ py::dict spill_windows_py(const std::string& path, int unit_ns,
   return d;
 }
 
+// The Chrome-trace writers: one trace, several ranks' traces, a trace read in windows.
+void bind_chrome_export(py::module_& m) {
+  m.def(
+      "export_chrome_trace",
+      [](const Trace& t, const std::string& path) {
+        py::gil_scoped_release release;
+        export_chrome_trace(t, path);
+      },
+      py::arg("trace"), py::arg("path"),
+      "Write a Trace as Kineto-style Chrome-trace JSON (gzip when the path ends in .gz).");
+  m.def("export_chrome_json", [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
+  py::class_<MergedChromeTrace>(m, "MergedChromeTrace",
+                                "Several ranks' traces written into one Chrome trace, one at a time "
+                                "(gpuprof.traces.export.export_merged).")
+      .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("metadata_json") = "{}")
+      .def(
+          "add",
+          [](MergedChromeTrace& m, const Trace& t, int64_t rank, int64_t offset_ns, const std::string& label) {
+            py::gil_scoped_release release;
+            m.add(t, rank, offset_ns, label);
+          },
+          py::arg("trace"), py::arg("rank"), py::arg("offset_ns"), py::arg("label"),
+          "Add every event of one rank's trace, as process `rank` named `label`, shifted by offset_ns.")
+      .def("close", &MergedChromeTrace::close, "End the file.");
+  py::class_<WindowedChromeTrace>(m, "WindowedChromeTrace",
+                                  "A trace read in windows written into one Chrome trace, a window at a time "
+                                  "(gpuprof.analysis.windowed_export).")
+      .def(py::init<const std::string&, const Trace&>(), py::arg("path"), py::arg("header"))
+      .def(
+          "add",
+          [](WindowedChromeTrace& m, const Trace& t, int64_t own_from_ns, int64_t own_to_ns) {
+            py::gil_scoped_release release;
+            m.add(t, own_from_ns, own_to_ns);
+          },
+          py::arg("trace"), py::arg("own_from_ns"), py::arg("own_to_ns"),
+          "Add what one window owns: its events without the context flag, its memory samples and the "
+          "critical path of its steps in [own_from_ns, own_to_ns).")
+      .def("close", &WindowedChromeTrace::close, "Name the lanes and end the file.");
+}
+
 }  // namespace
 
 void bind_io(py::module_& m) {
@@ -199,28 +239,7 @@ void bind_io(py::module_& m) {
       py::kw_only(), py::arg("max_token_bytes") = 0, py::arg("import_cpus") = 0,
       "Read Kineto Chrome-trace JSON text (bytes) into a Trace; returns (trace, import stats). "
       "max_token_bytes and import_cpus as for import_trace.");
-  m.def(
-      "export_chrome_trace",
-      [](const Trace& t, const std::string& path) {
-        py::gil_scoped_release release;
-        export_chrome_trace(t, path);
-      },
-      py::arg("trace"), py::arg("path"),
-      "Write a Trace as Kineto-style Chrome-trace JSON (gzip when the path ends in .gz).");
-  m.def("export_chrome_json", [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
-  py::class_<MergedChromeTrace>(m, "MergedChromeTrace",
-                                "Several ranks' traces written into one Chrome trace, one at a time "
-                                "(gpuprof.traces.export.export_merged).")
-      .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("metadata_json") = "{}")
-      .def(
-          "add",
-          [](MergedChromeTrace& m, const Trace& t, int64_t rank, int64_t offset_ns, const std::string& label) {
-            py::gil_scoped_release release;
-            m.add(t, rank, offset_ns, label);
-          },
-          py::arg("trace"), py::arg("rank"), py::arg("offset_ns"), py::arg("label"),
-          "Add every event of one rank's trace, as process `rank` named `label`, shifted by offset_ns.")
-      .def("close", &MergedChromeTrace::close, "End the file.");
+  bind_chrome_export(m);
   m.def(
       "trace_contents",
       [](const Trace& t) {

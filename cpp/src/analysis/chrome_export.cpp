@@ -26,35 +26,17 @@ namespace gpuprof {
 
 using chrome_json::BlockSink;
 using chrome_json::JsonWriter;
+using chrome_json::key;
+using chrome_json::known;
+using chrome_json::str;
+using chrome_json::write_footer;
+using chrome_json::write_header;
+using chrome_json::write_us;
 
 namespace {
 
 constexpr const char* kCriticalPathPid = "Critical path";
 constexpr const char* kCriticalPathTid = "steps";
-
-void write_us(JsonWriter& w, int64_t ns) {
-  char text[32];
-  const uint64_t mag = ns < 0 ? uint64_t(0) - uint64_t(ns) : uint64_t(ns);
-  const int n =
-      std::snprintf(text, sizeof text, "%s%" PRIu64 ".%03" PRIu64, ns < 0 ? "-" : "", mag / 1000, mag % 1000);
-  w.RawValue(text, size_t(n));
-}
-
-void key(JsonWriter& w, const char* k) { w.Key(k, std::strlen(k)); }
-void str(JsonWriter& w, const std::string& s) { w.String(s.data(), s.size()); }
-
-// A field the source did not know (a negative count, an empty text) is left out, not written as -1
-// or "".
-void known(JsonWriter& w, const char* k, int64_t v) {
-  if (v < 0) return;
-  key(w, k);
-  w.Int64(v);
-}
-void known(JsonWriter& w, const char* k, const std::string& v) {
-  if (v.empty()) return;
-  key(w, k);
-  str(w, v);
-}
 
 // A host op's input list (shapes, types, concrete inputs: trace.h keeps them as Python prints
 // them) as the JSON Kineto writes. False when the text is not such a list (nothing is written).
@@ -149,6 +131,29 @@ struct Placement {
   int64_t rank = 0;
   int64_t offset_ns = 0;
   std::string label;
+  // One window of a trace read in windows: only what it owns is written (its events without
+  // kContextFlag, its memory samples in [own_from_ns, own_to_ns)), under the whole trace's host pid.
+  bool window = false;
+  int64_t own_from_ns = 0;
+  int64_t own_to_ns = 0;
+  int64_t host_pid = -1;
+};
+
+// The lanes a timeline's process and thread names label.
+struct TimelineNames {
+  std::set<int> devices;
+  std::set<std::pair<int, uint32_t>> lanes;
+  std::set<std::pair<uint32_t, int>> workers;   // (process id, worker id)
+  void add(const Trace& t, bool owned_only) {
+    for (const Event& e : t.events) {
+      if (owned_only && (e.flags & kContextFlag)) continue;
+      if (on_device_timeline(e)) {
+        devices.insert(e.device < 0 ? 0 : e.device);
+        lanes.insert({e.device < 0 ? 0 : e.device, e.tid});
+      }
+      if (e.kind == EventKind::InputStage && e.device >= 0) workers.emplace(e.tid, e.device);
+    }
+  }
 };
 
 // Writes one trace's entries of traceEvents (inside the array), part by part.
@@ -168,7 +173,12 @@ struct EventWriter {
   std::unordered_map<uint32_t, const CompiledLaunch*> launch_by_name;
 
   EventWriter(JsonWriter& writer, const Trace& trace, const Placement& placement)
-      : w(writer), t(trace), at(placement), pid(placement.merged ? placement.rank : host_pid(trace)) {
+      : w(writer),
+        t(trace),
+        at(placement),
+        pid(placement.merged          ? placement.rank
+            : placement.host_pid >= 0 ? placement.host_pid
+                                      : host_pid(trace)) {
     for (const CollectiveInfo& c : t.collectives)
       if (c.external_id != 0) collective_by_id.emplace(c.external_id, &c);
     for (const Event& e : t.events)
@@ -207,33 +217,23 @@ struct EventWriter {
   }
   void process_name(int64_t p, const std::string& name) { metadata("process_name", p, 0, "name", &name, 0); }
 
-  void names() {
+  void names(const TimelineNames& n) {
     // Process names as Kineto writes them, so viewers label the rows; a merged rank is one process,
     // sorted by its rank, with a named thread per device lane.
-    std::set<int> devices;
-    std::set<std::pair<int, uint32_t>> lanes;
-    for (const Event& e : t.events)
-      if (on_device_timeline(e)) {
-        devices.insert(e.device < 0 ? 0 : e.device);
-        lanes.insert({e.device < 0 ? 0 : e.device, e.tid});
-      }
     if (at.merged) {
       process_name(pid, at.label);
       metadata("process_sort_index", pid, 0, "sort_index", nullptr, at.rank);
-      for (const auto& [d, stream] : lanes) {
+      for (const auto& [d, stream] : n.lanes) {
         const std::string name = "GPU " + std::to_string(d) + " stream " + std::to_string(stream);
         metadata("thread_name", pid, lane(d, stream), "name", &name, 0);
       }
     } else {
       process_name(pid, "python");
-      for (int d : devices) process_name(d, "GPU " + std::to_string(d));
+      for (int d : n.devices) process_name(d, "GPU " + std::to_string(d));
     }
     // A DataLoader worker's stages are a track of their own: a process under the worker's pid (a
     // thread of the rank's process in a merged timeline).
-    std::set<std::pair<uint32_t, int>> workers;   // (process id, worker id)
-    for (const Event& e : t.events)
-      if (e.kind == EventKind::InputStage && e.device >= 0) workers.emplace(e.tid, e.device);
-    for (const auto& [worker_pid, id] : workers) {
+    for (const auto& [worker_pid, id] : n.workers) {
       const std::string name = "DataLoader worker " + std::to_string(id);
       if (at.merged) metadata("thread_name", pid, worker_pid, "name", &name, 0);
       else process_name(worker_pid, name);
@@ -244,6 +244,7 @@ struct EventWriter {
     for (const Event& e : t.events) {
       const bool dev = on_device_timeline(e);
       if (at.merged && e.kind == EventKind::Other) continue;   // Kineto's own spans: not the rank's work
+      if (at.window && (e.flags & kContextFlag)) continue;     // written by the window that owns it
       const bool worker = e.kind == EventKind::InputStage && e.device >= 0;
       const int64_t e_pid = at.merged ? pid : dev ? (e.device < 0 ? 0 : e.device) : worker ? int64_t(e.tid) : pid;
       const int64_t e_tid = at.merged && dev ? lane(e.device, e.tid) : int64_t(e.tid);
@@ -408,6 +409,7 @@ struct EventWriter {
 
   void memory() {
     for (const MemorySample& m : t.memory) {
+      if (at.window && (m.ts_ns < at.own_from_ns || m.ts_ns >= at.own_to_ns)) continue;
       w.StartObject();
       key(w, "ph");
       w.String("i");
@@ -509,20 +511,17 @@ struct EventWriter {
 
 void write_events(JsonWriter& w, const Trace& t, const Placement& at) {
   EventWriter out(w, t, at);
-  out.names();
+  if (!at.window) {   // a window's lanes are named once, after the last window
+    TimelineNames n;
+    n.add(t, false);
+    out.names(n);
+  }
   out.events();
   out.memory();
-  out.counters();
+  if (!at.window) out.counters();
 }
 
-// The critical path (docs/metrics.md, "Critical path") as a track of its own, sorted above the
-// others: one complete event per piece of each step's chain, named by its cause and what ran, with
-// the cause, the step and the place in args. Its category is one gpuprof's importer does not read
-// back: the path is re-computed from the events it was computed from.
-void write_critical_path(JsonWriter& w, const Trace& t) {
-  const BreakdownResult steps = compute_breakdown(t);
-  if (steps.steps.empty()) return;
-  const std::vector<StepCriticalPath> paths = critical_paths(t, link_launches(t), steps);
+void critical_path_names(JsonWriter& w) {
   auto meta = [&](const char* what, const char* arg, const char* text, int64_t number) {
     w.StartObject();
     key(w, "name");
@@ -544,7 +543,24 @@ void write_critical_path(JsonWriter& w, const Trace& t) {
   meta("process_name", "name", kCriticalPathPid, 0);
   meta("process_sort_index", "sort_index", nullptr, -1);
   meta("thread_name", "name", kCriticalPathTid, 0);
+}
+
+// The critical path (docs/metrics.md, "Critical path") as a track of its own, sorted above the
+// others: one complete event per piece of each step's chain, named by its cause and what ran, with
+// the cause, the step and the place in args. Its category is one gpuprof's importer does not read
+// back: the path is re-computed from the events it was computed from. A window writes the steps
+// that start in the time it owns, and its track's names are written once, by the caller. False when
+// the trace has no steps.
+bool write_critical_path(JsonWriter& w, const Trace& t, const Placement& at = {}) {
+  const BreakdownResult steps = compute_breakdown(t);
+  if (steps.steps.empty()) return false;
+  const std::vector<StepCriticalPath> paths = critical_paths(t, link_launches(t), steps);
+  std::set<int64_t> owned;
+  for (const StepBreakdown& s : steps.steps)
+    if (s.host_start_ns >= at.own_from_ns && s.host_start_ns < at.own_to_ns) owned.insert(s.step);
+  if (!at.window) critical_path_names(w);
   for (const StepCriticalPath& p : paths) {
+    if (at.window && !owned.count(p.step)) continue;
     const PathPieces pieces = path_pieces(t, p);
     bool first = true;
     for (const PathPiece& g : pieces.pieces) {
@@ -586,104 +602,15 @@ void write_critical_path(JsonWriter& w, const Trace& t) {
       w.EndObject();
     }
   }
+  return true;
 }
 
 void write_trace(const Trace& t, BlockSink& sink) {
   JsonWriter w(sink);
-  w.StartObject();
-  key(w, "schemaVersion");
-  w.Int(1);
-
-  key(w, "deviceProperties");
-  w.StartArray();
-  for (const DeviceProps& d : t.devices) {
-    w.StartObject();
-    key(w, "id");
-    w.Int(d.id);
-    key(w, "name");
-    str(w, d.name);
-    key(w, "totalGlobalMem");
-    w.Int64(d.total_global_mem);
-    key(w, "computeMajor");
-    w.Int(d.compute_major);
-    key(w, "computeMinor");
-    w.Int(d.compute_minor);
-    key(w, "maxThreadsPerBlock");
-    w.Int(d.max_threads_per_block);
-    key(w, "maxThreadsPerMultiprocessor");
-    w.Int(d.max_threads_per_sm);
-    key(w, "regsPerBlock");
-    w.Int(d.regs_per_block);
-    key(w, "regsPerMultiprocessor");
-    w.Int(d.regs_per_sm);
-    key(w, "warpSize");
-    w.Int(d.warp_size);
-    key(w, "sharedMemPerBlock");
-    w.Int64(d.shared_mem_per_block);
-    key(w, "sharedMemPerMultiprocessor");
-    w.Int64(d.shared_mem_per_sm);
-    key(w, "numSms");
-    w.Int(d.num_sms);
-    key(w, "sharedMemPerBlockOptin");
-    w.Int64(d.shared_mem_per_block_optin);
-    if (d.max_blocks_per_sm > 0) {
-      key(w, "maxBlocksPerMultiprocessor");
-      w.Int(d.max_blocks_per_sm);
-    }
-    w.EndObject();
-  }
-  w.EndArray();
-
-  // An imported trace's distributedInfo goes back as it came (it is kept as JSON text).
-  auto dist = t.metadata.find("distributedInfo");
-  if (dist != t.metadata.end() && !dist->second.empty() && dist->second[0] == '{') {
-    key(w, "distributedInfo");
-    w.RawValue(dist->second.data(), dist->second.size());
-  }
-  key(w, "gpuprofMetadata");
-  w.StartObject();
-  for (const auto& [k, v] : t.metadata) {
-    if (k == "distributedInfo") continue;
-    str(w, k);
-    str(w, v);
-  }
-  w.EndObject();
-
-  // NVML samples (docs/metrics.md, "Energy")
-  // Kineto's format has no place for them: they go in a key of their own, which gpuprof's importer
-  // reads back exactly (integers: ns, mW, mJ), so a re-read trace keeps its energy per step. A field
-  // the device did not report is left out.
-  if (!t.gpu_samples.empty()) {
-    key(w, "gpuprofGpuSamples");
-    w.StartArray();
-    for (const GpuSample& s : t.gpu_samples) {
-      w.StartObject();
-      key(w, "ts_ns");
-      w.Int64(s.ts_ns);
-      key(w, "device");
-      w.Int(s.device);
-      known(w, "gpu_util_pct", s.gpu_util_pct);
-      known(w, "mem_util_pct", s.mem_util_pct);
-      known(w, "memory_used_bytes", s.memory_used_bytes);
-      known(w, "power_mw", s.power_mw);
-      known(w, "sm_clock_mhz", s.sm_clock_mhz);
-      known(w, "temperature_c", s.temperature_c);
-      known(w, "energy_mj", s.energy_mj);
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-
-  key(w, "traceEvents");
-  w.StartArray();
+  write_header(w, t);
   write_events(w, t, Placement{});
   write_critical_path(w, t);
-  w.EndArray();
-  key(w, "displayTimeUnit");
-  w.String("ms");
-  key(w, "traceName");
-  w.String("gpuprof");
-  w.EndObject();
+  write_footer(w);
 }
 
 }  // namespace
@@ -729,6 +656,50 @@ void MergedChromeTrace::close() {
   key(w, "traceName");
   w.String("gpuprof merged ranks");
   w.EndObject();
+  out_->sink.close();
+  out_.reset();
+}
+
+struct WindowedChromeTrace::Writer {
+  Writer(const std::string& path, const Trace& header) : sink(path), w(sink), pid(host_pid(header)) {}
+  BlockSink sink;
+  JsonWriter w;
+  int64_t pid;
+  TimelineNames names;
+  bool steps = false;
+};
+
+WindowedChromeTrace::WindowedChromeTrace(const std::string& path, const Trace& header)
+    : out_(std::make_unique<Writer>(path, header)) {
+  write_header(out_->w, header);
+  Placement at;
+  at.window = true;
+  at.host_pid = out_->pid;
+  EventWriter(out_->w, header, at).counters();   // the GPU samples' power, which the header holds whole
+}
+
+WindowedChromeTrace::~WindowedChromeTrace() = default;
+
+void WindowedChromeTrace::add(const Trace& window, int64_t own_from_ns, int64_t own_to_ns) {
+  if (!out_) throw TraceExportError("the windowed trace is already closed");
+  Placement at;
+  at.window = true;
+  at.own_from_ns = own_from_ns;
+  at.own_to_ns = own_to_ns;
+  at.host_pid = out_->pid;
+  write_events(out_->w, window, at);
+  out_->steps = write_critical_path(out_->w, window, at) || out_->steps;
+  out_->names.add(window, true);
+}
+
+void WindowedChromeTrace::close() {
+  if (!out_) return;
+  Placement at;
+  at.window = true;
+  at.host_pid = out_->pid;
+  EventWriter(out_->w, Trace{}, at).names(out_->names);
+  if (out_->steps) critical_path_names(out_->w);
+  write_footer(out_->w);
   out_->sink.close();
   out_.reset();
 }

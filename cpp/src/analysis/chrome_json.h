@@ -1,5 +1,6 @@
 // The Chrome export's output (chrome_export.cpp): a sink that buffers text and hands it to a file,
-// a gzip stream or a string in blocks, and a compact JSON writer onto it.
+// a gzip stream or a string in blocks, a compact JSON writer onto it, and the writing helpers and
+// top level (chrome_header.cpp) every export shares.
 #pragma once
 
 #include <zlib.h>
@@ -182,5 +183,35 @@ class JsonWriter {
   BlockSink& out_;
   std::vector<Level> levels_;
 };
+
+// Times as microseconds with exactly three decimals (integer nanoseconds).
+inline void write_us(JsonWriter& w, int64_t ns) {
+  char text[32];
+  const uint64_t mag = ns < 0 ? uint64_t(0) - uint64_t(ns) : uint64_t(ns);
+  const int n =
+      std::snprintf(text, sizeof text, "%s%" PRIu64 ".%03" PRIu64, ns < 0 ? "-" : "", mag / 1000, mag % 1000);
+  w.RawValue(text, size_t(n));
+}
+
+inline void key(JsonWriter& w, const char* k) { w.Key(k, std::strlen(k)); }
+inline void str(JsonWriter& w, const std::string& s) { w.String(s.data(), s.size()); }
+
+// A field the source did not know (a negative count, an empty text) is left out, not written as -1
+// or "".
+inline void known(JsonWriter& w, const char* k, int64_t v) {
+  if (v < 0) return;
+  key(w, k);
+  w.Int64(v);
+}
+inline void known(JsonWriter& w, const char* k, const std::string& v) {
+  if (v.empty()) return;
+  key(w, k);
+  str(w, v);
+}
+
+// A one-process Chrome trace's top level (chrome_header.cpp): what comes before traceEvents' entries,
+// up to its opening bracket (devices, metadata, GPU samples), and what comes after them.
+void write_header(JsonWriter& w, const Trace& t);
+void write_footer(JsonWriter& w);
 
 }  // namespace gpuprof::chrome_json

@@ -187,11 +187,16 @@ def _write_outputs(args, reports: list, payload) -> int:
         except OSError as e:
             raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:
+        from ..traces.export import save_report_files
+
         stem, ext = os.path.splitext(args.html_out)
         for i, report in enumerate(reports):
             out = args.html_out if len(reports) == 1 else f"{stem}_{i}{ext or '.html'}"
-            try:
-                report.to_html(out)
-            except OSError as e:
-                raise UserError(f"cannot write {display_path(out)}: {e.strerror}") from None
+            # The Chrome trace beside it: one that cannot be written is a warning, the HTML is kept.
+            written, failed = save_report_files(report, [(out, "html")], True)
+            failed = [line.replace(out, display_path(out)) for line in failed]
+            if out not in written:
+                raise UserError(f"cannot write {failed[-1]}")
+            for line in failed:
+                print(f"gpuprof analyze: warning: {line}", file=sys.stderr)
     return 0

@@ -267,8 +267,13 @@ def analyze_file(
             progress=read_pass,
             with_step_views=with_step_views,
         )
+        from ..analysis.windowed_export import WindowedExport
+
         views = analysed.pop("step_views", None)
-        return build_report(analysed=analysed, step_views_of_windows=views)
+        report = build_report(analysed=analysed, step_views_of_windows=views)
+        # Its Chrome trace, when saved: the file read again in windows.
+        report._set_trace_writer(WindowedExport(path, cap=e.cap, import_cpus=import_cpus).write)
+        return report
     # The aten operators of the Triton kernels it launched, from Inductor's output code if it is
     # still here (traces/inductor_code.py)
     launches = list(getattr(trace, "compiled_launches", None) or [])

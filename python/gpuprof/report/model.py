@@ -27,6 +27,9 @@ class Report:
         self._data = data
         self._trace = trace  # the native Trace the numbers came from (None when loaded from JSON)
         self._trace_path: Optional[str] = None  # where this report's Chrome trace was written
+        # Writes the Chrome trace to a path when the native Trace is not held (a trace read in
+        # windows: analysis/windowed_export.py)
+        self._trace_writer: Optional[Any] = None
         self._span_end: dict = {}  # report_build_s, report_write_s (record_span_end)
         self._view: Optional[Mapping] = None
 
@@ -72,6 +75,16 @@ class Report:
         """The native Trace the numbers came from; None for a report loaded from JSON, or one a
         session has let go of (``release_trace``)."""
         return self._trace
+
+    @property
+    def writes_trace(self) -> bool:
+        """Whether saving this report can write its Chrome trace: it holds its native trace, or it
+        was read in windows and its trace file can be read again, window by window."""
+        return self._trace is not None or self._trace_writer is not None
+
+    def _set_trace_writer(self, write) -> None:
+        """``write(path)`` writes this report's Chrome trace, for a report that holds no native trace."""
+        self._trace_writer = write
 
     def release_trace(self) -> None:
         """Let the native Trace go (a long session keeps only its latest spans' traces)."""
@@ -140,7 +153,7 @@ class Report:
         """Write the Chrome trace for a report file at ``path``, once: ``trace=True`` puts it beside
         the file (``<stem>.trace.json.gz``), a path puts it there, False writes none. A report
         loaded from JSON has no trace to write."""
-        if trace is False or trace is None or self._trace is None or self.trace_path:
+        if trace is False or trace is None or not self.writes_trace or self.trace_path:
             return
         from ..traces.export import export_chrome_trace
 
@@ -151,7 +164,10 @@ class Report:
                     stem = stem[: -len(ext)]
                     break
             trace = os.path.join(os.path.dirname(os.path.abspath(path)), f"{stem}.trace.json.gz")
-        export_chrome_trace(self._trace, trace)
+        if self._trace is not None:
+            export_chrome_trace(self._trace, trace)
+        else:
+            self._trace_writer(trace)
         self._trace_path = os.fspath(trace)
         self._view = None
 

@@ -45,7 +45,7 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
     writers = {"json": report.to_json, "html": report.to_html, "markdown": report.to_markdown}
     for i, (path, fmt) in enumerate(files):
         path = os.fspath(path)
-        with_trace = trace if i == 0 and report.trace is not None and not report.trace_path else False
+        with_trace = trace if i == 0 and report.writes_trace and not report.trace_path else False
         try:
             writers[fmt](path, trace=with_trace)
             written += [path] + ([report.trace_path] if with_trace is not False else [])

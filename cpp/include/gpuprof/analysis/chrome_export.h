@@ -42,4 +42,25 @@ class MergedChromeTrace {
   std::unique_ptr<Writer> out_;
 };
 
+// A trace read in windows of steps (python/gpuprof/analysis/windowed.py) written as one Chrome trace,
+// a window at a time (memory: the window being added). `header`, the windowed read's scan of the
+// file (its devices, metadata and GPU samples whole), gives what precedes the events and the GPU
+// power counters; add() writes what a window owns: its events without kContextFlag (with their flow
+// arrows), its memory samples in [own_from_ns, own_to_ns) and the critical path of its steps that
+// start there; close() names every window's lanes and ends the file. The entries are those
+// export_chrome_trace writes for the whole trace, in another order, except the GPU timeline's
+// counter tracks (utilization, Est. SM efficiency over the whole trace's extent), left out. Throws
+// TraceExportError when it cannot write.
+class WindowedChromeTrace {
+ public:
+  WindowedChromeTrace(const std::string& path, const Trace& header);
+  ~WindowedChromeTrace();
+  void add(const Trace& window, int64_t own_from_ns, int64_t own_to_ns);
+  void close();
+
+ private:
+  struct Writer;
+  std::unique_ptr<Writer> out_;
+};
+
 }  // namespace gpuprof

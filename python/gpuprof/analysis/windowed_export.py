@@ -1,0 +1,76 @@
+"""The Chrome trace beside a report read in windows (docs/design.md, "Memory"): the trace read again
+the way it was analysed, window by window, each window's own events written as they come into one
+document (``_core.WindowedChromeTrace``), opened before the first window and closed after the last,
+and renamed onto its path once whole (``traces/atomic.py``). Memory: one window's trace, the step
+markers and GPU samples of the scan, and the names of the lanes (devices, streams, DataLoader
+workers).
+
+The entries are those the whole trace's export has, in another order (each window's events, memory
+samples and critical path in turn, the lanes' names last), but for the GPU timeline's counter tracks
+(utilization and Est. SM efficiency over the trace's whole extent), which are left out as the
+windowed report leaves out the timeline. A launch's flow arrow needs its kernel in the launch's
+window, context included: a kernel that starts more than a whole step after its launch's step ends
+has its arrowhead without the tail.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Union
+
+from .._native import _core
+from ..traces.atomic import replace_atomically
+from .windowed import _trim, spilled
+
+
+class WindowedExport:
+    """Writes the Chrome trace of the trace at ``path`` (read in windows of at most about half of
+    ``cap`` events each, as ``windowed_report_dict`` reads it) on demand: ``write(out)``."""
+
+    def __init__(self, path: Union[str, os.PathLike], *, cap: int, import_cpus: int = 0) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.cap = cap
+        self.import_cpus = import_cpus
+        self.stamp = _stamp(self.path)  # the file as it was analysed
+
+    def write(self, out: Union[str, os.PathLike]) -> str:
+        """Write the trace to ``out`` (gzip when it ends in .gz), whole or not at all. Raises
+        OSError when it cannot be written or the trace file changed since it was analysed,
+        TraceImportError when a window cannot be read."""
+        from ..traces.read import display_path
+
+        if _stamp(self.path) != self.stamp:
+            raise OSError(
+                f"{display_path(self.path)} changed since it was analysed, so its Chrome trace was "
+                f"not written (gpuprof analyze {display_path(self.path)} again)"
+            )
+        replace_atomically(out, self._write)
+        return os.fspath(out)
+
+    def _write(self, tmp: str) -> None:
+        from ..traces.windows import plan_windows, read_window, scan_steps
+
+        scan = scan_steps(self.path, self.import_cpus)
+        windows = plan_windows(scan, max(1, self.cap // 2))
+        out = _core.WindowedChromeTrace(tmp, scan.trace)
+        with spilled(self.path, scan, windows) as files:
+            for i, w in enumerate(windows):
+                source = files[i] if files else self.path
+                trace, _stats = read_window(
+                    source, w, max_events=2 * max(self.cap, w.events), import_cpus=self.import_cpus
+                )
+                out.add(trace, w.own_from, w.own_to)
+                del trace
+                if files:
+                    os.unlink(files[i])
+                _trim()
+        out.close()
+
+
+def _stamp(path: str) -> tuple:
+    """The file's size and modification time; None where it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (None,)
+    return (st.st_size, st.st_mtime_ns)

@@ -1,0 +1,194 @@
+"""The Chrome trace beside a report read in windows (analysis/windowed_export.py; docs/design.md,
+"Memory"): the trace read again window by window, each window's own events written into one file.
+The specification: the same trace analysed whole and forced into windows (a 1 MiB budget: windows
+of 2,048 events) writes the same Chrome trace, entry for entry (in another order), but for the GPU
+timeline's counter tracks, which need the whole trace's extent and are left out; and the written
+trace reads back into the same steps."""
+
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from synthetic_ranks import GAP_US, _step_len_us, rank_trace  # noqa: E402
+from trace_memory import write_trace  # noqa: E402  (the benchmark's own synthetic trace)
+
+import gpuprof  # noqa: E402
+from gpuprof.traces.export import save_report_files  # noqa: E402
+
+MIB = 1 << 20
+
+
+def _timeline_counter(entry: dict) -> bool:
+    """One point of the GPU timeline's counter tracks ("GPU d Utilization", "GPU d Est. SM
+    Efficiency"): the whole trace's extent cut into buckets, left out of a windowed export."""
+    name = entry.get("name", "")
+    return entry.get("ph") == "C" and name.endswith((" Utilization", " Est. SM Efficiency"))
+
+
+def _entries(doc: dict) -> collections.Counter:
+    return collections.Counter(json.dumps(e, sort_keys=True) for e in doc["traceEvents"])
+
+
+def _exports(path: Path, tmp: Path, **whole_options):
+    """The Chrome traces written beside the report of ``path`` read whole and read in windows:
+    (whole document, windowed document, the windowed report, the whole report)."""
+    whole = gpuprof.analyze(path, **whole_options)
+    windowed = gpuprof.analyze(path, max_memory=MIB)
+    assert windowed.data["source"]["windowed"]["windows"] > 1
+    whole.to_json(tmp / "whole.json")
+    windowed.to_json(tmp / "windowed.json")
+    assert windowed.trace_path == str(tmp / "windowed.trace.json.gz")
+    # The report says where its trace is, as a whole trace's does.
+    assert json.loads((tmp / "windowed.json").read_text())["source"]["trace_path"] == windowed.trace_path
+    with gzip.open(whole.trace_path) as f:
+        a = json.load(f)
+    with gzip.open(windowed.trace_path) as f:
+        b = json.load(f)
+    return a, b, windowed, whole
+
+
+def _assert_same_export(a: dict, b: dict) -> int:
+    """Every top-level value and every entry of traceEvents equal, each entry as many times, but the
+    GPU timeline's counters (only in ``a``). Returns how many of those ``a`` had."""
+    assert {k: v for k, v in a.items() if k != "traceEvents"} == {
+        k: v for k, v in b.items() if k != "traceEvents"
+    }
+    only_whole = _entries(a) - _entries(b)
+    only_windowed = _entries(b) - _entries(a)
+    assert not only_windowed, list(only_windowed)[:3]
+    left_out = [json.loads(k) for k in only_whole.elements()]
+    assert all(_timeline_counter(e) for e in left_out), [e for e in left_out if not _timeline_counter(e)][:3]
+    assert not any(_timeline_counter(e) for e in b["traceEvents"])
+    assert len(a["traceEvents"]) - len(b["traceEvents"]) == len(left_out)
+    return len(left_out)
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    # One rank of bench/synthetic_ranks.py's DDP job for 60 steps, its device work 60% of a step
+    # late (each step's last kernels run in the next step's host time: every window's context holds
+    # device work of steps it does not own), with three allocator samples a step: 4,860 events over
+    # several windows. Each memory sample is kept by every window whose kept time holds it (up to
+    # three) and must be written once; each kernel and launch too.
+    steps = 60
+    doc = rank_trace(0, 1, steps=steps, layers=8, buckets=4, factors=[1.0] * steps, slowest=[1.0] * steps)
+    period = _step_len_us(1.0, 8, 4) + GAP_US
+    added, step = [], 0
+    for e in doc["traceEvents"]:
+        name = e.get("name", "")
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            e["ts"] += 0.6 * period
+        if name.startswith("ProfilerStep#"):
+            step += 1
+        elif name == "aten::copy_":
+            for i, (dt, mib) in enumerate(((100, 64), (1500, 512), (9000, 256))):
+                levels = {"Total Allocated": (mib + step) << 20, "Total Reserved": (1024 + step) << 20}
+                args = {**levels, "Bytes": 1 << 20, "Device Type": 1, "Device Id": 0, "Addr": 4096 * step + i}
+                added.append(
+                    {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": e["pid"]}
+                    | {"tid": e["tid"], "ts": e["ts"] + dt, "args": args}
+                )
+    doc["traceEvents"] += added
+    path = tmp_path_factory.mktemp("windowed_export") / "samples.json"
+    path.write_text(json.dumps(doc))
+    return path, steps
+
+
+def test_windowed_export_equals_the_whole_trace_export(samples, tmp_path):
+    path, steps = samples
+    a, b, windowed, whole = _exports(path, tmp_path)
+    left_out = _assert_same_export(a, b)
+    assert left_out > 0  # the one kernel device's utilization points
+    kinds = collections.Counter((e["ph"], e.get("cat")) for e in b["traceEvents"])
+    assert kinds[("i", "cpu_instant_event")] == 3 * steps  # each sample once, none from a context
+    assert kinds[("X", "user_annotation")] >= steps  # the step markers (and the job's ranges)
+    assert kinds[("f", "ac2g")] == kinds[("s", "ac2g")] > 0  # every launch's arrow, both ends
+    assert kinds[("X", "gpuprof_critical_path")] > 0
+    # The lanes are named once, as in the whole trace's export.
+    names = [e for e in b["traceEvents"] if e["ph"] == "M"]
+    assert (
+        len(names)
+        == len({json.dumps(e, sort_keys=True) for e in names})
+        == len([e for e in a["traceEvents"] if e["ph"] == "M"])
+    )
+    # Read back whole, the written trace gives the original trace's steps.
+    back = gpuprof.analyze(windowed.trace_path).to_dict()
+    assert back["steps"] == whole.to_dict()["steps"]
+    assert back["kernels"] == whole.to_dict()["kernels"]
+
+
+def test_synthetic_trace_round_trip(tmp_path):
+    # The benchmark's synthetic trace (116 steps, 10,324 events, six windows): the same export, and
+    # `gpuprof analyze` reads it back into the same steps and the same number of events.
+    path = tmp_path / "synthetic.json"
+    write_trace(path, 2_000_000)
+    (tmp_path / "out").mkdir()
+    a, b, windowed, whole = _exports(path, tmp_path / "out")
+    assert windowed.data["source"]["windowed"]["windows"] == 6
+    _assert_same_export(a, b)
+    back = gpuprof.analyze(windowed.trace_path).to_dict()
+    assert back["steps"] == whole.to_dict()["steps"]
+    assert back["counts"]["events"] == whole.to_dict()["counts"]["events"]
+
+
+@pytest.mark.parametrize("name", ["hta_2xv100_ddp", "hta_a100_nccl", "hta_v100_ns", "tb_resnet50_v100_nw0"])
+def test_stored_traces_windowed_export_equals_their_whole_export(shared_traces, tmp_path, name):
+    # The real traces (DDP on two V100s, NCCL on A100s, a ResNet-50 with its DataLoader...) forced into
+    # 3 to 6 windows: every kernel, operator, flow arrow, memory sample, GPU power point and critical
+    # path piece of the whole trace's export, and its devices and metadata; only the GPU timeline's
+    # counters are left out. Read back, the export gives the original's steps.
+    path = sorted((shared_traces / name).glob("*.json.gz"))[0]
+    a, b, windowed, whole = _exports(path, tmp_path, with_step_views=False)
+    assert _assert_same_export(a, b) > 0
+    back = gpuprof.analyze(windowed.trace_path, with_step_views=False).to_dict()
+    assert back["steps"] == whole.to_dict()["steps"]
+
+
+def test_a_failed_windowed_export_costs_no_report(samples, tmp_path):
+    # A trace that cannot be written (its folder is a file) is one failure line; the report is
+    # written without it, and says no trace path.
+    path, _steps = samples
+    report = gpuprof.analyze(path, max_memory=MIB)
+    (tmp_path / "blocked").write_text("a file where the trace's folder would be")
+    written, failed = save_report_files(
+        report, [(tmp_path / "r.json", "json")], tmp_path / "blocked" / "t.json.gz"
+    )
+    assert written == [str(tmp_path / "r.json")]
+    assert len(failed) == 1 and failed[0].startswith(str(tmp_path / "blocked" / "t.json.gz"))
+    assert "trace_path" not in json.loads((tmp_path / "r.json").read_text())["source"]
+    # The trace file changed since it was analysed: the windows would not be the report's. Nothing
+    # is written in its place, and the report file still is.
+    report = gpuprof.analyze(path, max_memory=MIB)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    try:
+        written, failed = save_report_files(report, [(tmp_path / "s.json", "json")], True)
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert written == [str(tmp_path / "s.json")]
+    assert "changed since it was analysed" in failed[0] and "gpuprof analyze" in failed[0]
+    assert not (tmp_path / "s.trace.json.gz").exists()
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp.gz")]
+
+
+def test_cli_html_of_a_windowed_trace_writes_its_chrome_trace(samples, tmp_path):
+    path, steps = samples
+    out = tmp_path / "report.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuprof", "analyze", str(path), "--max-memory", "1M", "--html", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file()
+    trace = tmp_path / "report.trace.json.gz"
+    back = gpuprof.analyze(trace).to_dict()
+    assert len(back["steps"]) == len(gpuprof.analyze(path).to_dict()["steps"])
