@@ -192,3 +192,19 @@ def test_cli_html_of_a_windowed_trace_writes_its_chrome_trace(samples, tmp_path)
     trace = tmp_path / "report.trace.json.gz"
     back = gpuprof.analyze(trace).to_dict()
     assert len(back["steps"]) == len(gpuprof.analyze(path).to_dict()["steps"])
+
+
+def test_cli_html_kept_when_its_chrome_trace_cannot_be_written(samples, tmp_path):
+    # A folder where the trace would go: the HTML is written, the trace is a warning, exit 0.
+    path, _steps = samples
+    out = tmp_path / "report.html"
+    (tmp_path / "report.trace.json.gz").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuprof", "analyze", str(path), "--max-memory", "1M", "--html", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file() and "<html" in out.read_text()[:2000].lower()
+    assert "gpuprof analyze: warning: the Chrome trace beside" in proc.stderr
