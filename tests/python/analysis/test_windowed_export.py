@@ -208,3 +208,73 @@ def test_cli_html_kept_when_its_chrome_trace_cannot_be_written(samples, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert out.is_file() and "<html" in out.read_text()[:2000].lower()
     assert "gpuprof analyze: warning: the Chrome trace beside" in proc.stderr
+
+
+def _hand_built(path: Path) -> None:
+    """Three steps of 1 ms (host pid 100), each with one aten::mm launching one kernel (correlation
+    1, 2, 3) that starts 600 us into the step and runs 600 us, into the next step's time, and one
+    allocator sample 100 us into the step."""
+    events = []
+    for i in range(3):
+        t0 = 1_000_000 + 1000 * i
+        host = {"pid": 100, "tid": 100}
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "ts": t0, "dur": 1000}
+            | host,
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t0 + 10, "dur": 50} | host,
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t0 + 20, "dur": 10}
+            | host
+            | {"args": {"correlation": i + 1}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t0 + 600, "dur": 600}
+            | {"args": {"correlation": i + 1, "device": 0, "stream": 7}},
+            {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "ts": t0 + 100}
+            | host
+            | {
+                "args": {"Total Allocated": (i + 1) << 20, "Bytes": 1 << 20, "Device Type": 1, "Device Id": 0}
+            },
+        ]
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_each_window_writes_what_it_owns(tmp_path):
+    # One step a window: each window also keeps the step before and after it (window 2 keeps
+    # kernel 1 as context, window 1 keeps kernel 2, which starts in step 2's time), yet each kernel, launch arrow, memory sample and critical-path piece
+    # is written once, by the window its start falls in, and each lane is named once.
+    from gpuprof._native import _core
+    from gpuprof.traces.windows import plan_windows, read_window, scan_steps
+
+    path = tmp_path / "three.json"
+    _hand_built(path)
+    scan = scan_steps(path)
+    windows = plan_windows(scan, 1)
+    assert [(w.first, w.last) for w in windows] == [(0, 0), (1, 1), (2, 2)]
+    out = _core.WindowedChromeTrace(str(tmp_path / "w.json"), scan.trace)
+    context = []
+    for w in windows:
+        trace, stats = read_window(path, w)
+        context.append(stats["context_events"])
+        out.add(trace, w.own_from, w.own_to)
+    out.close()
+    # The neighbouring steps' marker, op, launch and kernel; window 3 also keeps kernel 1, which
+    # runs into step 2's time.
+    assert context == [4, 8, 5]
+    doc = json.loads((tmp_path / "w.json").read_text())
+    kinds = collections.Counter((e["ph"], e.get("cat"), e.get("name")) for e in doc["traceEvents"])
+    assert kinds[("X", "kernel", "gemm")] == kinds[("X", "cpu_op", "aten::mm")] == 3
+    assert kinds[("s", "ac2g", "ac2g")] == kinds[("f", "ac2g", "ac2g")] == 3
+    assert kinds[("i", "cpu_instant_event", "[memory]")] == 3
+    kernels = sorted(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    assert kernels == [1_000_600, 1_001_600, 1_002_600]
+    named = sorted(
+        (e["name"], str(e["pid"]), e["args"].get("name")) for e in doc["traceEvents"] if e["ph"] == "M"
+    )
+    assert ("process_name", "0", "GPU 0") in named and ("process_name", "100", "python") in named
+    assert len(named) == len(set(named)) == 5  # the two processes, the critical path's three
+    path_steps = collections.Counter(
+        e["args"]["step"] for e in doc["traceEvents"] if e.get("cat") == "gpuprof_critical_path"
+    )
+    assert set(path_steps) <= {1, 2, 3} and path_steps
+    # Entry for entry, the export of the whole trace, but its utilization counter track.
+    whole, _stats = gpuprof.traces.read.import_trace(path)
+    _core.export_chrome_trace(whole, str(tmp_path / "whole.json"))
+    assert _assert_same_export(json.loads((tmp_path / "whole.json").read_text()), doc) > 0
