@@ -155,6 +155,8 @@ void bind_chrome_export(py::module_& m) {
           py::arg("trace"), py::arg("own_from_ns"), py::arg("own_to_ns"),
           "Add what one window owns: its events without the context flag, its memory samples and the "
           "critical path of its steps in [own_from_ns, own_to_ns).")
+      .def("utilization", &WindowedChromeTrace::utilization, py::arg("device"), py::arg("buckets"),
+           py::arg("end_ns"), "Write a device's utilization counter track: (start ns, %) per bucket, 0 at end_ns.")
       .def("close", &WindowedChromeTrace::close, "Name the lanes and end the file.");
 }
 

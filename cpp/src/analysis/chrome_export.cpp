@@ -692,6 +692,32 @@ void WindowedChromeTrace::add(const Trace& window, int64_t own_from_ns, int64_t 
   out_->names.add(window, true);
 }
 
+void WindowedChromeTrace::utilization(int device, const std::vector<std::pair<int64_t, double>>& buckets,
+                                      int64_t end_ns) {
+  if (!out_) throw TraceExportError("the windowed trace is already closed");
+  JsonWriter& w = out_->w;
+  const std::string name = "GPU " + std::to_string(device) + " Utilization";
+  auto counter = [&](int64_t ts_ns, double pct) {
+    w.StartObject();
+    key(w, "ph");
+    w.String("C");
+    key(w, "name");
+    str(w, name);
+    key(w, "pid");
+    w.Int64(device);
+    key(w, "ts");
+    write_us(w, ts_ns);
+    key(w, "args");
+    w.StartObject();
+    key(w, "utilization %");
+    w.Double(pct);
+    w.EndObject();
+    w.EndObject();
+  };
+  for (const auto& [start_ns, pct] : buckets) counter(start_ns, pct);
+  if (!buckets.empty()) counter(end_ns, 0.0);
+}
+
 void WindowedChromeTrace::close() {
   if (!out_) return;
   Placement at;

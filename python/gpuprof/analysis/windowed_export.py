@@ -2,15 +2,16 @@
 the way it was analysed, window by window, each window's own events written as they come into one
 document (``_core.WindowedChromeTrace``), opened before the first window and closed after the last,
 and renamed onto its path once whole (``traces/atomic.py``). Memory: one window's trace, the step
-markers and GPU samples of the scan, and the names of the lanes (devices, streams, DataLoader
-workers).
+markers and GPU samples of the scan, the names of the lanes (devices, streams, DataLoader workers)
+and the GPU timeline's bucket sums (a few widths of 101 buckets a device).
 
 The entries are those the whole trace's export has, in another order (each window's events, memory
-samples and critical path in turn, the lanes' names last), but for the GPU timeline's counter tracks
-(utilization and Est. SM efficiency over the trace's whole extent), which are left out as the
-windowed report leaves out the timeline. A launch's flow arrow needs its kernel in the launch's
-window, context included: a kernel that starts more than a whole step after its launch's step ends
-has its arrowhead without the tail.
+samples and critical path in turn, the lanes' names and the utilization counters last, from the GPU
+timeline merged as the windowed report merges it: ``window_views.TimelineMerge``), but for the Est.
+SM efficiency counter tracks, left out: each level is a running sum of the kernels' SM shares over
+the whole trace, whose float residue a window cannot reproduce. A launch's flow arrow needs its
+kernel in the launch's window, context included: a kernel that starts more than a whole step after
+its launch's step ends has its arrowhead without the tail.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Union
 
 from .._native import _core
 from ..traces.atomic import replace_atomically
+from .window_views import TimelineMerge
 from .windowed import _trim, spilled
 
 
@@ -53,6 +55,7 @@ class WindowedExport:
         scan = scan_steps(self.path, self.import_cpus)
         windows = plan_windows(scan, max(1, self.cap // 2))
         out = _core.WindowedChromeTrace(tmp, scan.trace)
+        timeline = TimelineMerge()
         with spilled(self.path, scan, windows) as files:
             for i, w in enumerate(windows):
                 source = files[i] if files else self.path
@@ -60,10 +63,16 @@ class WindowedExport:
                     source, w, max_events=2 * max(self.cap, w.events), import_cpus=self.import_cpus
                 )
                 out.add(trace, w.own_from, w.own_to)
+                timeline.add(trace, w.own_from, w.own_to)
                 del trace
                 if files:
                     os.unlink(files[i])
                 _trim()
+        for device, rows in timeline.result().items():
+            # The buckets' starts in ns: the span's first event plus whole bucket widths.
+            width = round(rows[0]["dur_us"] * 1000) if len(rows) > 1 else 0
+            buckets = [(timeline.lo + b * width, r["utilization_pct"]) for b, r in enumerate(rows)]
+            out.utilization(int(device), buckets, timeline.hi)
         out.close()
 
 

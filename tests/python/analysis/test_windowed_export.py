@@ -1,9 +1,9 @@
 """The Chrome trace beside a report read in windows (analysis/windowed_export.py; docs/design.md,
 "Memory"): the trace read again window by window, each window's own events written into one file.
 The specification: the same trace analysed whole and forced into windows (a 1 MiB budget: windows
-of 2,048 events) writes the same Chrome trace, entry for entry (in another order), but for the GPU
-timeline's counter tracks, which need the whole trace's extent and are left out; and the written
-trace reads back into the same steps."""
+of 2,048 events) writes the same Chrome trace, entry for entry (in another order), but for the Est. SM
+efficiency counter tracks (a running float sum over the whole trace's kernels), left out; and the
+written trace reads back into the same steps."""
 
 import collections
 import gzip
@@ -26,10 +26,10 @@ MIB = 1 << 20
 
 
 def _timeline_counter(entry: dict) -> bool:
-    """One point of the GPU timeline's counter tracks ("GPU d Utilization", "GPU d Est. SM
-    Efficiency"): the whole trace's extent cut into buckets, left out of a windowed export."""
+    """One point of an Est. SM efficiency counter track ("GPU d Est. SM Efficiency"), left out of a
+    windowed export."""
     name = entry.get("name", "")
-    return entry.get("ph") == "C" and name.endswith((" Utilization", " Est. SM Efficiency"))
+    return entry.get("ph") == "C" and name.endswith(" Est. SM Efficiency")
 
 
 def _entries(doc: dict) -> collections.Counter:
@@ -56,7 +56,7 @@ def _exports(path: Path, tmp: Path, **whole_options):
 
 def _assert_same_export(a: dict, b: dict) -> int:
     """Every top-level value and every entry of traceEvents equal, each entry as many times, but the
-    GPU timeline's counters (only in ``a``). Returns how many of those ``a`` had."""
+    Est. SM efficiency counters (only in ``a``). Returns how many of those ``a`` had."""
     assert {k: v for k, v in a.items() if k != "traceEvents"} == {
         k: v for k, v in b.items() if k != "traceEvents"
     }
@@ -237,27 +237,22 @@ def _hand_built(path: Path) -> None:
 
 
 def test_each_window_writes_what_it_owns(tmp_path):
-    # One step a window: each window also keeps the step before and after it (window 2 keeps
-    # kernel 1 as context, window 1 keeps kernel 2, which starts in step 2's time), yet each kernel, launch arrow, memory sample and critical-path piece
-    # is written once, by the window its start falls in, and each lane is named once.
+    # One step a window: each window also keeps the step before and after it (window 2 keeps kernel 1 as
+    # context, window 1 keeps kernel 2, which starts in step 2's time), yet each kernel, launch arrow,
+    # memory sample and critical-path piece is written once, by the window its start falls in, and each
+    # lane is named once.
     from gpuprof._native import _core
+    from gpuprof.analysis.windowed_export import WindowedExport
     from gpuprof.traces.windows import plan_windows, read_window, scan_steps
 
     path = tmp_path / "three.json"
     _hand_built(path)
-    scan = scan_steps(path)
-    windows = plan_windows(scan, 1)
+    windows = plan_windows(scan_steps(path), 1)
     assert [(w.first, w.last) for w in windows] == [(0, 0), (1, 1), (2, 2)]
-    out = _core.WindowedChromeTrace(str(tmp_path / "w.json"), scan.trace)
-    context = []
-    for w in windows:
-        trace, stats = read_window(path, w)
-        context.append(stats["context_events"])
-        out.add(trace, w.own_from, w.own_to)
-    out.close()
     # The neighbouring steps' marker, op, launch and kernel; window 3 also keeps kernel 1, which
     # runs into step 2's time.
-    assert context == [4, 8, 5]
+    assert [read_window(path, w)[1]["context_events"] for w in windows] == [4, 8, 5]
+    WindowedExport(path, cap=2).write(tmp_path / "w.json")  # windows of one event: one step each
     doc = json.loads((tmp_path / "w.json").read_text())
     kinds = collections.Counter((e["ph"], e.get("cat"), e.get("name")) for e in doc["traceEvents"])
     assert kinds[("X", "kernel", "gemm")] == kinds[("X", "cpu_op", "aten::mm")] == 3
@@ -274,7 +269,9 @@ def test_each_window_writes_what_it_owns(tmp_path):
         e["args"]["step"] for e in doc["traceEvents"] if e.get("cat") == "gpuprof_critical_path"
     )
     assert set(path_steps) <= {1, 2, 3} and path_steps
-    # Entry for entry, the export of the whole trace, but its utilization counter track.
+    # Entry for entry, the export of the whole trace (its kernels carry no SM share: no SM
+    # efficiency track to leave out), the utilization track's 33 points of 100 us included.
     whole, _stats = gpuprof.traces.read.import_trace(path)
     _core.export_chrome_trace(whole, str(tmp_path / "whole.json"))
-    assert _assert_same_export(json.loads((tmp_path / "whole.json").read_text()), doc) > 0
+    assert _assert_same_export(json.loads((tmp_path / "whole.json").read_text()), doc) == 0
+    assert kinds[("C", None, "GPU 0 Utilization")] == 33

@@ -6,6 +6,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gpuprof/core/trace.h"
 
@@ -48,14 +50,18 @@ class MergedChromeTrace {
 // power counters; add() writes what a window owns: its events without kContextFlag (with their flow
 // arrows), its memory samples in [own_from_ns, own_to_ns) and the critical path of its steps that
 // start there; close() names every window's lanes and ends the file. The entries are those
-// export_chrome_trace writes for the whole trace, in another order, except the GPU timeline's
-// counter tracks (utilization, Est. SM efficiency over the whole trace's extent), left out. Throws
+// export_chrome_trace writes for the whole trace, in another order, except the Est. SM efficiency
+// counter tracks (each level a running sum over the whole trace's kernels), left out. Throws
 // TraceExportError when it cannot write.
 class WindowedChromeTrace {
  public:
   WindowedChromeTrace(const std::string& path, const Trace& header);
   ~WindowedChromeTrace();
   void add(const Trace& window, int64_t own_from_ns, int64_t own_to_ns);
+  // The "GPU <device> Utilization" counter track from the whole trace's GPU timeline buckets,
+  // merged from the windows (python/gpuprof/analysis/window_views.py): each bucket's (start ns,
+  // utilization %), then 0 at `end_ns`.
+  void utilization(int device, const std::vector<std::pair<int64_t, double>>& buckets, int64_t end_ns);
   void close();
 
  private:
