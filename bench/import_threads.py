@@ -5,7 +5,7 @@ Each import runs in a fresh process (as `gpuprof analyze` does), the settings ta
 gives each setting's median and best wall time, CPU time and peak RSS, and the ratio of the medians.
 The import's `import_cpus` (what `GPUPROF_IMPORT_CPUS` sets for `gpuprof analyze`) says how many CPUs
 it counts on: 1 keeps it on one thread; 0, the default, counts the CPUs the process may use (a gzip
-file is split from 4, plain text from 2).
+file is split from 2, as plain text).
 
     python bench/import_threads.py [--repeat 7] [--out results.json] [FILE ...]
 
@@ -101,8 +101,6 @@ def main() -> int:
     }
     print(f"{'input':44} {'setting':12} {'median s':>9} {'best s':>8} {'CPU s':>7} {'threads':>7} {'MiB':>6}")
     settings = dict(SETTINGS)
-    if cpus() < 4:  # what splitting a gzip file would do here: why the default does not
-        settings["as if 4 CPUs"] = 4
     for path in inputs(args):
         runs = {name: [] for name in settings}
         for _ in range(args.repeat):
@@ -127,11 +125,6 @@ def main() -> int:
             )
         row["one_thread_over_default"] = row["one thread"]["median_wall_s"] / row["default"]["median_wall_s"]
         print(f"{'':44} one thread / default: {row['one_thread_over_default']:.2f}x")
-        if "as if 4 CPUs" in row:
-            row["one_thread_over_as_if_4_cpus"] = (
-                row["one thread"]["median_wall_s"] / row["as if 4 CPUs"]["median_wall_s"]
-            )
-            print(f"{'':44} one thread / as if 4 CPUs: {row['one_thread_over_as_if_4_cpus']:.2f}x")
         doc["inputs"][path.name] = row
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=2))

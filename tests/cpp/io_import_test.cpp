@@ -853,6 +853,49 @@ TEST(SplitImport, AGzipFileReadByTwoThreadsIsReadAsByOne) {
   EXPECT_EQ(a.substr(a.find('\n')), test_support::dump_import(text, one_thread()).substr(a.find('\n')));
 }
 
+TEST(SplitImport, AGzipFileUnderAnEventCapIsReadAsByOne) {
+  // The Python import always passes a cap (its memory budget's). The second thread keeps at most
+  // half of it; the halves are joined only when together they keep no more than the cap.
+  const auto events_in = [](const std::string& dump) {
+    size_t n = 0;
+    for (size_t at = dump.find("\nev "); at != std::string::npos; at = dump.find("\nev ", at + 1)) ++n;
+    return n;
+  };
+  const auto capped = [](ImportOptions o, size_t cap) {
+    o.max_events = cap;
+    return o;
+  };
+  const std::string text = kineto_text(4000);
+  const std::string gz = gzip_file(text, "capped.json");
+  if (gz.empty()) GTEST_SKIP() << "no gzip program to write the test file";
+  const size_t kept = events_in(test_support::dump_import_file(gz, one_thread()));
+  ASSERT_GT(kept, 2000u);   // steps, ops, launches, kernels, copies: 5 of each 7 records
+  ImportStats st;
+  // A cap the trace just reaches: both threads read, the second less than half of it (3/7 of the text).
+  const std::string at_cap = test_support::dump_import_file(gz, capped(one_thread(), kept));
+  EXPECT_EQ(at_cap, test_support::dump_import_file(gz, capped(two_threads(), kept), &st));
+  EXPECT_EQ(events_in(at_cap), kept);
+  if (two_cpus()) EXPECT_TRUE(st.split);
+  // One event fewer: one thread stops at the cap; so do two, with the same message, offset and index.
+  const std::string over = test_support::dump_import_file(gz, capped(one_thread(), kept - 1));
+  EXPECT_EQ(over.rfind("error ", 0), 0u) << over.substr(0, 200);
+  EXPECT_NE(over.find("the max_events limit"), std::string::npos) << over;
+  EXPECT_EQ(over, test_support::dump_import_file(gz, capped(two_threads(), kept - 1)));
+  // The first 4/7 of the text all metadata records (ignored): the second half holds every kept
+  // event, more than half the cap; the second thread stops and the first reads that half itself.
+  const std::string late = kineto_text(4000, [](int i, std::string& ev) {
+    if (i < 2400)
+      ev = "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 10, \"tid\": 11, \"args\": {\"name\": \"t\"}}";
+  });
+  const std::string late_gz = gzip_file(late, "capped_late.json");
+  const size_t late_kept = events_in(test_support::dump_import_file(late_gz, one_thread()));
+  ASSERT_GT(late_kept, 1000u);
+  const std::string late_one = test_support::dump_import_file(late_gz, capped(one_thread(), late_kept));
+  EXPECT_EQ(late_one, test_support::dump_import_file(late_gz, capped(two_threads(), late_kept), &st));
+  EXPECT_EQ(events_in(late_one), late_kept);
+  EXPECT_FALSE(st.split);   // refused: the second half kept more than half the cap
+}
+
 TEST(SplitImport, AGzipFileWithBoundariesInStringsOrErrorsIsReadAsByOne) {
   const int n = 3000;
   std::vector<std::pair<std::string, std::string>> texts;

@@ -75,8 +75,11 @@ void read_second_half(const SplitSource& src, const ImportOptions& opts, const s
                       std::function<void(uint64_t)> found, SecondHalf* out) {
   try {
     std::unique_ptr<io::TextStream> in = src.open(stop, std::move(found));
+    ImportOptions half_opts = opts;
+    half_opts.max_events = second_half_max_events(opts.max_events);
+    if (src.text_bytes > src.at) reserve_for_text(out->trace, src.text_bytes - src.at, half_opts);
     ProgressPublisher progress(*in, out->stats, opts, true);
-    const ParseResult r = parse_rest_of_events(*in, out->trace, out->stats, opts);
+    const ParseResult r = parse_rest_of_events(*in, out->trace, out->stats, half_opts);
     progress.flush();
     if (!r.json || !in->error().empty() || !r.abort_reason.empty()) return;
     out->unit_ns = r.unit_ns;
@@ -137,6 +140,20 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
   for (const auto& [reason, n] : h.stats.skipped_by_reason) s.skipped_by_reason[reason] += n;
 }
 
+// The import.* metadata of a finished import, and the host's pid (`host_pid`, -1: none seen).
+void add_import_metadata(Trace& trace, const ImportStats& stats, int64_t host_pid, uint64_t invalid_utf8) {
+  trace.metadata["import.format"] = "kineto-chrome-trace";
+  // The same key a live session fills: the exporter writes host rows under this pid.
+  if (host_pid >= 0 && !trace.metadata.count("pid")) trace.metadata["pid"] = std::to_string(host_pid);
+  trace.metadata["import.time_unit"] = stats.timestamps_ns ? "ns" : "us";
+  trace.metadata["import.json_bytes"] = std::to_string(stats.json_bytes);
+  trace.metadata["import.records"] = std::to_string(stats.records);
+  trace.metadata["import.ignored_records"] = std::to_string(stats.ignored_records);
+  if (invalid_utf8 > 0) trace.metadata["import.invalid_utf8_strings"] = std::to_string(invalid_utf8);
+  for (const auto& [reason, count] : stats.skipped_by_reason)
+    trace.metadata["import.skipped." + reason] = std::to_string(count);
+}
+
 }  // namespace
 
 int64_t event_boundary(std::string_view w) {
@@ -153,12 +170,27 @@ int64_t event_boundary(std::string_view w) {
   return -1;
 }
 
+void reserve_for_text(Trace& t, uint64_t text_bytes, const ImportOptions& opts) {
+  if (opts.windowed || opts.scan_steps || text_bytes == 0) return;
+  if (opts.max_bytes != 0) text_bytes = std::min(text_bytes, opts.max_bytes);
+  uint64_t events = text_bytes / kTextBytesPerEventAtLeast;
+  if (opts.max_events != 0) events = std::min<uint64_t>(events, opts.max_events);
+  events = std::min<uint64_t>(events, UINT32_MAX);   // event indices are 32-bit
+  try {
+    t.events.reserve(size_t(events));
+    t.kernels.reserve(size_t(events / 2));   // a kernel mostly comes with its launch call; more grow
+  } catch (const std::exception&) {
+    // Not enough address space for the guess: the arrays grow as they are filled instead.
+  }
+}
+
 Trace run_import(io::TextStream& in, const std::string& label, const ImportOptions& opts, ImportStats* stats_out,
-                 const SplitSource* split) {
+                 const SplitSource* split, uint64_t expected_text_bytes) {
   const auto t0 = std::chrono::steady_clock::now();
   ImportStats stats;
   stats.compressed = in.compressed();
   Trace trace;
+  reserve_for_text(trace, expected_text_bytes, opts);   // the whole text's: the second half is appended to it
   if (!in.error().empty() && in.bytes_delivered() == 0 && in.at_end()) throw TraceImportError(label, in.error());
   // A large text: a second thread reads from an event boundary near the middle while this one
   // reads up to it (SplitPoint). The thread is stopped and joined on every way out.
@@ -218,7 +250,13 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
           if (opts.interrupted && polls % 50 == 0 && opts.interrupted()) return AtSplit::Interrupted;
         }
         second.join();
-        if (!half.ok) return AtSplit::ReadOn;
+        // Past the cap together (the first thread's events still held for the unit vote counted
+        // as kept): one thread would have stopped at the cap, so it reads on and does.
+        const uint64_t kept = trace.events.size() + (*unit == 0 ? first.held : 0) + half.trace.events.size();
+        if (!half.ok || (opts.max_events != 0 && kept > opts.max_events)) {
+          half.trace = Trace();   // its memory, before this thread reads that half itself
+          return AtSplit::ReadOn;
+        }
         if (*unit == 0) {
           // This thread is still voting: the one-thread read would go on voting with the second
           // half's first events, whose votes the second thread kept.
@@ -289,16 +327,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   stats.json_bytes = text_bytes;
   stats.timestamps_ns = unit_ns == 1;
   stats.decompress_parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  trace.metadata["import.format"] = "kineto-chrome-trace";
-  // The same key a live session fills: the exporter writes host rows under this pid.
-  if (host_pid >= 0 && !trace.metadata.count("pid")) trace.metadata["pid"] = std::to_string(host_pid);
-  trace.metadata["import.time_unit"] = stats.timestamps_ns ? "ns" : "us";
-  trace.metadata["import.json_bytes"] = std::to_string(stats.json_bytes);
-  trace.metadata["import.records"] = std::to_string(stats.records);
-  trace.metadata["import.ignored_records"] = std::to_string(stats.ignored_records);
-  if (invalid_utf8 > 0) trace.metadata["import.invalid_utf8_strings"] = std::to_string(invalid_utf8);
-  for (const auto& [reason, count] : stats.skipped_by_reason)
-    trace.metadata["import.skipped." + reason] = std::to_string(count);
+  add_import_metadata(trace, stats, host_pid, invalid_utf8);
   if (stats_out != nullptr) *stats_out = stats;
   return trace;
 }

@@ -59,14 +59,22 @@ constexpr uint64_t kMinEventBytes = 16;
 
 // `exact_bytes`: the text's length is known exactly (a plain file, a text in memory), not read
 // from a gzip trailer, which holds it modulo 4 GiB. An event cap the text cannot reach leaves the
-// split on: each half could hold up to the cap, and the two together more than one thread would
-// keep before refusing.
+// split on. A gzip file splits under any cap: its second half keeps at most half the cap
+// (kineto::second_half_max_events), and the halves are joined only when together they keep no
+// more than the cap, so the two hold at most one and a half times the cap while they read.
 bool split_wanted(uint64_t text_bytes, const ImportOptions& opts, bool exact_bytes) {
   if (opts.split_min_bytes == 0 || text_bytes < opts.split_min_bytes || opts.max_bytes != 0) return false;
   if (opts.scan_steps || opts.windowed) return false;
-  if (opts.max_events != 0 && (!exact_bytes || text_bytes / kMinEventBytes >= opts.max_events)) return false;
+  if (opts.max_events != 0 && exact_bytes && text_bytes / kMinEventBytes >= opts.max_events) return false;
   return usable_cpus(opts) >= 2;
 }
+
+// Where a gzip file's second thread starts, as a share of its text: past the middle, since that
+// thread inflates the text before its start again. With I and P the seconds to inflate and to parse
+// the whole text, the first thread takes f (I + P), the second I + (1 - f) P; they finish together at
+// f = (I + P) / (I + 2 P): 0.57 with ISA-L, which inflates about five times faster than the
+// parser reads (docs/performance.md). With zlib (I about P / 2) it is 0.6: 4/7 is near both.
+constexpr uint64_t kGzipFirstShareNum = 4, kGzipFirstShareDen = 7;
 
 // The second half of a large file, from an event boundary near the middle of its text, read by a
 // second thread with its own stream. A plain file: the boundary is looked for now and the stream
@@ -74,7 +82,8 @@ bool split_wanted(uint64_t text_bytes, const ImportOptions& opts, bool exact_byt
 // wrong length only moves the split, or leaves the first thread reading alone); the second
 // thread's stream inflates the file from its start on a thread of its own, throws the first half
 // away and looks for the boundary after it. Nothing for pipes and FIFOs (read once) or small texts.
-bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSource* src) {
+// `*text_bytes`: a regular file's text length (a gzip file's from its trailer), else 0.
+bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSource* src, uint64_t* text_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   bool planned = false;
@@ -84,10 +93,11 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
     const bool gzip = magic[0] == 0x1f && magic[1] == 0x8b;
     unsigned char isize[4] = {0, 0, 0, 0};
     if (gzip && st.st_size >= 18 && ::pread(fd, isize, 4, st.st_size - 4) == 4) {
-      const uint64_t text_bytes =
+      *text_bytes =
           uint64_t(isize[0]) | uint64_t(isize[1]) << 8 | uint64_t(isize[2]) << 16 | uint64_t(isize[3]) << 24;
-      if (split_wanted(text_bytes, opts, false) && usable_cpus(opts) >= int(opts.gzip_split_cpus)) {
-        src->at = text_bytes / 2;
+      if (split_wanted(*text_bytes, opts, false) && usable_cpus(opts) >= int(opts.gzip_split_cpus)) {
+        src->at = *text_bytes / kGzipFirstShareDen * kGzipFirstShareNum;
+        src->text_bytes = *text_bytes;
         src->at_is_earliest = true;
         src->open = [path, tokens = opts.max_token_bytes, from = src->at](const std::atomic<bool>* stop,
                                                                           std::function<void(uint64_t)> found) {
@@ -100,13 +110,14 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
         };
         planned = true;
       }
-    } else if (!gzip && split_wanted(uint64_t(st.st_size), opts, true)) {
+    } else if (!gzip && (*text_bytes = uint64_t(st.st_size), split_wanted(*text_bytes, opts, true))) {
       std::string window(kBoundaryWindow, '\0');
       const off_t middle = st.st_size / 2;
       const ssize_t got = ::pread(fd, window.data(), window.size(), middle);
       const int64_t i = got > 0 ? event_boundary(std::string_view(window.data(), size_t(got))) : -1;
       if (i >= 0) {
         src->at = uint64_t(middle) + uint64_t(i);
+        src->text_bytes = *text_bytes;
         src->open = [path, tokens = opts.max_token_bytes, at = src->at](const std::atomic<bool>* stop,
                                                                         std::function<void(uint64_t)>) {
           return stoppable(std::make_unique<io::TextStream>(path, 0, tokens, at), stop);
@@ -123,10 +134,11 @@ bool plan_file_split(const std::string& path, const ImportOptions& opts, SplitSo
 
 Trace import_kineto_trace(const std::string& path, const ImportOptions& options, ImportStats* stats) {
   SplitSource split;
-  const bool halves = plan_file_split(path, options, &split);
+  uint64_t text_bytes = 0;
+  const bool halves = plan_file_split(path, options, &split, &text_bytes);
   io::TextStream in(path, options.max_bytes, options.max_token_bytes);
   if (options.interrupted) in.set_interrupt_check(options.interrupted);
-  return run_import(in, path, options, stats, halves ? &split : nullptr);
+  return run_import(in, path, options, stats, halves ? &split : nullptr, text_bytes);
 }
 
 Trace import_kineto_json(std::string_view json, const std::string& label, const ImportOptions& options,
@@ -138,6 +150,7 @@ Trace import_kineto_json(std::string_view json, const std::string& label, const 
     const int64_t i = event_boundary(json.substr(middle, kBoundaryWindow));
     if (i >= 0) {
       split.at = middle + uint64_t(i);
+      split.text_bytes = json.size();
       split.open = [json, tokens = options.max_token_bytes, at = split.at](const std::atomic<bool>* stop,
                                                                            std::function<void(uint64_t)>) {
         return stoppable(std::make_unique<io::TextStream>(json.substr(at), 0, tokens), stop);
@@ -147,7 +160,7 @@ Trace import_kineto_json(std::string_view json, const std::string& label, const 
   }
   io::TextStream in(json, options.max_bytes, options.max_token_bytes);
   if (options.interrupted) in.set_interrupt_check(options.interrupted);
-  return run_import(in, label, options, stats, halves ? &split : nullptr);
+  return run_import(in, label, options, stats, halves ? &split : nullptr, json.size());
 }
 
 }  // namespace gpuprof

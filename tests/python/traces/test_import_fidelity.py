@@ -185,7 +185,7 @@ def test_memsets_keep_their_bytes_through_import_and_export(tmp_path):
 def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path, shared_traces):
     """torch.profiler writes plain JSON by default: a file of 4 MiB or more is read by two threads
     (docs/analyze.md), and must give exactly what the gzip file read by one parser gives; so must
-    the gzip file read by two threads (the default on four CPUs or more)."""
+    the gzip file read by two threads (the default from two CPUs)."""
     import gzip
     import os
 
@@ -200,19 +200,22 @@ def test_a_large_plain_trace_read_in_two_halves_is_the_same_trace(name, tmp_path
     assert s_one["threads"] == 1
     if len(os.sched_getaffinity(0)) >= 2:
         assert s_plain["threads"] == 2  # the halves were used
-    # The gzip file read by two threads (the default from four CPUs: import_cpus, which Python reads
-    # from GPUPROF_IMPORT_CPUS, says how many the import counts on), and as by default here; the
-    # same trace.
+    # The gzip file read by two threads (the default from two CPUs: import_cpus, which Python reads
+    # from GPUPROF_IMPORT_CPUS, says how many the import counts on); the same trace.
     t_gz, s_gz = _core.import_trace(str(gz), import_cpus=4)
     assert s_gz["threads"] == 2
     # As gpuprof analyze reads it: with the default event cap, which this text cannot reach, the
-    # plain file is still read by two threads, and gives the same trace.
+    # plain file is still read by two threads, and gives the same trace; so is the gzip file, whose
+    # second half keeps at most half the cap.
     from gpuprof.traces.read import default_max_events
 
     t_capped, s_capped = _core.import_trace(str(plain), max_events=default_max_events())
+    t_gz_capped, s_gz_capped = _core.import_trace(str(gz), max_events=default_max_events())
     if len(os.sched_getaffinity(0)) >= 2:
         assert s_capped["threads"] == 2
+        assert s_gz_capped["threads"] == 2
     assert _core.export_chrome_json(t_capped) == _core.export_chrome_json(t_one)
+    assert _core.export_chrome_json(t_gz_capped) == _core.export_chrome_json(t_one)
     # A cap the text could reach keeps it on one thread.
     _, s_tight = _core.import_trace(str(plain), max_events=plain.stat().st_size // 16)
     assert s_tight["threads"] == 1

@@ -64,14 +64,16 @@ struct ImportOptions {
   // checks the boundary when it gets there and takes the second's events only if that thread
   // read them exactly as it would have (else it reads on alone). The result is the same Trace,
   // stats and errors either way. For a gzip file the second thread's stream inflates the file
-  // from its start itself (the text before the middle thrown away), so the file is inflated one
-  // and a half times, on two more threads. 0: always one thread. Not with max_bytes, nor with a
-  // max_events the text could exceed (every text a gzip file holds), nor for pipes and FIFOs.
+  // from its start itself (the text before its start, 4/7 of the text, thrown away), so the file
+  // is inflated about one and a half times, on two more threads; under a max_events cap the second
+  // half keeps at most half of it (one and a half times the cap at most, while both read). 0:
+  // always one thread. Not with max_bytes, nor for a plain text with a max_events it could exceed,
+  // nor for pipes and FIFOs.
   uint64_t split_min_bytes = uint64_t(4) << 20;
-  // A gzip file is read that way only when the process may use at least this many CPUs: the
-  // two streams' inflating threads and the two parsers then each have one. On two CPUs
-  // inflating half the file again costs about what the second parser saves (docs/performance.md).
-  uint32_t gzip_split_cpus = 4;
+  // A gzip file is read that way only when the process may use at least this many CPUs: on two,
+  // its four threads share them, and the inflater (ISA-L: about five times the parser's speed)
+  // idles most of the time on one thread (docs/performance.md).
+  uint32_t gzip_split_cpus = 2;
   // The CPUs the import may count on; 0: those the process may run on (its affinity). A caller
   // running several imports at once gives each its share (Python passes $GPUPROF_IMPORT_CPUS,
   // which a folder's worker processes set: python/gpuprof/analyze.py).
