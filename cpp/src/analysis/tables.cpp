@@ -3,16 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <exception>
-#include <future>
 #include <iterator>
 #include <map>
-#include <system_error>
-#include <thread>
 #include <tuple>
 #include <unordered_map>
 
-#include "../core/thread_start.h"
 #include "gpuprof/analysis/breakdown.h"
 #include "gpuprof/analysis/occupancy.h"
 #include "gpuprof/analysis/tensor_cores.h"
@@ -208,7 +203,8 @@ std::vector<KernelRow> kernel_table(const Trace& t) {
 }
 
 OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const FlopCounts* flops,
-                               const std::vector<uint32_t>* outer_first) {
+                               const std::vector<uint32_t>* outer_first,
+                               const std::vector<uint8_t>* repeated_ops) {
   const size_t n = t.events.size();
   // FLOPs: each event's counted op, if any.
   std::vector<uint32_t> counted_at;
@@ -251,7 +247,9 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
   // op whose parent has the same name and has no other child op is the same call seen twice (an
   // autograd-level and a kernel-level RecordFunction, e.g. aten::add_ in aten::add_). It is not
   // counted; its parent keeps its children's time and its device work (docs/metrics.md).
-  const std::vector<uint8_t> repeated = repeated_op_calls(t, links);
+  const std::vector<uint8_t> own_repeated =
+      repeated_ops && repeated_ops->size() == n ? std::vector<uint8_t>() : repeated_op_calls(t, links);
+  const std::vector<uint8_t>& repeated = own_repeated.empty() ? *repeated_ops : own_repeated;
   std::vector<uint32_t> keep_as(n, kNoIndex);   // the counted op an op's time belongs to
   // counted_child_ns: the host time of an op's counted children ops and of its runtime calls.
   std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0), counted_tc_self_ns(n, 0);
@@ -596,163 +594,6 @@ std::vector<SyncRow> sync_table(const Trace& t, const LaunchLinks& links) {
       },
       [](SyncRow& o, size_t n) { o.name = other_names(n); });
   return rows;
-}
-
-namespace {
-
-// Every name the tables show longer than kMaxNameBytes becomes its display_name, and long_names
-// refers to its full text once: by its id in the trace's strings (no second copy of a name of
-// megabytes), or, for a string that is not one of them, by the text itself.
-void shorten_long_names(const Trace& t, AnalysisTables& a) {
-  std::unordered_map<std::string, bool> kept;   // display names already in long_names
-  const auto shorten = [&](std::string& s) {
-    if (s.size() <= kMaxNameBytes) return;
-    std::string shown = display_name(s);
-    if (kept.emplace(shown, true).second) {
-      AnalysisTables::LongName n{shown, t.strings.find(s), {}};
-      if (n.id == kNoIndex) n.full = std::move(s);
-      a.long_names.push_back(std::move(n));
-    }
-    s = std::move(shown);
-  };
-  for (DeviceSummary& r : a.devices) shorten(r.name);
-  for (KernelRow& r : a.kernels) shorten(r.name);
-  for (KernelOpRow& r : a.kernel_ops) {
-    shorten(r.kernel);
-    shorten(r.op);
-  }
-  for (OperatorRow& r : a.operators) shorten(r.name);
-  for (OperatorRow& r : a.operators_by_shape) {
-    shorten(r.name);
-    shorten(r.input_shapes);
-  }
-  for (RooflineRow& r : a.roofline) {   // FLOPs: the operators' rows, as shown there
-    shorten(r.name);
-    shorten(r.input_shapes);
-  }
-  for (RangeRow& r : a.ranges) shorten(r.name);
-  for (LaunchStatsRow& r : a.launch_stats) shorten(r.name);
-  for (OpLaunchDelayRow& r : a.op_launch_delay) {
-    shorten(r.op);
-    shorten(r.kernels);
-  }
-  for (KernelSequenceRow& r : a.kernel_sequences) {
-    shorten(r.op);
-    shorten(r.kernels);
-  }
-  for (CudaGraphRow& r : a.cuda_graphs) shorten(r.launched_from);
-  for (SyncRow& r : a.syncs) {
-    shorten(r.name);
-    shorten(r.op);
-  }
-  MemoryView& m = a.memory_view;
-  for (MemoryOpRow& r : m.ops) shorten(r.name);
-  for (std::vector<MemoryMoment>* moments : {&m.peaks, &m.ends})
-    for (MemoryMoment& p : *moments)
-      for (std::vector<MemoryOwner>* owners : {&p.top_ops, &p.top_modules})
-        for (MemoryOwner& o : *owners) shorten(o.name);
-  for (MemoryGrowth& g : m.growth)
-    for (std::vector<MemoryOwner>* owners : {&g.ops, &g.modules})
-      for (MemoryOwner& o : *owners) shorten(o.name);
-}
-
-}  // namespace
-
-AnalysisTables analyse_tables(const Trace& t, const BreakdownOptions& options,
-                              const std::vector<ProcessGroupInfo>& process_groups) {
-  AnalysisTables a;
-  // The second thread links launches first and says so, then builds the operator, module, sync,
-  // kernel, copy and range tables, then the memory view and table once this one says the steps are
-  // ready; this one builds the breakdown, then the device summary, which needs the links (ready long
-  // before) but none of those tables, and the critical paths: the two halves take about as long.
-  std::promise<void> links_ready, steps_ready;
-  std::future<void> links_done = links_ready.get_future(), steps_done = steps_ready.get_future();
-  const auto memory = [&] {
-    a.memory_view = memory_view(t, a.steps);
-    a.memory = step_memory_table(t, a.steps, a.memory_view.devices);
-  };
-  bool memory_on_side = true;   // set before the thread starts; false when there is none
-  auto linked = [&] {
-    try {
-      a.links = link_launches(t);
-    } catch (...) {
-      links_ready.set_exception(std::current_exception());
-      throw;
-    }
-    links_ready.set_value();
-    const std::vector<uint32_t> outer_first = host_ops_outer_first(t);   // sorted once for both
-    a.flops = count_flops(t, a.links, &outer_first);
-    OperatorTables operators = operator_tables(t, a.links, &a.flops, &outer_first);
-    a.operators = std::move(operators.by_name);
-    // FLOPs: each (name, shapes) row on the roofline (its bytes and intensity are per shape); the
-    // by-shape table is the report's only where shapes were recorded beyond the FLOP capture's.
-    a.roofline = roofline_rows(operators.by_shape.empty() ? a.operators : operators.by_shape);
-    if (operators.shapes_recorded) a.operators_by_shape = std::move(operators.by_shape);
-    a.modules = module_view(t, a.links);
-    if (!a.modules.rows.empty() && !a.flops.ops.empty()) {   // FLOPs per module, its children's included
-      std::vector<int64_t> per_event(t.events.size(), 0);
-      for (const CountedOp& c : a.flops.ops) per_event[c.event] += c.flops;
-      const std::vector<int64_t> sums = a.modules.total_sums(per_event);
-      for (size_t r = 0; r < a.modules.rows.size(); ++r) a.modules.rows[r].flops = sums[r];
-    }
-    a.syncs = sync_table(t, a.links);
-    a.repeated_ops = repeated_op_calls(t, a.links);
-    a.kernels = kernel_table(t);
-    a.kernel_ops = kernel_op_table(t, a.links);
-    a.copies = copy_table(t);
-    const int64_t launched_before = last_step_start(t);   // HTA's scope for the next six
-    a.idle_time = idle_time_table(t, a.links, launched_before);
-    a.launch_stats = launch_stats_table(t, a.links, launched_before);
-    a.queue_length = queue_length_table(t, a.links, launched_before);
-    a.copy_bandwidth = copy_bandwidth_table(t, a.links, launched_before);
-    a.op_launch_delay = op_launch_delay_table(t, a.links, launched_before);
-    a.kernel_sequences = kernel_sequence_table(t, a.links, launched_before, kMinKernelSequence, &outer_first);
-    a.ranges = range_table(t);
-    a.cuda_graphs = cuda_graph_table(t, a.links);
-    if (!memory_on_side) return;
-    steps_done.get();   // rethrows the breakdown's exception, if it failed
-    memory();
-  };
-  std::exception_ptr linked_error;
-  std::thread side;
-  try {
-    side = std::thread([&] {
-      prepare_thread_for_exceptions();
-      try {
-        linked();
-      } catch (...) {
-        linked_error = std::current_exception();
-      }
-    });
-  } catch (const std::system_error&) {
-    memory_on_side = false;
-    linked();   // no thread to be had
-  }
-  try {
-    try {
-      a.steps = compute_breakdown(t, options);
-    } catch (...) {
-      steps_ready.set_exception(std::current_exception());
-      throw;
-    }
-    steps_ready.set_value();
-    if (!memory_on_side) memory();
-    a.plausibility = check_plausibility(t);
-    links_done.get();   // rethrows the linking's exception, if it failed
-    a.devices = summarize_devices(t, own_steps_window(t, a.steps), a.links);
-    a.critical_path = critical_paths(t, a.links, a.steps);   // beside the other thread's tables
-  } catch (...) {
-    if (side.joinable()) side.join();
-    throw;
-  }
-  if (side.joinable()) side.join();
-  if (linked_error) std::rethrow_exception(linked_error);
-  a.step_flops = step_flops(t, a.flops, a.steps);
-  a.collectives = collective_table(t, a.links, a.steps, process_groups);   // a few calls a step
-  name_memory_modules(t, a.modules, a.memory_view);   // both views are done
-  cap_memory_ops(a.memory_view.ops, kMaxNameRows);
-  shorten_long_names(t, a);
-  return a;
 }
 
 }  // namespace gpuprof

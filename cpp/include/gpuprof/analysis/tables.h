@@ -92,7 +92,8 @@ struct OperatorRow {
 // (before the cap). by_shape is empty when no op of the trace has recorded input shapes (it would
 // repeat by_name). Each is capped on its own (kMaxNameRows; the tail one "other names (N)" row).
 // `flops`: the FLOPs counted per event (count_flops), or null for rows without them.
-// `outer_first`: host_ops_outer_first(trace) when the caller has it.
+// `outer_first`: host_ops_outer_first(trace), and `repeated_ops`: repeated_op_calls(trace, links),
+// when the caller has them (the latter used only with one entry per event).
 // FLOPs: by_shape is also made when only the matrix-class ops carry shapes (the live FLOP
 // capture's); shapes_recorded says whether any other op has them (record_shapes was on).
 struct OperatorTables {
@@ -101,7 +102,8 @@ struct OperatorTables {
   bool shapes_recorded = false;
 };
 OperatorTables operator_tables(const Trace& trace, const LaunchLinks& links, const FlopCounts* flops = nullptr,
-                               const std::vector<uint32_t>* outer_first = nullptr);
+                               const std::vector<uint32_t>* outer_first = nullptr,
+                               const std::vector<uint8_t>* repeated_ops = nullptr);
 // operator_tables(...).by_name.
 std::vector<OperatorRow> operator_table(const Trace& trace, const LaunchLinks& links,
                                         const FlopCounts* flops = nullptr,
@@ -242,9 +244,10 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& trace, const Breakdown
                                              const std::vector<DeviceMemory>& devices);
 
 // Every analysis a report shows, from one breakdown: the steps, the launch links, the GPU summary
-// over the steps' window and the tables. The links and the tables built on them run on a second
-// thread beside the breakdown and the other tables (they only read the Trace); where no thread
-// can be started, one after the other. Exceptions from either side reach the caller.
+// over the steps' window and the tables. On two threads (they only read the Trace): the breakdown
+// on one and the launch links on the other, then the tables, each taken by whichever thread is
+// free, the heaviest first (cpp/src/analysis/analyse_tables.cpp); where no thread can be started,
+// one after the other. An exception from any of them reaches the caller once both threads stopped.
 struct AnalysisTables {
   BreakdownResult steps;
   LaunchLinks links;
