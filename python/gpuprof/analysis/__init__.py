@@ -16,7 +16,8 @@ live runs and folders of traces; ``summaries`` reads a folder's files into those
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import threading
+from typing import Any, Callable, Optional
 
 from .. import _build_info
 from .._native import _core
@@ -40,6 +41,41 @@ CATEGORIES: list[tuple[str, str]] = [tuple(c) for c in _core.CATEGORIES]
 
 def _us(ns: int) -> float:
     return round(ns / 1000.0, 3)
+
+
+class _Beside:
+    """``fn(*args)`` run on a thread of its own while the caller runs another native pass (both
+    release the GIL), so that two independent passes share the CPUs; ``result()`` waits for it and
+    returns its value or raises its exception. Where no thread can be started, it runs in result()."""
+
+    def __init__(self, fn: Callable, *args) -> None:
+        self._fn, self._args = fn, args
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+        self._thread: Optional[threading.Thread] = threading.Thread(target=self._run, daemon=True)
+        try:
+            self._thread.start()
+        except RuntimeError:  # no thread to be had
+            self._thread = None
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn(*self._args)
+        except BaseException as e:  # handed to result(), on the caller's thread
+            self._error = e
+
+    def wait(self) -> None:
+        """Waits for the thread, whatever its outcome (the caller is raising an error of its own)."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> Any:
+        if self._thread is None:
+            return self._fn(*self._args)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def report_dict(
@@ -66,8 +102,16 @@ def report_dict(
     read (``collect/dynamo.py``), for the ``compiled`` section's graphs, recompilations and graph
     breaks; ``compiled_kernels``: Inductor's provenance of the kernels it generated in a live span
     (``collect/inductor.py``), for its ``compiled_kernels`` rows."""
+    # Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's
+    # buckets (docs/metrics.md, "GPU timeline"); {} without kernels: beside the tables' pass.
+    beside = _Beside(_core.gpu_timeline, trace)
     # One native pass: the breakdown, and the GPU summary and tables over the same steps.
-    analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
+    try:
+        analysed = _core.gpu_tables(trace, drop_incomplete_last_step, process_groups(trace.metadata))
+    except BaseException:
+        beside.wait()  # no thread left behind; the tables' error is the one raised, as without it
+        raise
+    gpu_timeline = beside.result()
     if native is not None:
         native["repeated_op_calls"] = analysed["repeated_op_calls"]
         native["module_of_event"] = analysed.get("module_of_event")
@@ -159,9 +203,7 @@ def report_dict(
     # energy per step (docs/metrics.md, "Energy"): only where NVML sampled a device
     if data["gpu_samples"]:
         _add_energy(data, trace, batch_size)
-    # Each device's utilization and Est. SM efficiency over the trace, in the TensorBoard plugin's
-    # buckets (docs/metrics.md, "GPU timeline"); {} without kernels.
-    data["gpu_timeline"] = _core.gpu_timeline(trace)
+    data["gpu_timeline"] = gpu_timeline
     # Each device's allocator level over time (-1: the host), at most MEMORY_CURVE_POINTS points
     # (docs/metrics.md, "Memory curve"); {} without allocator samples.
     data["memory_curve"] = {
