@@ -206,14 +206,25 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
                                const std::vector<uint32_t>* outer_first,
                                const std::vector<uint8_t>* repeated_ops) {
   const size_t n = t.events.size();
-  // FLOPs: each event's counted op, if any.
+  const std::vector<uint32_t> sorted = outer_first ? std::vector<uint32_t>() : host_ops_outer_first(t);
+  const std::vector<uint32_t>& ops = outer_first ? *outer_first : sorted;
+  // The sums below are kept per host op, by its place in `ops` (a host op's rank), not per event:
+  // fewer and smaller arrays to clear and fill than one per event of each.
+  const uint32_t m = static_cast<uint32_t>(ops.size());
+  std::vector<uint32_t> rank(n, kNoIndex);
+  for (uint32_t k = 0; k < m; ++k) rank[ops[k]] = k;
+  const auto rank_of = [&](uint32_t event) { return event < n ? rank[event] : kNoIndex; };
+  // FLOPs: each op's counted op, if any.
   std::vector<uint32_t> counted_at;
   if (flops != nullptr && !flops->ops.empty()) {
-    counted_at.assign(n, kNoIndex);
-    for (uint32_t k = 0; k < flops->ops.size(); ++k) counted_at[flops->ops[k].event] = k;
+    counted_at.assign(m, kNoIndex);
+    for (uint32_t c = 0; c < flops->ops.size(); ++c) {
+      const uint32_t k = rank_of(flops->ops[c].event);
+      if (k != kNoIndex) counted_at[k] = c;
+    }
   }
-  std::vector<int64_t> host_child_ns(n, 0), device_self_ns(n, 0), device_total_ns(n, 0), runtime_ns(n, 0);
-  std::vector<int64_t> tc_self_ns(n, 0), tc_total_ns(n, 0);   // tensor-core kernels' time
+  std::vector<int64_t> device_self_ns(m, 0), device_total_ns(m, 0), runtime_ns(m, 0);
+  std::vector<int64_t> tc_self_ns(m, 0), tc_total_ns(m, 0);   // tensor-core kernels' time
   std::vector<int8_t> tc_by_name(t.strings.size(), -1);       // each kernel name classified once
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
@@ -221,7 +232,7 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
     // host work: torch's key_averages and the plugin take them out of its self time.
     const bool runtime = e.kind == EventKind::Runtime;
     if (!e.on_device() && !runtime) continue;
-    const uint32_t op = links.launching_op(i);
+    const uint32_t op = rank_of(links.launching_op(i));
     if (op == kNoIndex) continue;
     (runtime ? runtime_ns : device_self_ns)[op] += e.dur_ns;
     if (e.kind == EventKind::Kernel && e.name < tc_by_name.size()) {
@@ -229,18 +240,14 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
       if (tc_by_name[e.name] == 1) tc_self_ns[op] += e.dur_ns;
     }
   }
-  const std::vector<uint32_t> sorted = outer_first ? std::vector<uint32_t>() : host_ops_outer_first(t);
-  const std::vector<uint32_t>& ops = outer_first ? *outer_first : sorted;
   // Inner ops come after their parents, so a reverse walk finishes each op before its parent.
-  for (size_t k = ops.size(); k-- > 0;) {
-    const uint32_t i = ops[k];
-    device_total_ns[i] += device_self_ns[i];
-    tc_total_ns[i] += tc_self_ns[i];
-    const uint32_t parent = links.parent_op[i];
+  for (uint32_t k = m; k-- > 0;) {
+    device_total_ns[k] += device_self_ns[k];
+    tc_total_ns[k] += tc_self_ns[k];
+    const uint32_t parent = rank_of(links.parent_op[ops[k]]);
     if (parent == kNoIndex) continue;
-    host_child_ns[parent] += t.events[i].dur_ns;
-    device_total_ns[parent] += device_total_ns[i];
-    tc_total_ns[parent] += tc_total_ns[i];
+    device_total_ns[parent] += device_total_ns[k];
+    tc_total_ns[parent] += tc_total_ns[k];
   }
 
   // torch.profiler's rule for same-name nesting (key_averages, which users compare against): an
@@ -250,16 +257,17 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
   const std::vector<uint8_t> own_repeated =
       repeated_ops && repeated_ops->size() == n ? std::vector<uint8_t>() : repeated_op_calls(t, links);
   const std::vector<uint8_t>& repeated = own_repeated.empty() ? *repeated_ops : own_repeated;
-  std::vector<uint32_t> keep_as(n, kNoIndex);   // the counted op an op's time belongs to
+  std::vector<uint32_t> keep_as(m, kNoIndex);   // the counted op (rank) an op's time belongs to
   // counted_child_ns: the host time of an op's counted children ops and of its runtime calls.
-  std::vector<int64_t> counted_child_ns(n, 0), counted_device_self_ns(n, 0), counted_tc_self_ns(n, 0);
-  for (uint32_t i : ops) {   // outer first: a parent is resolved before its children
-    const uint32_t parent = links.parent_op[i];
-    const bool dup = repeated[i] != 0;
-    keep_as[i] = dup ? keep_as[parent] : i;
-    counted_device_self_ns[keep_as[i]] += device_self_ns[i];
-    counted_tc_self_ns[keep_as[i]] += tc_self_ns[i];
-    counted_child_ns[keep_as[i]] += runtime_ns[i];
+  std::vector<int64_t> counted_child_ns(m, 0), counted_device_self_ns(m, 0), counted_tc_self_ns(m, 0);
+  for (uint32_t k = 0; k < m; ++k) {   // outer first: a parent is resolved before its children
+    const uint32_t i = ops[k];
+    const uint32_t parent = rank_of(links.parent_op[i]);
+    const bool dup = repeated[i] != 0 && parent != kNoIndex;
+    keep_as[k] = dup ? keep_as[parent] : k;
+    counted_device_self_ns[keep_as[k]] += device_self_ns[k];
+    counted_tc_self_ns[keep_as[k]] += tc_self_ns[k];
+    counted_child_ns[keep_as[k]] += runtime_ns[k];
     if (!dup && parent != kNoIndex) counted_child_ns[keep_as[parent]] += t.events[i].dur_ns;
   }
 
@@ -271,9 +279,9 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
   bool shapes_recorded = false;
   bool shapes_beyond_capture = false;                        // FLOPs: shapes on other ops than its
   std::vector<int8_t> captured_only(t.strings.size(), -1);   // each op name checked once
-  for (uint32_t i : ops) {
-    if (keep_as[i] != i) continue;
-    const Event& e = t.events[i];
+  for (uint32_t k = 0; k < m; ++k) {
+    if (keep_as[k] != k) continue;
+    const Event& e = t.events[ops[k]];
     if (e.flags & kContextFlag) continue;   // a window's context: counted in the window that owns it
     if (e.name < torch_range.size()) {
       if (torch_range[e.name] < 0) torch_range[e.name] = is_torch_range_op_name(t.name_of(e)) ? 1 : 0;
@@ -292,13 +300,13 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
     OperatorSums& r = by_shape[it->second];
     ++r.calls;
     r.host_total_ns += e.dur_ns;
-    r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[i], 0);
-    r.device_self_ns += counted_device_self_ns[i];
-    r.device_total_ns += device_total_ns[i];
-    r.tc_self_ns += counted_tc_self_ns[i];
-    r.tc_total_ns += tc_total_ns[i];
-    if (!counted_at.empty() && counted_at[i] != kNoIndex) {   // FLOPs
-      const CountedOp& c = flops->ops[counted_at[i]];
+    r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[k], 0);
+    r.device_self_ns += counted_device_self_ns[k];
+    r.device_total_ns += device_total_ns[k];
+    r.tc_self_ns += counted_tc_self_ns[k];
+    r.tc_total_ns += tc_total_ns[k];
+    if (!counted_at.empty() && counted_at[k] != kNoIndex) {   // FLOPs
+      const CountedOp& c = flops->ops[counted_at[k]];
       r.flops += c.flops;
       r.flop_bytes = c.bytes < 0 || r.flop_bytes < 0 ? -1 : r.flop_bytes + c.bytes;
       if (c.cls != FlopClass::None) r.flop_class = c.cls;
