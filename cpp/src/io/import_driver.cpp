@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -140,6 +142,33 @@ void append_second_half(Trace& t, ImportStats& s, SecondHalf& h) {
   for (const auto& [reason, n] : h.stats.skipped_by_reason) s.skipped_by_reason[reason] += n;
 }
 
+// What the first thread of a split import waits for from the second (where it starts, its end):
+// told the moment it happens, and asking `interrupted` (a Ctrl-C) every 50 ms meanwhile.
+class SecondThreadSignal {
+ public:
+  // After the state the waiter's condition reads has changed.
+  void notify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  // True once done() holds; false when `interrupted` (asked without the lock: Python's check takes
+  // the GIL) said so first.
+  template <class Done>
+  bool wait(Done done, const std::function<bool()>& interrupted) {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (cv_.wait_for(lock, std::chrono::milliseconds(50), done)) return true;
+      }
+      if (interrupted && interrupted()) return false;
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
 // The import.* metadata of a finished import, and the host's pid (`host_pid`, -1: none seen).
 void add_import_metadata(Trace& trace, const ImportStats& stats, int64_t host_pid, uint64_t invalid_utf8) {
   trace.metadata["import.format"] = "kineto-chrome-trace";
@@ -196,6 +225,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
   // reads up to it (SplitPoint). The thread is stopped and joined on every way out.
   SecondHalf half;
   SplitPoint point;   // before the thread: the thread may tell it where it starts until joined
+  SecondThreadSignal signal;
   std::atomic<bool> stop_second{false}, second_done{false};
   std::thread second;
   struct Joiner {
@@ -216,12 +246,14 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
         prepare_thread_for_exceptions();
         read_second_half(
             *split, opts, &stop_second,
-            [&point](uint64_t at) {
+            [&point, &signal](uint64_t at) {
               point.at.store(at, std::memory_order_release);
               point.settled.store(true, std::memory_order_release);
+              signal.notify();
             },
             &half);
         second_done = true;
+        signal.notify();
       });
     } catch (const std::system_error&) {
       // no thread to be had: one thread reads it all
@@ -231,13 +263,9 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
       // it starts (it inflates faster than this thread parses, so it is mostly there already), or
       // has stopped without finding one. A Ctrl-C meanwhile is seen within 50 ms.
       point.settle = [&] {
-        for (int polls = 1; !point.settled.load(std::memory_order_acquire); ++polls) {
-          if (second_done || (opts.interrupted && polls % 50 == 0 && opts.interrupted())) {
-            if (!point.settled.load(std::memory_order_acquire)) point.at.store(UINT64_MAX);
-            break;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
+        signal.wait([&] { return point.settled.load(std::memory_order_acquire) || second_done.load(); },
+                    opts.interrupted);
+        if (!point.settled.load(std::memory_order_acquire)) point.at.store(UINT64_MAX);
       };
       const auto decide = [&](bool here, int* unit, const UnitVote& first) {
         if (!here) {   // the guess was not an event boundary: read on alone
@@ -245,10 +273,7 @@ Trace run_import(io::TextStream& in, const std::string& label, const ImportOptio
           return AtSplit::ReadOn;
         }
         // Wait for the second half; a Ctrl-C meanwhile is seen within 50 ms, as between chunks.
-        for (int polls = 1; !second_done; ++polls) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          if (opts.interrupted && polls % 50 == 0 && opts.interrupted()) return AtSplit::Interrupted;
-        }
+        if (!signal.wait([&] { return second_done.load(); }, opts.interrupted)) return AtSplit::Interrupted;
         second.join();
         // Past the cap together (the first thread's events still held for the unit vote counted
         // as kept): one thread would have stopped at the cap, so it reads on and does.
