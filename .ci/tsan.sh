@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the collector (8 producer threads while sessions start, drain and stop), the
-# gzip reader's inflating thread, a large plain or gzip file read by two threads, and the analysis tables'
-# second thread (tests/tsan/tsan_test.cpp).
+# gzip reader's inflating thread, a large plain or gzip file read by two threads, and the analysis tables' two
+# threads (tests/tsan/tsan_test.cpp).
 # Builds only the sources those need, with -fsanitize=thread, into build/tsan; 45-80 s on 2 CPUs
 # (about 30 s of it the tests).
 set -euo pipefail

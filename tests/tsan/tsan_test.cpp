@@ -248,9 +248,9 @@ TEST(Tsan, ProgressPolledWhileTwoThreadsRead) {
   }
 }
 
-// 3. The analysis: analyse_tables runs the launch links and the tables built on them on a second
-//    thread beside the breakdown and the other tables, all reading one Trace. Two analyses of the
-//    same Trace also run at once (a report drawn while another is built), and agree.
+// 3. The analysis: analyse_tables runs the breakdown and the launch links on two threads, then its
+//    tables on both, each taken by whichever thread is free, all reading one Trace. Two analyses of
+//    the same Trace also run at once (a report drawn while another is built), and agree.
 TEST(Tsan, AnalysisTablesOnTwoThreadsReadOneTrace) {
   Trace t;
   uint64_t id = 1;
