@@ -16,23 +16,35 @@ its launch's step ends has its arrowhead without the tail.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Union
+from typing import Callable, Optional, Union
 
 from .._native import _core
 from ..traces.atomic import replace_atomically
 from .window_views import TimelineMerge
-from .windowed import _trim, spilled
+from .windowed import _file_size, _pass, _trim, spilled
 
 
 class WindowedExport:
     """Writes the Chrome trace of the trace at ``path`` (read in windows of at most about half of
-    ``cap`` events each, as ``windowed_report_dict`` reads it) on demand: ``write(out)``."""
+    ``cap`` events each, as ``windowed_report_dict`` reads it) on demand: ``write(out)``. While it
+    writes, it is inside ``progress()``, a context manager yielding the callback each pass over the
+    file is announced to (``progress(what, total_bytes, counter)``, as ``windowed_report_dict``'s;
+    ``cli.progress.export_progress``) or None."""
 
-    def __init__(self, path: Union[str, os.PathLike], *, cap: int, import_cpus: int = 0) -> None:
+    def __init__(
+        self,
+        path: Union[str, os.PathLike],
+        *,
+        cap: int,
+        import_cpus: int = 0,
+        progress: Optional[Callable[[], contextlib.AbstractContextManager]] = None,
+    ) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.cap = cap
         self.import_cpus = import_cpus
+        self.progress = progress if progress is not None else contextlib.nullcontext
         self.stamp = _stamp(self.path)  # the file as it was analysed
 
     def write(self, out: Union[str, os.PathLike]) -> str:
@@ -50,17 +62,27 @@ class WindowedExport:
         return os.fspath(out)
 
     def _write(self, tmp: str) -> None:
+        with self.progress() as announce:
+            self._write_windows(tmp, announce)
+
+    def _write_windows(self, tmp: str, announce) -> None:
         from ..traces.windows import plan_windows, read_window, scan_steps
 
-        scan = scan_steps(self.path, self.import_cpus)
+        finding = _pass(announce, "finding its steps", _file_size(self.path))
+        scan = scan_steps(self.path, self.import_cpus, progress=finding)
         windows = plan_windows(scan, max(1, self.cap // 2))
         out = _core.WindowedChromeTrace(tmp, scan.trace)
         timeline = TimelineMerge()
-        with spilled(self.path, scan, windows) as files:
+        with spilled(self.path, scan, windows, announce) as files:
             for i, w in enumerate(windows):
                 source = files[i] if files else self.path
+                counter = _pass(announce, f"window {i + 1} of {len(windows)}", _file_size(source))
                 trace, _stats = read_window(
-                    source, w, max_events=2 * max(self.cap, w.events), import_cpus=self.import_cpus
+                    source,
+                    w,
+                    max_events=2 * max(self.cap, w.events),
+                    import_cpus=self.import_cpus,
+                    progress=counter,
                 )
                 out.add(trace, w.own_from, w.own_to)
                 timeline.add(trace, w.own_from, w.own_to)

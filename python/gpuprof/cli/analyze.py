@@ -111,7 +111,7 @@ def run(args) -> int:
 def _run(args, folder: bool, max_memory: int) -> int:
     from ..report.inputs import analyze
     from ..traces.read import TraceImportError
-    from .progress import file_progress, folder_progress
+    from .progress import export_progress, file_progress, folder_progress
 
     try:
         if folder:
@@ -138,6 +138,7 @@ def _run(args, folder: bool, max_memory: int) -> int:
                     max_memory=max_memory,
                     import_progress=counter,
                     read_pass=shown.phase if shown else None,
+                    trace_progress=export_progress(args.quiet),
                 )
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None

@@ -246,3 +246,24 @@ def folder_progress(quiet: bool, stream=None):
             yield advance
 
     return reading
+
+
+def export_progress(quiet: bool, stream=None):
+    """The ``progress()`` a report read in windows enters around writing its Chrome trace, which
+    reads the trace file again window by window (``analysis/windowed_export.py``): it yields the
+    callback each pass over the file is announced to (``ReadProgress.phase``: ``writing the Chrome
+    trace (window I of N): ...``), or None when no line is shown (``quiet``, or stderr is not a
+    terminal)."""
+    import contextlib
+
+    stream = stream if stream is not None else sys.stderr
+
+    @contextlib.contextmanager
+    def writing():
+        if quiet or not (hasattr(stream, "isatty") and stream.isatty()):
+            yield None
+            return
+        with ReadProgress("writing the Chrome trace", None, lambda: (0, None), stream=stream) as shown:
+            yield shown.phase
+
+    return writing

@@ -235,6 +235,7 @@ def analyze_file(
     memory_share: int = 1,
     import_progress=None,
     read_pass=None,
+    trace_progress=None,
 ) -> Report:
     """The Report of one trace file: the one analysis of a file, for ``gpuprof analyze FILE``,
     ``gpuprof.analyze(file)`` and each worker of a folder (``inputs.summarize_file``), whose import
@@ -242,7 +243,9 @@ def analyze_file(
     memory budget (``traces.read.memory_budget``); ``import_progress`` (a ``_core.ImportProgress``)
     is kept up to date while the file is read; ``read_pass(what, total_bytes, counter)`` is told
     when a trace read in windows moves to its next pass over the file (``cli.progress``'s
-    ``ReadProgress.phase``), with the ``_core.ImportProgress`` that pass keeps up to date."""
+    ``ReadProgress.phase``), with the ``_core.ImportProgress`` that pass keeps up to date;
+    ``trace_progress`` is the same for the passes of such a trace's Chrome trace when it is saved
+    (``analysis/windowed_export.py``)."""
     try:
         trace, stats = import_trace(
             path,
@@ -272,7 +275,8 @@ def analyze_file(
         views = analysed.pop("step_views", None)
         report = build_report(analysed=analysed, step_views_of_windows=views)
         # Its Chrome trace, when saved: the file read again in windows.
-        report._set_trace_writer(WindowedExport(path, cap=e.cap, import_cpus=import_cpus).write)
+        export = WindowedExport(path, cap=e.cap, import_cpus=import_cpus, progress=trace_progress)
+        report._set_trace_writer(export.write)
         return report
     # The aten operators of the Triton kernels it launched, from Inductor's output code if it is
     # still here (traces/inductor_code.py)

@@ -407,6 +407,7 @@ def analyze(
     progress: Optional[Callable[[list], Any]] = None,
     import_progress=None,
     read_pass=None,
+    trace_progress=None,
 ) -> Union[Report, list[Report]]:
     """Analyse existing PyTorch-profiler traces: the one entry for a file or a folder, which
     ``gpuprof analyze`` prints.
@@ -430,7 +431,10 @@ def analyze(
         import_progress: (a trace file) a ``_core.ImportProgress`` the import keeps up to date,
             for a progress display on another thread (``gpuprof.cli.progress``); ``read_pass``
             (a trace file too large for the memory budget, read in windows) is told each pass over
-            the file with the ImportProgress it keeps (``ReadProgress.phase``).
+            the file with the ImportProgress it keeps (``ReadProgress.phase``); ``trace_progress()``
+            (a context manager yielding such a callback, or None) is entered while the Chrome
+            trace of a report read in windows is written, reading the file again
+            (``gpuprof.cli.progress.export_progress``).
 
     Returns:
         For a file, its ``Report``. For a folder of the ranks of one job (files that carry a world
@@ -473,6 +477,7 @@ def analyze(
         peak_tflops=peak_tflops,
         import_progress=import_progress,
         read_pass=read_pass,
+        trace_progress=trace_progress,
     )
 
 

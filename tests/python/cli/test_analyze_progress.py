@@ -268,3 +268,48 @@ def test_a_trace_read_in_windows_for_html_reads_the_drawn_steps_windows_again(tm
     for part in again:
         assert " of 6 again, for the step timelines): " in part
         assert f"{size_text(size)} of {size_text(size)} (100%)" in part.split("\r", 1)[0]
+
+
+def test_the_chrome_trace_of_a_trace_read_in_windows_shows_its_passes_too(tmp_path):
+    # The same six windows of one step each, for an HTML report: its Chrome trace is written after
+    # the analysis's line has closed, reading the file again (its steps found, its events copied into
+    # six window files, each window read): a line of its own, each pass drawn as it ended.
+    path = tmp_path / "trace.json"
+    trace_file(path, steps=6, ops=999)
+    size = path.stat().st_size
+    rc, _out, text = analyze_on_a_terminal_with_output(
+        "--max-memory",
+        "1M",
+        str(path),
+        "--html",
+        str(tmp_path / "r.html"),
+        env=dict(GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path)),
+    )
+    assert rc == 0, text
+    assert (tmp_path / "r.trace.json.gz").is_file()
+    whole = f"{size_text(size)} of {size_text(size)} (100%)"
+    # After the analysis's own passes, in this order.
+    writing = text.split("writing the Chrome trace", 1)
+    assert len(writing) == 2 and f"reading {path} (window 6 of 6)" in writing[0], text
+    assert f"writing the Chrome trace (finding its steps): {whole}, " in text, text
+    assert f"writing the Chrome trace (copying it into 6 windows): {whole}, " in text, text
+    for i in range(1, 7):
+        line = text.split(f"writing the Chrome trace (window {i} of 6): ", 1)
+        assert len(line) == 2, text
+        drawn = line[1].split("\r", 1)[0]
+        assert "(100%)" in drawn and " events/s" in drawn, drawn
+    assert "writing the Chrome trace (window 7" not in text
+    assert text.rstrip("\r\n").endswith("\r\x1b[K"), repr(text[-200:])
+    # --quiet: neither line; the trace is written all the same.
+    (tmp_path / "r.trace.json.gz").unlink()
+    rc, _out, text = analyze_on_a_terminal_with_output(
+        "--quiet",
+        "--max-memory",
+        "1M",
+        str(path),
+        "--html",
+        str(tmp_path / "r.html"),
+        env=dict(GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path)),
+    )
+    assert rc == 0 and "writing" not in text and "reading" not in text, text
+    assert (tmp_path / "r.trace.json.gz").is_file()
