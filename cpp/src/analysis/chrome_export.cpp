@@ -156,6 +156,26 @@ struct TimelineNames {
   }
 };
 
+// One point of a counter track: `name`'s value `arg` = `value` from `ts_ns` on.
+void counter_point(JsonWriter& w, const std::string& name, int64_t pid, int64_t ts_ns, const char* arg,
+                   double value) {
+  w.StartObject();
+  key(w, "ph");
+  w.String("C");
+  key(w, "name");
+  str(w, name);
+  key(w, "pid");
+  w.Int64(pid);
+  key(w, "ts");
+  write_us(w, ts_ns);
+  key(w, "args");
+  w.StartObject();
+  key(w, arg);
+  w.Double(value);
+  w.EndObject();
+  w.EndObject();
+}
+
 // Writes one trace's entries of traceEvents (inside the array), part by part.
 struct EventWriter {
   JsonWriter& w;
@@ -447,49 +467,32 @@ struct EventWriter {
   }
 
   void counters() {
-    // NVML samples: each device's power as a counter track, for trace viewers (the importer
-    // ignores counters and reads gpuprofGpuSamples, written by write_trace).
+    power_counters();
+    timeline_counters();
+  }
+
+  // NVML samples: each device's power as a counter track, for trace viewers (the importer ignores
+  // counters and reads gpuprofGpuSamples, written by write_header).
+  void power_counters() {
     for (const GpuSample& s : t.gpu_samples) {
       if (s.power_mw < 0) continue;
-      w.StartObject();
-      key(w, "ph");
-      w.String("C");
-      key(w, "name");
-      str(w, "GPU " + std::to_string(s.device) + " Power");
-      key(w, "pid");
-      w.Int64(at.merged ? pid : (s.device < 0 ? 0 : s.device));
-      key(w, "ts");
-      ts(s.ts_ns);
-      key(w, "args");
-      w.StartObject();
-      key(w, "power W");
-      w.Double(s.power_mw / 1000.0);
-      w.EndObject();
-      w.EndObject();
+      counter_point(w, "GPU " + std::to_string(s.device) + " Power",
+                    at.merged ? pid : (s.device < 0 ? 0 : s.device), s.ts_ns + at.offset_ns, "power W",
+                    s.power_mw / 1000.0);
     }
-    // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
-    // utilization per bucket, ending at 0 where the trace ends, and Est. SM efficiency as the plugin
-    // drew it: each stretch's level from its start, 0 where no kernel runs.
+  }
+
+  // The GPU timeline as counter tracks (the plugin's trace view had them): each device's
+  // utilization per bucket, ending at 0 where the trace ends, and Est. SM efficiency as the plugin
+  // drew it: each stretch's level from its start, 0 where no kernel runs.
+  void timeline_counters() {
     for (const GpuTimeline& tl : gpu_timelines(t)) {
       for (const bool util : {true, false}) {
         const std::string name =
             "GPU " + std::to_string(tl.device) + (util ? " Utilization" : " Est. SM Efficiency");
         auto counter = [&](int64_t ts_ns, double pct) {
-          w.StartObject();
-          key(w, "ph");
-          w.String("C");
-          key(w, "name");
-          str(w, name);
-          key(w, "pid");
-          w.Int64(at.merged ? pid : tl.device);
-          key(w, "ts");
-          ts(ts_ns);
-          key(w, "args");
-          w.StartObject();
-          key(w, util ? "utilization %" : "sm efficiency %");
-          w.Double(pct);
-          w.EndObject();
-          w.EndObject();
+          counter_point(w, name, at.merged ? pid : tl.device, ts_ns + at.offset_ns,
+                        util ? "utilization %" : "sm efficiency %", pct);
         };
         if (!util) {
           // A counter holds its value until the next point: a stretch that starts where the one
@@ -675,7 +678,7 @@ WindowedChromeTrace::WindowedChromeTrace(const std::string& path, const Trace& h
   Placement at;
   at.window = true;
   at.host_pid = out_->pid;
-  EventWriter(out_->w, header, at).counters();   // the GPU samples' power, which the header holds whole
+  EventWriter(out_->w, header, at).power_counters();   // the GPU samples, which the header holds whole
 }
 
 WindowedChromeTrace::~WindowedChromeTrace() = default;
@@ -695,27 +698,9 @@ void WindowedChromeTrace::add(const Trace& window, int64_t own_from_ns, int64_t 
 void WindowedChromeTrace::utilization(int device, const std::vector<std::pair<int64_t, double>>& buckets,
                                       int64_t end_ns) {
   if (!out_) throw TraceExportError("the windowed trace is already closed");
-  JsonWriter& w = out_->w;
   const std::string name = "GPU " + std::to_string(device) + " Utilization";
-  auto counter = [&](int64_t ts_ns, double pct) {
-    w.StartObject();
-    key(w, "ph");
-    w.String("C");
-    key(w, "name");
-    str(w, name);
-    key(w, "pid");
-    w.Int64(device);
-    key(w, "ts");
-    write_us(w, ts_ns);
-    key(w, "args");
-    w.StartObject();
-    key(w, "utilization %");
-    w.Double(pct);
-    w.EndObject();
-    w.EndObject();
-  };
-  for (const auto& [start_ns, pct] : buckets) counter(start_ns, pct);
-  if (!buckets.empty()) counter(end_ns, 0.0);
+  for (const auto& [start_ns, pct] : buckets) counter_point(out_->w, name, device, start_ns, "utilization %", pct);
+  if (!buckets.empty()) counter_point(out_->w, name, device, end_ns, "utilization %", 0.0);
 }
 
 void WindowedChromeTrace::close() {
