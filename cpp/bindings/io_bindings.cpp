@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -131,7 +132,7 @@ void bind_chrome_export(py::module_& m) {
   m.def("export_chrome_json", [](const Trace& t) { return py::bytes(export_chrome_json(t)); }, py::arg("trace"));
   py::class_<MergedChromeTrace>(m, "MergedChromeTrace",
                                 "Several ranks' traces written into one Chrome trace, one at a time "
-                                "(gpuprof.traces.export.export_merged).")
+                                "(gpuprof.traces.export.write_merged).")
       .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("metadata_json") = "{}")
       .def(
           "add",
@@ -145,7 +146,13 @@ void bind_chrome_export(py::module_& m) {
   py::class_<WindowedChromeTrace>(m, "WindowedChromeTrace",
                                   "A trace read in windows written into one Chrome trace, a window at a time "
                                   "(gpuprof.analysis.windowed_export).")
-      .def(py::init<const std::string&, const Trace&>(), py::arg("path"), py::arg("header"))
+      .def(py::init([](const std::string& path, const Trace& header) {
+             py::gil_scoped_release release;
+             return std::make_unique<WindowedChromeTrace>(path, header);
+           }),
+           py::arg("path"), py::arg("header"),
+           "Open the file and write what precedes the windows: the scan's devices, metadata and GPU "
+           "samples, with their power track.")
       .def(
           "add",
           [](WindowedChromeTrace& m, const Trace& t, int64_t own_from_ns, int64_t own_to_ns) {
@@ -156,8 +163,10 @@ void bind_chrome_export(py::module_& m) {
           "Add what one window owns: its events without the context flag, its memory samples and the "
           "critical path of its steps in [own_from_ns, own_to_ns).")
       .def("utilization", &WindowedChromeTrace::utilization, py::arg("device"), py::arg("buckets"),
-           py::arg("end_ns"), "Write a device's utilization counter track: (start ns, %) per bucket, 0 at end_ns.")
-      .def("close", &WindowedChromeTrace::close, "Name the lanes and end the file.");
+           py::arg("end_ns"), py::call_guard<py::gil_scoped_release>(),
+           "Write a device's utilization counter track: (start ns, %) per bucket, 0 at end_ns.")
+      .def("close", &WindowedChromeTrace::close, py::call_guard<py::gil_scoped_release>(),
+           "Name the lanes and end the file (its last block compressed and written).");
 }
 
 }  // namespace
