@@ -72,34 +72,39 @@ class WindowedExport:
         scan = scan_steps(self.path, self.import_cpus, progress=finding)
         windows = plan_windows(scan, max(1, self.cap // 2))
         out = _core.WindowedChromeTrace(tmp, scan.trace)
-        timeline = TimelineMerge()
-        with spilled(self.path, scan, windows, announce) as files:
-            for i, w in enumerate(windows):
-                source = files[i] if files else self.path
-                counter = _pass(announce, f"window {i + 1} of {len(windows)}", _file_size(source))
-                trace, _stats = read_window(
-                    source,
-                    w,
-                    max_events=2 * max(self.cap, w.events),
-                    import_cpus=self.import_cpus,
-                    progress=counter,
-                )
-                out.add(trace, w.own_from, w.own_to)
-                timeline.add(trace, w.own_from, w.own_to)
-                del trace
-                if files:
-                    os.unlink(files[i])
-                _trim()
-        for device, rows in timeline.result().items():
-            # The buckets' starts in ns: the span's first event plus whole bucket widths.
-            width = round(rows[0]["dur_us"] * 1000) if len(rows) > 1 else 0
-            buckets = [(timeline.lo + b * width, r["utilization_pct"]) for b, r in enumerate(rows)]
-            out.utilization(int(device), buckets, timeline.hi)
-        out.close()
+        try:
+            timeline = TimelineMerge()
+            with spilled(self.path, scan, windows, announce) as files:
+                for i, w in enumerate(windows):
+                    source = files[i] if files else self.path
+                    counter = _pass(announce, f"window {i + 1} of {len(windows)}", _file_size(source))
+                    trace, _stats = read_window(
+                        source,
+                        w,
+                        max_events=2 * max(self.cap, w.events),
+                        import_cpus=self.import_cpus,
+                        progress=counter,
+                    )
+                    out.add(trace, w.own_from, w.own_to)
+                    timeline.add(trace, w.own_from, w.own_to)
+                    del trace
+                    if files:
+                        os.unlink(files[i])
+                    _trim()
+            for device, rows in timeline.result().items():
+                # The buckets' starts in ns: the span's first event plus whole bucket widths.
+                width = round(rows[0]["dur_us"] * 1000) if len(rows) > 1 else 0
+                buckets = [(timeline.lo + b * width, r["utilization_pct"]) for b, r in enumerate(rows)]
+                out.utilization(int(device), buckets, timeline.hi)
+            out.close()
+        finally:
+            # A write cut short lets go of its file now (the temporary is removed), not when the
+            # exception's traceback, which holds this frame, is freed.
+            del out
 
 
 def _stamp(path: str) -> tuple:
-    """The file's size and modification time; None where it cannot be read."""
+    """The file's size and modification time; ``(None,)`` where it cannot be read."""
     try:
         st = os.stat(path)
     except OSError:

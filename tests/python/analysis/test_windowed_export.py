@@ -178,6 +178,40 @@ def test_a_failed_windowed_export_costs_no_report(samples, tmp_path):
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp.gz")]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="open files listed in /proc/self/fd")
+def test_a_write_cut_short_lets_go_of_its_file_at_once(samples, tmp_path, monkeypatch):
+    # The second window cannot be read: the write fails, its temporary file is removed, and the
+    # file is closed while the caller still holds the error (whose traceback holds the writer's
+    # frame): an unlinked, half-written trace does not keep its disk space until then.
+    import gpuprof.traces.windows as windows
+    from gpuprof.traces.read import TraceImportError
+
+    path, _steps = samples
+    report = gpuprof.analyze(path, max_memory=MIB)
+    read = windows.read_window
+    calls = []
+
+    def second_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise TraceImportError("window 2 cannot be read")
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(windows, "read_window", second_fails)
+    out = tmp_path / "t.trace.json.gz"
+    with pytest.raises(TraceImportError) as failed:
+        report.to_json(tmp_path / "r.json", trace=out)
+    assert failed.value.__traceback__ is not None and len(calls) == 2
+    assert not out.exists() and not [f for f in os.listdir(tmp_path) if f.endswith(".gz")]
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    assert not [f for f in held if f.startswith(str(tmp_path))], held
+
+
 def test_cli_html_of_a_windowed_trace_writes_its_chrome_trace(samples, tmp_path):
     path, steps = samples
     out = tmp_path / "report.html"
