@@ -139,5 +139,37 @@ void bind_window_parts(py::module_& m) {
       py::arg("trace"),
       "A window's calls of each memory operator it owns (not its context), {name: calls}, rows in "
       "memory_ops or not (python/gpuprof/analysis/window_memory.py).");
+  m.def(
+      "memory_blocks",
+      [](const Trace& t) {
+        std::vector<DeviceMemory> devices;
+        {
+          py::gil_scoped_release release;
+          devices = device_memory(t, /*attributed=*/true);
+        }
+        auto time = [](int64_t ns) -> py::object {
+          if (ns == kBeforeTrace || ns == kNeverFreed) return py::none();
+          return py::int_(ns);
+        };
+        py::dict out;
+        for (const DeviceMemory& d : devices) {
+          py::list blocks;
+          for (const MemoryBlock& b : d.blocks) {
+            py::object outer = py::none();
+            if (b.outer_op != kNoIndex) outer = py::str(t.name_of(t.events[b.outer_op]));
+            blocks.append(py::make_tuple(b.addr, b.bytes, time(b.alloc_ns), time(b.free_ns), b.role,
+                                         time(b.scope_end_ns), b.in_optimizer_step, outer,
+                                         b.node == kNoIndex ? int64_t(-1) : int64_t(b.node),
+                                         b.module == kNoIndex ? int64_t(-1) : int64_t(b.module)));
+          }
+          out[py::str(std::to_string(d.device))] = blocks;
+        }
+        return out;
+      },
+      py::arg("trace"),
+      "A window's memory blocks by device (-1: the host), in allocation order: (addr, bytes, alloc_ns or "
+      "None before the trace, free_ns or None never freed, role or -1, scope_end_ns or None outside any "
+      "operator, in_optimizer_step, outermost operator's name or None, innermost node's event index or "
+      "-1, innermost module call's event index or -1) (python/gpuprof/analysis/window_peak.py).");
   m.def("display_name", &display_name, "The name the tables show for a name (itself up to 1,024 bytes).");
 }

@@ -21,6 +21,8 @@ distinct names, not to the events):
   again);
 - the memory curve from each window's own allocator samples, the level carried across the windows'
   edges, and the per-operator memory statistics summed by operator (``window_memory.py``);
+- the memory peak and its composition from each window's highest level and the blocks live then,
+  those still live at a window's start carried from the windows before it (``window_peak.py``);
 - what needs the whole trace at once, or counts the windows' context, is cut: left as a trace with
   no events has it, and named in ``source.windowed.cut`` and in a warning that says which setting
   avoids it (``--max-memory``).
@@ -36,6 +38,7 @@ from typing import Optional
 from .._native import _core
 from ..traces.read import import_settings
 from .window_memory import MAX_NAME_ROWS, CurveMerge, OpsMerge
+from .window_peak import PeakMerge
 from .window_sections import SectionMerge
 from .window_views import LaunchRows, StepViewMerge, TimelineMerge, add_whole_views
 from .windowed_hta import HtaMerge
@@ -43,13 +46,9 @@ from .windowed_hta import HtaMerge
 #: The sections a windowed report leaves out (as a trace without events has them):
 #: each needs every event at once (the memory view) or would count a window's context events in its
 #: rows. The memory curve and the per-operator memory statistics are merged (``window_memory.py``),
-#: and cut only where they cannot be exact (``source.windowed``'s ``memory_curve`` and ``memory_ops``
-#: say why).
-CUT_SECTIONS = (
-    "memory_peak",
-    "memory_composition",
-    "memory_growth",
-)
+#: the memory peak and its composition too (``window_peak.py``), and cut only where they cannot be
+#: exact (``source.windowed``'s ``memory_curve``, ``memory_ops`` and ``memory_peak`` say why).
+CUT_SECTIONS = ("memory_growth",)
 
 
 def _weighted(rows: list, value: str, weight: str) -> Optional[float]:
@@ -380,6 +379,7 @@ def windowed_report_dict(
     hta = HtaMerge(_core.last_step_start(scan.trace))  # HTA's scope: the whole trace's last step
     timeline, launches, views = TimelineMerge(), LaunchRows(), StepViewMerge()
     curve, memory_ops = CurveMerge(MEMORY_CURVE_POINTS), OpsMerge(MAX_NAME_ROWS)
+    peak = PeakMerge()
     with spilled(path, scan, windows, progress) as files:
         for i, w in enumerate(windows):
             source = files[i] if files else path
@@ -409,6 +409,7 @@ def windowed_report_dict(
                 views.add(i, trace, native, [s for s in data["steps"] if s["step"] in owned])
             curve.add(trace, w.own_from, w.own_to, data)
             memory_ops.add(trace, data)
+            peak.add(trace, w.own_from, w.own_to, data, native)
             del trace
             if files:
                 os.unlink(files[i])  # its disk space back at once
@@ -425,13 +426,20 @@ def windowed_report_dict(
         del steps, modules
     empty = report_dict(_core.Trace(), source={})  # each section as a trace without events has it
     memory = {"memory_curve": curve.result(), "memory_ops": memory_ops.result()}
+    peaks = peak.result()
+    memory["memory_peak"], memory["memory_composition"] = peaks if peaks is not None else (None, None)
     cut = [k for k, v in memory.items() if v is None] + [
         k for k in CUT_SECTIONS if k in empty or k in merge.keys
     ]
     most = max(w.events for w in windows)
-    named = {"memory_curve": "the memory curve", "memory_ops": "the per-operator memory statistics"}
+    named = {
+        "memory_curve": "the memory curve",
+        "memory_ops": "the per-operator memory statistics",
+        "memory_peak": "the memory peak",
+        "memory_composition": "its composition",
+    }
     kept = [named[k] for k, v in memory.items() if v is not None]
-    left = ["the memory peak, composition and growth", *(named[k] for k, v in memory.items() if v is None)]
+    left = ["the memory growth", *(named[k] for k, v in memory.items() if v is None)]
     message = (
         f"this trace has more than {cap:,} events, {reason}: it was analysed in {len(windows)} windows "
         f"of consecutive steps (at most about {most:,} events each), its steps, GPU summary, kernels, "
@@ -452,7 +460,15 @@ def windowed_report_dict(
             "steps_per_window": [w.last - w.first + 1 for w in windows],
             "cut": cut,
             "approximate": hta.approximate(),
-            **{k: why for k, why in (("memory_curve", curve.why), ("memory_ops", memory_ops.why)) if why},
+            **{
+                k: why
+                for k, why in (
+                    ("memory_curve", curve.why),
+                    ("memory_ops", memory_ops.why),
+                    ("memory_peak", peak.why),
+                )
+                if why
+            },
         },
         "warning": {"kind": "windowed", "count": len(windows), "message": message},
         # FLOPs: left out whole (a report without the section), not a trace's numbers of no FLOPs.

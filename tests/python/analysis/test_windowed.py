@@ -191,7 +191,7 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert "6 windows" in note["message"]
     assert "--max-memory SIZE" in note["message"]
     cut = windowed["source"]["windowed"]["cut"]
-    assert "memory_peak" in cut and "step_views" not in cut
+    assert "memory_growth" in cut and "step_views" not in cut
     for key in cut:
         if key in CUT_SECTIONS:  # as a trace without events has them
             assert windowed.get(key, {}) in ([], {}), key
@@ -205,6 +205,8 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
         "roofline",
         "memory_curve",
         "memory_ops",
+        "memory_peak",
+        "memory_composition",
     } & set(cut)
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(windowed, schema())  # the report's schema (docs/schema.md) holds
@@ -289,6 +291,8 @@ def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, 
         "step_views",
         "memory_curve",  # (the DDP pair's 28,010 allocator samples thinned to 2,000 points on GPU 1)
         "memory_ops",
+        "memory_peak",  # (the DDP pair's host and GPU 1: 6.6 GB in step 2, its top operators)
+        "memory_composition",
     ):
         _differences(whole[key], windowed[key], key, out)
     assert out == []
@@ -331,7 +335,8 @@ def test_windowed_gpu_summary_equals_the_whole_trace(both):
 def test_windowed_sections_equal_the_whole_trace(rich):
     whole, windowed = rich
     assert windowed["source"]["windowed"]["windows"] == 4
-    _same(whole, windowed, ["steps", "devices", "syncs", "modules", "memory", "flops", "roofline"], 1e-12)
+    sections = ["steps", "devices", "syncs", "modules", "memory", "flops", "roofline"]
+    _same(whole, windowed, [*sections, "memory_peak", "memory_composition"], 1e-12)
     # What they hold, so that the equality is not of empty sections:
     # one sync row, 60 calls of 150 us, each inside the input copy;
     assert windowed["syncs"] == [
@@ -350,6 +355,20 @@ def test_windowed_sections_equal_the_whole_trace(rich):
     peaks = [m["peak_allocated_bytes"] >> 20 for m in windowed["memory"]]
     assert peaks == [512 + s + 1 for s in range(1, 60)] + [256 + 60]
     assert windowed["devices"][0]["peak_allocated_bytes"] == (512 + 60) << 20
+    # the peak (step 60's second sample) and what was live then: each sample allocates 1 MiB at an
+    # address of its own, never freed, so the 179 allocations so far, most of them windows earlier
+    # (carried): the first of each step in the input copy, the second in the forward's Linear_1,
+    # the third outside any operator (its composition's unknown, with the level's other 393 MiB);
+    peak = windowed["memory_peak"]["0"]
+    assert (peak["step"], peak["bytes"], peak["reserved_bytes"]) == (60, (512 + 60) << 20, (1024 + 60) << 20)
+    assert [(o["name"], o["bytes"] >> 20, o["count"]) for o in peak["top_ops"]] == [
+        ("aten::copy_", 60, 60),
+        ("aten::linear", 60, 60),
+        ("", 59, 59),
+    ]
+    assert peak["top_modules"] == [{"name": "Linear_1", "bytes": 60 << 20, "count": 60}]
+    composition = windowed["memory_composition"]["0"]
+    assert (composition["activations"] >> 20, composition["unknown"] >> 20) == (120 - 1, 512 + 60 - 119)
     # FLOPs: 8 addmm a step of 2 x 64 x 512 x 256.
     assert windowed["flops"]["per_step_flops"] == 8 * 2 * 64 * 512 * 256
     assert windowed["flops"]["counted_calls"] == 480
@@ -890,7 +909,11 @@ def test_a_curve_rebuilt_from_blocks_is_left_out_and_said(tmp_path):
         "blocks live across the whole trace"
     )
     (warning,) = [w for w in windowed["warnings"] if w["kind"] == "windowed"]
-    left = "every event at once: the memory peak, composition and growth, the memory curve (gpuprof"
+    assert note["memory_peak"] == note["memory_curve"]  # the peak's level is that curve's
+    assert {"memory_peak", "memory_composition"} <= set(note["cut"]) and windowed["memory_peak"] == {}
+    left = (
+        "every event at once: the memory growth, the memory curve, the memory peak, its composition (gpuprof"
+    )
     assert left in " ".join(warning["message"].split())
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(windowed, schema())
@@ -909,3 +932,80 @@ def test_memory_ops_past_the_row_bound_are_left_out_and_said(tmp_path, monkeypat
     assert "memory_ops" in note["cut"] and windowed["memory_ops"] == []
     assert note["memory_ops"] == "more than 3 operators with allocations on a device"
     assert "memory_curve" not in note["cut"]
+
+
+def _blocks_trace() -> dict:
+    # The DDP rank for 60 steps with GPU 0's allocations at addresses, each sample with the level
+    # (100 MiB before the trace plus what is live) as Kineto's total but every 7th: each step's
+    # input, 4 MiB in aten::copy_, freed 25 steps later at that step's start (so at any moment 25 of
+    # them live, most made windows earlier); a 2 MiB temporary inside the first aten::addmm; 8 MiB
+    # of activation in the second linear, freed in the backward; 1 MiB in the fourth linear at one
+    # address, never freed (the next step's allocation there frees it unheard); and in step 33 alone 256 MiB inside the second linear, freed 100 us later: the peak.
+    steps = 60
+    doc = rank_trace(0, 1, steps=steps, layers=8, buckets=4, factors=[1.0] * steps, slowest=[1.0] * steps)
+    starts = {
+        int(e["name"].split("#")[1]): e["ts"]
+        for e in doc["traceEvents"]
+        if e.get("name", "").startswith("ProfilerStep#")
+    }
+    samples = []  # (ts, bytes, addr)
+    for s, t in starts.items():
+        if s > 25:
+            samples.append((t + 50, -(4 << 20), 0xA0000 + s - 25))
+        samples += [
+            (t + 100, 4 << 20, 0xA0000 + s),
+            (t + 500, 2 << 20, 0xB0000),
+            (t + 900, -(2 << 20), 0xB0000),
+        ]
+        samples += [(t + 1100, 8 << 20, 0xC0000 + s), (t + 6000, -(8 << 20), 0xC0000 + s)]
+        if s == 33:
+            samples += [(t + 1200, 256 << 20, 0xE0000), (t + 1300, -(256 << 20), 0xE0000)]
+        samples.append((t + 2300, 1 << 20, 0xD0000))
+    samples.sort()
+    level, added = 100 << 20, []
+    for i, (ts, size, addr) in enumerate(samples):
+        unheard = size == 1 << 20 and ts > starts[1] + 2300  # the block there before it
+        level += size - ((1 << 20) if unheard else 0)
+        args = {"Bytes": size, "Device Type": 1, "Device Id": 0, "Addr": addr}
+        if i % 7:
+            args |= {"Total Allocated": level, "Total Reserved": 2 << 30}
+        added.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10000})
+        added[-1] |= {"tid": 10000, "ts": round(ts, 3), "args": args}
+    doc["traceEvents"] += added
+    return doc
+
+
+def test_a_peak_of_blocks_made_windows_earlier_equals_the_whole_trace(tmp_path):
+    path = tmp_path / "blocks.json"
+    path.write_text(json.dumps(_blocks_trace()))
+    whole = gpuprof.analyze(path).to_dict()
+    windowed = gpuprof.analyze(path, max_memory=MIB).to_dict()
+    note = windowed["source"]["windowed"]
+    assert note["windows"] == 3 and note["steps_per_window"][0] < 33 <= sum(note["steps_per_window"][:2])
+    assert {"memory_peak", "memory_composition"}.isdisjoint(note["cut"]) and "memory_peak" not in note
+    _same(whole, windowed, ["memory_peak", "memory_composition", "memory_curve"], 0.0)
+    # The peak: step 33's 256 MiB, on top of the 100 MiB before the trace, the 25 inputs live (steps
+    # 9 to 33: step 8's was freed at step 33's start; 9 to 12 made in the first window), the step's
+    # activation and the fourth linear's block of step 32 (freed unheard later in step 33).
+    peak = windowed["memory_peak"]["0"]
+    assert (peak["step"], peak["bytes"] >> 20, peak["reserved_bytes"]) == (
+        33,
+        100 + 100 + 8 + 256 + 1,
+        2 << 30,
+    )
+    assert [(o["name"], o["bytes"] >> 20, o["count"]) for o in peak["top_ops"]] == [
+        ("aten::linear", 256 + 8 + 1, 3),
+        ("aten::copy_", 100, 25),
+    ]
+    assert peak["top_modules"] == []
+    # activations: the inputs, the activation and step 32's block (they outlive their operators);
+    # temporary: the spike (freed inside its linear); unknown: the 100 MiB from before the trace.
+    composition = {k: v >> 20 for k, v in windowed["memory_composition"]["0"].items()}
+    assert composition == {
+        "parameters": 0,
+        "gradients": 0,
+        "optimizer_state": 0,
+        "activations": 109,
+        "temporary": 256,
+        "unknown": 100,
+    }
