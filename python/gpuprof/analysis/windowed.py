@@ -21,8 +21,9 @@ distinct names, not to the events):
   again);
 - the memory curve from each window's own allocator samples, the level carried across the windows'
   edges, and the per-operator memory statistics summed by operator (``window_memory.py``);
-- the memory peak and its composition from each window's highest level and the blocks live then,
-  those still live at a window's start carried from the windows before it (``window_peak.py``);
+- the memory peak, its composition and the growth from each window's highest level, its step ends'
+  levels and the blocks live then, those still live at a window's start carried from the windows
+  before it (``window_peak.py``);
 - what needs the whole trace at once, or counts the windows' context, is cut: left as a trace with
   no events has it, and named in ``source.windowed.cut`` and in a warning that says which setting
   avoids it (``--max-memory``).
@@ -46,9 +47,10 @@ from .windowed_hta import HtaMerge
 #: The sections a windowed report leaves out (as a trace without events has them):
 #: each needs every event at once (the memory view) or would count a window's context events in its
 #: rows. The memory curve and the per-operator memory statistics are merged (``window_memory.py``),
-#: the memory peak and its composition too (``window_peak.py``), and cut only where they cannot be
-#: exact (``source.windowed``'s ``memory_curve``, ``memory_ops`` and ``memory_peak`` say why).
-CUT_SECTIONS = ("memory_growth",)
+#: the memory peak, its composition and growth too (``window_peak.py``), and cut only where they
+#: cannot be exact (``source.windowed``'s ``memory_curve``, ``memory_ops``, ``memory_peak`` and
+#: ``memory_growth`` say why).
+CUT_SECTIONS = ()
 
 
 def _weighted(rows: list, value: str, weight: str) -> Optional[float]:
@@ -366,7 +368,7 @@ def windowed_report_dict(
     window's steps)."""
     from ..traces.read import TraceImportError, display_path, trace_source
     from ..traces.windows import no_steps_message, plan_windows, read_window, scan_steps
-    from . import MAX_COLLECTIVE_CALLS, MEMORY_CURVE_POINTS, average, report_dict, report_metadata
+    from . import MAX_COLLECTIVE_CALLS, MEMORY_CURVE_POINTS, _growth, average, report_dict, report_metadata
 
     size = _file_size(path)
     scan = scan_steps(path, import_cpus, progress=_pass(progress, "finding its steps", size))
@@ -409,7 +411,7 @@ def windowed_report_dict(
                 views.add(i, trace, native, [s for s in data["steps"] if s["step"] in owned])
             curve.add(trace, w.own_from, w.own_to, data)
             memory_ops.add(trace, data)
-            peak.add(trace, w.own_from, w.own_to, data, native)
+            peak.add(trace, w.own_from, w.own_to, data, native, owned)
             del trace
             if files:
                 os.unlink(files[i])  # its disk space back at once
@@ -427,7 +429,8 @@ def windowed_report_dict(
     empty = report_dict(_core.Trace(), source={})  # each section as a trace without events has it
     memory = {"memory_curve": curve.result(), "memory_ops": memory_ops.result()}
     peaks = peak.result()
-    memory["memory_peak"], memory["memory_composition"] = peaks if peaks is not None else (None, None)
+    memory["memory_peak"], memory["memory_composition"], growth = peaks if peaks is not None else (None,) * 3
+    memory["memory_growth"] = None if growth is None else {k: _growth(g) for k, g in growth.items()}
     cut = [k for k, v in memory.items() if v is None] + [
         k for k in CUT_SECTIONS if k in empty or k in merge.keys
     ]
@@ -437,17 +440,19 @@ def windowed_report_dict(
         "memory_ops": "the per-operator memory statistics",
         "memory_peak": "the memory peak",
         "memory_composition": "its composition",
+        "memory_growth": "the memory growth",
     }
     kept = [named[k] for k, v in memory.items() if v is not None]
-    left = ["the memory growth", *(named[k] for k, v in memory.items() if v is None)]
+    left = [named[k] for k, v in memory.items() if v is None]
     message = (
         f"this trace has more than {cap:,} events, {reason}: it was analysed in {len(windows)} windows "
         f"of consecutive steps (at most about {most:,} events each), its steps, GPU summary, kernels, "
         "operators, copies, collectives, ranges, syncs, modules, per-step memory, FLOPs, roofline, critical "
         "path and HTA's tables (idle time, launch statistics, queue length, copy bandwidth, operator launch "
         "delay, kernel sequences), GPU timeline and samples, energy, torch.compile regions"
-        f"{''.join(f', {what}' for what in kept)} merged from them; left out, as they need every event at "
-        f"once: {', '.join(left)} (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
+        f"{''.join(f', {what}' for what in kept)} merged from them"
+        + (f"; left out, as they need every event at once: {', '.join(left)}" if left else "")
+        + " (gpuprof analyze --max-memory SIZE with more memory reads it whole)"
     )
     note = {
         "source": trace_source(path, scan.stats),
@@ -460,15 +465,12 @@ def windowed_report_dict(
             "steps_per_window": [w.last - w.first + 1 for w in windows],
             "cut": cut,
             "approximate": hta.approximate(),
-            **{
-                k: why
-                for k, why in (
-                    ("memory_curve", curve.why),
-                    ("memory_ops", memory_ops.why),
-                    ("memory_peak", peak.why),
-                )
-                if why
-            },
+            **_whys(
+                memory_curve=curve.why,
+                memory_ops=memory_ops.why,
+                memory_peak=peak.why,
+                memory_growth=peak.growth_why,
+            ),
         },
         "warning": {"kind": "windowed", "count": len(windows), "message": message},
         # FLOPs: left out whole (a report without the section), not a trace's numbers of no FLOPs.
@@ -494,6 +496,11 @@ def windowed_report_dict(
     if views_out is not None:
         data["step_views"] = views_out
     return data
+
+
+def _whys(**whys) -> dict:
+    """``source.windowed``'s reasons a merged section was left out: those given."""
+    return {k: why for k, why in whys.items() if why}
 
 
 def _step_views(

@@ -191,7 +191,7 @@ def test_the_report_says_it_was_windowed_and_what_it_cut(both, synthetic):
     assert "6 windows" in note["message"]
     assert "--max-memory SIZE" in note["message"]
     cut = windowed["source"]["windowed"]["cut"]
-    assert "memory_growth" in cut and "step_views" not in cut
+    assert cut == []  # every section merged
     for key in cut:
         if key in CUT_SECTIONS:  # as a trace without events has them
             assert windowed.get(key, {}) in ([], {}), key
@@ -293,6 +293,7 @@ def test_stored_traces_read_in_windows_equal_their_whole_reports(shared_traces, 
         "memory_ops",
         "memory_peak",  # (the DDP pair's host and GPU 1: 6.6 GB in step 2, its top operators)
         "memory_composition",
+        "memory_growth",
     ):
         _differences(whole[key], windowed[key], key, out)
     assert out == []
@@ -336,7 +337,7 @@ def test_windowed_sections_equal_the_whole_trace(rich):
     whole, windowed = rich
     assert windowed["source"]["windowed"]["windows"] == 4
     sections = ["steps", "devices", "syncs", "modules", "memory", "flops", "roofline"]
-    _same(whole, windowed, [*sections, "memory_peak", "memory_composition"], 1e-12)
+    _same(whole, windowed, [*sections, "memory_peak", "memory_composition", "memory_growth"], 1e-12)
     # What they hold, so that the equality is not of empty sections:
     # one sync row, 60 calls of 150 us, each inside the input copy;
     assert windowed["syncs"] == [
@@ -411,7 +412,7 @@ def test_windowed_hta_tables_equal_the_whole_trace(both, table):
     assert table == "kernel_sequences" or whole[table], table
     assert table not in windowed["source"]["windowed"]["cut"]
     (note,) = [w for w in windowed["warnings"] if w["kind"] == "windowed"]
-    left_out = note["message"].split("left out")[1]
+    left_out = note["message"].partition("left out")[2]
     assert not any(
         words in left_out
         for words in ("idle time", "launch statistics", "queue length", "copy bandwidth", "launch delay")
@@ -862,7 +863,7 @@ def test_windowed_memory_curve_equals_the_whole_trace(allocator):
         *windowed["source"]["windowed"]["cut"],
         *windowed["source"]["windowed"],
     }
-    _same(whole, windowed, ["memory_curve", "memory_ops"], 0.0)
+    _same(whole, windowed, ["memory_curve", "memory_ops", "memory_growth"], 0.0)
     gpu, host = windowed["memory_curve"]["0"], windowed["memory_curve"]["-1"]
     # GPU 0: 2,400 samples in 1,000 slices of 2 or 3, each slice's lowest and highest (one point
     # where they are the same sample), in time order: the levels built here from the definition.
@@ -910,9 +911,10 @@ def test_a_curve_rebuilt_from_blocks_is_left_out_and_said(tmp_path):
     )
     (warning,) = [w for w in windowed["warnings"] if w["kind"] == "windowed"]
     assert note["memory_peak"] == note["memory_curve"]  # the peak's level is that curve's
-    assert {"memory_peak", "memory_composition"} <= set(note["cut"]) and windowed["memory_peak"] == {}
+    assert {"memory_peak", "memory_composition", "memory_growth"} <= set(note["cut"])
+    assert windowed["memory_peak"] == {} and windowed["memory_growth"] == {}
     left = (
-        "every event at once: the memory growth, the memory curve, the memory peak, its composition (gpuprof"
+        "every event at once: the memory curve, the memory peak, its composition, the memory growth (gpuprof"
     )
     assert left in " ".join(warning["message"].split())
     jsonschema = pytest.importorskip("jsonschema")
@@ -940,7 +942,9 @@ def _blocks_trace() -> dict:
     # input, 4 MiB in aten::copy_, freed 25 steps later at that step's start (so at any moment 25 of
     # them live, most made windows earlier); a 2 MiB temporary inside the first aten::addmm; 8 MiB
     # of activation in the second linear, freed in the backward; 1 MiB in the fourth linear at one
-    # address, never freed (the next step's allocation there frees it unheard); and in step 33 alone 256 MiB inside the second linear, freed 100 us later: the peak.
+    # address, never freed (the next step's allocation there frees it unheard); in step 33 alone 256
+    # MiB inside the second linear, freed 100 us later: the peak; and 3 MiB in step 59's input
+    # copy, freed after the last step's end.
     steps = 60
     doc = rank_trace(0, 1, steps=steps, layers=8, buckets=4, factors=[1.0] * steps, slowest=[1.0] * steps)
     starts = {
@@ -961,6 +965,7 @@ def _blocks_trace() -> dict:
         if s == 33:
             samples += [(t + 1200, 256 << 20, 0xE0000), (t + 1300, -(256 << 20), 0xE0000)]
         samples.append((t + 2300, 1 << 20, 0xD0000))
+    samples += [(starts[59] + 150, 3 << 20, 0xF0000), (starts[60] + 17300, -(3 << 20), 0xF0000)]
     samples.sort()
     level, added = 100 << 20, []
     for i, (ts, size, addr) in enumerate(samples):
@@ -983,7 +988,7 @@ def test_a_peak_of_blocks_made_windows_earlier_equals_the_whole_trace(tmp_path):
     note = windowed["source"]["windowed"]
     assert note["windows"] == 3 and note["steps_per_window"][0] < 33 <= sum(note["steps_per_window"][:2])
     assert {"memory_peak", "memory_composition"}.isdisjoint(note["cut"]) and "memory_peak" not in note
-    _same(whole, windowed, ["memory_peak", "memory_composition", "memory_curve"], 0.0)
+    _same(whole, windowed, ["memory_peak", "memory_composition", "memory_growth", "memory_curve"], 0.0)
     # The peak: step 33's 256 MiB, on top of the 100 MiB before the trace, the 25 inputs live (steps
     # 9 to 33: step 8's was freed at step 33's start; 9 to 12 made in the first window), the step's
     # activation and the fourth linear's block of step 32 (freed unheard later in step 33).
@@ -1009,3 +1014,10 @@ def test_a_peak_of_blocks_made_windows_earlier_equals_the_whole_trace(tmp_path):
         "temporary": 256,
         "unknown": 100,
     }
+    # The growth: the level at the end of steps 2 to 60; what steps 2 to 59 left live at step 60's
+    # end: the inputs of steps 36 to 59 (never freed) and the 3 MiB freed after it, which only the
+    # last window sees freed.
+    growth = windowed["memory_growth"]["0"]
+    assert growth["steps"] == list(range(2, 61)) and growth["steps_counted"] == 58
+    per_step = round(((24 * 4 + 3) << 20) / 58, 1)
+    assert growth["ops"] == [{"name": "aten::copy_", "bytes_per_step": per_step, "count": 25}]
