@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include "launch_walks.h"
+
 namespace gpuprof {
 
 namespace {
@@ -41,7 +43,6 @@ bool is_queue_launch_call(std::string_view n) {
 
 std::vector<QueueLengthRow> queue_length_table(const Trace& t, const LaunchLinks& links,
                                                int64_t launched_before_ns, int64_t max_queue) {
-  std::vector<int8_t> launch_name(t.strings.size(), -1);   // each call name classified once
   // Per stream, the kernels' starts (-1) and their calls' starts (+1) apart: each list is mostly in
   // order already, so each is sorted only when not, and the two are merged (a kernel's start before
   // a call's at the same instant), which is the order sort_changes gives.
@@ -51,23 +52,16 @@ std::vector<QueueLengthRow> queue_length_table(const Trace& t, const LaunchLinks
   std::map<std::pair<int, uint32_t>, Starts> by_stream;
   std::pair<int, uint32_t> last_key{0, 0};
   Starts* last = nullptr;
-  for (uint32_t i = 0; i < t.events.size(); ++i) {
+  for_each_named_launch(t, links, launched_before_ns, is_queue_launch_call, [&](uint32_t i, uint32_t c) {
     const Event& e = t.events[i];
-    if (!e.on_device()) continue;
-    const uint32_t c = links.call_before(t, i, launched_before_ns);
-    if (c == kNoIndex) continue;
-    const Event& call = t.events[c];
-    int8_t& is_launch = launch_name[call.name];
-    if (is_launch < 0) is_launch = is_queue_launch_call(t.name_of(call)) ? 1 : 0;
-    if (!is_launch) continue;
     const std::pair<int, uint32_t> key{e.device, e.tid};
     if (last == nullptr || key != last_key) {
       last = &by_stream[key];
       last_key = key;
     }
     last->kernels.push_back(e.start_ns);
-    last->calls.push_back(call.start_ns);
-  }
+    last->calls.push_back(t.events[c].start_ns);
+  });
   std::vector<QueueLengthRow> rows;
   rows.reserve(by_stream.size());
   std::vector<Change<int64_t>> changes;
@@ -108,20 +102,14 @@ std::string copy_bandwidth_kind(std::string_view name) {
 std::vector<CopyBandwidthRow> copy_bandwidth_table(const Trace& t, const LaunchLinks& links,
                                                    int64_t launched_before_ns) {
   std::map<std::string, std::pair<CopyBandwidthRow, std::vector<Change<double>>>> by_kind;
-  for (uint32_t i = 0; i < t.events.size(); ++i) {
-    const Event& e = t.events[i];
-    if (e.kind != EventKind::Memcpy && e.kind != EventKind::Memset) continue;
-    if (links.call_before(t, i, launched_before_ns) == kNoIndex) continue;
-    auto& [row, changes] = by_kind[copy_bandwidth_kind(t.name_of(e))];
-    const int64_t bytes = e.aux < t.copies.size() ? t.copies[e.aux].bytes : 0;
-    const int64_t dur = std::max<int64_t>(e.dur_ns, 1);
-    ++row.copies;
-    row.bytes += bytes;
-    row.time_ns += e.dur_ns;
-    const double gbps = double(bytes) / double(dur);   // bytes per ns = GB/s
-    changes.push_back({e.start_ns, 1, gbps});
-    changes.push_back({e.start_ns + dur, 0, -gbps});
-  }
+  for_each_copy(
+      t, links, launched_before_ns, [](const Event&) { return true; },
+      [&](const Event& e) {
+        auto& [row, changes] = by_kind[copy_bandwidth_kind(t.name_of(e))];
+        const auto [dur, gbps] = add_copy(row, t, e);
+        changes.push_back({e.start_ns, 1, gbps});
+        changes.push_back({e.start_ns + dur, 0, -gbps});
+      });
   std::vector<CopyBandwidthRow> rows;
   rows.reserve(by_kind.size());
   for (auto& [kind, entry] : by_kind) {

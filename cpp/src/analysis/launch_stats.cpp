@@ -4,6 +4,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "launch_walks.h"
+
 namespace gpuprof {
 
 namespace {
@@ -38,37 +40,20 @@ int64_t last_step_start(const Trace& t) {
 
 std::vector<LaunchStatsRow> launch_stats_table(const Trace& t, const LaunchLinks& links,
                                                int64_t launched_before_ns) {
-  std::vector<int8_t> launch_name(t.strings.size(), -1);   // each call name classified once
   std::unordered_map<uint32_t, size_t> row_of_name;
   std::vector<LaunchStatsRow> rows;
   std::vector<std::vector<int64_t>> delays;
-  for (uint32_t i = 0; i < t.events.size(); ++i) {
-    const Event& e = t.events[i];
-    if (!e.on_device() || i >= links.runtime_of.size()) continue;
-    const uint32_t c = links.runtime_of[i];
-    if (c == kNoIndex) continue;
-    const Event& call = t.events[c];
-    if (call.kind != EventKind::Runtime || call.start_ns >= launched_before_ns) continue;
-    int8_t& is_launch = launch_name[call.name];
-    if (is_launch < 0) is_launch = is_launch_call(t.name_of(call)) ? 1 : 0;
-    if (!is_launch) continue;
-    const auto [it, added] = row_of_name.try_emplace(e.name, rows.size());
-    if (added) {
-      rows.emplace_back().name = std::string(t.name_of(e));
-      delays.emplace_back();
-    }
-    LaunchStatsRow& r = rows[it->second];
-    const int64_t delay = std::max<int64_t>(0, e.start_ns - call.end_ns());
-    ++r.launches;
-    r.cpu_total_ns += call.dur_ns;
-    r.gpu_total_ns += e.dur_ns;
-    r.delay_total_ns += delay;
-    r.delay_max_ns = std::max(r.delay_max_ns, delay);
-    if (call.dur_ns > kLaunchRuntimeCutoffNs) ++r.runtime_outliers;
-    else if (e.dur_ns < call.dur_ns) ++r.short_kernels;
-    if (delay > kLaunchDelayCutoffNs) ++r.delay_outliers;
-    delays[it->second].push_back(delay);
-  }
+  for_each_runtime_launch(
+      t, links, launched_before_ns, [](const Event&) { return true; },
+      [&](uint32_t i, uint32_t c) {
+        const Event& e = t.events[i];
+        const auto [it, added] = row_of_name.try_emplace(e.name, rows.size());
+        if (added) {
+          rows.emplace_back().name = std::string(t.name_of(e));
+          delays.emplace_back();
+        }
+        delays[it->second].push_back(add_launch(rows[it->second], e, t.events[c]));
+      });
   for (size_t k = 0; k < rows.size(); ++k) {
     std::sort(delays[k].begin(), delays[k].end());
     rows[k].delay_p50_ns = quantile(delays[k], 0.50);

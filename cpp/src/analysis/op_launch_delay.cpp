@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "launch_walks.h"
 #include "name_sequences.h"
 
 namespace gpuprof {
@@ -16,50 +17,21 @@ bool is_kernel_launch_name(std::string_view n) {
 
 std::vector<OpLaunchDelayRow> op_launch_delay_table(const Trace& t, const LaunchLinks& links,
                                                     int64_t launched_before_ns) {
-  std::vector<int8_t> launch_name(t.strings.size(), -1);   // each name classified once
-  std::vector<int8_t> aten_name(t.strings.size(), -1);
-  // Each operator's launches, by (op, call start, call, device activity).
-  std::vector<OpLaunch> launches;
-  for (uint32_t i = 0; i < t.events.size(); ++i) {
-    const Event& e = t.events[i];
-    if (!e.on_device()) continue;
-    const uint32_t c = links.call_before(t, i, launched_before_ns);
-    if (c == kNoIndex) continue;
-    const Event& call = t.events[c];
-    int8_t& is_launch = launch_name[call.name];
-    if (is_launch < 0) is_launch = is_kernel_launch_name(t.name_of(call)) ? 1 : 0;
-    if (!is_launch) continue;
-    uint32_t op = links.op_of[c];
-    while (op != kNoIndex) {
-      const Event& o = t.events[op];
-      int8_t& is_aten = aten_name[o.name];
-      if (is_aten < 0) is_aten = t.name_of(o).rfind("aten::", 0) == 0 ? 1 : 0;
-      if (is_aten && o.start_ns <= call.start_ns && o.end_ns() >= call.end_ns()) break;
-      op = links.parent_op[op];
-    }
-    if (op != kNoIndex) launches.push_back({op, call.start_ns, c, i});
-  }
-  sort_launches(launches, t.events.size());
+  const std::vector<OpLaunch> launches =
+      collect_op_launches(t, links, launched_before_ns, [](uint32_t) { return true; });
   struct Sums {
     int64_t calls = 0, op_delay = 0, runtime_delay = 0;
   };
   // Each distinct (operator name, sequence of activity names) summed by its number first.
   NameSequences sequences;
   std::vector<Sums> by_sequence;
-  std::vector<uint32_t> names;
-  for (size_t a = 0; a < launches.size();) {
-    const uint32_t op = launches[a].op;
-    size_t b = a;
-    names.clear();
-    for (; b < launches.size() && launches[b].op == op; ++b) names.push_back(t.events[launches[b].event].name);
-    const uint32_t k = sequences.intern(t.events[op].name, names);
+  for_each_op_sequence(t, launches, 1, sequences, [&](uint32_t op, const OpLaunch& first, uint32_t k, int64_t) {
     if (k == by_sequence.size()) by_sequence.emplace_back();
     Sums& s = by_sequence[k];
     ++s.calls;
-    s.op_delay += launches[a].at - t.events[op].start_ns;
-    s.runtime_delay += t.events[launches[a].event].start_ns - launches[a].at;
-    a = b;
-  }
+    s.op_delay += first.at - t.events[op].start_ns;
+    s.runtime_delay += t.events[first.event].start_ns - first.at;
+  });
   std::map<std::pair<uint32_t, std::string>, Sums> sums;   // by (operator name id, sequence)
   for (uint32_t k = 0; k < by_sequence.size(); ++k) {
     Sums& s = sums[{sequences.head(k), sequences.joined(t, k)}];
