@@ -158,8 +158,10 @@ void for_each_op_sequence(const Trace& t, const std::vector<OpLaunch>& launches,
 // (links.runtime_of) started before `launched_before`, by (device, stream), each stream's in order
 // of start (then of index).
 template <typename Keep>
-std::map<std::pair<int, uint32_t>, std::vector<uint32_t>> activities_by_stream(const Trace& t, const LaunchLinks& links,
-                                                                               int64_t launched_before, Keep&& keep) {
+std::map<std::pair<int, uint32_t>, std::vector<uint32_t>> activities_by_stream(const Trace& t,
+                                                                               const LaunchLinks& links,
+                                                                               int64_t launched_before,
+                                                                               Keep&& keep) {
   std::map<std::pair<int, uint32_t>, std::vector<uint32_t>> by_stream;
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
