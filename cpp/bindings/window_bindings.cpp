@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "gpuprof/analysis/gpu_summary.h"
+#include "gpuprof/analysis/hta_counters.h"
+#include "gpuprof/analysis/idle_time.h"
 #include "gpuprof/analysis/launch_stats.h"
 #include "gpuprof/analysis/memory.h"
 #include "gpuprof/analysis/tables.h"
@@ -61,6 +63,9 @@ py::dict parts_dict(const WindowParts& w) {
 }  // namespace
 
 void bind_window_parts(py::module_& m) {
+  // The thresholds the merge of the windows' parts applies at their edges, as the whole tables do.
+  m.attr("KERNEL_WAIT_THRESHOLD_NS") = kKernelWaitThresholdNs;
+  m.attr("MAX_LAUNCH_QUEUE") = kMaxLaunchQueue;
   m.def(
       "window_hta_parts",
       [](const Trace& t, int64_t own_from, int64_t own_to, int64_t launched_before, const Carried& carried) {

@@ -31,9 +31,6 @@ from . import fields
 #: The most distinct values one row keeps for its percentiles before they are rounded.
 MAX_DISTINCT = 4096
 
-_KERNEL_WAIT_NS = 30_000  # idle_time.h's kKernelWaitThresholdNs
-_MAX_QUEUE = 1024  # hta_counters.h's kMaxLaunchQueue
-
 
 class _Values:
     """A row's values with their counts, for its percentiles; rounded to ``bits`` significant bits
@@ -115,7 +112,7 @@ class HtaMerge:
                 self.idle[(dev, stream)] = [n, host, kernel, other, last_end]
                 continue
             gap = max(0, first - r[4])  # the gap before this window's first activity
-            r[1 if first_call > r[4] else 2 if gap < _KERNEL_WAIT_NS else 3] += gap
+            r[1 if first_call > r[4] else 2 if gap < _core.KERNEL_WAIT_THRESHOLD_NS else 3] += gap
             r[0] += n
             r[1] += host
             r[2] += kernel
@@ -132,7 +129,7 @@ class HtaMerge:
             if r is None:
                 self.queue[(dev, stream)] = [n, total, top, blocked, last, length]
                 continue
-            if r[5] >= _MAX_QUEUE:
+            if r[5] >= _core.MAX_LAUNCH_QUEUE:
                 r[3] += first - r[4]
             r[0] += n
             r[1] += total
