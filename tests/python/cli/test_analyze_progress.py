@@ -247,13 +247,11 @@ def test_a_trace_read_in_windows_shows_each_pass_over_the_file(tmp_path, name):
     assert text.rstrip("\r\n").endswith("\r\x1b[K"), repr(text[-200:])
 
 
-def test_a_trace_read_in_windows_for_html_reads_the_drawn_steps_windows_again(tmp_path):
-    # The same six windows of one step each, for an HTML report: after the windows, the window of
-    # the slowest step and that of the median one (each a window of its own here) are read again
-    # from the trace itself, each its own pass on the line.
+def _html_in_six_windows(tmp_path):
+    """A trace of six steps of 999 operators, read in six windows of one step each for an HTML
+    report on a terminal, its progress line drawn at once: (path, its size, exit code, stderr)."""
     path = tmp_path / "trace.json"
     trace_file(path, steps=6, ops=999)
-    size = path.stat().st_size
     rc, _out, text = analyze_on_a_terminal_with_output(
         "--max-memory",
         "1M",
@@ -262,6 +260,14 @@ def test_a_trace_read_in_windows_for_html_reads_the_drawn_steps_windows_again(tm
         str(tmp_path / "r.html"),
         env=dict(GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path)),
     )
+    return path, path.stat().st_size, rc, text
+
+
+def test_a_trace_read_in_windows_for_html_reads_the_drawn_steps_windows_again(tmp_path):
+    # The same six windows of one step each, for an HTML report: after the windows, the window of
+    # the slowest step and that of the median one (each a window of its own here) are read again
+    # from the trace itself, each its own pass on the line.
+    path, size, rc, text = _html_in_six_windows(tmp_path)
     assert rc == 0, text
     again = [part for part in text.split(f"reading {path} (window ")[1:] if "again" in part.split(")")[0]]
     assert len(again) == 2, text
@@ -274,17 +280,7 @@ def test_the_chrome_trace_of_a_trace_read_in_windows_shows_its_passes_too(tmp_pa
     # The same six windows of one step each, for an HTML report: its Chrome trace is written after
     # the analysis's line has closed, reading the file again (its steps found, its events copied into
     # six window files, each window read): a line of its own, each pass drawn as it ended.
-    path = tmp_path / "trace.json"
-    trace_file(path, steps=6, ops=999)
-    size = path.stat().st_size
-    rc, _out, text = analyze_on_a_terminal_with_output(
-        "--max-memory",
-        "1M",
-        str(path),
-        "--html",
-        str(tmp_path / "r.html"),
-        env=dict(GPUPROF_PROGRESS_AFTER_S="0", TMPDIR=str(tmp_path)),
-    )
+    path, size, rc, text = _html_in_six_windows(tmp_path)
     assert rc == 0, text
     assert (tmp_path / "r.trace.json.gz").is_file()
     whole = f"{size_text(size)} of {size_text(size)} (100%)"
