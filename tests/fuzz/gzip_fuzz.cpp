@@ -20,6 +20,7 @@
 
 #include "../cpp/trace_dump.h"
 #include "gpuprof/io/kineto_import.h"
+#include "windowed_reads.h"
 
 namespace {
 
@@ -61,24 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "default decoder:\n%s\nzlib:\n%s\n", first.c_str(), zlib.c_str());
     std::abort();
   }
-  // The windowed reads: a scan, a window, and the spill into two windows (to /dev/null).
-  gpuprof::ImportOptions scan = one, window = one;
-  scan.scan_steps = true;
-  window.windowed = true;
-  window.keep_from_ns = 1000;
-  window.own_from_ns = 2000;
-  window.own_to_ns = 3000000;
-  window.keep_to_ns = 4000000;
-  for (const gpuprof::ImportOptions* o : {&scan, &window}) {
-    try {
-      gpuprof::import_kineto_trace(path, *o);
-    } catch (const gpuprof::TraceImportError&) {
-    }
-  }
-  try {
-    gpuprof::spill_windows(path, 1000, {{INT64_MIN, 2000000, "/dev/null"}, {1000000, INT64_MAX, "/dev/null"}},
-                           one);
-  } catch (const gpuprof::TraceImportError&) {
-  }
+  gpuprof::fuzz::windowed_reads(
+      one, [&](const gpuprof::ImportOptions& o) { gpuprof::import_kineto_trace(path, o); },
+      [&](const std::vector<gpuprof::SpillWindow>& w) { gpuprof::spill_windows(path, 1000, w, one); });
   return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "../cpp/trace_dump.h"
 #include "gpuprof/io/kineto_import.h"
+#include "windowed_reads.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,27 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   one.max_token_bytes = two.max_token_bytes = 4096;
   one.split_min_bytes = 0;
   two.split_min_bytes = 1;
-  // The windowed reads (ImportOptions::scan_steps, windowed; spill_windows): a scan, a window and
-  // the spill of the same input into two windows (written to /dev/null) give a Trace, stats or a
-  // TraceImportError, never a crash.
-  gpuprof::ImportOptions scan = opts, window = opts;
-  scan.scan_steps = true;
-  window.windowed = true;
-  window.keep_from_ns = 1000;
-  window.own_from_ns = 2000;
-  window.own_to_ns = 3000000;
-  window.keep_to_ns = 4000000;
-  for (const gpuprof::ImportOptions* o : {&scan, &window}) {
-    try {
-      gpuprof::import_kineto_json(text, "fuzz-input", *o);
-    } catch (const gpuprof::TraceImportError&) {
-    }
-  }
-  try {
-    gpuprof::spill_windows_json(text, "fuzz-input", 1000,
-                                {{INT64_MIN, 2000000, "/dev/null"}, {1000000, INT64_MAX, "/dev/null"}}, opts);
-  } catch (const gpuprof::TraceImportError&) {
-  }
+  gpuprof::fuzz::windowed_reads(
+      opts, [&](const gpuprof::ImportOptions& o) { gpuprof::import_kineto_json(text, "fuzz-input", o); },
+      [&](const std::vector<gpuprof::SpillWindow>& w) {
+        gpuprof::spill_windows_json(text, "fuzz-input", 1000, w, opts);
+      });
   const std::string a = gpuprof::test_support::dump_import(text, one);
   const std::string b = gpuprof::test_support::dump_import(text, two);
   if (a != b) {
