@@ -8,7 +8,6 @@ print(prof.report())
 """
 
 from ._build_info import GPUPROF_VERSION as __version__
-from .collect.schedule import ProfilerAction, schedule
 from .report import Report
 from .traces.read import TraceImportError
 
@@ -16,6 +15,8 @@ from .traces.read import TraceImportError
 # skip the live profiler and the exporter, and `import gpuprof` skips the advice rules.
 _LAZY = {
     "analyze": "report.inputs",
+    "schedule": "collect.schedule",
+    "ProfilerAction": "collect.schedule",
     "profile": "session",
     "current": "session",
     "watch": "session.watch",

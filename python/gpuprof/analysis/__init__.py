@@ -228,10 +228,12 @@ def report_dict(
 def _compiled_flops(trace, data: dict, analysed: dict, compiled: dict, provenance: Optional[list]) -> dict:
     """The generated kernels' FLOPs per call from Inductor's provenance, added to the native pass's
     per-step FLOPs, the operator rows and the roofline's rows before the FLOPs section is built; {}
-    without any."""
+    without any (compiled_flops.py is loaded only then)."""
+    if not (compiled and provenance):
+        return {}
     from .compiled_flops import add_compiled_flops, kernel_facts, roofline_rows
 
-    facts = kernel_facts(provenance) if compiled and provenance else {}
+    facts = kernel_facts(provenance)
     if facts:
         native = analysed["flops"]
         add_compiled_flops(

@@ -52,6 +52,13 @@ class PeakRow(NamedTuple):
 
 
 _TABLE: Optional[tuple[PeakRow, ...]] = None
+# peaks.csv's columns that hold numbers; the others are text.
+_NUMERIC_COLUMNS = {
+    "peak": float,
+    "memory_bandwidth_gbps": float,
+    "memory_gb": float,
+    "devices_per_package": int,
+}
 
 
 def table() -> tuple[PeakRow, ...]:
@@ -61,22 +68,11 @@ def table() -> tuple[PeakRow, ...]:
         import csv
 
         with open(os.path.join(os.path.dirname(__file__), "peaks.csv"), encoding="utf-8", newline="") as f:
-            _TABLE = tuple(
-                PeakRow(
-                    device=r["device"],
-                    dtype=r["dtype"],
-                    engine=r["engine"],
-                    sparsity=r["sparsity"],
-                    peak=float(r["peak"]),
-                    unit=r["unit"],
-                    memory_bandwidth_gbps=float(r["memory_bandwidth_gbps"]),
-                    memory_gb=float(r["memory_gb"]),
-                    devices_per_package=int(r["devices_per_package"]),
-                    source=r["source"],
-                    note=r["note"],
-                )
-                for r in csv.DictReader(f)
-            )
+            rows = csv.reader(f)
+            # Columns found by their header's names, as csv.DictReader would, without its dict a row.
+            at = {name: i for i, name in enumerate(next(rows))}
+            columns = [(at[name], _NUMERIC_COLUMNS.get(name, str)) for name in PeakRow._fields]
+            _TABLE = tuple(PeakRow._make([read(r[i]) for i, read in columns]) for r in rows if r)
     return _TABLE
 
 

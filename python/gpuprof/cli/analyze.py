@@ -111,10 +111,11 @@ def run(args) -> int:
 def _run(args, folder: bool, max_memory: int) -> int:
     from ..report.inputs import analyze
     from ..traces.read import TraceImportError
-    from .progress import export_progress, file_progress, folder_progress
 
     try:
         if folder:
+            from .progress import folder_progress
+
             result = analyze(
                 args.path,
                 drop_incomplete_last_step=not args.keep_incomplete_last_step,
@@ -127,7 +128,12 @@ def _run(args, folder: bool, max_memory: int) -> int:
                 progress=folder_progress(args.quiet),
             )
         else:
-            shown, counter = file_progress(args.path, args.quiet)
+            shown = counter = trace_progress = None
+            if _progress_possible(args.quiet):  # cli/progress.py loads only for a terminal
+                from .progress import export_progress, file_progress
+
+                shown, counter = file_progress(args.path, args.quiet)
+                trace_progress = export_progress(args.quiet)
             with shown or contextlib.nullcontext():
                 result = analyze(
                     args.path,
@@ -138,7 +144,7 @@ def _run(args, folder: bool, max_memory: int) -> int:
                     max_memory=max_memory,
                     import_progress=counter,
                     read_pass=shown.phase if shown else None,
-                    trace_progress=export_progress(args.quiet),
+                    trace_progress=trace_progress,
                 )
     except (TraceImportError, FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as e:
         raise UserError(str(e)) from None
@@ -151,6 +157,12 @@ def _run(args, folder: bool, max_memory: int) -> int:
     if isinstance(result, list):  # a folder of files that are not one job: one report each
         return _write_outputs(args, result, lambda: "[\n" + ",\n".join(r.to_json() for r in result) + "\n]")
     return _write_outputs(args, [result], result.to_json)
+
+
+def _progress_possible(quiet: bool) -> bool:
+    """Whether a file's read may show progress: not ``--quiet`` and stderr a terminal, as
+    ``progress.file_progress`` decides it; otherwise that module is not loaded at all."""
+    return not quiet and hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
 
 
 @contextlib.contextmanager
@@ -184,7 +196,7 @@ def _write_outputs(args, reports: list, payload) -> int:
         from ..traces.atomic import write_text
 
         try:
-            write_text(args.json_out, payload() + "\n")
+            write_text(args.json_out, payload(), "\n")
         except OSError as e:
             raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:

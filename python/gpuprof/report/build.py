@@ -18,7 +18,6 @@ from .._build_info import GPUPROF_VERSION
 from ..advice import advise
 from ..analysis import SCHEMA_VERSION, average, report_dict, step_views
 from ..analysis.implausible import clamp_percentages
-from ..traces.inductor_code import output_code_provenance
 from ..traces.read import TooManyEvents, import_trace, read_json, trace_source
 from .model import Report
 
@@ -279,15 +278,20 @@ def analyze_file(
         report._set_trace_writer(export.write)
         return report
     # The aten operators of the Triton kernels it launched, from Inductor's output code if it is
-    # still here (traces/inductor_code.py)
+    # still here (traces/inductor_code.py, loaded only for a trace with such launches)
     launches = list(getattr(trace, "compiled_launches", None) or [])
+    provenance = None
+    if launches:
+        from ..traces.inductor_code import output_code_provenance
+
+        provenance = output_code_provenance(launches)
     return build_report(
         trace,
         source=trace_source(path, stats),
         drop_incomplete_last_step=drop_incomplete_last_step,
         with_step_views=with_step_views,
         peak_tflops=peak_tflops,
-        compiled_kernels=output_code_provenance(launches) if launches else None,
+        compiled_kernels=provenance,
     )
 
 

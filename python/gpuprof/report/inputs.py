@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from ..traces.folders import is_report
 from ..traces.journal import ended_note, is_journal, read_journal
 from ..traces.read import TraceImportError, check_path, display_path, read_json
 from .build import analyze_file, build_report, cross_rank_report
@@ -73,6 +72,8 @@ def summarize_file(
     on_dask = _dask_worker_budget(max_memory)
     if on_dask is not None:
         max_memory, memory_share = on_dask
+    from ..traces.folders import is_report  # a folder's saved reports: only for folders
+
     from_report = p.name.endswith(".json") and is_report(p)
     if from_report:
         data = read_json(p)

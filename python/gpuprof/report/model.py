@@ -209,7 +209,7 @@ class Report:
         if path is not None:
             from ..traces.atomic import write_text
 
-            write_text(path, text + renderer.file_end)  # whole or not at all: never a truncated file
+            write_text(path, text, renderer.file_end)  # whole or not at all: never a truncated file
         return text
 
     def _repr_html_(self) -> str:

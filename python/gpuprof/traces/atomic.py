@@ -69,12 +69,15 @@ def _make_folder(folder: str) -> None:
         raise
 
 
-def write_text(path: PathLike, text: str) -> str:
-    """``text`` (UTF-8) as the whole content of ``path``, written atomically."""
+def write_text(path: PathLike, text: str, end: str = "") -> str:
+    """``text`` and then ``end`` (UTF-8) as the whole content of ``path``, written atomically; a
+    report's JSON is megabytes, which ``text + end`` would copy once more only to add its newline."""
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+            if end:
+                f.write(end)
 
     return replace_atomically(path, write)
 

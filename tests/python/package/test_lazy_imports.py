@@ -14,9 +14,11 @@ def _run(code: str) -> str:
 
 
 def test_import_gpuprof_leaves_the_profiler_and_exporter_unloaded():
+    """Nor the profiler's schedule: `gpuprof.schedule` and `gpuprof.ProfilerAction` load it on
+    first use (the `gpuprof` command imports the package first)."""
     out = _run(
-        "import sys, gpuprof; print(sorted(m for m in ('gpuprof.session', 'gpuprof.traces.export', "
-        "'gpuprof.collect.ranges', 'torch') if m in sys.modules))"
+        "import sys, gpuprof.cli; print(sorted(m for m in ('gpuprof.session', 'gpuprof.traces.export', "
+        "'gpuprof.collect.ranges', 'gpuprof.collect.schedule', 'torch') if m in sys.modules))"
     )
     assert out == "[]"
 
@@ -28,7 +30,11 @@ def test_public_names_resolve_on_first_use_to_their_modules():
         "assert gpuprof.profile is p.profile and gpuprof.current is p.current\n"
         "assert gpuprof.ProfilerError is p.ProfilerError and gpuprof.range is r.range\n"
         "assert gpuprof.save is e.save and gpuprof.export_chrome_trace is e.export_chrome_trace\n"
-        "assert callable(gpuprof.analyze) and callable(gpuprof.schedule)\n"
+        "import gpuprof.collect.schedule as s\n"
+        "assert gpuprof.schedule is s.schedule and gpuprof.ProfilerAction is s.ProfilerAction\n"
+        "from gpuprof import ProfilerAction, schedule\n"
+        "assert schedule(wait=1, warmup=0, active=1)(0) is ProfilerAction.NONE\n"
+        "assert callable(gpuprof.analyze)\n"
         "assert set(gpuprof.__all__) <= set(dir(gpuprof))\n"
         "from gpuprof import profile, range, save\n"
         "print('ok')"
@@ -80,19 +86,32 @@ _NOT_FOR_ANALYZE = (
     "threading",  # the progress line, off when stderr is not a terminal
 )
 
+# gpuprof's own modules that a file's `gpuprof analyze --json` without a terminal does not use: the
+# progress line (stderr is not a terminal), the profiler's schedule, the folder reader, Inductor's
+# output code and the FLOPs of generated kernels (the trace has no Triton launches).
+_GPUPROF_NOT_FOR_ANALYZE = (
+    "gpuprof.cli.progress",
+    "gpuprof.collect.schedule",
+    "gpuprof.traces.folders",
+    "gpuprof.traces.inductor_code",
+    "gpuprof.analysis.compiled_flops",
+)
+
 
 def test_analyze_of_a_file_leaves_the_modules_it_does_not_need_unloaded(shared_traces, tmp_path):
     """`gpuprof analyze FILE --json OUT` on the DDP sample (torch.compile, NCCL, a V100: the peak
     table, the compiled-graph and distributed rules all run) loads none of ``_NOT_FOR_ANALYZE``
-    (those the interpreter loaded before gpuprof, e.g. a site hook's, do not count), writes its
-    report, and leaves the cycle collector's thresholds as it found them."""
+    (those the interpreter loaded before gpuprof, e.g. a site hook's, do not count) nor any of
+    ``_GPUPROF_NOT_FOR_ANALYZE``, writes its report, and leaves the cycle collector's thresholds as
+    it found them."""
     trace = shared_traces / "hta_2xv100_ddp" / "rank0.json.gz"
     out_json = tmp_path / "r.json"
     out = _run(
         "import gc, sys\nbefore = set(sys.modules)\nthresholds = gc.get_threshold()\n"
         "from gpuprof.cli import main\n"
         f"rc = main(['analyze', {str(trace)!r}, '--json', {str(out_json)!r}])\n"
-        f"loaded = sorted(m for m in {_NOT_FOR_ANALYZE!r} if m in sys.modules and m not in before)\n"
+        f"loaded = sorted(m for m in {_NOT_FOR_ANALYZE + _GPUPROF_NOT_FOR_ANALYZE!r} "
+        "if m in sys.modules and m not in before)\n"
         "print(rc, loaded, gc.get_threshold() == thresholds)"
     )
     assert out.splitlines()[-1] == "0 [] True"

@@ -236,8 +236,9 @@ def fmt_flops(n: float, unit: str = "FLOP") -> str:
 # Characters that would act instead of show when a string from outside (a trace name, a path, a
 # data set's name) reaches a terminal or a log: C0 controls (a newline fakes a line, ESC starts an
 # ANSI sequence), DEL, C1 controls, the bidirectional overrides that reorder what a reader sees, and
-# lone surrogates (a report's JSON may hold "\ud800"; no output encoding can write one).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# lone surrogates (a report's JSON may hold "\ud800"; no output encoding can write one). Compiled
+# (re's cache) only for a string that is not plain printable ASCII, which holds none of them.
+_UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 
 
 def printable(text: Any) -> str:
@@ -245,9 +246,9 @@ def printable(text: Any) -> str:
     (\\n, \\x1b, \\u202e, \\ud800), everything else as it is. The result is also valid XML 1.0
     text (which allows no C0 control but tab, newline and carriage return, even escaped)."""
     s = str(text)
-    if not _UNPRINTABLE.search(s):
+    if (s.isascii() and s.isprintable()) or not re.search(_UNPRINTABLE, s):
         return s
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s)
+    return re.sub(_UNPRINTABLE, lambda m: repr(m.group())[1:-1], s)
 
 
 SHOWN_CHARS = 1024  # a string from outside shown longer than this is cut (the report keeps it)
