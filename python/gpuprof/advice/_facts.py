@@ -9,7 +9,6 @@ some sections).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Optional, Union
 
@@ -448,6 +447,8 @@ class Facts:
         The importer keeps it in the metadata as the JSON text the trace had."""
         v = (self.data.get("metadata") or {}).get("distributedInfo")
         if isinstance(v, str):
+            import json
+
             try:
                 v = json.loads(v)
             except ValueError:

@@ -155,8 +155,10 @@ def _run(args, folder: bool, max_memory: int) -> int:
     except OSError as e:  # the folder itself cannot be listed
         raise UserError(str(e)) from None
     if isinstance(result, list):  # a folder of files that are not one job: one report each
-        return _write_outputs(args, result, lambda: "[\n" + ",\n".join(r.to_json() for r in result) + "\n]")
-    return _write_outputs(args, [result], result.to_json)
+        return _write_outputs(args, result, lambda: ["[\n" + ",\n".join(r.to_json() for r in result) + "\n]"])
+    from ..report.renderers import JSON
+
+    return _write_outputs(args, [result], lambda: JSON.pieces(result))
 
 
 def _progress_possible(quiet: bool) -> bool:
@@ -184,8 +186,8 @@ def _fewer_collections():
 
 
 def _write_outputs(args, reports: list, payload) -> int:
-    """Print the reports; write the JSON text ``payload()`` (--json) and one HTML file per report
-    (--html)."""
+    """Print the reports; write the JSON text, the pieces ``payload()`` returns (--json), and one
+    HTML file per report (--html)."""
     from ..traces.read import display_path
 
     for i, report in enumerate(reports):
@@ -196,7 +198,7 @@ def _write_outputs(args, reports: list, payload) -> int:
         from ..traces.atomic import write_text
 
         try:
-            write_text(args.json_out, payload(), "\n")
+            write_text(args.json_out, *payload(), "\n")
         except OSError as e:
             raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:

@@ -9,7 +9,6 @@ returns is read-only and nothing edits it afterwards. The step views the HTML an
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Callable, Optional, Union
@@ -99,6 +98,8 @@ def build_report(
             compiled_kernels=compiled_kernels,
         )
     elif analysed is not None:
+        import json
+
         data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
     else:
         raise ValueError("build_report needs a trace or an analysed report dict")
@@ -307,6 +308,8 @@ def cross_rank_report(results: list[tuple], skipped: Optional[list] = None) -> R
     # One span of one rank saved twice (gpuprof run, gpuprof.save and the trainer adapters write rank
     # 0's report into OUT/rank0/ and, as the job's report, into OUT/): the copy at OUT/ of a report
     # of the same rank and the same steps, to the number, in OUT/rank<N>/ counts once.
+    import json
+
     def span_key(s: dict) -> tuple:
         return (s["rank"], s.get("hostname", ""), json.dumps(s["steps"], sort_keys=True))
 

@@ -8,7 +8,6 @@ versions add keys, never remove or rename one.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -172,6 +171,8 @@ class Report:
         self._view = None
 
     def to_dict(self) -> dict:
+        import json
+
         return json.loads(json.dumps(dict(self.data)))  # a deep copy the caller may change
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2, trace=True) -> str:

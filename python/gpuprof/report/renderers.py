@@ -5,7 +5,6 @@ through them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Protocol
 
@@ -28,20 +27,30 @@ class JsonRenderer:
     def render(self, report, *, indent: int = 2) -> str:
         return dumps_report(dict(report.data), indent=indent)
 
+    def pieces(self, report, *, indent: int = 2) -> list[str]:
+        """``render``'s text in pieces (``dumps_report_pieces``), for a writer that writes them one
+        after the other."""
+        return dumps_report_pieces(dict(report.data), indent=indent)
+
 
 def dumps_report(data: dict, *, indent: Optional[int] = 2) -> str:
     """A report dict as JSON text: indented for people, except ``step_views`` (the HTML's timeline
     events, nine tenths of the file), which is written compact on one line, last. Indenting it made
     the file 3x larger and was the slowest part of ``gpuprof analyze --json`` after the import."""
+    return "".join(dumps_report_pieces(data, indent=indent))
+
+
+def dumps_report_pieces(data: dict, *, indent: Optional[int] = 2) -> list[str]:
+    """``dumps_report``'s text as the pieces it is made of (the step views' megabytes one of them),
+    so that a file can be written without copying them into one string first."""
     if indent is None or "step_views" not in data:
-        return dumps_indented(data, indent)
+        return [dumps_indented(data, indent)]
     rest = {k: v for k, v in data.items() if k != "step_views"}
     views = dumps_compact(data["step_views"])
     if not rest:
-        return '{"step_views": ' + views + "}"
+        return ['{"step_views": ', views, "}"]
     text = dumps_indented(rest, indent)
-    # One join: a chain of + copied the megabytes of the views once per piece.
-    return "".join((text[:-2], ",\n", " " * indent, '"step_views": ', views, "\n}"))
+    return [text[:-2], ",\n", " " * indent, '"step_views": ', views, "\n}"]
 
 
 def dumps_indented(obj: Any, indent: Optional[int]) -> str:
@@ -52,14 +61,23 @@ def dumps_indented(obj: Any, indent: Optional[int]) -> str:
     it or raises as it always did. A core built before the writer (a checkout whose native pieces
     are older than its Python) writes through ``json.dumps`` too."""
     if type(indent) is int:
-        return _native_or_json("json_dumps_indented", obj, indent) or json.dumps(obj, indent=indent)
+        text = _native_or_json("json_dumps_indented", obj, indent)
+        if text:
+            return text
+    import json  # only where the core's writer does not answer
+
     return json.dumps(obj, indent=indent)
 
 
 def dumps_compact(obj: Any) -> str:
     """``json.dumps(obj, separators=(",", ":"))``, byte for byte, through the core's writer (2-3x
     CPython's C encoder, whose floats go through ``float.__repr__``); the same fallback."""
-    return _native_or_json("json_dumps_compact", obj) or json.dumps(obj, separators=(",", ":"))
+    text = _native_or_json("json_dumps_compact", obj)
+    if text:
+        return text
+    import json
+
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def _native_or_json(name: str, *args) -> Optional[str]:

@@ -69,15 +69,15 @@ def _make_folder(folder: str) -> None:
         raise
 
 
-def write_text(path: PathLike, text: str, end: str = "") -> str:
-    """``text`` and then ``end`` (UTF-8) as the whole content of ``path``, written atomically; a
-    report's JSON is megabytes, which ``text + end`` would copy once more only to add its newline."""
+def write_text(path: PathLike, *pieces: str) -> str:
+    """The text ``pieces`` (UTF-8), one after the other, as the whole content of ``path``, written
+    atomically. A report's JSON is megabytes: its pieces (and the file's final newline) are written
+    as they are rather than copied into one string first."""
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            if end:
-                f.write(end)
+            for piece in pieces:
+                f.write(piece)
 
     return replace_atomically(path, write)
 

@@ -15,7 +15,6 @@ breakdown of the completed steps. It is append-only, flushed once per step, and 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional, Union
@@ -63,6 +62,8 @@ class StepJournal:
             "max_bytes": self.max_bytes,
             "host": socket.gethostname(),  # a report rebuilt on this host may take its CPU's peak
         }
+        import json  # here and in read_journal: `gpuprof analyze` of a trace only asks is_journal
+
         self._write(json.dumps(header).encode() + b"\n")
 
     def _write(self, line: bytes) -> None:
@@ -142,6 +143,8 @@ def read_journal(path: Union[str, os.PathLike], max_bytes: int = 64 << 20, heade
     cut short by the kill); ``header``, when given, receives the journal's header (pid, rank,
     world_size). Reads at most ``max_bytes``. Raises ValueError when the file is not a step
     journal."""
+    import json
+
     events: list[dict] = []
     bad = 0
     with open(path, "rb") as f:

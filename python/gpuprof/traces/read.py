@@ -5,7 +5,6 @@ torch.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -120,6 +119,8 @@ def read_json(path: Union[str, os.PathLike]):
             f"{display_path(path)}: larger than {mib} MiB, the most gpuprof reads as a JSON report "
             f"(set GPUPROF_MAX_REPORT_MIB to more MiB if this file is right)"
         )
+    import json  # loaded where a JSON file is read: a trace's analysis may never need it
+
     return json.loads(data.decode("utf-8"))
 
 

@@ -118,6 +118,25 @@ def test_analyze_of_a_file_leaves_the_modules_it_does_not_need_unloaded(shared_t
     assert out_json.stat().st_size > 0
 
 
+def test_json_loads_only_for_a_trace_whose_metadata_holds_json_text(shared_traces, tmp_path):
+    """The ResNet-50 sample has no ``distributedInfo`` (the one metadata value the importer keeps
+    as JSON text), and the report's JSON is written by the core: `gpuprof analyze FILE --json OUT`
+    leaves the `json` module unloaded and still writes a report that `json` reads back."""
+    trace = shared_traces / "tb_resnet50_v100_nw0" / "worker0.1623143089861.pt.trace.json.gz"
+    out_json = tmp_path / "r.json"
+    out = _run(
+        "import sys\nbefore = set(sys.modules)\n"
+        "from gpuprof.cli import main\n"
+        f"rc = main(['analyze', {str(trace)!r}, '--json', {str(out_json)!r}])\n"
+        "print(rc, 'json' in sys.modules and 'json' not in before)"
+    )
+    assert out.splitlines()[-1] == "0 False"
+    import json
+
+    report = json.loads(out_json.read_text())
+    assert report["counts"]["steps"] == len(report["steps"]) > 0 and report["step_views"]["timelines"]
+
+
 def test_help_still_fits_the_width_columns_gives():
     """The help's width comes from $COLUMNS (else the terminal, else 80 columns), as argparse's own
     lookup gives it, though shutil is no longer imported for it: argparse wraps at the width less 2."""

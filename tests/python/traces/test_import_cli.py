@@ -34,6 +34,12 @@ def test_analyze_prints_the_report_writes_json_and_never_imports_torch(tmp_path)
     data = json.loads(out.read_text())
     assert data["source"]["kind"] == "trace" and data["source"]["path"] == str(ROCM)
     assert data["counts"]["steps"] == len(data["steps"]) == 1
+    # The file is written in pieces (the step views not copied into one string first): byte for
+    # byte the report's to_json() and the file's newline.
+    import gpuprof
+
+    assert "step_views" in data
+    assert out.read_text(encoding="utf-8") == gpuprof.analyze(ROCM).to_json() + "\n"
 
 
 def test_analyze_a_folder_writes_a_list(tmp_path):

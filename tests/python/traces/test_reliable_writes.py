@@ -195,6 +195,19 @@ def test_a_cli_output_that_cannot_be_written_is_one_line_and_no_truncated_file(t
     assert _leftovers(out) == []
 
 
+def test_pieces_are_written_one_after_the_other_or_not_at_all(tmp_path):
+    """write_text(path, *pieces): the pieces in order as the whole file (how a report's JSON and its
+    final newline are written); a piece that cannot be written leaves the old file as it was."""
+    from gpuprof.traces import atomic
+
+    out = tmp_path / "r.json"
+    atomic.write_text(out, '{"a": ', "", "1}", "\n")
+    assert out.read_text() == '{"a": 1}\n'
+    with pytest.raises(TypeError):
+        atomic.write_text(out, '{"b": ', None, "\n")  # the second piece is not text
+    assert out.read_text() == '{"a": 1}\n' and _leftovers(tmp_path) == []
+
+
 def test_special_files_are_written_in_place(tmp_path):
     # /dev/stdout or a named pipe cannot be renamed onto: written directly, as before.
     fifo = tmp_path / "pipe"
