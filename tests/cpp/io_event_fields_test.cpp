@@ -97,3 +97,84 @@ TEST(ImportShortcuts, IntegersOfEveryLengthAndSign) {
   ASSERT_EQ(big.events.size(), 1u);
   EXPECT_EQ(big.events[0].correlation, 1234567890123456789u);
 }
+
+TEST(ImportShortcuts, CategoriesInEverySpelling) {
+  // Kineto's categories as new Kineto writes them (lower case), as old Kineto wrote them (a
+  // capital first letter), and any other case (the case-folding loop); lengths no category has
+  // ("async", 5 bytes), names one byte off a category, and a category's prefix are none of ours.
+  const std::vector<std::pair<std::string, EventKind>> cases = {
+      {"kernel", EventKind::Kernel},
+      {"Kernel", EventKind::Kernel},
+      {"KERNEL", EventKind::Kernel},
+      {"kErNeL", EventKind::Kernel},
+      {"cpu_op", EventKind::HostOp},
+      {"Operator", EventKind::HostOp},
+      {"OPERATOR", EventKind::HostOp},
+      {"Runtime", EventKind::Runtime},
+      {"cuda_runtime", EventKind::Runtime},
+      {"CUDA_Runtime", EventKind::Runtime},
+      {"cuda_driver", EventKind::Driver},
+      {"gpu_memcpy", EventKind::Memcpy},
+      {"Memcpy", EventKind::Memcpy},
+      {"gpu_memset", EventKind::Memset},
+      {"Memset", EventKind::Memset},
+      {"cuda_sync", EventKind::Sync},
+      {"nvtx", EventKind::Nvtx},
+      {"NVTX", EventKind::Nvtx},
+      {"overhead", EventKind::Overhead},
+      {"cuda_profiler_range", EventKind::Overhead},
+      {"gpu_user_annotation", EventKind::GpuUserRange},
+      {"Gpu_User_Annotation", EventKind::GpuUserRange},
+      {"user_annotation", EventKind::UserRange},
+      {"python_function", EventKind::PythonFunction},
+      {"Python_function", EventKind::PythonFunction},
+      {"gpuprof_input", EventKind::InputStage},
+      {"async", EventKind::Other},
+      {"kernek", EventKind::Other},     // the last byte differs
+      {"jernel", EventKind::Other},     // the first byte differs
+      {"kern", EventKind::Other},       // a prefix
+      {"kernel_", EventKind::Other},    // one byte more
+      {"cpu_instant_event", EventKind::Other},
+      {"cpu\x7Fop", EventKind::Other},  // DEL where '_' is
+      {"", EventKind::Other}};
+  std::vector<std::string> events;
+  for (size_t i = 0; i < cases.size(); ++i)
+    events.push_back(R"({"ph":"X","cat":")" + cases[i].first + R"(","name":"e","pid":1,"tid":1,"ts":)" +
+                     std::to_string(1000 + i) + R"(,"dur":1,"args":{"device":0}})");
+  const Trace t = import_events(events);
+  ASSERT_EQ(t.events.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(int(t.events[i].kind), int(cases[i].second)) << '"' << cases[i].first << '"';
+}
+
+TEST(ImportShortcuts, TimesInEveryShapeAreExact) {
+  // ts and dur in microseconds as Kineto writes them (16 integer digits, up to three decimals: the
+  // inline path) and in every other shape (more decimals, rounded half away from zero; an
+  // exponent), against the exact nanoseconds. The file's unit is microseconds (its first timestamps).
+  const std::vector<std::pair<std::string, int64_t>> durs = {{"16.285", 16285},
+                                                             {"4.5", 4500},
+                                                             {"26", 26000},
+                                                             {"0", 0},
+                                                             {"0.001", 1},
+                                                             {"0.0004", 0},
+                                                             {"0.0005", 1},
+                                                             {"1.2345", 1235},
+                                                             {"1.5e3", 1500000},
+                                                             {"2E-3", 2},
+                                                             {"12345678", 12345678000},
+                                                             {"123456789.125", 123456789125},
+                                                             {"99999999.999", 99999999999},
+                                                             {"1234567890123456", 1234567890123456000}};
+  std::vector<std::string> events;
+  for (size_t i = 0; i < durs.size(); ++i) {
+    events.push_back(R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1700000000000465.250)" +
+                     std::to_string(i % 10) + R"(,"dur":)" + durs[i].first + "}");
+  }
+  const Trace t = import_events(events);
+  ASSERT_EQ(t.events.size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    // ts 1700000000000465.250d (d = i % 10): four decimals, rounded half away from zero
+    EXPECT_EQ(t.events[i].start_ns, 1700000000000465250 + (i % 10 >= 5 ? 1 : 0)) << i;
+    EXPECT_EQ(t.events[i].dur_ns, durs[i].second) << durs[i].first;
+  }
+}

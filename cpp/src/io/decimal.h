@@ -27,39 +27,57 @@ inline bool eight_digits(const char* p, uint64_t* value) {
   return true;
 }
 
+// scaled_decimal's general case (any sign, exponent, rounding): out of line, below.
+bool scaled_decimal_general(std::string_view text, int scale_exp, int64_t* out);
+
 // Exact decimal-to-integer conversion (gpuprof::parse_scaled_decimal in kineto_import.h documents
 // it): `text` is a JSON number, the result its value times 10^scale_exp, rounded half away from zero.
-inline bool scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
-  // Fast path for what Kineto writes: up to 16 integer digits (below 9e15, so that the scaled
-  // value stays below 9e18 < INT64_MAX) and at most scale_exp (<= 3) decimals.
-  {
+// Inline for what Kineto writes, every ts and dur: up to 16 integer digits (below 9e15, so that the
+// scaled value stays below 9e18 < INT64_MAX) and at most scale_exp (<= 3) decimals, read as whole
+// groups of eight digits and the rest digit by digit; anything else in scaled_decimal_general.
+__attribute__((always_inline)) inline bool scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
+  static constexpr int64_t kScale[] = {1, 10, 100, 1000};
+  const char* const p = text.data();
+  const size_t n = text.size();
+  if (scale_exp >= 0 && scale_exp <= 3) {
     size_t i = 0;
-    const size_t n = text.size();
-    int64_t v = 0;
-    uint64_t eight = 0;
-    while (i + 8 <= n && i < 16 && eight_digits(text.data() + i, &eight)) {   // timestamps: 16 digits
-      v = v * 100000000 + int64_t(eight);
-      i += 8;
-    }
-    while (i < n && i < 17 && text[i] >= '0' && text[i] <= '9') v = v * 10 + (text[i++] - '0');
-    if (i > 0 && i <= 16 && v < 9000000000000000LL) {
-      int frac = 0;
-      if (i < n && text[i] == '.') {
-        ++i;
-        while (i < n && frac < scale_exp && text[i] >= '0' && text[i] <= '9') {
-          v = v * 10 + (text[i++] - '0');
-          ++frac;
-        }
+    uint64_t v = 0, eight = 0;
+    if (n >= 8 && eight_digits(p, &eight)) {   // timestamps: 16 digits
+      v = eight;
+      i = 8;
+      if (n >= 16 && eight_digits(p + 8, &eight)) {
+        v = v * 100000000 + eight;
+        i = 16;
       }
-      if (i == n && (frac > 0 || text.back() != '.')) {
-        for (int k = frac; k < scale_exp; ++k) v *= 10;   // < 1e17 * 1e3: fits in int64
-        if (scale_exp <= 3) {
-          *out = v;
+    }
+    for (; i < n && i < 17; ++i) {
+      const unsigned d = static_cast<unsigned char>(p[i]) - unsigned('0');
+      if (d > 9) break;
+      v = v * 10 + d;
+    }
+    if (i > 0 && i <= 16 && v < 9000000000000000ULL) {
+      const size_t rest = n - i;   // "" or "." and 1..scale_exp digits
+      if (rest == 0) {
+        *out = static_cast<int64_t>(v) * kScale[scale_exp];
+        return true;
+      }
+      if (p[i] == '.' && rest >= 2 && rest - 1 <= size_t(scale_exp)) {
+        for (++i; i < n; ++i) {
+          const unsigned d = static_cast<unsigned char>(p[i]) - unsigned('0');
+          if (d > 9) break;
+          v = v * 10 + d;
+        }
+        if (i == n) {   // < 9e15 * 1e3: fits in int64
+          *out = static_cast<int64_t>(v) * kScale[scale_exp - int(rest - 1)];
           return true;
         }
       }
     }
   }
+  return scaled_decimal_general(text, scale_exp, out);
+}
+
+[[gnu::noinline]] inline bool scaled_decimal_general(std::string_view text, int scale_exp, int64_t* out) {
   using u128 = unsigned __int128;
   size_t i = 0;
   const size_t n = text.size();
@@ -136,7 +154,7 @@ inline bool scaled_decimal(std::string_view text, int scale_exp, int64_t* out) {
 // A JSON integer's text to its value (scaled_decimal's with no scaling). Most of an event's numbers
 // are short integers (pids, ids, sizes): up to 18 digits, optionally negative, are read in one
 // tight loop here (no 18-digit value overflows); anything else (a fraction, an exponent, a longer
-// text) goes through scaled_decimal.
+// text) goes through scaled_decimal's general case.
 inline bool parse_int(std::string_view s, int64_t* out) {
   const size_t n = s.size();
   if (n >= 1 && n <= 18) {
@@ -154,7 +172,7 @@ inline bool parse_int(std::string_view s, int64_t* out) {
       return true;
     }
   }
-  return scaled_decimal(s, 0, out);
+  return scaled_decimal_general(s, 0, out);
 }
 
 // A JSON number's text to the nearest double. Kineto's doubles ("blocks per SM": 1.2, "est.

@@ -41,16 +41,17 @@ class KinetoHandler {
 
   bool Key(const char* s, size_t n) {
     const std::string_view k(s, n);
+    // An event's own keys first (no capture is open inside traceEvents).
+    if (in_events_ && depth_ == ev_depth_) {
+      field_ = field_of(k);
+      return true;
+    }
     if (capture_depth_ > 0) {
       capture_.key(k);
       return true;
     }
     if (depth_ == 1 && top_is_object_) {
       top_key_ = clean(std::string(k));   // becomes a metadata key: valid UTF-8 like every name
-      return true;
-    }
-    if (in_events_ && depth_ == ev_depth_) {
-      field_ = field_of(k);
       return true;
     }
     if (in_events_ && in_args_ && depth_ == ev_depth_ + 1) {

@@ -22,6 +22,37 @@ CopyKind copy_kind_from(std::string_view s) {
 
 }  // namespace
 
+Cat classify_cat_any_case(std::string_view c) {
+  struct Entry {
+    std::string_view name;
+    Cat cat;
+  };
+  static constexpr Entry entries[] = {
+      {"cpu_op", Cat::CpuOp},
+      {"operator", Cat::CpuOp},
+      {"user_annotation", Cat::UserAnnotation},
+      {"python_function", Cat::PythonFunction},
+      {"cuda_runtime", Cat::Runtime},
+      {"runtime", Cat::Runtime},
+      {"cuda_driver", Cat::Driver},
+      {"kernel", Cat::Kernel},
+      {"gpu_memcpy", Cat::Memcpy},
+      {"memcpy", Cat::Memcpy},
+      {"gpu_memset", Cat::Memset},
+      {"memset", Cat::Memset},
+      {"cuda_sync", Cat::Sync},
+      {"gpu_user_annotation", Cat::GpuUserAnnotation},
+      {"overhead", Cat::Overhead},
+      {"cuda_profiler_range", Cat::Overhead},
+      {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
+      {"gpuprof_input", Cat::InputStage},   // gpuprof's export of the input pipeline's stages
+      {"gpuprof_critical_path", Cat::Derived},
+  };
+  for (const auto& e : entries)
+    if (eq_ci(c, e.name)) return e.cat;
+  return Cat::Unknown;
+}
+
 MemoryKind memory_kind_from(std::string_view s) {
   static const std::pair<const char*, MemoryKind> kinds[] = {{"Pageable", MemoryKind::Pageable},
                                                              {"Pinned", MemoryKind::Pinned},

@@ -43,38 +43,6 @@ enum class Cat : uint8_t {
   Unknown
 };
 
-inline Cat classify_cat(std::string_view c) {
-  // string_view names: no strlen per comparison (this runs once per event).
-  struct Entry {
-    std::string_view name;
-    Cat cat;
-  };
-  static constexpr Entry entries[] = {
-      {"cpu_op", Cat::CpuOp},
-      {"operator", Cat::CpuOp},
-      {"user_annotation", Cat::UserAnnotation},
-      {"python_function", Cat::PythonFunction},
-      {"cuda_runtime", Cat::Runtime},
-      {"runtime", Cat::Runtime},
-      {"cuda_driver", Cat::Driver},
-      {"kernel", Cat::Kernel},
-      {"gpu_memcpy", Cat::Memcpy},
-      {"memcpy", Cat::Memcpy},
-      {"gpu_memset", Cat::Memset},
-      {"memset", Cat::Memset},
-      {"cuda_sync", Cat::Sync},
-      {"gpu_user_annotation", Cat::GpuUserAnnotation},
-      {"overhead", Cat::Overhead},
-      {"cuda_profiler_range", Cat::Overhead},
-      {"nvtx", Cat::Nvtx},   // gpuprof's export of NVTX ranges (Kineto writes none)
-      {"gpuprof_input", Cat::InputStage},   // gpuprof's export of the input pipeline's stages
-      {"gpuprof_critical_path", Cat::Derived},
-  };
-  for (const auto& e : entries)
-    if (eq_ci(c, e.name)) return e.cat;
-  return Cat::Unknown;
-}
-
 inline EventKind kind_of(Cat c) {
   switch (c) {
     case Cat::CpuOp: return EventKind::HostOp;
@@ -184,6 +152,71 @@ inline bool is(std::string_view k, const char (&lit)[N]) {
       if (load<uint64_t>(p + i) != load<uint64_t>(lit + i)) return false;
     return L % 8 == 0 || load<uint64_t>(p + L - 8) == load<uint64_t>(lit + L - 8);
   }
+}
+
+// `k` is the lower-case literal `lit`, its first letter in either case ("kernel", "Kernel": new
+// and old Kineto): the first byte folded, the rest compared as words (two overlapping loads).
+template <size_t N>
+inline bool is_cat(std::string_view k, const char (&lit)[N]) {
+  constexpr size_t L = N - 1;
+  static_assert(L >= 4, "categories of fewer than four bytes are not compared this way");
+  if (k.size() != L || char(k[0] | 0x20) != lit[0]) return false;
+  const char* const p = k.data() + 1;
+  static_assert(L - 1 <= 16, "two words cover the rest");
+  if constexpr (L - 1 < 4) {
+    return same_words<uint16_t, L - 1>(p, lit + 1);
+  } else if constexpr (L - 1 < 8) {
+    return same_words<uint32_t, L - 1>(p, lit + 1);
+  } else {
+    return same_words<uint64_t, L - 1>(p, lit + 1);
+  }
+}
+
+Cat classify_cat_any_case(std::string_view c);   // any spelling, case-folded (kineto_vocabulary.cpp)
+
+// Kineto's categories by length, as written (lower case, or an old trace's capital first letter);
+// another spelling of a known length goes through the case-folding loop, any other length is none.
+inline Cat classify_cat(std::string_view c) {
+  switch (c.size()) {
+    case 4:
+      if (is_cat(c, "nvtx")) return Cat::Nvtx;
+      break;
+    case 6:
+      if (is_cat(c, "cpu_op")) return Cat::CpuOp;
+      if (is_cat(c, "kernel")) return Cat::Kernel;
+      if (is_cat(c, "memcpy")) return Cat::Memcpy;
+      if (is_cat(c, "memset")) return Cat::Memset;
+      break;
+    case 7:
+      if (is_cat(c, "runtime")) return Cat::Runtime;
+      break;
+    case 8:
+      if (is_cat(c, "operator")) return Cat::CpuOp;
+      if (is_cat(c, "overhead")) return Cat::Overhead;
+      break;
+    case 9:
+      if (is_cat(c, "cuda_sync")) return Cat::Sync;
+      break;
+    case 10:
+      if (is_cat(c, "gpu_memcpy")) return Cat::Memcpy;
+      if (is_cat(c, "gpu_memset")) return Cat::Memset;
+      break;
+    case 11:
+      if (is_cat(c, "cuda_driver")) return Cat::Driver;
+      break;
+    case 12:
+      if (is_cat(c, "cuda_runtime")) return Cat::Runtime;
+      break;
+    case 15:
+      if (is_cat(c, "user_annotation")) return Cat::UserAnnotation;
+      if (is_cat(c, "python_function")) return Cat::PythonFunction;
+      break;
+    case 13:
+    case 19:
+    case 21: break;   // gpuprof_input; gpu_user_annotation, cuda_profiler_range; gpuprof_critical_path
+    default: return Cat::Unknown;   // no category is this long
+  }
+  return classify_cat_any_case(c);
 }
 
 inline Field field_of(std::string_view k) {
