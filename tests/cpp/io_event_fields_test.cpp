@@ -178,3 +178,26 @@ TEST(ImportShortcuts, TimesInEveryShapeAreExact) {
     EXPECT_EQ(t.events[i].dur_ns, durs[i].second) << durs[i].first;
   }
 }
+
+TEST(ImportShortcuts, ListItemsOfEveryKindAndLength) {
+  // "Input Dims", "Input type" and "Concrete Inputs" as Python prints them, each item written with
+  // its separator in one piece: numbers, literals, objects (their values: keys are not written),
+  // nested and empty lists, strings of 0 to 200 bytes (past the 64 bytes an item is put together
+  // in), an escaped one.
+  const std::string long_text(200, 'x');
+  const std::string edge(60, 'y');   // ", '" + 60 + "'" = 64 bytes
+  const std::string edge1(61, 'z');  // 65 bytes: the long path
+  const std::string json = R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::op","pid":1,"tid":1,"ts":5,)"
+                           R"("dur":1,"args":{"Input Dims":[[1, -2, 3.5, 1e3], [], [[]], null, true, false, )"
+                           R"({"a": [1]}, 12345678901234567890],"Input type":[")" +
+                           long_text + R"(", "", "float", ")" + edge + R"(", ")" + edge1 +
+                           R"("],"Concrete Inputs":["a\"b", "[4, 1]"]}}]})";
+  const Trace t = import_kineto_json(json, "test.json", {});
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.strings.at(t.events[0].aux),
+            "[[1, -2, 3.5, 1e3], [], [[]], None, True, False, {[1]}, 12345678901234567890]");
+  ASSERT_EQ(t.op_args.size(), 1u);
+  EXPECT_EQ(t.strings.at(t.op_args[0].types),
+            "['" + long_text + "', '', 'float', '" + edge + "', '" + edge1 + "']");
+  EXPECT_EQ(t.strings.at(t.op_args[0].concrete), "['a\"b', '[4, 1]']");
+}

@@ -4,6 +4,7 @@
 #include "kineto_handler.h"
 #include "window_filter.h"
 
+#include <cstring>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -247,6 +248,16 @@ class KinetoHandler {
   }
 
   [[gnu::noinline]] bool other_scalar(Scalar type, std::string_view v) {
+    // Inside an "Input Dims"-like list or a kernel's grid or block (deeper than an event's args:
+    // none of the cases below).
+    if (shapes_depth_ > 0) return shapes_scalar(type, v);
+    if (dims_ != nullptr && depth_ == ev_depth_ + 2) {
+      int64_t x;
+      if (type == Scalar::Number && dim_i_ < 3 && parse_int(v, &x) && x >= 0 && x <= INT32_MAX)
+        dims_[dim_i_] = int32_t(x);
+      if (type == Scalar::Number) ++dim_i_;
+      return true;
+    }
     if (capture_depth_ > 0) return capture_scalar(type, v);
     if (depth_ == 0) {
       top_seen_ = true;
@@ -270,12 +281,6 @@ class KinetoHandler {
       }
       if (in_event_ && depth_ == ev_depth_) return event_field(type, v);
       if (in_args_ && depth_ == ev_depth_ + 1) return event_arg(type, v);
-      if (shapes_depth_ > 0) return shapes_scalar(type, v);
-      if (dims_ != nullptr && depth_ == ev_depth_ + 2 && type == Scalar::Number) {
-        int64_t x;
-        if (dim_i_ < 3 && parse_int(v, &x) && x >= 0 && x <= INT32_MAX) dims_[dim_i_] = int32_t(x);
-        ++dim_i_;
-      }
       return true;
     }
     if (in_devices_ && depth_ == 3 && !trace_.devices.empty()) device_field(type, v);
@@ -298,15 +303,36 @@ class KinetoHandler {
   // the plugin shows): lists in brackets, items separated by ", ". Kineto writes lists of lists of
   // integers (deeper for tensor lists); any other value is written as Python would print it.
   // "Input type" and "Concrete Inputs" (lists of strings) are written the same way (FLOPs).
-  void shapes_item() {
-    if (shapes_has_item_ & (uint64_t(1) << shapes_depth_)) (*list_text_) += ", ";
+  // Appends an item's text, after ", " when the list has an item already: one append of the
+  // pieces put together on the stack (most items are short numbers, whose separator and digits
+  // were two calls into std::string).
+  void shapes_put(std::string_view head, std::string_view body = {}, std::string_view tail = {}) {
+    const bool sep = (shapes_has_item_ & (uint64_t(1) << shapes_depth_)) != 0;
     shapes_has_item_ |= uint64_t(1) << shapes_depth_;
+    std::string& out = *list_text_;
+    char buf[64];
+    const size_t len = (sep ? 2 : 0) + head.size() + body.size() + tail.size();
+    if (len > sizeof buf) {   // a long string item
+      if (sep) out += ", ";
+      out.append(head.data(), head.size()).append(body.data(), body.size()).append(tail.data(), tail.size());
+      return;
+    }
+    char* w = buf;
+    if (sep) {
+      w[0] = ',';
+      w[1] = ' ';
+      w += 2;
+    }
+    std::memcpy(w, head.data(), head.size());
+    if (!body.empty()) std::memcpy(w + head.size(), body.data(), body.size());
+    if (!tail.empty()) std::memcpy(w + head.size() + body.size(), tail.data(), tail.size());
+    out.append(buf, len);
   }
   bool shapes_open(bool object) {
-    if (shapes_depth_ > 0) shapes_item();
+    if (shapes_depth_ > 0) shapes_put(object ? "{" : "[");
+    else (*list_text_) += object ? '{' : '[';
     ++shapes_depth_;
     shapes_has_item_ &= ~(uint64_t(1) << shapes_depth_);
-    (*list_text_) += object ? '{' : '[';
     shapes_object_ = (shapes_object_ & ~(uint64_t(1) << shapes_depth_)) | (uint64_t(object) << shapes_depth_);
     return true;
   }
@@ -319,16 +345,11 @@ class KinetoHandler {
     if (list_text_ == &ev_.types && shapes_depth_ == 1 && type == Scalar::String && !v.empty() &&
         ev_.input_type.empty())
       ev_.input_type.assign(v.data(), v.size());
-    shapes_item();
     switch (type) {
-      case Scalar::Null: (*list_text_) += "None"; break;
-      case Scalar::Bool: (*list_text_) += v == "true" ? "True" : "False"; break;
-      case Scalar::Number: (*list_text_).append(v.data(), v.size()); break;
-      case Scalar::String:
-        (*list_text_) += '\'';
-        (*list_text_).append(v.data(), v.size());
-        (*list_text_) += '\'';
-        break;
+      case Scalar::Null: shapes_put("None"); break;
+      case Scalar::Bool: shapes_put(v == "true" ? "True" : "False"); break;
+      case Scalar::Number: shapes_put(v); break;
+      case Scalar::String: shapes_put("'", v, "'"); break;
     }
     return true;
   }
