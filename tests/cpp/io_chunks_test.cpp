@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gpuprof/io/kineto_import.h"
 
@@ -116,4 +117,29 @@ TEST(ImportChunks, ANumberEndingTheTextIsReadWhereItLies) {
       EXPECT_NE(std::string(e.what()).find("the text ends early"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(ImportChunks, IndentsOfEveryWidthReadLikeNone) {
+  // Indented text (a newline and an indent before each event): indents of 0 to 17 spaces (the
+  // shortcut takes up to seven after a newline, in one load), tabs, "\r\n", blank lines; 40000
+  // events (six or seven chunks, each cut after a newline, before an indent).
+  const std::string one_line = events_json(40000, "");
+  const std::string per_line = events_json(40000, "\n");
+  const std::vector<std::string> indents = {
+      "\n",          "\n ",        "\n  ",        "\n   ",
+      "\n       ",   "\n        ", "\n         ", "\n" + std::string(17, ' '),
+      "\r\n  ",      "\n\t",       "\n \t ",      "\n    \n    ",
+      "\n  \r\n   ", " \n  ",      "\n   \n"};
+  std::string indented;
+  size_t k = 0;
+  for (const char c : per_line) {
+    if (c == '\n') indented += indents[k++ % indents.size()];
+    else indented += c;
+  }
+  ASSERT_GT(k, 40000u);
+  const Trace a = import_kineto_json(one_line, "one_line.json");
+  const Trace b = import_kineto_json(indented, "indented.json");
+  ASSERT_EQ(a.events.size(), 40000u);
+  expect_same_events(a, b);
+  expect_same_events(a, import_kineto_trace(write_temp("indented.json", indented)));
 }
