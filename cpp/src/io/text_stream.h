@@ -109,11 +109,12 @@ class TextStream {
   // Skips white space. Kineto writes one space after a colon or comma, and a newline and an
   // indent of spaces before each field line: after a newline the spaces go eight at a time.
   // Inline for the two cases most calls meet (none, and one space before a token); the rest, and
-  // white space that runs to the chunk's end, out of line.
+  // white space that runs to the chunk's end, out of line. (A space lies before the chunk's end,
+  // and the '\0' after the chunk is not above ' ': reading the byte after the space needs no bound.)
   __attribute__((always_inline)) void skip_whitespace() {
     const unsigned char c = static_cast<unsigned char>(*cur_);
     if (c > ' ') return;
-    if (c == ' ' && end_ - cur_ > 1 && static_cast<unsigned char>(cur_[1]) > ' ') {
+    if (c == ' ' && static_cast<unsigned char>(cur_[1]) > ' ') {
       ++cur_;
       return;
     }
@@ -130,9 +131,11 @@ class TextStream {
         uint64_t w;
         std::memcpy(&w, p, 8);
         const uint64_t flags = nondigit_flags(w);
-        if (flags != 0) {
+        if (flags != 0) {   // the run ends inside these eight bytes, before the chunk's last byte
           p += __builtin_ctzll(flags) / 8;
-          break;
+          n += static_cast<size_t>(p - cur_);
+          cur_ = p;
+          return n;
         }
         p += 8;
       }
