@@ -143,3 +143,37 @@ TEST(ImportChunks, IndentsOfEveryWidthReadLikeNone) {
   expect_same_events(a, b);
   expect_same_events(a, import_kineto_trace(write_temp("indented.json", indented)));
 }
+
+TEST(ImportChunks, SeparatorsAndTheirErrorsWhereverTheyFall) {
+  // ": " and ", " (and the compact ':' and ',') take a shortcut; anything else, the general path.
+  // Each bad text is refused with the byte the reader knows is wrong, as the general path finds it.
+  auto offset_of = [](const std::string& json) -> int64_t {
+    try {
+      import_kineto_json(json, "bad.json");
+    } catch (const TraceImportError& e) {
+      return e.byte_offset;
+    }
+    return -2;
+  };
+  const std::string head = R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2)";
+  EXPECT_EQ(offset_of(head + R"(, "pid" 5}]})"), int64_t(head.size() + 8));    // no colon: at "5"
+  EXPECT_EQ(offset_of(head + R"(, "pid":: 5}]})"), int64_t(head.size() + 8));  // a second ':' for a value
+  EXPECT_EQ(offset_of(head + R"(,, "pid": 5}]})"), int64_t(head.size() + 1));  // a second comma: no name
+  EXPECT_EQ(offset_of(head + R"( "pid": 5}]})"), int64_t(head.size() + 1));   // no comma: at the name
+  EXPECT_EQ(offset_of(head + R"(,  "pid":  5 , "x" :1}]})"), -2);              // spaces anywhere: fine
+  EXPECT_EQ(offset_of(head + ",\t\"pid\":\t5}]}"), -2);
+  // The same events spaced every way read alike.
+  const std::vector<std::string> forms = {
+      R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"a","ts":1,"dur":2,"pid":5}]})",
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 2, "pid": 5}]})",
+      R"({ "traceEvents" : [ { "ph" : "X" , "cat" : "cpu_op" , "name" : "a" , "ts" : 1 , "dur" : 2 , "pid" : 5 } ] })",
+      "{\"traceEvents\":\n[{\"ph\":\r\n\"X\",\"cat\":  "
+      "\"cpu_op\",\"name\":\t\"a\",\"ts\":1,\n\"dur\":2,\"pid\":5}]}"};
+  for (const std::string& f : forms) {
+    const Trace t = import_kineto_json(f, "forms.json");
+    ASSERT_EQ(t.events.size(), 1u) << f;
+    EXPECT_EQ(t.events[0].start_ns, 1000) << f;
+    EXPECT_EQ(t.events[0].dur_ns, 2000) << f;
+    EXPECT_EQ(t.strings.at(t.events[0].name), "a") << f;
+  }
+}

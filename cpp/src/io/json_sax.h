@@ -143,8 +143,12 @@ class JsonSax {
       // A value is complete: close containers for as long as they end here.
       for (;;) {
         if (open_.empty()) return true;
-        in_.skip_whitespace();
         const bool object = open_.back() != 0;
+        if (in_.skip_separator(',')) {   // the common ", " before the next element
+          if (object && !member_key()) return false;
+          break;
+        }
+        in_.skip_whitespace();
         const char c = in_.Peek();
         if (c == ',') {
           in_.Take();
@@ -167,6 +171,7 @@ class JsonSax {
   bool member_key() {
     if (in_.Peek() != '"') return fail(JsonError::MissName, in_.Tell());
     if (!string(true)) return false;
+    if (in_.skip_separator(':')) return true;   // ": " and a value
     in_.skip_whitespace();
     if (in_.Peek() != ':') return fail(JsonError::MissColon, in_.Tell());
     in_.Take();

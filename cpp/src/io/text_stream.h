@@ -120,6 +120,22 @@ class TextStream {
     }
     skip_whitespace_run();
   }
+  // Moves over `sep` and the space after it, if any, when a token follows (Kineto's ": " and
+  // ", ", or the compact ':' and ','): true; false, having moved nothing, otherwise. Reads no byte
+  // past the '\0' after the chunk: a byte that is `sep` or a space lies before the chunk's end.
+  __attribute__((always_inline)) bool skip_separator(char sep) {
+    if (*cur_ != sep) return false;
+    const unsigned char next = static_cast<unsigned char>(cur_[1]);
+    if (next > ' ') {
+      cur_ += 1;
+      return true;
+    }
+    if (next == ' ' && static_cast<unsigned char>(cur_[2]) > ' ') {
+      cur_ += 2;
+      return true;
+    }
+    return false;
+  }
   // Moves over a run of decimal digits; returns how many (the reader's number scan). Eight bytes
   // at a time: a timestamp has 16 digits or more.
   size_t skip_digits() {
