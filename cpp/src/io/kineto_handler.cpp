@@ -42,11 +42,20 @@ class KinetoHandler {
 
   bool Key(const char* s, size_t n) {
     const std::string_view k(s, n);
-    // An event's own keys first (no capture is open inside traceEvents).
+    // An event's own keys first (no capture is open inside traceEvents), then its args'; the
+    // rest out of line, so that the reader's key path keeps few registers and no stack objects.
     if (in_events_ && depth_ == ev_depth_) {
       field_ = field_of(k);
       return true;
     }
+    if (in_events_ && in_args_ && depth_ == ev_depth_ + 1) {
+      arg_ = arg_of(k);
+      return true;
+    }
+    return other_key(k);
+  }
+
+  [[gnu::noinline]] bool other_key(std::string_view k) {
     if (capture_depth_ > 0) {
       capture_.key(k);
       return true;
@@ -55,16 +64,12 @@ class KinetoHandler {
       top_key_ = clean(std::string(k));   // becomes a metadata key: valid UTF-8 like every name
       return true;
     }
-    if (in_events_ && in_args_ && depth_ == ev_depth_ + 1) {
-      arg_ = arg_of(k);
-      return true;
-    }
     if (in_devices_ && depth_ == 3) {
-      device_key_.assign(s, n);
+      device_key_.assign(k.data(), k.size());
       return true;
     }
     if (in_samples_ && depth_ == 3) {
-      sample_key_.assign(s, n);
+      sample_key_.assign(k.data(), k.size());
       return true;
     }
     return true;
