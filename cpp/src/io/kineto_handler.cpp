@@ -111,6 +111,47 @@ class KinetoHandler {
     // trace, and refusing it bounds the parser's stack, inside captured metadata values and
     // "Input Dims"-like lists too (whose per-level bits are one 64-bit word).
     if (depth_ > 64) return fail("JSON nested more than 64 levels deep: not a Kineto trace");
+    // An event, its args, their lists (no capture is open inside traceEvents, and traceEvents
+    // opens at depth 1 or 2): inline; the rest out of line.
+    if (in_events_ && shapes_depth_ == 0) {
+      if (depth_ == ev_depth_) {
+        if (!object) {
+          ++stats_.records;
+          skip("not an object");
+          return true;
+        }
+        in_event_ = true;
+        ev_.reset();
+        field_ = Field::Ignore;
+        return true;
+      }
+      if (in_event_ && depth_ == ev_depth_ + 1 && object && field_ == Field::Args) {
+        in_args_ = true;
+        arg_ = Arg::Ignore;
+        return true;
+      }
+      if (in_args_ && depth_ == ev_depth_ + 2 && !object &&
+          (arg_ == Arg::InputDims || arg_ == Arg::InputType || arg_ == Arg::ConcreteInputs)) {
+        // The list is written as text into the string its key names (the FLOP rules read the
+        // types and the concrete inputs the same way they read the shapes).
+        list_text_ = arg_ == Arg::InputDims ? &ev_.shapes : arg_ == Arg::InputType ? &ev_.types : &ev_.concrete;
+        list_done_ = arg_ == Arg::InputDims   ? &ev_.has_shapes
+                     : arg_ == Arg::InputType ? &ev_.has_types
+                                              : &ev_.has_concrete;
+        list_text_->clear();
+        return shapes_open(false);
+      }
+      if (in_args_ && depth_ == ev_depth_ + 2 && !object && (arg_ == Arg::Grid || arg_ == Arg::Block)) {
+        dims_ = arg_ == Arg::Grid ? ev_.grid : ev_.block;
+        dim_i_ = 0;
+        return true;
+      }
+      return true;
+    }
+    return other_open(object);
+  }
+
+  [[gnu::noinline]] bool other_open(bool object) {
     if (shapes_depth_ > 0) return shapes_open(object);
     if (capture_depth_ > 0) {
       ++capture_depth_;
@@ -145,41 +186,6 @@ class KinetoHandler {
       capture_.clear();
       capture_depth_ = 1;
       capture_.start(object);
-      return true;
-    }
-    if (in_events_) {
-      if (depth_ == ev_depth_) {
-        if (!object) {
-          ++stats_.records;
-          skip("not an object");
-          return true;
-        }
-        in_event_ = true;
-        ev_.reset();
-        field_ = Field::Ignore;
-        return true;
-      }
-      if (in_event_ && depth_ == ev_depth_ + 1 && object && field_ == Field::Args) {
-        in_args_ = true;
-        arg_ = Arg::Ignore;
-        return true;
-      }
-      if (in_args_ && depth_ == ev_depth_ + 2 && !object &&
-          (arg_ == Arg::InputDims || arg_ == Arg::InputType || arg_ == Arg::ConcreteInputs)) {
-        // The list is written as text into the string its key names (the FLOP rules read the
-        // types and the concrete inputs the same way they read the shapes).
-        list_text_ = arg_ == Arg::InputDims ? &ev_.shapes : arg_ == Arg::InputType ? &ev_.types : &ev_.concrete;
-        list_done_ = arg_ == Arg::InputDims   ? &ev_.has_shapes
-                     : arg_ == Arg::InputType ? &ev_.has_types
-                                              : &ev_.has_concrete;
-        list_text_->clear();
-        return shapes_open(false);
-      }
-      if (in_args_ && depth_ == ev_depth_ + 2 && !object && (arg_ == Arg::Grid || arg_ == Arg::Block)) {
-        dims_ = arg_ == Arg::Grid ? ev_.grid : ev_.block;
-        dim_i_ = 0;
-        return true;
-      }
       return true;
     }
     if (in_devices_ && depth_ == 3 && object) {
