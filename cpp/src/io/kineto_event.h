@@ -3,6 +3,7 @@
 // its strings and "Input Dims" go through. Private to the importer (cpp/src/io).
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,30 @@ bool sanitize_utf8(std::string_view in, std::string* out);
 // "[[[10], [10]]]" -> 20); an empty list (a non-tensor input) counts none. -1 for a text that is
 // not a list of lists of integers.
 int64_t elements_in_dims(std::string_view text);
+
+// Appends one item of a list written as Python prints it ("Input Dims" and the like): ", " first
+// when `sep`, then head, body and tail, put together on the stack and appended in one piece (most
+// items are short numbers, whose separator and digits were two calls into std::string).
+inline void append_list_item(std::string& out, bool sep, std::string_view head, std::string_view body,
+                             std::string_view tail) {
+  char buf[64];
+  const size_t len = (sep ? 2 : 0) + head.size() + body.size() + tail.size();
+  if (len > sizeof buf) {   // a long string item
+    if (sep) out += ", ";
+    out.append(head.data(), head.size()).append(body.data(), body.size()).append(tail.data(), tail.size());
+    return;
+  }
+  char* w = buf;
+  if (sep) {
+    w[0] = ',';
+    w[1] = ' ';
+    w += 2;
+  }
+  std::memcpy(w, head.data(), head.size());
+  if (!body.empty()) std::memcpy(w + head.size(), body.data(), body.size());
+  if (!tail.empty()) std::memcpy(w + head.size() + body.size(), tail.data(), tail.size());
+  out.append(buf, len);
+}
 
 // A time field: converted to nanoseconds where it is read once the file's time unit is known
 // (every event after the unit was decided), else kept as its exact decimal text until the

@@ -4,7 +4,6 @@
 #include "kineto_handler.h"
 #include "window_filter.h"
 
-#include <cstring>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -64,14 +63,8 @@ class KinetoHandler {
       top_key_ = clean(std::string(k));   // becomes a metadata key: valid UTF-8 like every name
       return true;
     }
-    if (in_devices_ && depth_ == 3) {
-      device_key_.assign(k.data(), k.size());
-      return true;
-    }
-    if (in_samples_ && depth_ == 3) {
-      sample_key_.assign(k.data(), k.size());
-      return true;
-    }
+    if ((in_devices_ || in_samples_) && depth_ == 3)
+      (in_devices_ ? device_key_ : sample_key_).assign(k.data(), k.size());
     return true;
   }
 
@@ -314,30 +307,11 @@ class KinetoHandler {
   // the plugin shows): lists in brackets, items separated by ", ". Kineto writes lists of lists of
   // integers (deeper for tensor lists); any other value is written as Python would print it.
   // "Input type" and "Concrete Inputs" (lists of strings) are written the same way (FLOPs).
-  // Appends an item's text, after ", " when the list has an item already: one append of the
-  // pieces put together on the stack (most items are short numbers, whose separator and digits
-  // were two calls into std::string).
+  // Appends an item's text, after ", " when the list has an item already (append_list_item).
   void shapes_put(std::string_view head, std::string_view body = {}, std::string_view tail = {}) {
     const bool sep = (shapes_has_item_ & (uint64_t(1) << shapes_depth_)) != 0;
     shapes_has_item_ |= uint64_t(1) << shapes_depth_;
-    std::string& out = *list_text_;
-    char buf[64];
-    const size_t len = (sep ? 2 : 0) + head.size() + body.size() + tail.size();
-    if (len > sizeof buf) {   // a long string item
-      if (sep) out += ", ";
-      out.append(head.data(), head.size()).append(body.data(), body.size()).append(tail.data(), tail.size());
-      return;
-    }
-    char* w = buf;
-    if (sep) {
-      w[0] = ',';
-      w[1] = ' ';
-      w += 2;
-    }
-    std::memcpy(w, head.data(), head.size());
-    if (!body.empty()) std::memcpy(w + head.size(), body.data(), body.size());
-    if (!tail.empty()) std::memcpy(w + head.size() + body.size(), tail.data(), tail.size());
-    out.append(buf, len);
+    append_list_item(*list_text_, sep, head, body, tail);
   }
   bool shapes_open(bool object) {
     if (shapes_depth_ > 0) shapes_put(object ? "{" : "[");
@@ -592,26 +566,13 @@ class KinetoHandler {
         }
         ++stats_.ignored_records;
         return;
-      case 'M':
-      case 's':
-      case 't':
-      case 'f':
-      case 'C':
-      case 'b':
-      case 'e':
-      case 'n':
-      case 'N':
-      case 'O':
-      case 'D':
-      case 'P':
-      case 'R':
-      case 'c':
-        ++stats_.ignored_records;   // metadata, flows, counters, async and object events
-        return;
       case 'B':
       case 'E': skip("begin/end pair (ph B/E; Kineto writes complete events)"); return;
       case 0: skip("missing ph"); return;
-      default: skip("unknown ph"); return;
+      default:
+        if (!is_passed_over_phase(p.ph)) return skip("unknown ph");
+        ++stats_.ignored_records;
+        return;
     }
     if (p.cat == Cat::Derived) {   // computed from the trace's own events: re-computed, not read
       ++stats_.ignored_records;

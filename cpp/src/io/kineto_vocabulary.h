@@ -43,6 +43,28 @@ enum class Cat : uint8_t {
   Unknown
 };
 
+// The phases the importer reads past, counting them as ignored records: metadata, flows,
+// counters, async and object events.
+inline bool is_passed_over_phase(char ph) {
+  switch (ph) {
+    case 'M':
+    case 's':
+    case 't':
+    case 'f':
+    case 'C':
+    case 'b':
+    case 'e':
+    case 'n':
+    case 'N':
+    case 'O':
+    case 'D':
+    case 'P':
+    case 'R':
+    case 'c': return true;
+    default: return false;
+  }
+}
+
 inline EventKind kind_of(Cat c) {
   switch (c) {
     case Cat::CpuOp: return EventKind::HostOp;
