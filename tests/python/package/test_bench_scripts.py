@@ -419,3 +419,38 @@ def test_critical_path_cost_times_the_analysis_or_the_export_of_two_builds(tmp_p
     assert result["timed"] == timed[mode]
     assert len(result["runs"]["before"]) == len(result["runs"]["now"]) == 1
     assert result["best"]["now"]["wall_s"] > 0 and result["ratio_cpu"] > 0
+
+
+def test_import_speed_times_both_builds_and_counts_them(tmp_path):
+    """bench/import_speed.py on a small trace, this build as its own "before": both builds imported
+    every record, each timing and (where valgrind is) each count is there, and the whole analyze of
+    a gzip trace ran for both."""
+    import gzip
+    import shutil
+
+    import gpuprof
+
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1, "tid": 1, "ts": 1000.25 + i,
+         "dur": 0.5, "args": {"External id": i, "Input Dims": [[2, 3], []]}}
+        for i in range(2000)
+    ]  # fmt: skip
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}, indent=2))
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(trace.read_bytes()))
+    before = Path(gpuprof.__file__).resolve().parents[1]
+    counted = ["--callgrind", trace] if shutil.which("valgrind") else []
+    out = tmp_path / "speed.json"
+    proc = _bench(
+        "import_speed.py", "--before", before, "--repeat", "1", "--gz", gz, "--out", out, *counted, trace
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    row = doc["inputs"]["t.json"]
+    assert row["records"] == 2000 and row["bytes"] == trace.stat().st_size
+    for build in ("before", "now"):
+        assert row[f"cpu_s_{build}"] > 0 and row[f"gb_per_s_{build}"] > 0, build
+        assert doc["analyze_wall_s"][build] > 0, build
+        if counted:
+            assert row[f"instructions_{build}"] > 1000, build
