@@ -10,6 +10,7 @@ some sections).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Optional, Union
 
 from ..analysis import section
@@ -73,7 +74,7 @@ class Facts:
     @property
     def num_steps(self) -> int:
         steps = self.data.get("steps")
-        n = len(steps) if isinstance(steps, list) else 0
+        n = len(steps) if isinstance(steps, Sequence) and not isinstance(steps, str) else 0
         counted = (self.data.get("counts") or {}).get("steps")
         return n or (int(counted) if isinstance(counted, int) else 0)
 
@@ -103,17 +104,18 @@ class Facts:
         return max(0.0, 100.0 - self.device_busy_pct)
 
     @property
-    def _step_rows(self) -> list[dict]:
-        return [
+    def _step_rows(self):
+        """The timed step rows, one at a time (a windowed read's steps are read from disk)."""
+        return (
             s for s in self.data.get("steps") or [] if isinstance(s, dict) and (_num(s, "total_us") or 0) > 0
-        ]
+        )
 
     @property
     def median_step_us(self) -> Optional[float]:
         """The recorded steps' median time (us; None without per-step rows). A median, not the mean:
         one step preempted for a scheduler's 10 ms slice moves the mean of eight 0.5 ms steps threefold."""
-        rows = self._step_rows
-        return _median([_num(s, "total_us") or 0.0 for s in rows]) if rows else None
+        times = [_num(s, "total_us") or 0.0 for s in self._step_rows]
+        return _median(times) if times else None
 
     def median_own_share(self, category: str) -> Optional[float]:
         """The median over the recorded steps of ``category``'s share (0-1) of the step's own time,
@@ -135,12 +137,16 @@ class Facts:
         """Each cause's share of the steps' chains (%, weighted by the steps' lengths), with
         ``launch_calls`` (time in kernel launch calls) beside them; {} without a critical path."""
         cp = self.data.get("critical_path")
-        steps = [s for s in (cp.get("steps") or []) if isinstance(s, dict)] if isinstance(cp, dict) else []
-        total = sum(float(s.get("length_us") or 0.0) for s in steps)
+        rows = (cp.get("steps") or []) if isinstance(cp, dict) else []
+
+        def steps():  # twice over the rows, one at a time (a windowed read's are read from disk)
+            return (s for s in rows if isinstance(s, dict))
+
+        total = sum(float(s.get("length_us") or 0.0) for s in steps())
         if total <= 0:
             return {}
         out: dict = {}
-        for s in steps:
+        for s in steps():
             w = float(s.get("length_us") or 0.0) / total
             shares = dict(s.get("by_cause_pct") or {}, launch_calls=s.get("launch_calls_pct") or 0.0)
             for k, v in shares.items():

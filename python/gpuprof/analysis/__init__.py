@@ -282,9 +282,16 @@ def _add_flops(data: dict, native_flops: dict, *, source, host, peak_tflops) -> 
         user_peak_tflops=peak_tflops,
         float32_matmul_precision=(host or {}).get("float32_matmul_precision"),
     )
-    per_step = {s["step"]: s["flops"] for s in native_flops.get("steps", [])}
-    for s in data["steps"]:
-        s["flops"] = per_step.get(s["step"]) if section["per_step_flops"] is not None else None
+    from .spill import by_step, each_row
+
+    row_of = by_step(native_flops.get("steps", []))
+    measured = section["per_step_flops"] is not None
+
+    def put(s: dict) -> None:
+        row = row_of(s["step"]) if measured else None
+        s["flops"] = row["flops"] if row is not None else None
+
+    each_row(data["steps"], put)  # (a windowed read's steps: on disk, written back)
     data["flops"] = section
     data["roofline"] = roofline
 
@@ -418,19 +425,26 @@ def _add_energy(data: dict, trace, batch_size: Optional[int]) -> None:
         return
     batch = batch_size if isinstance(batch_size, int) and batch_size > 0 else None
     several = len(rows) > 1
-    for s, joules in zip(steps, result["steps"]):
+    from .spill import each_row
+
+    energies = iter(result["steps"])
+
+    def put(s: dict) -> None:
+        joules = next(energies, None)
+        if joules is None:
+            return
         total = None if any(j is None for j in joules) else float(sum(joules))
         s.update(_energy_keys(total, s["total_us"], batch))
         if several:
             s["device_energy_j"] = {
                 str(r["device"]): (None if j is None else round(j, 6)) for r, j in zip(rows, joules)
             }
-    measured = [s for s in steps if s["energy_j"] is not None]
-    energy = sum(s["energy_j"] for s in measured)
+
+    each_row(steps, put)  # (a windowed read's steps: on disk, written back)
+    measured = [(s["energy_j"], s["total_us"]) for s in steps if s["energy_j"] is not None]
+    energy = sum(e for e, _t in measured)
     mean = energy / len(measured) if measured else None
-    keys = _energy_keys(
-        mean, sum(s["total_us"] for s in measured) / len(measured) if measured else 0.0, batch
-    )
+    keys = _energy_keys(mean, sum(t for _e, t in measured) / len(measured) if measured else 0.0, batch)
     data["average"].update(keys)
 
 
@@ -553,6 +567,10 @@ def _compiled_regions(
 
 
 def _list_of_dicts(value: Any) -> list[dict]:
+    from .spill import SpilledRows
+
+    if isinstance(value, SpilledRows):  # a windowed read's per-step rows, on disk: dicts, as written
+        return value
     if isinstance(value, dict) and isinstance(value.get("rows"), list):
         value = value["rows"]
     if not isinstance(value, list):
@@ -635,9 +653,17 @@ def step_views(
 
 def drawn_steps(steps: list[dict]) -> list[tuple[str, dict]]:
     """The steps the HTML draws: the slowest, and the median one when it is another."""
-    slowest = max(steps, key=lambda s: s["total_us"])
-    typical = _median_step(steps)
-    return [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
+    from .spill import SpilledRows
+
+    if not isinstance(steps, SpilledRows):
+        slowest = max(steps, key=lambda s: s["total_us"])
+        typical = _median_step(steps)
+        return [("slowest", slowest)] + ([("typical", typical)] if typical is not slowest else [])
+    # A windowed read's steps (on disk): chosen by their times, the two rows read again.
+    times = [s["total_us"] for s in steps]
+    slowest = max(range(len(times)), key=times.__getitem__)
+    typical = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
+    return [("slowest", steps[slowest])] + ([("typical", steps[typical])] if typical != slowest else [])
 
 
 def step_timeline_view(

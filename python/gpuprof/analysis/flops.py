@@ -186,6 +186,17 @@ def _tensor_core_share(operators: list[dict]) -> Optional[float]:
     return num / den if den > 0 else None
 
 
+def _step_rows(native_steps, steps) -> list[dict]:
+    """The native per-step FLOPs rows of the analysed steps, in their order (a windowed read's on
+    disk, as its steps are)."""
+    from .spill import by_step, rows_like
+
+    row_of = by_step(native_steps)
+    return rows_like(
+        (r for r in map(row_of, (s["step"] for s in steps)) if r is not None), steps, native_steps
+    )
+
+
 def flops_section(
     native_flops: dict,
     steps: list[dict],
@@ -202,8 +213,7 @@ def flops_section(
     and what the peak is chosen from (``choose_peak``): ``live`` for a live session (its CPU is this
     machine's), ``tf32_capable`` when the devices have TF32 tensor cores (NVIDIA, compute
     capability 8.0 and later)."""
-    per_step = {s["step"]: s for s in native_flops.get("steps", [])}
-    rows = [per_step[s["step"]] for s in steps if s["step"] in per_step]
+    rows = _step_rows(native_flops.get("steps", []), steps)
     step_us = _mean([s["total_us"] for s in steps])
     n = len(rows)
 

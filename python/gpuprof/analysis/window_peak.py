@@ -232,6 +232,24 @@ class PeakMerge:
         return peaks, compositions, growth
 
 
+class _StepEnds:
+    """(step, start_ns, end_ns) rows appended and indexed as tuples, held in three arrays: 24 bytes
+    a step instead of a tuple of three ints (about 150)."""
+
+    def __init__(self) -> None:
+        self.cols = (array("q"), array("q"), array("q"))
+
+    def append(self, row: tuple) -> None:
+        for col, v in zip(self.cols, row):
+            col.append(v)
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def __getitem__(self, i: int) -> tuple:
+        return tuple(col[i] for col in self.cols)
+
+
 class GrowthSteps:
     """The step ends the memory growth reads (docs/metrics.md, "Memory growth"): each window's own
     steps from its breakdown but the whole trace's first, in order; a device's level at a step end is
@@ -239,7 +257,7 @@ class GrowthSteps:
 
     def __init__(self) -> None:
         self.first = True
-        self.steps: list = []  # (step, start_ns, end_ns): host range, else the device-extended one
+        self.steps = _StepEnds()  # (step, start_ns, end_ns): host range, else the device-extended one
 
     def add(self, breakdown: list, owned: set) -> None:
         for s in breakdown:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
+from .spill import SpilledRows
+
 
 def _ns(us: float) -> int:
     """A row's microseconds (ns / 1000.0 in the native binding) back to the integer nanoseconds."""
@@ -50,12 +52,13 @@ class SectionMerge:
     """``add`` each window's report dict, its ``native`` pieces (``report_dict(native=...)``) and the
     step numbers it owns; ``result`` writes the merged sections into the merged report dict."""
 
-    def __init__(self) -> None:
+    def __init__(self, file) -> None:
+        self.file = file  # the per-step rows' file (``spill.RowFile``)
         self.device_rows: dict = {}  # id -> the first window's row (name, capability, memory)
         self.device_sums: dict = {}  # id -> the sums, and the largest peak
         self.modules: dict = {}  # path -> {type, parent, the sums}, in first-seen order
-        self.memory: dict = {}  # device -> its rows of owned steps (JSON text), in step order
-        self.flop_steps: list = []  # the owned steps' native FLOPs rows, as JSON text
+        self.memory: dict = {}  # device -> its rows of owned steps (on disk), in step order
+        self.flop_steps = SpilledRows(file)  # the owned steps' native FLOPs rows
         self.flop_counts: dict = dict.fromkeys(_FLOPS_COUNTS, 0)
         self.uncounted_by_op: dict = {}
         self.roofline: dict = {}  # (name, shapes) -> the row's sums
@@ -77,11 +80,14 @@ class SectionMerge:
             acc["flops"] += row["flops"]
             for k in ("host_total", "device_total", "device_self"):
                 acc[f"{k}_ns"] += _ns(row[f"{k}_us"])
+        by_device: dict = {}
         for row in data.get("memory") or []:
             if row["step"] in owned_steps:
-                self.memory.setdefault(row["device"], []).append(json.dumps(row))
+                by_device.setdefault(row["device"], []).append(row)
+        for device, rows in by_device.items():
+            self.memory.setdefault(device, SpilledRows(self.file)).extend(rows)
         flops = native.get("flops") or {}
-        self.flop_steps.append(json.dumps([s for s in flops.get("steps", []) if s["step"] in owned_steps]))
+        self.flop_steps.extend(s for s in flops.get("steps", []) if s["step"] in owned_steps)
         for k in _FLOPS_COUNTS:
             self.flop_counts[k] += flops.get(k, 0)
         for name, n in (flops.get("uncounted_by_op") or {}).items():
@@ -167,6 +173,22 @@ class SectionMerge:
             stack += [(c, depth + 1) for c in reversed(kids)]
         return out
 
+    def _memory(self):
+        """The memory rows, device by device: one device's as they were written, several copied
+        into one sequence in device order (a chunk in memory at a time)."""
+        if len(self.memory) == 1:
+            return next(iter(self.memory.values()))
+        out = SpilledRows(self.file)
+        for dev in sorted(self.memory):
+            batch: list = []
+            for row in self.memory[dev]:
+                batch.append(row)
+                if len(batch) >= 4096:
+                    out.extend(batch)
+                    batch = []
+            out.extend(batch)
+        return out
+
     def _flops(self) -> dict:
         rows = []
         for r in self.roofline.values():
@@ -178,7 +200,7 @@ class SectionMerge:
             rows.append(r)
         rows.sort(key=lambda r: -r["time_us"])  # stable: ties in first-seen order, as the native sort
         return {
-            "steps": [row for chunk in self.flop_steps for row in json.loads(chunk)],
+            "steps": self.flop_steps,
             "roofline": rows,
             **self.flop_counts,
             "uncounted_by_op": {k: n for k, n in sorted(self.uncounted_by_op.items()) if n},
@@ -193,7 +215,7 @@ class SectionMerge:
         if "modules" in keys:
             data["modules"] = self._modules()
         if "memory" in keys:
-            data["memory"] = [json.loads(r) for dev in sorted(self.memory) for r in self.memory[dev]]
+            data["memory"] = self._memory()
         if "flops" in keys:
             _add_flops(
                 data, self._flops(), source=data.get("source"), host=data.get("host"), peak_tflops=peak_tflops

@@ -22,6 +22,7 @@ whole trace's (docs/design.md, "Memory").
 from __future__ import annotations
 
 import json
+from array import array
 from typing import Optional
 
 from .._native import _core
@@ -139,9 +140,13 @@ def add_whole_views(data: dict, *, timeline: TimelineMerge, samples_trace, launc
     data["gpu_timeline"] = timeline.result()
     data["gpu_samples"] = [_gpu_sample_row(row) for row in _core.gpu_samples(samples_trace)]
     data.pop("energy", None)
-    for s in data["steps"]:  # drawn again from the whole trace's samples below
+    from .spill import each_row
+
+    def drop_energy(s: dict) -> None:  # drawn again from the whole trace's samples below
         for k in ("energy_j", "mean_power_w", "energy_per_sample_j", "device_energy_j"):
             s.pop(k, None)
+
+    each_row(data["steps"], drop_energy)
     if data["gpu_samples"]:
         _add_energy(data, samples_trace, None)
         energy = data.pop("energy")
@@ -173,22 +178,31 @@ class StepViewMerge:
     and owned steps (its per-step top kernels and operators); ``result`` draws the slowest and the
     median step of the merged steps from the window(s) owning them, read again by ``reread(i)``."""
 
-    def __init__(self) -> None:
-        self.tops: list = []  # per window: its owned steps' tops, as JSON text
-        self.owner: dict = {}  # step number -> the window owning it
+    def __init__(self, file=None) -> None:
+        from .spill import RowFile, SpilledMapping
+
+        self.tops = SpilledMapping(file or RowFile())  # the owned steps' tops, on disk
+        self.owners: list = []  # per window: (its index, its owned steps' numbers), 8 bytes a step
 
     def add(self, index: int, trace, native: dict, steps: list) -> None:
         from . import TOP_PER_STEP, step_tops
 
-        for s in steps:
-            self.owner[s["step"]] = index
+        self.owners.append((index, [s["step"] for s in steps]))
+        try:
+            self.owners[-1] = (index, array("q", self.owners[-1][1]))
+        except (TypeError, OverflowError):
+            pass  # (step numbers that are not 64-bit integers: kept as a list)
         tables = _core.step_event_tables(
             trace,
             [(s["start_ns"], s["end_ns"]) for s in steps],
             TOP_PER_STEP,
             native.get("repeated_op_calls"),
         )
-        self.tops.append(json.dumps(step_tops(steps, tables)))
+        self.tops.extend(step_tops(steps, tables).items())
+
+    def _owner(self, step) -> int:
+        """The window owning ``step`` (the last one, as a step number seen twice was)."""
+        return next(i for i, numbers in reversed(self.owners) if step in numbers)
 
     def result(self, steps: list, modules: list, reread) -> dict:
         """``reread(i)``: window i's (trace, report dict, native pieces) again."""
@@ -199,7 +213,7 @@ class StepViewMerge:
         merged_row = {m["path"]: i for i, m in enumerate(modules or [])}
         timelines = []
         for label, step in drawn_steps(steps):
-            trace, window_data, native = reread(self.owner[step["step"]])
+            trace, window_data, native = reread(self._owner(step["step"]))
             view = step_timeline_view(
                 trace,
                 label,
@@ -212,7 +226,7 @@ class StepViewMerge:
                 own = [merged_row.get(m["path"], -1) for m in window_data.get("modules") or []]
                 view["module_of"] = [own[r] if 0 <= r < len(own) else -1 for r in view["module_of"]]
             timelines.append(view)
-        per_step = {k: v for chunk in self.tops for k, v in json.loads(chunk).items()}
+        per_step = self.tops
         return {
             "timelines": timelines,
             "per_step": per_step,

@@ -2,11 +2,12 @@
 of its windows (``traces/windows.py``; docs/design.md, "Memory").
 
 Each window is imported alone and analysed by ``report_dict``; the results are merged as they come,
-so that memory holds one window's trace and the merged rows (in proportion to the steps and the
-distinct names, not to the events):
+so that memory holds one window's trace and the merged rows (in proportion to the distinct names,
+not to the events; the rows that grow with the steps on disk, ``spill.py``, a few bytes a step in
+memory):
 
-- the steps a window owns are its rows, in order (the critical path's too); the averages are
-  recomputed from them;
+- the steps a window owns are its rows, in order (the critical path's and collective calls too),
+  written to the per-step rows' file as they come; the averages are recomputed from them;
 - the name-keyed tables (kernels, kernels by operator, operators, operators by shape, copies,
   collectives, ranges, syncs) are summed row by row: calls, totals, minima and maxima exactly (to
   the rounding of each window's microseconds, 0.001 us), means recomputed from the sums, and the
@@ -38,6 +39,7 @@ from typing import Optional
 
 from .._native import _core
 from ..traces.read import import_settings
+from .spill import RowFile, SpilledRows
 from .window_memory import MAX_NAME_ROWS, CurveMerge, OpsMerge
 from .window_peak import PeakMerge
 from .window_sections import SectionMerge
@@ -177,21 +179,26 @@ def _order(row: dict, sort: str, fields: tuple, ties: bool) -> tuple:
 
 class WindowMerge:
     """The merged report dict, window by window: ``add`` each window's report dict with the step
-    numbers it owns (in order), then ``result``. The per-step rows are held as JSON text until the
-    end (a third of their size as dicts)."""
+    numbers it owns (in order), then ``result``. The per-step rows (steps, critical paths,
+    collective calls, per-step memory and FLOPs) are written to ``file`` as they come and the
+    result reads them from there (``spill.SpilledRows``): 8 bytes a row in memory. ``close``
+    removes the file (so does letting go of every sequence over it)."""
 
     def __init__(self) -> None:
+        self.file = RowFile()
         self.keys: list = []  # the report's keys, in the first window's order
         self.first: dict = {}  # the first window's sections that are neither per step nor cut
         self.last: dict = {}
-        self.chunks: dict = {"steps": [], "critical_path": [], "collective_calls": []}
+        self.spilled: dict = {
+            k: SpilledRows(self.file) for k in ("steps", "critical_path", "collective_calls")
+        }
         self.calls: Optional[int] = 0  # collective calls so far; None once a window had too many
         self.rows: dict = {name: {} for name, *_ in TABLES}
         self.call_rows: dict = {}  # a collective row's key -> its number in the calls
         self.events = 0
         self.skewed = 0
         self.warnings: dict = {}
-        self.sections = SectionMerge()  # the GPU summary, modules, per-step memory and FLOPs
+        self.sections = SectionMerge(self.file)  # the GPU summary, modules, per-step memory and FLOPs
 
     def add(self, data: dict, owned_steps: set, context_events: int, native: Optional[dict] = None) -> None:
         if not self.keys:
@@ -202,9 +209,9 @@ class WindowMerge:
                 k: v for k, v in data.get("critical_path", {}).items() if k != "steps"
             }
         self.last = {"step_rules": data["step_rules"], "counts": data["counts"]}
-        self.chunks["steps"].append(json.dumps([s for s in data["steps"] if s["step"] in owned_steps]))
+        self.spilled["steps"].extend(s for s in data["steps"] if s["step"] in owned_steps)
         path = (data.get("critical_path") or {}).get("steps", [])
-        self.chunks["critical_path"].append(json.dumps([s for s in path if s["step"] in owned_steps]))
+        self.spilled["critical_path"].extend(s for s in path if s["step"] in owned_steps)
         self.events += data["counts"]["events"] - context_events
         self.sections.add(data, native or {}, owned_steps)
         self.skewed += data["step_rules"].get("skewed_device_events", 0)
@@ -224,15 +231,16 @@ class WindowMerge:
             # The window's own calls only (its context's are not rows): a call it owns may fall in
             # the step before its first, as in the whole trace, when that step's kernels ran late.
             self.calls += len(calls)
-            self.chunks["collective_calls"].append(json.dumps([[moved[c[0]], *c[1:]] for c in calls]))
+            self.spilled["collective_calls"].extend([moved[c[0]], *c[1:]] for c in calls)
         # Each key's rows folded into one as they come: memory in proportion to the names.
         for name, _fields, merge, _sort in TABLES:
             for rows in self.rows[name].values():
                 if len(rows) > 1:
                     rows[:] = [{**rows[0], **merge(rows)}]
 
-    def _rows(self, key: str) -> list:
-        return [row for chunk in self.chunks.pop(key) for row in json.loads(chunk)]
+    def close(self) -> None:
+        """Removes the per-step rows' file (a read that failed or was interrupted)."""
+        self.file.close()
 
     def result(
         self,
@@ -247,10 +255,10 @@ class WindowMerge:
         sections empty (as ``empty`` has them), the step rules from the scan of the markers (and the
         last window's trailing-step rules), and the windowed note in ``source`` and ``warnings``."""
         data = dict(self.first)
-        data["steps"] = self._rows("steps")
+        data["steps"] = self.spilled["steps"]
         data["average"] = average(data["steps"])
         if "critical_path" in self.keys:
-            data["critical_path"] = {**data["critical_path"], "steps": self._rows("critical_path")}
+            data["critical_path"] = {**data["critical_path"], "steps": self.spilled["critical_path"]}
         rules = dict(data.get("step_rules", {}))
         for k in (
             "had_step_markers",
@@ -279,9 +287,10 @@ class WindowMerge:
             fields = next(f for name, f, *_ in TABLES if name == "collectives")
             merged = {_key(r, fields): i for i, r in enumerate(data.get("collectives", []))}
             final = {n: merged[k] for k, n in self.call_rows.items()}  # a call's row, renumbered
-            calls = self._rows("collective_calls")
+            calls = self.spilled["collective_calls"]
+            calls._convert = lambda c: [final[c[0]], *c[1:]]  # a call's row, as the merged table has it
             too_many = self.calls is None or self.calls > max_calls
-            data["collective_calls"] = None if too_many else [[final[c[0]], *c[1:]] for c in calls]
+            data["collective_calls"] = None if too_many else calls
         for name in CUT_SECTIONS:
             if name in note["empty"]:
                 data[name] = note["empty"][name]
@@ -349,9 +358,22 @@ def _trim() -> None:
         pass
 
 
-def windowed_report_dict(
+def windowed_report_dict(path, **options) -> dict:
+    """The report dict (no advice) of the trace at ``path``, read in windows (``_windowed``, which
+    takes the same ``options``); its per-step rows on disk (``spill.py``), their file closed (and so
+    removed) when the read fails or is interrupted."""
+    merge = WindowMerge()
+    try:
+        return _windowed(path, merge=merge, **options)
+    except BaseException:
+        merge.close()
+        raise
+
+
+def _windowed(
     path,
     *,
+    merge: WindowMerge,
     cap: int,
     reason: str,
     drop_incomplete_last_step: bool = True,
@@ -377,9 +399,8 @@ def windowed_report_dict(
     # A window's import and analysis peak at about 330 bytes an event (measured on 2 million events of
     # the synthetic trace), more than the 256 the cap counts for a whole report: windows of half the cap.
     windows = plan_windows(scan, max(1, cap // 2))
-    merge = WindowMerge()
     hta = HtaMerge(_core.last_step_start(scan.trace))  # HTA's scope: the whole trace's last step
-    timeline, launches, views = TimelineMerge(), LaunchRows(), StepViewMerge()
+    timeline, launches, views = TimelineMerge(), LaunchRows(), StepViewMerge(merge.file)
     curve, memory_ops = CurveMerge(MEMORY_CURVE_POINTS), OpsMerge(MAX_NAME_ROWS)
     peak = PeakMerge()
     with spilled(path, scan, windows, progress) as files:
@@ -420,7 +441,7 @@ def windowed_report_dict(
             _trim()
     views_out = None
     if with_step_views:  # drawn before the merged report is built: one window's analysis at a time
-        steps = [row for chunk in merge.chunks["steps"] for row in json.loads(chunk)]
+        steps = merge.spilled["steps"]
         modules = merge.sections._modules() if "modules" in merge.keys else []
         views_out = _step_views(
             path, windows, views, steps, modules, cap, import_cpus, progress, drop_incomplete_last_step
@@ -517,6 +538,7 @@ def _step_views(
     def reread(i: int):
         if i not in held:
             held.clear()
+            _trim()  # the window read before handed back before the next is read
             w = windows[i]
             counter = _pass(
                 progress, f"window {i + 1} of {len(windows)} again, for the step timelines", _file_size(path)
@@ -535,4 +557,5 @@ def _step_views(
 
     out = views.result(steps, modules, reread)
     held.clear()
+    _trim()
     return out

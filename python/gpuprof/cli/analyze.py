@@ -156,9 +156,7 @@ def _run(args, folder: bool, max_memory: int) -> int:
         raise UserError(str(e)) from None
     if isinstance(result, list):  # a folder of files that are not one job: one report each
         return _write_outputs(args, result, lambda: ["[\n" + ",\n".join(r.to_json() for r in result) + "\n]"])
-    from ..report.renderers import JSON
-
-    return _write_outputs(args, [result], lambda: JSON.pieces(result))
+    return _write_outputs(args, [result], None)
 
 
 def _progress_possible(quiet: bool) -> bool:
@@ -186,8 +184,9 @@ def _fewer_collections():
 
 
 def _write_outputs(args, reports: list, payload) -> int:
-    """Print the reports; write the JSON text, the pieces ``payload()`` returns (--json), and one
-    HTML file per report (--html)."""
+    """Print the reports; write the JSON text, the pieces ``payload()`` returns (--json; None: the
+    one report's, written as it is made, a windowed read's per-step rows streamed from their file),
+    and one HTML file per report (--html)."""
     from ..traces.read import display_path
 
     for i, report in enumerate(reports):
@@ -195,10 +194,14 @@ def _write_outputs(args, reports: list, payload) -> int:
             print()
         print(report)
     if args.json_out:
+        from ..report.renderers import write_report_file
         from ..traces.atomic import write_text
 
         try:
-            write_text(args.json_out, *payload(), "\n")
+            if payload is None:  # one report, streamed: a windowed read's per-step rows from their file
+                write_report_file(args.json_out, dict(reports[0].data), end="\n")
+            else:
+                write_text(args.json_out, *payload(), "\n")
         except OSError as e:
             raise UserError(f"cannot write {display_path(args.json_out)}: {e.strerror}") from None
     if args.html_out:

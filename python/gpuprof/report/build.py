@@ -98,9 +98,9 @@ def build_report(
             compiled_kernels=compiled_kernels,
         )
     elif analysed is not None:
-        import json
+        from ..analysis.spill import json_copy
 
-        data = json.loads(json.dumps(analysed))  # the caller's dict stays as it was
+        data = json_copy(analysed)  # the caller's dict stays as it was
     else:
         raise ValueError("build_report needs a trace or an analysed report dict")
     clamp_percentages(data)  # a saved report or a device sample may hold one out of 0-100

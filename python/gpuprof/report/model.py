@@ -173,7 +173,10 @@ class Report:
     def to_dict(self) -> dict:
         import json
 
-        return json.loads(json.dumps(dict(self.data)))  # a deep copy the caller may change
+        from ..analysis.spill import json_default
+
+        # A deep copy the caller may change (a windowed read's per-step rows read from disk).
+        return json.loads(json.dumps(dict(self.data), default=json_default))
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2, trace=True) -> str:
         """The report as JSON; written to ``path`` if given, with the Chrome trace beside it

@@ -43,6 +43,10 @@ def dumps_report(data: dict, *, indent: Optional[int] = 2) -> str:
 def dumps_report_pieces(data: dict, *, indent: Optional[int] = 2) -> list[str]:
     """``dumps_report``'s text as the pieces it is made of (the step views' megabytes one of them),
     so that a file can be written without copying them into one string first."""
+    if _holds_spilled(data):
+        pieces: list = []
+        write_report(data, pieces.append, indent=indent)
+        return pieces
     if indent is None or "step_views" not in data:
         return [dumps_indented(data, indent)]
     rest = {k: v for k, v in data.items() if k != "step_views"}
@@ -51,6 +55,132 @@ def dumps_report_pieces(data: dict, *, indent: Optional[int] = 2) -> list[str]:
         return ['{"step_views": ', views, "}"]
     text = dumps_indented(rest, indent)
     return [text[:-2], ",\n", " " * indent, '"step_views": ', views, "\n}"]
+
+
+#: Stands for a windowed read's per-step rows in the text around them (``write_report``).
+_MARK = "\x00gpuprof-rows-{}\x00"
+_MARKED = r'"\\u0000gpuprof-rows-(\d+)\\u0000"'
+#: Text written at once while the rows stream.
+_WRITE_BYTES = 1 << 20
+
+
+def _holds_spilled(data: Any) -> bool:
+    """Whether a windowed read's per-step rows on disk (``analysis.spill.SpilledRows``) are in the
+    report dict ``data`` (a section, or a section's key: ``critical_path.steps``), or its
+    ``step_views``' per-step tops (a ``SpilledMapping``)."""
+    from ..analysis.spill import SpilledMapping, SpilledRows
+
+    if not isinstance(data, dict):
+        return False
+    views = data.get("step_views")
+    if isinstance(views, dict) and isinstance(views.get("per_step"), SpilledMapping):
+        return True
+    for k, v in data.items():
+        if isinstance(v, SpilledRows):
+            return True
+        if k != "step_views" and isinstance(v, dict) and any(isinstance(x, SpilledRows) for x in v.values()):
+            return True
+    return False
+
+
+def _marked(value: Any, rows: list, depth: int = 0) -> Any:
+    """A section with each ``SpilledRows`` in it (itself, or one of its keys: where
+    ``_holds_spilled`` looks) replaced by a marker string (appended to ``rows``); a dict holding
+    one copied, the rest shared."""
+    from ..analysis.spill import SpilledRows
+
+    if isinstance(value, SpilledRows):
+        rows.append(value)
+        return _MARK.format(len(rows) - 1)
+    if depth == 0 and isinstance(value, dict) and any(isinstance(v, SpilledRows) for v in value.values()):
+        return {k: _marked(v, rows, 1) for k, v in value.items()}
+    return value
+
+
+def write_report(data: dict, write: Callable[[str], Any], *, indent: Optional[int] = 2) -> None:
+    """``dumps_report(data, indent=indent)``, byte for byte, through ``write(text)`` a piece at a
+    time: a windowed read's per-step rows (``analysis.spill.SpilledRows``) are read from their file
+    and written a row at a time, so that the text of all of them is never in memory at once."""
+    import re
+
+    from ..analysis.spill import SpilledMapping, json_default
+
+    if not _holds_spilled(data):
+        for piece in dumps_report_pieces(data, indent=indent):
+            write(piece)
+        return
+    rows: list = []
+    marked = {k: (v if k == "step_views" else _marked(v, rows)) for k, v in data.items()}
+    views = data.get("step_views")
+    per_step = views.get("per_step") if isinstance(views, dict) else None
+    if type(indent) is not int:  # (compact or odd indents: the rows in memory, as json.dumps writes)
+        import json
+
+        write(json.dumps(data, indent=indent, default=json_default))
+        return
+    if isinstance(per_step, SpilledMapping):  # written compact, last, as dumps_report writes it
+        rows.append(per_step)
+        marked["step_views"] = {**views, "per_step": _MARK.format(len(rows) - 1)}
+    text = dumps_report(marked, indent=indent)
+    at = 0
+    for m in re.finditer(_MARKED, text):
+        write(text[at : m.start()])
+        at = m.end()
+        spilled = rows[int(m.group(1))]
+        if isinstance(spilled, SpilledMapping):
+            _write_items(spilled, write)
+            continue
+        line = lead = text.rfind("\n", 0, m.start()) + 1
+        while text[lead] == " ":
+            lead += 1
+        lead -= line
+        _write_rows(spilled, write, indent, lead)
+    write(text[at:])
+
+
+def _write_items(items, write: Callable[[str], Any]) -> None:
+    """A mapping as ``json.dumps(separators=(",", ":"))`` writes it, an item at a time."""
+    pieces, size = ["{"], 1
+    for i, (key, value) in enumerate(items.items()):
+        piece = ("," if i else "") + dumps_compact(key) + ":" + dumps_compact(value)
+        pieces.append(piece)
+        size += len(piece)
+        if size >= _WRITE_BYTES:
+            write("".join(pieces))
+            pieces, size = [], 0
+    pieces.append("}")
+    write("".join(pieces))
+
+
+def write_report_file(path, data: dict, *, indent: Optional[int] = 2, end: str = "\n") -> None:
+    """``dumps_report(data) + end`` written to ``path`` (UTF-8, whole or not at all) through
+    ``write_report``: a windowed read's per-step rows streamed from their file."""
+    from ..traces.atomic import replace_atomically
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            write_report(data, f.write, indent=indent)
+            f.write(end)
+
+    replace_atomically(path, write)
+
+
+def _write_rows(rows, write: Callable[[str], Any], indent: int, lead: int) -> None:
+    """A list of ``rows`` as ``json.dumps`` indents it where its line is indented by ``lead``."""
+    if not len(rows):
+        write("[]")
+        return
+    inner = "\n" + " " * (lead + indent)
+    pieces, size = ["["], 1
+    for i, row in enumerate(rows):
+        piece = ("," if i else "") + inner + dumps_indented(row, indent).replace("\n", inner)
+        pieces.append(piece)
+        size += len(piece)
+        if size >= _WRITE_BYTES:
+            write("".join(pieces))
+            pieces, size = [], 0
+    pieces.append("\n" + " " * lead + "]")
+    write("".join(pieces))
 
 
 def dumps_indented(obj: Any, indent: Optional[int]) -> str:
@@ -64,9 +194,7 @@ def dumps_indented(obj: Any, indent: Optional[int]) -> str:
         text = _native_or_json("json_dumps_indented", obj, indent)
         if text:
             return text
-    import json  # only where the core's writer does not answer
-
-    return json.dumps(obj, indent=indent)
+    return _json_dumps(obj, indent=indent)  # only where the core's writer does not answer
 
 
 def dumps_compact(obj: Any) -> str:
@@ -75,9 +203,16 @@ def dumps_compact(obj: Any) -> str:
     text = _native_or_json("json_dumps_compact", obj)
     if text:
         return text
+    return _json_dumps(obj, separators=(",", ":"))
+
+
+def _json_dumps(obj: Any, **options) -> str:
+    """``json.dumps``, a windowed read's per-step rows on disk written as the lists they are."""
     import json
 
-    return json.dumps(obj, separators=(",", ":"))
+    from ..analysis.spill import json_default
+
+    return json.dumps(obj, default=json_default, **options)
 
 
 def _native_or_json(name: str, *args) -> Optional[str]:

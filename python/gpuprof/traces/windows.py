@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import bisect
 import os
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
@@ -45,11 +47,32 @@ class Window:
         return (self.keep_from, self.own_from, self.own_to, self.keep_to)
 
 
+class StepMarks(Sequence):
+    """The scan's steps as the windows need them: each step's number and host start (``step`` and
+    ``host_start_ns`` of a small dict when indexed), 16 bytes a step rather than the breakdown's row."""
+
+    def __init__(self, rows: list) -> None:
+        try:
+            self.numbers = array("q", (s["step"] for s in rows))
+        except (TypeError, OverflowError):  # (a step number that is not a 64-bit integer: kept as it is)
+            self.numbers = [s["step"] for s in rows]
+        self.starts = array("q", (s["host_start_ns"] for s in rows))
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return {"step": self.numbers[i], "host_start_ns": self.starts[i]}
+
+
 @dataclass
 class Scan:
-    """Pass 1's result: the steps (the native breakdown of the step markers alone: number, host
-    start and end), the events counted per step (the events before the first step counted in it),
-    its import stats and the markers' own breakdown (its step rules)."""
+    """Pass 1's result: the steps (the native breakdown of the step markers alone, kept as their
+    numbers and host starts: ``StepMarks``), the events counted per step (the events before the
+    first step counted in it), its import stats and the markers' own breakdown (its step rules; its
+    steps are ``steps``)."""
 
     steps: list
     counts: list
@@ -68,8 +91,8 @@ def scan_steps(path: Union[str, os.PathLike], import_cpus: int = 0, progress=Non
         os.fsencode(Path(path)), 0, 0, **settings, progress=progress, scan_steps=True
     )
     bd = _core.compute_breakdown(trace, False)
-    steps = bd["steps"] if bd["had_step_markers"] else []
-    starts = [s["host_start_ns"] for s in steps]
+    steps = StepMarks(bd.pop("steps") if bd["had_step_markers"] else [])  # 16 bytes a step from here
+    starts = steps.starts
     counts = [0] * len(steps)
     for bucket_start, n in stats.get("start_histogram", []) if steps else []:
         # A bucket counts in the step its start falls in (before the first step: the first one).
@@ -85,7 +108,7 @@ def plan_windows(scan: Scan, max_events: int) -> list[Window]:
     own steps and the context step on each side of it."""
     steps, counts = scan.steps, scan.counts
     n = len(steps)
-    starts = [s["host_start_ns"] for s in steps]
+    starts = steps.starts if isinstance(steps, StepMarks) else [s["host_start_ns"] for s in steps]
 
     def start(i: int, edge: int) -> int:
         return starts[i] if 0 <= i < n else edge

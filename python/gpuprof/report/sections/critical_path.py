@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ...analysis.spill import SpilledRows
 from .tables import printable
 
 # Steps listed in the terminal, Markdown and HTML reports; the JSON keeps every step.
@@ -25,6 +26,8 @@ def critical_path_steps(data: dict) -> list[dict]:
     """The section's steps; [] for a report made before gpuprof computed the critical path."""
     cp = data.get("critical_path")
     steps = cp.get("steps") if isinstance(cp, dict) else None
+    if isinstance(steps, SpilledRows):  # a windowed read's, on disk: dicts, as written
+        return steps
     return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
 
 
