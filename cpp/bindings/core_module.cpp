@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -192,6 +193,34 @@ void bind_trace(py::module_& m) {
       },
       py::arg("trace"), py::arg("drop_incomplete_last_step") = true,
       "Per-step breakdown with the TensorBoard plugin's step rules and category priority.");
+
+  m.def(
+      "step_marks",
+      [](const Trace& t) {
+        BreakdownOptions o;
+        o.drop_incomplete_last_step = false;
+        BreakdownResult r;
+        {
+          py::gil_scoped_release release;
+          r = compute_breakdown(t, o);
+        }
+        std::string numbers(r.steps.size() * sizeof(int64_t), '\0');
+        std::string starts(r.steps.size() * sizeof(int64_t), '\0');
+        for (size_t i = 0; i < r.steps.size(); ++i) {
+          std::memcpy(&numbers[i * sizeof(int64_t)], &r.steps[i].step, sizeof(int64_t));
+          std::memcpy(&starts[i * sizeof(int64_t)], &r.steps[i].host_start_ns, sizeof(int64_t));
+        }
+        r.steps.clear();
+        py::dict out = breakdown_to_dict(r);
+        out.attr("pop")("steps");
+        out["step_numbers"] = py::bytes(numbers);
+        out["host_starts_ns"] = py::bytes(starts);
+        return out;
+      },
+      py::arg("trace"),
+      "compute_breakdown(trace, False) without its per-step rows: the step rules, and each step's "
+      "number and host start as native int64 bytes (step_numbers, host_starts_ns), 16 bytes a step "
+      "(a windowed read's scan of millions of steps).");
 
   py::list cats;
   for (int c = 0; c < kNumCategories; ++c)

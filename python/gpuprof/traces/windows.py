@@ -58,6 +58,15 @@ class StepMarks(Sequence):
             self.numbers = [s["step"] for s in rows]
         self.starts = array("q", (s["host_start_ns"] for s in rows))
 
+    @classmethod
+    def from_bytes(cls, numbers: bytes, starts: bytes, had_markers: bool) -> StepMarks:
+        """From ``_core.step_marks``' native int64 arrays (none when the trace had no markers)."""
+        marks = cls([])
+        if had_markers:
+            marks.numbers.frombytes(numbers)
+            marks.starts.frombytes(starts)
+        return marks
+
     def __len__(self) -> int:
         return len(self.numbers)
 
@@ -90,8 +99,13 @@ def scan_steps(path: Union[str, os.PathLike], import_cpus: int = 0, progress=Non
     trace, stats = _core.import_trace(
         os.fsencode(Path(path)), 0, 0, **settings, progress=progress, scan_steps=True
     )
-    bd = _core.compute_breakdown(trace, False)
-    steps = StepMarks(bd.pop("steps") if bd["had_step_markers"] else [])  # 16 bytes a step from here
+    marks = getattr(_core, "step_marks", None)
+    if marks is not None:  # the markers' numbers and starts as bytes: no row a step, even for a moment
+        bd = marks(trace)
+        steps = StepMarks.from_bytes(bd.pop("step_numbers"), bd.pop("host_starts_ns"), bd["had_step_markers"])
+    else:  # (a core built before step_marks)
+        bd = _core.compute_breakdown(trace, False)
+        steps = StepMarks(bd.pop("steps") if bd["had_step_markers"] else [])  # 16 bytes a step from here
     starts = steps.starts
     counts = [0] * len(steps)
     for bucket_start, n in stats.get("start_histogram", []) if steps else []:

@@ -208,3 +208,18 @@ def test_by_step_answers_as_the_dict_does():
     assert get(1) == {"step": 1, "v": "a"}  # asked out of order: the dict, from the rows again
     listed = by_step([{"step": 2, "v": "x"}])
     assert listed(2) == {"step": 2, "v": "x"} and listed(3) is None
+
+
+def test_the_scan_keeps_each_steps_number_and_start(short):
+    # The scan of the step markers (the core's step_marks: no row a step) keeps what the markers'
+    # breakdown says: every step's number and host start, and the step rules.
+    from gpuprof._native import _core
+    from gpuprof.traces.windows import scan_steps
+
+    scan = scan_steps(short)
+    whole = _core.compute_breakdown(scan.trace, False)
+    assert len(scan.steps) == len(whole["steps"]) == STEPS
+    assert [s["step"] for s in scan.steps] == [s["step"] for s in whole["steps"]] == list(range(1, STEPS + 1))
+    assert list(scan.steps.starts) == [s["host_start_ns"] for s in whole["steps"]]
+    assert scan.steps[-1] == {"step": STEPS, "host_start_ns": whole["steps"][-1]["host_start_ns"]}
+    assert scan.breakdown == {k: v for k, v in whole.items() if k != "steps"}
