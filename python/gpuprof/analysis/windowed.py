@@ -388,8 +388,8 @@ def _windowed(
     (the window(s) holding the drawn steps read again). Raises TraceImportError when the trace has
     no step markers to cut, or a window cannot be read (the message names the trace and the
     window's steps)."""
-    from ..traces.read import TraceImportError, display_path, trace_source
-    from ..traces.windows import no_steps_message, plan_windows, read_window, scan_steps
+    from ..traces.read import TraceImportError, trace_source
+    from ..traces.windows import no_steps_message, plan_windows, read_numbered_window, scan_steps
     from . import MAX_COLLECTIVE_CALLS, MEMORY_CURVE_POINTS, _growth, average, report_dict, report_metadata
 
     size = _file_size(path)
@@ -407,16 +407,9 @@ def _windowed(
         for i, w in enumerate(windows):
             source = files[i] if files else path
             counter = _pass(progress, f"window {i + 1} of {len(windows)}", _file_size(source))
-            try:
-                trace, stats = read_window(
-                    source, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus, progress=counter
-                )
-            except TraceImportError as e:
-                steps = f"steps {scan.steps[w.first]['step']} to {scan.steps[w.last]['step']}"
-                why = str(e).removeprefix(f"{display_path(source)}: ")
-                raise TraceImportError(
-                    f"{display_path(path)}: window {i + 1} of {len(windows)} ({steps}): {why}"
-                ) from None
+            trace, stats = read_numbered_window(
+                path, source, windows, i, 2 * max(cap, w.events), import_cpus, progress=counter
+            )
             native: dict = {}
             data = report_dict(
                 trace,
@@ -530,7 +523,7 @@ def _step_views(
     """The merged report's ``step_views`` (``steps``: the merged steps; ``modules``: the merged
     module rows): the drawn steps' timelines from the window(s) owning them, each read again from
     ``path`` (one more pass over the file a window)."""
-    from ..traces.windows import read_window
+    from ..traces.windows import read_numbered_window
     from . import report_dict
 
     held: dict = {}  # the last window read again: both drawn steps are often in one
@@ -543,8 +536,8 @@ def _step_views(
             counter = _pass(
                 progress, f"window {i + 1} of {len(windows)} again, for the step timelines", _file_size(path)
             )
-            trace, _stats = read_window(
-                path, w, max_events=2 * max(cap, w.events), import_cpus=import_cpus, progress=counter
+            trace, _stats = read_numbered_window(
+                path, path, windows, i, 2 * max(cap, w.events), import_cpus, progress=counter
             )
             native: dict = {}
             window_data = report_dict(

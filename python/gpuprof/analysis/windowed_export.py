@@ -66,7 +66,7 @@ class WindowedExport:
             self._write_windows(tmp, announce)
 
     def _write_windows(self, tmp: str, announce) -> None:
-        from ..traces.windows import plan_windows, read_window, scan_steps
+        from ..traces.windows import plan_windows, read_numbered_window, scan_steps
 
         finding = _pass(announce, "finding its steps", _file_size(self.path))
         scan = scan_steps(self.path, self.import_cpus, progress=finding)
@@ -78,12 +78,8 @@ class WindowedExport:
                 for i, w in enumerate(windows):
                     source = files[i] if files else self.path
                     counter = _pass(announce, f"window {i + 1} of {len(windows)}", _file_size(source))
-                    trace, _stats = read_window(
-                        source,
-                        w,
-                        max_events=2 * max(self.cap, w.events),
-                        import_cpus=self.import_cpus,
-                        progress=counter,
+                    trace, _stats = read_numbered_window(
+                        self.path, source, windows, i, 2 * max(self.cap, w.events), self.import_cpus, counter
                     )
                     out.add(trace, w.own_from, w.own_to)
                     timeline.add(trace, w.own_from, w.own_to)

@@ -41,6 +41,8 @@ class Window:
     own_to: int
     keep_to: int
     events: int  # the events it is expected to keep, from the scan's counts
+    first_step: object = None  # the numbers of its first and last steps (what messages name)
+    last_step: object = None
 
     @property
     def bounds(self) -> tuple[int, int, int, int]:
@@ -145,6 +147,8 @@ def plan_windows(scan: Scan, max_events: int) -> list[Window]:
                 own_to=start(b + 1, _HI),
                 keep_to=start(b + 2, _HI) if b + 1 < n else _HI,
                 events=held + after,
+                first_step=steps[a]["step"],
+                last_step=steps[b]["step"],
             )
         )
         a = b + 1
@@ -163,6 +167,31 @@ def read_window(
     return _core.import_trace(
         os.fsencode(Path(path)), 0, max_events, **settings, window=window.bounds, progress=progress
     )
+
+
+def read_numbered_window(
+    path: Union[str, os.PathLike],
+    source: Union[str, os.PathLike],
+    windows: list[Window],
+    i: int,
+    max_events: int = 0,
+    import_cpus: int = 0,
+    progress=None,
+):
+    """``read_window`` of ``windows[i]`` from ``source`` (its spill file, or the trace at ``path``
+    itself); a failure raised again as a ``TraceImportError`` that names the trace, the window and its
+    steps (a spill file's name means nothing to the user)."""
+    from .read import TraceImportError
+
+    w = windows[i]
+    try:
+        return read_window(source, w, max_events=max_events, import_cpus=import_cpus, progress=progress)
+    except TraceImportError as e:
+        why = str(e).removeprefix(f"{display_path(source)}: ")
+        raise TraceImportError(
+            f"{display_path(path)}: window {i + 1} of {len(windows)} "
+            f"(steps {w.first_step} to {w.last_step}): {why}"
+        ) from None
 
 
 def no_steps_message(path: Union[str, os.PathLike], cap: int, reason: str) -> str:

@@ -184,7 +184,8 @@ def test_a_write_cut_short_lets_go_of_its_file_at_once(samples, tmp_path, monkey
     # file is closed while the caller still holds the error (whose traceback holds the writer's
     # frame): an unlinked, half-written trace does not keep its disk space until then.
     import gpuprof.traces.windows as windows
-    from gpuprof.traces.read import TraceImportError
+    from gpuprof.traces.read import TraceImportError, display_path
+    from gpuprof.traces.windows import plan_windows, scan_steps
 
     path, _steps = samples
     report = gpuprof.analyze(path, max_memory=MIB)
@@ -202,6 +203,11 @@ def test_a_write_cut_short_lets_go_of_its_file_at_once(samples, tmp_path, monkey
     with pytest.raises(TraceImportError) as failed:
         report.to_json(tmp_path / "r.json", trace=out)
     assert failed.value.__traceback__ is not None and len(calls) == 2
+    # The error names the trace, not the window's spill file, and which window and steps failed.
+    message = str(failed.value)
+    assert message.startswith(f"{display_path(path)}: window 2 of ") and "gpuprof-windows-" not in message
+    second = plan_windows(scan_steps(path), report.to_dict()["source"]["windowed"]["max_events"] // 2)[1]
+    assert f"(steps {second.first_step} to {second.last_step}): window 2 cannot be read" in message
     assert not out.exists() and not [f for f in os.listdir(tmp_path) if f.endswith(".gz")]
     held = []
     for fd in os.listdir("/proc/self/fd"):
