@@ -241,15 +241,18 @@ BreakdownResult compute_breakdown(const Trace& trace, const BreakdownOptions& op
   int64_t attributed = 0;
   int64_t first_device_start = INT64_MAX;   // the first step's earliest device work
   std::vector<int64_t> unattributed_ends;   // device work launched outside every step
+  size_t after = 0;   // the first step starting after the last launch: mostly the next one's too
   for (const Event& e : trace.events) {
     if (!e.on_device()) continue;
     size_t i = n;   // the step whose host range holds the launch; n: none
     bool skewed = false;
     int64_t ts = 0;
     if (launch_times.find(e, &ts)) {
-      auto s = std::upper_bound(host_steps.begin(), host_steps.end(), ts,
-                                [](int64_t t, const HostStep& h) { return t < h.start; });
-      if (s != host_steps.begin() && ts < (s - 1)->end) i = static_cast<size_t>(s - host_steps.begin()) - 1;
+      if (!((after == 0 || host_steps[after - 1].start <= ts) && (after == n || ts < host_steps[after].start)))
+        after = static_cast<size_t>(std::upper_bound(host_steps.begin(), host_steps.end(), ts,
+                                                     [](int64_t t, const HostStep& h) { return t < h.start; }) -
+                                    host_steps.begin());
+      if (after > 0 && ts < host_steps[after - 1].end) i = after - 1;
       // Clock skew: started long after (or before) its launch. It counts as its step's device work
       // but does not move the step's end (a kernel 1000 s late made a 1000 s step), nor the first
       // step's start; counted for the report.

@@ -66,12 +66,20 @@ class PathWalker {
     const size_t n = t.events.size();
     launched_.assign(n, kNoIndex);
     prev_on_stream_.assign(n, kNoIndex);
-    std::map<std::pair<int, uint32_t>, std::vector<uint32_t>> streams;
+    // Each stream's activities; a few streams, found by a linear search from the last one used.
+    std::vector<std::pair<std::pair<int, uint32_t>, std::vector<uint32_t>>> streams;
+    size_t last = 0;
     std::vector<uint32_t> activities;
     for (uint32_t i = 0; i < n; ++i) {
       const Event& e = t.events[i];
       if (!e.on_device() || e.dur_ns <= 0) continue;
-      streams[{e.device, e.tid}].push_back(i);
+      const std::pair<int, uint32_t> key{e.device, e.tid};
+      if (last >= streams.size() || streams[last].first != key) {
+        last = 0;
+        while (last < streams.size() && streams[last].first != key) ++last;
+        if (last == streams.size()) streams.emplace_back(key, std::vector<uint32_t>());
+      }
+      streams[last].second.push_back(i);
       activities.push_back(i);
       const uint32_t call = i < links.runtime_of.size() ? links.runtime_of[i] : kNoIndex;
       if (call != kNoIndex && launched_[call] == kNoIndex) launched_[call] = i;
@@ -82,15 +90,20 @@ class PathWalker {
       for (size_t k = 1; k < items.size(); ++k) prev_on_stream_[items[k]] = items[k - 1];
     }
     all_ = by_end(activities);
-    std::map<int, std::vector<uint32_t>> devices;
-    for (uint32_t i : all_.events) devices[t.events[i].device].push_back(i);   // stays by end
-    for (auto& [device, items] : devices) {
-      DeviceEnds& d = device_ends_[device];
-      d.ends.reserve(items.size());
-      for (uint32_t i : items) d.ends.push_back(t.events[i].end_ns());
-      d.events = std::move(items);
+    DeviceEnds* d = nullptr;
+    int last_device = 0;
+    for (size_t k = 0; k < all_.events.size(); ++k) {   // each device's, still by end
+      const uint32_t i = all_.events[k];
+      const int device = t.events[i].device;
+      if (d == nullptr || device != last_device) {
+        d = &device_ends_[device];
+        last_device = device;
+      }
+      d->events.push_back(i);
+      d->ends.push_back(all_.ends[k]);
     }
     name_flags_.assign(t.strings.size(), 0);
+    top_slot_.assign(t.strings.size(), kNoIndex);
     index_host_lane();
   }
 
@@ -134,8 +147,15 @@ class PathWalker {
   // thread and autograd's), as one timeline; the thread with most host events when none does.
   void index_host_lane() {
     std::vector<uint32_t> tids;   // a few threads: a linear search is the cheapest
+    size_t last = 0;              // the position of the thread found last: mostly the next one's too
+    const auto position = [&](uint32_t tid) {
+      if (last < tids.size() && tids[last] == tid) return last;
+      const size_t k = size_t(std::find(tids.begin(), tids.end(), tid) - tids.begin());
+      if (k < tids.size()) last = k;
+      return k;
+    };
     auto add_tid = [&](uint32_t tid) {
-      if (std::find(tids.begin(), tids.end(), tid) == tids.end()) tids.push_back(tid);
+      if (position(tid) == tids.size()) tids.push_back(tid);
     };
     for (uint32_t i = 0; i < t_.events.size(); ++i) {
       const Event& e = t_.events[i];
@@ -157,8 +177,8 @@ class PathWalker {
     for (uint32_t i = 0; i < t_.events.size(); ++i) {
       const Event& e = t_.events[i];
       if (!is_host_lane_kind(e.kind) || e.dur_ns <= 0) continue;
-      auto it = std::find(tids.begin(), tids.end(), e.tid);
-      if (it != tids.end()) lane_[size_t(it - tids.begin())].events.push_back(i);
+      const size_t k = position(e.tid);
+      if (k < tids.size()) lane_[k].events.push_back(i);
     }
     auto by_start = [&](uint32_t a, uint32_t b) { return start_before(a, b); };
     for (HostThread& h : lane_) {
@@ -167,15 +187,21 @@ class PathWalker {
       h.parent.assign(h.events.size(), kNoIndex);
       h.starts.reserve(h.events.size());
       h.ends.reserve(h.events.size());
+      // The ends as the events leave the stack of open ones: for nested events that is their
+      // order already, so the sort below is only a check.
       std::vector<uint32_t> open;   // positions of the enclosing events
+      const auto close = [&] {
+        h.ends.push_back(t_.events[h.events[open.back()]].end_ns());
+        open.pop_back();
+      };
       for (uint32_t k = 0; k < h.events.size(); ++k) {
         const Event& e = t_.events[h.events[k]];
         h.starts.push_back(e.start_ns);
-        h.ends.push_back(e.end_ns());
-        while (!open.empty() && t_.events[h.events[open.back()]].end_ns() <= e.start_ns) open.pop_back();
+        while (!open.empty() && t_.events[h.events[open.back()]].end_ns() <= e.start_ns) close();
         if (!open.empty()) h.parent[k] = open.back();
         open.push_back(k);
       }
+      while (!open.empty()) close();
       if (!std::is_sorted(h.ends.begin(), h.ends.end())) std::sort(h.ends.begin(), h.ends.end());
     }
   }
@@ -277,6 +303,7 @@ class PathWalker {
   DeviceEnds all_;
   std::vector<HostThread> lane_;
   mutable std::vector<uint8_t> name_flags_;   // by string id: kKnown | what the name is
+  mutable std::vector<uint32_t> top_slot_;    // by string id: a walk's row of that name (scratch)
 };
 
 StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
@@ -352,21 +379,34 @@ StepCriticalPath PathWalker::walk(const StepBreakdown& step) const {
     act = kNoIndex;   // nothing before it on the device and no launch recorded: back to the host
   }
   p.segments.assign(back.rbegin(), back.rend());
-  std::unordered_map<uint64_t, int64_t> by_name;
+  // Time by (name, kind): a row per pair, found through the name's slot (a name seen under two
+  // kinds, rarely, by a search of the rows); the slots are cleared again for the next step.
+  std::vector<PathTopRow> top;
   for (const PathSegment& g : p.segments) {
     p.ns[static_cast<int>(g.cause)] += g.end_ns - g.start_ns;
     if (g.event == kNoIndex) continue;
     const Event& e = t_.events[g.event];
     if ((e.kind == EventKind::Runtime || e.kind == EventKind::Driver) && (flags(e.name) & kLaunchCall))
       p.launch_calls_ns += g.end_ns - g.start_ns;
-    by_name[(uint64_t(e.name) << 8) | uint64_t(e.kind)] += g.end_ns - g.start_ns;
+    uint32_t& slot = top_slot_[e.name];
+    uint32_t row = slot;
+    if (row != kNoIndex && top[row].kind != e.kind) {
+      row = 0;
+      while (row < top.size() && !(top[row].name == e.name && top[row].kind == e.kind)) ++row;
+      if (row == top.size()) row = kNoIndex;
+    }
+    if (row == kNoIndex) {
+      row = uint32_t(top.size());
+      top.push_back({e.name, e.kind, 0});
+      if (slot == kNoIndex) slot = row;
+    }
+    top[row].ns += g.end_ns - g.start_ns;
   }
-  std::vector<PathTopRow> top;
-  top.reserve(by_name.size());
-  for (const auto& [key, ns] : by_name) top.push_back({uint32_t(key >> 8), EventKind(key & 0xFF), ns});
+  for (const PathTopRow& r : top) top_slot_[r.name] = kNoIndex;
   std::sort(top.begin(), top.end(), [&](const PathTopRow& x, const PathTopRow& y) {
     if (x.ns != y.ns) return x.ns > y.ns;
-    return t_.strings.at(x.name) < t_.strings.at(y.name);
+    if (x.name != y.name) return t_.strings.at(x.name) < t_.strings.at(y.name);
+    return x.kind < y.kind;
   });
   if (top.size() > kPathTopRows) top.resize(kPathTopRows);
   p.top = std::move(top);

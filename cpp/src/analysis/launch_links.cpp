@@ -130,7 +130,17 @@ LaunchLinks link_launches(const Trace& t) {
   }
   IdIndex op_by_external_id(external_ids);
   IdIndex runtime_by_correlation(correlations);
-  std::unordered_map<uint32_t, std::vector<uint32_t>> host_items_by_thread;
+  // Each host thread's ops and calls; a few threads, found by a linear search from the last one used.
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> host_items_by_thread;
+  size_t last = 0;
+  const auto items_of = [&](uint32_t tid) -> std::vector<uint32_t>& {
+    if (last < host_items_by_thread.size() && host_items_by_thread[last].first == tid)
+      return host_items_by_thread[last].second;
+    last = 0;
+    while (last < host_items_by_thread.size() && host_items_by_thread[last].first != tid) ++last;
+    if (last == host_items_by_thread.size()) host_items_by_thread.emplace_back(tid, std::vector<uint32_t>());
+    return host_items_by_thread[last].second;
+  };
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
     if (e.kind == EventKind::HostOp) {
@@ -138,7 +148,7 @@ LaunchLinks link_launches(const Trace& t) {
         uint32_t& op = op_by_external_id[e.external_id];
         if (op == kNoIndex) op = i;   // the first op with an id keeps it
       }
-      host_items_by_thread[e.tid].push_back(i);
+      items_of(e.tid).push_back(i);
     } else if (needs_enclosing_op(e.kind)) {
       // Only runtime calls launch device work; a driver call with the same id never shadows one.
       if (e.correlation != 0 && e.kind != EventKind::Sync) {
@@ -146,32 +156,33 @@ LaunchLinks link_launches(const Trace& t) {
         if (call == kNoIndex || (t.events[call].kind == EventKind::Driver && e.kind == EventKind::Runtime))
           call = i;
       }
-      host_items_by_thread[e.tid].push_back(i);
-    }
-  }
-  // The external id names the op exactly; time containment is the fallback for calls without one.
-  for (uint32_t i = 0; i < n; ++i) {
-    const Event& e = t.events[i];
-    if (needs_enclosing_op(e.kind) && e.external_id != 0) {
-      const uint32_t op = op_by_external_id.find(e.external_id);
-      if (op != kNoIndex) links.op_of[i] = op;
+      items_of(e.tid).push_back(i);
     }
   }
   std::vector<int8_t> eligible_by_name(t.strings.size(), -1);   // each op name classified once
-  for (auto& [tid, items] : host_items_by_thread) nest_thread(t, items, eligible_by_name, links);
+  for (auto& [tid, items] : host_items_by_thread) {
+    // The external id names the op exactly; time containment is the fallback for calls without one.
+    for (uint32_t i : items) {
+      const Event& e = t.events[i];
+      if (e.kind != EventKind::HostOp && e.external_id != 0) {
+        const uint32_t op = op_by_external_id.find(e.external_id);
+        if (op != kNoIndex) links.op_of[i] = op;
+      }
+    }
+    nest_thread(t, items, eligible_by_name, links);
+  }
 
   for (uint32_t i = 0; i < n; ++i) {
     const Event& e = t.events[i];
-    if (!(e.on_device() || e.kind == EventKind::Sync) || e.correlation == 0) continue;
-    const uint32_t call = runtime_by_correlation.find(e.correlation);
-    if (call == kNoIndex || call == i) continue;
-    links.runtime_of[i] = call;
-    // A sync's own thread may be a stream row; the call it belongs to knows the op for sure.
-    if (e.on_device() || links.op_of[call] != kNoIndex) links.op_of[i] = links.op_of[call];
-  }
-  // A device event whose runtime call is missing may still carry the op's external id.
-  for (uint32_t i = 0; i < n; ++i) {
-    const Event& e = t.events[i];
+    if ((e.on_device() || e.kind == EventKind::Sync) && e.correlation != 0) {
+      const uint32_t call = runtime_by_correlation.find(e.correlation);
+      if (call != kNoIndex && call != i) {
+        links.runtime_of[i] = call;
+        // A sync's own thread may be a stream row; the call it belongs to knows the op for sure.
+        if (e.on_device() || links.op_of[call] != kNoIndex) links.op_of[i] = links.op_of[call];
+      }
+    }
+    // A device event whose runtime call is missing may still carry the op's external id.
     if (e.on_device() && links.op_of[i] == kNoIndex && e.external_id != 0) {
       const uint32_t op = op_by_external_id.find(e.external_id);
       if (op != kNoIndex) links.op_of[i] = op;
