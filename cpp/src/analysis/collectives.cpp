@@ -149,9 +149,9 @@ std::vector<Candidate> find_calls(const Trace& t) {
   const uint32_t param_comms = t.strings.find("record_param_comms");
   std::vector<Candidate> calls;
   std::unordered_map<uint32_t, std::vector<Interval>> recorded_by_thread;
-  for (uint32_t i = 0; i < t.events.size(); ++i) {
+  for (uint32_t i = 0; param_comms != kNoIndex && i < t.events.size(); ++i) {
     const Event& e = t.events[i];
-    if (e.kind != EventKind::HostOp || e.name != param_comms || param_comms == kNoIndex) continue;
+    if (e.kind != EventKind::HostOp || e.name != param_comms) continue;
     const CollectiveInfo* info = info_of(e);
     if (info == nullptr) continue;
     std::string kind = collective_kind(info->name);
@@ -174,11 +174,18 @@ std::vector<Candidate> find_calls(const Trace& t) {
     }
     return false;
   };
+  std::vector<int8_t> backend_by_name(t.strings.size(), -1);   // each name checked once
   for (uint32_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     if (e.kind != EventKind::HostOp && e.kind != EventKind::UserRange) continue;
+    if (e.name < backend_by_name.size()) {
+      if (backend_by_name[e.name] < 0) backend_by_name[e.name] = is_backend_collective_name(t.name_of(e)) ? 1 : 0;
+      if (backend_by_name[e.name] == 0) continue;
+    } else if (!is_backend_collective_name(t.name_of(e))) {
+      continue;
+    }
+    if (inside_recorded(e)) continue;
     const std::string& name = t.name_of(e);
-    if (!is_backend_collective_name(name) || inside_recorded(e)) continue;
     std::string kind = collective_kind(name);
     if (kind.empty()) continue;
     calls.push_back({i, info_of(e), std::move(kind)});

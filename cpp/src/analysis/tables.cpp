@@ -275,6 +275,7 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
   // a million distinct names copies a few thousand. The by-name sums add up each name's.
   std::vector<OperatorSums> by_shape;
   std::unordered_map<uint64_t, uint32_t> index;   // (name id << 32 | shapes id) -> by_shape
+  std::vector<uint32_t> row_without_shapes(t.strings.size(), kNoIndex);   // name id -> by_shape
   std::vector<int8_t> torch_range(t.strings.size(), -1);   // each op name checked once
   bool shapes_recorded = false;
   bool shapes_beyond_capture = false;                        // FLOPs: shapes on other ops than its
@@ -295,9 +296,16 @@ OperatorTables operator_tables(const Trace& t, const LaunchLinks& links, const F
       if (captured_only[e.name] < 0) captured_only[e.name] = flop_class_of(t.name_of(e)) == FlopClass::Matmul;
       shapes_beyond_capture = captured_only[e.name] == 0;
     }
-    const auto [it, added] = index.emplace((uint64_t(e.name) << 32) | shapes, uint32_t(by_shape.size()));
-    if (added) by_shape.push_back({e.name, shapes});
-    OperatorSums& r = by_shape[it->second];
+    // Without shapes (most traces), the row is found by the name's slot; with them, by the hash.
+    uint32_t row = kNoIndex;
+    if (shapes == 0 && e.name < row_without_shapes.size()) {
+      row = row_without_shapes[e.name];
+      if (row == kNoIndex) row = row_without_shapes[e.name] = uint32_t(by_shape.size());
+    } else {
+      row = index.emplace((uint64_t(e.name) << 32) | shapes, uint32_t(by_shape.size())).first->second;
+    }
+    if (row == by_shape.size()) by_shape.push_back({e.name, shapes});
+    OperatorSums& r = by_shape[row];
     ++r.calls;
     r.host_total_ns += e.dur_ns;
     r.host_self_ns += std::max<int64_t>(e.dur_ns - counted_child_ns[k], 0);
