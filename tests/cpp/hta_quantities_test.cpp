@@ -112,6 +112,25 @@ TEST(IdleTime, TheLastStepIsLeftOutAsHtaLeavesItOut) {
   EXPECT_EQ(last_step_start(one), kNoEndNs);
 }
 
+// The quantiles read the two ranks around q x (n - 1) of the delays in order, whatever the order
+// the launches came in: 24 delays of 0..23 us, launched in a scrambled order.
+TEST(LaunchStats, DelayQuantilesOfManyLaunchesInAnyOrder) {
+  Trace t;
+  const int64_t delays[24] = {13, 2,  20, 7,  0, 18, 23, 5,  11, 16, 1, 9,
+                              21, 19, 3,  14, 8, 17, 4,  22, 12, 10, 6, 15};
+  for (int k = 0; k < 24; ++k) {
+    const int64_t at = k * 100 * us;
+    launch(t, "cudaLaunchKernel", at, at + 1 * us, EventKind::Kernel, "k", at + (1 + delays[k]) * us,
+           at + (2 + delays[k]) * us, uint64_t(k + 1));
+  }
+  const std::vector<LaunchStatsRow> rows = launch_stats_table(t, link_launches(t));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].launches, 24);
+  EXPECT_NEAR(rows[0].delay_p50_ns, 11.5 * us, 1e-6);   // rank 11.5: between 11 and 12 us
+  EXPECT_NEAR(rows[0].delay_p95_ns, 21.85 * us, 1e-6);   // rank 21.85: 21 + 0.85 x (22 - 21) us
+  EXPECT_EQ(rows[0].delay_max_ns, 23 * us);
+}
+
 TEST(LaunchStats, DelaysOutliersAndShortKernelsPerName) {
   Trace t;
   // gemm: delay 6 us (call 0-4, kernel 10-30).
