@@ -81,6 +81,17 @@ class SpilledRows(Sequence):
             end += len(line)
             self._ends.append(end)
 
+    def extend_all(self, rows: Iterable) -> None:
+        """``extend`` with rows from an iterable of any length, written 4,096 rows at a time (the
+        rows of one batch in memory at once)."""
+        batch: list = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= 4096:
+                self.extend(batch)
+                batch = []
+        self.extend(batch)
+
     def update(self, change: Callable[[Any], None]) -> None:
         """``change(row)`` (which changes the row in place) on every row, in order, written back:
         one pass over the rows, one chunk of them in memory at a time. ``convert`` is applied first
@@ -89,14 +100,12 @@ class SpilledRows(Sequence):
         old._ends, old._starts, old._runs = self._ends, self._starts, self._runs
         self._ends, self._starts, self._runs = array("q"), array("q"), array("q")
         self._convert = None
-        batch: list = []
-        for row in old:
+
+        def changed(row):
             change(row)
-            batch.append(row)
-            if len(batch) >= 4096:
-                self.extend(batch)
-                batch = []
-        self.extend(batch)
+            return row
+
+        self.extend_all(changed(row) for row in old)
 
     # ---- reading -----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -273,13 +282,7 @@ def rows_like(rows: Iterable, *like) -> Any:
     if on_disk is None:
         return list(rows)
     out = SpilledRows(on_disk._file)
-    batch: list = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= 4096:
-            out.extend(batch)
-            batch = []
-    out.extend(batch)
+    out.extend_all(rows)
     return out
 
 

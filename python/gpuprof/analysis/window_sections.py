@@ -180,13 +180,7 @@ class SectionMerge:
             return next(iter(self.memory.values()))
         out = SpilledRows(self.file)
         for dev in sorted(self.memory):
-            batch: list = []
-            for row in self.memory[dev]:
-                batch.append(row)
-                if len(batch) >= 4096:
-                    out.extend(batch)
-                    batch = []
-            out.extend(batch)
+            out.extend_all(self.memory[dev])
         return out
 
     def _flops(self) -> dict:
