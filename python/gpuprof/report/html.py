@@ -14,6 +14,9 @@ from typing import Optional
 
 from . import input_pipeline_view as pv
 from . import sections as sec
+from .step_chart import CHART_H, CHART_W, PAD_B, PAD_L, PAD_R, PAD_T, step_chart
+from .step_chart import nice_ticks as _nice_ticks
+from .step_chart import y_of as _y
 
 CATEGORY_COLORS = {
     "kernel": "#2e9e44",
@@ -36,9 +39,7 @@ PATH_CAUSE_COLORS = {
 }
 SERIES_COLORS = ["#3867d6", "#eb3b5a", "#2e9e44", "#f7b731", "#a55eea", "#17a2b8", "#fa8231", "#778ca3"]
 
-CHART_W, CHART_H = 760, 240
 MAX_MARKED_STEPS = 50  # step boundaries drawn on the memory curve up to this many steps
-PAD_L, PAD_R, PAD_T, PAD_B = 64, 30, 12, 36
 
 _env = None
 
@@ -61,80 +62,6 @@ def _environment():
         # A metadata value that is an object (distributedInfo) as the compact JSON a trace holds.
         _env.filters["meta"] = lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else v
     return _env
-
-
-def _nice_ticks(vmax: float, n: int = 4) -> list[float]:
-    """Round axis ticks from 0 to at least ``vmax`` (steps of 1, 2, 2.5 or 5 x 10^k)."""
-    if vmax <= 0:
-        return [0.0, 1.0]
-    raw = vmax / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    count = math.ceil(vmax / step - 1e-9)
-    return [round(i * step, 12) for i in range(count + 1)]
-
-
-def _y(v: float, vmax: float) -> float:
-    return PAD_T + (CHART_H - PAD_T - PAD_B) * (1.0 - (v / vmax if vmax > 0 else 0.0))
-
-
-def _step_chart(report) -> Optional[dict]:
-    """Per-step stacked bars in milliseconds, categories in priority order from the bottom."""
-    steps = report.steps
-    if not steps:
-        return None
-    shown = sec.shown_categories(report)
-    outliers = set(sec.step_views(report.data).get("outliers", []))
-    vmax_ms = max(s["total_us"] for s in steps) / 1000.0 or 1.0
-    ticks = _nice_ticks(vmax_ms)
-    vmax_ms = max(vmax_ms, ticks[-1])
-    plot_w = CHART_W - PAD_L - PAD_R
-    slot = plot_w / len(steps)
-    bar_w = max(1.0, slot * 0.7)
-    bars = []
-    for i, s in enumerate(steps):
-        x = PAD_L + i * slot + (slot - bar_w) / 2
-        base_ms = 0.0
-        rects = []
-        for key, name in shown:
-            ms = s.get(f"{key}_us", 0.0) / 1000.0
-            if ms <= 0:
-                continue
-            y_top = _y(base_ms + ms, vmax_ms)
-            y_bot = _y(base_ms, vmax_ms)
-            rects.append(
-                {
-                    "x": round(x, 2),
-                    "y": round(y_top, 2),
-                    "w": round(bar_w, 2),
-                    "h": round(max(y_bot - y_top, 0.5), 2),
-                    "color": CATEGORY_COLORS[key],
-                    "tip": f"step {s['step']}: {name} {ms:.3f} ms",
-                }
-            )
-            base_ms += ms
-        label_every = max(1, len(steps) // 20)
-        bars.append(
-            {
-                "rects": rects,
-                "label": str(s["step"]) if i % label_every == 0 else "",
-                "lx": round(x + bar_w / 2, 2),
-                "step": s["step"],
-                "outlier": s["step"] in outliers,
-                "top": min([r["y"] for r in rects] or [_y(0, vmax_ms)]),
-            }
-        )
-    return {
-        "w": CHART_W,
-        "h": CHART_H,
-        "bars": bars,
-        "yticks": [{"y": round(_y(t, vmax_ms), 2), "label": f"{t:g}"} for t in ticks],
-        "x0": PAD_L,
-        "x1": CHART_W - PAD_R,
-        "ybase": CHART_H - PAD_B,
-        "ylabel": "ms",
-        "legend": [{"name": n, "color": CATEGORY_COLORS[k]} for k, n in shown],
-    }
 
 
 def _line_chart(
@@ -395,14 +322,25 @@ def _json_for_script(value) -> str:
     """JSON safe inside <script>: no "<", ">" or "&" as such (a name holding "</script>" stays data)."""
     from .renderers import dumps_compact
 
+    return _script_safe(dumps_compact(value))
+
+
+def _script_safe(text: str) -> str:
+    """``_json_for_script``'s escapes of JSON text (each character's own: a piece at a time is the same)."""
     return (
-        dumps_compact(value)
-        .replace("<", "\\u003c")
+        text.replace("<", "\\u003c")
         .replace(">", "\\u003e")
         .replace("&", "\\u0026")
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
+
+
+def _spilled(views: dict) -> bool:
+    """Whether the views hold a windowed read's per-step rows on disk."""
+    from ..analysis.spill import SpilledMapping, SpilledRows
+
+    return any(isinstance(v, (SpilledRows, SpilledMapping)) for v in views.values())
 
 
 def _views(report, shown) -> dict:
@@ -431,7 +369,9 @@ def _overview(report) -> dict:
     shown = sec.shown_categories(report) if report.steps else []
     views = _views(report, shown)
     return {
-        "views_json": _json_for_script(views),
+        # A windowed read's steps on disk: written from their file where the page holds them.
+        "views_json": None if _spilled(views) else _json_for_script(views),
+        "views_streamed": views,
         "timelines": views["timelines"],
         "outliers": views["outliers"],
         "categories_all": views["categories_all"],
@@ -454,7 +394,7 @@ def _overview(report) -> dict:
             }
             for k, n in shown
         ],
-        "step_chart": _step_chart(report),
+        "step_chart": step_chart(report, CATEGORY_COLORS),
         "warnings": sec.warning_lines(data),
     }
 
@@ -752,11 +692,44 @@ class HtmlRenderer:
     )
 
     def render(self, report, *, full: bool = True, written_to=None) -> str:
+        pieces: list = []
+        self.write(report, pieces.append, full=full, written_to=written_to)
+        return "".join(pieces)
+
+    def write(self, report, write, *, full: bool = True, written_to=None) -> None:
+        """``render``'s text through ``write(text)`` a piece at a time (Jinja's ``generate``), a
+        windowed read's per-step rows read from their file as the page reaches them: the embedded
+        views' JSON a row at a time (``renderers.write_compact``), the step chart and the steps
+        table a step at a time."""
         ctx: dict = {"full": full}
         for section in self.sections:
             ctx.update(section(report))
         ctx["merged_href"] = _merged_href(ctx.get("merged"), written_to)
-        return _environment().get_template("report.html.j2").render(**ctx)
+        views, mark = ctx.pop("views_streamed"), None
+        if ctx["views_json"] is None:  # a random mark, which no trace can foresee, stands for them
+            import secrets
+
+            mark = ctx["views_json"] = f"\x00gpuprof-views-{secrets.token_hex(16)}\x00"
+        for piece in _environment().get_template("report.html.j2").generate(**ctx):
+            if mark is not None and mark in piece:
+                from .renderers import write_compact
+
+                before, piece = piece.split(mark, 1)
+                write(before)
+                write_compact(views, lambda text: write(_script_safe(text)))
+                mark = None
+            write(piece)
+
+    def write_file(self, report, path, *, full: bool = True) -> None:
+        """``render(report, written_to=path)`` written to ``path`` (UTF-8, whole or not at all) a
+        piece at a time (``write``)."""
+        from ..traces.atomic import replace_atomically
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8") as f:
+                self.write(report, f.write, full=full, written_to=path)
+
+        replace_atomically(path, write)
 
 
 HTML = HtmlRenderer()

@@ -216,6 +216,15 @@ class Report:
             write_text(path, text, renderer.file_end)  # whole or not at all: never a truncated file
         return text
 
+    def _save_html(self, path: str | os.PathLike, *, trace=True) -> None:
+        """``to_html(path, trace=trace)`` without the text in memory: the page is written to the
+        file a piece at a time (a windowed read's per-step rows read from their file as it goes),
+        and nothing is returned."""
+        from .renderers import HTML
+
+        self._written_trace(path, trace)
+        HTML.write_file(self, path)
+
     def _repr_html_(self) -> str:
         from .renderers import HTML
 

@@ -152,6 +152,60 @@ def _write_items(items, write: Callable[[str], Any]) -> None:
     write("".join(pieces))
 
 
+def write_compact(value: Any, write: Callable[[str], Any]) -> None:
+    """``dumps_compact(value)``, byte for byte, through ``write(text)`` a piece at a time: each
+    ``analysis.spill.SpilledRows`` (or ``SpilledMapping``) in ``value`` (see ``_marked_anywhere``)
+    is read from its file and written a row at a time, never the text of all of them at once."""
+    import re
+
+    rows: list = []
+    text = dumps_compact(_marked_anywhere(value, rows))
+    if not rows:
+        write(text)
+        return
+    from ..analysis.spill import SpilledMapping
+
+    at = 0
+    for m in re.finditer(_MARKED, text):
+        write(text[at : m.start()])
+        at = m.end()
+        spilled = rows[int(m.group(1))]
+        if isinstance(spilled, SpilledMapping):
+            _write_items(spilled, write)
+        else:
+            _write_compact_rows(spilled, write)
+    write(text[at:])
+
+
+def _marked_anywhere(value: Any, rows: list, depth: int = 0) -> Any:
+    """``value`` with every ``SpilledRows``/``SpilledMapping`` in it (itself, or a dict's value
+    down to two dicts deep: where a report and the HTML's views hold them) replaced by a marker
+    string (appended to ``rows``); a dict holding one copied, the rest shared."""
+    from ..analysis.spill import SpilledMapping, SpilledRows
+
+    if isinstance(value, (SpilledRows, SpilledMapping)):
+        rows.append(value)
+        return _MARK.format(len(rows) - 1)
+    if isinstance(value, dict) and depth < 2:
+        out = {k: _marked_anywhere(v, rows, depth + 1) for k, v in value.items()}
+        return out if any(out[k] is not v for k, v in value.items()) else value
+    return value
+
+
+def _write_compact_rows(rows, write: Callable[[str], Any]) -> None:
+    """A list of ``rows`` as ``json.dumps(separators=(",", ":"))`` writes it, a row at a time."""
+    pieces, size = ["["], 1
+    for i, row in enumerate(rows):
+        piece = ("," if i else "") + dumps_compact(row)
+        pieces.append(piece)
+        size += len(piece)
+        if size >= _WRITE_BYTES:
+            write("".join(pieces))
+            pieces, size = [], 0
+    pieces.append("]")
+    write("".join(pieces))
+
+
 def write_report_file(path, data: dict, *, indent: Optional[int] = 2, end: str = "\n") -> None:
     """``dumps_report(data) + end`` written to ``path`` (UTF-8, whole or not at all) through
     ``write_report``: a windowed read's per-step rows streamed from their file."""

@@ -42,7 +42,7 @@ def save_report_files(report, files: list, trace) -> tuple[list[str], list[str]]
     report files; each file is whole or absent."""
     written: list[str] = []
     failed: list[str] = []
-    writers = {"json": report.to_json, "html": report.to_html, "markdown": report.to_markdown}
+    writers = {"json": report.to_json, "html": report._save_html, "markdown": report.to_markdown}
     for i, (path, fmt) in enumerate(files):
         path = os.fspath(path)
         with_trace = trace if i == 0 and report.writes_trace and not report.trace_path else False

@@ -112,6 +112,20 @@ def test_the_cli_writes_the_streamed_json(short, tmp_path, capsys):
     assert out.read_text(encoding="utf-8") == dumps_report(materialized(dict(report.data))) + "\n"
 
 
+def test_the_html_is_written_a_piece_at_a_time_and_is_the_materialised_reports_bytes(reports, tmp_path):
+    from gpuprof.traces.export import save_report_files
+
+    _whole, windowed_report = reports
+    out = tmp_path / "streamed.html"
+    assert save_report_files(windowed_report, [(out, "html")], False) == ([str(out)], [])
+    materialised = Report(materialized(windowed_report._data)).to_html(str(out), trace=False)
+    assert out.read_text(encoding="utf-8") == materialised
+    # The page's views (what its timeline and drill-down read) hold every step.
+    views = materialised.split('<script type="application/json" id="gp-views">', 1)[1].split("</script>")[0]
+    assert [s["step"] for s in json.loads(views)["steps"]] == [s["step"] for s in windowed_report.steps]
+    assert len(windowed_report.steps) == STEPS
+
+
 def _open_files() -> set:
     return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if _link(fd)}
 
