@@ -14,9 +14,9 @@ from typing import Optional
 
 from . import input_pipeline_view as pv
 from . import sections as sec
-from .step_chart import CHART_H, CHART_W, PAD_B, PAD_L, PAD_R, PAD_T, step_chart
-from .step_chart import nice_ticks as _nice_ticks
-from .step_chart import y_of as _y
+from .series_chart import SERIES_COLORS  # noqa: F401 (the report's palette, named here too)
+from .series_chart import time_series_charts as _time_series_charts
+from .step_chart import CHART_H, CHART_W, PAD_B, PAD_L, PAD_R, PAD_T, step_chart  # noqa: F401 (the geometry too)
 
 CATEGORY_COLORS = {
     "kernel": "#2e9e44",
@@ -37,7 +37,6 @@ PATH_CAUSE_COLORS = {
     "gpu_kernel_kernel_overhead": "#fa8231",
     "gpu_kernel_launch_overhead": "#f7b731",
 }
-SERIES_COLORS = ["#3867d6", "#eb3b5a", "#2e9e44", "#f7b731", "#a55eea", "#17a2b8", "#fa8231", "#778ca3"]
 
 MAX_MARKED_STEPS = 50  # step boundaries drawn on the memory curve up to this many steps
 
@@ -62,114 +61,6 @@ def _environment():
         # A metadata value that is an object (distributedInfo) as the compact JSON a trace holds.
         _env.filters["meta"] = lambda v: json.dumps(v, separators=(",", ":")) if isinstance(v, dict) else v
     return _env
-
-
-def _line_chart(
-    rows: list[dict], ykeys: list[str], title: str, marks: Optional[list] = None
-) -> Optional[dict]:
-    """Polylines of ``ykeys`` against the rows' time column (seconds from the first sample).
-    ``marks``: ``{"t": time in the rows' unit, "y": a value (a dot) or None (a vertical line),
-    "label"}`` drawn over them where they fall inside the chart."""
-    tkey = sec.time_key(rows)
-    if tkey is None or len(rows) < 1 or not ykeys:
-        return None
-    rows = sorted(rows, key=lambda r: r[tkey])
-    t0 = sec.seconds(tkey, rows[0][tkey])
-    ts = [sec.seconds(tkey, r[tkey]) - t0 for r in rows]
-    tmax = max(ts) or 1.0
-    is_bytes = all(k.endswith("_bytes") for k in ykeys)
-    scale = 1.0
-    unit = ykeys[0].rsplit("_", 1)[-1] if "_" in ykeys[0] else ""
-    vals = [r.get(k) for r in rows for k in ykeys if isinstance(r.get(k), (int, float))]
-    vmax = max(vals) if vals else 0.0
-    if is_bytes:
-        scale, unit = (2**30, "GiB") if vmax >= 2**30 else (2**20, "MiB")
-    elif unit == "pct":
-        unit, vmax = "%", max(vmax, 100.0)
-    vmax = vmax / scale or 1.0
-    ticks = _nice_ticks(vmax)
-    vmax = max(vmax, ticks[-1])
-    plot_w = CHART_W - PAD_L - PAD_R
-    lines = []
-    for i, k in enumerate(ykeys):
-        pts = [
-            (PAD_L + plot_w * t / tmax, _y(r[k] / scale, vmax))
-            for t, r in zip(ts, rows)
-            if isinstance(r.get(k), (int, float))
-        ]
-        pts = _thin(pts)
-        if len(pts) == 1:  # one sample: a short flat segment, so that it shows
-            pts.append((pts[0][0] + 4, pts[0][1]))
-        lines.append(
-            {
-                "name": sec.series_name(k),
-                "color": SERIES_COLORS[i % len(SERIES_COLORS)],
-                "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in pts),
-            }
-        )
-    xticks = [
-        {"x": round(PAD_L + plot_w * f, 1), "label": f"{tmax * f:.3g} s"} for f in (0, 0.25, 0.5, 0.75, 1)
-    ]
-    drawn_marks = []
-    for m in marks or []:
-        t = sec.seconds(tkey, m["t"]) - t0
-        if not 0 <= t <= tmax:
-            continue
-        x = round(PAD_L + plot_w * t / tmax, 1)
-        y = m.get("y")
-        drawn_marks.append(
-            {"x": x, "y": None if y is None else round(_y(y / scale, vmax), 1), "label": m.get("label", "")}
-        )
-    return {
-        "w": CHART_W,
-        "h": CHART_H,
-        "title": title,
-        "lines": lines,
-        "marks": drawn_marks,
-        "xticks": xticks,
-        "yticks": [{"y": round(_y(t, vmax), 2), "label": f"{t:g}"} for t in ticks],
-        "x0": PAD_L,
-        "x1": CHART_W - PAD_R,
-        "ybase": CHART_H - PAD_B,
-        "ylabel": unit,
-    }
-
-
-def _thin(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """At most the lowest and highest point per horizontal pixel, in order: the drawn line looks the
-    same (peaks included) while a 200k-sample series stays a few kilobytes."""
-    if len(pts) <= 2 * (CHART_W - PAD_L - PAD_R):
-        return pts
-    out: list[tuple[float, float]] = []
-    bucket: list[tuple[float, float]] = []
-    for p in pts:
-        if bucket and int(p[0]) != int(bucket[0][0]):
-            lo, hi = min(bucket, key=lambda q: q[1]), max(bucket, key=lambda q: q[1])
-            out.extend([lo, hi] if bucket.index(lo) <= bucket.index(hi) else [hi, lo])
-            bucket = []
-        bucket.append(p)
-    if bucket:
-        lo, hi = min(bucket, key=lambda q: q[1]), max(bucket, key=lambda q: q[1])
-        out.extend([lo, hi] if bucket.index(lo) <= bucket.index(hi) else [hi, lo])
-    return out
-
-
-def _time_series_charts(
-    rows: list[dict], groups: list[tuple[str, tuple[str, ...]]], what: str, marks: Optional[dict] = None
-) -> list[dict]:
-    charts = []
-    for device, dev_rows in sec.by_device(rows):
-        for label, suffixes in groups:
-            keys = sec.series_keys(dev_rows, suffixes)
-            where = "host" if device == -1 else f"GPU {device}"  # device -1: the host's rows
-            if what == "Memory":  # one chart per place: "Host memory", "GPU 0 memory"
-                title = f"{where[0].upper()}{where[1:]} memory" if device is not None else "Memory"
-            else:
-                title = f"{what}, {where}: {label}" if device is not None else f"{what}: {label}"
-            chart = _line_chart(dev_rows, keys, title, (marks or {}).get(device))
-            if chart:
-                charts.append(chart)
-    return charts
 
 
 # FLOPs: the roofline chart
