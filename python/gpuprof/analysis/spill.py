@@ -286,7 +286,7 @@ def rows_like(rows: Iterable, *like) -> Any:
     return out
 
 
-_HELD = "\x00gpuprof-held-rows-{}\x00"
+_HELD = "\x00gpuprof-held-rows-" + os.urandom(12).hex() + "-{}\x00"  # (random: no trace's string is one)
 
 
 def json_copy(value: Any) -> Any:

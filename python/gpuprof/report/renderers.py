@@ -5,6 +5,7 @@ through them."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Protocol
 
@@ -57,9 +58,11 @@ def dumps_report_pieces(data: dict, *, indent: Optional[int] = 2) -> list[str]:
     return [text[:-2], ",\n", " " * indent, '"step_views": ', views, "\n}"]
 
 
-#: Stands for a windowed read's per-step rows in the text around them (``write_report``).
-_MARK = "\x00gpuprof-rows-{}\x00"
-_MARKED = r'"\\u0000gpuprof-rows-(\d+)\\u0000"'
+#: Stands for a windowed read's per-step rows in the text around them (``write_report``): with a
+#: random token drawn once a process, which no string of a trace can foresee.
+_TOKEN = os.urandom(12).hex()
+_MARK = "\x00gpuprof-rows-" + _TOKEN + "-{}\x00"
+_MARKED = r'"\\u0000gpuprof-rows-' + _TOKEN + r'-(\d+)\\u0000"'
 #: Text written at once while the rows stream.
 _WRITE_BYTES = 1 << 20
 
