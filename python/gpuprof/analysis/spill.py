@@ -92,12 +92,19 @@ class SpilledRows(Sequence):
                 batch = []
         self.extend(batch)
 
+    def mapped(self, convert: Callable[[Any], Any]) -> SpilledRows:
+        """The same rows (the same file and index, not copied), each read through ``convert`` after
+        this sequence's own conversion."""
+        own = self._convert
+        out = SpilledRows(self._file, convert if own is None else (lambda row: convert(own(row))))
+        out._ends, out._starts, out._runs = self._ends, self._starts, self._runs
+        return out
+
     def update(self, change: Callable[[Any], None]) -> None:
         """``change(row)`` (which changes the row in place) on every row, in order, written back:
         one pass over the rows, one chunk of them in memory at a time. ``convert`` is applied first
         and not again: the rows are stored converted."""
-        old = SpilledRows(self._file, self._convert)
-        old._ends, old._starts, old._runs = self._ends, self._starts, self._runs
+        old = self.mapped(lambda row: row)
         self._ends, self._starts, self._runs = array("q"), array("q"), array("q")
         self._convert = None
 

@@ -287,8 +287,7 @@ class WindowMerge:
             fields = next(f for name, f, *_ in TABLES if name == "collectives")
             merged = {_key(r, fields): i for i, r in enumerate(data.get("collectives", []))}
             final = {n: merged[k] for k, n in self.call_rows.items()}  # a call's row, renumbered
-            calls = self.spilled["collective_calls"]
-            calls._convert = lambda c: [final[c[0]], *c[1:]]  # a call's row, as the merged table has it
+            calls = self.spilled["collective_calls"].mapped(lambda c: [final[c[0]], *c[1:]])  # renumbered
             too_many = self.calls is None or self.calls > max_calls
             data["collective_calls"] = None if too_many else calls
         for name in CUT_SECTIONS:
