@@ -264,7 +264,7 @@ def _overview(report) -> dict:
         "views_json": None if _spilled(views) else _json_for_script(views),
         "views_streamed": views,
         "timelines": views["timelines"],
-        "outliers": views["outliers"],
+        "outliers": frozenset(views["outliers"]),  # (the steps table asks each step: a set, not a list)
         "categories_all": views["categories_all"],
         "path_causes": views["path_causes"]
         if any(t.get("critical_path") for t in views["timelines"])
