@@ -104,7 +104,6 @@ def write_report(data: dict, write: Callable[[str], Any], *, indent: Optional[in
     """``dumps_report(data, indent=indent)``, byte for byte, through ``write(text)`` a piece at a
     time: a windowed read's per-step rows (``analysis.spill.SpilledRows``) are read from their file
     and written a row at a time, so that the text of all of them is never in memory at once."""
-    import re
 
     from ..analysis.spill import SpilledMapping, json_default
 
@@ -125,6 +124,24 @@ def write_report(data: dict, write: Callable[[str], Any], *, indent: Optional[in
         rows.append(per_step)
         marked["step_views"] = {**views, "per_step": _MARK.format(len(rows) - 1)}
     text = dumps_report(marked, indent=indent)
+
+    def indented(spilled, start: int) -> None:  # indented as the mark's line is
+        line = lead = text.rfind("\n", 0, start) + 1
+        while text[lead] == " ":
+            lead += 1
+        _write_rows(spilled, write, indent, lead - line)
+
+    _write_marked(text, rows, write, indented)
+
+
+def _write_marked(text: str, rows: list, write: Callable[[str], Any], write_rows: Callable) -> None:
+    """``text`` through ``write`` with each mark in it (``_MARK``) replaced by what it stands for,
+    ``rows[i]``: a ``SpilledMapping`` an item at a time, a ``SpilledRows`` by
+    ``write_rows(rows, where the mark starts in text)``."""
+    import re
+
+    from ..analysis.spill import SpilledMapping
+
     at = 0
     for m in re.finditer(_MARKED, text):
         write(text[at : m.start()])
@@ -132,12 +149,8 @@ def write_report(data: dict, write: Callable[[str], Any], *, indent: Optional[in
         spilled = rows[int(m.group(1))]
         if isinstance(spilled, SpilledMapping):
             _write_items(spilled, write)
-            continue
-        line = lead = text.rfind("\n", 0, m.start()) + 1
-        while text[lead] == " ":
-            lead += 1
-        lead -= line
-        _write_rows(spilled, write, indent, lead)
+        else:
+            write_rows(spilled, m.start())
     write(text[at:])
 
 
@@ -159,25 +172,13 @@ def write_compact(value: Any, write: Callable[[str], Any]) -> None:
     """``dumps_compact(value)``, byte for byte, through ``write(text)`` a piece at a time: each
     ``analysis.spill.SpilledRows`` (or ``SpilledMapping``) in ``value`` (see ``_marked_anywhere``)
     is read from its file and written a row at a time, never the text of all of them at once."""
-    import re
 
     rows: list = []
     text = dumps_compact(_marked_anywhere(value, rows))
     if not rows:
         write(text)
         return
-    from ..analysis.spill import SpilledMapping
-
-    at = 0
-    for m in re.finditer(_MARKED, text):
-        write(text[at : m.start()])
-        at = m.end()
-        spilled = rows[int(m.group(1))]
-        if isinstance(spilled, SpilledMapping):
-            _write_items(spilled, write)
-        else:
-            _write_compact_rows(spilled, write)
-    write(text[at:])
+    _write_marked(text, rows, write, lambda spilled, _start: _write_compact_rows(spilled, write))
 
 
 def _marked_anywhere(value: Any, rows: list, depth: int = 0) -> Any:
