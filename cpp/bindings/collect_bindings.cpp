@@ -84,7 +84,16 @@ void bind_collect(py::module_& m) {
         py::gil_scoped_release r;
         collect::gpu_sample_energy();
       },
-      "At a step boundary: read NVML's total-energy counter of each sampled device that has one.");
+      "At a step boundary: ask the NVML sampler's thread for a reading of the total-energy counter of each "
+      "sampled device that has one, without waiting for it.");
+  m.def(
+      "gpu_read_energy",
+      [] {
+        py::gil_scoped_release r;
+        collect::gpu_read_energy();
+      },
+      "Read NVML's total-energy counter of each sampled device that has one, on this thread (where a span's "
+      "first step starts).");
   m.def("gpu_counters", [] {
     const collect::GpuCounters c = collect::gpu_counters();
     py::dict d;

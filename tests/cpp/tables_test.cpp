@@ -653,6 +653,31 @@ TEST(StepMemoryTable, PeakPerStepWithTheLevelCarriedIn) {
   EXPECT_EQ(rows[3].peak_reserved_bytes, 120);
 }
 
+TEST(StepMemoryTable, ALevelRecordedAtTheStepsStartReplacesTheOneBefore) {
+  // Allocator statistics read at the boundaries of steps [0, 100), [100, 200), [200, 300): 64 at
+  // each boundary, and the peak of each step that raised the high-water mark stamped inside it
+  // (96 @ 50, 192 @ 150). Step 3 set no new mark: it starts at the boundary's 64 (read at its
+  // start), not at step 2's peak recorded before it, so its row is 64.
+  Trace t;
+  t.devices = {gpu()};
+  for (int k = 0; k < 3; ++k)
+    t.add(EventKind::StepMarker, ("ProfilerStep#" + std::to_string(k + 1)).c_str(), 100 * k, 100);
+  for (auto [ts, bytes] :
+       {std::pair<int64_t, int64_t>{0, 64}, {50, 96}, {100, 64}, {150, 192}, {200, 64}, {300, 64}}) {
+    MemorySample m;
+    m.ts_ns = ts;
+    m.total_allocated = bytes;
+    m.total_reserved = 256;
+    m.device = 0;
+    t.memory.push_back(m);
+  }
+  const std::vector<StepMemoryRow> rows = step_memory_table(t, compute_breakdown(t));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].peak_allocated_bytes, 96);
+  EXPECT_EQ(rows[1].peak_allocated_bytes, 192);
+  EXPECT_EQ(rows[2].peak_allocated_bytes, 64);
+}
+
 TEST(StepMemoryTable, HostRssIsThePeakOfTheSamplesAtAndInsideTheStep) {
   // A live session samples RSS at every step boundary: steps [0, 100) and [100, 200) with samples
   // 500 @ 0, 700 @ 100, 650 @ 200, and one taken inside step 2, 900 @ 150. Both ends belong to a

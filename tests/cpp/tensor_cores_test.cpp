@@ -63,6 +63,15 @@ TEST(TensorCoreKernel, CudaCoreKernels) {
   EXPECT_FALSE(is_tensor_core_kernel("ampere_sgemm_128x64_nn"));
   EXPECT_FALSE(is_tensor_core_kernel("void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false>"));
   EXPECT_FALSE(is_tensor_core_kernel("void cutlass::Kernel<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"));
+  // FP32 through and through (no tf32), on the FMA units: the plugin's "xmma_gemm" matches it (the
+  // first is what cuBLAS ran for an FP32 torch.mm on an H200 with TF32 off).
+  EXPECT_FALSE(
+      is_tensor_core_kernel("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_"
+                            "aligna4_alignc4_execute_kernel__5x_cublas"));
+  EXPECT_FALSE(is_tensor_core_kernel(
+      "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_warpgroupsize1x1x1_execute_segment_k_off_kernel"));
+  // ...while TF32 inputs do run on tensor cores.
+  EXPECT_TRUE(is_tensor_core_kernel("sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4"));
   EXPECT_FALSE(is_tensor_core_kernel(""));
 }
 

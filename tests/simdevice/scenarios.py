@@ -27,6 +27,7 @@ KERNEL_NS = 2_000  # short beside a CPU operator: the simulated device never fal
 COPY_NS = 1_500
 SET_NS = 700
 STEPS = 4
+ENERGY_READ_US = 30_000
 
 
 def _loop(prof, steps: int = STEPS, between=None) -> None:
@@ -61,6 +62,28 @@ def live(dev: SimDevice) -> dict:
         _loop(prof)
     dev.set_rule(0)
     return {"report": prof.report().to_dict()}
+
+
+def slow_energy_reads(dev: SimDevice) -> dict:
+    """Each read of the energy counter takes ENERGY_READ_US (an H200's took 2.2-2.8 ms, up to 16):
+    the time each prof.step() call takes on the training thread."""
+    import torch
+
+    dev.set_rule(kernels_per_op=1, kernel_ns=KERNEL_NS)
+    dev.set_energy_read_delay(ENERGY_READ_US)
+    step_call_ms = []
+    model = torch.nn.Linear(64, 64)
+    x = torch.randn(32, 64)
+    with _profile() as prof:
+        for _ in range(8):
+            model(x).sum().backward()
+            time.sleep(0.005)
+            t = time.perf_counter()
+            prof.step()
+            step_call_ms.append((time.perf_counter() - t) * 1e3)
+    dev.set_energy_read_delay(0)
+    dev.set_rule(0)
+    return {"report": prof.report().to_dict(), "step_call_ms": step_call_ms}
 
 
 def in_flight(dev: SimDevice) -> dict:
@@ -340,6 +363,7 @@ SCENARIOS = {
     for f in (
         live,
         in_flight,
+        slow_energy_reads,
         starved,
         kind_refused,
         subscriber_taken,

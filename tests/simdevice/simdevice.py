@@ -104,6 +104,7 @@ class SimDevice:
         self.cupti.cuptiGetCallbackName.argtypes = [c_int, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)]
         self.cuda.simcuda_set_devices.argtypes = [c_int, ctypes.POINTER(CudaDevice)]
         self.nvml.simnvml_set.argtypes = [ctypes.c_uint] * 4 + [c_int]
+        self.nvml.simnvml_set_energy_delay.argtypes = [ctypes.c_uint]
         self.nvml.simnvml_reads.restype = u64
         self.nvml.simnvml_set_devices.argtypes = [c_int, ctypes.POINTER(ctypes.c_char_p)]
         self.nvml.simnvml_set_device.argtypes = [c_int] + [ctypes.c_uint] * 4
@@ -197,6 +198,10 @@ class SimDevice:
 
     def set_nvml(self, util_gpu=87, util_mem=41, power_mw=350000, sm_mhz=1980, energy=True) -> None:
         self.nvml.simnvml_set(util_gpu, util_mem, power_mw, sm_mhz, int(energy))
+
+    def set_energy_read_delay(self, us: int) -> None:
+        """How long each read of NVML's total-energy counter takes (the value is read halfway)."""
+        self.nvml.simnvml_set_energy_delay(us)
 
     def set_nvml_devices(self, pci_bus_ids: list[str]) -> None:
         """The devices NVML lists, in its index order, by PCI bus id (before gpuprof's first start)."""

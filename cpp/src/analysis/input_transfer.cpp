@@ -108,6 +108,10 @@ std::vector<StepTransfer> batch_transfers(const Trace& t, const std::vector<std:
         }
         continue;
       }
+      // A runtime or driver call of no operator (the DataLoader's cudaEventRecordWithFlags between
+      // the batch's arrival and its copy, seen on an H200) and the profiler's own overhead (CUPTI
+      // asking for a buffer) are not the step going on.
+      if (e.kind == EventKind::Runtime || e.kind == EventKind::Driver || e.kind == EventKind::Overhead) continue;
       if (e.kind != EventKind::HostOp || !is_copy_op(t.name_of(e))) break;   // the step goes on
       ++s.copy_ops;
       s.host_ns += e.dur_ns;

@@ -199,9 +199,11 @@ std::vector<StepMemoryRow> step_memory_table(const Trace& t, const BreakdownResu
       if (d != nullptr) {
         auto first = std::lower_bound(d->samples.begin(), d->samples.end(), s.start_ns,
                                       [&](uint32_t i, int64_t ts) { return t.memory[i].ts_ns < ts; });
-        // The level the step starts with is the last one recorded before it.
+        // The level the step starts with: one recorded at its start (a boundary reading), else the
+        // last one before it.
         size_t i = size_t(first - d->samples.begin());
-        if (i > 0) {
+        const bool at_start = i < d->samples.size() && t.memory[d->samples[i]].ts_ns == s.start_ns;
+        if (i > 0 && !at_start) {
           r.peak_allocated_bytes = d->allocated[i - 1];
           r.peak_reserved_bytes = d->reserved[i - 1];
         }

@@ -57,6 +57,10 @@ constexpr std::string_view kModernMarkers[] = {
 }  // namespace
 
 bool is_tensor_core_kernel(std::string_view name) {
+  // xmma kernels name their data types (A B _ C compute _ accumulate). FP32 throughout, with no
+  // tf32, f16, bf16 or fp8 among them, is a cuBLAS SGEMM on the FMA units (an H200's without TF32:
+  // sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...), though the plugin's "xmma_gemm" marker matches it.
+  if (contains(name, "xmma") && (contains(name, "f32f32_f32f32_f32") || contains(name, "_ffma_"))) return false;
   for (std::string_view m : kPluginMarkers)
     if (contains(name, m)) return true;
   const std::string n = lower(name);

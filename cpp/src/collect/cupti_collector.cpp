@@ -105,6 +105,10 @@ class CuptiSession {
     std::lock_guard<std::mutex> lock(mutex_);
     nvml_.sample_energy();
   }
+  void read_energy() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    nvml_.read_energy_now();
+  }
   GpuCounters counters();
   std::vector<int> devices_seen() {
     std::lock_guard<std::mutex> lock(stage_mutex_);
@@ -529,6 +533,7 @@ GpuStatus gpu_status() { return CuptiSession::instance().status(); }
 void gpu_drain(Trace& trace) { CuptiSession::instance().drain(trace); }
 GpuCounters gpu_counters() { return CuptiSession::instance().counters(); }
 void gpu_sample_energy() { CuptiSession::instance().sample_energy(); }
+void gpu_read_energy() { CuptiSession::instance().read_energy(); }
 std::vector<int> gpu_devices_seen() { return CuptiSession::instance().devices_seen(); }
 
 std::string cupti_library_path(const std::vector<std::string>& search_dirs, std::string& why) {

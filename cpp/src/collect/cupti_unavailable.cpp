@@ -25,6 +25,7 @@ GpuStatus gpu_status() { return unavailable(); }
 void gpu_drain(Trace&) {}
 GpuCounters gpu_counters() { return {}; }
 void gpu_sample_energy() {}
+void gpu_read_energy() {}
 std::string cupti_library_path(const std::vector<std::string>&, std::string& why) {
   why = unavailable().message;
   return {};

@@ -1,6 +1,7 @@
 #include "nvml_sampler.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <dlfcn.h>
 
@@ -128,9 +129,12 @@ bool NvmlSampler::start(const std::vector<std::string>& pci_ids, const std::vect
     why = "NVML sees none of the CUDA devices of this process";
     return false;
   }
+  any_energy_counter_ =
+      std::any_of(devices_.begin(), devices_.end(), [](const Device& d) { return d.energy_counter; });
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = false;
+    energy_requested_ = false;
   }
   thread_ = std::thread([this, interval_ms] { run(interval_ms); });
   return true;
@@ -147,19 +151,37 @@ void NvmlSampler::stop() {
 }
 
 std::vector<GpuSample> NvmlSampler::take() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  // The boundary reading asked for last (the drained span's end) belongs to what is taken now: wait
+  // for it, and for a reading under way, a second at most (an NVML call that hangs is left out).
+  if (thread_.joinable())
+    served_.wait_for(lock, std::chrono::seconds(1), [this] { return !energy_requested_ && !reading_; });
   std::vector<GpuSample> out;
   out.swap(samples_);
   return out;
 }
 
 void NvmlSampler::run(int64_t interval_ms) {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    lock.unlock();
-    sample_once();
-    lock.lock();
-    wake_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; });
+  Clock::time_point next = Clock::now();
+  for (;;) {
+    // A boundary's reading is taken also when stop() follows at once: the last step's end needs it.
+    const bool due = !stopping_ && Clock::now() >= next;
+    if (energy_requested_ || due) {
+      energy_requested_ = false;
+      reading_ = true;
+      lock.unlock();
+      if (due) sample_once();   // reads the counter first: a pending boundary's reading too
+      else read_energies();
+      lock.lock();
+      reading_ = false;
+      if (due) next = Clock::now() + std::chrono::milliseconds(interval_ms);
+      served_.notify_all();
+      continue;
+    }
+    if (stopping_) break;
+    wake_.wait_until(lock, next, [this] { return stopping_ || energy_requested_; });
   }
 }
 
@@ -177,7 +199,16 @@ static bool read_energy(const Nvml& n, void* dev, GpuSample& s) {
 }
 
 void NvmlSampler::sample_energy() {
-  if (!thread_.joinable()) return;   // stopped (or never started): no sampling outside steps
+  // Stopped (or never started): no sampling outside steps. No device with the counter: nothing to read.
+  if (!thread_.joinable() || !any_energy_counter_) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    energy_requested_ = true;
+  }
+  wake_.notify_one();
+}
+
+void NvmlSampler::read_energies() {
   const Nvml& n = nvml();
   std::vector<GpuSample> batch;
   for (const Device& d : devices_) {

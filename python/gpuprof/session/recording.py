@@ -28,18 +28,18 @@ class Recording:
 
     def _close_step(self, end_ticks: int) -> None:
         self._steps_in_span += 1
-        self._gpu.sample_energy()  # first: the counter's reading is the one that needs the boundary's time
-        self._sample_memory(end_ticks)
+        self._gpu.sample_energy()  # first: the counter reading (NVML's thread takes it) needs the boundary
+        self._sample_memory(end_ticks, self._step_start_ticks)
         _core.collector_record("step", f"ProfilerStep#{self.step_num}", self._step_start_ticks, end_ticks)
 
-    def _sample_memory(self, ticks: int) -> None:
+    def _sample_memory(self, ticks: int, step_start_ticks: int | None = None) -> None:
         # At a step boundary: host RSS, and the device allocator's statistics unless every
         # allocation is recorded (profile_memory=True, unless its reporter could not be installed:
         # then _memory_note says why).
         _core.collector_record_host_rss(ticks)
         every_allocation_recorded = self.profile_memory and not self._memory_note
         if not every_allocation_recorded:
-            self._allocator.sample(ticks)
+            self._allocator.sample(ticks, step_start_ticks)
 
     def _transition(self, prev: ProfilerAction, new: ProfilerAction) -> None:
         if prev == ProfilerAction.RECORD_AND_SAVE:
@@ -54,9 +54,11 @@ class Recording:
             _core.collector_start(self.max_events)
             self._gpu.start()  # GPU collection (a new epoch when warmup ends)
             # Starting GPU collection (loading CUPTI, subscribing, a flush) is gpuprof's time, not
-            # the first step's; the step starts at the energy counter's first reading.
-            self._step_start_ticks = _core.collector_ticks()
-            self._gpu.sample_energy()
+            # the first step's; the step starts at the energy counter's first reading, the middle of
+            # that NVML call (where its reading is stamped).
+            before = _core.collector_ticks()
+            self._gpu.read_energy()
+            self._step_start_ticks = (before + _core.collector_ticks()) // 2
             self._capture.reset()
             self._dynamo.reset()  # torch.compile's records from now on are the span's
             self._modules.reset()
