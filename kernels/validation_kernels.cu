@@ -21,7 +21,27 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// One stream and one pair of events per call; runs `launch` `repeats` times, timing each run.
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Keeps the stream busy while the timed work is queued behind it.
+__global__ void queue_ahead_kernel(int64_t duration_ns) {
+  const uint64_t start = global_timer_ns();
+  while (global_timer_ns() - start < uint64_t(duration_ns)) {
+  }
+}
+
+// How long the stream is kept busy before each timed run: longer than the host takes to record the
+// start event and launch the work, CUPTI's per-call cost included, so the events bracket the work's
+// time on the device and none of the host's.
+constexpr int64_t kQueueAheadNs = 5'000'000;
+
+// One stream and one pair of events per call; runs `launch` `repeats` times, timing each run. Each
+// run is queued behind a short spin (queue_ahead_kernel): with an idle stream, the start event
+// would complete at once and the interval would include the host's launch of the work.
 template <typename Launch>
 std::vector<double> time_runs(int repeats, cudaStream_t stream, Launch launch) {
   cudaEvent_t start, stop;
@@ -29,6 +49,7 @@ std::vector<double> time_runs(int repeats, cudaStream_t stream, Launch launch) {
   check(cudaEventCreate(&stop), "cudaEventCreate");
   std::vector<double> ms;
   for (int r = 0; r < repeats; ++r) {
+    queue_ahead_kernel<<<1, 1, 0, stream>>>(kQueueAheadNs);
     check(cudaEventRecord(start, stream), "cudaEventRecord");
     launch();
     check(cudaGetLastError(), "kernel launch");
@@ -41,12 +62,6 @@ std::vector<double> time_runs(int repeats, cudaStream_t stream, Launch launch) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return ms;
-}
-
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
 }
 
 // Spins for `duration_ns` of wall time (the global timer, in ns, so SM clock boosts do not change

@@ -6,12 +6,16 @@
 # ignored folder .whl/ (the device tool's `carry`):
 #   pip download --no-deps cmeel-zlib -d .whl
 # Raw results go to bench/results/gpu_run-<date>.json (device, driver, CUDA, torch, tests passed/
-# failed/skipped with the names of those that did not pass, roofline, overhead, after-session,
+# failed/skipped with the names of those that did not pass, roofline, overhead, step-costs, after-session,
 # import-thread, energy, bf16 GEMM and NCCL collectives figures): commit
 # that file, and copy the figures into docs/gpu.md and docs/performance.md. When $OUT is set, every
 # part writes its files there as it finishes (the device tool brings back what a run cut short by its
 # time limit had written), and the results JSON is copied there at the end.
+# PARTS names the parts to run after the build, in this order (default: all of them):
+#   PARTS="tests overhead" bash tests/gpu/run_on_gpu.sh
 set -u
+PARTS=" ${PARTS:-tests roofline overhead step_costs after_session import_threads} "
+want() { [[ "$PARTS" == *" $1 "* ]]; }
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); fi   # absolute: the script moves to /tmp
@@ -22,28 +26,43 @@ echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
 echo "== build"
-build_flags=(-C cmake.define.GPUPROF_BUILD_KERNELS=ON)   # the validation kernels (off by default)
+build_flags=(-C cmake.define.GPUPROF_BUILD_KERNELS=ON -C cmake.define.GPUPROF_TESTING_MODULE=ON)   # validation kernels, test trace builders (both off by default)
 if ls .whl/cmeel_zlib-*.whl >/dev/null 2>&1; then "$PY" -m pip install -q --no-deps .whl/cmeel_zlib-*.whl; fi
 "$PY" -m pip install --no-build-isolation --no-deps -q "${build_flags[@]}" . || { echo "BUILD FAILED"; exit 1; }
 cd /tmp   # import the installed package, not the source tree
 "$PY" -c "import gpuprof, gpuprof._kernels; print('gpuprof', gpuprof.__version__, 'kernels built')" || true
 work=${OUT:-$(mktemp -d)}   # with $OUT set, each part's files land there as it finishes
-echo "== tests/gpu"
-export GPUPROF_GPU_FIGURES="$work"   # tests that measure write their figures here (energy.json)
-"$PY" -m pytest "$REPO/tests/gpu" -v -rs -p no:cacheprovider --junitxml="$work/tests_gpu.xml"
-rc=$?
-echo "== roofline"
-"$PY" -m gpuprof.roofline --n $((1 << 25)) --repeats 10 2>&1 | tee "$work/roofline.txt" || true
-echo "== benchmark: step overhead (bench/gpu_overhead.py)"
-"$PY" "$REPO/bench/gpu_overhead.py" --out "$work/gpu_overhead.json" || { echo "GPU BENCHMARK FAILED"; rc=1; }
-echo "== benchmark: step time after a session against never profiled (bench/after_session.py)"
-"$PY" "$REPO/bench/after_session.py" --out "$work/after_session.json" || echo "AFTER-SESSION BENCHMARK FAILED"
-echo "== benchmark: trace import on one thread and split (bench/import_threads.py)"
-"$PY" "$REPO/bench/import_threads.py" --repeat 5 --out "$work/import_threads.json" || echo "IMPORT BENCHMARK FAILED"
+rc=0
+if want tests; then
+  echo "== tests/gpu"
+  export GPUPROF_GPU_FIGURES="$work"   # tests that measure write their figures here (energy.json)
+  "$PY" -m pytest "$REPO/tests/gpu" -v -rs -p no:cacheprovider --junitxml="$work/tests_gpu.xml"
+  rc=$?
+fi
+if want roofline; then
+  echo "== roofline"
+  "$PY" -m gpuprof.roofline --n $((1 << 25)) --repeats 10 2>&1 | tee "$work/roofline.txt" || true
+fi
+if want overhead; then
+  echo "== benchmark: step overhead (bench/gpu_overhead.py)"
+  "$PY" "$REPO/bench/gpu_overhead.py" --out "$work/gpu_overhead.json" || { echo "GPU BENCHMARK FAILED"; rc=1; }
+fi
+if want step_costs; then
+  echo "== benchmark: what the step boundary and one operator cost the training thread (bench/gpu_step_costs.py)"
+  "$PY" "$REPO/bench/gpu_step_costs.py" --out "$work/step_costs.json" || echo "STEP-COSTS BENCHMARK FAILED"
+fi
+if want after_session; then
+  echo "== benchmark: step time after a session against never profiled (bench/after_session.py)"
+  "$PY" "$REPO/bench/after_session.py" --out "$work/after_session.json" || echo "AFTER-SESSION BENCHMARK FAILED"
+fi
+if want import_threads; then
+  echo "== benchmark: trace import on one thread and split (bench/import_threads.py)"
+  "$PY" "$REPO/bench/import_threads.py" --repeat 5 --out "$work/import_threads.json" || echo "IMPORT BENCHMARK FAILED"
+fi
 echo "== results"
 mkdir -p "$REPO/bench/results"
 result="$REPO/bench/results/gpu_run-$(date -u +%Y%m%dT%H%M%SZ).json"
-"$PY" - "$work" "$result" "$rc" <<'PYEOF'
+"$PY" - "$work" "$result" "$rc" "$PARTS" <<'PYEOF'
 import json, os, subprocess, sys, xml.etree.ElementTree as ET
 work, result, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def run(cmd):
@@ -51,7 +70,7 @@ def run(cmd):
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
     except Exception as e:
         return f"unavailable: {e}"
-doc = {"exit_status": rc}
+doc = {"exit_status": rc, "parts": sys.argv[4].split()}
 doc["nvidia_smi"] = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
 try:
     import torch
@@ -94,6 +113,7 @@ for key, name in (
     ("overhead", "gpu_overhead.json"),
     ("import_threads", "import_threads.json"),
     ("after_session", "after_session.json"),  # review item 9: CUPTI left attached after a session
+    ("step_costs", "step_costs.json"),  # bench/gpu_step_costs.py: prof.step(), allocator, NVML, one op
     ("energy", "energy.json"),  # tests/gpu/test_energy_gpu.py: per-step J against NVML read directly
     ("gemm", "gemm.json"),  # tests/gpu/test_gemm_gpu.py: bf16 GEMM TFLOP/s, MFU, tensor-core share
     ("collectives", "collectives.json"),  # tests/gpu/test_collectives_gpu.py: NCCL's rows

@@ -1,8 +1,10 @@
 """Advice on real GPU loops: each bottleneck fires its rule, and following the fix makes the step
 measurably faster. Needs a CUDA GPU and gpuprof's GPU collection (CUPTI); skipped elsewhere.
 
-Written without a GPU at hand: these tests have not run yet. Record the figures they print in
-docs/advice.md ("Measured effect of following the advice") the first time they do.
+Ran on an NVIDIA H200 on 2026-11-29 (docs/gpu.md, docs/advice.md): all five pass after the fixes that
+run found (the FP32 cuBLAS kernel taken for a tensor-core one; too little device work behind each
+.item() to hide). The figures they print go to docs/advice.md ("Measured effect of following the
+advice"); run pytest with -s to see them.
 """
 
 import time
@@ -15,8 +17,9 @@ import gpuprof  # noqa: E402
 STEPS = 8
 
 
-def profiled(step_fn, steps=STEPS):
-    """Profile `steps` calls of step_fn after 2 warm-up calls; returns the Report."""
+def profiled(step_fn, steps=STEPS, gpu_work=True):
+    """Profile `steps` calls of step_fn after 2 warm-up calls; returns the Report. gpu_work: whether
+    step_fn runs anything on the GPU (the report must then list a device that did work)."""
     with gpuprof.profile(schedule=gpuprof.schedule(wait=1, warmup=1, active=steps, repeat=1)) as prof:
         for _ in range(steps + 2):
             step_fn()
@@ -27,7 +30,8 @@ def profiled(step_fn, steps=STEPS):
     # be about a host-only report, so that is a failure (with gpuprof's own reason), not a skip.
     note = report.to_dict()["metadata"].get("gpu_collection", "")
     assert note.startswith("on"), f"GPU collection did not run: {note}"
-    assert report.to_dict().get("devices"), "GPU collection ran but no device did any work"
+    if gpu_work:
+        assert report.to_dict().get("devices"), "GPU collection ran but no device did any work"
     return report
 
 
@@ -49,7 +53,7 @@ def advice(report):
 def test_cpu_model_with_cuda_available_fires_no_gpu_work():
     model = torch.nn.Linear(1024, 1024)
     x = torch.randn(256, 1024)
-    report = profiled(lambda: model(x).sum().backward())
+    report = profiled(lambda: model(x).sum().backward(), gpu_work=False)
     assert report.host["cuda_available"] is True
     assert "no_gpu_work" in advice(report)
 
@@ -74,7 +78,9 @@ def test_pageable_copies_fire_pin_memory_and_pinning_is_faster():
 
 
 def test_item_in_the_loop_fires_host_sync_and_removing_it_is_faster():
-    x = torch.randn(4096, device="cuda")
+    # 64 MiB: each iteration's two kernels take about as long on the device as their launches on the
+    # host, so waiting for them at every .item() costs time that launching ahead would hide.
+    x = torch.randn(1 << 24, device="cuda")
 
     def with_item():
         total = 0.0

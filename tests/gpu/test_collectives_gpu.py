@@ -6,7 +6,7 @@ buffer; all_gather: the gathered output, here one rank's), the default group's n
 size and ranks.
 
 With $GPUPROF_GPU_FIGURES set (tests/gpu/run_on_gpu.sh sets it), the rows go to collectives.json
-there. Written without a GPU at hand: this test has not run yet.
+there. Passed on an NVIDIA H200 on 2026-11-29 (docs/gpu.md).
 """
 
 from __future__ import annotations

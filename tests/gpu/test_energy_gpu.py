@@ -1,8 +1,12 @@
 """Energy per step on a real GPU (docs/metrics.md, "Energy"): gpuprof's `steps[].energy_j` against
 NVML's total-energy counter read directly (ctypes on libnvidia-ml) at the same step boundaries, over
-a busy matmul loop. Tolerance: each step within 2 % (or 0.2 J, whichever is larger) of the direct
-reading, the span's sum within 0.5 %: both read the same counter, a few microseconds apart at each
-boundary, so only the draw in between differs.
+a busy matmul loop. Both read the same counter, but not at the same moment: the direct reading is
+taken on the training thread at the boundary, gpuprof's by its NVML thread just after (it is asked
+for, not waited for), and the counter advances in updates (on an H200 it stayed unchanged for up to
+75 ms, then jumped). So at every boundary the energy so far (the sum of the steps before it) must
+agree within one update and the sampler's delay, taken as the mean power times 0.15 s (the whole
+span's energy too, at the last boundary); each step, the difference of two boundaries, within twice
+that.
 
 With $GPUPROF_GPU_FIGURES set (tests/gpu/run_on_gpu.sh sets it), the figures go to energy.json
 there: per-step joules both ways, the power-samples integration of the same steps beside the
@@ -87,9 +91,12 @@ def test_energy_per_step_matches_nvml_read_directly(cuda):
     assert len(steps) == STEPS
     nvml_j = [(b - a) / 1000.0 for a, b in zip(direct, direct[1:])]
     ours = [s["energy_j"] for s in steps]
+    one_update_j = report.average["mean_power_w"] * 0.15
+    so_far_ours = so_far_nvml = 0.0
     for k, (mine, theirs) in enumerate(zip(ours, nvml_j)):
-        assert mine == pytest.approx(theirs, rel=0.02, abs=0.2), (k, ours, nvml_j)
-    assert sum(ours) == pytest.approx(sum(nvml_j), rel=0.005)
+        so_far_ours, so_far_nvml = so_far_ours + mine, so_far_nvml + theirs
+        assert so_far_ours == pytest.approx(so_far_nvml, abs=one_update_j), (k, ours, nvml_j)
+        assert mine == pytest.approx(theirs, abs=2 * one_update_j), (k, ours, nvml_j)
     assert report.average["energy_per_sample_j"] == pytest.approx(report.average["energy_j"] / 64)
     for s in steps:  # a busy GPU draws more than nothing and less than a kilowatt
         assert 10.0 < s["mean_power_w"] < 1500.0, s

@@ -2,7 +2,7 @@
 the live hooks' capture (cuBLAS, cuDNN and the flash/efficient attention kernels underneath) and
 compared with torch's FlopCounterMode, op by op; MFU against the peak table's row for the device.
 
-Written without a GPU at hand: these tests have not run yet.
+Passed on an NVIDIA H200 on 2026-11-29 (docs/gpu.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ on a datacenter GPU runs at a plausible fraction of the dense peak (cuBLAS is us
 on H100-class parts; the bound here is 20% to 100%, wide enough for clocks and other tenants).
 
 With $GPUPROF_GPU_FIGURES set (tests/gpu/run_on_gpu.sh sets it), the figures go to gemm.json there.
-Written without a GPU at hand: this test has not run yet.
+Passed on an NVIDIA H200 on 2026-11-29 (docs/gpu.md).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
     assert "ratio_gpuprof_to_torch" in doc and "meets_under_3pct" in doc
 
 
-@pytest.mark.parametrize("script", ["gpu_overhead.py", "after_session.py"])
+@pytest.mark.parametrize("script", ["gpu_overhead.py", "after_session.py", "gpu_step_costs.py"])
 def test_gpu_benchmarks_without_a_gpu_say_so_and_exit_2(tmp_path, script):
     import torch
 
@@ -65,6 +65,22 @@ def test_gpu_benchmarks_without_a_gpu_say_so_and_exit_2(tmp_path, script):
     proc = _bench(script, "--device", "cuda", cwd=tmp_path)
     assert proc.returncode == 2
     assert "--device cpu" in proc.stderr
+
+
+def test_step_costs_smoke_run_measures_every_condition(tmp_path):
+    # bench/gpu_step_costs.py on the CPU: the boundary's cost both ways and the operator's under each
+    # profiler; the allocator's and NVML's figures need CUDA (null here, and said to be so).
+    out = tmp_path / "costs.json"
+    args = ["--device", "cpu", "--rounds", "2", "--steps", "5", "--ops", "100", "--out", str(out)]
+    proc = _bench("gpu_step_costs.py", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SMOKE RUN" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert doc["smoke"] is True and doc["allocator_stats_us"] is None and doc["energy_read_us"] is None
+    assert set(doc["prof_step_us"]) == {"gpu_collection", "host_only"}
+    assert all(s["n"] == 5 and 0 < s["median"] <= s["max"] for s in doc["prof_step_us"].values())
+    assert set(doc["op_host_us"]) == {"none", "gpuprof_host_only", "gpuprof", "torch.profiler"}
+    assert all(len(r["rounds_us"]) == 2 and r["median_us"] > 0 for r in doc["op_host_us"].values())
 
 
 def test_after_session_smoke_run_compares_fresh_processes(tmp_path):
