@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
+import types
 
 import pytest
 
@@ -458,3 +460,66 @@ def test_the_step_finder_leaves_backward_passes_alone_once_the_optimizer_ends_th
         assert torch.autograd.backward is backward
         train(watching, 2)
     assert len([line for line in _lines(watching.path) if line["kind"] == "step"]) == 2
+
+
+class _SlowNvml:
+    """NvmlReader's stand-in: each read takes READ_S, as NVML's calls took milliseconds on an H200."""
+
+    READ_S = 0.3
+    opened: list = []
+
+    def __init__(self, device, bus=""):
+        self.opened.append((device, bus))
+        self.ok, self.why = True, ""
+
+    def read(self):
+        time.sleep(self.READ_S)
+        return {"gpu_util_pct": 77, "gpu_mem_bytes": 5 << 30, "gpu_power_w": 312.5}
+
+    def close(self):
+        pass
+
+
+class _Cuda:
+    """torch.cuda as the watcher reads it: the current device, its PCI address, the allocator."""
+
+    def current_device(self):
+        return 3
+
+    def get_device_properties(self, device):
+        return types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x19, pci_device_id=0)
+
+    def memory_stats_as_nested_dict(self):
+        return {"allocated_bytes": {"all": {"current": 1 << 20, "peak": 64 << 20}}}
+
+    def reset_peak_memory_stats(self):
+        pass
+
+
+def test_nvml_is_read_on_a_thread_of_its_own_never_in_the_step(tmp_path, monkeypatch):
+    # NVML's reads take 0.3 s here; no step() call waits for one (each well under that, writes
+    # included), and the steps after the poller's first reading carry it. The poller opens the GPU
+    # current at the first write (CUDA device 3, found by its PCI address).
+    from gpuprof.collect import nvml
+
+    monkeypatch.setattr(nvml, "NvmlReader", _SlowNvml)
+    _SlowNvml.opened = []
+    now = [0]
+    watcher = w.Watcher(tmp_path / "out", clock=lambda: now[0]).start()
+    watcher._torch_cuda = _Cuda()
+    longest = 0.0
+    for i in range(12):
+        now[0] += 600_000_000  # 0.6 s a step: a write every other step
+        t = time.perf_counter()
+        watcher.step()
+        longest = max(longest, time.perf_counter() - t)
+        if i == 3:
+            time.sleep(2 * _SlowNvml.READ_S)  # the poller's first reading is in
+    watcher.close()
+    assert longest < _SlowNvml.READ_S / 2, longest
+    assert _SlowNvml.opened == [(3, "0000:19:00.0")]
+    steps = [line for line in _lines(watcher.path) if line["kind"] == "step"]
+    assert steps[0]["gpu_util_pct"] is None  # no reading before the first write
+    assert steps[-1]["gpu_util_pct"] == 77 and steps[-1]["gpu_power_w"] == 312.5
+    assert steps[-1]["gpu_mem_bytes"] == 5 << 30
+    assert all(s["gpu_peak_allocated_bytes"] == 64 << 20 for s in steps)
