@@ -4,7 +4,7 @@
                                  [--out results.json]
 
 A ResNet-18-shaped CNN (written here, no torchvision) trains on a fixed random batch with SGD
-(momentum): real forward, backward and optimizer step. Four conditions, interleaved in one run so
+(momentum): real forward, backward and optimizer step. Five conditions, interleaved in one run so
 that clock boosts, thermals and allocator state hit them alike:
 
 - ``none``: no profiler;
@@ -12,7 +12,11 @@ that clock boosts, thermals and allocator state hit them alike:
   (``schedule(wait=0, warmup=W, active=N, repeat=1)``: GPU collection on, CUPTI activities included);
 - ``torch.profiler``: ``torch.profiler.profile(activities=[CPU, CUDA])`` with the same schedule;
 - ``gpuprof+memory``: ``gpuprof.profile(profile_memory=True)``, every allocation of the caching
-  allocator recorded too (its own line; the targets compare ``gpuprof`` with ``torch.profiler``).
+  allocator recorded too (its own line; the targets compare ``gpuprof`` with ``torch.profiler``);
+- ``gpuprof-nvml``: ``gpuprof`` without its NVML sampler (``collect.gpu.NVML_INTERVAL_MS = 0``: no
+  utilization, power or energy): on an H200 one NVML call took milliseconds, and gpuprof's steps
+  were longer than torch.profiler's by more than its recorded work; this line says how much of that
+  the sampler's calls, made beside the training loop, cost it.
 
 Each round runs every condition once, in an order rotated round by round: W warm-up steps (inside
 the profiler, as its warmup phase), then N measured steps. A step is timed from before the forward
@@ -51,7 +55,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import gpuprof  # noqa: E402
 
-CONDITIONS = ("none", "gpuprof", "torch.profiler", "gpuprof+memory")
+CONDITIONS = ("none", "gpuprof", "torch.profiler", "gpuprof+memory", "gpuprof-nvml")
 TARGET_RATIO = 0.5  # gpuprof's overhead at most half of torch.profiler's
 TARGET_OVERHEAD_PCT = 3.0  # and under 3% of the unprofiled step
 
@@ -191,11 +195,22 @@ def cond_gpuprof_memory(trainer: Trainer, warmup: int, steps: int) -> dict:
     return cond_gpuprof(trainer, warmup, steps, profile_memory=True)
 
 
+def cond_gpuprof_no_nvml(trainer: Trainer, warmup: int, steps: int) -> dict:
+    from gpuprof.collect import gpu
+
+    before, gpu.NVML_INTERVAL_MS = gpu.NVML_INTERVAL_MS, 0
+    try:
+        return cond_gpuprof(trainer, warmup, steps)
+    finally:
+        gpu.NVML_INTERVAL_MS = before
+
+
 RUNNERS = {
     "none": cond_none,
     "gpuprof": cond_gpuprof,
     "torch.profiler": cond_torch_profiler,
     "gpuprof+memory": cond_gpuprof_memory,
+    "gpuprof-nvml": cond_gpuprof_no_nvml,
 }
 
 

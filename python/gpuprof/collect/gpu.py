@@ -164,6 +164,12 @@ def _cuda_expected() -> bool:
         return False
 
 
+# How often the NVML sampler reads each device (ms; 0: no NVML samples and no energy). Not an
+# option: bench/gpu_overhead.py sets it to 0 for its "gpuprof, no NVML" condition, to measure what
+# the sampler's NVML calls (milliseconds each on an H200) cost the training loop beside them.
+NVML_INTERVAL_MS = 100
+
+
 class AllocatorSampler:
     """torch's CUDA caching allocator statistics at step boundaries (the default way device memory
     gets into a live report: one ``torch.cuda.memory_stats_as_nested_dict`` call per device and
@@ -278,8 +284,10 @@ class GpuCollection:
         # were added to and removed from the interpreter's table of interned strings at every span;
         # after some 7,600 one-step spans that churn made the table reallocate at twice its size
         # (+1.8 MiB held for good). Defaults as in the binding: 4 MiB CUPTI buffers, at most 32,
-        # driver API records on, NVML sampled every 100 ms.
-        return _core.gpu_start(self._search_dirs, 4 << 20, 32, self.max_events, True, 100, devices_in_use())
+        # driver API records on, NVML sampled every NVML_INTERVAL_MS.
+        return _core.gpu_start(
+            self._search_dirs, 4 << 20, 32, self.max_events, True, NVML_INTERVAL_MS, devices_in_use()
+        )
 
     def _nvtx_injection(self) -> str:
         """Whether the user's NVTX ranges are collected, in one line (and how to turn it on)."""

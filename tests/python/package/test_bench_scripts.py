@@ -18,7 +18,7 @@ def _bench(script: str, *args, cwd=None, timeout: int = 300) -> subprocess.Compl
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
-def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
+def test_gpu_overhead_smoke_run_measures_every_condition(tmp_path):
     out = tmp_path / "gpu_overhead.json"
     proc = _bench(
         "gpu_overhead.py",
@@ -41,7 +41,7 @@ def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
     assert "SMOKE RUN" in proc.stdout  # CPU figures are never presented as the GPU result
     doc = json.loads(out.read_text())
     assert doc["smoke"] is True
-    assert set(doc["conditions"]) == {"none", "gpuprof", "torch.profiler", "gpuprof+memory"}
+    assert set(doc["conditions"]) == {"none", "gpuprof", "torch.profiler", "gpuprof+memory", "gpuprof-nvml"}
     for name, row in doc["conditions"].items():
         assert row["steps"] == 2, name  # 2 measured steps x 1 round
         assert 0 < row["p10_ms"] <= row["median_ms"] <= row["p90_ms"], name
@@ -51,7 +51,7 @@ def test_gpu_overhead_smoke_run_measures_all_four_conditions(tmp_path):
     assert doc["gpuprof_gpu_collection_on_all_rounds"] is False
     assert gp["end_of_span_median_ms"] > 0
     assert doc["conditions"]["torch.profiler"]["end_of_span_median_ms"] > 0
-    for name in ("gpuprof", "torch.profiler", "gpuprof+memory"):
+    for name in ("gpuprof", "torch.profiler", "gpuprof+memory", "gpuprof-nvml"):
         assert isinstance(doc["conditions"][name]["overhead_pct"], float)
     assert "ratio_gpuprof_to_torch" in doc and "meets_under_3pct" in doc
 
