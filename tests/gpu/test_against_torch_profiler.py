@@ -103,9 +103,15 @@ def test_breakdown_shares_match_torch_profiler_within_2_points(cuda, tmp_path):
     theirs = build_report(_trace_from_kineto(path))
 
     assert len(ours.steps) >= 7 and len(theirs.steps) >= 7
+    # Where a share differs, the mean step's parts in microseconds say whether the profilers saw
+    # different work or the same work in steps of different lengths (as on an H200, 2026-11-29).
+    parts = ("total", "kernel", "runtime", "dataloader", "cpu_exec", "other")
+    us = {k: (round(ours.average[f"{k}_us"]), round(theirs.average[f"{k}_us"])) for k in parts}
     for key in SHARES:
         a, b = ours.average[f"{key}_pct"], theirs.average[f"{key}_pct"]
-        assert a == pytest.approx(b, abs=2.0), f"{key}: gpuprof {a:.2f}% vs torch.profiler {b:.2f}%"
+        assert a == pytest.approx(b, abs=2.0), (
+            f"{key}: gpuprof {a:.2f}% vs torch.profiler {b:.2f}%; mean step us (gpuprof, torch): {us}"
+        )
 
 
 def _kernel_names_in(tprof, path):
