@@ -36,7 +36,8 @@ rc=0
 if want tests; then
   echo "== tests/gpu"
   export GPUPROF_GPU_FIGURES="$work"   # tests that measure write their figures here (energy.json)
-  "$PY" -m pytest "$REPO/tests/gpu" -v -rs -p no:cacheprovider --junitxml="$work/tests_gpu.xml"
+  # -rsP: skip reasons, and what passing tests printed (the advice tests' before/after figures)
+  "$PY" -m pytest "$REPO/tests/gpu" -v -rsP -p no:cacheprovider --junitxml="$work/tests_gpu.xml"
   rc=$?
 fi
 if want roofline; then
