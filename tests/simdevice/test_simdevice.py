@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -165,13 +166,14 @@ def test_live_nvml_samples_and_energy(live):
 
 def test_slow_energy_reads_are_not_the_training_threads(simdevice_libdir, tmp_path_factory):
     """A read of NVML's energy counter took 2.2-2.8 ms (up to 16) on an H200: the step boundary
-    only asks the sampler's thread for it. Here each read takes 30 ms; no prof.step() call waits
-    for one (each took well under a read, where waiting would take 30 ms or more), and every step
+    only asks the sampler's thread for it. Here each read takes 30 ms; prof.step() does not wait for
+    one (waiting, every call would take 30 ms or more; the median is held under half a read, so
+    that one call the loaded machine preempts cannot fail the test), and every step
     still gets its energy from the counter: the readings, stamped where the stand-in read its
     counter, come later than the boundaries and are interpolated across them (exact for the
     stand-in's constant 350 W), the last step's one taken before the sampler stops."""
     res = run_scenario("slow_energy_reads", simdevice_libdir, tmp_path_factory)
-    assert max(res["step_call_ms"]) < ENERGY_READ_US / 1000 / 2, res["step_call_ms"]
+    assert statistics.median(res["step_call_ms"]) < ENERGY_READ_US / 1000 / 2, res["step_call_ms"]
     r = res["report"]
     (e,) = r["energy"]
     assert e["method"] == "counter" and e["steps"] == 8, e
