@@ -169,16 +169,19 @@ def test_slow_energy_reads_are_not_the_training_threads(simdevice_libdir, tmp_pa
     only asks the sampler's thread for it. Here each read takes 30 ms; prof.step() does not wait for
     one (waiting, every call would take 30 ms or more; the median is held under half a read, so
     that one call the loaded machine preempts cannot fail the test), and every step
-    still gets its energy from the counter: the readings, stamped where the stand-in read its
-    counter, come later than the boundaries and are interpolated across them (exact for the
-    stand-in's constant 350 W), the last step's one taken before the sampler stops."""
+    still gets its energy from the counter: the readings come later than the boundaries and are
+    interpolated across them (exact for the stand-in's constant 350 W), the last step's one taken
+    before the sampler stops. Each reading is stamped at the middle of its call and the stand-in
+    reads its counter after sleeping half of it: a loaded machine's late wake-ups part the two by
+    a millisecond or more (1.1 ms seen under CI's load), so each step is held to 350 W x (its
+    length +- 5 ms), where instant reads are held to +- 100 us (test_live_nvml_samples_and_energy)."""
     res = run_scenario("slow_energy_reads", simdevice_libdir, tmp_path_factory)
     assert statistics.median(res["step_call_ms"]) < ENERGY_READ_US / 1000 / 2, res["step_call_ms"]
     r = res["report"]
     (e,) = r["energy"]
     assert e["method"] == "counter" and e["steps"] == 8, e
     for s in r["steps"]:
-        assert s["energy_j"] == pytest.approx(350.0 * s["total_us"] / 1e6, abs=350.0 * 100e-6)
+        assert s["energy_j"] == pytest.approx(350.0 * s["total_us"] / 1e6, abs=350.0 * 5e-3)
 
 
 def test_two_gpus(simdevice_libdir, tmp_path_factory):
