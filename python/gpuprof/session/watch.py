@@ -39,7 +39,6 @@ import logging
 import os
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -105,42 +104,6 @@ def _allocator_bytes(cuda, key: str):
     device, from the nested statistics: ``memory_allocated()`` and ``max_memory_allocated()`` build
     the flat ``memory_stats()``, some 200 keys in Python (75 us against 10 us on an H200)."""
     return int(cuda.memory_stats_as_nested_dict().get("allocated_bytes", {}).get("all", {}).get(key, 0))
-
-
-class _GpuPoller:
-    """NVML's utilization, memory and power of one GPU, read every ``every_s`` on a thread of its
-    own, never on the training thread: one NVML call took milliseconds on an H200 (2.2-2.8 ms for
-    the energy counter, up to 16). ``latest`` is the last reading, ``_NO_GPU`` before the first."""
-
-    def __init__(self, device: int, bus: str, every_s: float) -> None:
-        self.latest: tuple = _NO_GPU
-        self._device, self._bus, self._every_s = device, bus, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpuprof-watch-nvml", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        from ..collect.nvml import NvmlReader
-
-        reader = NvmlReader(self._device, self._bus)
-        if not reader.ok:
-            log.warning("gpuprof watch: no GPU utilization or power (%s)", reader.why)
-            return
-        try:
-            while True:
-                reading = reader.read()
-                if reading is not None:
-                    self.latest = (reading["gpu_util_pct"], reading["gpu_mem_bytes"], reading["gpu_power_w"])
-                if self._stop.wait(self._every_s):
-                    return
-        except Exception as e:  # a failing NVML must not end the run: the GPU fields stay as they were
-            log.warning("gpuprof watch: reading NVML failed (%s); GPU utilization and power stop", e)
-        finally:
-            reader.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2.0)
 
 
 def _int(value) -> str:
@@ -354,7 +317,7 @@ class Watcher:
         self._closed = False
         self._rank = (0, 1)
         self._torch_cuda = None
-        self._gpu_poller: Optional[_GpuPoller] = None
+        self._gpu_poller = None  # collect.nvml.NvmlPoller, from the first write on
         self._gpu_sample: tuple = _NO_GPU
         self._last_flush_ns = 0
         self._rss_raw = b""  # statm's text as last read, and when (step clock)
@@ -740,8 +703,11 @@ class Watcher:
                 )
             except Exception:
                 device, bus = 0, ""
-            self._gpu_poller = _GpuPoller(device, bus, FLUSH_EVERY_S)
-        self._gpu_sample = self._gpu_poller.latest
+            from ..collect.nvml import NvmlPoller
+
+            self._gpu_poller = NvmlPoller(device, bus, FLUSH_EVERY_S)
+        latest = self._gpu_poller.latest
+        self._gpu_sample = _NO_GPU if latest is None else latest
 
 
 def watch(
