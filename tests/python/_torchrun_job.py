@@ -75,6 +75,11 @@ def main(argv=None):
         for _ in range(args.steps):
             step()
     print(f"rank {rank} done", flush=True)
+    # gloo's worker threads free a finished collective's tensors just after it returns, and need the
+    # GIL to do it; one still at it when the interpreter exits is ended, and C++ aborts the rank
+    # (pytorch/pytorch#190489; docs/distributed.md). It cost a 4-rank run its rank 1 on a loaded CI
+    # machine (2026-11-30). A short sleep hands them the GIL first.
+    time.sleep(0.5)
     dist.destroy_process_group()
 
 
