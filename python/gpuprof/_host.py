@@ -108,6 +108,18 @@ def cuda_initialized() -> bool:
         return False
 
 
+def cuda_allocator_levels(cuda, device: Optional[int] = None) -> tuple[int, int, int, int]:
+    """torch's caching allocator on ``device`` (the current one by default): (allocated, reserved,
+    peak allocated, peak reserved) bytes, from the nested statistics: ``memory_stats()`` and the
+    ``memory_allocated()`` family flatten them into some 200 keys in Python at every call (75 us
+    against 10 us on an H200)."""
+    stats = cuda.memory_stats_as_nested_dict() if device is None else cuda.memory_stats_as_nested_dict(device)
+    alloc = stats.get("allocated_bytes", {}).get("all", {})
+    res = stats.get("reserved_bytes", {}).get("all", {})
+    allocated, reserved = int(alloc.get("current", 0)), int(res.get("current", 0))
+    return allocated, reserved, int(alloc.get("peak", allocated)), int(res.get("peak", reserved))
+
+
 def cpu_budget_facts() -> dict:
     """The CPUs this process may use for DataLoader workers and what set the number."""
     cpus, source = cpu_budget()

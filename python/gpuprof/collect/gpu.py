@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Optional
 
+from .._host import cuda_allocator_levels
 from .._native import _core
 
 log = logging.getLogger("gpuprof")
@@ -193,7 +194,7 @@ class AllocatorSampler:
 
     def sample(self, ticks: int, step_start_ticks: Optional[int] = None) -> None:
         """At a boundary (``ticks``); ``step_start_ticks``: where the step that ends here started
-        (None at a span's first boundary)."""
+        (None at a span's first boundary, which ends no step and so records no step's peak)."""
         torch = sys.modules.get("torch")
         try:
             if torch is None or not torch.cuda.is_initialized():
@@ -206,20 +207,15 @@ class AllocatorSampler:
             else:
                 devices = sorted(set(self._high_water) | {torch.cuda.current_device()})
             for device in devices:
-                # The nested form: memory_stats() flattens it into ~200 keys in Python at every call.
-                stats = torch.cuda.memory_stats_as_nested_dict(device)
-                alloc = stats.get("allocated_bytes", {}).get("all", {})
-                res = stats.get("reserved_bytes", {}).get("all", {})
-                reserved = int(res.get("current", 0))
+                allocated, reserved, *peak = cuda_allocator_levels(torch.cuda, device)
                 if reserved == 0 and device not in self._high_water:
                     continue  # a device this process has not allocated on
-                allocated = int(alloc.get("current", 0))
-                peak = (int(alloc.get("peak", allocated)), int(res.get("peak", reserved)))
                 before = self._high_water.get(device)
-                if before is not None and (peak[0] > before[0] or peak[1] > before[1]):
-                    start = ticks - 2 if step_start_ticks is None else step_start_ticks
-                    _core.collector_record_memory((start + ticks) // 2, 0, peak[0], peak[1], device)
-                self._high_water[device] = peak
+                ended = before is not None and step_start_ticks is not None
+                if ended and (peak[0] > before[0] or peak[1] > before[1]):
+                    mid = (step_start_ticks + ticks) // 2
+                    _core.collector_record_memory(mid, 0, peak[0], peak[1], device)
+                self._high_water[device] = tuple(peak)
                 _core.collector_record_memory(ticks, 0, allocated, reserved, device)
         except Exception as e:  # a failing device must not break the training step
             log.debug("gpuprof: could not read the CUDA allocator statistics: %s", e)
