@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "gpuprof/analysis/launch_stats.h"
+#include "run_sort.h"
 
 namespace gpuprof {
 
@@ -86,7 +87,7 @@ class PathWalker {
     }
     auto by_start = [&](uint32_t a, uint32_t b) { return start_before(a, b); };
     for (auto& [key, items] : streams) {
-      if (!std::is_sorted(items.begin(), items.end(), by_start)) std::sort(items.begin(), items.end(), by_start);
+      sort_runs(items, by_start);
       for (size_t k = 1; k < items.size(); ++k) prev_on_stream_[items[k]] = items[k - 1];
     }
     all_ = by_end(activities);
@@ -122,7 +123,7 @@ class PathWalker {
     std::vector<std::pair<int64_t, uint32_t>> keyed;
     keyed.reserve(items.size());
     for (uint32_t i : items) keyed.emplace_back(t_.events[i].end_ns(), i);
-    if (!std::is_sorted(keyed.begin(), keyed.end())) std::sort(keyed.begin(), keyed.end());
+    sort_runs(keyed);
     DeviceEnds d;
     d.ends.reserve(keyed.size());
     d.events.reserve(keyed.size());
@@ -182,8 +183,7 @@ class PathWalker {
     }
     auto by_start = [&](uint32_t a, uint32_t b) { return start_before(a, b); };
     for (HostThread& h : lane_) {
-      if (!std::is_sorted(h.events.begin(), h.events.end(), by_start))
-        std::sort(h.events.begin(), h.events.end(), by_start);
+      sort_runs(h.events, by_start);
       h.parent.assign(h.events.size(), kNoIndex);
       h.starts.reserve(h.events.size());
       h.ends.reserve(h.events.size());
@@ -202,7 +202,7 @@ class PathWalker {
         open.push_back(k);
       }
       while (!open.empty()) close();
-      if (!std::is_sorted(h.ends.begin(), h.ends.end())) std::sort(h.ends.begin(), h.ends.end());
+      sort_runs(h.ends);
     }
   }
 

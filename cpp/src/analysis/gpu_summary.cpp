@@ -11,6 +11,7 @@
 #include "gpuprof/analysis/occupancy.h"
 #include "gpuprof/analysis/tensor_cores.h"
 #include "gpuprof/core/names.h"
+#include "run_sort.h"
 
 namespace gpuprof {
 
@@ -83,8 +84,7 @@ void sweep_sm_levels(const Trace& t, const std::vector<uint32_t>& kernels, const
     ends.push_back({hi, share});
   }
   const auto by_ts = [](const Edge& a, const Edge& b) { return a.ts < b.ts; };
-  for (std::vector<Edge>* v : {&starts, &ends})
-    if (!std::is_sorted(v->begin(), v->end(), by_ts)) std::sort(v->begin(), v->end(), by_ts);
+  for (std::vector<Edge>* v : {&starts, &ends}) sort_runs(*v, by_ts);
   double running = 0.0;
   size_t s = 0, e = 0;
   const auto end_next = [&] { return e < ends.size() && (s == starts.size() || ends[e].ts <= starts[s].ts); };

@@ -66,8 +66,7 @@ std::vector<QueueLengthRow> queue_length_table(const Trace& t, const LaunchLinks
   rows.reserve(by_stream.size());
   std::vector<Change<int64_t>> changes;
   for (auto& [key, starts] : by_stream) {
-    for (std::vector<int64_t>* v : {&starts.kernels, &starts.calls})
-      if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
+    for (std::vector<int64_t>* v : {&starts.kernels, &starts.calls}) sort_runs(*v);
     changes.clear();
     changes.reserve(starts.kernels.size() + starts.calls.size());
     const std::vector<int64_t>& ks = starts.kernels;

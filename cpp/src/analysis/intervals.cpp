@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "run_sort.h"
+
 namespace gpuprof {
 
 void merge_intervals(IntervalList& v) {
   // Often already in order (a thread's events, a stream's kernels): then a pass, not a sort. The
   // merged list does not depend on the order of equal starts.
   const auto by_start = [](const Interval& a, const Interval& b) { return a.start < b.start; };
-  if (!std::is_sorted(v.begin(), v.end(), by_start)) std::sort(v.begin(), v.end(), by_start);
+  sort_runs(v, by_start);
   size_t out = 0;
   for (const Interval& iv : v) {
     if (iv.end <= iv.start) continue;

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "gpuprof/analysis/tensor_cores.h"
+#include "run_sort.h"
 
 namespace gpuprof {
 
@@ -57,7 +58,7 @@ void sort_by_start(const Trace& t, std::vector<uint32_t>& items, Rank rank) {
     const Event& e = t.events[items[k]];
     keyed[k] = {e.start_ns, e.dur_ns, rank(e), items[k]};
   }
-  std::sort(keyed.begin(), keyed.end());
+  sort_runs(keyed);
   for (size_t k = 0; k < items.size(); ++k) items[k] = keyed[k].index;
 }
 

@@ -17,6 +17,7 @@
 #include "gpuprof/analysis/op_launch_delay.h"
 #include "gpuprof/core/trace.h"
 #include "name_sequences.h"
+#include "run_sort.h"
 
 namespace gpuprof {
 
@@ -175,7 +176,7 @@ std::map<std::pair<int, uint32_t>, std::vector<uint32_t>> activities_by_stream(c
       const Event& eb = t.events[b];
       return ea.start_ns != eb.start_ns ? ea.start_ns < eb.start_ns : a < b;
     };
-    if (!std::is_sorted(items.begin(), items.end(), before)) std::sort(items.begin(), items.end(), before);
+    sort_runs(items, before);
   }
   return by_stream;
 }

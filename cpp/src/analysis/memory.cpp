@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "gpuprof/analysis/tables.h"
+#include "run_sort.h"
 
 namespace gpuprof {
 namespace {
@@ -64,7 +65,7 @@ Attributions attribute(const Trace& t, bool nodes_anyway = false) {
   std::vector<uint32_t> children(n_events, 0);
   for (auto& [tid, nodes] : nodes_by_tid) {
     // Parents before children: by start, the longer first at equal starts.
-    std::sort(nodes.begin(), nodes.end(), [&](uint32_t x, uint32_t y) {
+    sort_runs(nodes, [&](uint32_t x, uint32_t y) {
       const Event &ex = t.events[x], &ey = t.events[y];
       if (ex.start_ns != ey.start_ns) return ex.start_ns < ey.start_ns;
       if (ex.dur_ns != ey.dur_ns) return ex.dur_ns > ey.dur_ns;

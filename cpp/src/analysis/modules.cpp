@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "run_sort.h"
+
 namespace gpuprof {
 
 namespace {
@@ -94,8 +96,7 @@ class ViewBuilder {
       if (is_call[i] || nests_in_modules(t.events[i].kind)) by_thread[t.events[i].tid].push_back(i);
     const OuterFirst outer_first{t, is_call};
     for (auto& [tid, items] : by_thread) {
-      if (!std::is_sorted(items.begin(), items.end(), outer_first))
-        std::sort(items.begin(), items.end(), outer_first);
+      sort_runs(items, outer_first);
       std::vector<uint32_t> open;
       for (uint32_t i : items) {
         const Event& e = t.events[i];
