@@ -12,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "../core/huge_pages.h"
 #include "../core/thread_start.h"
 #include "compiled_launches.h"
 #include "json_sax.h"
@@ -209,8 +208,6 @@ void reserve_for_text(Trace& t, uint64_t text_bytes, const ImportOptions& opts) 
   try {
     t.events.reserve(size_t(events));
     t.kernels.reserve(size_t(events / 2));   // a kernel mostly comes with its launch call; more grow
-    advise_huge_pages(t.events.data(), t.events.capacity() * sizeof(Event));
-    advise_huge_pages(t.kernels.data(), t.kernels.capacity() * sizeof(KernelInfo));
   } catch (const std::exception&) {
     // Not enough address space for the guess: the arrays grow as they are filled instead.
   }
