@@ -396,7 +396,7 @@ def hta_distribution():
 
 def environment() -> dict:
     """What the figures were measured with: each tool's installed version, pandas', Python's, the
-    gpuprof commit, the machine's CPUs and load."""
+    gpuprof commit, the machine's CPUs (their model: the figures move with it) and load."""
     from importlib import metadata
 
     def version(dist: str):
@@ -418,8 +418,25 @@ def environment() -> dict:
         "torch_tb_profiler": version("torch-tb-profiler"),
         "pandas": version("pandas"),
         "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "load_average": os.getloadavg(),
     }
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name and family/model numbers from /proc/cpuinfo (None elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return None
+    fields = {}
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        if not key.strip():
+            break  # the first CPU's block ends
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name")
+    return f"{name} (family {fields.get('cpu family')}, model {fields.get('model')})" if name else None
 
 
 def _gunzip_chunks(path: Path):
