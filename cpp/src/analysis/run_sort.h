@@ -38,26 +38,29 @@ void sort_runs(It first, It last, Less less) {
   if (cuts.size() == 1) return;
   cuts.push_back(n);
 
+  // Pairwise merges, back and forth between the range and one buffer.
   using T = typename std::iterator_traits<It>::value_type;
-  std::vector<T> buffer(std::make_move_iterator(first), std::make_move_iterator(last));
-  std::vector<T> other(n);
-  std::vector<T>* from = &buffer;
-  std::vector<T>* to = &other;
+  std::vector<T> buffer(n);
+  bool in_buffer = false;   // where the current runs lie
   while (cuts.size() > 2) {
     std::vector<size_t> merged{0};
     for (size_t k = 0; k + 1 < cuts.size(); k += 2) {
-      const auto a = from->begin() + static_cast<std::ptrdiff_t>(cuts[k]);
-      const auto b = from->begin() + static_cast<std::ptrdiff_t>(cuts[k + 1]);
       const size_t end = k + 2 < cuts.size() ? cuts[k + 2] : cuts[k + 1];   // an odd last run: copied
-      const auto c = from->begin() + static_cast<std::ptrdiff_t>(end);
-      std::merge(std::make_move_iterator(a), std::make_move_iterator(b), std::make_move_iterator(b),
-                 std::make_move_iterator(c), to->begin() + static_cast<std::ptrdiff_t>(cuts[k]), less);
+      const auto merge_into = [&](auto from, auto to) {
+        const auto a = from + static_cast<std::ptrdiff_t>(cuts[k]);
+        const auto b = from + static_cast<std::ptrdiff_t>(cuts[k + 1]);
+        const auto c = from + static_cast<std::ptrdiff_t>(end);
+        std::merge(std::make_move_iterator(a), std::make_move_iterator(b), std::make_move_iterator(b),
+                   std::make_move_iterator(c), to + static_cast<std::ptrdiff_t>(cuts[k]), less);
+      };
+      if (in_buffer) merge_into(buffer.begin(), first);
+      else merge_into(first, buffer.begin());
       merged.push_back(end);
     }
     cuts = std::move(merged);
-    std::swap(from, to);
+    in_buffer = !in_buffer;
   }
-  std::move(from->begin(), from->end(), first);
+  if (in_buffer) std::move(buffer.begin(), buffer.end(), first);
 }
 
 template <class T, class Less>
