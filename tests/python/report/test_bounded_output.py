@@ -9,13 +9,12 @@ bench/bounded_names.py). Here, smaller cases that still tell the two apart."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from _rusage import run_fresh
 from bounded_names import write_distinct, write_long  # noqa: E402  (the benchmark's own traces)
 
 from gpuprof import _core_testing as builders
@@ -26,16 +25,7 @@ MAX_NAME_BYTES = 1024  # kMaxNameBytes
 
 def analyze(*args) -> tuple[subprocess.CompletedProcess, float]:
     """`gpuprof analyze ...` in its own process: (the process, its peak resident set in MiB)."""
-    cmd = [sys.executable, "-m", "gpuprof.cli", "analyze", *map(str, args)]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        out.seek(0)
-        err.seek(0)
-        done = subprocess.CompletedProcess(
-            cmd, os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()
-        )
-    return done, usage.ru_maxrss / 1024.0
+    return run_fresh([sys.executable, "-m", "gpuprof.cli", "analyze", *args])
 
 
 def test_a_hundred_thousand_distinct_names_give_a_bounded_report(tmp_path):

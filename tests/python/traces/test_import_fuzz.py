@@ -11,11 +11,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _rusage import run_fresh
 from _traces import TRACES
 
 FUZZ_SECONDS = 20
@@ -158,7 +158,9 @@ def test_importer_survives_bounded_fuzzing(tmp_path):
     if rocm.exists():
         (tmp_path / "rocm.json").write_bytes(gzip.decompress(rocm.read_bytes()))
         env["GPUPROF_FUZZ_SEED_FILE"] = str(tmp_path / "rocm.json")
-    proc = subprocess.run(
+    # libFuzzer's -rss_limit_mb reads the process's peak resident set: spawned from pytest directly,
+    # the fuzzer would start with the test run's own peak (past 2 GB late in the suite).
+    proc, _ = run_fresh(
         [
             sys.executable,
             __file__,
@@ -169,8 +171,6 @@ def test_importer_survives_bounded_fuzzing(tmp_path):
             f"-artifact_prefix={tmp_path}/",
             str(corpus),
         ],
-        capture_output=True,
-        text=True,
         timeout=FUZZ_SECONDS + 60,
         env=env,
     )
