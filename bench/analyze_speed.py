@@ -18,6 +18,9 @@ Run by hand (not in CI). HTA and the plugin must be installed in the same enviro
 published as `traceinsight` since 0.6 (same `hta` import); in a venv beside the installed gpuprof:
 python3 -m venv --system-site-packages VENV && VENV/bin/pip install traceinsight torch-tb-profiler psutil
 VENV/bin/python bench/analyze_speed.py ...   (the results record each tool's version)
+A venv without --system-site-packages (with PYTHONPATH at the gpuprof to time, plus jinja2) leaves
+out the .pth files of the system's site-packages, which every command of every tool pays at start:
+the results record the interpreter's start and those files.
 """
 
 from __future__ import annotations
@@ -420,7 +423,28 @@ def environment() -> dict:
         "cpus": os.cpu_count(),
         "cpu_model": cpu_model(),
         "load_average": os.getloadavg(),
+        "venv": sys.prefix != sys.base_prefix,
+        "interpreter_start_s": interpreter_start(),
+        "site_pth_files": site_pth_files(),
     }
+
+
+def interpreter_start(runs: int = 7) -> float:
+    """`python -c pass`'s best wall time: every tool's command pays it, .pth files included."""
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 4)
+
+
+def site_pth_files() -> list[str]:
+    """The .pth files the interpreter runs at start (a sandbox's or a tool's own can cost ms)."""
+    import site
+
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return sorted(p.name for d in dirs if os.path.isdir(d) for p in Path(d).glob("*.pth"))
 
 
 def cpu_model() -> str | None:
