@@ -103,15 +103,17 @@ StepTimeline step_timeline(const Trace& t, int64_t start_ns, int64_t end_ns, siz
   StepTimeline out;
   out.total = static_cast<int64_t>(picked.size());
   if (picked.size() > cap) {
-    // Device work first, then the longest events; ties in stored order.
-    std::partial_sort(picked.begin(), picked.begin() + static_cast<std::ptrdiff_t>(cap), picked.end(),
-                      [&](uint32_t a, uint32_t b) {
-                        const Event& ea = t.events[a];
-                        const Event& eb = t.events[b];
-                        if (ea.on_device() != eb.on_device()) return ea.on_device();
-                        if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;
-                        return a < b;
-                      });
+    // Device work first, then the longest events; ties in stored order. A total order, so the
+    // first `cap` after nth_element are the same events a full sort would keep (their order is
+    // the stored one again below).
+    std::nth_element(picked.begin(), picked.begin() + static_cast<std::ptrdiff_t>(cap), picked.end(),
+                     [&](uint32_t a, uint32_t b) {
+                       const Event& ea = t.events[a];
+                       const Event& eb = t.events[b];
+                       if (ea.on_device() != eb.on_device()) return ea.on_device();
+                       if (ea.dur_ns != eb.dur_ns) return ea.dur_ns > eb.dur_ns;
+                       return a < b;
+                     });
     picked.resize(cap);
     std::sort(picked.begin(), picked.end());
   }
