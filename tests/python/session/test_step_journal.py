@@ -225,7 +225,8 @@ def _direct_children(trace_path) -> dict:
     """Per host-op name, how many host ops its calls directly contain (nesting on each thread)."""
     from collections import Counter, defaultdict
 
-    events = json.loads(open(trace_path, encoding="utf-8").read())["traceEvents"]
+    with open(trace_path, encoding="utf-8") as f:
+        events = json.load(f)["traceEvents"]
     by_thread = defaultdict(list)
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
